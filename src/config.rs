@@ -1,0 +1,140 @@
+//! The node's configuration: one typed struct, layered as defaults ← `inlet.toml` (`--config`)
+//! ← `INLET_*` environment variables ← command-line flags.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+use anyhow::{bail, Context};
+use serde::{Deserialize, Serialize};
+
+use inlet_storage::StorageConfig;
+
+/// Everything a node needs to start.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct NodeConfig {
+    /// Where the WAL, the local object store and the SQLite metadata live.
+    pub data_dir: PathBuf,
+    /// Kafka protocol listener.
+    pub kafka_listen: String,
+    /// Schema Registry listener.
+    pub registry_listen: String,
+    /// HTTP listener: Iceberg REST catalog, SQL, watermarks, metrics, health.
+    pub http_listen: String,
+    /// Host name clients are told to connect to (Kafka Metadata); the listen host by default.
+    pub advertised_host: Option<String>,
+    /// Object store URL (`s3://bucket/prefix`, `file:///path`); `<data_dir>/objects` by default.
+    pub object_store: Option<String>,
+    /// Metadata store URL (`postgres://…`, `sqlite://…`); `<data_dir>/meta.db` by default.
+    pub meta: Option<String>,
+    /// This node's id in a cluster.
+    pub node_id: u64,
+    /// Broker-level Kafka configs by their Kafka names.
+    pub kafka: BTreeMap<String, String>,
+    /// The stream store's settings.
+    pub storage: StorageConfig,
+}
+
+impl Default for NodeConfig {
+    fn default() -> Self {
+        NodeConfig {
+            data_dir: PathBuf::from("inlet-data"),
+            kafka_listen: "127.0.0.1:9092".into(),
+            registry_listen: "127.0.0.1:8081".into(),
+            http_listen: "127.0.0.1:8181".into(),
+            advertised_host: None,
+            object_store: None,
+            meta: None,
+            node_id: 0,
+            kafka: BTreeMap::new(),
+            storage: StorageConfig::default(),
+        }
+    }
+}
+
+impl NodeConfig {
+    /// Reads a TOML file over the defaults.
+    pub fn from_file(path: &std::path::Path) -> anyhow::Result<Self> {
+        let text = std::fs::read_to_string(path)
+            .with_context(|| format!("reading config file {}", path.display()))?;
+        toml::from_str(&text).with_context(|| format!("parsing config file {}", path.display()))
+    }
+
+    pub fn wal_dir(&self) -> PathBuf {
+        self.data_dir.join("wal")
+    }
+
+    pub fn object_store_url(&self) -> String {
+        self.object_store.clone().unwrap_or_else(|| {
+            self.data_dir
+                .join("objects")
+                .to_string_lossy()
+                .into_owned()
+        })
+    }
+
+    pub fn meta_url(&self) -> String {
+        self.meta.clone().unwrap_or_else(|| {
+            format!("sqlite://{}", self.data_dir.join("meta.db").display())
+        })
+    }
+
+    /// Checks the settings fit together.
+    pub fn validate(&self) -> anyhow::Result<()> {
+        for (name, addr) in [
+            ("kafka-listen", &self.kafka_listen),
+            ("registry-listen", &self.registry_listen),
+            ("http-listen", &self.http_listen),
+        ] {
+            if addr.rsplit_once(':').and_then(|(_, p)| p.parse::<u16>().ok()).is_none() {
+                bail!("--{name} must be HOST:PORT, got {addr:?}");
+            }
+        }
+        let mut storage = self.storage.clone();
+        storage.node_id = self.node_id;
+        storage.validate()?;
+        Ok(())
+    }
+}
+
+/// Parses `KEY=VALUE`.
+pub fn parse_key_value(s: &str) -> Result<(String, String), String> {
+    match s.split_once('=') {
+        Some((k, v)) if !k.trim().is_empty() => Ok((k.trim().to_string(), v.to_string())),
+        _ => Err(format!("expected KEY=VALUE, got {s:?}")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn file_overrides_defaults_and_unknown_keys_are_refused() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("inlet.toml");
+        std::fs::write(
+            &path,
+            "data_dir = \"/srv/inlet\"\n[storage]\nlog_cache_bytes = 1073741824\n",
+        )
+        .expect("write");
+        let config = NodeConfig::from_file(&path).expect("parses");
+        assert_eq!(config.data_dir, PathBuf::from("/srv/inlet"));
+        assert_eq!(config.storage.log_cache_bytes, 1 << 30);
+        assert_eq!(config.kafka_listen, "127.0.0.1:9092");
+        std::fs::write(&path, "colour = \"blue\"\n").expect("write");
+        let err = NodeConfig::from_file(&path).unwrap_err();
+        assert!(format!("{err:#}").contains("colour"), "{err:#}");
+    }
+
+    #[test]
+    fn bad_listen_address_is_refused() {
+        let config = NodeConfig {
+            kafka_listen: "localhost".into(),
+            ..NodeConfig::default()
+        };
+        assert!(config.validate().is_err());
+        assert_eq!(parse_key_value("a=b=c"), Ok(("a".into(), "b=c".into())));
+        assert!(parse_key_value("novalue").is_err());
+    }
+}

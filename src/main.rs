@@ -1,0 +1,91 @@
+//! The `inlet` command line (DESIGN.md §3).
+
+use std::path::PathBuf;
+
+use anyhow::Context;
+use clap::{Args, Parser, Subcommand};
+
+use inlet::config::{parse_key_value, NodeConfig};
+
+#[derive(Parser, Debug)]
+#[command(name = "inlet", version, about = "Kafka-compatible streaming whose topics are Iceberg tables")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Run a node (embedded default: one process, data under ./inlet-data).
+    Serve(ServeArgs),
+}
+
+#[derive(Args, Debug)]
+struct ServeArgs {
+    /// TOML configuration file; flags and INLET_* variables override it.
+    #[arg(long, env = "INLET_CONFIG")]
+    config: Option<PathBuf>,
+    #[arg(long, env = "INLET_DATA_DIR")]
+    data_dir: Option<PathBuf>,
+    #[arg(long, env = "INLET_KAFKA_LISTEN")]
+    kafka_listen: Option<String>,
+    #[arg(long, env = "INLET_REGISTRY_LISTEN")]
+    registry_listen: Option<String>,
+    #[arg(long, env = "INLET_HTTP_LISTEN")]
+    http_listen: Option<String>,
+    #[arg(long, env = "INLET_ADVERTISED_HOST")]
+    advertised_host: Option<String>,
+    /// Object store URL: s3://bucket/prefix, file:///path, or a path.
+    #[arg(long, env = "INLET_OBJECT_STORE")]
+    object_store: Option<String>,
+    /// Metadata store URL: postgres://… or sqlite://….
+    #[arg(long, env = "INLET_META")]
+    meta: Option<String>,
+    #[arg(long, env = "INLET_NODE_ID")]
+    node_id: Option<u64>,
+    /// Broker-level Kafka config by its Kafka name (repeatable).
+    #[arg(long = "kafka-config", env = "INLET_KAFKA_CONFIG", value_delimiter = ',', value_parser = parse_key_value)]
+    kafka_config: Vec<(String, String)>,
+}
+
+impl ServeArgs {
+    fn into_config(self) -> anyhow::Result<NodeConfig> {
+        let mut config = match &self.config {
+            Some(path) => NodeConfig::from_file(path)?,
+            None => NodeConfig::default(),
+        };
+        macro_rules! over {
+            ($($field:ident),*) => { $( if let Some(v) = self.$field { config.$field = v; } )* };
+        }
+        over!(data_dir, kafka_listen, registry_listen, http_listen, node_id);
+        if self.advertised_host.is_some() {
+            config.advertised_host = self.advertised_host;
+        }
+        if self.object_store.is_some() {
+            config.object_store = self.object_store;
+        }
+        if self.meta.is_some() {
+            config.meta = self.meta;
+        }
+        config.kafka.extend(self.kafka_config);
+        config.validate()?;
+        Ok(config)
+    }
+}
+
+fn main() -> anyhow::Result<()> {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_env("INLET_LOG")
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
+        )
+        .init();
+    let cli = Cli::parse();
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("starting the async runtime")?;
+    match cli.command {
+        Command::Serve(args) => runtime.block_on(inlet::serve(args.into_config()?)),
+    }
+}

@@ -1,0 +1,128 @@
+//! The stream store's error type. Every error says which of four kinds it is, so callers
+//! decide what to do without matching on messages: retry it, report bad input, stop on
+//! corruption, or give up because the store is shutting down.
+
+use std::io;
+
+/// What a caller can do about an error.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ErrorKind {
+    /// A transient failure (network, object store throttling, a busy database). Retrying the
+    /// same call later may succeed.
+    Retryable,
+    /// The request itself is wrong (unknown stream, offset out of range, too large). Retrying it
+    /// unchanged fails the same way.
+    BadInput,
+    /// Stored data failed a check (CRC, magic, index). Needs an operator.
+    Corruption,
+    /// The store is closed or failed a durable write and refuses further writes.
+    Shutdown,
+}
+
+/// Errors of the stream store.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("stream {0} does not exist")]
+    UnknownStream(String),
+    #[error("stream {name:?} already exists")]
+    StreamExists { name: String },
+    #[error("offset {offset} is out of range for stream {stream} (start {start}, end {end})")]
+    OffsetOutOfRange {
+        stream: u64,
+        offset: u64,
+        start: u64,
+        end: u64,
+    },
+    #[error("invalid argument: {0}")]
+    InvalidArgument(String),
+    #[error("append of {size} bytes exceeds the limit of {limit} bytes")]
+    TooLarge { size: usize, limit: usize },
+    #[error("WAL I/O error at {path}: {source}")]
+    WalIo {
+        path: String,
+        #[source]
+        source: io::Error,
+    },
+    #[error("the WAL failed a durable write earlier ({0}); restart the node to recover from the WAL")]
+    WalFailed(String),
+    #[error("corrupt data in {location}: {detail}")]
+    Corrupt { location: String, detail: String },
+    #[error("object store error on {op} {path}: {source}")]
+    ObjectStore {
+        op: &'static str,
+        path: String,
+        #[source]
+        source: object_store::Error,
+    },
+    #[error("metadata store error: {0}")]
+    Meta(#[from] sqlx::Error),
+    #[error("invalid configuration: {0}")]
+    Config(String),
+    #[error("the stream store is shut down")]
+    Shutdown,
+}
+
+impl Error {
+    /// Which kind of failure this is; see [`ErrorKind`].
+    pub fn kind(&self) -> ErrorKind {
+        match self {
+            Error::UnknownStream(_)
+            | Error::StreamExists { .. }
+            | Error::OffsetOutOfRange { .. }
+            | Error::InvalidArgument(_)
+            | Error::TooLarge { .. }
+            | Error::Config(_) => ErrorKind::BadInput,
+            Error::Corrupt { .. } => ErrorKind::Corruption,
+            Error::WalFailed(_) | Error::Shutdown => ErrorKind::Shutdown,
+            Error::WalIo { .. } => ErrorKind::Shutdown,
+            Error::ObjectStore { source, .. } => match source {
+                object_store::Error::NotFound { .. }
+                | object_store::Error::InvalidPath { .. }
+                | object_store::Error::NotSupported { .. }
+                | object_store::Error::AlreadyExists { .. }
+                | object_store::Error::PermissionDenied { .. }
+                | object_store::Error::Unauthenticated { .. }
+                | object_store::Error::UnknownConfigurationKey { .. } => ErrorKind::BadInput,
+                _ => ErrorKind::Retryable,
+            },
+            Error::Meta(e) => match e {
+                sqlx::Error::Io(_)
+                | sqlx::Error::PoolTimedOut
+                | sqlx::Error::PoolClosed
+                | sqlx::Error::WorkerCrashed
+                | sqlx::Error::Tls(_) => ErrorKind::Retryable,
+                sqlx::Error::Database(db) => {
+                    // SQLite BUSY/LOCKED and PostgreSQL serialization/deadlock failures.
+                    match db.code().as_deref() {
+                        Some("5") | Some("6") | Some("40001") | Some("40P01") => {
+                            ErrorKind::Retryable
+                        }
+                        _ => ErrorKind::BadInput,
+                    }
+                }
+                _ => ErrorKind::BadInput,
+            },
+        }
+    }
+
+    /// Whether retrying the same call later may succeed.
+    pub fn is_retryable(&self) -> bool {
+        self.kind() == ErrorKind::Retryable
+    }
+
+    pub(crate) fn corrupt(location: impl Into<String>, detail: impl Into<String>) -> Self {
+        Error::Corrupt {
+            location: location.into(),
+            detail: detail.into(),
+        }
+    }
+
+    pub(crate) fn wal_io(path: &std::path::Path, source: io::Error) -> Self {
+        Error::WalIo {
+            path: path.display().to_string(),
+            source,
+        }
+    }
+}
+
+pub type Result<T, E = Error> = std::result::Result<T, E>;

@@ -1,0 +1,41 @@
+//! Inlet's stream store (DESIGN.md §4): durable, ordered streams of batches on a local
+//! write-ahead log and object storage.
+//!
+//! The main flow, from [`StreamStore::append`]:
+//! 1. [`wal`]: the batch joins a group commit — one write and one `fdatasync` for every append
+//!    waiting — and gets its offset; `append` returns when it is durable.
+//! 2. The batch sits in the log cache ([`cache`]) for tail reads.
+//! 3. [`upload`]: when enough data waits (or time passes), all of it becomes one stream set
+//!    object ([`objects::format`]) in the object store, indexed in the metadata store ([`meta`])
+//!    in one transaction; then the WAL is trimmed behind it.
+//! 4. Catch-up reads ([`StreamStore::read`] below the cache) go through the block cache to the
+//!    objects with ranged GETs and read-ahead.
+//! 5. [`maintenance`]: retention, compaction into stream objects, merging of small objects, and
+//!    deletion of objects nothing refers to.
+//!
+//! This crate knows nothing of Kafka or tables: streams, offsets and byte batches only.
+
+mod cache;
+pub mod clock;
+pub mod config;
+pub mod error;
+pub mod maintenance;
+pub mod meta;
+pub mod objects;
+mod reader;
+mod store;
+mod stream;
+pub mod upload;
+pub mod wal;
+
+pub use clock::{Clock, ManualClock, SystemClock};
+pub use config::{RetryConfig, StorageConfig};
+pub use error::{Error, ErrorKind, Result};
+pub use maintenance::MaintenanceReport;
+pub use meta::{Backend, MetaStore};
+pub use objects::faulty::{Fault, FaultyStore, Op};
+pub use objects::{open_object_store, ObjectClient};
+pub use store::{
+    AppendOptions, ReadBatch, StoreStats, StreamId, StreamInfo, StreamStore, StreamStoreBuilder,
+};
+pub use upload::UploadReport;

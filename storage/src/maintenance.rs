@@ -1,0 +1,316 @@
+//! Background maintenance of the objects: retention, compaction and garbage collection.
+//!
+//! - *Retention*: a stream's oldest ranges go when they lie below its start offset (trimmed),
+//!   when all their data is older than its retention time, or while the stream holds more than
+//!   its retention bytes. The start offset rises to the end of the last range dropped. Data not
+//!   yet uploaded is never expired.
+//! - *Stream objects*: a stream with at least `stream_object_min_bytes` spread over stream set
+//!   objects gets its data copied into an object of its own, so a later catch-up read of it
+//!   touches one object and expiring it frees whole objects.
+//! - *Merging*: stream set objects smaller than `compaction_small_object_bytes` are merged, up
+//!   to `compaction_max_merge_bytes` at a time.
+//! - *Garbage collection*: objects left without ranges are deleted from the object store once
+//!   `delete_grace_ms` has passed (readers that located them before may still be reading);
+//!   abandoned prepared uploads are deleted after `orphan_grace_ms`.
+//!
+//! A compaction commits in one metadata transaction that swaps the copied ranges for the new
+//! object's; if any copied range vanished meanwhile (its stream was deleted), the transaction is
+//! abandoned and the new object collected.
+
+use std::collections::BTreeMap;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio_util::sync::CancellationToken;
+
+use crate::error::Result;
+use crate::meta::{NewObject, ObjectKind, ObjectState, RangeRow};
+use crate::objects::format::{self, ObjectBuilder, ObjectEntry};
+use crate::store::Inner;
+use crate::stream::{RangeRef, StreamShared};
+
+/// What one maintenance pass did.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct MaintenanceReport {
+    pub ranges_expired: usize,
+    pub stream_objects_written: usize,
+    pub objects_merged: usize,
+    pub objects_deleted: usize,
+    pub orphans_collected: usize,
+}
+
+impl Inner {
+    pub(crate) async fn maintain(&self) -> Result<MaintenanceReport> {
+        let _pass = self.maintenance_lock.lock().await;
+        let mut report = MaintenanceReport::default();
+        for stream in self.live_streams() {
+            report.ranges_expired += self.apply_retention(&stream).await?;
+        }
+        for stream in self.live_streams() {
+            if self.write_stream_object(&stream).await? {
+                report.stream_objects_written += 1;
+            }
+        }
+        report.objects_merged = self.merge_small_objects().await?;
+        report.objects_deleted = self.delete_retired_objects().await?;
+        report.orphans_collected = self.collect_orphans(false).await?;
+        Ok(report)
+    }
+
+    async fn apply_retention(&self, stream: &Arc<StreamShared>) -> Result<usize> {
+        let now = self.now_ms();
+        let (expired, new_start) = {
+            let state = stream.state.lock();
+            let retention_ms = match state.retention_ms {
+                Some(ms) if ms < 0 => None,
+                Some(ms) => Some(ms as u64),
+                None => self.config.retention_ms,
+            };
+            let retention_bytes = match state.retention_bytes {
+                Some(b) if b < 0 => None,
+                Some(b) => Some(b as u64),
+                None => self.config.retention_bytes,
+            };
+            let mut held: u64 = state.ranges.values().map(|r| r.row.size).sum();
+            let mut expired = Vec::new();
+            let mut new_start = state.start_offset;
+            for r in state.ranges.values() {
+                let trimmed = r.row.end_offset <= state.start_offset;
+                let too_old = retention_ms
+                    .is_some_and(|ms| r.row.max_timestamp_ms.saturating_add(ms) < now);
+                let too_big = retention_bytes.is_some_and(|b| held > b);
+                if !(trimmed || too_old || too_big) {
+                    break;
+                }
+                held -= r.row.size;
+                new_start = new_start.max(r.row.end_offset);
+                expired.push(r.row);
+            }
+            (expired, new_start)
+        };
+        if expired.is_empty() {
+            return Ok(0);
+        }
+        self.meta
+            .expire_ranges(stream.id, new_start, &expired, now)
+            .await?;
+        let mut state = stream.state.lock();
+        for r in &expired {
+            state.ranges.remove(&r.start_offset);
+        }
+        state.start_offset = state.start_offset.max(new_start);
+        tracing::debug!(stream = stream.id, new_start, ranges = expired.len(), "retention expired ranges");
+        Ok(expired.len())
+    }
+
+    /// Reads the entries of `ranges` (all from objects) in order.
+    async fn read_ranges(&self, ranges: &[RangeRef]) -> Result<Vec<(u64, ObjectEntry)>> {
+        let mut out = Vec::new();
+        for range in ranges {
+            let index = self.object_index(range).await?;
+            let path = self.object_path(range.row.object_id);
+            let data = self
+                .objects
+                .get_range(&path, range.row.position..range.row.position + range.row.size)
+                .await?;
+            let end = range.row.position + range.row.size;
+            for b in index.iter().filter(|b| {
+                b.stream_id == range.row.stream_id
+                    && b.position >= range.row.position
+                    && b.position < end
+            }) {
+                let start = (b.position - range.row.position) as usize;
+                let bytes = data.slice(start..start + b.size as usize);
+                for e in format::decode_block(&bytes, b, path.as_ref())? {
+                    out.push((range.row.stream_id, e));
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    /// Writes `entries` as a new object of `kind` and commits it in place of `replaced`.
+    async fn rewrite(
+        &self,
+        kind: ObjectKind,
+        entries: &[(u64, ObjectEntry)],
+        replaced: &[RangeRef],
+    ) -> Result<bool> {
+        let mut builder = ObjectBuilder::new(self.config.object_block_bytes);
+        for (stream_id, e) in entries {
+            builder.add(*stream_id, e);
+        }
+        let built = builder.finish();
+        let object_id = self
+            .meta
+            .prepare_object(kind, self.config.node_id, self.now_ms())
+            .await?;
+        let path = self.object_path(object_id);
+        self.objects.put(&path, built.data.clone()).await?;
+        let object = NewObject {
+            id: object_id,
+            size: built.data.len() as u64,
+            index_position: built.footer.index_position,
+            index_len: built.footer.index_len as u64,
+            ranges: built
+                .ranges
+                .iter()
+                .map(|r| RangeRow {
+                    object_id,
+                    stream_id: r.stream_id,
+                    start_offset: r.start_offset,
+                    end_offset: r.end_offset,
+                    position: r.position,
+                    size: r.size,
+                    max_timestamp_ms: r.max_timestamp_ms,
+                })
+                .collect(),
+        };
+        let old: Vec<RangeRow> = replaced.iter().map(|r| r.row).collect();
+        if !self
+            .meta
+            .commit_compaction(&object, &old, self.now_ms())
+            .await?
+        {
+            // A copied range vanished (stream deleted or expired): drop the new object.
+            self.objects.delete(&path).await?;
+            self.meta.forget_object(object_id).await?;
+            return Ok(false);
+        }
+        let streams = self.streams.read().clone();
+        for r in replaced {
+            if let Some(stream) = streams.get(&r.row.stream_id) {
+                let mut state = stream.state.lock();
+                if state.ranges.get(&r.row.start_offset).map(|x| x.row.object_id)
+                    == Some(r.row.object_id)
+                {
+                    state.ranges.remove(&r.row.start_offset);
+                }
+            }
+        }
+        for row in &object.ranges {
+            if let Some(stream) = streams.get(&row.stream_id) {
+                stream.state.lock().ranges.insert(
+                    row.start_offset,
+                    RangeRef {
+                        row: *row,
+                        kind,
+                        index_position: object.index_position,
+                        index_len: object.index_len,
+                    },
+                );
+            }
+        }
+        self.counters.compactions.fetch_add(1, Ordering::Relaxed);
+        Ok(true)
+    }
+
+    async fn write_stream_object(&self, stream: &Arc<StreamShared>) -> Result<bool> {
+        let ranges: Vec<RangeRef> = {
+            let state = stream.state.lock();
+            let mut picked = Vec::new();
+            let mut bytes = 0;
+            for r in state.ranges.values() {
+                if r.kind != ObjectKind::StreamSet {
+                    if picked.is_empty() {
+                        continue;
+                    }
+                    break; // keep the run contiguous
+                }
+                if bytes + r.row.size > self.config.compaction_max_merge_bytes && !picked.is_empty() {
+                    break;
+                }
+                bytes += r.row.size;
+                picked.push(*r);
+            }
+            if bytes < self.config.stream_object_min_bytes {
+                return Ok(false);
+            }
+            picked
+        };
+        let entries = self.read_ranges(&ranges).await?;
+        self.rewrite(ObjectKind::Stream, &entries, &ranges).await
+    }
+
+    async fn merge_small_objects(&self) -> Result<usize> {
+        // Ranges by object, for the stream set objects that are small.
+        let mut by_object: BTreeMap<u64, Vec<RangeRef>> = BTreeMap::new();
+        for stream in self.live_streams() {
+            for r in stream.state.lock().ranges.values() {
+                if r.kind == ObjectKind::StreamSet {
+                    by_object.entry(r.row.object_id).or_default().push(*r);
+                }
+            }
+        }
+        let sizes: BTreeMap<u64, u64> = self
+            .meta
+            .objects_in_state(ObjectState::Committed)
+            .await?
+            .into_iter()
+            .filter(|o| o.kind == ObjectKind::StreamSet)
+            .map(|o| (o.id, o.size))
+            .collect();
+        let mut picked = Vec::new();
+        let mut total = 0;
+        for (id, ranges) in &by_object {
+            let size = sizes.get(id).copied().unwrap_or(u64::MAX);
+            if size >= self.config.compaction_small_object_bytes {
+                continue;
+            }
+            if total + size > self.config.compaction_max_merge_bytes && picked.len() >= 2 {
+                break;
+            }
+            total += size;
+            picked.extend(ranges.iter().copied());
+            if picked.len() > 1 && total >= self.config.compaction_max_merge_bytes {
+                break;
+            }
+        }
+        let objects: std::collections::BTreeSet<u64> =
+            picked.iter().map(|r| r.row.object_id).collect();
+        if objects.len() < 2 {
+            return Ok(0);
+        }
+        picked.sort_by_key(|r| (r.row.stream_id, r.row.start_offset));
+        let entries = self.read_ranges(&picked).await?;
+        Ok(if self.rewrite(ObjectKind::StreamSet, &entries, &picked).await? {
+            objects.len()
+        } else {
+            0
+        })
+    }
+
+    async fn delete_retired_objects(&self) -> Result<usize> {
+        let now = self.now_ms();
+        let mut deleted = 0;
+        for object in self.meta.objects_in_state(ObjectState::Deleting).await? {
+            let since = object.deleted_ms.unwrap_or(0);
+            if since + self.config.delete_grace_ms > now {
+                continue;
+            }
+            self.objects.delete(&self.object_path(object.id)).await?;
+            self.meta.forget_object(object.id).await?;
+            self.block_cache.forget_object(object.id);
+            deleted += 1;
+        }
+        self.counters
+            .objects_deleted
+            .fetch_add(deleted as u64, Ordering::Relaxed);
+        Ok(deleted)
+    }
+}
+
+/// The background maintenance loop.
+pub(crate) async fn run_maintenance(inner: Arc<Inner>, cancel: CancellationToken) {
+    let interval = Duration::from_millis(inner.config.maintenance_interval_ms);
+    loop {
+        tokio::select! {
+            _ = cancel.cancelled() => return,
+            _ = tokio::time::sleep(interval) => {}
+        }
+        if let Err(e) = inner.maintain().await {
+            tracing::warn!(error = %e, "maintenance pass failed; it runs again next interval");
+        }
+    }
+}

@@ -1,0 +1,605 @@
+//! The metadata store: SQL through sqlx, SQLite in the data dir by default, PostgreSQL in a
+//! cluster. All SQL here is written once and runs on both (numbered `$N` parameters, `BIGINT`
+//! columns, no autoincrement: ids come from the `inlet_counters` table).
+//!
+//! The stream store keeps here what must survive a crash besides the WAL: streams (name, start
+//! offset, the end offset committed in objects, retention) and the object index (every object,
+//! its state, and the stream ranges it holds). Other crates reuse the same store through
+//! [`MetaStore::pool`] and keep their own tables, versioned with [`MetaStore::migrate`].
+//!
+//! Object lifecycle: `PREPARED` (row written before the upload; an orphan if the node dies) →
+//! `COMMITTED` (ranges indexed, in the same transaction) → `DELETING` (no ranges left; deleted
+//! from the object store after a grace period) → row removed.
+
+use std::collections::HashSet;
+use std::str::FromStr;
+use std::time::Duration;
+
+use sqlx::any::{AnyConnectOptions, AnyPoolOptions, AnyRow};
+use sqlx::{AnyPool, Row};
+
+use crate::error::{Error, Result};
+
+/// Which SQL engine is behind the store.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Backend {
+    Sqlite,
+    Postgres,
+}
+
+/// A connection pool to the metadata store.
+#[derive(Debug, Clone)]
+pub struct MetaStore {
+    pool: AnyPool,
+    backend: Backend,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum ObjectKind {
+    /// Many streams' data, written by an upload or a merge.
+    StreamSet = 0,
+    /// One stream's data, written by compaction.
+    Stream = 1,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum ObjectState {
+    Prepared = 0,
+    Committed = 1,
+    Deleting = 2,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct StreamRow {
+    pub id: u64,
+    pub name: String,
+    pub start_offset: u64,
+    pub committed_end: u64,
+    pub retention_ms: Option<i64>,
+    pub retention_bytes: Option<i64>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct ObjectRow {
+    pub id: u64,
+    pub kind: ObjectKind,
+    pub state: ObjectState,
+    pub node_id: u64,
+    pub size: u64,
+    pub index_position: u64,
+    pub index_len: u64,
+    pub created_ms: u64,
+    pub deleted_ms: Option<u64>,
+}
+
+/// One stream's contiguous offsets inside one object.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct RangeRow {
+    pub object_id: u64,
+    pub stream_id: u64,
+    pub start_offset: u64,
+    pub end_offset: u64,
+    pub position: u64,
+    pub size: u64,
+    pub max_timestamp_ms: u64,
+}
+
+/// What a commit of a new object writes.
+#[derive(Debug, Clone)]
+pub(crate) struct NewObject {
+    pub id: u64,
+    pub size: u64,
+    pub index_position: u64,
+    pub index_len: u64,
+    pub ranges: Vec<RangeRow>,
+}
+
+const STORAGE_MIGRATIONS: &[&str] = &[
+    "CREATE TABLE IF NOT EXISTS inlet_counters (
+        name VARCHAR(64) PRIMARY KEY,
+        value BIGINT NOT NULL)",
+    "INSERT INTO inlet_counters (name, value) VALUES ('stream_id', 0), ('object_id', 0)",
+    "CREATE TABLE IF NOT EXISTS inlet_streams (
+        stream_id BIGINT PRIMARY KEY,
+        name VARCHAR(1024) NOT NULL,
+        start_offset BIGINT NOT NULL,
+        committed_end BIGINT NOT NULL,
+        retention_ms BIGINT,
+        retention_bytes BIGINT,
+        created_ms BIGINT NOT NULL,
+        deleted_ms BIGINT)",
+    "CREATE UNIQUE INDEX IF NOT EXISTS inlet_streams_live_name
+        ON inlet_streams (name) WHERE deleted_ms IS NULL",
+    "CREATE TABLE IF NOT EXISTS inlet_objects (
+        object_id BIGINT PRIMARY KEY,
+        kind BIGINT NOT NULL,
+        state BIGINT NOT NULL,
+        node_id BIGINT NOT NULL,
+        size BIGINT NOT NULL,
+        index_position BIGINT NOT NULL,
+        index_len BIGINT NOT NULL,
+        created_ms BIGINT NOT NULL,
+        deleted_ms BIGINT)",
+    "CREATE INDEX IF NOT EXISTS inlet_objects_state ON inlet_objects (state)",
+    "CREATE TABLE IF NOT EXISTS inlet_object_ranges (
+        stream_id BIGINT NOT NULL,
+        start_offset BIGINT NOT NULL,
+        end_offset BIGINT NOT NULL,
+        object_id BIGINT NOT NULL,
+        position BIGINT NOT NULL,
+        size BIGINT NOT NULL,
+        max_timestamp_ms BIGINT NOT NULL,
+        PRIMARY KEY (stream_id, start_offset))",
+    "CREATE INDEX IF NOT EXISTS inlet_object_ranges_object ON inlet_object_ranges (object_id)",
+];
+
+fn i(v: u64) -> i64 {
+    v as i64
+}
+
+fn u(row: &AnyRow, col: &str) -> Result<u64> {
+    Ok(row.try_get::<i64, _>(col)? as u64)
+}
+
+impl MetaStore {
+    /// Connects to `sqlite://PATH` (created if missing) or `postgres://…`, and creates the
+    /// stream store's tables.
+    pub async fn connect(url: &str) -> Result<Self> {
+        sqlx::any::install_default_drivers();
+        let backend = if url.starts_with("sqlite:") {
+            Backend::Sqlite
+        } else if url.starts_with("postgres://") || url.starts_with("postgresql://") {
+            Backend::Postgres
+        } else {
+            return Err(Error::Config(format!(
+                "metadata store URL must start with sqlite: or postgres://, got {url:?}"
+            )));
+        };
+        let url = if backend == Backend::Sqlite && !url.contains("mode=") && !url.contains(":memory:")
+        {
+            let sep = if url.contains('?') { '&' } else { '?' };
+            format!("{url}{sep}mode=rwc")
+        } else {
+            url.to_string()
+        };
+        let options = AnyConnectOptions::from_str(&url)
+            .map_err(|e| Error::Config(format!("metadata store URL: {e}")))?;
+        let pool = match backend {
+            // One connection: SQLite serializes writers anyway, and a single connection rules
+            // out lock-upgrade deadlocks between pooled connections.
+            Backend::Sqlite => AnyPoolOptions::new()
+                .max_connections(1)
+                .acquire_timeout(Duration::from_secs(60))
+                .after_connect(|conn, _| {
+                    Box::pin(async move {
+                        for pragma in [
+                            "PRAGMA journal_mode = WAL",
+                            "PRAGMA synchronous = FULL",
+                            "PRAGMA busy_timeout = 10000",
+                            "PRAGMA foreign_keys = ON",
+                        ] {
+                            sqlx::query(pragma).execute(&mut *conn).await?;
+                        }
+                        Ok(())
+                    })
+                })
+                .connect_with(options)
+                .await?,
+            Backend::Postgres => AnyPoolOptions::new()
+                .max_connections(8)
+                .acquire_timeout(Duration::from_secs(30))
+                .connect_with(options)
+                .await?,
+        };
+        let store = MetaStore { pool, backend };
+        store.migrate("storage", STORAGE_MIGRATIONS).await?;
+        Ok(store)
+    }
+
+    /// The pool, for crates that keep their own tables here.
+    pub fn pool(&self) -> &AnyPool {
+        &self.pool
+    }
+
+    pub fn backend(&self) -> Backend {
+        self.backend
+    }
+
+    /// Applies the steps of `component` that were not applied yet, each in its own
+    /// transaction together with the recorded version. Steps are append-only: never edit one
+    /// that has shipped.
+    pub async fn migrate(&self, component: &str, steps: &[&str]) -> Result<()> {
+        sqlx::query(
+            "CREATE TABLE IF NOT EXISTS inlet_migrations (
+                component VARCHAR(64) PRIMARY KEY,
+                version BIGINT NOT NULL)",
+        )
+        .execute(&self.pool)
+        .await?;
+        if self.backend == Backend::Postgres {
+            // Nodes starting together must not apply the same steps twice.
+            sqlx::query("SELECT pg_advisory_lock(7243507)")
+                .fetch_optional(&self.pool)
+                .await?;
+        }
+        let result = self.apply_steps(component, steps).await;
+        if self.backend == Backend::Postgres {
+            sqlx::query("SELECT pg_advisory_unlock(7243507)")
+                .fetch_optional(&self.pool)
+                .await?;
+        }
+        result
+    }
+
+    async fn apply_steps(&self, component: &str, steps: &[&str]) -> Result<()> {
+        let applied: i64 =
+            sqlx::query("SELECT version FROM inlet_migrations WHERE component = $1")
+                .bind(component)
+                .fetch_optional(&self.pool)
+                .await?
+                .map(|row| row.try_get::<i64, _>("version"))
+                .transpose()?
+                .unwrap_or(0);
+        for (n, step) in steps.iter().enumerate().skip(applied as usize) {
+            let mut tx = self.pool.begin().await?;
+            sqlx::query(step).execute(&mut *tx).await?;
+            let version = n as i64 + 1;
+            if version == 1 {
+                sqlx::query("INSERT INTO inlet_migrations (component, version) VALUES ($1, $2)")
+                    .bind(component)
+                    .bind(version)
+                    .execute(&mut *tx)
+                    .await?;
+            } else {
+                sqlx::query("UPDATE inlet_migrations SET version = $2 WHERE component = $1")
+                    .bind(component)
+                    .bind(version)
+                    .execute(&mut *tx)
+                    .await?;
+            }
+            tx.commit().await?;
+        }
+        Ok(())
+    }
+
+    async fn next_id(&self, conn: &mut sqlx::AnyConnection, counter: &str) -> Result<u64> {
+        let row = sqlx::query(
+            "UPDATE inlet_counters SET value = value + 1 WHERE name = $1 RETURNING value",
+        )
+        .bind(counter)
+        .fetch_one(&mut *conn)
+        .await?;
+        u(&row, "value")
+    }
+
+    fn stream_row(row: &AnyRow) -> Result<StreamRow> {
+        Ok(StreamRow {
+            id: u(row, "stream_id")?,
+            name: row.try_get("name")?,
+            start_offset: u(row, "start_offset")?,
+            committed_end: u(row, "committed_end")?,
+            retention_ms: row.try_get("retention_ms")?,
+            retention_bytes: row.try_get("retention_bytes")?,
+        })
+    }
+
+    pub(crate) async fn create_stream(&self, name: &str, now_ms: u64) -> Result<StreamRow> {
+        let mut tx = self.pool.begin().await?;
+        let exists = sqlx::query("SELECT stream_id FROM inlet_streams WHERE name = $1 AND deleted_ms IS NULL")
+            .bind(name)
+            .fetch_optional(&mut *tx)
+            .await?;
+        if exists.is_some() {
+            return Err(Error::StreamExists { name: name.into() });
+        }
+        let id = self.next_id(&mut tx, "stream_id").await?;
+        sqlx::query(
+            "INSERT INTO inlet_streams (stream_id, name, start_offset, committed_end, created_ms)
+             VALUES ($1, $2, 0, 0, $3)",
+        )
+        .bind(i(id))
+        .bind(name)
+        .bind(i(now_ms))
+        .execute(&mut *tx)
+        .await?;
+        tx.commit().await?;
+        Ok(StreamRow {
+            id,
+            name: name.into(),
+            start_offset: 0,
+            committed_end: 0,
+            retention_ms: None,
+            retention_bytes: None,
+        })
+    }
+
+    pub(crate) async fn live_streams(&self) -> Result<Vec<StreamRow>> {
+        sqlx::query("SELECT * FROM inlet_streams WHERE deleted_ms IS NULL ORDER BY stream_id")
+            .fetch_all(&self.pool)
+            .await?
+            .iter()
+            .map(Self::stream_row)
+            .collect()
+    }
+
+    /// Marks the stream deleted, drops its ranges, and marks objects left without ranges for
+    /// deletion.
+    pub(crate) async fn delete_stream(&self, stream_id: u64, now_ms: u64) -> Result<()> {
+        let mut tx = self.pool.begin().await?;
+        sqlx::query("UPDATE inlet_streams SET deleted_ms = $2 WHERE stream_id = $1 AND deleted_ms IS NULL")
+            .bind(i(stream_id))
+            .bind(i(now_ms))
+            .execute(&mut *tx)
+            .await?;
+        let objects: Vec<u64> =
+            sqlx::query("SELECT DISTINCT object_id FROM inlet_object_ranges WHERE stream_id = $1")
+                .bind(i(stream_id))
+                .fetch_all(&mut *tx)
+                .await?
+                .iter()
+                .map(|r| u(r, "object_id"))
+                .collect::<Result<_>>()?;
+        sqlx::query("DELETE FROM inlet_object_ranges WHERE stream_id = $1")
+            .bind(i(stream_id))
+            .execute(&mut *tx)
+            .await?;
+        Self::retire_empty_objects(&mut tx, &objects, now_ms).await?;
+        tx.commit().await?;
+        Ok(())
+    }
+
+    pub(crate) async fn set_retention(
+        &self,
+        stream_id: u64,
+        retention_ms: Option<i64>,
+        retention_bytes: Option<i64>,
+    ) -> Result<()> {
+        sqlx::query("UPDATE inlet_streams SET retention_ms = $2, retention_bytes = $3 WHERE stream_id = $1")
+            .bind(i(stream_id))
+            .bind(retention_ms)
+            .bind(retention_bytes)
+            .execute(&self.pool)
+            .await?;
+        Ok(())
+    }
+
+    pub(crate) async fn set_start_offset(&self, stream_id: u64, start: u64) -> Result<()> {
+        sqlx::query("UPDATE inlet_streams SET start_offset = $2 WHERE stream_id = $1 AND start_offset < $2")
+            .bind(i(stream_id))
+            .bind(i(start))
+            .execute(&self.pool)
+            .await?;
+        Ok(())
+    }
+
+    /// Records an object about to be uploaded, and returns its id.
+    pub(crate) async fn prepare_object(&self, kind: ObjectKind, node_id: u64, now_ms: u64) -> Result<u64> {
+        let mut tx = self.pool.begin().await?;
+        let id = self.next_id(&mut tx, "object_id").await?;
+        sqlx::query(
+            "INSERT INTO inlet_objects (object_id, kind, state, node_id, size, index_position, index_len, created_ms)
+             VALUES ($1, $2, $3, $4, 0, 0, 0, $5)",
+        )
+        .bind(i(id))
+        .bind(kind as i64)
+        .bind(ObjectState::Prepared as i64)
+        .bind(i(node_id))
+        .bind(i(now_ms))
+        .execute(&mut *tx)
+        .await?;
+        tx.commit().await?;
+        Ok(id)
+    }
+
+    async fn commit_new_object(
+        tx: &mut sqlx::Transaction<'_, sqlx::Any>,
+        object: &NewObject,
+    ) -> Result<Vec<RangeRow>> {
+        let updated = sqlx::query(
+            "UPDATE inlet_objects SET state = $2, size = $3, index_position = $4, index_len = $5
+             WHERE object_id = $1 AND state = $6",
+        )
+        .bind(i(object.id))
+        .bind(ObjectState::Committed as i64)
+        .bind(i(object.size))
+        .bind(i(object.index_position))
+        .bind(i(object.index_len))
+        .bind(ObjectState::Prepared as i64)
+        .execute(&mut **tx)
+        .await?;
+        if updated.rows_affected() != 1 {
+            return Err(Error::InvalidArgument(format!(
+                "object {} is no longer prepared (collected as an orphan?)",
+                object.id
+            )));
+        }
+        let live: HashSet<u64> = sqlx::query("SELECT stream_id FROM inlet_streams WHERE deleted_ms IS NULL")
+            .fetch_all(&mut **tx)
+            .await?
+            .iter()
+            .map(|r| u(r, "stream_id"))
+            .collect::<Result<_>>()?;
+        let mut inserted = Vec::new();
+        for r in object.ranges.iter().filter(|r| live.contains(&r.stream_id)) {
+            sqlx::query(
+                "INSERT INTO inlet_object_ranges
+                 (stream_id, start_offset, end_offset, object_id, position, size, max_timestamp_ms)
+                 VALUES ($1, $2, $3, $4, $5, $6, $7)",
+            )
+            .bind(i(r.stream_id))
+            .bind(i(r.start_offset))
+            .bind(i(r.end_offset))
+            .bind(i(object.id))
+            .bind(i(r.position))
+            .bind(i(r.size))
+            .bind(i(r.max_timestamp_ms))
+            .execute(&mut **tx)
+            .await?;
+            inserted.push(*r);
+        }
+        Ok(inserted)
+    }
+
+    /// Commits an uploaded object: indexes its ranges (of streams still alive) and advances each
+    /// stream's committed end, in one transaction. Returns the ranges indexed.
+    pub(crate) async fn commit_upload(&self, object: &NewObject) -> Result<Vec<RangeRow>> {
+        let mut tx = self.pool.begin().await?;
+        let inserted = Self::commit_new_object(&mut tx, object).await?;
+        for r in &inserted {
+            sqlx::query(
+                "UPDATE inlet_streams SET committed_end = $2 WHERE stream_id = $1 AND committed_end < $2",
+            )
+            .bind(i(r.stream_id))
+            .bind(i(r.end_offset))
+            .execute(&mut *tx)
+            .await?;
+        }
+        tx.commit().await?;
+        Ok(inserted)
+    }
+
+    /// Commits a compacted object in place of the ranges it copied. Fails without changing
+    /// anything (returns `false`) if any of those ranges is gone meanwhile.
+    pub(crate) async fn commit_compaction(
+        &self,
+        object: &NewObject,
+        replaced: &[RangeRow],
+        now_ms: u64,
+    ) -> Result<bool> {
+        let mut tx = self.pool.begin().await?;
+        for r in replaced {
+            let deleted = sqlx::query(
+                "DELETE FROM inlet_object_ranges WHERE stream_id = $1 AND start_offset = $2 AND object_id = $3",
+            )
+            .bind(i(r.stream_id))
+            .bind(i(r.start_offset))
+            .bind(i(r.object_id))
+            .execute(&mut *tx)
+            .await?;
+            if deleted.rows_affected() != 1 {
+                tx.rollback().await?;
+                return Ok(false);
+            }
+        }
+        Self::commit_new_object(&mut tx, object).await?;
+        let old: Vec<u64> = replaced.iter().map(|r| r.object_id).collect();
+        Self::retire_empty_objects(&mut tx, &old, now_ms).await?;
+        tx.commit().await?;
+        Ok(true)
+    }
+
+    /// Drops ranges that retention or trimming expired and raises the stream's start offset,
+    /// in one transaction.
+    pub(crate) async fn expire_ranges(
+        &self,
+        stream_id: u64,
+        new_start: u64,
+        expired: &[RangeRow],
+        now_ms: u64,
+    ) -> Result<()> {
+        let mut tx = self.pool.begin().await?;
+        sqlx::query("UPDATE inlet_streams SET start_offset = $2 WHERE stream_id = $1 AND start_offset < $2")
+            .bind(i(stream_id))
+            .bind(i(new_start))
+            .execute(&mut *tx)
+            .await?;
+        for r in expired {
+            sqlx::query("DELETE FROM inlet_object_ranges WHERE stream_id = $1 AND start_offset = $2")
+                .bind(i(r.stream_id))
+                .bind(i(r.start_offset))
+                .execute(&mut *tx)
+                .await?;
+        }
+        let objects: Vec<u64> = expired.iter().map(|r| r.object_id).collect();
+        Self::retire_empty_objects(&mut tx, &objects, now_ms).await?;
+        tx.commit().await?;
+        Ok(())
+    }
+
+    async fn retire_empty_objects(
+        tx: &mut sqlx::Transaction<'_, sqlx::Any>,
+        objects: &[u64],
+        now_ms: u64,
+    ) -> Result<()> {
+        let unique: HashSet<u64> = objects.iter().copied().collect();
+        for id in unique {
+            sqlx::query(
+                "UPDATE inlet_objects SET state = $2, deleted_ms = $3
+                 WHERE object_id = $1 AND state = $4
+                 AND NOT EXISTS (SELECT 1 FROM inlet_object_ranges WHERE object_id = $1)",
+            )
+            .bind(i(id))
+            .bind(ObjectState::Deleting as i64)
+            .bind(i(now_ms))
+            .bind(ObjectState::Committed as i64)
+            .execute(&mut **tx)
+            .await?;
+        }
+        Ok(())
+    }
+
+    fn object_row(row: &AnyRow) -> Result<ObjectRow> {
+        let kind = match row.try_get::<i64, _>("kind")? {
+            0 => ObjectKind::StreamSet,
+            1 => ObjectKind::Stream,
+            k => return Err(Error::corrupt("inlet_objects", format!("unknown object kind {k}"))),
+        };
+        let state = match row.try_get::<i64, _>("state")? {
+            0 => ObjectState::Prepared,
+            1 => ObjectState::Committed,
+            2 => ObjectState::Deleting,
+            s => return Err(Error::corrupt("inlet_objects", format!("unknown object state {s}"))),
+        };
+        Ok(ObjectRow {
+            id: u(row, "object_id")?,
+            kind,
+            state,
+            node_id: u(row, "node_id")?,
+            size: u(row, "size")?,
+            index_position: u(row, "index_position")?,
+            index_len: u(row, "index_len")?,
+            created_ms: u(row, "created_ms")?,
+            deleted_ms: row.try_get::<Option<i64>, _>("deleted_ms")?.map(|v| v as u64),
+        })
+    }
+
+    pub(crate) async fn objects_in_state(&self, state: ObjectState) -> Result<Vec<ObjectRow>> {
+        sqlx::query("SELECT * FROM inlet_objects WHERE state = $1 ORDER BY object_id")
+            .bind(state as i64)
+            .fetch_all(&self.pool)
+            .await?
+            .iter()
+            .map(Self::object_row)
+            .collect()
+    }
+
+    /// Every range held by a committed object, by stream and offset.
+    pub(crate) async fn committed_ranges(&self) -> Result<Vec<RangeRow>> {
+        sqlx::query("SELECT * FROM inlet_object_ranges ORDER BY stream_id, start_offset")
+            .fetch_all(&self.pool)
+            .await?
+            .iter()
+            .map(|row| {
+                Ok(RangeRow {
+                    object_id: u(row, "object_id")?,
+                    stream_id: u(row, "stream_id")?,
+                    start_offset: u(row, "start_offset")?,
+                    end_offset: u(row, "end_offset")?,
+                    position: u(row, "position")?,
+                    size: u(row, "size")?,
+                    max_timestamp_ms: u(row, "max_timestamp_ms")?,
+                })
+            })
+            .collect()
+    }
+
+    /// Removes the row of an object that is gone from the object store.
+    pub(crate) async fn forget_object(&self, object_id: u64) -> Result<()> {
+        sqlx::query("DELETE FROM inlet_objects WHERE object_id = $1 AND state <> $2")
+            .bind(i(object_id))
+            .bind(ObjectState::Committed as i64)
+            .execute(&self.pool)
+            .await?;
+        Ok(())
+    }
+}

@@ -1,0 +1,182 @@
+//! Object storage: opening a store from a URL, the object format, retries, and a
+//! fault-injecting wrapper for tests.
+//!
+//! Every object store call the stream store makes goes through [`ObjectClient`], the one place
+//! that retries retryable failures with backoff and bounds each attempt by a timeout. The
+//! object store is never listed to find data: the metadata store indexes every object.
+
+pub mod faulty;
+pub mod format;
+
+use std::ops::Range;
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use object_store::aws::AmazonS3Builder;
+use object_store::local::LocalFileSystem;
+use object_store::memory::InMemory;
+use object_store::path::Path;
+use object_store::prefix::PrefixStore;
+use object_store::{ObjectStore, ObjectStoreExt, PutPayload};
+
+use crate::config::RetryConfig;
+use crate::error::{Error, Result};
+
+/// Opens the object store a URL names:
+/// - `file:///abs/path` or a plain path: a local folder (created if missing);
+/// - `s3://bucket[/prefix]`: S3 or an S3-compatible store. Credentials, region and endpoint come
+///   from the standard AWS environment variables (`AWS_ACCESS_KEY_ID`, `AWS_SECRET_ACCESS_KEY`,
+///   `AWS_REGION`, `AWS_ENDPOINT_URL`, `AWS_ALLOW_HTTP`); query parameters `endpoint`, `region`
+///   and `allow_http` override them;
+/// - `memory://`: in memory, for tests.
+///
+/// A prefix in the URL scopes every key under it.
+pub fn open_object_store(url: &str) -> Result<Arc<dyn ObjectStore>> {
+    let bad = |msg: String| Error::Config(format!("object store URL {url:?}: {msg}"));
+    if url == "memory://" || url == "memory:" {
+        return Ok(Arc::new(InMemory::new()));
+    }
+    if url.starts_with("s3://") {
+        let parsed = url::Url::parse(url).map_err(|e| bad(e.to_string()))?;
+        let bucket = parsed
+            .host_str()
+            .filter(|b| !b.is_empty())
+            .ok_or_else(|| bad("no bucket".into()))?;
+        let mut builder = AmazonS3Builder::from_env()
+            .with_bucket_name(bucket)
+            // Retries happen in ObjectClient, the one retry loop.
+            .with_retry(object_store::RetryConfig {
+                max_retries: 0,
+                ..Default::default()
+            });
+        for (key, value) in parsed.query_pairs() {
+            builder = match key.as_ref() {
+                "endpoint" => builder.with_endpoint(value.to_string()),
+                "region" => builder.with_region(value.to_string()),
+                "allow_http" => builder.with_allow_http(value == "true"),
+                other => return Err(bad(format!("unknown parameter {other:?}"))),
+            };
+        }
+        let store = builder.build().map_err(|e| bad(e.to_string()))?;
+        let prefix = parsed.path().trim_matches('/');
+        return Ok(if prefix.is_empty() {
+            Arc::new(store)
+        } else {
+            Arc::new(PrefixStore::new(store, prefix))
+        });
+    }
+    let path = url.strip_prefix("file://").unwrap_or(url);
+    if path.is_empty() || url.contains("://") && !url.starts_with("file://") {
+        return Err(bad(
+            "expected file:///path, a path, s3://bucket/prefix or memory://".into(),
+        ));
+    }
+    std::fs::create_dir_all(path).map_err(|e| bad(e.to_string()))?;
+    let store = LocalFileSystem::new_with_prefix(path).map_err(|e| bad(e.to_string()))?;
+    Ok(Arc::new(store))
+}
+
+/// Object store calls with bounded retries and per-attempt timeouts.
+#[derive(Debug, Clone)]
+pub struct ObjectClient {
+    store: Arc<dyn ObjectStore>,
+    retry: RetryConfig,
+}
+
+impl ObjectClient {
+    pub fn new(store: Arc<dyn ObjectStore>, retry: RetryConfig) -> Self {
+        ObjectClient { store, retry }
+    }
+
+    pub fn store(&self) -> &Arc<dyn ObjectStore> {
+        &self.store
+    }
+
+    /// Runs `call` until it succeeds, fails with an error that is not retryable, or has used
+    /// `max_attempts`. A timed-out attempt counts as a retryable failure.
+    async fn with_retry<T, F, Fut>(&self, op: &'static str, path: &Path, mut call: F) -> Result<T>
+    where
+        F: FnMut() -> Fut,
+        Fut: std::future::Future<Output = object_store::Result<T>>,
+    {
+        let timeout = Duration::from_millis(self.retry.attempt_timeout_ms);
+        let mut attempt = 0;
+        loop {
+            let outcome = match tokio::time::timeout(timeout, call()).await {
+                Ok(result) => result,
+                Err(_) => Err(object_store::Error::Generic {
+                    store: "inlet",
+                    source: format!("attempt timed out after {timeout:?}").into(),
+                }),
+            };
+            let err = match outcome {
+                Ok(value) => return Ok(value),
+                Err(source) => Error::ObjectStore {
+                    op,
+                    path: path.to_string(),
+                    source,
+                },
+            };
+            attempt += 1;
+            if !err.is_retryable() || attempt >= self.retry.max_attempts {
+                return Err(err);
+            }
+            let backoff = self.retry.backoff(attempt - 1);
+            tracing::warn!(error = %err, attempt, ?backoff, "object store call failed; retrying");
+            tokio::time::sleep(backoff).await;
+        }
+    }
+
+    /// Writes a whole object atomically.
+    pub async fn put(&self, path: &Path, data: Bytes) -> Result<()> {
+        self.with_retry("PUT", path, || {
+            self.store.put(path, PutPayload::from_bytes(data.clone()))
+        })
+        .await
+        .map(|_| ())
+    }
+
+    /// Reads a byte range of an object.
+    pub async fn get_range(&self, path: &Path, range: Range<u64>) -> Result<Bytes> {
+        self.with_retry("GET", path, || self.store.get_range(path, range.clone()))
+            .await
+    }
+
+    /// Reads a whole object.
+    pub async fn get(&self, path: &Path) -> Result<Bytes> {
+        self.with_retry("GET", path, || async {
+            self.store.get(path).await?.bytes().await
+        })
+        .await
+    }
+
+    /// Deletes an object; an object that is already gone counts as deleted.
+    pub async fn delete(&self, path: &Path) -> Result<()> {
+        match self.with_retry("DELETE", path, || self.store.delete(path)).await {
+            Err(Error::ObjectStore {
+                source: object_store::Error::NotFound { .. },
+                ..
+            }) => Ok(()),
+            other => other,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn urls_are_checked() {
+        assert!(open_object_store("memory://").is_ok());
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("objects");
+        assert!(open_object_store(path.to_str().expect("utf8")).is_ok());
+        assert!(path.is_dir(), "the local folder is created");
+        let err = open_object_store("ftp://example/x").unwrap_err();
+        assert!(err.to_string().contains("expected"), "{err}");
+        let err = open_object_store("s3://bucket/p?colour=blue").unwrap_err();
+        assert!(err.to_string().contains("colour"), "{err}");
+    }
+}

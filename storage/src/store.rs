@@ -1,0 +1,806 @@
+//! The stream store's API and its assembly: [`StreamStore`] ties the WAL, the log cache, the
+//! object index in the metadata store, the block cache and the background tasks together.
+//!
+//! What is durable when:
+//! - `append` returns once the batch is in the WAL and synced; it is readable from then on.
+//! - An upload makes the data durable in object storage; only after its metadata transaction
+//!   commits is the WAL trimmed behind it.
+//! - `create_stream`, `delete_stream`, `trim` and `set_retention` return once the metadata
+//!   store committed the change.
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+use bytes::Bytes;
+use object_store::ObjectStore;
+use parking_lot::RwLock;
+use tokio::sync::{oneshot, watch, Notify};
+use tokio::task::JoinSet;
+use tokio_util::sync::CancellationToken;
+
+use crate::cache::{BlockCache, LogBudget};
+use crate::clock::{Clock, SystemClock};
+use crate::config::StorageConfig;
+use crate::error::{Error, Result};
+use crate::meta::{MetaStore, ObjectState};
+use crate::objects::{open_object_store, ObjectClient};
+use crate::stream::{CachedEntry, RangeRef, StreamShared, StreamState};
+use crate::wal::format::{self, EntryHeader};
+use crate::wal::{self, Wal, WalRequest, Written};
+
+/// Identifies a stream; assigned by the store, never reused.
+pub type StreamId = u64;
+
+/// A stream's name and offsets.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StreamInfo {
+    pub id: StreamId,
+    pub name: String,
+    /// First readable offset.
+    pub start_offset: u64,
+    /// One past the last durable offset: where the next append lands.
+    pub end_offset: u64,
+}
+
+/// One appended batch as read back.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReadBatch {
+    pub base_offset: u64,
+    pub record_count: u32,
+    /// Append time (or the time the appender gave), epoch milliseconds.
+    pub timestamp_ms: u64,
+    pub payload: Bytes,
+}
+
+impl ReadBatch {
+    /// One past the last offset of this batch.
+    pub fn end_offset(&self) -> u64 {
+        self.base_offset + self.record_count as u64
+    }
+}
+
+/// Options of one append.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct AppendOptions {
+    /// Timestamp for retention by time; the store's clock when `None`.
+    pub timestamp_ms: Option<u64>,
+    /// Write the assigned base offset, as a big-endian `u64`, into the first 8 bytes of the
+    /// payload before it is stored: for batch formats that carry their own base offset. The
+    /// payload must then be at least 8 bytes long.
+    pub write_base_offset: bool,
+}
+
+/// Counters of the store's activity, for metrics.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct StoreStats {
+    pub appends: u64,
+    pub appended_bytes: u64,
+    pub uploads: u64,
+    pub uploaded_bytes: u64,
+    pub log_cache_reads: u64,
+    pub object_reads: u64,
+    pub block_cache_hits: u64,
+    pub block_cache_misses: u64,
+    pub log_cache_used_bytes: u64,
+    pub block_cache_used_bytes: u64,
+    pub dirty_bytes: u64,
+    pub wal_segments: u64,
+    pub compactions: u64,
+    pub objects_deleted: u64,
+}
+
+#[derive(Debug, Default)]
+pub(crate) struct Counters {
+    pub appends: AtomicU64,
+    pub appended_bytes: AtomicU64,
+    pub uploads: AtomicU64,
+    pub uploaded_bytes: AtomicU64,
+    pub log_cache_reads: AtomicU64,
+    pub object_reads: AtomicU64,
+    pub compactions: AtomicU64,
+    pub objects_deleted: AtomicU64,
+}
+
+pub(crate) struct Inner {
+    pub config: StorageConfig,
+    pub clock: Arc<dyn Clock>,
+    pub meta: MetaStore,
+    pub objects: ObjectClient,
+    pub wal: Wal<AppendRequest>,
+    pub streams: RwLock<HashMap<StreamId, Arc<StreamShared>>>,
+    pub log_budget: Arc<LogBudget>,
+    pub block_cache: BlockCache,
+    /// Bytes appended and not yet uploaded.
+    pub dirty_bytes: AtomicU64,
+    pub upload_wake: Notify,
+    /// Serializes upload rounds (background and explicit `flush`).
+    pub upload_lock: tokio::sync::Mutex<()>,
+    /// Serializes maintenance passes.
+    pub maintenance_lock: tokio::sync::Mutex<()>,
+    pub counters: Counters,
+}
+
+/// The stream store. Cheap to share behind an `Arc`; call [`StreamStore::close`] to stop it
+/// cleanly (dropping it also stops the background tasks, without waiting).
+pub struct StreamStore {
+    pub(crate) inner: Arc<Inner>,
+    cancel: CancellationToken,
+    tasks: parking_lot::Mutex<JoinSet<()>>,
+}
+
+impl std::fmt::Debug for StreamStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("StreamStore").finish_non_exhaustive()
+    }
+}
+
+/// Assembles a [`StreamStore`]: the WAL directory plus components that tests swap.
+pub struct StreamStoreBuilder {
+    wal_dir: PathBuf,
+    config: StorageConfig,
+    meta: Option<MetaStore>,
+    meta_url: Option<String>,
+    object_store: Option<Arc<dyn ObjectStore>>,
+    object_store_url: Option<String>,
+    clock: Arc<dyn Clock>,
+    background: bool,
+}
+
+impl StreamStoreBuilder {
+    pub fn config(mut self, config: StorageConfig) -> Self {
+        self.config = config;
+        self
+    }
+
+    /// The metadata store to use (default: SQLite `meta.db` beside the WAL directory).
+    pub fn meta(mut self, meta: MetaStore) -> Self {
+        self.meta = Some(meta);
+        self
+    }
+
+    /// Connect to the metadata store at this URL (`sqlite://…` or `postgres://…`).
+    pub fn meta_url(mut self, url: impl Into<String>) -> Self {
+        self.meta_url = Some(url.into());
+        self
+    }
+
+    /// The object store to use (default: the `objects` folder beside the WAL directory).
+    pub fn object_store(mut self, store: Arc<dyn ObjectStore>) -> Self {
+        self.object_store = Some(store);
+        self
+    }
+
+    /// Open the object store at this URL; see [`open_object_store`].
+    pub fn object_store_url(mut self, url: impl Into<String>) -> Self {
+        self.object_store_url = Some(url.into());
+        self
+    }
+
+    pub fn clock(mut self, clock: Arc<dyn Clock>) -> Self {
+        self.clock = clock;
+        self
+    }
+
+    /// Whether to run the uploader and maintenance in the background (default). Tests that
+    /// drive them by hand with [`StreamStore::flush`] and [`StreamStore::run_maintenance`]
+    /// turn this off.
+    pub fn background_tasks(mut self, on: bool) -> Self {
+        self.background = on;
+        self
+    }
+
+    /// Opens the store: connects the metadata store, loads streams and the object index,
+    /// replays the WAL, collects this node's orphaned uploads, and starts the WAL writer and the
+    /// background tasks.
+    pub async fn open(self) -> Result<StreamStore> {
+        self.config.validate()?;
+        let parent = self
+            .wal_dir
+            .parent()
+            .map(PathBuf::from)
+            .unwrap_or_else(|| PathBuf::from("."));
+        let meta = match (self.meta, self.meta_url) {
+            (Some(meta), _) => meta,
+            (None, Some(url)) => MetaStore::connect(&url).await?,
+            (None, None) => {
+                std::fs::create_dir_all(&parent).map_err(|e| Error::wal_io(&parent, e))?;
+                MetaStore::connect(&format!("sqlite://{}", parent.join("meta.db").display()))
+                    .await?
+            }
+        };
+        let store = match (self.object_store, self.object_store_url) {
+            (Some(store), _) => store,
+            (None, Some(url)) => open_object_store(&url)?,
+            (None, None) => open_object_store(&parent.join("objects").to_string_lossy())?,
+        };
+        let config = self.config;
+        let clock = self.clock;
+        let log_budget = Arc::new(LogBudget::new(config.log_cache_bytes));
+
+        // Streams and their committed ranges.
+        let mut streams: HashMap<StreamId, Arc<StreamShared>> = HashMap::new();
+        let objects: HashMap<u64, crate::meta::ObjectRow> = meta
+            .objects_in_state(ObjectState::Committed)
+            .await?
+            .into_iter()
+            .map(|o| (o.id, o))
+            .collect();
+        let mut states: HashMap<StreamId, (String, StreamState)> = HashMap::new();
+        for row in meta.live_streams().await? {
+            let state = StreamState {
+                start_offset: row.start_offset,
+                committed_end: row.committed_end,
+                durable_end: row.committed_end,
+                next_offset: row.committed_end,
+                retention_ms: row.retention_ms,
+                retention_bytes: row.retention_bytes,
+                ..StreamState::default()
+            };
+            states.insert(row.id, (row.name, state));
+        }
+        for range in meta.committed_ranges().await? {
+            let (Some((_, state)), Some(object)) =
+                (states.get_mut(&range.stream_id), objects.get(&range.object_id))
+            else {
+                continue;
+            };
+            state.ranges.insert(
+                range.start_offset,
+                RangeRef {
+                    row: range,
+                    kind: object.kind,
+                    index_position: object.index_position,
+                    index_len: object.index_len,
+                },
+            );
+        }
+
+        // WAL replay: entries not yet committed in objects go back into the log cache.
+        let mut replayed_bytes = 0u64;
+        let wal_end = wal::replay(&self.wal_dir, |r| {
+            let Some((_, state)) = states.get_mut(&r.entry.stream_id) else {
+                return Ok(()); // a deleted stream
+            };
+            let e = &r.entry;
+            let end = e.base_offset + e.record_count as u64;
+            if end <= state.durable_end {
+                return Ok(()); // already in an object
+            }
+            if e.base_offset != state.durable_end {
+                return Err(Error::corrupt(
+                    self.wal_dir.display().to_string(),
+                    format!(
+                        "WAL entry of stream {} at offset {} but the stream ends at {}",
+                        e.stream_id, e.base_offset, state.durable_end
+                    ),
+                ));
+            }
+            replayed_bytes += e.payload.len() as u64;
+            state.cache.push_back(CachedEntry {
+                base_offset: e.base_offset,
+                record_count: e.record_count,
+                timestamp_ms: e.timestamp_ms,
+                payload: e.payload.clone(),
+                wal_end: r.wal_end,
+            });
+            state.durable_end = end;
+            state.next_offset = end;
+            Ok(())
+        })?;
+        log_budget.force_reserve(replayed_bytes);
+        for (id, (name, state)) in states {
+            streams.insert(id, Arc::new(StreamShared::new(id, name, state)));
+        }
+        tracing::info!(
+            streams = streams.len(),
+            replayed_bytes,
+            wal_end,
+            "stream store opened"
+        );
+
+        let wal = Wal::start(
+            &self.wal_dir,
+            wal_end,
+            config.wal_segment_bytes,
+            config.wal_max_group_bytes,
+            config.wal_queue_len,
+        )?;
+        let inner = Arc::new(Inner {
+            objects: ObjectClient::new(store, config.retry.clone()),
+            block_cache: BlockCache::new(config.block_cache_bytes),
+            config,
+            clock,
+            meta,
+            wal,
+            streams: RwLock::new(streams),
+            log_budget,
+            dirty_bytes: AtomicU64::new(replayed_bytes),
+            upload_wake: Notify::new(),
+            upload_lock: tokio::sync::Mutex::new(()),
+            maintenance_lock: tokio::sync::Mutex::new(()),
+            counters: Counters::default(),
+        });
+        inner.collect_orphans(true).await?;
+
+        let cancel = CancellationToken::new();
+        let mut tasks = JoinSet::new();
+        if self.background {
+            tasks.spawn(crate::upload::run_uploader(inner.clone(), cancel.clone()));
+            tasks.spawn(crate::maintenance::run_maintenance(
+                inner.clone(),
+                cancel.clone(),
+            ));
+        }
+        Ok(StreamStore {
+            inner,
+            cancel,
+            tasks: parking_lot::Mutex::new(tasks),
+        })
+    }
+}
+
+/// An append on its way through the WAL writer.
+pub(crate) struct AppendRequest {
+    stream: Arc<StreamShared>,
+    payload: Bytes,
+    record_count: u32,
+    timestamp_ms: u64,
+    write_base_offset: bool,
+    base_offset: u64,
+    inner: Arc<Inner>,
+    reply: oneshot::Sender<Result<u64>>,
+}
+
+impl WalRequest for AppendRequest {
+    fn encoded_len(&self) -> usize {
+        format::entry_len(self.payload.len())
+    }
+
+    fn encode(&mut self, buf: &mut Vec<u8>) -> Result<()> {
+        let mut state = self.stream.state.lock();
+        if state.deleted {
+            return Err(Error::UnknownStream(self.stream.id.to_string()));
+        }
+        self.base_offset = state.next_offset;
+        state.next_offset += self.record_count as u64;
+        drop(state);
+        let header = EntryHeader {
+            stream_id: self.stream.id,
+            base_offset: self.base_offset,
+            record_count: self.record_count,
+            timestamp_ms: self.timestamp_ms,
+        };
+        let base = self.base_offset;
+        let write_base_offset = self.write_base_offset;
+        format::encode_entry(buf, &header, &self.payload, |payload| {
+            if write_base_offset {
+                payload[..8].copy_from_slice(&base.to_be_bytes());
+            }
+        });
+        Ok(())
+    }
+
+    fn complete(self, result: Result<Written>) {
+        let size = self.payload.len() as u64;
+        let outcome = match result {
+            Ok(written) => {
+                let payload = written
+                    .group
+                    .slice(written.range.start + format::ENTRY_HEADER_LEN..written.range.end);
+                let end = self.base_offset + self.record_count as u64;
+                let mut state = self.stream.state.lock();
+                if state.deleted {
+                    drop(state);
+                    self.inner.log_budget.release(size);
+                    Err(Error::UnknownStream(self.stream.id.to_string()))
+                } else {
+                    state.cache.push_back(CachedEntry {
+                        base_offset: self.base_offset,
+                        record_count: self.record_count,
+                        timestamp_ms: self.timestamp_ms,
+                        payload,
+                        wal_end: written.wal_end,
+                    });
+                    state.durable_end = end;
+                    drop(state);
+                    self.stream.end.send_replace(end);
+                    let c = &self.inner.counters;
+                    c.appends.fetch_add(1, Ordering::Relaxed);
+                    c.appended_bytes.fetch_add(size, Ordering::Relaxed);
+                    let dirty = self.inner.dirty_bytes.fetch_add(size, Ordering::AcqRel) + size;
+                    if dirty >= self.inner.config.upload_bytes {
+                        self.inner.upload_wake.notify_one();
+                    }
+                    Ok(self.base_offset)
+                }
+            }
+            Err(e) => {
+                self.inner.log_budget.release(size);
+                Err(e)
+            }
+        };
+        // The appender may have gone away (cancelled); the data is durable regardless.
+        let _ = self.reply.send(outcome);
+    }
+}
+
+impl StreamStore {
+    /// A builder for a store whose WAL lives in `wal_dir`.
+    pub fn builder(wal_dir: impl Into<PathBuf>) -> StreamStoreBuilder {
+        StreamStoreBuilder {
+            wal_dir: wal_dir.into(),
+            config: StorageConfig::default(),
+            meta: None,
+            meta_url: None,
+            object_store: None,
+            object_store_url: None,
+            clock: Arc::new(SystemClock),
+            background: true,
+        }
+    }
+
+    /// The metadata store, for crates that keep their own tables beside the stream index.
+    pub fn meta(&self) -> &MetaStore {
+        &self.inner.meta
+    }
+
+    pub fn config(&self) -> &StorageConfig {
+        &self.inner.config
+    }
+
+    fn shared(&self, id: StreamId) -> Result<Arc<StreamShared>> {
+        self.inner
+            .streams
+            .read()
+            .get(&id)
+            .cloned()
+            .ok_or_else(|| Error::UnknownStream(id.to_string()))
+    }
+
+    fn info(shared: &StreamShared) -> StreamInfo {
+        let state = shared.state.lock();
+        StreamInfo {
+            id: shared.id,
+            name: shared.name.clone(),
+            start_offset: state.start_offset,
+            end_offset: state.durable_end,
+        }
+    }
+
+    /// Creates a stream named `name`; fails if a live stream has that name.
+    pub async fn create_stream(&self, name: &str) -> Result<StreamInfo> {
+        if name.is_empty() || name.len() > 1024 {
+            return Err(Error::InvalidArgument(
+                "a stream name must have 1 to 1024 bytes".into(),
+            ));
+        }
+        let row = self
+            .inner
+            .meta
+            .create_stream(name, self.inner.clock.now_ms())
+            .await?;
+        let shared = Arc::new(StreamShared::new(row.id, row.name, StreamState::default()));
+        let info = Self::info(&shared);
+        self.inner.streams.write().insert(row.id, shared);
+        Ok(info)
+    }
+
+    /// Looks up a live stream by name.
+    pub fn open_stream(&self, name: &str) -> Result<StreamInfo> {
+        self.inner
+            .streams
+            .read()
+            .values()
+            .find(|s| s.name == name)
+            .map(|s| Self::info(s))
+            .ok_or_else(|| Error::UnknownStream(format!("{name:?}")))
+    }
+
+    /// A live stream's name and offsets.
+    pub fn stream(&self, id: StreamId) -> Result<StreamInfo> {
+        let shared = self.shared(id)?;
+        Ok(Self::info(&shared))
+    }
+
+    /// Every live stream.
+    pub fn list_streams(&self) -> Vec<StreamInfo> {
+        let mut out: Vec<StreamInfo> = self
+            .inner
+            .streams
+            .read()
+            .values()
+            .map(|s| Self::info(s))
+            .collect();
+        out.sort_by_key(|s| s.id);
+        out
+    }
+
+    /// Deletes a stream: it is gone at once; its objects are deleted after the grace period.
+    pub async fn delete_stream(&self, id: StreamId) -> Result<()> {
+        let shared = self.shared(id)?;
+        self.inner
+            .meta
+            .delete_stream(id, self.inner.clock.now_ms())
+            .await?;
+        self.inner.streams.write().remove(&id);
+        let dirty = {
+            let mut state = shared.state.lock();
+            state.deleted = true;
+            let dirty = state.dirty_bytes();
+            state.cache.clear();
+            state.ranges.clear();
+            dirty
+        };
+        self.inner.dirty_bytes.fetch_sub(dirty, Ordering::AcqRel);
+        self.inner.log_budget.release(dirty);
+        Ok(())
+    }
+
+    /// Appends one batch of `record_count` records; returns its base offset once it is durable.
+    pub async fn append(&self, id: StreamId, payload: Bytes, record_count: u32) -> Result<u64> {
+        self.append_with(id, payload, record_count, AppendOptions::default())
+            .await
+    }
+
+    /// [`StreamStore::append`] with options.
+    pub async fn append_with(
+        &self,
+        id: StreamId,
+        payload: Bytes,
+        record_count: u32,
+        options: AppendOptions,
+    ) -> Result<u64> {
+        if record_count == 0 {
+            return Err(Error::InvalidArgument("record_count must be at least 1".into()));
+        }
+        let limit = self.inner.config.max_append_bytes as usize;
+        if payload.len() > limit {
+            return Err(Error::TooLarge {
+                size: payload.len(),
+                limit,
+            });
+        }
+        if options.write_base_offset && payload.len() < 8 {
+            return Err(Error::InvalidArgument(
+                "write_base_offset needs a payload of at least 8 bytes".into(),
+            ));
+        }
+        if self.cancel.is_cancelled() {
+            return Err(Error::Shutdown);
+        }
+        let stream = self.shared(id)?;
+        self.inner.log_budget.reserve(payload.len() as u64).await;
+        let (reply, done) = oneshot::channel();
+        let size = payload.len() as u64;
+        let request = AppendRequest {
+            stream,
+            payload,
+            record_count,
+            timestamp_ms: options
+                .timestamp_ms
+                .unwrap_or_else(|| self.inner.clock.now_ms()),
+            write_base_offset: options.write_base_offset,
+            base_offset: 0,
+            inner: self.inner.clone(),
+            reply,
+        };
+        if self.inner.wal.submit(request).await.is_err() {
+            self.inner.log_budget.release(size);
+            return Err(Error::Shutdown);
+        }
+        done.await.map_err(|_| Error::Shutdown)?
+    }
+
+    /// Reads batches starting with the one that holds `from`, up to about `max_bytes` (at least
+    /// one batch when any exists). Returns nothing at the end of the stream.
+    pub async fn read(&self, id: StreamId, from: u64, max_bytes: usize) -> Result<Vec<ReadBatch>> {
+        let shared = self.shared(id)?;
+        let range = {
+            let state = shared.state.lock();
+            if from < state.start_offset || from > state.durable_end {
+                return Err(Error::OffsetOutOfRange {
+                    stream: id,
+                    offset: from,
+                    start: state.start_offset,
+                    end: state.durable_end,
+                });
+            }
+            if from == state.durable_end {
+                return Ok(Vec::new());
+            }
+            match state.cache.front() {
+                Some(first) if first.base_offset <= from => {
+                    let at = state.cache.partition_point(|e| e.end_offset() <= from);
+                    let mut out = Vec::new();
+                    let mut bytes = 0;
+                    for e in state.cache.range(at..) {
+                        if !out.is_empty() && bytes + e.payload.len() > max_bytes {
+                            break;
+                        }
+                        bytes += e.payload.len();
+                        out.push(ReadBatch {
+                            base_offset: e.base_offset,
+                            record_count: e.record_count,
+                            timestamp_ms: e.timestamp_ms,
+                            payload: e.payload.clone(),
+                        });
+                    }
+                    self.inner
+                        .counters
+                        .log_cache_reads
+                        .fetch_add(1, Ordering::Relaxed);
+                    return Ok(out);
+                }
+                _ => state.range_for(from).ok_or_else(|| {
+                    Error::corrupt(
+                        format!("stream {id}"),
+                        format!("offset {from} is neither cached nor in any object"),
+                    )
+                })?,
+            }
+        };
+        self.inner
+            .counters
+            .object_reads
+            .fetch_add(1, Ordering::Relaxed);
+        self.inner.read_range(&range, from, max_bytes).await
+    }
+
+    /// First readable offset of a stream.
+    pub fn start_offset(&self, id: StreamId) -> Result<u64> {
+        Ok(self.stream(id)?.start_offset)
+    }
+
+    /// One past the last durable offset of a stream.
+    pub fn end_offset(&self, id: StreamId) -> Result<u64> {
+        Ok(self.stream(id)?.end_offset)
+    }
+
+    /// Watches a stream's end offset, for readers that wait for new data (long polling).
+    pub fn watch_end(&self, id: StreamId) -> Result<watch::Receiver<u64>> {
+        Ok(self.shared(id)?.end.subscribe())
+    }
+
+    /// Makes offsets below `new_start` unreadable; their objects go once no stream needs them.
+    /// `new_start` may not pass the end offset; a lower value than the current start is a no-op.
+    pub async fn trim(&self, id: StreamId, new_start: u64) -> Result<()> {
+        let shared = self.shared(id)?;
+        let end = shared.state.lock().durable_end;
+        if new_start > end {
+            return Err(Error::OffsetOutOfRange {
+                stream: id,
+                offset: new_start,
+                start: shared.state.lock().start_offset,
+                end,
+            });
+        }
+        self.inner.meta.set_start_offset(id, new_start).await?;
+        let mut state = shared.state.lock();
+        state.start_offset = state.start_offset.max(new_start);
+        Ok(())
+    }
+
+    /// Sets a stream's retention; `None` uses the store's default, a negative value is
+    /// unlimited.
+    pub async fn set_retention(
+        &self,
+        id: StreamId,
+        retention_ms: Option<i64>,
+        retention_bytes: Option<i64>,
+    ) -> Result<()> {
+        let shared = self.shared(id)?;
+        self.inner
+            .meta
+            .set_retention(id, retention_ms, retention_bytes)
+            .await?;
+        let mut state = shared.state.lock();
+        state.retention_ms = retention_ms;
+        state.retention_bytes = retention_bytes;
+        Ok(())
+    }
+
+    /// Uploads everything appended so far and trims the WAL behind it.
+    pub async fn flush(&self) -> Result<()> {
+        self.inner.upload_round().await.map(|_| ())
+    }
+
+    /// Runs retention, compaction and garbage collection once, now.
+    pub async fn run_maintenance(&self) -> Result<crate::maintenance::MaintenanceReport> {
+        self.inner.maintain().await
+    }
+
+    /// Activity counters and cache usage.
+    pub fn stats(&self) -> StoreStats {
+        let c = &self.inner.counters;
+        let get = |a: &AtomicU64| a.load(Ordering::Relaxed);
+        StoreStats {
+            appends: get(&c.appends),
+            appended_bytes: get(&c.appended_bytes),
+            uploads: get(&c.uploads),
+            uploaded_bytes: get(&c.uploaded_bytes),
+            log_cache_reads: get(&c.log_cache_reads),
+            object_reads: get(&c.object_reads),
+            block_cache_hits: self.inner.block_cache.hits(),
+            block_cache_misses: self.inner.block_cache.misses(),
+            log_cache_used_bytes: self.inner.log_budget.used(),
+            block_cache_used_bytes: self.inner.block_cache.used(),
+            dirty_bytes: get(&self.inner.dirty_bytes),
+            wal_segments: self.inner.wal.segment_count() as u64,
+            compactions: get(&c.compactions),
+            objects_deleted: get(&c.objects_deleted),
+        }
+    }
+
+    /// Checks every stream's invariants (see the `stream` module); for tests.
+    pub fn check_invariants(&self) -> std::result::Result<(), String> {
+        for s in self.inner.streams.read().values() {
+            s.state
+                .lock()
+                .check()
+                .map_err(|e| format!("stream {} ({}): {e}", s.id, s.name))?;
+        }
+        Ok(())
+    }
+
+    /// Stops the background tasks and the WAL writer after it has synced what was queued.
+    /// Data not yet uploaded stays in the WAL and is replayed on the next open.
+    pub async fn close(self) {
+        self.cancel.cancel();
+        let mut tasks = std::mem::take(&mut *self.tasks.lock());
+        while tasks.join_next().await.is_some() {}
+        // The WAL writer drains its queue and exits when the last sender goes: with the store.
+        let inner = self.inner.clone();
+        drop(self);
+        let _ = tokio::task::spawn_blocking(move || drop(inner)).await;
+    }
+}
+
+impl Drop for StreamStore {
+    fn drop(&mut self) {
+        self.cancel.cancel();
+    }
+}
+
+impl Inner {
+    pub(crate) fn now_ms(&self) -> u64 {
+        self.clock.now_ms()
+    }
+
+    pub(crate) fn live_streams(&self) -> Vec<Arc<StreamShared>> {
+        let mut out: Vec<_> = self.streams.read().values().cloned().collect();
+        out.sort_by_key(|s| s.id);
+        out
+    }
+
+    /// Deletes prepared objects that no upload will commit: at open, every one this node left
+    /// (it crashed between upload and commit); later, any older than the orphan grace period
+    /// (another node's abandoned upload).
+    pub(crate) async fn collect_orphans(&self, at_open: bool) -> Result<usize> {
+        let now = self.now_ms();
+        let mut collected = 0;
+        for object in self.meta.objects_in_state(ObjectState::Prepared).await? {
+            let left_by_this_node = at_open && object.node_id == self.config.node_id;
+            let abandoned = object.created_ms + self.config.orphan_grace_ms <= now;
+            if left_by_this_node || abandoned {
+                self.objects.delete(&self.object_path(object.id)).await?;
+                self.meta.forget_object(object.id).await?;
+                collected += 1;
+            }
+        }
+        if collected > 0 {
+            tracing::info!(collected, "collected orphaned object uploads");
+        }
+        Ok(collected)
+    }
+
+    /// The object key of an object id, spread over 256 prefixes.
+    pub(crate) fn object_path(&self, object_id: u64) -> object_store::path::Path {
+        let spread = (object_id.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 56) as u8;
+        object_store::path::Path::from(format!(
+            "{}/{spread:02x}/{object_id:016x}.obj",
+            self.config.object_prefix
+        ))
+    }
+}

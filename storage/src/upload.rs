@@ -1,0 +1,164 @@
+//! Uploads: the log cache's data not yet in object storage becomes one stream set object.
+//!
+//! A round takes the WAL's durable position `P` first, then every cached entry that ends at or
+//! below `P` and is not yet committed, from every stream. It prepares an object id in the
+//! metadata store, builds and PUTs the object (retried with backoff), commits its ranges in one
+//! metadata transaction, and only then trims the WAL up to `P`: everything below `P` is now in
+//! object storage (or belongs to a deleted stream). A crash anywhere in between loses nothing:
+//! the WAL still holds the data, and the prepared object is collected as an orphan.
+
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio_util::sync::CancellationToken;
+
+use crate::cache::CleanUnit;
+use crate::error::Result;
+use crate::meta::{NewObject, ObjectKind, RangeRow};
+use crate::objects::format::{ObjectBuilder, ObjectEntry};
+use crate::store::Inner;
+use crate::stream::RangeRef;
+
+/// What one upload round did.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct UploadReport {
+    pub object_id: Option<u64>,
+    pub bytes: u64,
+    pub streams: usize,
+    pub wal_segments_trimmed: usize,
+}
+
+impl Inner {
+    /// Uploads everything durable in the WAL and not yet in object storage.
+    pub(crate) async fn upload_round(&self) -> Result<UploadReport> {
+        let _round = self.upload_lock.lock().await;
+        let wal_position = self.wal.durable_position();
+        let mut builder = ObjectBuilder::new(self.config.object_block_bytes);
+        let mut unit = CleanUnit {
+            bytes: 0,
+            streams: Vec::new(),
+        };
+        for stream in self.live_streams() {
+            let state = stream.state.lock();
+            let first = state.first_dirty();
+            let mut end = None;
+            for e in state.cache.range(first..) {
+                if e.wal_end > wal_position {
+                    break;
+                }
+                builder.add(
+                    stream.id,
+                    &ObjectEntry {
+                        base_offset: e.base_offset,
+                        record_count: e.record_count,
+                        timestamp_ms: e.timestamp_ms,
+                        payload: e.payload.clone(),
+                    },
+                );
+                unit.bytes += e.payload.len() as u64;
+                end = Some(e.end_offset());
+            }
+            drop(state);
+            if let Some(end) = end {
+                unit.streams.push((stream.clone(), end));
+            }
+        }
+        let mut report = UploadReport::default();
+        if !builder.is_empty() {
+            let object_id = self
+                .meta
+                .prepare_object(ObjectKind::StreamSet, self.config.node_id, self.now_ms())
+                .await?;
+            let built = builder.finish();
+            let size = built.data.len() as u64;
+            self.objects
+                .put(&self.object_path(object_id), built.data.clone())
+                .await?;
+            let object = NewObject {
+                id: object_id,
+                size,
+                index_position: built.footer.index_position,
+                index_len: built.footer.index_len as u64,
+                ranges: built
+                    .ranges
+                    .iter()
+                    .map(|r| RangeRow {
+                        object_id,
+                        stream_id: r.stream_id,
+                        start_offset: r.start_offset,
+                        end_offset: r.end_offset,
+                        position: r.position,
+                        size: r.size,
+                        max_timestamp_ms: r.max_timestamp_ms,
+                    })
+                    .collect(),
+            };
+            let committed = self.meta.commit_upload(&object).await?;
+            for row in committed {
+                let Some(stream) = unit.streams.iter().find(|(s, _)| s.id == row.stream_id) else {
+                    continue;
+                };
+                let mut state = stream.0.state.lock();
+                if state.deleted {
+                    continue;
+                }
+                state.ranges.insert(
+                    row.start_offset,
+                    RangeRef {
+                        row,
+                        kind: ObjectKind::StreamSet,
+                        index_position: object.index_position,
+                        index_len: object.index_len,
+                    },
+                );
+                state.committed_end = state.committed_end.max(row.end_offset);
+            }
+            self.dirty_bytes.fetch_sub(unit.bytes, Ordering::AcqRel);
+            self.counters.uploads.fetch_add(1, Ordering::Relaxed);
+            self.counters
+                .uploaded_bytes
+                .fetch_add(unit.bytes, Ordering::Relaxed);
+            report = UploadReport {
+                object_id: Some(object_id),
+                bytes: unit.bytes,
+                streams: unit.streams.len(),
+                wal_segments_trimmed: 0,
+            };
+            tracing::debug!(object_id, size, streams = report.streams, "uploaded stream set object");
+            self.log_budget.uploaded(unit);
+        }
+        report.wal_segments_trimmed = self.wal.trim(wal_position)?;
+        Ok(report)
+    }
+}
+
+/// The background uploader: runs a round when enough data waits, when appends wait for room,
+/// or when the upload interval has passed with data waiting.
+pub(crate) async fn run_uploader(inner: Arc<Inner>, cancel: CancellationToken) {
+    let interval = Duration::from_millis(inner.config.upload_interval_ms);
+    let mut failures = 0u32;
+    loop {
+        tokio::select! {
+            _ = cancel.cancelled() => return,
+            _ = inner.upload_wake.notified() => {}
+            _ = inner.log_budget.pressure.notified() => {}
+            _ = tokio::time::sleep(interval) => {}
+        }
+        if inner.dirty_bytes.load(Ordering::Acquire) == 0 && inner.wal.segment_count() <= 1 {
+            continue;
+        }
+        match inner.upload_round().await {
+            Ok(_) => failures = 0,
+            Err(e) => {
+                failures += 1;
+                let backoff = inner.config.retry.backoff(failures);
+                tracing::error!(error = %e, ?backoff, "upload failed; the data stays in the WAL and is retried");
+                tokio::select! {
+                    _ = cancel.cancelled() => return,
+                    _ = tokio::time::sleep(backoff) => {}
+                }
+            }
+        }
+    }
+}

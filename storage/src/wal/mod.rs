@@ -1,0 +1,425 @@
+//! The write-ahead log: where an append becomes durable before it is acknowledged.
+//!
+//! The WAL is a directory of segment files named by the WAL position they start at. One writer
+//! thread owns the active segment and runs *group commit*: it takes every request waiting in its
+//! queue (up to `wal_max_group_bytes`), encodes them into one buffer in queue order, writes the
+//! buffer with a single `write` and makes it durable with a single `fdatasync`, then completes
+//! the requests in WAL order. Concurrent appends therefore share one sync.
+//!
+//! Invariants:
+//! - WAL positions are dense: a segment's entries end exactly where the next segment starts.
+//! - A request is completed `Ok` only after the sync that covers it returned; the durable
+//!   position ([`Wal::durable_position`]) moves only after the requests below it completed.
+//! - After a failed write or sync nothing more is written (the outcome on disk is unknown); every
+//!   later request fails with [`Error::WalFailed`] and the node must restart and replay.
+//! - Replay stops at the first entry that is torn or fails its CRC and truncates the last
+//!   segment there; damage in an earlier segment is corruption and is reported, not skipped.
+//! - Segments are deleted only by [`Wal::trim`], which the store calls after everything below
+//!   the trim position is committed in object storage; the active segment is never deleted.
+
+pub mod format;
+
+use std::collections::BTreeMap;
+use std::fs::{File, OpenOptions};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+
+use bytes::Bytes;
+use parking_lot::Mutex;
+use tokio::sync::mpsc;
+
+use crate::error::{Error, Result};
+use format::{Decoded, Entry, SEGMENT_HEADER_LEN};
+
+/// What the writer tells a request once its group is durable.
+#[derive(Debug, Clone)]
+pub(crate) struct Written {
+    /// The whole group's encoded bytes; the request's entry is `group[range]`.
+    pub group: Bytes,
+    pub range: std::ops::Range<usize>,
+    /// WAL position just past this entry.
+    pub wal_end: u64,
+}
+
+/// A request the WAL writer serves. `encode` runs on the writer thread in WAL order, so it is
+/// where a request may take its place in a sequence (the store assigns offsets there).
+pub(crate) trait WalRequest: Send + 'static {
+    /// Encoded size, for group sizing.
+    fn encoded_len(&self) -> usize;
+    /// Appends this request's entry to `buf`. Returning an error fails this request alone and
+    /// writes nothing for it.
+    fn encode(&mut self, buf: &mut Vec<u8>) -> Result<()>;
+    /// Reports the outcome: the entry is durable, or it failed and is not in the WAL.
+    fn complete(self, result: Result<Written>);
+}
+
+/// One entry found by replay, with the WAL position just past it.
+#[derive(Debug)]
+pub(crate) struct Replayed {
+    pub entry: Entry,
+    pub wal_end: u64,
+}
+
+#[derive(Debug)]
+struct Segments {
+    dir: PathBuf,
+    /// start position → path, the last one active.
+    files: Mutex<BTreeMap<u64, PathBuf>>,
+}
+
+/// The write-ahead log.
+pub(crate) struct Wal<R: WalRequest> {
+    tx: Option<mpsc::Sender<R>>,
+    durable: Arc<AtomicU64>,
+    segments: Arc<Segments>,
+    thread: Option<JoinHandle<()>>,
+}
+
+fn segment_path(dir: &Path, start: u64) -> PathBuf {
+    dir.join(format!("{start:020}.wal"))
+}
+
+fn sync_dir(dir: &Path) -> Result<()> {
+    File::open(dir)
+        .and_then(|d| d.sync_all())
+        .map_err(|e| Error::wal_io(dir, e))
+}
+
+/// Lists the segment files in `dir` by start position.
+fn list_segments(dir: &Path) -> Result<BTreeMap<u64, PathBuf>> {
+    let mut out = BTreeMap::new();
+    for item in std::fs::read_dir(dir).map_err(|e| Error::wal_io(dir, e))? {
+        let item = item.map_err(|e| Error::wal_io(dir, e))?;
+        let name = item.file_name();
+        let Some(stem) = name.to_str().and_then(|n| n.strip_suffix(".wal")) else {
+            continue;
+        };
+        if let Ok(start) = stem.parse::<u64>() {
+            out.insert(start, item.path());
+        }
+    }
+    Ok(out)
+}
+
+/// Replays every segment in `dir` in order, calling `apply` for each valid entry, and returns
+/// the WAL position after the last valid entry. Truncates a torn tail of the last segment.
+pub(crate) fn replay(dir: &Path, mut apply: impl FnMut(Replayed) -> Result<()>) -> Result<u64> {
+    std::fs::create_dir_all(dir).map_err(|e| Error::wal_io(dir, e))?;
+    let segments = list_segments(dir)?;
+    let count = segments.len();
+    let mut expected_start: Option<u64> = None;
+    let mut end = 0;
+    for (i, (start, path)) in segments.into_iter().enumerate() {
+        let last = i + 1 == count;
+        let data = Bytes::from(std::fs::read(&path).map_err(|e| Error::wal_io(&path, e))?);
+        let location = || path.display().to_string();
+        match format::decode_segment_header(&data) {
+            Ok(s) if s == start => {}
+            Ok(s) => {
+                return Err(Error::corrupt(
+                    location(),
+                    format!("header says start {s}, name says {start}"),
+                ))
+            }
+            Err(_) if last && data.len() < SEGMENT_HEADER_LEN => {
+                // Created but its header never made it to disk: an empty segment.
+                truncate_to_header(&path, start)?;
+                end = expected_start.unwrap_or(start);
+                continue;
+            }
+            Err(detail) => return Err(Error::corrupt(location(), detail)),
+        }
+        if let Some(expected) = expected_start {
+            if expected != start {
+                return Err(Error::corrupt(
+                    location(),
+                    format!("segment starts at {start} but the previous one ends at {expected}"),
+                ));
+            }
+        }
+        let mut at = SEGMENT_HEADER_LEN;
+        loop {
+            match format::decode_entry(&data[at..]) {
+                Decoded::Entry {
+                    header,
+                    payload,
+                    len,
+                } => {
+                    let wal_end = start + (at + len - SEGMENT_HEADER_LEN) as u64;
+                    let entry = Entry {
+                        stream_id: header.stream_id,
+                        base_offset: header.base_offset,
+                        record_count: header.record_count,
+                        timestamp_ms: header.timestamp_ms,
+                        payload: data.slice(at + payload.start..at + payload.end),
+                    };
+                    apply(Replayed { entry, wal_end })?;
+                    at += len;
+                }
+                Decoded::Incomplete if at == data.len() => break,
+                bad => {
+                    if !last {
+                        return Err(Error::corrupt(
+                            location(),
+                            format!("damaged entry at byte {at} of a sealed segment: {bad:?}"),
+                        ));
+                    }
+                    tracing::warn!(
+                        segment = %path.display(),
+                        at,
+                        reason = ?bad,
+                        "WAL tail is torn; truncating it (it held no acknowledged data)"
+                    );
+                    let file = OpenOptions::new()
+                        .write(true)
+                        .open(&path)
+                        .map_err(|e| Error::wal_io(&path, e))?;
+                    file.set_len(at as u64)
+                        .and_then(|_| file.sync_all())
+                        .map_err(|e| Error::wal_io(&path, e))?;
+                    break;
+                }
+            }
+        }
+        end = start + (at - SEGMENT_HEADER_LEN) as u64;
+        expected_start = Some(end);
+    }
+    Ok(end)
+}
+
+fn truncate_to_header(path: &Path, start: u64) -> Result<()> {
+    let mut file = OpenOptions::new()
+        .write(true)
+        .truncate(true)
+        .open(path)
+        .map_err(|e| Error::wal_io(path, e))?;
+    file.write_all(&format::encode_segment_header(start))
+        .and_then(|_| file.sync_all())
+        .map_err(|e| Error::wal_io(path, e))
+}
+
+fn create_segment(dir: &Path, start: u64) -> Result<File> {
+    let path = segment_path(dir, start);
+    let mut file = OpenOptions::new()
+        .create(true)
+        .truncate(true)
+        .write(true)
+        .open(&path)
+        .map_err(|e| Error::wal_io(&path, e))?;
+    file.write_all(&format::encode_segment_header(start))
+        .and_then(|_| file.sync_all())
+        .map_err(|e| Error::wal_io(&path, e))?;
+    sync_dir(dir)?;
+    Ok(file)
+}
+
+impl<R: WalRequest> Wal<R> {
+    /// Starts the writer at WAL position `start` (the end found by [`replay`]) in a new segment.
+    pub(crate) fn start(
+        dir: &Path,
+        start: u64,
+        segment_bytes: u64,
+        max_group_bytes: u64,
+        queue_len: usize,
+    ) -> Result<Self> {
+        std::fs::create_dir_all(dir).map_err(|e| Error::wal_io(dir, e))?;
+        let mut files = list_segments(dir)?;
+        // An existing segment at `start` can only be empty (replay ended there); recreate it.
+        let file = create_segment(dir, start)?;
+        files.insert(start, segment_path(dir, start));
+        let segments = Arc::new(Segments {
+            dir: dir.to_path_buf(),
+            files: Mutex::new(files),
+        });
+        let durable = Arc::new(AtomicU64::new(start));
+        let (tx, rx) = mpsc::channel(queue_len);
+        let writer = Writer {
+            segments: segments.clone(),
+            file,
+            segment_start: start,
+            position: start,
+            segment_bytes,
+            max_group_bytes: max_group_bytes as usize,
+            durable: durable.clone(),
+            failed: None,
+        };
+        let thread = std::thread::Builder::new()
+            .name("inlet-wal".into())
+            .spawn(move || writer.run(rx))
+            .map_err(|e| Error::wal_io(dir, e))?;
+        Ok(Wal {
+            tx: Some(tx),
+            durable,
+            segments,
+            thread: Some(thread),
+        })
+    }
+
+    /// Queues a request; waits while the queue is full.
+    pub(crate) async fn submit(&self, request: R) -> std::result::Result<(), R> {
+        match &self.tx {
+            Some(tx) => tx.send(request).await.map_err(|e| e.0),
+            None => Err(request),
+        }
+    }
+
+    /// The WAL position below which every entry is durable and its request completed.
+    pub(crate) fn durable_position(&self) -> u64 {
+        self.durable.load(Ordering::Acquire)
+    }
+
+    /// Deletes the sealed segments that lie wholly below `position`. Returns how many.
+    pub(crate) fn trim(&self, position: u64) -> Result<usize> {
+        let victims: Vec<(u64, PathBuf)> = {
+            let files = self.segments.files.lock();
+            let starts: Vec<u64> = files.keys().copied().collect();
+            starts
+                .windows(2)
+                .filter(|w| w[1] <= position)
+                .map(|w| (w[0], files[&w[0]].clone()))
+                .collect()
+        };
+        for (start, path) in &victims {
+            match std::fs::remove_file(path) {
+                Ok(()) => {}
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                Err(e) => return Err(Error::wal_io(path, e)),
+            }
+            self.segments.files.lock().remove(start);
+        }
+        if !victims.is_empty() {
+            sync_dir(&self.segments.dir)?;
+        }
+        Ok(victims.len())
+    }
+
+    /// Number of segment files, the active one included.
+    pub(crate) fn segment_count(&self) -> usize {
+        self.segments.files.lock().len()
+    }
+
+    /// Stops taking requests, lets the writer finish what is queued, and waits for it.
+    pub(crate) fn close(&mut self) {
+        self.tx = None;
+        if let Some(thread) = self.thread.take() {
+            if thread.join().is_err() {
+                tracing::error!("WAL writer thread panicked");
+            }
+        }
+    }
+}
+
+impl<R: WalRequest> Drop for Wal<R> {
+    fn drop(&mut self) {
+        self.close();
+    }
+}
+
+struct Writer {
+    segments: Arc<Segments>,
+    file: File,
+    segment_start: u64,
+    position: u64,
+    segment_bytes: u64,
+    max_group_bytes: usize,
+    durable: Arc<AtomicU64>,
+    failed: Option<String>,
+}
+
+impl Writer {
+    fn run<R: WalRequest>(mut self, mut rx: mpsc::Receiver<R>) {
+        let mut group: Vec<R> = Vec::new();
+        while let Some(first) = rx.blocking_recv() {
+            let mut bytes = first.encoded_len();
+            group.push(first);
+            while bytes < self.max_group_bytes {
+                match rx.try_recv() {
+                    Ok(next) => {
+                        bytes += next.encoded_len();
+                        group.push(next);
+                    }
+                    Err(_) => break,
+                }
+            }
+            self.commit_group(std::mem::take(&mut group), bytes);
+        }
+        if self.failed.is_none() {
+            if let Err(e) = self.file.sync_data() {
+                tracing::error!(error = %e, "final WAL sync failed");
+            }
+        }
+    }
+
+    fn commit_group<R: WalRequest>(&mut self, group: Vec<R>, size_hint: usize) {
+        if let Some(reason) = &self.failed {
+            for request in group {
+                request.complete(Err(Error::WalFailed(reason.clone())));
+            }
+            return;
+        }
+        let mut buf = Vec::with_capacity(size_hint);
+        let mut encoded: Vec<(R, std::ops::Range<usize>)> = Vec::with_capacity(group.len());
+        for mut request in group {
+            let start = buf.len();
+            match request.encode(&mut buf) {
+                Ok(()) => encoded.push((request, start..buf.len())),
+                Err(e) => {
+                    buf.truncate(start);
+                    request.complete(Err(e));
+                }
+            }
+        }
+        if encoded.is_empty() {
+            return;
+        }
+        if let Err(e) = self.write_durably(&buf) {
+            let reason = e.to_string();
+            tracing::error!(error = %reason, "WAL write failed; refusing further appends");
+            self.failed = Some(reason);
+            for (request, _) in encoded {
+                request.complete(Err(e.clone_shallow()));
+            }
+            return;
+        }
+        let group_start = self.position;
+        self.position += buf.len() as u64;
+        let group = Bytes::from(buf);
+        for (request, range) in encoded {
+            let wal_end = group_start + range.end as u64;
+            request.complete(Ok(Written {
+                group: group.clone(),
+                range,
+                wal_end,
+            }));
+        }
+        self.durable.store(self.position, Ordering::Release);
+    }
+
+    fn write_durably(&mut self, buf: &[u8]) -> Result<()> {
+        let in_segment = self.position - self.segment_start;
+        if in_segment > 0 && in_segment + buf.len() as u64 > self.segment_bytes {
+            // Everything in the current segment is already synced: roll.
+            self.file = create_segment(&self.segments.dir, self.position)?;
+            self.segment_start = self.position;
+            self.segments
+                .files
+                .lock()
+                .insert(self.position, segment_path(&self.segments.dir, self.position));
+        }
+        let path = || segment_path(&self.segments.dir, self.segment_start);
+        self.file
+            .write_all(buf)
+            .map_err(|e| Error::wal_io(&path(), e))?;
+        self.file.sync_data().map_err(|e| Error::wal_io(&path(), e))
+    }
+}
+
+impl Error {
+    /// A copy for fanning one failure out to many waiters (I/O errors are not `Clone`).
+    fn clone_shallow(&self) -> Error {
+        Error::WalFailed(self.to_string())
+    }
+}

@@ -382,7 +382,14 @@ impl WalRequest for AppendRequest {
         Ok(())
     }
 
-    fn complete(self, result: Result<Written>) {
+    type Ack = (oneshot::Sender<Result<u64>>, Result<u64>);
+
+    fn ack((reply, outcome): Self::Ack) {
+        // The appender may have gone away (cancelled); the data is durable regardless.
+        let _ = reply.send(outcome);
+    }
+
+    fn complete(self, result: Result<Written>) -> Self::Ack {
         let size = self.payload.len() as u64;
         let outcome = match result {
             Ok(written) => {
@@ -421,8 +428,7 @@ impl WalRequest for AppendRequest {
                 Err(e)
             }
         };
-        // The appender may have gone away (cancelled); the data is durable regardless.
-        let _ = self.reply.send(outcome);
+        (self.reply, outcome)
     }
 }
 

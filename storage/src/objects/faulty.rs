@@ -62,6 +62,11 @@ impl FaultyStore {
         }
     }
 
+    /// The wrapped store, for tests that look behind the wrapper.
+    pub fn inner(&self) -> Arc<dyn ObjectStore> {
+        self.inner.clone()
+    }
+
     /// Applies `fault` to the next `times` calls of kind `op` (`None`: until cleared).
     pub fn inject(&self, op: Op, fault: Fault, times: Option<u64>) {
         self.plan.lock().faults.insert(op, (fault, times));

@@ -52,8 +52,14 @@ pub(crate) trait WalRequest: Send + 'static {
     /// Appends this request's entry to `buf`. Returning an error fails this request alone and
     /// writes nothing for it.
     fn encode(&mut self, buf: &mut Vec<u8>) -> Result<()>;
-    /// Reports the outcome: the entry is durable, or it failed and is not in the WAL.
-    fn complete(self, result: Result<Written>);
+    /// What [`WalRequest::complete`] leaves to hand to the requester.
+    type Ack: Send;
+    /// Records the outcome (the entry is durable, or it failed and is not in the WAL) where
+    /// readers see it. Runs in WAL order; the durable position moves past this entry right
+    /// after, and only then is the returned ack sent with [`WalRequest::ack`].
+    fn complete(self, result: Result<Written>) -> Self::Ack;
+    /// Tells the requester.
+    fn ack(ack: Self::Ack);
 }
 
 /// One entry found by replay, with the WAL position just past it.
@@ -356,7 +362,7 @@ impl Writer {
     fn commit_group<R: WalRequest>(&mut self, group: Vec<R>, size_hint: usize) {
         if let Some(reason) = &self.failed {
             for request in group {
-                request.complete(Err(Error::WalFailed(reason.clone())));
+                R::ack(request.complete(Err(Error::WalFailed(reason.clone()))));
             }
             return;
         }
@@ -368,7 +374,7 @@ impl Writer {
                 Ok(()) => encoded.push((request, start..buf.len())),
                 Err(e) => {
                     buf.truncate(start);
-                    request.complete(Err(e));
+                    R::ack(request.complete(Err(e)));
                 }
             }
         }
@@ -380,22 +386,28 @@ impl Writer {
             tracing::error!(error = %reason, "WAL write failed; refusing further appends");
             self.failed = Some(reason);
             for (request, _) in encoded {
-                request.complete(Err(e.clone_shallow()));
+                R::ack(request.complete(Err(e.clone_shallow())));
             }
             return;
         }
         let group_start = self.position;
         self.position += buf.len() as u64;
         let group = Bytes::from(buf);
+        let mut acks = Vec::with_capacity(encoded.len());
         for (request, range) in encoded {
             let wal_end = group_start + range.end as u64;
-            request.complete(Ok(Written {
+            acks.push(request.complete(Ok(Written {
                 group: group.clone(),
                 range,
                 wal_end,
-            }));
+            })));
+            // Everything below `wal_end` is now visible to readers and the uploader.
+            self.durable.store(wal_end, Ordering::Release);
         }
         self.durable.store(self.position, Ordering::Release);
+        for ack in acks {
+            R::ack(ack);
+        }
     }
 
     fn write_durably(&mut self, buf: &[u8]) -> Result<()> {

@@ -27,6 +27,8 @@ pub async fn open_store(config: &NodeConfig) -> anyhow::Result<StreamStore> {
 /// Runs a node until SIGTERM or Ctrl-C, then stops it cleanly: the WAL is synced and the
 /// background tasks end.
 pub async fn serve(config: NodeConfig) -> anyhow::Result<()> {
+    // Listen for signals before announcing readiness, so an early SIGTERM is not fatal.
+    let shutdown = shutdown_signal()?;
     let store = open_store(&config).await?;
     tracing::info!(
         data_dir = %config.data_dir.display(),
@@ -35,30 +37,22 @@ pub async fn serve(config: NodeConfig) -> anyhow::Result<()> {
         "Inlet node is up (stream store only: the Kafka, Schema Registry and HTTP listeners \
          arrive with their issues)"
     );
-    shutdown_signal().await;
+    shutdown.await;
     tracing::info!("shutting down");
     store.close().await;
     tracing::info!("stopped cleanly");
     Ok(())
 }
 
-async fn shutdown_signal() {
-    #[cfg(unix)]
-    {
-        use tokio::signal::unix::{signal, SignalKind};
-        let mut term = match signal(SignalKind::terminate()) {
-            Ok(s) => s,
-            Err(e) => {
-                tracing::warn!(error = %e, "cannot listen for SIGTERM; Ctrl-C only");
-                let _ = tokio::signal::ctrl_c().await;
-                return;
-            }
-        };
+/// Resolves on SIGTERM or Ctrl-C; the handlers are installed when this is called.
+fn shutdown_signal() -> anyhow::Result<impl std::future::Future<Output = ()>> {
+    use tokio::signal::unix::{signal, SignalKind};
+    let mut term = signal(SignalKind::terminate()).context("listening for SIGTERM")?;
+    let mut int = signal(SignalKind::interrupt()).context("listening for SIGINT")?;
+    Ok(async move {
         tokio::select! {
             _ = term.recv() => {}
-            _ = tokio::signal::ctrl_c() => {}
+            _ = int.recv() => {}
         }
-    }
-    #[cfg(not(unix))]
-    let _ = tokio::signal::ctrl_c().await;
+    })
 }

@@ -1,0 +1,257 @@
+//! Stream store load benchmark, measured against the raw disk in the same run.
+//!
+//! ```text
+//! cargo bench -p inlet-storage --bench stream_store
+//! ```
+//!
+//! Environment: `INLET_BENCH_DIR` (default: the system temp dir; put it on the disk you want to
+//! measure), `INLET_BENCH_SECONDS` (duration of each timed phase, default 10),
+//! `INLET_BENCH_RUNS` (repetitions of each phase; medians are reported, default 3).
+//!
+//! Phases:
+//! 1. raw disk: sequential 1 MiB writes each followed by `fdatasync` (MiB/s), and 4 KiB
+//!    write + `fdatasync` latency (p50/p99);
+//! 2. durable append throughput with 64 concurrent writers × 16 KiB;
+//! 3. durable append latency at 50 MiB/s offered load (open loop: appends are issued on a fixed
+//!    schedule whether or not earlier ones finished);
+//! 4. tail reads from the log cache and catch-up reads from objects after a restart (MiB/s);
+//! 5. peak resident memory against the configured cache budgets.
+
+use std::fs::OpenOptions;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use hdrhistogram::Histogram;
+use inlet_storage::{StorageConfig, StreamStore};
+
+const MIB: f64 = 1024.0 * 1024.0;
+
+fn env_u64(name: &str, default: u64) -> u64 {
+    std::env::var(name).ok().and_then(|v| v.parse().ok()).unwrap_or(default)
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(|a, b| a.partial_cmp(b).expect("no NaN"));
+    v[v.len() / 2]
+}
+
+fn raw_sequential_mib_s(dir: &Path, seconds: u64) -> f64 {
+    let path = dir.join("raw-seq");
+    let mut file = OpenOptions::new().create(true).write(true).truncate(true).open(&path).unwrap();
+    let chunk = vec![0x5au8; 1 << 20];
+    let start = Instant::now();
+    let mut written = 0u64;
+    while start.elapsed() < Duration::from_secs(seconds) {
+        file.write_all(&chunk).unwrap();
+        file.sync_data().unwrap();
+        written += chunk.len() as u64;
+    }
+    let rate = written as f64 / MIB / start.elapsed().as_secs_f64();
+    std::fs::remove_file(&path).unwrap();
+    rate
+}
+
+fn raw_fsync_latency(dir: &Path, seconds: u64) -> Histogram<u64> {
+    let path = dir.join("raw-4k");
+    let mut file = OpenOptions::new().create(true).write(true).truncate(true).open(&path).unwrap();
+    let chunk = vec![0x5au8; 4096];
+    let mut hist = Histogram::<u64>::new(3).unwrap();
+    let start = Instant::now();
+    while start.elapsed() < Duration::from_secs(seconds) {
+        let t = Instant::now();
+        file.write_all(&chunk).unwrap();
+        file.sync_data().unwrap();
+        hist.record(t.elapsed().as_micros() as u64).unwrap();
+    }
+    std::fs::remove_file(&path).unwrap();
+    hist
+}
+
+fn config() -> StorageConfig {
+    StorageConfig {
+        retention_ms: None,
+        ..StorageConfig::default()
+    }
+}
+
+async fn open(dir: &Path) -> StreamStore {
+    StreamStore::builder(dir.join("wal")).config(config()).open().await.unwrap()
+}
+
+/// 64 writers append 16 KiB batches as fast as they can; returns MiB/s.
+async fn append_throughput(dir: &Path, seconds: u64) -> f64 {
+    let store = Arc::new(open(dir).await);
+    let stream = store.create_stream("throughput").await.unwrap().id;
+    let payload = Bytes::from(vec![0xabu8; 16 * 1024]);
+    let deadline = Instant::now() + Duration::from_secs(seconds);
+    let start = Instant::now();
+    let mut tasks = tokio::task::JoinSet::new();
+    for _ in 0..64 {
+        let store = store.clone();
+        let payload = payload.clone();
+        tasks.spawn(async move {
+            let mut bytes = 0u64;
+            while Instant::now() < deadline {
+                store.append(stream, payload.clone(), 1).await.unwrap();
+                bytes += payload.len() as u64;
+            }
+            bytes
+        });
+    }
+    let mut total = 0;
+    while let Some(r) = tasks.join_next().await {
+        total += r.unwrap();
+    }
+    let rate = total as f64 / MIB / start.elapsed().as_secs_f64();
+    Arc::try_unwrap(store).unwrap().close().await;
+    rate
+}
+
+/// Appends of 16 KiB issued at `mib_s` on a fixed schedule; returns the latency histogram (µs).
+async fn append_latency(dir: &Path, seconds: u64, mib_s: f64) -> Histogram<u64> {
+    let store = Arc::new(open(dir).await);
+    let stream = store.create_stream("latency").await.unwrap().id;
+    let payload = Bytes::from(vec![0xcdu8; 16 * 1024]);
+    let per_second = mib_s * MIB / payload.len() as f64;
+    let interval = Duration::from_secs_f64(1.0 / per_second);
+    let count = (per_second * seconds as f64) as u64;
+    let start = tokio::time::Instant::now();
+    let mut tasks = tokio::task::JoinSet::new();
+    for i in 0..count {
+        let due = start + interval.mul_f64(i as f64);
+        tokio::time::sleep_until(due).await;
+        let store = store.clone();
+        let payload = payload.clone();
+        tasks.spawn(async move {
+            // Latency counts from when the append was due, so a stalled issuer shows up too.
+            store.append(stream, payload, 1).await.unwrap();
+            due.elapsed().as_micros() as u64
+        });
+    }
+    let mut hist = Histogram::<u64>::new(3).unwrap();
+    while let Some(r) = tasks.join_next().await {
+        hist.record(r.unwrap()).unwrap();
+    }
+    Arc::try_unwrap(store).unwrap().close().await;
+    hist
+}
+
+/// Reads `stream` from `from` to its end in 1 MiB reads; returns MiB/s.
+async fn read_rate(store: &StreamStore, stream: u64, from: u64) -> f64 {
+    let end = store.end_offset(stream).unwrap();
+    let start = Instant::now();
+    let mut bytes = 0u64;
+    let mut at = from;
+    while at < end {
+        for b in store.read(stream, at, 1 << 20).await.unwrap() {
+            bytes += b.payload.len() as u64;
+            at = b.end_offset();
+        }
+    }
+    bytes as f64 / MIB / start.elapsed().as_secs_f64()
+}
+
+fn status_kib(field: &str) -> u64 {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    status
+        .lines()
+        .find(|l| l.starts_with(field))
+        .and_then(|l| l.split_whitespace().nth(1))
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0)
+}
+
+fn fresh(base: &Path, name: &str) -> PathBuf {
+    let dir = base.join(name);
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+#[tokio::main(flavor = "multi_thread", worker_threads = 2)]
+async fn main() {
+    if std::env::args().any(|a| a == "--list") {
+        return; // `cargo test --benches` asks benches to list their tests
+    }
+    let seconds = env_u64("INLET_BENCH_SECONDS", 10);
+    let runs = env_u64("INLET_BENCH_RUNS", 3);
+    let base = std::env::var("INLET_BENCH_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|_| std::env::temp_dir())
+        .join(format!("inlet-bench-{}", std::process::id()));
+    std::fs::create_dir_all(&base).unwrap();
+    let rss_start_kib = status_kib("VmRSS:");
+
+    let mut raw_seq = Vec::new();
+    let mut raw_p50 = Vec::new();
+    let mut raw_p99 = Vec::new();
+    let mut thr = Vec::new();
+    let mut lat_p50 = Vec::new();
+    let mut lat_p99 = Vec::new();
+    for run in 0..runs {
+        raw_seq.push(raw_sequential_mib_s(&base, seconds));
+        let h = raw_fsync_latency(&base, seconds);
+        raw_p50.push(h.value_at_quantile(0.5) as f64 / 1000.0);
+        raw_p99.push(h.value_at_quantile(0.99) as f64 / 1000.0);
+        thr.push(append_throughput(&fresh(&base, &format!("thr{run}")), seconds).await);
+        let h = append_latency(&fresh(&base, &format!("lat{run}")), seconds, 50.0).await;
+        lat_p50.push(h.value_at_quantile(0.5) as f64 / 1000.0);
+        lat_p99.push(h.value_at_quantile(0.99) as f64 / 1000.0);
+        eprintln!(
+            "run {run}: raw {:.0} MiB/s, raw 4K fsync p99 {:.2} ms, append {:.0} MiB/s, append p99 {:.2} ms",
+            raw_seq[run as usize], raw_p99[run as usize], thr[run as usize], lat_p99[run as usize]
+        );
+    }
+
+    // Reads: tail from the log cache, then catch-up from objects after a restart.
+    let dir = fresh(&base, "reads");
+    let store = Arc::new(open(&dir).await);
+    let stream = store.create_stream("reads").await.unwrap().id;
+    let payload = Bytes::from(vec![0xeeu8; 64 * 1024]);
+    let batches = (256.0 * MIB) as usize / payload.len();
+    for _ in 0..batches / 64 {
+        let mut tasks = tokio::task::JoinSet::new();
+        for _ in 0..64 {
+            let store = store.clone();
+            let p = payload.clone();
+            tasks.spawn(async move { store.append(stream, p, 1).await.unwrap() });
+        }
+        while tasks.join_next().await.is_some() {}
+    }
+    let end = store.end_offset(stream).unwrap();
+    let tail_from = end.saturating_sub(((128.0 * MIB) as usize / payload.len()) as u64);
+    let tail = read_rate(&store, stream, tail_from).await;
+    store.flush().await.unwrap();
+    Arc::try_unwrap(store).unwrap().close().await;
+    let store = open(&dir).await;
+    let catch_up = read_rate(&store, stream, 0).await;
+    let stats = store.stats();
+    store.close().await;
+
+    let peak_kib = status_kib("VmHWM:");
+    let budgets = config().log_cache_bytes + config().block_cache_bytes;
+    let _ = std::fs::remove_dir_all(&base);
+
+    let raw = median(raw_seq);
+    let raw99 = median(raw_p99);
+    let thr_m = median(thr);
+    let p99 = median(lat_p99);
+    println!("| measure | value | ratio |");
+    println!("|---|---|---|");
+    println!("| raw fsynced sequential 1 MiB writes | {raw:.0} MiB/s | 1.00 |");
+    println!("| raw 4 KiB write+fdatasync p50 / p99 | {:.2} / {raw99:.2} ms | 1.00 |", median(raw_p50));
+    println!("| durable append, 64 writers × 16 KiB | {thr_m:.0} MiB/s | {:.2} of raw bandwidth |", thr_m / raw);
+    println!("| durable append p50 / p99 at 50 MiB/s offered | {:.2} / {p99:.2} ms | p99 {:.2}× raw 4 KiB fsync p99 |", median(lat_p50), p99 / raw99);
+    println!("| tail read (log cache), 64 KiB batches | {tail:.0} MiB/s | |");
+    println!("| catch-up read (objects, cold cache) | {catch_up:.0} MiB/s | block cache hits {} / misses {} |", stats.block_cache_hits, stats.block_cache_misses);
+    println!(
+        "| peak RSS | {:.0} MiB (start {:.0} MiB) | budgets: log cache + block cache = {:.0} MiB |",
+        peak_kib as f64 / 1024.0,
+        rss_start_kib as f64 / 1024.0,
+        budgets as f64 / MIB
+    );
+    println!("\n({runs} runs of {seconds} s per phase; medians)");
+}

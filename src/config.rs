@@ -65,18 +65,15 @@ impl NodeConfig {
     }
 
     pub fn object_store_url(&self) -> String {
-        self.object_store.clone().unwrap_or_else(|| {
-            self.data_dir
-                .join("objects")
-                .to_string_lossy()
-                .into_owned()
-        })
+        self.object_store
+            .clone()
+            .unwrap_or_else(|| self.data_dir.join("objects").to_string_lossy().into_owned())
     }
 
     pub fn meta_url(&self) -> String {
-        self.meta.clone().unwrap_or_else(|| {
-            format!("sqlite://{}", self.data_dir.join("meta.db").display())
-        })
+        self.meta
+            .clone()
+            .unwrap_or_else(|| format!("sqlite://{}", self.data_dir.join("meta.db").display()))
     }
 
     /// Checks the settings fit together.
@@ -86,7 +83,11 @@ impl NodeConfig {
             ("registry-listen", &self.registry_listen),
             ("http-listen", &self.http_listen),
         ] {
-            if addr.rsplit_once(':').and_then(|(_, p)| p.parse::<u16>().ok()).is_none() {
+            if addr
+                .rsplit_once(':')
+                .and_then(|(_, p)| p.parse::<u16>().ok())
+                .is_none()
+            {
                 bail!("--{name} must be HOST:PORT, got {addr:?}");
             }
         }

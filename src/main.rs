@@ -8,7 +8,11 @@ use clap::{Args, Parser, Subcommand};
 use inlet::config::{parse_key_value, NodeConfig};
 
 #[derive(Parser, Debug)]
-#[command(name = "inlet", version, about = "Kafka-compatible streaming whose topics are Iceberg tables")]
+#[command(
+    name = "inlet",
+    version,
+    about = "Kafka-compatible streaming whose topics are Iceberg tables"
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -57,7 +61,13 @@ impl ServeArgs {
         macro_rules! over {
             ($($field:ident),*) => { $( if let Some(v) = self.$field { config.$field = v; } )* };
         }
-        over!(data_dir, kafka_listen, registry_listen, http_listen, node_id);
+        over!(
+            data_dir,
+            kafka_listen,
+            registry_listen,
+            http_listen,
+            node_id
+        );
         if self.advertised_host.is_some() {
             config.advertised_host = self.advertised_host;
         }

@@ -53,7 +53,10 @@ fn serve_starts_on_the_embedded_default_and_stops_cleanly_on_sigterm() {
     let (mut child, rx) = start(dir.path());
     let data = dir.path().join("inlet-data");
     for part in ["wal", "objects", "meta.db"] {
-        assert!(data.join(part).exists(), "{part} is created under the data dir");
+        assert!(
+            data.join(part).exists(),
+            "{part} is created under the data dir"
+        );
     }
     sigterm(&child);
     wait_for(&rx, "stopped cleanly");

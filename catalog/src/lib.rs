@@ -24,7 +24,10 @@ mod tests {
             .await
             .expect("catalog");
         let ns = NamespaceIdent::new("smoke".into());
-        catalog.create_namespace(&ns, Default::default()).await.expect("create");
+        catalog
+            .create_namespace(&ns, Default::default())
+            .await
+            .expect("create");
         assert!(catalog.namespace_exists(&ns).await.expect("exists"));
     }
 }

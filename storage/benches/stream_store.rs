@@ -30,7 +30,10 @@ use inlet_storage::{StorageConfig, StreamStore};
 const MIB: f64 = 1024.0 * 1024.0;
 
 fn env_u64(name: &str, default: u64) -> u64 {
-    std::env::var(name).ok().and_then(|v| v.parse().ok()).unwrap_or(default)
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
 }
 
 fn median(mut v: Vec<f64>) -> f64 {
@@ -40,7 +43,12 @@ fn median(mut v: Vec<f64>) -> f64 {
 
 fn raw_sequential_mib_s(dir: &Path, seconds: u64) -> f64 {
     let path = dir.join("raw-seq");
-    let mut file = OpenOptions::new().create(true).write(true).truncate(true).open(&path).unwrap();
+    let mut file = OpenOptions::new()
+        .create(true)
+        .write(true)
+        .truncate(true)
+        .open(&path)
+        .unwrap();
     let chunk = vec![0x5au8; 1 << 20];
     let start = Instant::now();
     let mut written = 0u64;
@@ -56,7 +64,12 @@ fn raw_sequential_mib_s(dir: &Path, seconds: u64) -> f64 {
 
 fn raw_fsync_latency(dir: &Path, seconds: u64) -> Histogram<u64> {
     let path = dir.join("raw-4k");
-    let mut file = OpenOptions::new().create(true).write(true).truncate(true).open(&path).unwrap();
+    let mut file = OpenOptions::new()
+        .create(true)
+        .write(true)
+        .truncate(true)
+        .open(&path)
+        .unwrap();
     let chunk = vec![0x5au8; 4096];
     let mut hist = Histogram::<u64>::new(3).unwrap();
     let start = Instant::now();
@@ -78,7 +91,11 @@ fn config() -> StorageConfig {
 }
 
 async fn open(dir: &Path) -> StreamStore {
-    StreamStore::builder(dir.join("wal")).config(config()).open().await.unwrap()
+    StreamStore::builder(dir.join("wal"))
+        .config(config())
+        .open()
+        .await
+        .unwrap()
 }
 
 /// 64 writers append 16 KiB batches as fast as they can; returns MiB/s.
@@ -242,8 +259,14 @@ async fn main() {
     println!("| measure | value | ratio |");
     println!("|---|---|---|");
     println!("| raw fsynced sequential 1 MiB writes | {raw:.0} MiB/s | 1.00 |");
-    println!("| raw 4 KiB write+fdatasync p50 / p99 | {:.2} / {raw99:.2} ms | 1.00 |", median(raw_p50));
-    println!("| durable append, 64 writers × 16 KiB | {thr_m:.0} MiB/s | {:.2} of raw bandwidth |", thr_m / raw);
+    println!(
+        "| raw 4 KiB write+fdatasync p50 / p99 | {:.2} / {raw99:.2} ms | 1.00 |",
+        median(raw_p50)
+    );
+    println!(
+        "| durable append, 64 writers × 16 KiB | {thr_m:.0} MiB/s | {:.2} of raw bandwidth |",
+        thr_m / raw
+    );
     println!("| durable append p50 / p99 at 50 MiB/s offered | {:.2} / {p99:.2} ms | p99 {:.2}× raw 4 KiB fsync p99 |", median(lat_p50), p99 / raw99);
     println!("| tail read (log cache), 64 KiB batches | {tail:.0} MiB/s | |");
     println!("| catch-up read (objects, cold cache) | {catch_up:.0} MiB/s | block cache hits {} / misses {} |", stats.block_cache_hits, stats.block_cache_misses);

@@ -176,7 +176,9 @@ mod tests {
 
     #[test]
     fn defaults_are_valid() {
-        StorageConfig::default().validate().expect("defaults validate");
+        StorageConfig::default()
+            .validate()
+            .expect("defaults validate");
     }
 
     #[test]

@@ -43,7 +43,9 @@ pub enum Error {
         #[source]
         source: io::Error,
     },
-    #[error("the WAL failed a durable write earlier ({0}); restart the node to recover from the WAL")]
+    #[error(
+        "the WAL failed a durable write earlier ({0}); restart the node to recover from the WAL"
+    )]
     WalFailed(String),
     #[error("corrupt data in {location}: {detail}")]
     Corrupt { location: String, detail: String },

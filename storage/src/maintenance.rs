@@ -77,8 +77,8 @@ impl Inner {
             let mut new_start = state.start_offset;
             for r in state.ranges.values() {
                 let trimmed = r.row.end_offset <= state.start_offset;
-                let too_old = retention_ms
-                    .is_some_and(|ms| r.row.max_timestamp_ms.saturating_add(ms) < now);
+                let too_old =
+                    retention_ms.is_some_and(|ms| r.row.max_timestamp_ms.saturating_add(ms) < now);
                 let too_big = retention_bytes.is_some_and(|b| held > b);
                 if !(trimmed || too_old || too_big) {
                     break;
@@ -100,7 +100,12 @@ impl Inner {
             state.ranges.remove(&r.start_offset);
         }
         state.start_offset = state.start_offset.max(new_start);
-        tracing::debug!(stream = stream.id, new_start, ranges = expired.len(), "retention expired ranges");
+        tracing::debug!(
+            stream = stream.id,
+            new_start,
+            ranges = expired.len(),
+            "retention expired ranges"
+        );
         Ok(expired.len())
     }
 
@@ -112,7 +117,10 @@ impl Inner {
             let path = self.object_path(range.row.object_id);
             let data = self
                 .objects
-                .get_range(&path, range.row.position..range.row.position + range.row.size)
+                .get_range(
+                    &path,
+                    range.row.position..range.row.position + range.row.size,
+                )
                 .await?;
             let end = range.row.position + range.row.size;
             for b in index.iter().filter(|b| {
@@ -182,7 +190,10 @@ impl Inner {
         for r in replaced {
             if let Some(stream) = streams.get(&r.row.stream_id) {
                 let mut state = stream.state.lock();
-                if state.ranges.get(&r.row.start_offset).map(|x| x.row.object_id)
+                if state
+                    .ranges
+                    .get(&r.row.start_offset)
+                    .map(|x| x.row.object_id)
                     == Some(r.row.object_id)
                 {
                     state.ranges.remove(&r.row.start_offset);
@@ -218,7 +229,8 @@ impl Inner {
                     }
                     break; // keep the run contiguous
                 }
-                if bytes + r.row.size > self.config.compaction_max_merge_bytes && !picked.is_empty() {
+                if bytes + r.row.size > self.config.compaction_max_merge_bytes && !picked.is_empty()
+                {
                     break;
                 }
                 bytes += r.row.size;
@@ -274,11 +286,16 @@ impl Inner {
         }
         picked.sort_by_key(|r| (r.row.stream_id, r.row.start_offset));
         let entries = self.read_ranges(&picked).await?;
-        Ok(if self.rewrite(ObjectKind::StreamSet, &entries, &picked).await? {
-            objects.len()
-        } else {
-            0
-        })
+        Ok(
+            if self
+                .rewrite(ObjectKind::StreamSet, &entries, &picked)
+                .await?
+            {
+                objects.len()
+            } else {
+                0
+            },
+        )
     }
 
     async fn delete_retired_objects(&self) -> Result<usize> {

@@ -155,41 +155,45 @@ impl MetaStore {
                 "metadata store URL must start with sqlite: or postgres://, got {url:?}"
             )));
         };
-        let url = if backend == Backend::Sqlite && !url.contains("mode=") && !url.contains(":memory:")
-        {
-            let sep = if url.contains('?') { '&' } else { '?' };
-            format!("{url}{sep}mode=rwc")
-        } else {
-            url.to_string()
-        };
+        let url =
+            if backend == Backend::Sqlite && !url.contains("mode=") && !url.contains(":memory:") {
+                let sep = if url.contains('?') { '&' } else { '?' };
+                format!("{url}{sep}mode=rwc")
+            } else {
+                url.to_string()
+            };
         let options = AnyConnectOptions::from_str(&url)
             .map_err(|e| Error::Config(format!("metadata store URL: {e}")))?;
         let pool = match backend {
             // One connection: SQLite serializes writers anyway, and a single connection rules
             // out lock-upgrade deadlocks between pooled connections.
-            Backend::Sqlite => AnyPoolOptions::new()
-                .max_connections(1)
-                .acquire_timeout(Duration::from_secs(60))
-                .after_connect(|conn, _| {
-                    Box::pin(async move {
-                        for pragma in [
-                            "PRAGMA journal_mode = WAL",
-                            "PRAGMA synchronous = FULL",
-                            "PRAGMA busy_timeout = 10000",
-                            "PRAGMA foreign_keys = ON",
-                        ] {
-                            sqlx::query(pragma).execute(&mut *conn).await?;
-                        }
-                        Ok(())
+            Backend::Sqlite => {
+                AnyPoolOptions::new()
+                    .max_connections(1)
+                    .acquire_timeout(Duration::from_secs(60))
+                    .after_connect(|conn, _| {
+                        Box::pin(async move {
+                            for pragma in [
+                                "PRAGMA journal_mode = WAL",
+                                "PRAGMA synchronous = FULL",
+                                "PRAGMA busy_timeout = 10000",
+                                "PRAGMA foreign_keys = ON",
+                            ] {
+                                sqlx::query(pragma).execute(&mut *conn).await?;
+                            }
+                            Ok(())
+                        })
                     })
-                })
-                .connect_with(options)
-                .await?,
-            Backend::Postgres => AnyPoolOptions::new()
-                .max_connections(8)
-                .acquire_timeout(Duration::from_secs(30))
-                .connect_with(options)
-                .await?,
+                    .connect_with(options)
+                    .await?
+            }
+            Backend::Postgres => {
+                AnyPoolOptions::new()
+                    .max_connections(8)
+                    .acquire_timeout(Duration::from_secs(30))
+                    .connect_with(options)
+                    .await?
+            }
         };
         let store = MetaStore { pool, backend };
         store.migrate("storage", STORAGE_MIGRATIONS).await?;
@@ -232,14 +236,13 @@ impl MetaStore {
     }
 
     async fn apply_steps(&self, component: &str, steps: &[&str]) -> Result<()> {
-        let applied: i64 =
-            sqlx::query("SELECT version FROM inlet_migrations WHERE component = $1")
-                .bind(component)
-                .fetch_optional(&self.pool)
-                .await?
-                .map(|row| row.try_get::<i64, _>("version"))
-                .transpose()?
-                .unwrap_or(0);
+        let applied: i64 = sqlx::query("SELECT version FROM inlet_migrations WHERE component = $1")
+            .bind(component)
+            .fetch_optional(&self.pool)
+            .await?
+            .map(|row| row.try_get::<i64, _>("version"))
+            .transpose()?
+            .unwrap_or(0);
         for (n, step) in steps.iter().enumerate().skip(applied as usize) {
             let mut tx = self.pool.begin().await?;
             sqlx::query(step).execute(&mut *tx).await?;
@@ -285,10 +288,12 @@ impl MetaStore {
 
     pub(crate) async fn create_stream(&self, name: &str, now_ms: u64) -> Result<StreamRow> {
         let mut tx = self.pool.begin().await?;
-        let exists = sqlx::query("SELECT stream_id FROM inlet_streams WHERE name = $1 AND deleted_ms IS NULL")
-            .bind(name)
-            .fetch_optional(&mut *tx)
-            .await?;
+        let exists = sqlx::query(
+            "SELECT stream_id FROM inlet_streams WHERE name = $1 AND deleted_ms IS NULL",
+        )
+        .bind(name)
+        .fetch_optional(&mut *tx)
+        .await?;
         if exists.is_some() {
             return Err(Error::StreamExists { name: name.into() });
         }
@@ -326,11 +331,13 @@ impl MetaStore {
     /// deletion.
     pub(crate) async fn delete_stream(&self, stream_id: u64, now_ms: u64) -> Result<()> {
         let mut tx = self.pool.begin().await?;
-        sqlx::query("UPDATE inlet_streams SET deleted_ms = $2 WHERE stream_id = $1 AND deleted_ms IS NULL")
-            .bind(i(stream_id))
-            .bind(i(now_ms))
-            .execute(&mut *tx)
-            .await?;
+        sqlx::query(
+            "UPDATE inlet_streams SET deleted_ms = $2 WHERE stream_id = $1 AND deleted_ms IS NULL",
+        )
+        .bind(i(stream_id))
+        .bind(i(now_ms))
+        .execute(&mut *tx)
+        .await?;
         let objects: Vec<u64> =
             sqlx::query("SELECT DISTINCT object_id FROM inlet_object_ranges WHERE stream_id = $1")
                 .bind(i(stream_id))
@@ -354,26 +361,35 @@ impl MetaStore {
         retention_ms: Option<i64>,
         retention_bytes: Option<i64>,
     ) -> Result<()> {
-        sqlx::query("UPDATE inlet_streams SET retention_ms = $2, retention_bytes = $3 WHERE stream_id = $1")
-            .bind(i(stream_id))
-            .bind(retention_ms)
-            .bind(retention_bytes)
-            .execute(&self.pool)
-            .await?;
+        sqlx::query(
+            "UPDATE inlet_streams SET retention_ms = $2, retention_bytes = $3 WHERE stream_id = $1",
+        )
+        .bind(i(stream_id))
+        .bind(retention_ms)
+        .bind(retention_bytes)
+        .execute(&self.pool)
+        .await?;
         Ok(())
     }
 
     pub(crate) async fn set_start_offset(&self, stream_id: u64, start: u64) -> Result<()> {
-        sqlx::query("UPDATE inlet_streams SET start_offset = $2 WHERE stream_id = $1 AND start_offset < $2")
-            .bind(i(stream_id))
-            .bind(i(start))
-            .execute(&self.pool)
-            .await?;
+        sqlx::query(
+            "UPDATE inlet_streams SET start_offset = $2 WHERE stream_id = $1 AND start_offset < $2",
+        )
+        .bind(i(stream_id))
+        .bind(i(start))
+        .execute(&self.pool)
+        .await?;
         Ok(())
     }
 
     /// Records an object about to be uploaded, and returns its id.
-    pub(crate) async fn prepare_object(&self, kind: ObjectKind, node_id: u64, now_ms: u64) -> Result<u64> {
+    pub(crate) async fn prepare_object(
+        &self,
+        kind: ObjectKind,
+        node_id: u64,
+        now_ms: u64,
+    ) -> Result<u64> {
         let mut tx = self.pool.begin().await?;
         let id = self.next_id(&mut tx, "object_id").await?;
         sqlx::query(
@@ -413,12 +429,13 @@ impl MetaStore {
                 object.id
             )));
         }
-        let live: HashSet<u64> = sqlx::query("SELECT stream_id FROM inlet_streams WHERE deleted_ms IS NULL")
-            .fetch_all(&mut **tx)
-            .await?
-            .iter()
-            .map(|r| u(r, "stream_id"))
-            .collect::<Result<_>>()?;
+        let live: HashSet<u64> =
+            sqlx::query("SELECT stream_id FROM inlet_streams WHERE deleted_ms IS NULL")
+                .fetch_all(&mut **tx)
+                .await?
+                .iter()
+                .map(|r| u(r, "stream_id"))
+                .collect::<Result<_>>()?;
         let mut inserted = Vec::new();
         for r in object.ranges.iter().filter(|r| live.contains(&r.stream_id)) {
             sqlx::query(
@@ -498,17 +515,21 @@ impl MetaStore {
         now_ms: u64,
     ) -> Result<()> {
         let mut tx = self.pool.begin().await?;
-        sqlx::query("UPDATE inlet_streams SET start_offset = $2 WHERE stream_id = $1 AND start_offset < $2")
-            .bind(i(stream_id))
-            .bind(i(new_start))
+        sqlx::query(
+            "UPDATE inlet_streams SET start_offset = $2 WHERE stream_id = $1 AND start_offset < $2",
+        )
+        .bind(i(stream_id))
+        .bind(i(new_start))
+        .execute(&mut *tx)
+        .await?;
+        for r in expired {
+            sqlx::query(
+                "DELETE FROM inlet_object_ranges WHERE stream_id = $1 AND start_offset = $2",
+            )
+            .bind(i(r.stream_id))
+            .bind(i(r.start_offset))
             .execute(&mut *tx)
             .await?;
-        for r in expired {
-            sqlx::query("DELETE FROM inlet_object_ranges WHERE stream_id = $1 AND start_offset = $2")
-                .bind(i(r.stream_id))
-                .bind(i(r.start_offset))
-                .execute(&mut *tx)
-                .await?;
         }
         let objects: Vec<u64> = expired.iter().map(|r| r.object_id).collect();
         Self::retire_empty_objects(&mut tx, &objects, now_ms).await?;
@@ -542,13 +563,23 @@ impl MetaStore {
         let kind = match row.try_get::<i64, _>("kind")? {
             0 => ObjectKind::StreamSet,
             1 => ObjectKind::Stream,
-            k => return Err(Error::corrupt("inlet_objects", format!("unknown object kind {k}"))),
+            k => {
+                return Err(Error::corrupt(
+                    "inlet_objects",
+                    format!("unknown object kind {k}"),
+                ))
+            }
         };
         let state = match row.try_get::<i64, _>("state")? {
             0 => ObjectState::Prepared,
             1 => ObjectState::Committed,
             2 => ObjectState::Deleting,
-            s => return Err(Error::corrupt("inlet_objects", format!("unknown object state {s}"))),
+            s => {
+                return Err(Error::corrupt(
+                    "inlet_objects",
+                    format!("unknown object state {s}"),
+                ))
+            }
         };
         Ok(ObjectRow {
             id: u(row, "object_id")?,
@@ -559,7 +590,9 @@ impl MetaStore {
             index_position: u(row, "index_position")?,
             index_len: u(row, "index_len")?,
             created_ms: u(row, "created_ms")?,
-            deleted_ms: row.try_get::<Option<i64>, _>("deleted_ms")?.map(|v| v as u64),
+            deleted_ms: row
+                .try_get::<Option<i64>, _>("deleted_ms")?
+                .map(|v| v as u64),
         })
     }
 

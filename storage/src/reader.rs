@@ -32,14 +32,24 @@ impl Inner {
             .get_range(&path, range.index_position..end)
             .await?;
         if bytes.len() as u64 != end - range.index_position {
-            return Err(Error::corrupt(path.to_string(), "short read of the object index"));
+            return Err(Error::corrupt(
+                path.to_string(),
+                "short read of the object index",
+            ));
         }
         let split = range.index_len as usize;
         let footer = format::decode_footer(&bytes[split..], end, path.as_ref())?;
-        let index = Arc::new(format::decode_index(&bytes[..split], &footer, path.as_ref())?);
+        let index = Arc::new(format::decode_index(
+            &bytes[..split],
+            &footer,
+            path.as_ref(),
+        )?);
         let size = index.len() as u64 * 64;
-        self.block_cache
-            .insert((object_id, INDEX_POSITION), Cached::Index(index.clone()), size);
+        self.block_cache.insert(
+            (object_id, INDEX_POSITION),
+            Cached::Index(index.clone()),
+            size,
+        );
         Ok(index)
     }
 
@@ -127,7 +137,10 @@ impl Inner {
         if out.is_empty() {
             return Err(Error::corrupt(
                 what,
-                format!("range of stream {} holds no entry at offset {from}", range.row.stream_id),
+                format!(
+                    "range of stream {} holds no entry at offset {from}",
+                    range.row.stream_id
+                ),
             ));
         }
         Ok(out)

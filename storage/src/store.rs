@@ -241,9 +241,10 @@ impl StreamStoreBuilder {
             states.insert(row.id, (row.name, state));
         }
         for range in meta.committed_ranges().await? {
-            let (Some((_, state)), Some(object)) =
-                (states.get_mut(&range.stream_id), objects.get(&range.object_id))
-            else {
+            let (Some((_, state)), Some(object)) = (
+                states.get_mut(&range.stream_id),
+                objects.get(&range.object_id),
+            ) else {
                 continue;
             };
             state.ranges.insert(
@@ -559,7 +560,9 @@ impl StreamStore {
         options: AppendOptions,
     ) -> Result<u64> {
         if record_count == 0 {
-            return Err(Error::InvalidArgument("record_count must be at least 1".into()));
+            return Err(Error::InvalidArgument(
+                "record_count must be at least 1".into(),
+            ));
         }
         let limit = self.inner.config.max_append_bytes as usize;
         if payload.len() > limit {

@@ -108,10 +108,16 @@ impl StreamState {
         }
         if let Some(end) = expected {
             if end != self.durable_end {
-                return Err(format!("cache ends at {end}, durable end is {}", self.durable_end));
+                return Err(format!(
+                    "cache ends at {end}, durable end is {}",
+                    self.durable_end
+                ));
             }
         }
-        let cache_start = self.cache.front().map_or(self.durable_end, |e| e.base_offset);
+        let cache_start = self
+            .cache
+            .front()
+            .map_or(self.durable_end, |e| e.base_offset);
         if cache_start > self.committed_end {
             return Err(format!(
                 "cache starts at {cache_start} above the committed end {}",
@@ -154,11 +160,7 @@ impl StreamShared {
     pub fn evict_cached_below(&self, end: u64) {
         let mut state = self.state.lock();
         let limit = end.min(state.committed_end);
-        while state
-            .cache
-            .front()
-            .is_some_and(|e| e.end_offset() <= limit)
-        {
+        while state.cache.front().is_some_and(|e| e.end_offset() <= limit) {
             state.cache.pop_front();
         }
     }

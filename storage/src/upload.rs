@@ -125,7 +125,12 @@ impl Inner {
                 streams: unit.streams.len(),
                 wal_segments_trimmed: 0,
             };
-            tracing::debug!(object_id, size, streams = report.streams, "uploaded stream set object");
+            tracing::debug!(
+                object_id,
+                size,
+                streams = report.streams,
+                "uploaded stream set object"
+            );
             self.log_budget.uploaded(unit);
         }
         report.wal_segments_trimmed = self.wal.trim(wal_position)?;

@@ -33,9 +33,15 @@ async fn append_read_and_restart(f: Fixture) {
     let mut expected_a = Vec::new();
     for seq in 0..50u64 {
         let count = (seq % 3 + 1) as u32;
-        let base = store.append(a, payload(0, seq, 100), count).await.expect("append");
+        let base = store
+            .append(a, payload(0, seq, 100), count)
+            .await
+            .expect("append");
         expected_a.push((base, count, payload(0, seq, 100)));
-        store.append(b, payload(1, seq, 10), 1).await.expect("append b");
+        store
+            .append(b, payload(1, seq, 10), 1)
+            .await
+            .expect("append b");
     }
     // Offsets are dense and start at zero.
     let mut next = 0;
@@ -54,7 +60,10 @@ async fn append_read_and_restart(f: Fixture) {
     check(read_all(&store, a, 0).await);
     // A read from the middle of a batch starts with the batch holding that offset.
     let mid = store.read(a, 2, 1).await.expect("read");
-    assert_eq!(mid[0].base_offset, 1, "offset 2 lies in the batch at 1 (2 records)");
+    assert_eq!(
+        mid[0].base_offset, 1,
+        "offset 2 lies in the batch at 1 (2 records)"
+    );
     assert_eq!(mid.len(), 1, "max_bytes limits the batches (at least one)");
     store.check_invariants().expect("invariants");
 
@@ -77,7 +86,11 @@ async fn append_read_and_restart(f: Fixture) {
     let all = read_all(&store, a, 0).await;
     assert_eq!(all.len(), 51);
     assert!(store.stats().object_reads > 0, "reads came from objects");
-    assert_eq!(f.objects.calls(Op::List), 0, "the store never lists the object store");
+    assert_eq!(
+        f.objects.calls(Op::List),
+        0,
+        "the store never lists the object store"
+    );
     store.check_invariants().expect("invariants");
 }
 
@@ -96,7 +109,11 @@ async fn uploads_serve_catch_up_reads(f: Fixture) {
     store.close().await;
     let store = f.open().await;
     let gets_before = f.objects.calls(Op::Get);
-    let got: Vec<Bytes> = read_all(&store, s, 0).await.into_iter().map(|b| b.payload).collect();
+    let got: Vec<Bytes> = read_all(&store, s, 0)
+        .await
+        .into_iter()
+        .map(|b| b.payload)
+        .collect();
     assert_eq!(got, payloads);
     let gets = f.objects.calls(Op::Get) - gets_before;
     // ~140 KiB in 1 KiB blocks: read-ahead of 4 KiB must need far fewer GETs than blocks.
@@ -115,7 +132,10 @@ async fn write_base_offset_fills_the_payload(f: Fixture) {
         write_base_offset: true,
         timestamp_ms: Some(42),
     };
-    store.append(s, Bytes::from(vec![0xff; 20]), 3).await.unwrap();
+    store
+        .append(s, Bytes::from(vec![0xff; 20]), 3)
+        .await
+        .unwrap();
     let base = store
         .append_with(s, Bytes::from(vec![0xff; 20]), 2, opts)
         .await
@@ -125,7 +145,11 @@ async fn write_base_offset_fills_the_payload(f: Fixture) {
         assert_eq!(batches[1].payload[..8], 3u64.to_be_bytes());
         assert_eq!(batches[1].payload[8..], [0xff; 12]);
         assert_eq!(batches[1].timestamp_ms, 42);
-        assert_eq!(batches[0].payload[..], [0xff; 20], "untouched without the option");
+        assert_eq!(
+            batches[0].payload[..],
+            [0xff; 20],
+            "untouched without the option"
+        );
     };
     check(read_all(&store, s, 0).await);
     drop(store);
@@ -188,7 +212,11 @@ async fn trim_and_retention_expire_objects(mut f: Fixture) {
     store.run_maintenance().await.unwrap();
     let start = store.start_offset(s).unwrap();
     let held = read_all(&store, s, start).await;
-    assert!(held.len() <= 3 && !held.is_empty(), "kept {} batches", held.len());
+    assert!(
+        held.len() <= 3 && !held.is_empty(),
+        "kept {} batches",
+        held.len()
+    );
     assert_eq!(held.last().unwrap().end_offset(), 45);
     store.check_invariants().unwrap();
 }
@@ -217,16 +245,24 @@ async fn compaction_merges_and_builds_stream_objects(mut f: Fixture) {
     assert_eq!(report.stream_objects_written, 1, "{report:?}");
     // What is left of the small objects (the small stream's ranges) got merged.
     let report2 = store.run_maintenance().await.unwrap();
-    assert!(report.objects_merged + report2.objects_merged >= 2, "{report:?} {report2:?}");
+    assert!(
+        report.objects_merged + report2.objects_merged >= 2,
+        "{report:?} {report2:?}"
+    );
     store.check_invariants().unwrap();
-    let payloads = |b: Vec<inlet_storage::ReadBatch>| b.into_iter().map(|b| b.payload).collect::<Vec<_>>();
+    let payloads =
+        |b: Vec<inlet_storage::ReadBatch>| b.into_iter().map(|b| b.payload).collect::<Vec<_>>();
     assert_eq!(payloads(read_all(&store, big, 0).await), expected_big);
     assert_eq!(payloads(read_all(&store, small, 0).await), expected_small);
     // Replaced objects are deleted once the grace period passes.
     f.clock.advance(f.config.delete_grace_ms + 1);
     let report = store.run_maintenance().await.unwrap();
     assert!(report.objects_deleted >= 6, "{report:?}");
-    assert!(f.object_keys().await.len() <= 2, "{:?}", f.object_keys().await);
+    assert!(
+        f.object_keys().await.len() <= 2,
+        "{:?}",
+        f.object_keys().await
+    );
     drop(store);
     let store = f.open().await;
     assert_eq!(payloads(read_all(&store, big, 0).await), expected_big);
@@ -245,7 +281,10 @@ async fn delete_stream_collects_its_objects(f: Fixture) {
     store.append(gone, payload(0, 10, 100), 1).await.unwrap(); // only in the WAL
     store.append(kept, payload(1, 0, 100), 1).await.unwrap();
     store.delete_stream(gone).await.unwrap();
-    assert_eq!(store.read(gone, 0, 10).await.unwrap_err().kind(), ErrorKind::BadInput);
+    assert_eq!(
+        store.read(gone, 0, 10).await.unwrap_err().kind(),
+        ErrorKind::BadInput
+    );
     assert!(store.append(gone, payload(0, 11, 1), 1).await.is_err());
     // The name is free again, for a new stream with new offsets.
     let again = store.create_stream("gone").await.unwrap();
@@ -257,7 +296,10 @@ async fn delete_stream_collects_its_objects(f: Fixture) {
     assert!(f.object_keys().await.is_empty());
     drop(store);
     let store = f.open().await;
-    assert!(store.stream(gone).is_err(), "deleted streams stay deleted after replay");
+    assert!(
+        store.stream(gone).is_err(),
+        "deleted streams stay deleted after replay"
+    );
     assert_eq!(store.end_offset(kept).unwrap(), 1);
     assert_eq!(store.open_stream("gone").unwrap().end_offset, 0);
 }
@@ -267,19 +309,36 @@ async fn bad_requests_get_clear_errors(f: Fixture) {
     let s = store.create_stream("x").await.unwrap().id;
     let err = store.create_stream("x").await.unwrap_err();
     assert!(err.to_string().contains("already exists"), "{err}");
-    let err = store.append(s, Bytes::from(vec![0; 2 << 20]), 1).await.unwrap_err();
+    let err = store
+        .append(s, Bytes::from(vec![0; 2 << 20]), 1)
+        .await
+        .unwrap_err();
     assert!(err.to_string().contains("exceeds the limit"), "{err}");
-    let err = store.append(s, Bytes::from_static(b"x"), 0).await.unwrap_err();
+    let err = store
+        .append(s, Bytes::from_static(b"x"), 0)
+        .await
+        .unwrap_err();
     assert_eq!(err.kind(), ErrorKind::BadInput);
     let err = store.read(s, 1, 10).await.unwrap_err();
     assert!(err.to_string().contains("out of range"), "{err}");
-    assert!(store.read(s, 0, 10).await.unwrap().is_empty(), "reading at the end is empty");
+    assert!(
+        store.read(s, 0, 10).await.unwrap().is_empty(),
+        "reading at the end is empty"
+    );
     let err = store.read(12345, 0, 10).await.unwrap_err();
     assert!(err.to_string().contains("does not exist"), "{err}");
     let err = store.trim(s, 5).await.unwrap_err();
     assert_eq!(err.kind(), ErrorKind::BadInput);
     let err = store
-        .append_with(s, Bytes::from_static(b"short"), 1, AppendOptions { write_base_offset: true, timestamp_ms: None })
+        .append_with(
+            s,
+            Bytes::from_static(b"short"),
+            1,
+            AppendOptions {
+                write_base_offset: true,
+                timestamp_ms: None,
+            },
+        )
         .await
         .unwrap_err();
     assert_eq!(err.kind(), ErrorKind::BadInput);

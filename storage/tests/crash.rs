@@ -53,7 +53,10 @@ fn payload(writer: u32, seq: u64, len: usize) -> Bytes {
 fn parse(p: &[u8]) -> (u32, u64) {
     let text = std::str::from_utf8(p).expect("payload is text");
     let mut parts = text.splitn(4, ':');
-    let w = parts.next().and_then(|w| w.strip_prefix('w')).expect("writer");
+    let w = parts
+        .next()
+        .and_then(|w| w.strip_prefix('w'))
+        .expect("writer");
     let s = parts.next().and_then(|s| s.strip_prefix('s')).expect("seq");
     let l: usize = parts
         .next()
@@ -62,8 +65,14 @@ fn parse(p: &[u8]) -> (u32, u64) {
         .parse()
         .expect("len number");
     assert_eq!(l.max(text.len()), p.len(), "payload length intact");
-    assert!(parts.next().expect("padding").bytes().all(|b| b == b'.'), "padding intact");
-    (w.parse().expect("writer id"), s.parse().expect("seq number"))
+    assert!(
+        parts.next().expect("padding").bytes().all(|b| b == b'.'),
+        "padding intact"
+    );
+    (
+        w.parse().expect("writer id"),
+        s.parse().expect("seq number"),
+    )
 }
 
 /// The child: append as fast as possible from many tasks until killed, printing each ack.
@@ -72,7 +81,10 @@ async fn crash_child() {
     let Ok(dir) = std::env::var("INLET_CRASH_CHILD_DIR") else {
         return; // only meaningful when run by `appends_survive_sigkill`
     };
-    let first_seq: u64 = std::env::var("INLET_CRASH_FIRST_SEQ").unwrap().parse().unwrap();
+    let first_seq: u64 = std::env::var("INLET_CRASH_FIRST_SEQ")
+        .unwrap()
+        .parse()
+        .unwrap();
     let store = Arc::new(open(Path::new(&dir), true).await);
     let stream = match store.open_stream("crash") {
         Ok(s) => s.id,
@@ -133,7 +145,11 @@ async fn appends_survive_sigkill() {
         });
         // Wait for the child to be appending, then let it run a random while and kill it.
         // (libtest prints its own lines first.)
-        while !rx.recv_timeout(Duration::from_secs(60)).expect("child starts").ends_with("READY") {}
+        while !rx
+            .recv_timeout(Duration::from_secs(60))
+            .expect("child starts")
+            .ends_with("READY")
+        {}
         rx.recv_timeout(Duration::from_secs(30)).expect("first ack");
         std::thread::sleep(Duration::from_millis(rng.random_range(20..700)));
         child.kill().expect("SIGKILL"); // std's kill is SIGKILL on Unix

@@ -25,7 +25,8 @@ async fn put_failures_and_timeouts_are_retried() {
     assert_eq!(f.objects.calls(Op::Put), 3);
     // A PUT that hangs past the attempt timeout is abandoned and retried.
     store.append(s, payload(0, 1, 100), 1).await.unwrap();
-    f.objects.inject(Op::Put, Fault::Delay(Duration::from_secs(5)), Some(1));
+    f.objects
+        .inject(Op::Put, Fault::Delay(Duration::from_secs(5)), Some(1));
     store.flush().await.expect("retried past a timeout");
     // A PUT that landed but reported failure is retried too (PUTs are idempotent).
     store.append(s, payload(0, 2, 100), 1).await.unwrap();
@@ -34,7 +35,7 @@ async fn put_failures_and_timeouts_are_retried() {
     drop(store);
     let store = f.open().await;
     assert_eq!(read_all(&store, s, 0).await.len(), 3);
-    assert_eq!(store.stats().object_reads > 0, true);
+    assert!(store.stats().object_reads > 0);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -54,12 +55,20 @@ async fn wal_is_kept_until_an_upload_commits_and_a_restart_loses_nothing() {
     f.objects.inject(Op::Put, Fault::Fail, None);
     let err = store.flush().await.unwrap_err();
     assert!(err.is_retryable(), "{err}");
-    assert_eq!(store.stats().wal_segments, segments, "nothing trimmed after a failed upload");
+    assert_eq!(
+        store.stats().wal_segments,
+        segments,
+        "nothing trimmed after a failed upload"
+    );
     assert_eq!(f.objects.calls(Op::Put), f.config.retry.max_attempts as u64);
     // Restart while the object store is still down: everything is replayed from the WAL.
     drop(store);
     let store = f.open().await;
-    let got: Vec<_> = read_all(&store, s, 0).await.into_iter().map(|b| b.payload).collect();
+    let got: Vec<_> = read_all(&store, s, 0)
+        .await
+        .into_iter()
+        .map(|b| b.payload)
+        .collect();
     assert_eq!(got, expected);
     // The store comes back: the upload commits and the WAL is trimmed to its active segment.
     f.objects.clear(Op::Put);
@@ -67,7 +76,11 @@ async fn wal_is_kept_until_an_upload_commits_and_a_restart_loses_nothing() {
     assert_eq!(store.stats().wal_segments, 1);
     drop(store);
     let store = f.open().await;
-    let got: Vec<_> = read_all(&store, s, 0).await.into_iter().map(|b| b.payload).collect();
+    let got: Vec<_> = read_all(&store, s, 0)
+        .await
+        .into_iter()
+        .map(|b| b.payload)
+        .collect();
     assert_eq!(got, expected);
     store.check_invariants().unwrap();
 }
@@ -85,11 +98,22 @@ async fn a_crash_between_upload_and_commit_leaves_an_orphan_that_is_collected() 
     // committed.
     f.objects.inject(Op::Put, Fault::FailAfterWrite, Some(1));
     assert!(store.flush().await.is_err());
-    assert_eq!(f.object_keys().await.len(), 1, "the uploaded object is there");
+    assert_eq!(
+        f.object_keys().await.len(),
+        1,
+        "the uploaded object is there"
+    );
     drop(store);
     let store = f.open().await;
-    assert!(f.object_keys().await.is_empty(), "the orphan was collected at open");
-    assert_eq!(read_all(&store, s, 0).await.len(), 10, "the data came back from the WAL");
+    assert!(
+        f.object_keys().await.is_empty(),
+        "the orphan was collected at open"
+    );
+    assert_eq!(
+        read_all(&store, s, 0).await.len(),
+        10,
+        "the data came back from the WAL"
+    );
     store.flush().await.unwrap();
     assert_eq!(f.object_keys().await.len(), 1);
     assert_eq!(f.objects.calls(Op::List), 0);
@@ -128,18 +152,30 @@ async fn appends_wait_for_room_when_uploads_fail_and_resume_when_they_succeed() 
     let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
     let mut end_rx = store.watch_end(s).unwrap();
     while *end_rx.borrow() < stuck_at {
-        tokio::time::timeout_at(deadline, end_rx.changed()).await.expect("progress").unwrap();
+        tokio::time::timeout_at(deadline, end_rx.changed())
+            .await
+            .expect("progress")
+            .unwrap();
     }
     assert!(store.stats().log_cache_used_bytes <= f.config.log_cache_bytes);
     // Wait until the uploader has failed at least twice more, and check appends stayed blocked.
     let puts = f.objects.calls(Op::Put);
     while f.objects.calls(Op::Put) < puts + 2 {
-        tokio::time::timeout_at(deadline, tokio::time::sleep(Duration::from_millis(20))).await.expect("uploader retries");
+        tokio::time::timeout_at(deadline, tokio::time::sleep(Duration::from_millis(20)))
+            .await
+            .expect("uploader retries");
     }
-    assert_eq!(store.end_offset(s).unwrap(), stuck_at, "appends are held back");
+    assert_eq!(
+        store.end_offset(s).unwrap(),
+        stuck_at,
+        "appends are held back"
+    );
     assert!(!writer.is_finished());
     f.objects.clear(Op::Put);
-    tokio::time::timeout(Duration::from_secs(20), writer).await.expect("writer resumes").unwrap();
+    tokio::time::timeout(Duration::from_secs(20), writer)
+        .await
+        .expect("writer resumes")
+        .unwrap();
     assert_eq!(store.end_offset(s).unwrap(), 40);
     assert!(store.stats().log_cache_used_bytes <= f.config.log_cache_bytes);
     assert_eq!(read_all(&store, s, 0).await.len(), 40);

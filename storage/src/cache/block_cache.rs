@@ -145,7 +145,10 @@ mod tests {
         assert!(cache.get((1, 0)).is_some());
         assert!(cache.get((1, 2)).is_some());
         cache.insert((2, 0), block(500), 500);
-        assert!(cache.get((2, 0)).is_none(), "larger than the budget: not cached");
+        assert!(
+            cache.get((2, 0)).is_none(),
+            "larger than the budget: not cached"
+        );
         cache.forget_object(1);
         assert_eq!(cache.used(), 0);
     }

@@ -151,12 +151,20 @@ impl ObjectStore for FaultyStore {
             .await
     }
 
-    async fn get_opts(&self, location: &Path, options: GetOptions) -> object_store::Result<GetResult> {
+    async fn get_opts(
+        &self,
+        location: &Path,
+        options: GetOptions,
+    ) -> object_store::Result<GetResult> {
         self.run(Op::Get, self.inner.get_opts(location, options))
             .await
     }
 
-    async fn get_ranges(&self, location: &Path, ranges: &[Range<u64>]) -> object_store::Result<Vec<Bytes>> {
+    async fn get_ranges(
+        &self,
+        location: &Path,
+        ranges: &[Range<u64>],
+    ) -> object_store::Result<Vec<Bytes>> {
         self.run(Op::Get, self.inner.get_ranges(location, ranges))
             .await
     }
@@ -174,7 +182,8 @@ impl ObjectStore for FaultyStore {
                     let inner = this.inner.clone();
                     let path = location.clone();
                     this.run(Op::Delete, async move {
-                        let mut out = inner.delete_stream(futures::stream::iter([Ok(path)]).boxed());
+                        let mut out =
+                            inner.delete_stream(futures::stream::iter([Ok(path)]).boxed());
                         match out.next().await {
                             Some(r) => r.map(|_| ()),
                             None => Ok(()),
@@ -206,7 +215,12 @@ impl ObjectStore for FaultyStore {
             .await
     }
 
-    async fn copy_opts(&self, from: &Path, to: &Path, options: CopyOptions) -> object_store::Result<()> {
+    async fn copy_opts(
+        &self,
+        from: &Path,
+        to: &Path,
+        options: CopyOptions,
+    ) -> object_store::Result<()> {
         self.run(Op::Copy, self.inner.copy_opts(from, to, options))
             .await
     }

@@ -224,7 +224,10 @@ pub fn decode_footer(footer: &[u8], object_len: u64, what: &str) -> Result<Foote
     }
     let version = u16::from_le_bytes([footer[16], footer[17]]);
     if version != VERSION {
-        return Err(corrupt(what, format!("unsupported object version {version}")));
+        return Err(corrupt(
+            what,
+            format!("unsupported object version {version}"),
+        ));
     }
     let f = Footer {
         index_position: u64_at(footer, 0),
@@ -250,7 +253,9 @@ pub fn decode_index(index: &[u8], footer: &Footer, what: &str) -> Result<Vec<Blo
         return Err(corrupt(what, "index shorter than its count"));
     }
     let count = u32_at(index, 0) as usize;
-    if (index.len() - 4) / INDEX_ENTRY_LEN != count || (index.len() - 4) % INDEX_ENTRY_LEN != 0 {
+    if (index.len() - 4) / INDEX_ENTRY_LEN != count
+        || !(index.len() - 4).is_multiple_of(INDEX_ENTRY_LEN)
+    {
         return Err(corrupt(what, "index size does not match its count"));
     }
     let mut blocks = Vec::with_capacity(count);
@@ -266,8 +271,7 @@ pub fn decode_index(index: &[u8], footer: &Footer, what: &str) -> Result<Vec<Blo
             crc: u32_at(index, at + 44),
         };
         let block_end = b.position.checked_add(b.size as u64);
-        if b.end_offset < b.start_offset || block_end.is_none_or(|e| e > footer.index_position)
-        {
+        if b.end_offset < b.start_offset || block_end.is_none_or(|e| e > footer.index_position) {
             return Err(corrupt(what, format!("index entry {i} is out of bounds")));
         }
         blocks.push(b);
@@ -318,7 +322,10 @@ pub fn decode_block(block: &Bytes, index: &BlockIndex, what: &str) -> Result<Vec
         at = start + len;
     }
     if next != index.end_offset {
-        return Err(corrupt(what, "block entries do not reach the block's end offset"));
+        return Err(corrupt(
+            what,
+            "block entries do not reach the block's end offset",
+        ));
     }
     Ok(entries)
 }
@@ -330,7 +337,11 @@ pub fn decode_object(data: &Bytes, what: &str) -> Result<Vec<(BlockIndex, Vec<Ob
     }
     let footer = decode_footer(&data[data.len() - FOOTER_LEN..], data.len() as u64, what)?;
     let start = footer.index_position as usize;
-    let index = decode_index(&data[start..start + footer.index_len as usize], &footer, what)?;
+    let index = decode_index(
+        &data[start..start + footer.index_len as usize],
+        &footer,
+        what,
+    )?;
     index
         .into_iter()
         .map(|b| {
@@ -351,7 +362,11 @@ mod tests {
                 any::<u64>(),
                 0u64..1_000_000,
                 prop::collection::vec(
-                    (1u32..50, any::<u64>(), prop::collection::vec(any::<u8>(), 0..200)),
+                    (
+                        1u32..50,
+                        any::<u64>(),
+                        prop::collection::vec(any::<u8>(), 0..200),
+                    ),
                     1..30,
                 ),
             ),

@@ -153,7 +153,10 @@ impl ObjectClient {
 
     /// Deletes an object; an object that is already gone counts as deleted.
     pub async fn delete(&self, path: &Path) -> Result<()> {
-        match self.with_retry("DELETE", path, || self.store.delete(path)).await {
+        match self
+            .with_retry("DELETE", path, || self.store.delete(path))
+            .await
+        {
             Err(Error::ObjectStore {
                 source: object_store::Error::NotFound { .. },
                 ..

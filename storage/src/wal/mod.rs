@@ -416,10 +416,10 @@ impl Writer {
             // Everything in the current segment is already synced: roll.
             self.file = create_segment(&self.segments.dir, self.position)?;
             self.segment_start = self.position;
-            self.segments
-                .files
-                .lock()
-                .insert(self.position, segment_path(&self.segments.dir, self.position));
+            self.segments.files.lock().insert(
+                self.position,
+                segment_path(&self.segments.dir, self.position),
+            );
         }
         let path = || segment_path(&self.segments.dir, self.segment_start);
         self.file
@@ -472,11 +472,15 @@ mod tests {
     /// Writes `count` entries through a real writer (tiny segments, so it rolls) and returns
     /// the payloads in WAL order.
     fn write_log(dir: &Path, start: u64, count: usize, first: u64) -> Vec<Vec<u8>> {
-        let rt = tokio::runtime::Builder::new_current_thread().build().expect("runtime");
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .expect("runtime");
         let mut wal: Wal<TestRequest> = Wal::start(dir, start, 300, 1 << 20, 16).expect("start");
         let mut payloads = Vec::new();
         for i in 0..count {
-            let payload = format!("entry-{}", first + i as u64).into_bytes().repeat(i % 7 + 1);
+            let payload = format!("entry-{}", first + i as u64)
+                .into_bytes()
+                .repeat(i % 7 + 1);
             let (done, wait) = std::sync::mpsc::channel();
             let request = TestRequest {
                 header: EntryHeader {
@@ -513,12 +517,23 @@ mod tests {
         let (got, end) = replay_payloads(dir.path());
         assert_eq!(got, written);
         let segments = list_segments(dir.path()).expect("list");
-        assert!(segments.len() > 3, "rolled into {} segments", segments.len());
+        assert!(
+            segments.len() > 3,
+            "rolled into {} segments",
+            segments.len()
+        );
         // Continue after replay, then trim everything below the end of the first log.
         let more = write_log(dir.path(), end, 5, 40);
         let (got, _) = replay_payloads(dir.path());
         assert_eq!(got, [written, more.clone()].concat());
-        let wal: Wal<TestRequest> = Wal::start(dir.path(), replay(dir.path(), |_| Ok(())).expect("replay"), 300, 1 << 20, 4).expect("start");
+        let wal: Wal<TestRequest> = Wal::start(
+            dir.path(),
+            replay(dir.path(), |_| Ok(())).expect("replay"),
+            300,
+            1 << 20,
+            4,
+        )
+        .expect("start");
         let trimmed = wal.trim(end).expect("trim");
         assert!(trimmed >= 3, "trimmed {trimmed}");
         drop(wal);

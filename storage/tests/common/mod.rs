@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 use inlet_storage::{
-    FaultyStore, ManualClock, MetaStore, StorageConfig, StreamStore, open_object_store,
+    open_object_store, FaultyStore, ManualClock, MetaStore, StorageConfig, StreamStore,
 };
 use object_store::ObjectStore;
 
@@ -160,7 +160,9 @@ fn open_inner(store: &FaultyStore) -> Arc<dyn ObjectStore> {
 pub async fn fresh_postgres_database(url: &str) -> String {
     use sqlx::Connection;
     let name = unique("inlet_t");
-    let mut conn = sqlx::PgConnection::connect(url).await.expect("connect to PostgreSQL");
+    let mut conn = sqlx::PgConnection::connect(url)
+        .await
+        .expect("connect to PostgreSQL");
     sqlx::query(&format!("CREATE DATABASE {name}"))
         .execute(&mut conn)
         .await
@@ -177,13 +179,20 @@ pub fn payload(writer: u32, seq: u64, len: usize) -> Bytes {
 }
 
 /// Reads a whole stream from `from` and returns its batches, checking offsets are dense.
-pub async fn read_all(store: &StreamStore, stream: u64, from: u64) -> Vec<inlet_storage::ReadBatch> {
+pub async fn read_all(
+    store: &StreamStore,
+    stream: u64,
+    from: u64,
+) -> Vec<inlet_storage::ReadBatch> {
     let end = store.end_offset(stream).expect("end offset");
     let mut out: Vec<inlet_storage::ReadBatch> = Vec::new();
     let mut at = from;
     while at < end {
         let batches = store.read(stream, at, 3000).await.expect("read");
-        assert!(!batches.is_empty(), "read at {at} below end {end} returned nothing");
+        assert!(
+            !batches.is_empty(),
+            "read at {at} below end {end} returned nothing"
+        );
         for b in batches {
             if let Some(prev) = out.last() {
                 assert_eq!(b.base_offset, prev.end_offset(), "offsets are dense");

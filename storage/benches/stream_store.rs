@@ -6,7 +6,10 @@
 //!
 //! Environment: `INLET_BENCH_DIR` (default: the system temp dir; put it on the disk you want to
 //! measure), `INLET_BENCH_SECONDS` (duration of each timed phase, default 10),
-//! `INLET_BENCH_RUNS` (repetitions of each phase; medians are reported, default 3).
+//! `INLET_BENCH_RUNS` (repetitions of each phase; medians are reported, default 3),
+//! `INLET_BENCH_OBJECT_STORE` (object store URL; default: a folder beside the WAL, as in the
+//! embedded default), `INLET_BENCH_NO_UPLOAD` (set: upload thresholds so high that the phases
+//! measure the WAL alone).
 //!
 //! Phases:
 //! 1. raw disk: sequential 1 MiB writes each followed by `fdatasync` (MiB/s), and 4 KiB
@@ -84,8 +87,12 @@ fn raw_fsync_latency(dir: &Path, seconds: u64) -> Histogram<u64> {
 }
 
 fn config() -> StorageConfig {
+    let no_upload = std::env::var("INLET_BENCH_NO_UPLOAD").is_ok();
     StorageConfig {
         retention_ms: None,
+        upload_bytes: if no_upload { 1 << 29 } else { 64 << 20 },
+        log_cache_bytes: if no_upload { 1 << 30 } else { 512 << 20 },
+        upload_interval_ms: if no_upload { 3_600_000 } else { 10_000 },
         ..StorageConfig::default()
     }
 }
@@ -145,7 +152,11 @@ async fn append_latency(dir: &Path, seconds: u64, mib_s: f64) -> Histogram<u64> 
         tasks.spawn(async move {
             // Latency counts from when the append was due, so a stalled issuer shows up too.
             store.append(stream, payload, 1).await.unwrap();
-            due.elapsed().as_micros() as u64
+            let us = due.elapsed().as_micros() as u64;
+            if us > 20_000 && std::env::var("INLET_BENCH_TRACE").is_ok() {
+                eprintln!("slow append due at {:?}: {us} µs", due - start);
+            }
+            us
         });
     }
     let mut hist = Histogram::<u64>::new(3).unwrap();
@@ -193,6 +204,13 @@ async fn main() {
     if std::env::args().any(|a| a == "--list") {
         return; // `cargo test --benches` asks benches to list their tests
     }
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_env("INLET_LOG")
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
+        )
+        .with_writer(std::io::stderr)
+        .init();
     let seconds = env_u64("INLET_BENCH_SECONDS", 10);
     let runs = env_u64("INLET_BENCH_RUNS", 3);
     let base = std::env::var("INLET_BENCH_DIR")

@@ -155,10 +155,10 @@ impl Inner {
             .prepare_object(kind, self.config.node_id, self.now_ms())
             .await?;
         let path = self.object_path(object_id);
-        self.objects.put(&path, built.data.clone()).await?;
+        self.objects.put_chunks(&path, &built.chunks).await?;
         let object = NewObject {
             id: object_id,
-            size: built.data.len() as u64,
+            size: built.len,
             index_position: built.footer.index_position,
             index_len: built.footer.index_len as u64,
             ranges: built

@@ -359,7 +359,7 @@ impl WalRequest for AppendRequest {
         format::entry_len(self.payload.len())
     }
 
-    fn encode(&mut self, buf: &mut Vec<u8>) -> Result<()> {
+    fn encode(&mut self, buf: &mut Vec<u8>, position: u64) -> Result<()> {
         let mut state = self.stream.state.lock();
         if state.deleted {
             return Err(Error::UnknownStream(self.stream.id.to_string()));
@@ -375,7 +375,7 @@ impl WalRequest for AppendRequest {
         };
         let base = self.base_offset;
         let write_base_offset = self.write_base_offset;
-        format::encode_entry(buf, &header, &self.payload, |payload| {
+        format::encode_entry(buf, position, &header, &self.payload, |payload| {
             if write_base_offset {
                 payload[..8].copy_from_slice(&base.to_be_bytes());
             }

@@ -14,7 +14,7 @@ use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 
 use crate::cache::CleanUnit;
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::meta::{NewObject, ObjectKind, RangeRow};
 use crate::objects::format::{ObjectBuilder, ObjectEntry};
 use crate::store::Inner;
@@ -34,46 +34,56 @@ impl Inner {
     pub(crate) async fn upload_round(&self) -> Result<UploadReport> {
         let _round = self.upload_lock.lock().await;
         let wal_position = self.wal.durable_position();
-        let mut builder = ObjectBuilder::new(self.config.object_block_bytes);
         let mut unit = CleanUnit {
             bytes: 0,
             streams: Vec::new(),
         };
+        // Under each stream's lock only clone the entries (reference counts, no copying): the
+        // WAL writer takes the same lock to publish appends.
+        let mut picked: Vec<(u64, Vec<ObjectEntry>)> = Vec::new();
         for stream in self.live_streams() {
             let state = stream.state.lock();
             let first = state.first_dirty();
-            let mut end = None;
-            for e in state.cache.range(first..) {
-                if e.wal_end > wal_position {
-                    break;
-                }
-                builder.add(
-                    stream.id,
-                    &ObjectEntry {
-                        base_offset: e.base_offset,
-                        record_count: e.record_count,
-                        timestamp_ms: e.timestamp_ms,
-                        payload: e.payload.clone(),
-                    },
-                );
-                unit.bytes += e.payload.len() as u64;
-                end = Some(e.end_offset());
-            }
+            let entries: Vec<ObjectEntry> = state
+                .cache
+                .range(first..)
+                .take_while(|e| e.wal_end <= wal_position)
+                .map(|e| ObjectEntry {
+                    base_offset: e.base_offset,
+                    record_count: e.record_count,
+                    timestamp_ms: e.timestamp_ms,
+                    payload: e.payload.clone(),
+                })
+                .collect();
             drop(state);
-            if let Some(end) = end {
-                unit.streams.push((stream.clone(), end));
+            if let Some(last) = entries.last() {
+                unit.bytes += entries.iter().map(|e| e.payload.len() as u64).sum::<u64>();
+                unit.streams.push((stream.clone(), last.end_offset()));
+                picked.push((stream.id, entries));
             }
         }
         let mut report = UploadReport::default();
-        if !builder.is_empty() {
+        if !picked.is_empty() {
             let object_id = self
                 .meta
                 .prepare_object(ObjectKind::StreamSet, self.config.node_id, self.now_ms())
                 .await?;
-            let built = builder.finish();
-            let size = built.data.len() as u64;
+            // Copying and checksumming tens of MiB is CPU work: keep it off the async workers.
+            let block_bytes = self.config.object_block_bytes;
+            let built = tokio::task::spawn_blocking(move || {
+                let mut builder = ObjectBuilder::new(block_bytes);
+                for (stream_id, entries) in &picked {
+                    for e in entries {
+                        builder.add(*stream_id, e);
+                    }
+                }
+                builder.finish()
+            })
+            .await
+            .map_err(|e| Error::InvalidArgument(format!("object build task failed: {e}")))?;
+            let size = built.len;
             self.objects
-                .put(&self.object_path(object_id), built.data.clone())
+                .put_chunks(&self.object_path(object_id), &built.chunks)
                 .await?;
             let object = NewObject {
                 id: object_id,
@@ -133,7 +143,11 @@ impl Inner {
             );
             self.log_budget.uploaded(unit);
         }
-        report.wal_segments_trimmed = self.wal.trim(wal_position)?;
+        let segments = self.wal.segments();
+        report.wal_segments_trimmed =
+            tokio::task::spawn_blocking(move || segments.trim(wal_position))
+                .await
+                .map_err(|e| Error::InvalidArgument(format!("WAL trim task failed: {e}")))??;
         Ok(report)
     }
 }

@@ -126,7 +126,13 @@ async fn appends_survive_sigkill() {
     let mut rng = rand::rng();
     for iteration in 0..iterations {
         let mut child = Command::new(&exe)
-            .args(["crash_child", "--exact", "--ignored", "--nocapture", "--test-threads=1"])
+            .args([
+                "crash_child",
+                "--exact",
+                "--ignored",
+                "--nocapture",
+                "--test-threads=1",
+            ])
             .env("INLET_CRASH_CHILD_DIR", dir.path())
             .env("INLET_CRASH_FIRST_SEQ", (iteration * 1_000_000).to_string())
             .stdout(Stdio::piped())

@@ -73,43 +73,84 @@ pub struct StreamRange {
     pub max_timestamp_ms: u64,
 }
 
-/// A finished object: its bytes, block index and per-stream ranges.
+/// A finished object: its bytes (as chunks that share the appended payloads rather than copy
+/// them), block index and per-stream ranges.
 #[derive(Debug, Clone)]
 pub struct BuiltObject {
-    pub data: Bytes,
+    pub chunks: Vec<Bytes>,
+    pub len: u64,
     pub footer: Footer,
     pub blocks: Vec<BlockIndex>,
     pub ranges: Vec<StreamRange>,
 }
 
+impl BuiltObject {
+    /// The object as one contiguous buffer (copies; for tests and small objects).
+    pub fn to_bytes(&self) -> Bytes {
+        let mut out = Vec::with_capacity(self.len as usize);
+        for c in &self.chunks {
+            out.extend_from_slice(c);
+        }
+        Bytes::from(out)
+    }
+}
+
+/// Payloads at least this big are referenced, not copied, by the object being built.
+const SHARE_AT_LEAST: usize = 4096;
+
 /// Builds an object. Add each stream's entries in offset order; one stream's entries must be
 /// added together (a stream may be added again only for a run that does not touch the last).
 pub struct ObjectBuilder {
     block_bytes: usize,
+    chunks: Vec<Bytes>,
+    /// Bytes written since the last chunk: headers, small payloads, the index and footer.
     buf: Vec<u8>,
+    len: usize,
     blocks: Vec<BlockIndex>,
     ranges: Vec<StreamRange>,
     open: Option<BlockIndex>,
+    open_crc: u32,
 }
 
 impl ObjectBuilder {
     pub fn new(block_bytes: u64) -> Self {
         ObjectBuilder {
             block_bytes: block_bytes.max(1) as usize,
+            chunks: Vec::new(),
             buf: Vec::new(),
+            len: 0,
             blocks: Vec::new(),
             ranges: Vec::new(),
             open: None,
+            open_crc: 0,
         }
     }
 
     /// Bytes written so far.
     pub fn len(&self) -> usize {
-        self.buf.len()
+        self.len
     }
 
     pub fn is_empty(&self) -> bool {
-        self.buf.is_empty()
+        self.len == 0
+    }
+
+    fn put_copied(&mut self, bytes: &[u8]) {
+        self.open_crc = crc32c::crc32c_append(self.open_crc, bytes);
+        self.buf.extend_from_slice(bytes);
+        self.len += bytes.len();
+    }
+
+    fn put_shared(&mut self, bytes: &Bytes) {
+        if bytes.len() < SHARE_AT_LEAST {
+            return self.put_copied(bytes);
+        }
+        self.open_crc = crc32c::crc32c_append(self.open_crc, bytes);
+        if !self.buf.is_empty() {
+            self.chunks.push(Bytes::from(std::mem::take(&mut self.buf)));
+        }
+        self.chunks.push(bytes.clone());
+        self.len += bytes.len();
     }
 
     /// Adds one entry of `stream_id`. Entries of a stream must come in offset order; an entry
@@ -122,12 +163,15 @@ impl ObjectBuilder {
         }
         let continues_range = continues
             && matches!(self.ranges.last(), Some(r) if r.stream_id == stream_id && r.end_offset == entry.base_offset);
-        let position = self.buf.len() as u64;
-        self.buf.put_u64_le(entry.base_offset);
-        self.buf.put_u32_le(entry.record_count);
-        self.buf.put_u64_le(entry.timestamp_ms);
-        self.buf.put_u32_le(entry.payload.len() as u32);
-        self.buf.extend_from_slice(&entry.payload);
+        let position = self.len as u64;
+        let mut header = [0u8; ENTRY_HEADER_LEN];
+        let mut h = &mut header[..];
+        h.put_u64_le(entry.base_offset);
+        h.put_u32_le(entry.record_count);
+        h.put_u64_le(entry.timestamp_ms);
+        h.put_u32_le(entry.payload.len() as u32);
+        self.put_copied(&header);
+        self.put_shared(&entry.payload);
         let size = (ENTRY_HEADER_LEN + entry.payload.len()) as u64;
         let block = self.open.get_or_insert(BlockIndex {
             stream_id,
@@ -160,28 +204,30 @@ impl ObjectBuilder {
 
     fn seal_block(&mut self) {
         if let Some(mut block) = self.open.take() {
-            let start = block.position as usize;
-            block.crc = crc32c::crc32c(&self.buf[start..start + block.size as usize]);
+            block.crc = self.open_crc;
             self.blocks.push(block);
         }
+        self.open_crc = 0;
     }
 
     /// Writes the index and footer and returns the object.
     pub fn finish(mut self) -> BuiltObject {
         self.seal_block();
-        let index_position = self.buf.len() as u64;
-        self.buf.put_u32_le(self.blocks.len() as u32);
+        let index_position = self.len as u64;
+        let mut index = Vec::with_capacity(4 + self.blocks.len() * INDEX_ENTRY_LEN);
+        index.put_u32_le(self.blocks.len() as u32);
         for b in &self.blocks {
-            self.buf.put_u64_le(b.stream_id);
-            self.buf.put_u64_le(b.start_offset);
-            self.buf.put_u64_le(b.end_offset);
-            self.buf.put_u64_le(b.position);
-            self.buf.put_u32_le(b.size);
-            self.buf.put_u64_le(b.max_timestamp_ms);
-            self.buf.put_u32_le(b.crc);
+            index.put_u64_le(b.stream_id);
+            index.put_u64_le(b.start_offset);
+            index.put_u64_le(b.end_offset);
+            index.put_u64_le(b.position);
+            index.put_u32_le(b.size);
+            index.put_u64_le(b.max_timestamp_ms);
+            index.put_u32_le(b.crc);
         }
-        let index_len = (self.buf.len() as u64 - index_position) as u32;
-        let index_crc = crc32c::crc32c(&self.buf[index_position as usize..]);
+        let index_len = index.len() as u32;
+        let index_crc = crc32c::crc32c(&index);
+        self.buf.extend_from_slice(&index);
         let footer = Footer {
             index_position,
             index_len,
@@ -193,8 +239,11 @@ impl ObjectBuilder {
         self.buf.put_u16_le(VERSION);
         self.buf.put_bytes(0, 6);
         self.buf.extend_from_slice(MAGIC);
+        let len = self.len as u64 + index.len() as u64 + FOOTER_LEN as u64;
+        self.chunks.push(Bytes::from(self.buf));
         BuiltObject {
-            data: Bytes::from(self.buf),
+            chunks: self.chunks,
+            len,
             footer,
             blocks: self.blocks,
             ranges: self.ranges,
@@ -411,7 +460,8 @@ mod tests {
         #[test]
         fn objects_round_trip(streams in streams(), block in 1u64..2000) {
             let built = build(&streams, block);
-            let decoded = decode_object(&built.data, "test").expect("decodes");
+            prop_assert_eq!(built.to_bytes().len() as u64, built.len);
+            let decoded = decode_object(&built.to_bytes(), "test").expect("decodes");
             let mut got: Vec<(u64, Vec<ObjectEntry>)> = Vec::new();
             for (b, entries) in decoded {
                 match got.last_mut() {
@@ -436,7 +486,7 @@ mod tests {
         #[test]
         fn damage_is_detected(streams in streams(), at in any::<prop::sample::Index>(), bit in 0u8..8) {
             let built = build(&streams, 512);
-            let mut data = built.data.to_vec();
+            let mut data = built.to_bytes().to_vec();
             let at = at.index(data.len());
             data[at] ^= 1 << bit;
             let reserved = data.len() - 14..data.len() - 8;
@@ -450,8 +500,9 @@ mod tests {
         #[test]
         fn truncation_and_garbage_are_errors(streams in streams(), cut in any::<prop::sample::Index>(), garbage in prop::collection::vec(any::<u8>(), 0..100)) {
             let built = build(&streams, 512);
-            let cut = cut.index(built.data.len());
-            prop_assert!(decode_object(&built.data.slice(..cut), "test").is_err());
+            let data = built.to_bytes();
+            let cut = cut.index(data.len());
+            prop_assert!(decode_object(&data.slice(..cut), "test").is_err());
             let _ = decode_object(&Bytes::from(garbage), "test");
         }
     }

@@ -137,6 +137,14 @@ impl ObjectClient {
         .map(|_| ())
     }
 
+    /// Writes a whole object, given as chunks, atomically.
+    pub async fn put_chunks(&self, path: &Path, chunks: &[Bytes]) -> Result<()> {
+        let payload: PutPayload = chunks.iter().cloned().collect();
+        self.with_retry("PUT", path, || self.store.put(path, payload.clone()))
+            .await
+            .map(|_| ())
+    }
+
     /// Reads a byte range of an object.
     pub async fn get_range(&self, path: &Path, range: Range<u64>) -> Result<Bytes> {
         self.with_retry("GET", path, || self.store.get_range(path, range.clone()))

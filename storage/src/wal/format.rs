@@ -8,8 +8,9 @@
 //! ```
 //!
 //! All integers are little-endian. `len` counts the bytes after the `crc` field (the rest of the
-//! header and the payload); `crc` is CRC32C over the `len` field followed by those bytes, so a
-//! flipped length is caught too. A decoder never trusts `len` beyond [`MAX_ENTRY_LEN`] and never
+//! header and the payload); `crc` is CRC32C over the entry's WAL position (8 bytes, not stored),
+//! the `len` field and those bytes. A flipped length is caught, and so is a stale entry left in a
+//! recycled segment file: it was written at another position. A decoder never trusts `len` beyond [`MAX_ENTRY_LEN`] and never
 //! reads past the buffer: anything that does not check out is reported, never half-returned.
 
 use bytes::{BufMut, Bytes};
@@ -53,6 +54,7 @@ pub fn entry_len(payload_len: usize) -> usize {
 /// copied payload in place (the store uses it to write the assigned base offset into it).
 pub fn encode_entry(
     buf: &mut Vec<u8>,
+    position: u64,
     header: &EntryHeader,
     payload: &[u8],
     patch: impl FnOnce(&mut [u8]),
@@ -67,12 +69,13 @@ pub fn encode_entry(
     buf.put_u64_le(header.timestamp_ms);
     buf.extend_from_slice(payload);
     patch(&mut buf[start + ENTRY_HEADER_LEN..]);
-    let crc = entry_crc(&buf[start..start + 4], &buf[start + 8..]);
+    let crc = entry_crc(position, &buf[start..start + 4], &buf[start + 8..]);
     buf[start + 4..start + 8].copy_from_slice(&crc.to_le_bytes());
 }
 
-fn entry_crc(len_field: &[u8], rest: &[u8]) -> u32 {
-    crc32c::crc32c_append(crc32c::crc32c(len_field), rest)
+fn entry_crc(position: u64, len_field: &[u8], rest: &[u8]) -> u32 {
+    let seeded = crc32c::crc32c_append(crc32c::crc32c(&position.to_le_bytes()), len_field);
+    crc32c::crc32c_append(seeded, rest)
 }
 
 /// What [`decode_entry`] found at the start of a buffer.
@@ -91,8 +94,8 @@ pub enum Decoded {
     Invalid(&'static str),
 }
 
-/// Decodes the entry at the start of `buf`.
-pub fn decode_entry(buf: &[u8]) -> Decoded {
+/// Decodes the entry at the start of `buf`, expected at WAL position `position`.
+pub fn decode_entry(buf: &[u8], position: u64) -> Decoded {
     if buf.len() < 8 {
         return Decoded::Incomplete;
     }
@@ -109,7 +112,7 @@ pub fn decode_entry(buf: &[u8]) -> Decoded {
         return Decoded::Incomplete;
     }
     let crc = u32::from_le_bytes(buf[4..8].try_into().expect("4 bytes"));
-    if entry_crc(&buf[0..4], &buf[8..total]) != crc {
+    if entry_crc(position, &buf[0..4], &buf[8..total]) != crc {
         return Decoded::Invalid("CRC mismatch");
     }
     let field = |at: usize, n: usize| &buf[at..at + n];
@@ -165,7 +168,8 @@ mod tests {
         let mut buf = Vec::new();
         let mut ends = Vec::new();
         for (h, p) in entries {
-            encode_entry(&mut buf, h, p, |_| {});
+            let position = buf.len() as u64;
+            encode_entry(&mut buf, position, h, p, |_| {});
             ends.push(buf.len());
         }
         (buf, ends)
@@ -179,7 +183,7 @@ mod tests {
             header,
             payload,
             len,
-        } = decode_entry(&buf[at..])
+        } = decode_entry(&buf[at..], at as u64)
         {
             out.push((header, buf[at..][payload].to_vec()));
             at += len;
@@ -243,10 +247,24 @@ mod tests {
         /// Arbitrary bytes never panic the decoder, and what it accepts lies inside the buffer.
         #[test]
         fn garbage_never_panics(buf in prop::collection::vec(any::<u8>(), 0..200)) {
-            if let Decoded::Entry { payload, len, .. } = decode_entry(&buf) {
+            if let Decoded::Entry { payload, len, .. } = decode_entry(&buf, 0) {
                 prop_assert!(len <= buf.len() && payload.end <= len);
             }
         }
+    }
+
+    #[test]
+    fn an_entry_read_at_another_position_is_stale() {
+        let header = EntryHeader {
+            stream_id: 1,
+            base_offset: 2,
+            record_count: 3,
+            timestamp_ms: 4,
+        };
+        let mut buf = Vec::new();
+        encode_entry(&mut buf, 4096, &header, b"payload", |_| {});
+        assert!(matches!(decode_entry(&buf, 4096), Decoded::Entry { .. }));
+        assert_eq!(decode_entry(&buf, 0), Decoded::Invalid("CRC mismatch"));
     }
 
     #[test]

@@ -482,6 +482,7 @@ impl Writer {
     }
 
     fn write_durably(&mut self, buf: &[u8]) -> Result<()> {
+        let started = std::time::Instant::now();
         let in_segment = self.position - self.segment_start;
         if in_segment > 0 && in_segment + buf.len() as u64 > self.segment_bytes {
             // Everything in the current segment is already synced: roll.
@@ -499,7 +500,15 @@ impl Writer {
         self.file
             .write_all_at(buf, at)
             .map_err(|e| Error::wal_io(&path(), e))?;
-        self.file.sync_data().map_err(|e| Error::wal_io(&path(), e))
+        let written = started.elapsed();
+        self.file
+            .sync_data()
+            .map_err(|e| Error::wal_io(&path(), e))?;
+        let total = started.elapsed();
+        if total > std::time::Duration::from_millis(10) {
+            tracing::debug!(bytes = buf.len(), ?written, ?total, "slow WAL write");
+        }
+        Ok(())
     }
 }
 

@@ -113,13 +113,23 @@ pub(crate) struct Inner {
     pub log_budget: Arc<LogBudget>,
     pub block_cache: BlockCache,
     /// Bytes appended and not yet uploaded.
-    pub dirty_bytes: AtomicU64,
-    pub upload_wake: Notify,
+    pub dirty_bytes: Arc<AtomicU64>,
+    pub upload_wake: Arc<Notify>,
     /// Serializes upload rounds (background and explicit `flush`).
     pub upload_lock: tokio::sync::Mutex<()>,
     /// Serializes maintenance passes.
     pub maintenance_lock: tokio::sync::Mutex<()>,
-    pub counters: Counters,
+    pub counters: Arc<Counters>,
+}
+
+/// What a completing append updates. Separate from [`Inner`] (which owns the WAL) so that an
+/// append in the WAL's queue never keeps the WAL itself alive.
+pub(crate) struct AppendSink {
+    log_budget: Arc<LogBudget>,
+    dirty_bytes: Arc<AtomicU64>,
+    upload_wake: Arc<Notify>,
+    counters: Arc<Counters>,
+    upload_bytes: u64,
 }
 
 /// The stream store. Cheap to share behind an `Arc`; call [`StreamStore::close`] to stop it
@@ -317,11 +327,11 @@ impl StreamStoreBuilder {
             wal,
             streams: RwLock::new(streams),
             log_budget,
-            dirty_bytes: AtomicU64::new(replayed_bytes),
-            upload_wake: Notify::new(),
+            dirty_bytes: Arc::new(AtomicU64::new(replayed_bytes)),
+            upload_wake: Arc::new(Notify::new()),
             upload_lock: tokio::sync::Mutex::new(()),
             maintenance_lock: tokio::sync::Mutex::new(()),
-            counters: Counters::default(),
+            counters: Arc::new(Counters::default()),
         });
         inner.collect_orphans(true).await?;
 
@@ -350,7 +360,7 @@ pub(crate) struct AppendRequest {
     timestamp_ms: u64,
     write_base_offset: bool,
     base_offset: u64,
-    inner: Arc<Inner>,
+    sink: AppendSink,
     reply: oneshot::Sender<Result<u64>>,
 }
 
@@ -401,7 +411,7 @@ impl WalRequest for AppendRequest {
                 let mut state = self.stream.state.lock();
                 if state.deleted {
                     drop(state);
-                    self.inner.log_budget.release(size);
+                    self.sink.log_budget.release(size);
                     Err(Error::UnknownStream(self.stream.id.to_string()))
                 } else {
                     state.cache.push_back(CachedEntry {
@@ -414,18 +424,18 @@ impl WalRequest for AppendRequest {
                     state.durable_end = end;
                     drop(state);
                     self.stream.end.send_replace(end);
-                    let c = &self.inner.counters;
+                    let c = &self.sink.counters;
                     c.appends.fetch_add(1, Ordering::Relaxed);
                     c.appended_bytes.fetch_add(size, Ordering::Relaxed);
-                    let dirty = self.inner.dirty_bytes.fetch_add(size, Ordering::AcqRel) + size;
-                    if dirty >= self.inner.config.upload_bytes {
-                        self.inner.upload_wake.notify_one();
+                    let dirty = self.sink.dirty_bytes.fetch_add(size, Ordering::AcqRel) + size;
+                    if dirty >= self.sink.upload_bytes {
+                        self.sink.upload_wake.notify_one();
                     }
                     Ok(self.base_offset)
                 }
             }
             Err(e) => {
-                self.inner.log_budget.release(size);
+                self.sink.log_budget.release(size);
                 Err(e)
             }
         };
@@ -592,7 +602,13 @@ impl StreamStore {
                 .unwrap_or_else(|| self.inner.clock.now_ms()),
             write_base_offset: options.write_base_offset,
             base_offset: 0,
-            inner: self.inner.clone(),
+            sink: AppendSink {
+                log_budget: self.inner.log_budget.clone(),
+                dirty_bytes: self.inner.dirty_bytes.clone(),
+                upload_wake: self.inner.upload_wake.clone(),
+                counters: self.inner.counters.clone(),
+                upload_bytes: self.inner.config.upload_bytes,
+            },
             reply,
         };
         if self.inner.wal.submit(request).await.is_err() {

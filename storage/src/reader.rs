@@ -84,13 +84,21 @@ impl Inner {
                 format!("ranged read returned {} bytes, expected {span}", data.len()),
             ));
         }
-        for b in &blocks[at..=last] {
+        // Each cached block gets its own buffer, so the cache holds exactly the bytes it
+        // accounts for (a slice would keep the whole read-ahead buffer alive).
+        for b in &blocks[at + 1..=last] {
             let start = (b.position - wanted.position) as usize;
-            let bytes = data.slice(start..start + b.size as usize);
+            let bytes = Bytes::copy_from_slice(&data[start..start + b.size as usize]);
             self.block_cache
                 .insert((object_id, b.position), Cached::Block(bytes), b.size as u64);
         }
-        Ok(data.slice(0..wanted.size as usize))
+        let wanted_bytes = Bytes::copy_from_slice(&data[..wanted.size as usize]);
+        self.block_cache.insert(
+            (object_id, wanted.position),
+            Cached::Block(wanted_bytes.clone()),
+            wanted.size as u64,
+        );
+        Ok(wanted_bytes)
     }
 
     /// Reads batches from `from` within one object range, up to about `max_bytes`.

@@ -130,7 +130,6 @@ pub(crate) struct Wal<R: WalRequest> {
     durable: Arc<AtomicU64>,
     segments: Arc<Segments>,
     thread: Option<JoinHandle<()>>,
-    preparer: Option<JoinHandle<()>>,
 }
 
 fn segment_path(dir: &Path, start: u64) -> PathBuf {
@@ -325,13 +324,6 @@ impl<R: WalRequest> Wal<R> {
             files: Mutex::new(BTreeMap::new()),
             free: Mutex::new(list_free(dir)?),
         });
-        // A spare the preparer was writing when the process stopped.
-        for item in std::fs::read_dir(dir).map_err(|e| Error::wal_io(dir, e))? {
-            let path = item.map_err(|e| Error::wal_io(dir, e))?.path();
-            if path.extension().is_some_and(|x| x == "tmp") {
-                std::fs::remove_file(&path).map_err(|e| Error::wal_io(&path, e))?;
-            }
-        }
         // An existing segment at `start` can only be empty (replay ended there); recreate it.
         if let Some(empty) = files.remove(&start) {
             std::fs::remove_file(&empty).map_err(|e| Error::wal_io(&empty, e))?;
@@ -341,17 +333,7 @@ impl<R: WalRequest> Wal<R> {
         *segments.files.lock() = files;
         let durable = Arc::new(AtomicU64::new(start));
         let (tx, rx) = mpsc::channel(queue_len);
-        let (rolled, wake_preparer) = std::sync::mpsc::channel::<()>();
-        let preparer = {
-            let segments = segments.clone();
-            std::thread::Builder::new()
-                .name("inlet-wal-prep".into())
-                .spawn(move || prepare_spares(&segments, segment_bytes, wake_preparer))
-                .map_err(|e| Error::wal_io(dir, e))?
-        };
-        let _ = rolled.send(());
         let writer = Writer {
-            rolled,
             segments: segments.clone(),
             file,
             segment_start: start,
@@ -370,7 +352,6 @@ impl<R: WalRequest> Wal<R> {
             durable,
             segments,
             thread: Some(thread),
-            preparer: Some(preparer),
         })
     }
 
@@ -405,12 +386,6 @@ impl<R: WalRequest> Wal<R> {
                 tracing::error!("WAL writer thread panicked");
             }
         }
-        // The writer held the preparer's wake-up channel: with it gone, the preparer ends.
-        if let Some(preparer) = self.preparer.take() {
-            if preparer.join().is_err() {
-                tracing::error!("WAL segment preparer thread panicked");
-            }
-        }
     }
 }
 
@@ -420,51 +395,7 @@ impl<R: WalRequest> Drop for Wal<R> {
     }
 }
 
-/// Keeps one spare segment file ready when no recycled one is free, so a roll never has to
-/// grow a new file (each growing write would cost a journal commit on its `fdatasync`). The
-/// spare is written with zeroes in full and synced, off the writer's path; woken at every roll.
-fn prepare_spares(segments: &Segments, segment_bytes: u64, wake: std::sync::mpsc::Receiver<()>) {
-    let mut made = 0u64;
-    while wake.recv().is_ok() {
-        if !segments.free.lock().is_empty() {
-            continue;
-        }
-        made += 1;
-        let tmp = segments.dir.join(format!("spare-{made}.tmp"));
-        let free = segments
-            .dir
-            .join(format!("spare-{}-{made}.free", std::process::id()));
-        let result = (|| -> std::io::Result<()> {
-            let mut file = OpenOptions::new()
-                .create(true)
-                .truncate(true)
-                .write(true)
-                .open(&tmp)?;
-            let zeroes = vec![0u8; 1 << 20];
-            let total = SEGMENT_HEADER_LEN as u64 + segment_bytes;
-            let mut written = 0;
-            while written < total {
-                let n = (total - written).min(zeroes.len() as u64) as usize;
-                file.write_all(&zeroes[..n])?;
-                written += n as u64;
-            }
-            file.sync_all()?;
-            std::fs::rename(&tmp, &free)?;
-            File::open(&segments.dir)?.sync_all()
-        })();
-        match result {
-            Ok(()) => segments.free.lock().push(free),
-            Err(e) => {
-                tracing::warn!(error = %e, "could not prepare a spare WAL segment; rolls will grow new files");
-                let _ = std::fs::remove_file(&tmp);
-            }
-        }
-    }
-}
-
 struct Writer {
-    /// Tells the preparer a roll happened.
-    rolled: std::sync::mpsc::Sender<()>,
     segments: Arc<Segments>,
     file: File,
     segment_start: u64,
@@ -556,7 +487,6 @@ impl Writer {
         if in_segment > 0 && in_segment + buf.len() as u64 > self.segment_bytes {
             // Everything in the current segment is already synced: roll.
             self.file = open_segment(&self.segments, self.position)?;
-            let _ = self.rolled.send(());
             self.segment_start = self.position;
             self.segments.files.lock().insert(
                 self.position,

@@ -185,26 +185,38 @@ async fn append_latency(dir: &Path, seconds: u64, mib_s: f64) -> Histogram<u64> 
     let per_second = mib_s * MIB / payload.len() as f64;
     let interval = Duration::from_secs_f64(1.0 / per_second);
     let count = (per_second * seconds as f64) as u64;
-    let start = tokio::time::Instant::now();
-    let mut tasks = tokio::task::JoinSet::new();
-    for i in 0..count {
-        let due = start + interval.mul_f64(i as f64);
-        tokio::time::sleep_until(due).await;
-        let store = store.clone();
-        let payload = payload.clone();
-        tasks.spawn(async move {
-            // Latency counts from when the append was due, so a stalled issuer shows up too.
-            store.append(stream, payload, 1).await.unwrap();
-            let us = due.elapsed().as_micros() as u64;
-            if us > 20_000 && std::env::var("INLET_BENCH_TRACE").is_ok() {
-                eprintln!("slow append due at {:?}: {us} µs", due - start);
+    // The schedule runs on its own thread with precise sleeps: tokio's timer ticks in whole
+    // milliseconds and would add its own lateness to every latency.
+    let handle = tokio::runtime::Handle::current();
+    let issuer = std::thread::spawn(move || {
+        let start = Instant::now();
+        let mut tasks = Vec::with_capacity(count as usize);
+        for i in 0..count {
+            let due = start + interval.mul_f64(i as f64);
+            let now = Instant::now();
+            if now < due {
+                std::thread::sleep(due - now);
             }
-            us
-        });
-    }
+            let store = store.clone();
+            let payload = payload.clone();
+            tasks.push(handle.spawn(async move {
+                // Latency counts from when the append was due, so a late issue shows up too.
+                store.append(stream, payload, 1).await.unwrap();
+                let us = due.elapsed().as_micros() as u64;
+                if us > 20_000 && std::env::var("INLET_BENCH_TRACE").is_ok() {
+                    eprintln!("slow append due at {:?}: {us} µs", due - start);
+                }
+                us
+            }));
+        }
+        (tasks, store)
+    });
+    let (tasks, store) = tokio::task::spawn_blocking(move || issuer.join().unwrap())
+        .await
+        .unwrap();
     let mut hist = Histogram::<u64>::new(3).unwrap();
-    while let Some(r) = tasks.join_next().await {
-        hist.record(r.unwrap()).unwrap();
+    for task in tasks {
+        hist.record(task.await.unwrap()).unwrap();
     }
     Arc::try_unwrap(store).unwrap().close().await;
     hist
@@ -238,6 +250,13 @@ fn status_kib(field: &str) -> u64 {
         .and_then(|l| l.split_whitespace().nth(1))
         .and_then(|v| v.parse().ok())
         .unwrap_or(0)
+}
+
+/// Writes back every dirty page (the previous phase's object files, which the local object store
+/// does not fsync) so that a phase does not pay for the one before it.
+fn settle() {
+    // SAFETY: sync(2) takes no arguments and cannot fail.
+    unsafe { libc::sync() };
 }
 
 /// Resets the kernel's peak-RSS mark (`VmHWM`) so the next phase is measured on its own.
@@ -284,16 +303,23 @@ async fn main() {
     let mut lat_p50 = Vec::new();
     let mut lat_p99 = Vec::new();
     for run in 0..runs {
+        settle();
         raw_seq.push(raw_sequential_mib_s(&base, seconds));
+        settle();
         let h = raw_fsync_latency(&base, seconds);
         raw_p50.push(h.value_at_quantile(0.5) as f64 / 1000.0);
         raw_p99.push(h.value_at_quantile(0.99) as f64 / 1000.0);
+        settle();
         let h = raw_group_commit_latency(&base, seconds, 50.0);
         raw_group_p99.push(h.value_at_quantile(0.99) as f64 / 1000.0);
-        thr.push(append_throughput(&fresh(&base, &format!("thr{run}")), seconds).await);
+        settle();
         let h = append_latency(&fresh(&base, &format!("lat{run}")), seconds, 50.0).await;
         lat_p50.push(h.value_at_quantile(0.5) as f64 / 1000.0);
         lat_p99.push(h.value_at_quantile(0.99) as f64 / 1000.0);
+        settle();
+        thr.push(append_throughput(&fresh(&base, &format!("thr{run}")), seconds).await);
+        let _ = std::fs::remove_dir_all(base.join(format!("thr{run}")));
+        let _ = std::fs::remove_dir_all(base.join(format!("lat{run}")));
         let r = run as usize;
         thr_ratio.push(thr[r] / raw_seq[r]);
         p99_vs_fsync.push(lat_p99[r] / raw_p99[r]);
@@ -306,6 +332,7 @@ async fn main() {
 
     let write_peak_kib = status_kib("VmHWM:");
     reset_peak_rss();
+    settle();
     // Reads: tail from the log cache, then catch-up from objects after a restart.
     let dir = fresh(&base, "reads");
     let store = Arc::new(open(&dir).await);
@@ -327,6 +354,7 @@ async fn main() {
     store.flush().await.unwrap();
     Arc::try_unwrap(store).unwrap().close().await;
     let store = open(&dir).await;
+    settle();
     let catch_up = read_rate(&store, stream, 0).await;
     let stats = store.stats();
     store.close().await;

@@ -7,6 +7,7 @@
 //! object storage (or belongs to a deleted stream). A crash anywhere in between loses nothing:
 //! the WAL still holds the data, and the prepared object is collected as an orphan.
 
+use std::collections::HashMap;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
@@ -38,6 +39,7 @@ impl Inner {
             bytes: 0,
             streams: Vec::new(),
         };
+        let mut stream_bytes: Vec<u64> = Vec::new();
         // Under each stream's lock only clone the entries (reference counts, no copying): the
         // WAL writer takes the same lock to publish appends.
         let mut picked: Vec<(u64, Vec<ObjectEntry>)> = Vec::new();
@@ -57,7 +59,7 @@ impl Inner {
                 .collect();
             drop(state);
             if let Some(last) = entries.last() {
-                unit.bytes += entries.iter().map(|e| e.payload.len() as u64).sum::<u64>();
+                stream_bytes.push(entries.iter().map(|e| e.payload.len() as u64).sum::<u64>());
                 unit.streams.push((stream.clone(), last.end_offset()));
                 picked.push((stream.id, entries));
             }
@@ -105,25 +107,41 @@ impl Inner {
                     .collect(),
             };
             let committed = self.meta.commit_upload(&object).await?;
+            let mut rows: HashMap<u64, Vec<RangeRow>> = HashMap::new();
             for row in committed {
-                let Some(stream) = unit.streams.iter().find(|(s, _)| s.id == row.stream_id) else {
+                rows.entry(row.stream_id).or_default().push(row);
+            }
+            // A stream deleted meanwhile has no committed rows (or is marked deleted):
+            // `delete_stream` already released its dirty bytes, so they are not counted here.
+            let mut kept = CleanUnit {
+                bytes: 0,
+                streams: Vec::new(),
+            };
+            for ((stream, end), bytes) in unit.streams.into_iter().zip(stream_bytes) {
+                let Some(stream_rows) = rows.remove(&stream.id) else {
                     continue;
                 };
-                let mut state = stream.0.state.lock();
+                let mut state = stream.state.lock();
                 if state.deleted {
                     continue;
                 }
-                state.ranges.insert(
-                    row.start_offset,
-                    RangeRef {
-                        row,
-                        kind: ObjectKind::StreamSet,
-                        index_position: object.index_position,
-                        index_len: object.index_len,
-                    },
-                );
-                state.committed_end = state.committed_end.max(row.end_offset);
+                for row in stream_rows {
+                    state.ranges.insert(
+                        row.start_offset,
+                        RangeRef {
+                            row,
+                            kind: ObjectKind::StreamSet,
+                            index_position: object.index_position,
+                            index_len: object.index_len,
+                        },
+                    );
+                    state.committed_end = state.committed_end.max(row.end_offset);
+                }
+                drop(state);
+                kept.bytes += bytes;
+                kept.streams.push((stream, end));
             }
+            let unit = kept;
             self.dirty_bytes.fetch_sub(unit.bytes, Ordering::AcqRel);
             self.counters.uploads.fetch_add(1, Ordering::Relaxed);
             self.counters

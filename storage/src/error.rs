@@ -1,6 +1,6 @@
 //! The stream store's error type. Every error says which of four kinds it is, so callers
 //! decide what to do without matching on messages: retry it, report bad input, stop on
-//! corruption, or give up because the store is shutting down.
+//! corruption, give up because the store is shutting down, or report a bug.
 
 use std::io;
 
@@ -17,6 +17,8 @@ pub enum ErrorKind {
     Corruption,
     /// The store is closed or failed a durable write and refuses further writes.
     Shutdown,
+    /// A bug in Inlet (a background task panicked); report it.
+    Internal,
 }
 
 /// Errors of the stream store.
@@ -62,6 +64,8 @@ pub enum Error {
     Config(String),
     #[error("the stream store is shut down")]
     Shutdown,
+    #[error("internal error: {0}")]
+    Internal(String),
 }
 
 impl Error {
@@ -76,6 +80,7 @@ impl Error {
             | Error::Config(_) => ErrorKind::BadInput,
             Error::Corrupt { .. } => ErrorKind::Corruption,
             Error::WalFailed(_) | Error::Shutdown => ErrorKind::Shutdown,
+            Error::Internal(_) => ErrorKind::Internal,
             Error::WalIo { .. } => ErrorKind::Shutdown,
             Error::ObjectStore { source, .. } => match source {
                 object_store::Error::NotFound { .. }

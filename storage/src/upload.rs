@@ -19,7 +19,7 @@ use crate::error::{Error, Result};
 use crate::meta::{NewObject, ObjectKind, RangeRow};
 use crate::objects::format::{ObjectBuilder, ObjectEntry};
 use crate::store::Inner;
-use crate::stream::RangeRef;
+use crate::stream::{RangeRef, StreamShared};
 
 /// What one upload round did.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
@@ -35,11 +35,8 @@ impl Inner {
     pub(crate) async fn upload_round(&self) -> Result<UploadReport> {
         let _round = self.upload_lock.lock().await;
         let wal_position = self.wal.durable_position();
-        let mut unit = CleanUnit {
-            bytes: 0,
-            streams: Vec::new(),
-        };
-        let mut stream_bytes: Vec<u64> = Vec::new();
+        // Per stream taking part: where its upload ends, and how many payload bytes it adds.
+        let mut taking_part: Vec<(Arc<StreamShared>, u64, u64)> = Vec::new();
         // Under each stream's lock only clone the entries (reference counts, no copying): the
         // WAL writer takes the same lock to publish appends.
         let mut picked: Vec<(u64, Vec<ObjectEntry>)> = Vec::new();
@@ -59,8 +56,8 @@ impl Inner {
                 .collect();
             drop(state);
             if let Some(last) = entries.last() {
-                stream_bytes.push(entries.iter().map(|e| e.payload.len() as u64).sum::<u64>());
-                unit.streams.push((stream.clone(), last.end_offset()));
+                let bytes = entries.iter().map(|e| e.payload.len() as u64).sum();
+                taking_part.push((stream.clone(), last.end_offset(), bytes));
                 picked.push((stream.id, entries));
             }
         }
@@ -70,7 +67,7 @@ impl Inner {
                 .meta
                 .prepare_object(ObjectKind::StreamSet, self.config.node_id, self.now_ms())
                 .await?;
-            // Copying and checksumming tens of MiB is CPU work: keep it off the async workers.
+            // Checksumming tens of MiB is CPU work: keep it off the async workers.
             let block_bytes = self.config.object_block_bytes;
             let built = tokio::task::spawn_blocking(move || {
                 let mut builder = ObjectBuilder::new(block_bytes);
@@ -82,7 +79,7 @@ impl Inner {
                 builder.finish()
             })
             .await
-            .map_err(|e| Error::InvalidArgument(format!("object build task failed: {e}")))?;
+            .map_err(|e| Error::Internal(format!("object build task failed: {e}")))?;
             let size = built.len;
             self.objects
                 .put_chunks(&self.object_path(object_id), &built.chunks)
@@ -113,11 +110,11 @@ impl Inner {
             }
             // A stream deleted meanwhile has no committed rows (or is marked deleted):
             // `delete_stream` already released its dirty bytes, so they are not counted here.
-            let mut kept = CleanUnit {
+            let mut unit = CleanUnit {
                 bytes: 0,
                 streams: Vec::new(),
             };
-            for ((stream, end), bytes) in unit.streams.into_iter().zip(stream_bytes) {
+            for (stream, end, bytes) in taking_part {
                 let Some(stream_rows) = rows.remove(&stream.id) else {
                     continue;
                 };
@@ -138,10 +135,9 @@ impl Inner {
                     state.committed_end = state.committed_end.max(row.end_offset);
                 }
                 drop(state);
-                kept.bytes += bytes;
-                kept.streams.push((stream, end));
+                unit.bytes += bytes;
+                unit.streams.push((stream, end));
             }
-            let unit = kept;
             self.dirty_bytes.fetch_sub(unit.bytes, Ordering::AcqRel);
             self.counters.uploads.fetch_add(1, Ordering::Relaxed);
             self.counters
@@ -165,7 +161,7 @@ impl Inner {
         report.wal_segments_trimmed =
             tokio::task::spawn_blocking(move || segments.trim(wal_position))
                 .await
-                .map_err(|e| Error::InvalidArgument(format!("WAL trim task failed: {e}")))??;
+                .map_err(|e| Error::Internal(format!("WAL trim task failed: {e}")))??;
         Ok(report)
     }
 }

@@ -89,6 +89,12 @@ pub struct StoreStats {
     pub wal_segments: u64,
     pub compactions: u64,
     pub objects_deleted: u64,
+    /// WAL group commits (one write + one `fdatasync` each), the time they took in total and
+    /// at most, and the bytes they wrote.
+    pub wal_syncs: u64,
+    pub wal_sync_micros_total: u64,
+    pub wal_sync_micros_max: u64,
+    pub wal_bytes: u64,
 }
 
 #[derive(Debug, Default)]
@@ -293,7 +299,9 @@ impl StreamStoreBuilder {
                 base_offset: e.base_offset,
                 record_count: e.record_count,
                 timestamp_ms: e.timestamp_ms,
-                payload: e.payload.clone(),
+                // A copy: a slice would keep the whole segment file's buffer alive, uploaded
+                // entries included, outside the log cache's accounting.
+                payload: Bytes::copy_from_slice(&e.payload),
                 wal_end: r.wal_end,
             });
             state.durable_end = end;
@@ -755,6 +763,10 @@ impl StreamStore {
             wal_segments: self.inner.wal.segment_count() as u64,
             compactions: get(&c.compactions),
             objects_deleted: get(&c.objects_deleted),
+            wal_syncs: get(&self.inner.wal.counters().syncs),
+            wal_sync_micros_total: get(&self.inner.wal.counters().sync_micros),
+            wal_sync_micros_max: get(&self.inner.wal.counters().max_sync_micros),
+            wal_bytes: get(&self.inner.wal.counters().bytes),
         }
     }
 

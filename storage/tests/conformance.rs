@@ -66,6 +66,12 @@ async fn append_read_and_restart(f: Fixture) {
     );
     assert_eq!(mid.len(), 1, "max_bytes limits the batches (at least one)");
     store.check_invariants().expect("invariants");
+    let stats = store.stats();
+    assert!(
+        stats.wal_syncs >= 1 && stats.wal_syncs <= stats.appends,
+        "{stats:?}"
+    );
+    assert!(stats.wal_bytes >= stats.appended_bytes, "{stats:?}");
 
     // Crash (drop without close): everything comes back from the WAL.
     drop(store);

@@ -124,10 +124,23 @@ impl Segments {
     }
 }
 
+/// Counters of the WAL writer.
+#[derive(Debug, Default)]
+pub(crate) struct WalCounters {
+    /// Group commits (one write and one `fdatasync` each).
+    pub syncs: AtomicU64,
+    /// Time spent writing and syncing, in microseconds.
+    pub sync_micros: AtomicU64,
+    /// Longest single write + sync, in microseconds.
+    pub max_sync_micros: AtomicU64,
+    pub bytes: AtomicU64,
+}
+
 /// The write-ahead log.
 pub(crate) struct Wal<R: WalRequest> {
     tx: Option<mpsc::Sender<R>>,
     durable: Arc<AtomicU64>,
+    counters: Arc<WalCounters>,
     segments: Arc<Segments>,
     thread: Option<JoinHandle<()>>,
 }
@@ -333,7 +346,9 @@ impl<R: WalRequest> Wal<R> {
         *segments.files.lock() = files;
         let durable = Arc::new(AtomicU64::new(start));
         let (tx, rx) = mpsc::channel(queue_len);
+        let counters = Arc::new(WalCounters::default());
         let writer = Writer {
+            counters: counters.clone(),
             segments: segments.clone(),
             file,
             segment_start: start,
@@ -352,7 +367,12 @@ impl<R: WalRequest> Wal<R> {
             durable,
             segments,
             thread: Some(thread),
+            counters,
         })
+    }
+
+    pub(crate) fn counters(&self) -> &WalCounters {
+        &self.counters
     }
 
     /// Queues a request; waits while the queue is full.
@@ -396,6 +416,7 @@ impl<R: WalRequest> Drop for Wal<R> {
 }
 
 struct Writer {
+    counters: Arc<WalCounters>,
     segments: Arc<Segments>,
     file: File,
     segment_start: u64,
@@ -505,6 +526,17 @@ impl Writer {
             .sync_data()
             .map_err(|e| Error::wal_io(&path(), e))?;
         let total = started.elapsed();
+        let micros = total.as_micros() as u64;
+        self.counters.syncs.fetch_add(1, Ordering::Relaxed);
+        self.counters
+            .sync_micros
+            .fetch_add(micros, Ordering::Relaxed);
+        self.counters
+            .max_sync_micros
+            .fetch_max(micros, Ordering::Relaxed);
+        self.counters
+            .bytes
+            .fetch_add(buf.len() as u64, Ordering::Relaxed);
         if total > std::time::Duration::from_millis(10) {
             tracing::debug!(bytes = buf.len(), ?written, ?total, "slow WAL write");
         }

@@ -130,11 +130,11 @@ impl StorageConfig {
     /// Checks that the settings fit together.
     pub fn validate(&self) -> Result<()> {
         let fail = |msg: String| Err(Error::Config(msg));
-        if self.max_append_bytes == 0 || self.max_append_bytes > u32::MAX as u64 / 2 {
-            return fail(format!(
-                "max_append_bytes must be between 1 and {}",
-                u32::MAX / 2
-            ));
+        // A WAL entry must stay within what replay accepts.
+        let most =
+            (crate::wal::format::MAX_ENTRY_LEN - crate::wal::format::ENTRY_HEADER_LEN) as u64;
+        if self.max_append_bytes == 0 || self.max_append_bytes > most {
+            return fail(format!("max_append_bytes must be between 1 and {most}"));
         }
         if self.log_cache_bytes < 2 * self.max_append_bytes {
             return fail(format!(
@@ -154,8 +154,8 @@ impl StorageConfig {
         if self.wal_max_group_bytes == 0 || self.wal_queue_len == 0 {
             return fail("wal_max_group_bytes and wal_queue_len must be positive".into());
         }
-        if self.object_block_bytes == 0 {
-            return fail("object_block_bytes must be positive".into());
+        if self.object_block_bytes == 0 || self.object_block_bytes > 1 << 30 {
+            return fail("object_block_bytes must be between 1 and 1 GiB".into());
         }
         if self.upload_interval_ms == 0 || self.maintenance_interval_ms == 0 {
             return fail("upload_interval_ms and maintenance_interval_ms must be positive".into());

@@ -186,26 +186,31 @@ impl Inner {
             self.meta.forget_object(object_id).await?;
             return Ok(false);
         }
+        // Swap each stream's ranges under one hold of its lock, so a reader never finds the
+        // offsets in neither the old nor the new object.
         let streams = self.streams.read().clone();
+        let mut by_stream: BTreeMap<u64, (Vec<RangeRow>, Vec<RangeRow>)> = BTreeMap::new();
         for r in replaced {
-            if let Some(stream) = streams.get(&r.row.stream_id) {
-                let mut state = stream.state.lock();
-                if state
-                    .ranges
-                    .get(&r.row.start_offset)
-                    .map(|x| x.row.object_id)
-                    == Some(r.row.object_id)
-                {
-                    state.ranges.remove(&r.row.start_offset);
-                }
-            }
+            by_stream.entry(r.row.stream_id).or_default().0.push(r.row);
         }
         for row in &object.ranges {
-            if let Some(stream) = streams.get(&row.stream_id) {
-                stream.state.lock().ranges.insert(
+            by_stream.entry(row.stream_id).or_default().1.push(*row);
+        }
+        for (stream_id, (old, new)) in by_stream {
+            let Some(stream) = streams.get(&stream_id) else {
+                continue;
+            };
+            let mut state = stream.state.lock();
+            for r in old {
+                if state.ranges.get(&r.start_offset).map(|x| x.row.object_id) == Some(r.object_id) {
+                    state.ranges.remove(&r.start_offset);
+                }
+            }
+            for row in new {
+                state.ranges.insert(
                     row.start_offset,
                     RangeRef {
-                        row: *row,
+                        row,
                         kind,
                         index_position: object.index_position,
                         index_len: object.index_len,
@@ -303,7 +308,7 @@ impl Inner {
         let mut deleted = 0;
         for object in self.meta.objects_in_state(ObjectState::Deleting).await? {
             let since = object.deleted_ms.unwrap_or(0);
-            if since + self.config.delete_grace_ms > now {
+            if since.saturating_add(self.config.delete_grace_ms) > now {
                 continue;
             }
             self.objects.delete(&self.object_path(object.id)).await?;

@@ -213,38 +213,46 @@ impl MetaStore {
     /// transaction together with the recorded version. Steps are append-only: never edit one
     /// that has shipped.
     pub async fn migrate(&self, component: &str, steps: &[&str]) -> Result<()> {
-        sqlx::query(
-            "CREATE TABLE IF NOT EXISTS inlet_migrations (
-                component VARCHAR(64) PRIMARY KEY,
-                version BIGINT NOT NULL)",
-        )
-        .execute(&self.pool)
-        .await?;
+        // One connection for the lock, the steps and the unlock: PostgreSQL advisory locks
+        // belong to a session.
+        let mut conn = self.pool.acquire().await?;
         if self.backend == Backend::Postgres {
             // Nodes starting together must not apply the same steps twice.
             sqlx::query("SELECT pg_advisory_lock(7243507)")
-                .fetch_optional(&self.pool)
+                .fetch_optional(&mut *conn)
                 .await?;
         }
-        let result = self.apply_steps(component, steps).await;
+        let result = Self::apply_steps(&mut conn, component, steps).await;
         if self.backend == Backend::Postgres {
             sqlx::query("SELECT pg_advisory_unlock(7243507)")
-                .fetch_optional(&self.pool)
+                .fetch_optional(&mut *conn)
                 .await?;
         }
         result
     }
 
-    async fn apply_steps(&self, component: &str, steps: &[&str]) -> Result<()> {
+    async fn apply_steps(
+        conn: &mut sqlx::AnyConnection,
+        component: &str,
+        steps: &[&str],
+    ) -> Result<()> {
+        use sqlx::Connection;
+        sqlx::query(
+            "CREATE TABLE IF NOT EXISTS inlet_migrations (
+                component VARCHAR(64) PRIMARY KEY,
+                version BIGINT NOT NULL)",
+        )
+        .execute(&mut *conn)
+        .await?;
         let applied: i64 = sqlx::query("SELECT version FROM inlet_migrations WHERE component = $1")
             .bind(component)
-            .fetch_optional(&self.pool)
+            .fetch_optional(&mut *conn)
             .await?
             .map(|row| row.try_get::<i64, _>("version"))
             .transpose()?
             .unwrap_or(0);
         for (n, step) in steps.iter().enumerate().skip(applied as usize) {
-            let mut tx = self.pool.begin().await?;
+            let mut tx = conn.begin().await?;
             sqlx::query(step).execute(&mut *tx).await?;
             let version = n as i64 + 1;
             if version == 1 {
@@ -454,6 +462,16 @@ impl MetaStore {
             .await?;
             inserted.push(*r);
         }
+        if inserted.is_empty() {
+            // Every stream it held was deleted meanwhile: nothing refers to it.
+            sqlx::query(
+                "UPDATE inlet_objects SET state = $2, deleted_ms = created_ms WHERE object_id = $1",
+            )
+            .bind(i(object.id))
+            .bind(ObjectState::Deleting as i64)
+            .execute(&mut **tx)
+            .await?;
+        }
         Ok(inserted)
     }
 
@@ -626,6 +644,22 @@ impl MetaStore {
             .collect()
     }
 
+    /// Claims a prepared object for collection: moves it to `DELETING` only if it is still
+    /// prepared, so an upload that commits meanwhile wins and its object is kept. Returns
+    /// whether the claim succeeded.
+    pub(crate) async fn claim_orphan(&self, object_id: u64, now_ms: u64) -> Result<bool> {
+        let claimed = sqlx::query(
+            "UPDATE inlet_objects SET state = $2, deleted_ms = $3 WHERE object_id = $1 AND state = $4",
+        )
+        .bind(i(object_id))
+        .bind(ObjectState::Deleting as i64)
+        .bind(i(now_ms))
+        .bind(ObjectState::Prepared as i64)
+        .execute(&self.pool)
+        .await?;
+        Ok(claimed.rows_affected() == 1)
+    }
+
     /// Removes the row of an object that is gone from the object store.
     pub(crate) async fn forget_object(&self, object_id: u64) -> Result<()> {
         sqlx::query("DELETE FROM inlet_objects WHERE object_id = $1 AND state <> $2")
@@ -634,5 +668,56 @@ impl MetaStore {
             .execute(&self.pool)
             .await?;
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn an_orphan_claim_loses_to_a_commit() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let meta = MetaStore::connect(&format!("sqlite://{}", dir.path().join("m.db").display()))
+            .await
+            .expect("connect");
+        let stream = meta.create_stream("s", 0).await.expect("stream");
+        let committed = meta
+            .prepare_object(ObjectKind::StreamSet, 0, 0)
+            .await
+            .expect("prepare");
+        let object = NewObject {
+            id: committed,
+            size: 10,
+            index_position: 0,
+            index_len: 0,
+            ranges: vec![RangeRow {
+                object_id: committed,
+                stream_id: stream.id,
+                start_offset: 0,
+                end_offset: 1,
+                position: 0,
+                size: 10,
+                max_timestamp_ms: 0,
+            }],
+        };
+        meta.commit_upload(&object).await.expect("commit");
+        assert!(
+            !meta.claim_orphan(committed, 1).await.expect("claim"),
+            "committed objects stay"
+        );
+        let orphan = meta
+            .prepare_object(ObjectKind::StreamSet, 0, 0)
+            .await
+            .expect("prepare");
+        assert!(meta.claim_orphan(orphan, 1).await.expect("claim"));
+        let late = NewObject {
+            id: orphan,
+            ..object
+        };
+        assert!(
+            meta.commit_upload(&late).await.is_err(),
+            "a claimed object cannot commit"
+        );
     }
 }

@@ -131,7 +131,6 @@ pub(crate) struct Inner {
 /// What a completing append updates. Separate from [`Inner`] (which owns the WAL) so that an
 /// append in the WAL's queue never keeps the WAL itself alive.
 pub(crate) struct AppendSink {
-    log_budget: Arc<LogBudget>,
     dirty_bytes: Arc<AtomicU64>,
     upload_wake: Arc<Notify>,
     counters: Arc<Counters>,
@@ -369,7 +368,30 @@ pub(crate) struct AppendRequest {
     write_base_offset: bool,
     base_offset: u64,
     sink: AppendSink,
+    /// Log cache room held for this append: handed to the cache when the entry lands there,
+    /// given back if the append fails or is dropped (a cancelled caller) on the way.
+    reservation: Reservation,
     reply: oneshot::Sender<Result<u64>>,
+}
+
+pub(crate) struct Reservation {
+    budget: Arc<LogBudget>,
+    bytes: u64,
+}
+
+impl Reservation {
+    /// The bytes now belong to the log cache; nothing is released on drop.
+    fn into_cache(mut self) {
+        self.bytes = 0;
+    }
+}
+
+impl Drop for Reservation {
+    fn drop(&mut self) {
+        if self.bytes > 0 {
+            self.budget.release(self.bytes);
+        }
+    }
 }
 
 impl WalRequest for AppendRequest {
@@ -410,6 +432,7 @@ impl WalRequest for AppendRequest {
 
     fn complete(self, result: Result<Written>) -> Self::Ack {
         let size = self.payload.len() as u64;
+        let reservation = self.reservation;
         let outcome = match result {
             Ok(written) => {
                 let payload = written
@@ -419,7 +442,7 @@ impl WalRequest for AppendRequest {
                 let mut state = self.stream.state.lock();
                 if state.deleted {
                     drop(state);
-                    self.sink.log_budget.release(size);
+                    drop(reservation);
                     Err(Error::UnknownStream(self.stream.id.to_string()))
                 } else {
                     state.cache.push_back(CachedEntry {
@@ -430,12 +453,15 @@ impl WalRequest for AppendRequest {
                         wal_end: written.wal_end,
                     });
                     state.durable_end = end;
+                    reservation.into_cache();
+                    // Counted under the stream's lock, so a concurrent delete_stream, which
+                    // subtracts the stream's dirty bytes, never sees them uncounted.
+                    let dirty = self.sink.dirty_bytes.fetch_add(size, Ordering::AcqRel) + size;
                     drop(state);
                     self.stream.end.send_replace(end);
                     let c = &self.sink.counters;
                     c.appends.fetch_add(1, Ordering::Relaxed);
                     c.appended_bytes.fetch_add(size, Ordering::Relaxed);
-                    let dirty = self.sink.dirty_bytes.fetch_add(size, Ordering::AcqRel) + size;
                     if dirty >= self.sink.upload_bytes {
                         self.sink.upload_wake.notify_one();
                     }
@@ -443,7 +469,7 @@ impl WalRequest for AppendRequest {
                 }
             }
             Err(e) => {
-                self.sink.log_budget.release(size);
+                drop(reservation);
                 Err(e)
             }
         };
@@ -599,9 +625,13 @@ impl StreamStore {
         }
         let stream = self.shared(id)?;
         self.inner.log_budget.reserve(payload.len() as u64).await;
+        let reservation = Reservation {
+            budget: self.inner.log_budget.clone(),
+            bytes: payload.len() as u64,
+        };
         let (reply, done) = oneshot::channel();
-        let size = payload.len() as u64;
         let request = AppendRequest {
+            reservation,
             stream,
             payload,
             record_count,
@@ -611,7 +641,6 @@ impl StreamStore {
             write_base_offset: options.write_base_offset,
             base_offset: 0,
             sink: AppendSink {
-                log_budget: self.inner.log_budget.clone(),
                 dirty_bytes: self.inner.dirty_bytes.clone(),
                 upload_wake: self.inner.upload_wake.clone(),
                 counters: self.inner.counters.clone(),
@@ -620,8 +649,7 @@ impl StreamStore {
             reply,
         };
         if self.inner.wal.submit(request).await.is_err() {
-            self.inner.log_budget.release(size);
-            return Err(Error::Shutdown);
+            return Err(Error::Shutdown); // the dropped request released its reservation
         }
         done.await.map_err(|_| Error::Shutdown)?
     }
@@ -736,12 +764,22 @@ impl StreamStore {
 
     /// Uploads everything appended so far and trims the WAL behind it.
     pub async fn flush(&self) -> Result<()> {
-        self.inner.upload_round().await.map(|_| ())
+        // In a task of its own: a caller that gives up must not cut a round between its
+        // metadata commit and the in-memory update that follows.
+        let inner = self.inner.clone();
+        tokio::spawn(async move { inner.upload_round().await })
+            .await
+            .map_err(|e| Error::Internal(format!("upload task failed: {e}")))?
+            .map(|_| ())
     }
 
     /// Runs retention, compaction and garbage collection once, now.
     pub async fn run_maintenance(&self) -> Result<crate::maintenance::MaintenanceReport> {
-        self.inner.maintain().await
+        // In a task of its own, for the same reason as `flush`.
+        let inner = self.inner.clone();
+        tokio::spawn(async move { inner.maintain().await })
+            .await
+            .map_err(|e| Error::Internal(format!("maintenance task failed: {e}")))?
     }
 
     /// Activity counters and cache usage.
@@ -819,8 +857,12 @@ impl Inner {
         let mut collected = 0;
         for object in self.meta.objects_in_state(ObjectState::Prepared).await? {
             let left_by_this_node = at_open && object.node_id == self.config.node_id;
-            let abandoned = object.created_ms + self.config.orphan_grace_ms <= now;
-            if left_by_this_node || abandoned {
+            let abandoned = object
+                .created_ms
+                .saturating_add(self.config.orphan_grace_ms)
+                <= now;
+            // Claim it first: an upload that commits meanwhile keeps its object.
+            if (left_by_this_node || abandoned) && self.meta.claim_orphan(object.id, now).await? {
                 self.objects.delete(&self.object_path(object.id)).await?;
                 self.meta.forget_object(object.id).await?;
                 collected += 1;

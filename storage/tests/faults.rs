@@ -204,3 +204,42 @@ async fn concurrent_appends_share_syncs() {
     assert!(stats.wal_syncs < stats.appends / 2, "{stats:?}");
     assert_eq!(read_all(&store, s, 0).await.len(), 640);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cancelled_appends_give_their_cache_room_back() {
+    let mut f = fixture().await;
+    f.config.wal_queue_len = 1;
+    let store = std::sync::Arc::new(f.open().await);
+    let s = store.create_stream("s").await.unwrap().id;
+    // Many appends abandoned at their first await: some while waiting for a place in the WAL
+    // queue (holding cache room), some after being queued (they still land).
+    let mut tasks = tokio::task::JoinSet::new();
+    for w in 0..64u32 {
+        let store = store.clone();
+        tasks.spawn(async move {
+            for seq in 0..20u64 {
+                let append = store.append(s, payload(w, seq, 1000), 1);
+                let _ = tokio::time::timeout(Duration::ZERO, append).await;
+            }
+        });
+    }
+    while let Some(r) = tasks.join_next().await {
+        r.unwrap();
+    }
+    // Let the WAL writer finish what was queued, with one more append behind it.
+    store.append(s, payload(999, 0, 1000), 1).await.unwrap();
+    let stored: u64 = read_all(&store, s, 0)
+        .await
+        .iter()
+        .map(|b| b.payload.len() as u64)
+        .sum();
+    assert_eq!(
+        store.stats().log_cache_used_bytes,
+        stored,
+        "the cache accounts exactly the bytes it holds"
+    );
+    assert!(
+        stored < 64 * 20 * 1000 + 1000,
+        "some appends were cancelled before the WAL"
+    );
+}

@@ -53,6 +53,13 @@ impl Inner {
             }
         }
         report.objects_merged = self.merge_small_objects().await?;
+        let stray = self.meta.retire_rangeless_objects(self.now_ms()).await?;
+        if stray > 0 {
+            tracing::warn!(
+                objects = stray,
+                "retired committed objects that held no range"
+            );
+        }
         report.objects_deleted = self.delete_retired_objects().await?;
         report.orphans_collected = self.collect_orphans(false).await?;
         Ok(report)

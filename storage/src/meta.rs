@@ -660,6 +660,23 @@ impl MetaStore {
         Ok(claimed.rows_affected() == 1)
     }
 
+    /// Retires committed objects that hold no range: a safety net for races between deleting
+    /// a stream and committing an object that PostgreSQL's READ COMMITTED lets through.
+    /// Returns how many.
+    pub(crate) async fn retire_rangeless_objects(&self, now_ms: u64) -> Result<u64> {
+        let done = sqlx::query(
+            "UPDATE inlet_objects SET state = $1, deleted_ms = $2
+             WHERE state = $3
+             AND NOT EXISTS (SELECT 1 FROM inlet_object_ranges r WHERE r.object_id = inlet_objects.object_id)",
+        )
+        .bind(ObjectState::Deleting as i64)
+        .bind(i(now_ms))
+        .bind(ObjectState::Committed as i64)
+        .execute(&self.pool)
+        .await?;
+        Ok(done.rows_affected())
+    }
+
     /// Removes the row of an object that is gone from the object store.
     pub(crate) async fn forget_object(&self, object_id: u64) -> Result<()> {
         sqlx::query("DELETE FROM inlet_objects WHERE object_id = $1 AND state <> $2")

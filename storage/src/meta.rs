@@ -677,6 +677,58 @@ impl MetaStore {
         Ok(done.rows_affected())
     }
 
+    /// A stream's committed end and its ranges in committed objects, with the object fields a
+    /// reader needs: what the in-memory index is rebuilt from.
+    pub(crate) async fn stream_index(
+        &self,
+        stream_id: u64,
+    ) -> Result<Option<(u64, Vec<(RangeRow, ObjectKind, u64, u64)>)>> {
+        let Some(row) = sqlx::query(
+            "SELECT committed_end FROM inlet_streams WHERE stream_id = $1 AND deleted_ms IS NULL",
+        )
+        .bind(i(stream_id))
+        .fetch_optional(&self.pool)
+        .await?
+        else {
+            return Ok(None);
+        };
+        let committed_end = u(&row, "committed_end")?;
+        let ranges = sqlx::query(
+            "SELECT r.stream_id, r.start_offset, r.end_offset, r.object_id, r.position, r.size,
+                    r.max_timestamp_ms, o.kind, o.index_position, o.index_len
+             FROM inlet_object_ranges r JOIN inlet_objects o ON o.object_id = r.object_id
+             WHERE r.stream_id = $1 AND o.state = $2 ORDER BY r.start_offset",
+        )
+        .bind(i(stream_id))
+        .bind(ObjectState::Committed as i64)
+        .fetch_all(&self.pool)
+        .await?
+        .iter()
+        .map(|row| {
+            let kind = if row.try_get::<i64, _>("kind")? == 1 {
+                ObjectKind::Stream
+            } else {
+                ObjectKind::StreamSet
+            };
+            Ok((
+                RangeRow {
+                    object_id: u(row, "object_id")?,
+                    stream_id: u(row, "stream_id")?,
+                    start_offset: u(row, "start_offset")?,
+                    end_offset: u(row, "end_offset")?,
+                    position: u(row, "position")?,
+                    size: u(row, "size")?,
+                    max_timestamp_ms: u(row, "max_timestamp_ms")?,
+                },
+                kind,
+                u(row, "index_position")?,
+                u(row, "index_len")?,
+            ))
+        })
+        .collect::<Result<Vec<_>>>()?;
+        Ok(Some((committed_end, ranges)))
+    }
+
     /// Removes the row of an object that is gone from the object store.
     pub(crate) async fn forget_object(&self, object_id: u64) -> Result<()> {
         sqlx::query("DELETE FROM inlet_objects WHERE object_id = $1 AND state <> $2")

@@ -103,7 +103,22 @@ impl Inner {
                     })
                     .collect(),
             };
-            let committed = self.meta.commit_upload(&object).await?;
+            let committed = match self.meta.commit_upload(&object).await {
+                Ok(committed) => committed,
+                Err(e) if is_unique_violation(&e) => {
+                    // An earlier commit of these ranges landed but was not applied in memory
+                    // (its reply was lost): take the index from the metadata store, then drop
+                    // this round's object; the next round uploads whatever is still missing.
+                    let streams: Vec<_> = taking_part.into_iter().map(|(s, _, _)| s).collect();
+                    self.resync_from_meta(&streams).await?;
+                    if self.meta.claim_orphan(object_id, self.now_ms()).await? {
+                        self.objects.delete(&self.object_path(object_id)).await?;
+                        self.meta.forget_object(object_id).await?;
+                    }
+                    return Err(e);
+                }
+                Err(e) => return Err(e),
+            };
             let mut rows: HashMap<u64, Vec<RangeRow>> = HashMap::new();
             for row in committed {
                 rows.entry(row.stream_id).or_default().push(row);
@@ -166,6 +181,63 @@ impl Inner {
     }
 }
 
+fn is_unique_violation(e: &Error) -> bool {
+    matches!(e, Error::Meta(sqlx::Error::Database(db)) if db.kind() == sqlx::error::ErrorKind::UniqueViolation)
+}
+
+impl Inner {
+    /// Rebuilds streams' object indexes and committed ends from the metadata store, marking
+    /// cached entries that turn out to be committed as clean (evictable, no longer dirty).
+    pub(crate) async fn resync_from_meta(&self, streams: &[Arc<StreamShared>]) -> Result<()> {
+        let mut unit = CleanUnit {
+            bytes: 0,
+            streams: Vec::new(),
+        };
+        for stream in streams {
+            let Some((committed_end, rows)) = self.meta.stream_index(stream.id).await? else {
+                continue; // deleted
+            };
+            let mut state = stream.state.lock();
+            if state.deleted {
+                continue;
+            }
+            state.ranges = rows
+                .into_iter()
+                .map(|(row, kind, index_position, index_len)| {
+                    (
+                        row.start_offset,
+                        RangeRef {
+                            row,
+                            kind,
+                            index_position,
+                            index_len,
+                        },
+                    )
+                })
+                .collect();
+            if committed_end > state.committed_end {
+                let was = state.committed_end;
+                let bytes: u64 = state
+                    .cache
+                    .iter()
+                    .filter(|e| e.base_offset >= was && e.end_offset() <= committed_end)
+                    .map(|e| e.payload.len() as u64)
+                    .sum();
+                state.committed_end = committed_end;
+                self.dirty_bytes.fetch_sub(bytes, Ordering::AcqRel);
+                unit.bytes += bytes;
+                unit.streams.push((stream.clone(), committed_end));
+            }
+        }
+        tracing::warn!(
+            streams = streams.len(),
+            "object index resynchronized from the metadata store"
+        );
+        self.log_budget.uploaded(unit);
+        Ok(())
+    }
+}
+
 /// The background uploader: runs a round when enough data waits, when appends wait for room,
 /// or when the upload interval has passed with data waiting.
 pub(crate) async fn run_uploader(inner: Arc<Inner>, cancel: CancellationToken) {
@@ -193,5 +265,86 @@ pub(crate) async fn run_uploader(inner: Arc<Inner>, cancel: CancellationToken) {
                 }
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use bytes::Bytes;
+
+    use crate::{StorageConfig, StreamStore};
+
+    /// A metadata commit lands but its reply is lost, so memory never learns of it: the next
+    /// upload of the same ranges conflicts, the index is rebuilt from the metadata store, and the
+    /// round after that completes. Nothing is lost, duplicated, or double-counted.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_lost_commit_reply_is_recovered() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let store = StreamStore::builder(dir.path().join("wal"))
+            .config(StorageConfig {
+                retention_ms: None,
+                ..StorageConfig::default()
+            })
+            .object_store(crate::open_object_store("memory://").expect("memory"))
+            .background_tasks(false)
+            .open()
+            .await
+            .expect("open");
+        let s = store.create_stream("s").await.expect("create").id;
+        let payload = |i: u8| Bytes::from(vec![i; 100]);
+        for i in 0..10 {
+            store.append(s, payload(i), 1).await.expect("append");
+        }
+        let shared = store.inner.streams.read()[&s].clone();
+        let before = {
+            let state = shared.state.lock();
+            (state.ranges.clone(), state.committed_end)
+        };
+        let dirty = store
+            .inner
+            .dirty_bytes
+            .load(std::sync::atomic::Ordering::SeqCst);
+        store.flush().await.expect("flush");
+        // Undo the in-memory half of that round, as if its commit's reply had been lost.
+        {
+            let mut state = shared.state.lock();
+            state.ranges = before.0;
+            state.committed_end = before.1;
+        }
+        store
+            .inner
+            .dirty_bytes
+            .store(dirty, std::sync::atomic::Ordering::SeqCst);
+        store
+            .inner
+            .log_budget
+            .take_last_clean()
+            .expect("the round's unit");
+
+        for i in 10..15 {
+            store.append(s, payload(i), 1).await.expect("append");
+        }
+        let err = store
+            .flush()
+            .await
+            .expect_err("the same ranges again conflict");
+        assert!(err.to_string().contains("UNIQUE"), "{err}");
+        store
+            .flush()
+            .await
+            .expect("the round after the resync completes");
+        store.check_invariants().expect("invariants");
+        let stats = store.stats();
+        assert_eq!(stats.dirty_bytes, 0, "{stats:?}");
+        assert_eq!(stats.log_cache_used_bytes, 1500, "{stats:?}");
+        let mut got = Vec::new();
+        let mut at = 0;
+        while at < store.end_offset(s).expect("end") {
+            for b in store.read(s, at, 1 << 20).await.expect("read") {
+                at = b.end_offset();
+                got.push(b.payload);
+            }
+        }
+        assert_eq!(got, (0..15).map(payload).collect::<Vec<_>>());
     }
 }

@@ -95,6 +95,12 @@ impl LogBudget {
         self.freed.notify_waiters();
     }
 
+    /// Takes back the newest evictable unit (tests simulating an upload never applied).
+    #[cfg(test)]
+    pub(crate) fn take_last_clean(&self) -> Option<CleanUnit> {
+        self.state.lock().clean.pop_back()
+    }
+
     pub(crate) fn used(&self) -> u64 {
         self.state.lock().used
     }

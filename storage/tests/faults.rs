@@ -200,6 +200,7 @@ async fn concurrent_appends_share_syncs() {
     }
     let stats = store.stats();
     assert_eq!(stats.appends, 640);
+    eprintln!("{} appends in {} syncs", stats.appends, stats.wal_syncs);
     // With 32 writers waiting on each sync, groups form: far fewer syncs than appends.
     assert!(stats.wal_syncs < stats.appends / 2, "{stats:?}");
     assert_eq!(read_all(&store, s, 0).await.len(), 640);

@@ -163,25 +163,7 @@ impl Inner {
             .await?;
         let path = self.object_path(object_id);
         self.objects.put_chunks(&path, &built.chunks).await?;
-        let object = NewObject {
-            id: object_id,
-            size: built.len,
-            index_position: built.footer.index_position,
-            index_len: built.footer.index_len as u64,
-            ranges: built
-                .ranges
-                .iter()
-                .map(|r| RangeRow {
-                    object_id,
-                    stream_id: r.stream_id,
-                    start_offset: r.start_offset,
-                    end_offset: r.end_offset,
-                    position: r.position,
-                    size: r.size,
-                    max_timestamp_ms: r.max_timestamp_ms,
-                })
-                .collect(),
-        };
+        let object = NewObject::new(object_id, &built);
         let old: Vec<RangeRow> = replaced.iter().map(|r| r.row).collect();
         if !self
             .meta

@@ -94,6 +94,31 @@ pub(crate) struct NewObject {
     pub ranges: Vec<RangeRow>,
 }
 
+impl NewObject {
+    /// The rows to commit for object `id`, built as `built`.
+    pub(crate) fn new(id: u64, built: &crate::objects::format::BuiltObject) -> Self {
+        NewObject {
+            id,
+            size: built.len,
+            index_position: built.footer.index_position,
+            index_len: built.footer.index_len as u64,
+            ranges: built
+                .ranges
+                .iter()
+                .map(|r| RangeRow {
+                    object_id: id,
+                    stream_id: r.stream_id,
+                    start_offset: r.start_offset,
+                    end_offset: r.end_offset,
+                    position: r.position,
+                    size: r.size,
+                    max_timestamp_ms: r.max_timestamp_ms,
+                })
+                .collect(),
+        }
+    }
+}
+
 const STORAGE_MIGRATIONS: &[&str] = &[
     "CREATE TABLE IF NOT EXISTS inlet_counters (
         name VARCHAR(64) PRIMARY KEY,
@@ -139,6 +164,18 @@ fn i(v: u64) -> i64 {
 
 fn u(row: &AnyRow, col: &str) -> Result<u64> {
     Ok(row.try_get::<i64, _>(col)? as u64)
+}
+
+fn range_row(row: &AnyRow) -> Result<RangeRow> {
+    Ok(RangeRow {
+        object_id: u(row, "object_id")?,
+        stream_id: u(row, "stream_id")?,
+        start_offset: u(row, "start_offset")?,
+        end_offset: u(row, "end_offset")?,
+        position: u(row, "position")?,
+        size: u(row, "size")?,
+        max_timestamp_ms: u(row, "max_timestamp_ms")?,
+    })
 }
 
 impl MetaStore {
@@ -630,17 +667,7 @@ impl MetaStore {
             .fetch_all(&self.pool)
             .await?
             .iter()
-            .map(|row| {
-                Ok(RangeRow {
-                    object_id: u(row, "object_id")?,
-                    stream_id: u(row, "stream_id")?,
-                    start_offset: u(row, "start_offset")?,
-                    end_offset: u(row, "end_offset")?,
-                    position: u(row, "position")?,
-                    size: u(row, "size")?,
-                    max_timestamp_ms: u(row, "max_timestamp_ms")?,
-                })
-            })
+            .map(range_row)
             .collect()
     }
 
@@ -711,15 +738,7 @@ impl MetaStore {
                 ObjectKind::StreamSet
             };
             Ok((
-                RangeRow {
-                    object_id: u(row, "object_id")?,
-                    stream_id: u(row, "stream_id")?,
-                    start_offset: u(row, "start_offset")?,
-                    end_offset: u(row, "end_offset")?,
-                    position: u(row, "position")?,
-                    size: u(row, "size")?,
-                    max_timestamp_ms: u(row, "max_timestamp_ms")?,
-                },
+                range_row(row)?,
                 kind,
                 u(row, "index_position")?,
                 u(row, "index_len")?,

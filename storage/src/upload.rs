@@ -84,25 +84,7 @@ impl Inner {
             self.objects
                 .put_chunks(&self.object_path(object_id), &built.chunks)
                 .await?;
-            let object = NewObject {
-                id: object_id,
-                size,
-                index_position: built.footer.index_position,
-                index_len: built.footer.index_len as u64,
-                ranges: built
-                    .ranges
-                    .iter()
-                    .map(|r| RangeRow {
-                        object_id,
-                        stream_id: r.stream_id,
-                        start_offset: r.start_offset,
-                        end_offset: r.end_offset,
-                        position: r.position,
-                        size: r.size,
-                        max_timestamp_ms: r.max_timestamp_ms,
-                    })
-                    .collect(),
-            };
+            let object = NewObject::new(object_id, &built);
             let committed = match self.meta.commit_upload(&object).await {
                 Ok(committed) => committed,
                 Err(e) if is_unique_violation(&e) => {

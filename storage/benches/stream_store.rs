@@ -45,14 +45,18 @@ fn median(mut v: Vec<f64>) -> f64 {
     v[v.len() / 2]
 }
 
-fn raw_sequential_mib_s(dir: &Path, seconds: u64) -> f64 {
-    let path = dir.join("raw-seq");
-    let mut file = OpenOptions::new()
+fn create(path: &Path) -> std::fs::File {
+    OpenOptions::new()
         .create(true)
         .write(true)
         .truncate(true)
-        .open(&path)
-        .unwrap();
+        .open(path)
+        .unwrap()
+}
+
+fn raw_sequential_mib_s(dir: &Path, seconds: u64) -> f64 {
+    let path = dir.join("raw-seq");
+    let mut file = create(&path);
     let chunk = vec![0x5au8; 1 << 20];
     let start = Instant::now();
     let mut written = 0u64;
@@ -68,12 +72,7 @@ fn raw_sequential_mib_s(dir: &Path, seconds: u64) -> f64 {
 
 fn raw_fsync_latency(dir: &Path, seconds: u64) -> Histogram<u64> {
     let path = dir.join("raw-4k");
-    let mut file = OpenOptions::new()
-        .create(true)
-        .write(true)
-        .truncate(true)
-        .open(&path)
-        .unwrap();
+    let mut file = create(&path);
     let chunk = vec![0x5au8; 4096];
     let mut hist = Histogram::<u64>::new(3).unwrap();
     let start = Instant::now();
@@ -93,12 +92,7 @@ fn raw_fsync_latency(dir: &Path, seconds: u64) -> Histogram<u64> {
 /// each chunk fell due.
 fn raw_group_commit_latency(dir: &Path, seconds: u64, mib_s: f64) -> Histogram<u64> {
     let path = dir.join("raw-group");
-    let mut file = OpenOptions::new()
-        .create(true)
-        .write(true)
-        .truncate(true)
-        .open(&path)
-        .unwrap();
+    let mut file = create(&path);
     let chunk = 16 * 1024;
     let interval = Duration::from_secs_f64(chunk as f64 / (mib_s * MIB));
     let count = (seconds as f64 / interval.as_secs_f64()) as u64;

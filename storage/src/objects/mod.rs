@@ -130,11 +130,7 @@ impl ObjectClient {
 
     /// Writes a whole object atomically.
     pub async fn put(&self, path: &Path, data: Bytes) -> Result<()> {
-        self.with_retry("PUT", path, || {
-            self.store.put(path, PutPayload::from_bytes(data.clone()))
-        })
-        .await
-        .map(|_| ())
+        self.put_chunks(path, std::slice::from_ref(&data)).await
     }
 
     /// Writes a whole object, given as chunks, atomically.

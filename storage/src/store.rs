@@ -72,6 +72,26 @@ pub struct AppendOptions {
     pub write_base_offset: bool,
 }
 
+/// An append queued by [`StreamStore::submit_append`]: resolves to its base offset once it
+/// is durable. Dropping it does not cancel the append.
+#[derive(Debug)]
+pub struct PendingAppend {
+    done: oneshot::Receiver<Result<u64>>,
+}
+
+impl std::future::Future for PendingAppend {
+    type Output = Result<u64>;
+
+    fn poll(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Result<u64>> {
+        std::pin::Pin::new(&mut self.done)
+            .poll(cx)
+            .map(|r| r.unwrap_or(Err(Error::Shutdown)))
+    }
+}
+
 /// Counters of the store's activity, for metrics.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct StoreStats {
@@ -603,6 +623,23 @@ impl StreamStore {
         record_count: u32,
         options: AppendOptions,
     ) -> Result<u64> {
+        self.submit_append(id, payload, record_count, options)
+            .await?
+            .await
+    }
+
+    /// Queues an append and returns once its place in the stream is fixed: appends to one
+    /// stream take offsets in the order their `submit_append` calls returned. The returned
+    /// [`PendingAppend`] resolves to the base offset once the batch is durable. A caller that
+    /// must order appends with its own state (a Kafka producer's sequence numbers) holds its
+    /// lock only across this call, not across the durable write.
+    pub async fn submit_append(
+        &self,
+        id: StreamId,
+        payload: Bytes,
+        record_count: u32,
+        options: AppendOptions,
+    ) -> Result<PendingAppend> {
         if record_count == 0 {
             return Err(Error::InvalidArgument(
                 "record_count must be at least 1".into(),
@@ -651,7 +688,7 @@ impl StreamStore {
         if self.inner.wal.submit(request).await.is_err() {
             return Err(Error::Shutdown); // the dropped request released its reservation
         }
-        done.await.map_err(|_| Error::Shutdown)?
+        Ok(PendingAppend { done })
     }
 
     /// Reads batches starting with the one that holds `from`, up to about `max_bytes` (at least

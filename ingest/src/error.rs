@@ -1,0 +1,62 @@
+//! Errors of the Kafka endpoint, each mapped to the Kafka error code a client acts on.
+
+use kafka_protocol::ResponseError;
+
+/// An error answered to a Kafka client: the protocol's error code plus a message for the
+/// response's `error_message` field (where the version has one) and the log.
+#[derive(Debug, Clone, thiserror::Error)]
+#[error("{code:?}: {message}")]
+pub struct KafkaError {
+    pub code: ResponseError,
+    pub message: String,
+}
+
+impl KafkaError {
+    pub fn new(code: ResponseError, message: impl Into<String>) -> Self {
+        KafkaError {
+            code,
+            message: message.into(),
+        }
+    }
+
+    pub fn code(&self) -> i16 {
+        self.code.code()
+    }
+
+    pub fn invalid_config(message: impl Into<String>) -> Self {
+        Self::new(ResponseError::InvalidConfig, message)
+    }
+
+    pub fn unknown_topic(topic: &str) -> Self {
+        Self::new(
+            ResponseError::UnknownTopicOrPartition,
+            format!("topic {topic:?} does not exist"),
+        )
+    }
+}
+
+impl From<inlet_storage::Error> for KafkaError {
+    fn from(e: inlet_storage::Error) -> Self {
+        use inlet_storage::Error as S;
+        let code = match &e {
+            S::UnknownStream(_) => ResponseError::UnknownTopicOrPartition,
+            S::OffsetOutOfRange { .. } => ResponseError::OffsetOutOfRange,
+            S::TooLarge { .. } => ResponseError::MessageTooLarge,
+            S::InvalidArgument(_) => ResponseError::InvalidRequest,
+            S::Corrupt { .. } => ResponseError::CorruptMessage,
+            S::Shutdown => ResponseError::NotLeaderOrFollower,
+            S::WalFailed(_) | S::WalIo { .. } => ResponseError::KafkaStorageError,
+            S::ObjectStore { .. } | S::Meta(_) => {
+                if e.is_retryable() {
+                    ResponseError::RequestTimedOut
+                } else {
+                    ResponseError::KafkaStorageError
+                }
+            }
+            _ => ResponseError::UnknownServerError,
+        };
+        KafkaError::new(code, e.to_string())
+    }
+}
+
+pub type Result<T, E = KafkaError> = std::result::Result<T, E>;

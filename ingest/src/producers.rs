@@ -1,0 +1,321 @@
+//! Idempotent producers: producer id allocation and, per partition, the sequence numbers
+//! that drop retried batches and refuse gaps.
+//!
+//! Kafka's rules: a producer (id, epoch) numbers its batches per partition; a batch must
+//! start right after the previous one's last sequence (wrapping at `i32::MAX`), a retry of one
+//! of the last five batches is answered with the original offset and not stored again, and a
+//! newer epoch starts again at 0. A producer the partition has no state for is accepted at
+//! any sequence (as Kafka does since KIP-360), so expired state never blocks a producer.
+//!
+//! Durability: producer ids come from a counter in the metadata store, handed out in blocks,
+//! so an id is never given twice even after kill -9. A partition's sequence state is rebuilt
+//! from the headers of its last [`REBUILD_OFFSETS`] offsets when it is first used after a
+//! start, so retries that arrive after a restart are still recognized.
+
+use std::collections::{HashMap, VecDeque};
+
+use inlet_storage::{MetaStore, StreamId, StreamStore};
+use kafka_protocol::ResponseError;
+use sqlx::Row;
+use tokio::sync::watch;
+
+use crate::batch::{self, BatchHeader};
+use crate::error::{KafkaError, Result};
+
+const MIGRATIONS: &[&str] = &[
+    "CREATE TABLE inlet_ingest_counters (name VARCHAR(64) PRIMARY KEY, value BIGINT NOT NULL)",
+    "INSERT INTO inlet_ingest_counters (name, value) VALUES ('producer_id', 0)",
+];
+
+/// Ids handed out per metadata transaction.
+const ID_BLOCK: i64 = 100;
+/// Batches remembered per producer and partition, as in Kafka.
+const REMEMBERED_BATCHES: usize = 5;
+/// How far back a partition's state is rebuilt from its log after a start.
+pub const REBUILD_OFFSETS: u64 = 200_000;
+/// At most this many bytes are read for that rebuild.
+const REBUILD_BYTES: usize = 64 << 20;
+
+/// Hands out producer ids.
+#[derive(Debug)]
+pub struct ProducerIds {
+    meta: MetaStore,
+    /// Next id to give and the end of the current block.
+    block: tokio::sync::Mutex<(i64, i64)>,
+}
+
+impl ProducerIds {
+    pub async fn open(meta: MetaStore) -> Result<Self> {
+        meta.migrate("ingest.producers", MIGRATIONS).await?;
+        Ok(ProducerIds {
+            meta,
+            block: tokio::sync::Mutex::new((0, 0)),
+        })
+    }
+
+    /// A producer id never handed out before.
+    pub async fn next(&self) -> Result<i64> {
+        let mut block = self.block.lock().await;
+        if block.0 >= block.1 {
+            let row = sqlx::query(
+                "UPDATE inlet_ingest_counters SET value = value + $1 WHERE name = 'producer_id' \
+                 RETURNING value",
+            )
+            .bind(ID_BLOCK)
+            .fetch_one(self.meta.pool())
+            .await
+            .map_err(inlet_storage::Error::from)?;
+            let end: i64 = row.try_get("value").map_err(inlet_storage::Error::from)?;
+            *block = (end - ID_BLOCK, end);
+        }
+        let id = block.0;
+        block.0 += 1;
+        Ok(id)
+    }
+}
+
+/// How an appended batch ended, for retries that wait on it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outcome {
+    Pending,
+    Stored(i64),
+    Failed,
+}
+
+#[derive(Debug)]
+struct SeqBatch {
+    first: i32,
+    last: i32,
+    outcome: watch::Receiver<Outcome>,
+}
+
+#[derive(Debug)]
+struct ProducerEntry {
+    epoch: i16,
+    batches: VecDeque<SeqBatch>,
+}
+
+/// What to do with a batch.
+#[derive(Debug)]
+pub enum SeqCheck {
+    /// Store it.
+    Append,
+    /// A retry of a batch already taken: answer with that batch's offset once it is stored.
+    Duplicate(watch::Receiver<Outcome>),
+}
+
+/// One partition's producer state.
+#[derive(Debug, Default)]
+pub struct PartitionProducers {
+    loaded: bool,
+    producers: HashMap<i64, ProducerEntry>,
+}
+
+impl PartitionProducers {
+    /// Rebuilds the state from the partition's recent batches, once per start.
+    pub async fn ensure_loaded(&mut self, store: &StreamStore, stream: StreamId) -> Result<()> {
+        if self.loaded {
+            return Ok(());
+        }
+        let info = store.stream(stream)?;
+        let mut from = info.start_offset.max(info.end_offset.saturating_sub(REBUILD_OFFSETS));
+        let mut bytes = 0usize;
+        while from < info.end_offset && bytes < REBUILD_BYTES {
+            let batches = match store.read(stream, from, 4 << 20).await {
+                Ok(b) => b,
+                // Trimmed meanwhile by retention: start over from the new start.
+                Err(inlet_storage::Error::OffsetOutOfRange { start, .. }) if start > from => {
+                    from = start;
+                    continue;
+                }
+                Err(e) => return Err(e.into()),
+            };
+            if batches.is_empty() {
+                break;
+            }
+            for b in &batches {
+                bytes += b.payload.len();
+                from = b.end_offset();
+                if let Some(h) = batch::stored_header(&b.payload) {
+                    if h.has_producer_id() {
+                        self.remember(&h, watch::channel(Outcome::Stored(b.base_offset as i64)).1);
+                    }
+                }
+            }
+        }
+        self.loaded = true;
+        Ok(())
+    }
+
+    /// Checks a batch's producer id, epoch and sequence against the state.
+    pub fn check(&self, h: &BatchHeader) -> Result<SeqCheck> {
+        if !h.has_producer_id() {
+            return Ok(SeqCheck::Append);
+        }
+        let Some(entry) = self.producers.get(&h.producer_id) else {
+            return Ok(SeqCheck::Append);
+        };
+        if h.producer_epoch < entry.epoch {
+            return Err(KafkaError::new(
+                ResponseError::InvalidProducerEpoch,
+                format!(
+                    "producer {} epoch {} is older than the current epoch {}",
+                    h.producer_id, h.producer_epoch, entry.epoch
+                ),
+            ));
+        }
+        if h.producer_epoch > entry.epoch {
+            return if h.base_sequence == 0 {
+                Ok(SeqCheck::Append)
+            } else {
+                Err(KafkaError::new(
+                    ResponseError::OutOfOrderSequenceNumber,
+                    format!(
+                        "producer {} starts epoch {} at sequence {} instead of 0",
+                        h.producer_id, h.producer_epoch, h.base_sequence
+                    ),
+                ))
+            };
+        }
+        let last = h.last_sequence();
+        if let Some(dup) = entry
+            .batches
+            .iter()
+            .find(|b| b.first == h.base_sequence && b.last == last)
+        {
+            return Ok(SeqCheck::Duplicate(dup.outcome.clone()));
+        }
+        let expected = match entry.batches.back() {
+            Some(b) if b.last == i32::MAX => 0,
+            Some(b) => b.last + 1,
+            None => return Ok(SeqCheck::Append),
+        };
+        if h.base_sequence == expected {
+            Ok(SeqCheck::Append)
+        } else {
+            Err(KafkaError::new(
+                ResponseError::OutOfOrderSequenceNumber,
+                format!(
+                    "producer {} sent sequence {} where {} was expected",
+                    h.producer_id, h.base_sequence, expected
+                ),
+            ))
+        }
+    }
+
+    /// Records a batch that was queued for appending.
+    pub fn remember(&mut self, h: &BatchHeader, outcome: watch::Receiver<Outcome>) {
+        if !h.has_producer_id() {
+            return;
+        }
+        let entry = self
+            .producers
+            .entry(h.producer_id)
+            .or_insert_with(|| ProducerEntry {
+                epoch: h.producer_epoch,
+                batches: VecDeque::new(),
+            });
+        if h.producer_epoch != entry.epoch {
+            entry.epoch = h.producer_epoch;
+            entry.batches.clear();
+        }
+        entry.batches.push_back(SeqBatch {
+            first: h.base_sequence,
+            last: h.last_sequence(),
+            outcome,
+        });
+        while entry.batches.len() > REMEMBERED_BATCHES {
+            entry.batches.pop_front();
+        }
+    }
+
+    /// Drops a producer's state after a failed append: its next batch is accepted at any
+    /// sequence, so the client's retry is stored rather than mistaken for a duplicate.
+    pub fn forget(&mut self, producer_id: i64) {
+        self.producers.remove(&producer_id);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn header(pid: i64, epoch: i16, seq: i32, count: i32) -> BatchHeader {
+        BatchHeader {
+            last_offset_delta: count - 1,
+            base_timestamp: 0,
+            max_timestamp: 0,
+            producer_id: pid,
+            producer_epoch: epoch,
+            base_sequence: seq,
+            record_count: count,
+            attributes: 0,
+        }
+    }
+
+    fn stored(state: &mut PartitionProducers, h: &BatchHeader, offset: i64) {
+        state.remember(h, watch::channel(Outcome::Stored(offset)).1);
+    }
+
+    #[test]
+    fn sequences_duplicates_gaps_and_epochs() {
+        let mut s = PartitionProducers::default();
+        let b0 = header(1, 0, 0, 3);
+        assert!(matches!(s.check(&b0), Ok(SeqCheck::Append)));
+        stored(&mut s, &b0, 100);
+        // A retry of the same batch is a duplicate answered with the first offset.
+        match s.check(&b0) {
+            Ok(SeqCheck::Duplicate(rx)) => assert_eq!(*rx.borrow(), Outcome::Stored(100)),
+            other => panic!("expected a duplicate, got {other:?}"),
+        }
+        let gap = header(1, 0, 5, 1);
+        let err = s.check(&gap).expect_err("gap");
+        assert_eq!(err.code, ResponseError::OutOfOrderSequenceNumber);
+        let b1 = header(1, 0, 3, 2);
+        assert!(matches!(s.check(&b1), Ok(SeqCheck::Append)));
+        stored(&mut s, &b1, 103);
+        // An older epoch is fenced; a newer one must start at 0.
+        assert_eq!(
+            s.check(&header(1, -1, 5, 1)).expect_err("old epoch").code,
+            ResponseError::InvalidProducerEpoch
+        );
+        assert_eq!(
+            s.check(&header(1, 1, 5, 1)).expect_err("new epoch at 5").code,
+            ResponseError::OutOfOrderSequenceNumber
+        );
+        assert!(matches!(s.check(&header(1, 1, 0, 1)), Ok(SeqCheck::Append)));
+        // Unknown producers and plain batches are accepted.
+        assert!(matches!(s.check(&header(2, 0, 77, 1)), Ok(SeqCheck::Append)));
+        assert!(matches!(s.check(&header(-1, -1, -1, 1)), Ok(SeqCheck::Append)));
+        s.forget(1);
+        assert!(matches!(s.check(&gap), Ok(SeqCheck::Append)));
+    }
+
+    #[test]
+    fn sequences_wrap_at_i32_max() {
+        let mut s = PartitionProducers::default();
+        let near_end = header(9, 0, i32::MAX - 1, 2);
+        assert_eq!(near_end.last_sequence(), i32::MAX);
+        stored(&mut s, &near_end, 0);
+        assert!(matches!(s.check(&header(9, 0, 0, 1)), Ok(SeqCheck::Append)));
+    }
+
+    #[tokio::test]
+    async fn producer_ids_are_unique_across_reopen() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let url = format!("sqlite://{}", dir.path().join("meta.db").display());
+        let first = {
+            let ids = ProducerIds::open(MetaStore::connect(&url).await.expect("meta"))
+                .await
+                .expect("open");
+            let a = ids.next().await.expect("id");
+            let b = ids.next().await.expect("id");
+            assert_ne!(a, b);
+            b
+        };
+        let ids = ProducerIds::open(MetaStore::connect(&url).await.expect("meta"))
+            .await
+            .expect("reopen");
+        assert!(ids.next().await.expect("id") > first);
+    }
+}

@@ -1,0 +1,403 @@
+//! Topic configs: the Kafka ones Inlet honours or accepts, and the `table.topic.*` ones of
+//! DESIGN.md §5 (with AutoMQ's `automq.table.topic.*` spellings as aliases).
+//!
+//! Invariant: a [`TopicConfigs`] holds only canonical names with values that passed
+//! validation, so readers of a stored topic never meet a value they cannot interpret.
+
+use std::collections::BTreeMap;
+
+use kafka_protocol::ResponseError;
+
+use crate::error::KafkaError;
+
+/// What a config's value must look like.
+#[derive(Debug, Clone, Copy)]
+enum Kind {
+    Bool,
+    /// An integer in `min..=max`.
+    Int(i64, i64),
+    /// One of these words.
+    Choice(&'static [&'static str]),
+    /// A bracketed list of column names: `[id]`, `[a, b]`.
+    Columns,
+    /// A bracketed list of Iceberg partition transforms.
+    Transforms,
+    /// An identifier of letters, digits, `_`, `-` and `.`.
+    Name,
+    /// Free text.
+    Text,
+}
+
+/// One known topic config.
+struct Def {
+    name: &'static str,
+    default: &'static str,
+    kind: Kind,
+    /// Documents what Inlet does with it; every config here is honoured or explicitly a no-op.
+    #[allow(dead_code)]
+    effect: &'static str,
+}
+
+const LONG: Kind = Kind::Int(-1, i64::MAX);
+const NONNEG: Kind = Kind::Int(0, i64::MAX);
+
+/// Every topic config Inlet knows, in DescribeConfigs order.
+const DEFS: &[Def] = &[
+    Def { name: "cleanup.policy", default: "delete", kind: Kind::Choice(&["delete"]), effect: "only delete: log compaction is not supported" },
+    Def { name: "retention.ms", default: "", kind: LONG, effect: "time retention of each partition; -1 keeps forever" },
+    Def { name: "retention.bytes", default: "-1", kind: LONG, effect: "size retention of each partition; -1 is unlimited" },
+    Def { name: "max.message.bytes", default: "", kind: Kind::Int(0, i32::MAX as i64), effect: "largest record batch accepted" },
+    Def { name: "message.timestamp.type", default: "CreateTime", kind: Kind::Choice(&["CreateTime", "LogAppendTime"]), effect: "LogAppendTime stamps batches with the broker's time" },
+    Def { name: "compression.type", default: "producer", kind: Kind::Choice(&["producer"]), effect: "batches are stored as produced" },
+    Def { name: "min.insync.replicas", default: "1", kind: Kind::Int(1, i32::MAX as i64), effect: "accepted; an acked batch is durable in the WAL, then in object storage" },
+    Def { name: "segment.bytes", default: "1073741824", kind: Kind::Int(14, i32::MAX as i64), effect: "accepted; the stream store has no log segments" },
+    Def { name: "segment.ms", default: "604800000", kind: Kind::Int(1, i64::MAX), effect: "accepted; the stream store has no log segments" },
+    Def { name: "message.timestamp.before.max.ms", default: "9223372036854775807", kind: NONNEG, effect: "accepted, not enforced" },
+    Def { name: "message.timestamp.after.max.ms", default: "9223372036854775807", kind: NONNEG, effect: "accepted, not enforced" },
+    Def { name: "unclean.leader.election.enable", default: "false", kind: Kind::Bool, effect: "accepted; there are no replicas to elect" },
+    Def { name: "flush.messages", default: "9223372036854775807", kind: NONNEG, effect: "accepted; every acked batch is synced" },
+    Def { name: "flush.ms", default: "9223372036854775807", kind: NONNEG, effect: "accepted; every acked batch is synced" },
+    Def { name: "table.topic.enable", default: "false", kind: Kind::Bool, effect: "materialize the topic as an Iceberg table" },
+    Def { name: "table.topic.commit.interval.ms", default: "60000", kind: Kind::Int(1000, 900_000), effect: "how often the coordinator commits" },
+    Def { name: "table.topic.namespace", default: "default", kind: Kind::Name, effect: "the table's namespace" },
+    Def { name: "table.topic.table", default: "", kind: Kind::Name, effect: "the table's name; the topic name when empty" },
+    Def { name: "table.topic.convert.value.type", default: "by_schema_id", kind: Kind::Choice(&["by_schema_id", "by_latest_schema", "string", "raw"]), effect: "how values are decoded" },
+    Def { name: "table.topic.convert.key.type", default: "raw", kind: Kind::Choice(&["by_schema_id", "by_latest_schema", "string", "raw"]), effect: "how keys are decoded" },
+    Def { name: "table.topic.transform.value.type", default: "none", kind: Kind::Choice(&["none", "flatten", "flatten_debezium"]), effect: "value transform before the table" },
+    Def { name: "table.topic.id.columns", default: "", kind: Kind::Columns, effect: "primary key columns" },
+    Def { name: "table.topic.upsert.enable", default: "false", kind: Kind::Bool, effect: "latest row per key wins" },
+    Def { name: "table.topic.cdc.field", default: "", kind: Kind::Text, effect: "field holding the CDC operation" },
+    Def { name: "table.topic.partition.by", default: "", kind: Kind::Transforms, effect: "Iceberg partition transforms" },
+    Def { name: "table.topic.event.time.field", default: "", kind: Kind::Text, effect: "payload field used for watermarks" },
+    Def { name: "table.topic.watermark.idle.ms", default: "-1", kind: Kind::Int(-1, i64::MAX), effect: "idle partitions stop holding the watermark; -1 is off" },
+    Def { name: "table.topic.errors.tolerance", default: "none", kind: Kind::Choice(&["none", "all"]), effect: "reject bad batches, or route bad records to the DLQ table" },
+    Def { name: "table.topic.expire.snapshot.enable", default: "true", kind: Kind::Bool, effect: "expire old snapshots" },
+    Def { name: "table.topic.expire.snapshot.older.than.hours", default: "24", kind: Kind::Int(1, 100_000), effect: "snapshot age before expiry" },
+    Def { name: "table.topic.expire.snapshot.retain.last", default: "1", kind: Kind::Int(1, 100_000), effect: "snapshots always kept" },
+];
+
+const AUTOMQ_PREFIX: &str = "automq.";
+
+fn def(name: &str) -> Option<&'static Def> {
+    DEFS.iter().find(|d| d.name == name)
+}
+
+/// The canonical name of a topic config, resolving AutoMQ aliases; `None` if unknown.
+pub fn canonical_name(name: &str) -> Option<&'static str> {
+    let name = match name.strip_prefix(AUTOMQ_PREFIX) {
+        Some(rest) if rest.starts_with("table.topic.") => rest,
+        _ => name,
+    };
+    def(name).map(|d| d.name)
+}
+
+/// Whether `name` is a config that only has meaning for the Iceberg side.
+pub fn is_table_config(name: &str) -> bool {
+    name.starts_with("table.topic.")
+}
+
+/// A topic's explicitly set configs (canonical names, validated values).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct TopicConfigs {
+    set: BTreeMap<String, String>,
+}
+
+impl TopicConfigs {
+    /// Validates configs given by name (aliases accepted); a null value means "default" and
+    /// is skipped.
+    pub fn parse(given: &BTreeMap<String, String>) -> Result<Self, KafkaError> {
+        let mut set = BTreeMap::new();
+        for (name, value) in given {
+            let canonical = canonical_name(name).ok_or_else(|| {
+                KafkaError::invalid_config(format!("unknown topic config {name:?}"))
+            })?;
+            let def = def(canonical).expect("canonical names are defined");
+            let value = value.trim();
+            validate(def, value)?;
+            set.insert(canonical.to_string(), value.to_string());
+        }
+        Ok(TopicConfigs { set })
+    }
+
+    /// Restores configs that were validated before (from the metadata store).
+    pub fn from_stored(set: BTreeMap<String, String>) -> Self {
+        TopicConfigs { set }
+    }
+
+    pub fn explicit(&self) -> &BTreeMap<String, String> {
+        &self.set
+    }
+
+    /// Adds `other`'s values over these.
+    pub fn merge(&mut self, other: TopicConfigs) {
+        self.set.extend(other.set);
+    }
+
+    pub fn remove(&mut self, name: &str) {
+        self.set.remove(name);
+    }
+
+    pub fn get(&self, name: &str) -> Option<&str> {
+        self.set.get(name).map(String::as_str)
+    }
+
+    /// Checks rules between configs, on the effective set (`defaults` under these).
+    pub fn check_combination(&self, defaults: &TopicConfigs) -> Result<(), KafkaError> {
+        let get = |name: &str| {
+            self.get(name)
+                .or_else(|| defaults.get(name))
+                .or_else(|| def(name).map(|d| d.default))
+                .unwrap_or("")
+        };
+        let has_ids = !parse_list(get("table.topic.id.columns")).is_empty();
+        if get("table.topic.upsert.enable") == "true" && !has_ids {
+            return Err(KafkaError::invalid_config(
+                "table.topic.upsert.enable=true needs table.topic.id.columns",
+            ));
+        }
+        if !get("table.topic.cdc.field").is_empty() && !has_ids {
+            return Err(KafkaError::invalid_config(
+                "table.topic.cdc.field needs table.topic.id.columns",
+            ));
+        }
+        Ok(())
+    }
+
+    /// Every known config with its effective value and whether it is a default, for
+    /// DescribeConfigs. `broker_defaults` supplies values that come from the broker.
+    pub fn describe(&self, broker: &crate::config::BrokerConfig) -> Vec<DescribedConfig> {
+        DEFS.iter()
+            .map(|d| {
+                let (value, source) = if let Some(v) = self.set.get(d.name) {
+                    (v.clone(), ConfigSource::Topic)
+                } else if let Some(v) = broker.topic_defaults.get(d.name) {
+                    (v.to_string(), ConfigSource::Broker)
+                } else {
+                    let v = match d.name {
+                        "retention.ms" => broker.log_retention_ms.to_string(),
+                        "retention.bytes" => broker.log_retention_bytes.to_string(),
+                        "max.message.bytes" => broker.message_max_bytes.to_string(),
+                        _ => d.default.to_string(),
+                    };
+                    (v, ConfigSource::Default)
+                };
+                DescribedConfig {
+                    name: d.name,
+                    value,
+                    source,
+                }
+            })
+            .collect()
+    }
+}
+
+/// Where a described config's value comes from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ConfigSource {
+    Topic,
+    Broker,
+    Default,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DescribedConfig {
+    pub name: &'static str,
+    pub value: String,
+    pub source: ConfigSource,
+}
+
+fn validate(def: &Def, value: &str) -> Result<(), KafkaError> {
+    let bad = |why: String| {
+        KafkaError::new(
+            ResponseError::InvalidConfig,
+            format!("invalid value {value:?} for {}: {why}", def.name),
+        )
+    };
+    match def.kind {
+        Kind::Bool => match value {
+            "true" | "false" => Ok(()),
+            _ => Err(bad("must be true or false".into())),
+        },
+        Kind::Int(min, max) => match value.parse::<i64>() {
+            Ok(n) if (min..=max).contains(&n) => Ok(()),
+            Ok(_) => Err(bad(format!("must be between {min} and {max}"))),
+            Err(_) => Err(bad("not an integer".into())),
+        },
+        Kind::Choice(choices) => {
+            if choices.contains(&value) {
+                Ok(())
+            } else {
+                Err(bad(format!("must be one of {}", choices.join(", "))))
+            }
+        }
+        Kind::Name => {
+            let ok = value
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.'))
+                && value.len() <= 255;
+            if ok && !(def.name == "table.topic.namespace" && value.is_empty()) {
+                Ok(())
+            } else {
+                Err(bad(
+                    "use letters, digits, '_', '-' and '.' (at most 255)".into(),
+                ))
+            }
+        }
+        Kind::Text => {
+            if value.len() <= 255 && !value.chars().any(char::is_control) {
+                Ok(())
+            } else {
+                Err(bad("at most 255 printable characters".into()))
+            }
+        }
+        Kind::Columns => {
+            check_bracketed(value).map_err(bad)?;
+            for column in parse_list(value) {
+                check_column(&column).map_err(bad)?;
+            }
+            Ok(())
+        }
+        Kind::Transforms => {
+            check_bracketed(value).map_err(bad)?;
+            for transform in split_top_level(value) {
+                check_transform(&transform).map_err(bad)?;
+            }
+            Ok(())
+        }
+    }
+}
+
+fn check_bracketed(value: &str) -> Result<(), String> {
+    if value.is_empty() || (value.starts_with('[') && value.ends_with(']')) {
+        Ok(())
+    } else {
+        Err("write a list in brackets, e.g. [a, b]".into())
+    }
+}
+
+fn check_column(column: &str) -> Result<(), String> {
+    let ok = !column.is_empty()
+        && column
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '.'));
+    if ok {
+        Ok(())
+    } else {
+        Err(format!("{column:?} is not a column name"))
+    }
+}
+
+/// `[a, b]` → `["a", "b"]`; empty for an empty value.
+pub fn parse_list(value: &str) -> Vec<String> {
+    split_top_level(value)
+}
+
+/// Splits a bracketed list at commas outside parentheses.
+fn split_top_level(value: &str) -> Vec<String> {
+    let inner = value
+        .trim()
+        .strip_prefix('[')
+        .and_then(|v| v.strip_suffix(']'))
+        .unwrap_or("");
+    let mut out = Vec::new();
+    let mut depth = 0i32;
+    let mut current = String::new();
+    for c in inner.chars() {
+        match c {
+            '(' => depth += 1,
+            ')' => depth -= 1,
+            ',' if depth == 0 => {
+                out.push(current.trim().to_string());
+                current.clear();
+                continue;
+            }
+            _ => {}
+        }
+        current.push(c);
+    }
+    if !current.trim().is_empty() || !out.is_empty() {
+        out.push(current.trim().to_string());
+    }
+    out
+}
+
+/// `col`, `year(col)`, `month(col)`, `day(col)`, `hour(col)`, `bucket(col, N)`,
+/// `truncate(col, W)`.
+fn check_transform(transform: &str) -> Result<(), String> {
+    let Some((func, rest)) = transform.split_once('(') else {
+        return check_column(transform);
+    };
+    let args = rest
+        .strip_suffix(')')
+        .ok_or_else(|| format!("{transform:?}: missing ')'"))?;
+    let args: Vec<&str> = args.split(',').map(str::trim).collect();
+    match (func.trim(), args.as_slice()) {
+        ("year" | "month" | "day" | "hour" | "identity", [col]) => check_column(col),
+        ("bucket" | "truncate", [col, n]) => {
+            check_column(col)?;
+            match n.parse::<u32>() {
+                Ok(n) if n > 0 => Ok(()),
+                _ => Err(format!("{transform:?}: the width must be a positive integer")),
+            }
+        }
+        _ => Err(format!(
+            "{transform:?} is not a partition transform (identity, year, month, day, hour, \
+             bucket(col, N), truncate(col, W))"
+        )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(pairs: &[(&str, &str)]) -> Result<TopicConfigs, KafkaError> {
+        TopicConfigs::parse(
+            &pairs
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+        )
+    }
+
+    #[test]
+    fn aliases_resolve_and_values_are_checked() {
+        let c = parse(&[
+            ("automq.table.topic.enable", "true"),
+            ("table.topic.partition.by", "[day(ts), bucket(id, 16)]"),
+            ("table.topic.id.columns", "[id, region]"),
+            ("retention.ms", "-1"),
+        ])
+        .expect("valid");
+        assert_eq!(c.get("table.topic.enable"), Some("true"));
+        assert_eq!(parse_list(c.get("table.topic.id.columns").unwrap()), ["id", "region"]);
+
+        for (name, value) in [
+            ("table.topic.enable", "yes"),
+            ("table.topic.commit.interval.ms", "10"),
+            ("table.topic.convert.value.type", "json"),
+            ("table.topic.partition.by", "[week(ts)]"),
+            ("table.topic.partition.by", "[bucket(id)]"),
+            ("table.topic.id.columns", "id"),
+            ("cleanup.policy", "compact"),
+            ("retention.ms", "soon"),
+            ("no.such.config", "1"),
+        ] {
+            let err = parse(&[(name, value)]).expect_err(name);
+            assert_eq!(err.code, ResponseError::InvalidConfig, "{name}={value}");
+            assert!(err.message.contains(name), "{}", err.message);
+        }
+    }
+
+    #[test]
+    fn upsert_needs_id_columns() {
+        let c = parse(&[("table.topic.upsert.enable", "true")]).expect("valid alone");
+        assert!(c.check_combination(&TopicConfigs::default()).is_err());
+        let c = parse(&[
+            ("table.topic.upsert.enable", "true"),
+            ("table.topic.id.columns", "[id]"),
+        ])
+        .expect("valid");
+        c.check_combination(&TopicConfigs::default()).expect("combination ok");
+    }
+}

@@ -1,0 +1,403 @@
+//! Topics and their partitions. A topic's row (name, id, partition count, explicitly set
+//! configs) lives in the metadata store; each partition is a stream named
+//! `kafka/<topic id>/<partition>`, so a topic deleted and created again never meets the old
+//! data.
+//!
+//! Invariants:
+//! - Changes (create, delete, add partitions, alter configs) are serialized by one lock and
+//!   commit the metadata row before the in-memory map changes; the map is a cache of the rows.
+//! - The row is written before partition streams are created and removed before they are
+//!   deleted, so opening the registry repairs a crash between the two: missing streams are
+//!   created and streams of topics without a row are deleted.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+
+use inlet_storage::{MetaStore, StreamId, StreamStore};
+use kafka_protocol::ResponseError;
+use parking_lot::RwLock;
+use sqlx::Row;
+
+use crate::config::BrokerConfig;
+use crate::error::{KafkaError, Result};
+use crate::producers::PartitionProducers;
+use crate::topic_config::TopicConfigs;
+
+const MIGRATIONS: &[&str] = &[
+    "CREATE TABLE inlet_topics (
+        name VARCHAR(249) PRIMARY KEY,
+        topic_id VARCHAR(36) NOT NULL,
+        partitions INTEGER NOT NULL,
+        configs TEXT NOT NULL,
+        created_ms BIGINT NOT NULL)",
+];
+
+/// Prefix of partition stream names.
+const STREAM_PREFIX: &str = "kafka/";
+
+/// One partition: its stream and the state produce requests serialize on.
+#[derive(Debug)]
+pub struct Partition {
+    pub index: i32,
+    pub stream: StreamId,
+    /// Idempotent producers' sequence state; the lock also orders appends to the stream.
+    pub producers: tokio::sync::Mutex<PartitionProducers>,
+}
+
+/// A topic as the broker sees it; replaced as a whole when it changes.
+#[derive(Debug)]
+pub struct Topic {
+    pub name: String,
+    pub id: uuid::Uuid,
+    pub partitions: Vec<Arc<Partition>>,
+    pub configs: TopicConfigs,
+}
+
+impl Topic {
+    pub fn partition(&self, index: i32) -> Option<&Arc<Partition>> {
+        usize::try_from(index).ok().and_then(|i| self.partitions.get(i))
+    }
+}
+
+/// The registry of topics.
+pub struct Topics {
+    store: Arc<StreamStore>,
+    meta: MetaStore,
+    config: Arc<BrokerConfig>,
+    by_name: RwLock<HashMap<String, Arc<Topic>>>,
+    changes: tokio::sync::Mutex<()>,
+}
+
+impl std::fmt::Debug for Topics {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Topics").finish_non_exhaustive()
+    }
+}
+
+fn stream_name(id: &uuid::Uuid, partition: i32) -> String {
+    format!("{STREAM_PREFIX}{id}/{partition}")
+}
+
+/// Checks a topic name as Kafka does: 1–249 of `[a-zA-Z0-9._-]`, not `.` or `..`.
+pub fn validate_name(name: &str) -> Result<()> {
+    let bad = |why: &str| {
+        KafkaError::new(
+            ResponseError::InvalidTopicException,
+            format!("invalid topic name {name:?}: {why}"),
+        )
+    };
+    if name.is_empty() {
+        return Err(bad("empty"));
+    }
+    if name == "." || name == ".." {
+        return Err(bad("'.' and '..' are not allowed"));
+    }
+    if name.len() > 249 {
+        return Err(bad("longer than 249 characters"));
+    }
+    if !name
+        .chars()
+        .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'))
+    {
+        return Err(bad("use only ASCII letters, digits, '.', '_' and '-'"));
+    }
+    Ok(())
+}
+
+impl Topics {
+    /// Loads the topics and repairs their streams (see the module invariants).
+    pub async fn open(store: Arc<StreamStore>, config: Arc<BrokerConfig>) -> Result<Self> {
+        let meta = store.meta().clone();
+        meta.migrate("ingest.topics", MIGRATIONS).await?;
+        let rows = sqlx::query("SELECT name, topic_id, partitions, configs FROM inlet_topics")
+            .fetch_all(meta.pool())
+            .await
+            .map_err(inlet_storage::Error::from)?;
+        let mut streams: HashMap<String, StreamId> = store
+            .list_streams()
+            .into_iter()
+            .filter(|s| s.name.starts_with(STREAM_PREFIX))
+            .map(|s| (s.name, s.id))
+            .collect();
+        let mut by_name = HashMap::new();
+        for row in rows {
+            let name: String = row.try_get("name").map_err(inlet_storage::Error::from)?;
+            let id: String = row.try_get("topic_id").map_err(inlet_storage::Error::from)?;
+            let count: i32 = row.try_get("partitions").map_err(inlet_storage::Error::from)?;
+            let configs: String = row.try_get("configs").map_err(inlet_storage::Error::from)?;
+            let id = uuid::Uuid::parse_str(&id).map_err(|e| {
+                KafkaError::new(
+                    ResponseError::UnknownServerError,
+                    format!("topic {name:?} has a bad id in the metadata store: {e}"),
+                )
+            })?;
+            let configs: BTreeMap<String, String> =
+                serde_json::from_str(&configs).map_err(|e| {
+                    KafkaError::new(
+                        ResponseError::UnknownServerError,
+                        format!("topic {name:?} has bad configs in the metadata store: {e}"),
+                    )
+                })?;
+            let configs = TopicConfigs::from_stored(configs);
+            let mut partitions = Vec::new();
+            for p in 0..count {
+                let sname = stream_name(&id, p);
+                let stream = match streams.remove(&sname) {
+                    Some(s) => s,
+                    None => {
+                        let s = store.create_stream(&sname).await?.id;
+                        Self::apply_retention(&store, &config, &configs, s).await?;
+                        s
+                    }
+                };
+                partitions.push(Arc::new(Partition {
+                    index: p,
+                    stream,
+                    producers: Default::default(),
+                }));
+            }
+            by_name.insert(
+                name.clone(),
+                Arc::new(Topic {
+                    name,
+                    id,
+                    partitions,
+                    configs,
+                }),
+            );
+        }
+        for (name, stream) in streams {
+            tracing::info!(stream = name, "deleting the stream of a deleted topic");
+            store.delete_stream(stream).await?;
+        }
+        Ok(Topics {
+            store,
+            meta,
+            config,
+            by_name: RwLock::new(by_name),
+            changes: tokio::sync::Mutex::new(()),
+        })
+    }
+
+    pub fn get(&self, name: &str) -> Option<Arc<Topic>> {
+        self.by_name.read().get(name).cloned()
+    }
+
+    pub fn by_id(&self, id: &uuid::Uuid) -> Option<Arc<Topic>> {
+        self.by_name.read().values().find(|t| &t.id == id).cloned()
+    }
+
+    /// Every topic, sorted by name.
+    pub fn list(&self) -> Vec<Arc<Topic>> {
+        let mut out: Vec<_> = self.by_name.read().values().cloned().collect();
+        out.sort_by(|a, b| a.name.cmp(&b.name));
+        out
+    }
+
+    async fn apply_retention(
+        store: &StreamStore,
+        broker: &BrokerConfig,
+        configs: &TopicConfigs,
+        stream: StreamId,
+    ) -> Result<()> {
+        let ms = configs
+            .get("retention.ms")
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(broker.log_retention_ms);
+        let bytes = configs
+            .get("retention.bytes")
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(broker.log_retention_bytes);
+        store.set_retention(stream, Some(ms), Some(bytes)).await?;
+        Ok(())
+    }
+
+    /// Checks what [`Topics::create`] would check, without creating anything.
+    pub fn validate_create(&self, name: &str, partitions: i32, configs: &TopicConfigs) -> Result<()> {
+        validate_name(name)?;
+        if !(1..=10_000).contains(&partitions) {
+            return Err(KafkaError::new(
+                ResponseError::InvalidPartitions,
+                format!("a topic needs 1 to 10000 partitions, not {partitions}"),
+            ));
+        }
+        configs.check_combination(&self.config.topic_defaults)?;
+        let map = self.by_name.read();
+        if map.contains_key(name) {
+            return Err(KafkaError::new(
+                ResponseError::TopicAlreadyExists,
+                format!("topic {name:?} already exists"),
+            ));
+        }
+        let folded = name.replace('.', "_");
+        if let Some(other) = map.keys().find(|k| k.replace('.', "_") == folded) {
+            return Err(KafkaError::new(
+                ResponseError::InvalidTopicException,
+                format!("topic {name:?} collides with {other:?} ('.' and '_' are the same in metric names)"),
+            ));
+        }
+        Ok(())
+    }
+
+    /// Creates a topic with `partitions` partitions; `configs` are its explicit configs.
+    pub async fn create(
+        &self,
+        name: &str,
+        partitions: i32,
+        configs: TopicConfigs,
+    ) -> Result<Arc<Topic>> {
+        let _guard = self.changes.lock().await;
+        self.validate_create(name, partitions, &configs)?;
+        let id = uuid::Uuid::new_v4();
+        let json = serde_json::to_string(configs.explicit()).expect("a string map serializes");
+        sqlx::query(
+            "INSERT INTO inlet_topics (name, topic_id, partitions, configs, created_ms)
+             VALUES ($1, $2, $3, $4, $5)",
+        )
+        .bind(name)
+        .bind(id.to_string())
+        .bind(partitions)
+        .bind(json)
+        .bind(now_ms())
+        .execute(self.meta.pool())
+        .await
+        .map_err(inlet_storage::Error::from)?;
+        let mut parts = Vec::new();
+        for p in 0..partitions {
+            let stream = self.store.create_stream(&stream_name(&id, p)).await?.id;
+            Self::apply_retention(&self.store, &self.config, &configs, stream).await?;
+            parts.push(Arc::new(Partition {
+                index: p,
+                stream,
+                producers: Default::default(),
+            }));
+        }
+        let topic = Arc::new(Topic {
+            name: name.to_string(),
+            id,
+            partitions: parts,
+            configs,
+        });
+        self.by_name.write().insert(name.to_string(), topic.clone());
+        tracing::info!(topic = name, partitions, "created topic");
+        Ok(topic)
+    }
+
+    /// Creates `name` with the broker's defaults if it does not exist and auto-creation is
+    /// on; returns the topic either way, or `None`.
+    pub async fn get_or_auto_create(&self, name: &str) -> Result<Option<Arc<Topic>>> {
+        if let Some(t) = self.get(name) {
+            return Ok(Some(t));
+        }
+        if !self.config.auto_create_topics {
+            return Ok(None);
+        }
+        match self
+            .create(name, self.config.num_partitions, TopicConfigs::default())
+            .await
+        {
+            Ok(t) => Ok(Some(t)),
+            Err(e) if e.code == ResponseError::TopicAlreadyExists => Ok(self.get(name)),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Deletes a topic and its partitions' data.
+    pub async fn delete(&self, name: &str) -> Result<Arc<Topic>> {
+        let _guard = self.changes.lock().await;
+        let topic = self.get(name).ok_or_else(|| KafkaError::unknown_topic(name))?;
+        sqlx::query("DELETE FROM inlet_topics WHERE name = $1")
+            .bind(name)
+            .execute(self.meta.pool())
+            .await
+            .map_err(inlet_storage::Error::from)?;
+        self.by_name.write().remove(name);
+        for p in &topic.partitions {
+            self.store.delete_stream(p.stream).await?;
+        }
+        tracing::info!(topic = name, "deleted topic");
+        Ok(topic)
+    }
+
+    /// Grows a topic to `total` partitions.
+    pub async fn add_partitions(&self, name: &str, total: i32, validate_only: bool) -> Result<()> {
+        let _guard = self.changes.lock().await;
+        let topic = self.get(name).ok_or_else(|| KafkaError::unknown_topic(name))?;
+        let current = topic.partitions.len() as i32;
+        if total <= current {
+            return Err(KafkaError::new(
+                ResponseError::InvalidPartitions,
+                format!("topic {name:?} has {current} partitions; the new count must be larger, not {total}"),
+            ));
+        }
+        if total > 10_000 {
+            return Err(KafkaError::new(
+                ResponseError::InvalidPartitions,
+                "a topic may have at most 10000 partitions",
+            ));
+        }
+        if validate_only {
+            return Ok(());
+        }
+        sqlx::query("UPDATE inlet_topics SET partitions = $2 WHERE name = $1")
+            .bind(name)
+            .bind(total)
+            .execute(self.meta.pool())
+            .await
+            .map_err(inlet_storage::Error::from)?;
+        let mut partitions = topic.partitions.clone();
+        for p in current..total {
+            let stream = self.store.create_stream(&stream_name(&topic.id, p)).await?.id;
+            Self::apply_retention(&self.store, &self.config, &topic.configs, stream).await?;
+            partitions.push(Arc::new(Partition {
+                index: p,
+                stream,
+                producers: Default::default(),
+            }));
+        }
+        self.replace(Topic {
+            name: topic.name.clone(),
+            id: topic.id,
+            partitions,
+            configs: topic.configs.clone(),
+        });
+        Ok(())
+    }
+
+    /// Replaces a topic's explicit configs.
+    pub async fn set_configs(&self, name: &str, configs: TopicConfigs, validate_only: bool) -> Result<()> {
+        let _guard = self.changes.lock().await;
+        let topic = self.get(name).ok_or_else(|| KafkaError::unknown_topic(name))?;
+        configs.check_combination(&self.config.topic_defaults)?;
+        if validate_only {
+            return Ok(());
+        }
+        let json = serde_json::to_string(configs.explicit()).expect("a string map serializes");
+        sqlx::query("UPDATE inlet_topics SET configs = $2 WHERE name = $1")
+            .bind(name)
+            .bind(json)
+            .execute(self.meta.pool())
+            .await
+            .map_err(inlet_storage::Error::from)?;
+        for p in &topic.partitions {
+            Self::apply_retention(&self.store, &self.config, &configs, p.stream).await?;
+        }
+        self.replace(Topic {
+            name: topic.name.clone(),
+            id: topic.id,
+            partitions: topic.partitions.clone(),
+            configs,
+        });
+        Ok(())
+    }
+
+    fn replace(&self, topic: Topic) {
+        self.by_name.write().insert(topic.name.clone(), Arc::new(topic));
+    }
+}
+
+/// Wall-clock milliseconds for metadata rows (not for ordering decisions).
+fn now_ms() -> i64 {
+    use inlet_storage::Clock;
+    inlet_storage::SystemClock.now_ms() as i64
+}

@@ -1,8 +1,28 @@
-//! The Kafka wire protocol server (DESIGN.md §2).
+//! The Kafka wire protocol server (DESIGN.md §2): topics, partitions, produce and fetch over
+//! the stream store, consumer groups, idempotent producers and topic configs.
+//!
+//! The main flow: [`server::serve`] accepts connections; each frame goes through
+//! [`codec::decode_request`] (no I/O, fuzzed) to [`broker::Broker::handle`], which dispatches
+//! to the handlers in `handlers/` by API. Partitions are streams of the stream store
+//! ([`topics`]); produce checks batches ([`batch`]) and idempotent producers' sequences
+//! ([`producers`]); consumer groups are [`groups`].
+//!
+//! Not here yet: produce-time schema validation for table topics (the Schema Registry issue),
+//! transactions (not advertised), and multi-node partition ownership.
+
 pub mod batch;
+pub mod broker;
 pub mod codec;
 pub mod config;
 pub mod error;
+pub mod groups;
+mod handlers;
+pub mod metrics;
 pub mod producers;
+pub mod server;
 pub mod topic_config;
 pub mod topics;
+
+pub use broker::Broker;
+pub use config::BrokerConfig;
+pub use error::KafkaError;

@@ -1,0 +1,378 @@
+//! Topic administration: CreateTopics, DeleteTopics, CreatePartitions, DescribeConfigs,
+//! AlterConfigs and IncrementalAlterConfigs.
+
+use std::collections::BTreeMap;
+
+use kafka_protocol::messages::create_partitions_response::CreatePartitionsTopicResult;
+use kafka_protocol::messages::create_topics_response::{CreatableTopicConfigs, CreatableTopicResult};
+use kafka_protocol::messages::delete_topics_response::DeletableTopicResult;
+use kafka_protocol::messages::describe_configs_response::{
+    DescribeConfigsResourceResult, DescribeConfigsResult,
+};
+use kafka_protocol::messages::*;
+use kafka_protocol::ResponseError;
+
+use crate::broker::{str, Broker};
+use crate::error::{KafkaError, Result};
+use crate::topic_config::{self, ConfigSource, TopicConfigs};
+
+/// Config resource types of DescribeConfigs / AlterConfigs.
+const RESOURCE_TOPIC: i8 = 2;
+const RESOURCE_BROKER: i8 = 4;
+
+/// DescribeConfigs config sources.
+const SOURCE_TOPIC: i8 = 1;
+const SOURCE_STATIC_BROKER: i8 = 4;
+const SOURCE_DEFAULT: i8 = 5;
+
+/// DescribeConfigs config types (v3+).
+const TYPE_STRING: i8 = 2;
+
+fn source_code(s: ConfigSource) -> i8 {
+    match s {
+        ConfigSource::Topic => SOURCE_TOPIC,
+        ConfigSource::Broker => SOURCE_STATIC_BROKER,
+        ConfigSource::Default => SOURCE_DEFAULT,
+    }
+}
+
+impl Broker {
+    pub(crate) async fn create_topics(&self, r: CreateTopicsRequest, version: i16) -> CreateTopicsResponse {
+        let mut results = Vec::new();
+        for t in r.topics {
+            let name = t.name.0.as_str().to_string();
+            let outcome = self.create_one(&t, r.validate_only).await;
+            let mut result = CreatableTopicResult::default().with_name(t.name.clone());
+            match outcome {
+                Ok((partitions, configs, id)) => {
+                    if version >= 5 {
+                        result.num_partitions = partitions;
+                        result.replication_factor = 1;
+                        result.configs = Some(
+                            configs
+                                .describe(&self.config)
+                                .into_iter()
+                                .map(|c| {
+                                    CreatableTopicConfigs::default()
+                                        .with_name(str(c.name))
+                                        .with_value(Some(str(c.value)))
+                                        .with_config_source(source_code(c.source))
+                                })
+                                .collect(),
+                        );
+                    }
+                    if version >= 7 {
+                        result.topic_id = id;
+                    }
+                }
+                Err(e) => {
+                    tracing::debug!(topic = name, error = %e, "CreateTopics refused");
+                    result.error_code = e.code();
+                    result.error_message = Some(str(e.message));
+                    if version >= 5 {
+                        result.num_partitions = -1;
+                        result.replication_factor = -1;
+                    }
+                }
+            }
+            results.push(result);
+        }
+        CreateTopicsResponse::default().with_topics(results)
+    }
+
+    async fn create_one(
+        &self,
+        t: &create_topics_request::CreatableTopic,
+        validate_only: bool,
+    ) -> Result<(i32, TopicConfigs, uuid::Uuid)> {
+        let name = t.name.0.as_str();
+        if !t.assignments.is_empty() {
+            return Err(KafkaError::new(
+                ResponseError::InvalidReplicaAssignment,
+                "manual replica assignments are not supported: Inlet places partitions itself",
+            ));
+        }
+        if t.replication_factor == 0 || t.replication_factor < -1 {
+            return Err(KafkaError::new(
+                ResponseError::InvalidReplicationFactor,
+                format!("replication factor {} is invalid", t.replication_factor),
+            ));
+        }
+        let partitions = if t.num_partitions == -1 {
+            self.config.num_partitions
+        } else {
+            t.num_partitions
+        };
+        let given: BTreeMap<String, String> = t
+            .configs
+            .iter()
+            .filter_map(|c| c.value.as_ref().map(|v| (c.name.as_str().to_string(), v.as_str().to_string())))
+            .collect();
+        let mut configs = self.config.topic_defaults.clone();
+        configs.merge(TopicConfigs::parse(&given)?);
+        if validate_only {
+            self.topics.validate_create(name, partitions, &configs)?;
+            return Ok((partitions, configs, uuid::Uuid::nil()));
+        }
+        let topic = self.topics.create(name, partitions, configs).await?;
+        Ok((partitions, topic.configs.clone(), topic.id))
+    }
+
+    pub(crate) async fn delete_topics(&self, r: DeleteTopicsRequest, version: i16) -> DeleteTopicsResponse {
+        // v6 names topics by name or id; earlier versions by name only.
+        let wanted: Vec<(Option<String>, uuid::Uuid)> = if version >= 6 {
+            r.topics
+                .iter()
+                .map(|t| (t.name.as_ref().map(|n| n.0.as_str().to_string()), t.topic_id))
+                .collect()
+        } else {
+            r.topic_names
+                .iter()
+                .map(|n| (Some(n.0.as_str().to_string()), uuid::Uuid::nil()))
+                .collect()
+        };
+        let mut responses = Vec::new();
+        for (name, id) in wanted {
+            let name = match name {
+                Some(n) => Ok(n),
+                None => self
+                    .topics
+                    .by_id(&id)
+                    .map(|t| t.name.clone())
+                    .ok_or_else(|| KafkaError::new(ResponseError::UnknownTopicId, format!("no topic has id {id}"))),
+            };
+            let outcome = match &name {
+                Ok(n) => match self.topics.delete(n).await {
+                    Ok(topic) => {
+                        if let Err(e) = self.groups.delete_topic_offsets(n).await {
+                            tracing::warn!(topic = n, error = %e, "dropping committed offsets of a deleted topic failed");
+                        }
+                        Ok(topic.id)
+                    }
+                    Err(e) => Err(e),
+                },
+                Err(e) => Err(e.clone()),
+            };
+            let mut result = DeletableTopicResult::default()
+                .with_name(name.as_ref().ok().map(|n| TopicName(str(n.clone()))));
+            if version >= 6 {
+                result.topic_id = id;
+            }
+            match outcome {
+                Ok(topic_id) => {
+                    if version >= 6 {
+                        result.topic_id = topic_id;
+                    }
+                }
+                Err(e) => {
+                    result.error_code = e.code();
+                    if version >= 5 {
+                        result.error_message = Some(str(e.message));
+                    }
+                }
+            }
+            responses.push(result);
+        }
+        DeleteTopicsResponse::default().with_responses(responses)
+    }
+
+    pub(crate) async fn create_partitions(&self, r: CreatePartitionsRequest, _version: i16) -> CreatePartitionsResponse {
+        let mut results = Vec::new();
+        for t in r.topics {
+            let outcome = if t.assignments.as_ref().is_some_and(|a| !a.is_empty()) {
+                Err(KafkaError::new(
+                    ResponseError::InvalidReplicaAssignment,
+                    "manual replica assignments are not supported",
+                ))
+            } else {
+                self.topics.add_partitions(t.name.0.as_str(), t.count, r.validate_only).await
+            };
+            let mut result = CreatePartitionsTopicResult::default().with_name(t.name);
+            if let Err(e) = outcome {
+                result.error_code = e.code();
+                result.error_message = Some(str(e.message));
+            }
+            results.push(result);
+        }
+        CreatePartitionsResponse::default().with_results(results)
+    }
+
+    pub(crate) fn describe_configs(&self, r: DescribeConfigsRequest, version: i16) -> DescribeConfigsResponse {
+        let results = r
+            .resources
+            .into_iter()
+            .map(|res| {
+                let wanted = |name: &str| {
+                    res.configuration_keys
+                        .as_ref()
+                        .is_none_or(|keys| keys.iter().any(|k| k.as_str() == name))
+                };
+                let entry = |name: String, value: String, source: i8, read_only: bool| {
+                    let mut c = DescribeConfigsResourceResult::default()
+                        .with_name(str(name))
+                        .with_value(Some(str(value)))
+                        .with_read_only(read_only)
+                        .with_config_source(source);
+                    if version >= 3 {
+                        c.config_type = TYPE_STRING;
+                    }
+                    c
+                };
+                let base = DescribeConfigsResult::default()
+                    .with_resource_type(res.resource_type)
+                    .with_resource_name(res.resource_name.clone());
+                match res.resource_type {
+                    RESOURCE_TOPIC => match self.topics.get(res.resource_name.as_str()) {
+                        Some(topic) => base.with_configs(
+                            topic
+                                .configs
+                                .describe(&self.config)
+                                .into_iter()
+                                .filter(|c| wanted(c.name))
+                                .map(|c| entry(c.name.to_string(), c.value, source_code(c.source), false))
+                                .collect(),
+                        ),
+                        None => base
+                            .with_error_code(ResponseError::UnknownTopicOrPartition.code())
+                            .with_error_message(Some(str(format!(
+                                "topic {:?} does not exist",
+                                res.resource_name.as_str()
+                            )))),
+                    },
+                    RESOURCE_BROKER => {
+                        let name = res.resource_name.as_str();
+                        if !name.is_empty() && name != self.config.node_id.to_string() {
+                            return base
+                                .with_error_code(ResponseError::InvalidRequest.code())
+                                .with_error_message(Some(str(format!("this broker is {}, not {name}", self.config.node_id))));
+                        }
+                        base.with_configs(
+                            self.config
+                                .describe()
+                                .into_iter()
+                                .filter(|(n, _, _)| wanted(n))
+                                .map(|(n, v, default)| {
+                                    entry(n, v, if default { SOURCE_DEFAULT } else { SOURCE_STATIC_BROKER }, true)
+                                })
+                                .collect(),
+                        )
+                    }
+                    other => base
+                        .with_error_code(ResponseError::InvalidRequest.code())
+                        .with_error_message(Some(str(format!("config resource type {other} is not supported")))),
+                }
+            })
+            .collect();
+        DescribeConfigsResponse::default().with_results(results)
+    }
+
+    pub(crate) async fn alter_configs(&self, r: AlterConfigsRequest, _version: i16) -> AlterConfigsResponse {
+        let mut responses = Vec::new();
+        for res in r.resources {
+            let outcome = match res.resource_type {
+                RESOURCE_TOPIC => {
+                    // AlterConfigs replaces the topic's whole explicit set.
+                    let given: BTreeMap<String, String> = res
+                        .configs
+                        .iter()
+                        .filter_map(|c| c.value.as_ref().map(|v| (c.name.as_str().to_string(), v.as_str().to_string())))
+                        .collect();
+                    match TopicConfigs::parse(&given) {
+                        Ok(configs) => self.topics.set_configs(res.resource_name.as_str(), configs, r.validate_only).await,
+                        Err(e) => Err(e),
+                    }
+                }
+                t => Err(static_broker_error(t)),
+            };
+            let mut resp = alter_configs_response::AlterConfigsResourceResponse::default()
+                .with_resource_type(res.resource_type)
+                .with_resource_name(res.resource_name);
+            if let Err(e) = outcome {
+                resp.error_code = e.code();
+                resp.error_message = Some(str(e.message));
+            }
+            responses.push(resp);
+        }
+        AlterConfigsResponse::default().with_responses(responses)
+    }
+
+    pub(crate) async fn incremental_alter_configs(
+        &self,
+        r: IncrementalAlterConfigsRequest,
+        _version: i16,
+    ) -> IncrementalAlterConfigsResponse {
+        let mut responses = Vec::new();
+        for res in r.resources {
+            let outcome = match res.resource_type {
+                RESOURCE_TOPIC => self.incremental_topic(&res, r.validate_only).await,
+                t => Err(static_broker_error(t)),
+            };
+            let mut resp = incremental_alter_configs_response::AlterConfigsResourceResponse::default()
+                .with_resource_type(res.resource_type)
+                .with_resource_name(res.resource_name);
+            if let Err(e) = outcome {
+                resp.error_code = e.code();
+                resp.error_message = Some(str(e.message));
+            }
+            responses.push(resp);
+        }
+        IncrementalAlterConfigsResponse::default().with_responses(responses)
+    }
+
+    async fn incremental_topic(
+        &self,
+        res: &incremental_alter_configs_request::AlterConfigsResource,
+        validate_only: bool,
+    ) -> Result<()> {
+        let name = res.resource_name.as_str();
+        let topic = self.topics.get(name).ok_or_else(|| KafkaError::unknown_topic(name))?;
+        let mut set: BTreeMap<String, String> = topic.configs.explicit().clone();
+        for c in &res.configs {
+            let key = topic_config::canonical_name(c.name.as_str()).ok_or_else(|| {
+                KafkaError::invalid_config(format!("unknown topic config {:?}", c.name.as_str()))
+            })?;
+            let value = c.value.as_ref().map(|v| v.as_str().to_string());
+            match c.config_operation {
+                0 => {
+                    let v = value.ok_or_else(|| KafkaError::invalid_config(format!("SET {key} needs a value")))?;
+                    set.insert(key.to_string(), v);
+                }
+                1 => {
+                    set.remove(key);
+                }
+                op @ (2 | 3) => {
+                    let v = value.ok_or_else(|| KafkaError::invalid_config(format!("APPEND/SUBTRACT {key} needs a value")))?;
+                    if !matches!(key, "table.topic.id.columns" | "table.topic.partition.by") {
+                        return Err(KafkaError::invalid_config(format!("{key} is not a list config")));
+                    }
+                    let current = set.get(key).cloned().unwrap_or_default();
+                    let mut items = topic_config::parse_list(&current);
+                    let given = topic_config::parse_list(&format!("[{}]", v.trim_matches(|c| c == '[' || c == ']')));
+                    if op == 2 {
+                        items.extend(given.into_iter().filter(|g| !items.contains(g)).collect::<Vec<_>>());
+                    } else {
+                        items.retain(|i| !given.contains(i));
+                    }
+                    set.insert(key.to_string(), format!("[{}]", items.join(", ")));
+                }
+                op => return Err(KafkaError::new(ResponseError::InvalidRequest, format!("unknown config operation {op}"))),
+            }
+        }
+        let configs = TopicConfigs::parse(&set)?;
+        self.topics.set_configs(name, configs, validate_only).await
+    }
+}
+
+fn static_broker_error(resource_type: i8) -> KafkaError {
+    if resource_type == RESOURCE_BROKER {
+        KafkaError::new(
+            ResponseError::InvalidRequest,
+            "broker configs are static in Inlet: set them with --kafka-config KEY=VALUE and restart",
+        )
+    } else {
+        KafkaError::new(
+            ResponseError::InvalidRequest,
+            format!("config resource type {resource_type} is not supported"),
+        )
+    }
+}

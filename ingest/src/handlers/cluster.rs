@@ -1,0 +1,208 @@
+//! ApiVersions, Metadata, FindCoordinator, DescribeCluster and InitProducerId: what a client
+//! asks before it produces or consumes.
+
+use kafka_protocol::messages::api_versions_response::ApiVersion;
+use kafka_protocol::messages::describe_cluster_response::DescribeClusterBroker;
+use kafka_protocol::messages::find_coordinator_response::Coordinator;
+use kafka_protocol::messages::metadata_response::{
+    MetadataResponseBroker, MetadataResponsePartition, MetadataResponseTopic,
+};
+use kafka_protocol::messages::*;
+use kafka_protocol::ResponseError;
+
+use crate::broker::{str, Broker};
+use crate::codec::SUPPORTED;
+use crate::topics::Topic;
+
+impl Broker {
+    pub(crate) fn api_versions(&self, _r: ApiVersionsRequest, _version: i16) -> ApiVersionsResponse {
+        ApiVersionsResponse::default().with_api_keys(
+            SUPPORTED
+                .iter()
+                .map(|&(k, min, max)| {
+                    ApiVersion::default()
+                        .with_api_key(k as i16)
+                        .with_min_version(min)
+                        .with_max_version(max)
+                })
+                .collect(),
+        )
+    }
+
+    fn broker_id(&self) -> BrokerId {
+        BrokerId(self.config.node_id)
+    }
+
+    fn topic_metadata(&self, topic: &Topic) -> MetadataResponseTopic {
+        MetadataResponseTopic::default()
+            .with_name(Some(TopicName(str(topic.name.clone()))))
+            .with_topic_id(topic.id)
+            .with_partitions(
+                topic
+                    .partitions
+                    .iter()
+                    .map(|p| {
+                        MetadataResponsePartition::default()
+                            .with_partition_index(p.index)
+                            .with_leader_id(self.broker_id())
+                            .with_leader_epoch(0)
+                            .with_replica_nodes(vec![self.broker_id()])
+                            .with_isr_nodes(vec![self.broker_id()])
+                    })
+                    .collect(),
+            )
+    }
+
+    pub(crate) async fn metadata(&self, r: MetadataRequest, version: i16) -> MetadataResponse {
+        // v0 asks for every topic with an empty list; later versions with null.
+        let all = match &r.topics {
+            None => true,
+            Some(t) => t.is_empty() && version == 0,
+        };
+        let auto_create = version < 4 || r.allow_auto_topic_creation;
+        let mut topics = Vec::new();
+        if all {
+            topics = self.topics.list().iter().map(|t| self.topic_metadata(t)).collect();
+        } else {
+            for wanted in r.topics.unwrap_or_default() {
+                let by_name = wanted.name.as_ref().map(|n| n.0.as_str().to_string());
+                let found = match &by_name {
+                    Some(name) => {
+                        if let Err(e) = crate::topics::validate_name(name) {
+                            Err(e)
+                        } else if auto_create {
+                            self.topics
+                                .get_or_auto_create(name)
+                                .await
+                                .and_then(|t| t.ok_or_else(|| crate::error::KafkaError::unknown_topic(name)))
+                        } else {
+                            self.topics
+                                .get(name)
+                                .ok_or_else(|| crate::error::KafkaError::unknown_topic(name))
+                        }
+                    }
+                    None => self.topics.by_id(&wanted.topic_id).ok_or_else(|| {
+                        crate::error::KafkaError::new(
+                            ResponseError::UnknownTopicId,
+                            format!("no topic has id {}", wanted.topic_id),
+                        )
+                    }),
+                };
+                topics.push(match found {
+                    Ok(t) => self.topic_metadata(&t),
+                    Err(e) => MetadataResponseTopic::default()
+                        .with_error_code(e.code())
+                        .with_name(wanted.name.clone())
+                        .with_topic_id(wanted.topic_id),
+                });
+            }
+        }
+        let mut response = MetadataResponse::default()
+            .with_brokers(vec![MetadataResponseBroker::default()
+                .with_node_id(self.broker_id())
+                .with_host(str(self.config.advertised_host.clone()))
+                .with_port(self.config.advertised_port as i32)])
+            .with_controller_id(self.broker_id())
+            .with_topics(topics);
+        if version >= 2 {
+            response.cluster_id = Some(str(self.cluster_id.clone()));
+        }
+        response
+    }
+
+    pub(crate) fn find_coordinator(
+        &self,
+        r: FindCoordinatorRequest,
+        version: i16,
+    ) -> FindCoordinatorResponse {
+        let answer = |key_type: i8| -> Result<(), String> {
+            match key_type {
+                0 => Ok(()),
+                1 => Err("transactions are not supported by Inlet".into()),
+                t => Err(format!("unknown coordinator key type {t}")),
+            }
+        };
+        let host = str(self.config.advertised_host.clone());
+        let port = self.config.advertised_port as i32;
+        if version >= 4 {
+            let coordinators = r
+                .coordinator_keys
+                .iter()
+                .map(|key| match answer(r.key_type) {
+                    Ok(()) => Coordinator::default()
+                        .with_key(key.clone())
+                        .with_node_id(self.broker_id())
+                        .with_host(host.clone())
+                        .with_port(port),
+                    Err(msg) => Coordinator::default()
+                        .with_key(key.clone())
+                        .with_node_id(BrokerId(-1))
+                        .with_error_code(ResponseError::CoordinatorNotAvailable.code())
+                        .with_error_message(Some(str(msg))),
+                })
+                .collect();
+            return FindCoordinatorResponse::default().with_coordinators(coordinators);
+        }
+        match answer(r.key_type) {
+            Ok(()) => FindCoordinatorResponse::default()
+                .with_node_id(self.broker_id())
+                .with_host(host)
+                .with_port(port),
+            Err(msg) => {
+                let mut resp = FindCoordinatorResponse::default()
+                    .with_node_id(BrokerId(-1))
+                    .with_port(-1)
+                    .with_error_code(ResponseError::CoordinatorNotAvailable.code());
+                if version >= 1 {
+                    resp.error_message = Some(str(msg));
+                }
+                resp
+            }
+        }
+    }
+
+    pub(crate) fn describe_cluster(
+        &self,
+        _r: DescribeClusterRequest,
+        _version: i16,
+    ) -> DescribeClusterResponse {
+        DescribeClusterResponse::default()
+            .with_cluster_id(str(self.cluster_id.clone()))
+            .with_controller_id(self.broker_id())
+            .with_brokers(vec![DescribeClusterBroker::default()
+                .with_broker_id(self.broker_id())
+                .with_host(str(self.config.advertised_host.clone()))
+                .with_port(self.config.advertised_port as i32)])
+    }
+
+    pub(crate) async fn init_producer_id(
+        &self,
+        r: InitProducerIdRequest,
+        _version: i16,
+    ) -> InitProducerIdResponse {
+        let fail = |code: ResponseError| {
+            InitProducerIdResponse::default()
+                .with_error_code(code.code())
+                .with_producer_id(ProducerId(-1))
+                .with_producer_epoch(-1)
+        };
+        if r.transactional_id.is_some() {
+            return fail(ResponseError::TransactionalIdAuthorizationFailed);
+        }
+        // KIP-360: a producer that knows its id asks for the next epoch.
+        if r.producer_id.0 >= 0 && r.producer_epoch >= 0 && r.producer_epoch < i16::MAX - 1 {
+            return InitProducerIdResponse::default()
+                .with_producer_id(r.producer_id)
+                .with_producer_epoch(r.producer_epoch + 1);
+        }
+        match self.producer_ids.next().await {
+            Ok(id) => InitProducerIdResponse::default()
+                .with_producer_id(ProducerId(id))
+                .with_producer_epoch(0),
+            Err(e) => {
+                tracing::warn!(error = %e, "allocating a producer id failed");
+                fail(ResponseError::CoordinatorNotAvailable)
+            }
+        }
+    }
+}

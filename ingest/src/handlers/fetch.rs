@@ -1,0 +1,338 @@
+//! Fetch, ListOffsets and DeleteRecords: reading a partition's stream. Fetch returns stored
+//! batches byte for byte; a fetch that finds less than `min_bytes` waits on the partitions'
+//! end offsets (long polling) until data arrives, `max_wait_ms` passes or the node stops.
+
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use bytes::{Bytes, BytesMut};
+use futures::future::{select_all, FutureExt};
+use kafka_protocol::messages::delete_records_response::{
+    DeleteRecordsPartitionResult, DeleteRecordsTopicResult,
+};
+use kafka_protocol::messages::fetch_response::{FetchableTopicResponse, PartitionData};
+use kafka_protocol::messages::list_offsets_response::{
+    ListOffsetsPartitionResponse, ListOffsetsTopicResponse,
+};
+use kafka_protocol::messages::*;
+use kafka_protocol::records::RecordBatchDecoder;
+use kafka_protocol::ResponseError;
+
+use crate::batch;
+use crate::broker::Broker;
+use crate::error::{KafkaError, Result};
+
+/// One partition's share of a fetch.
+struct PartitionRead {
+    error: Option<KafkaError>,
+    high_watermark: i64,
+    log_start: i64,
+    records: Bytes,
+    stream: Option<u64>,
+}
+
+impl Broker {
+    pub(crate) async fn fetch(&self, r: FetchRequest, version: i16) -> FetchResponse {
+        if r.session_epoch > 0 {
+            // Inlet keeps no fetch sessions (it answers session id 0), so an incremental
+            // fetch refers to a session this broker never created.
+            return FetchResponse::default()
+                .with_error_code(ResponseError::FetchSessionIdNotFound.code());
+        }
+        let max_wait = Duration::from_millis(r.max_wait_ms.max(0) as u64);
+        let deadline = tokio::time::Instant::now() + max_wait;
+        let min_bytes = r.min_bytes.max(0) as usize;
+        let max_bytes = if r.max_bytes > 0 { r.max_bytes as usize } else { usize::MAX };
+        loop {
+            let mut reads = Vec::new();
+            let mut total = 0usize;
+            for t in &r.topics {
+                let topic = self.topics.get(t.topic.0.as_str());
+                for p in &t.partitions {
+                    let budget = (p.partition_max_bytes.max(0) as usize).min(max_bytes.saturating_sub(total));
+                    let read = self
+                        .read_partition(topic.as_deref(), t.topic.0.as_str(), p.partition, p.fetch_offset, budget, total == 0)
+                        .await;
+                    total += read.records.len();
+                    reads.push(read);
+                }
+            }
+            let failed = reads.iter().any(|r| r.error.is_some());
+            let now = tokio::time::Instant::now();
+            if total >= min_bytes || failed || now >= deadline || self.shutdown.is_cancelled() {
+                self.metrics.fetched_bytes.fetch_add(total as u64, Ordering::Relaxed);
+                return self.fetch_response(&r, reads, version);
+            }
+            // Wait for any partition's end to move.
+            let mut watches = Vec::new();
+            for read in &reads {
+                if let Some(stream) = read.stream {
+                    if let Ok(mut rx) = self.store.watch_end(stream) {
+                        let seen = read.high_watermark as u64;
+                        watches.push(
+                            async move {
+                                let _ = rx.wait_for(|end| *end > seen).await;
+                            }
+                            .boxed(),
+                        );
+                    }
+                }
+            }
+            if watches.is_empty() {
+                tokio::select! {
+                    _ = tokio::time::sleep_until(deadline) => {}
+                    _ = self.shutdown.cancelled() => {}
+                }
+            } else {
+                tokio::select! {
+                    _ = select_all(watches) => {}
+                    _ = tokio::time::sleep_until(deadline) => {}
+                    _ = self.shutdown.cancelled() => {}
+                }
+            }
+        }
+    }
+
+    async fn read_partition(
+        &self,
+        topic: Option<&crate::topics::Topic>,
+        name: &str,
+        index: i32,
+        offset: i64,
+        budget: usize,
+        first: bool,
+    ) -> PartitionRead {
+        let fail = |error: KafkaError| PartitionRead {
+            error: Some(error),
+            high_watermark: -1,
+            log_start: -1,
+            records: Bytes::new(),
+            stream: None,
+        };
+        let Some(partition) = topic.and_then(|t| t.partition(index)) else {
+            return fail(KafkaError::new(
+                ResponseError::UnknownTopicOrPartition,
+                format!("unknown partition {name}-{index}"),
+            ));
+        };
+        let Ok(info) = self.store.stream(partition.stream) else {
+            return fail(KafkaError::unknown_topic(name));
+        };
+        let (start, end) = (info.start_offset as i64, info.end_offset as i64);
+        let mut read = PartitionRead {
+            error: None,
+            high_watermark: end,
+            log_start: start,
+            records: Bytes::new(),
+            stream: Some(partition.stream),
+        };
+        if offset < start || offset > end {
+            read.error = Some(KafkaError::new(
+                ResponseError::OffsetOutOfRange,
+                format!("offset {offset} is outside {start}..={end} of {name}-{index}"),
+            ));
+            return read;
+        }
+        if offset == end || budget == 0 {
+            return read;
+        }
+        match self.store.read(partition.stream, offset as u64, budget).await {
+            Ok(batches) => {
+                let mut out = BytesMut::new();
+                for b in batches {
+                    // The first batch of the response goes out whatever its size (KIP-74);
+                    // later ones only within the budget.
+                    if out.len() + b.payload.len() > budget && !(first && out.is_empty()) {
+                        break;
+                    }
+                    out.extend_from_slice(&b.payload);
+                }
+                read.records = out.freeze();
+            }
+            Err(inlet_storage::Error::OffsetOutOfRange { start, end, .. }) => {
+                read.error = Some(KafkaError::new(
+                    ResponseError::OffsetOutOfRange,
+                    format!("offset {offset} is outside {start}..={end} of {name}-{index}"),
+                ));
+            }
+            Err(e) => read.error = Some(e.into()),
+        }
+        read
+    }
+
+    fn fetch_response(&self, r: &FetchRequest, reads: Vec<PartitionRead>, version: i16) -> FetchResponse {
+        let read_committed = r.isolation_level == 1;
+        let mut reads = reads.into_iter();
+        let responses = r
+            .topics
+            .iter()
+            .map(|t| {
+                let partitions = t
+                    .partitions
+                    .iter()
+                    .map(|p| {
+                        let read = reads.next().expect("one read per requested partition");
+                        let mut data = PartitionData::default()
+                            .with_partition_index(p.partition)
+                            .with_error_code(read.error.as_ref().map_or(0, KafkaError::code))
+                            .with_high_watermark(read.high_watermark)
+                            .with_last_stable_offset(read.high_watermark)
+                            .with_log_start_offset(read.log_start)
+                            .with_records(Some(read.records));
+                        if read_committed {
+                            data.aborted_transactions = Some(Vec::new());
+                        }
+                        if version >= 11 {
+                            data.preferred_read_replica = BrokerId(-1);
+                        }
+                        data
+                    })
+                    .collect();
+                FetchableTopicResponse::default()
+                    .with_topic(t.topic.clone())
+                    .with_partitions(partitions)
+            })
+            .collect();
+        FetchResponse::default().with_responses(responses)
+    }
+
+    pub(crate) async fn list_offsets(&self, r: ListOffsetsRequest, version: i16) -> ListOffsetsResponse {
+        let mut topics = Vec::new();
+        for t in r.topics {
+            let topic = self.topics.get(t.name.0.as_str());
+            let mut partitions = Vec::new();
+            for p in t.partitions {
+                let found = match topic.as_ref().and_then(|t| t.partition(p.partition_index)) {
+                    None => Err(KafkaError::unknown_topic(t.name.0.as_str())),
+                    Some(partition) => self.offset_for(partition.stream, p.timestamp).await,
+                };
+                let mut resp = ListOffsetsPartitionResponse::default().with_partition_index(p.partition_index);
+                match found {
+                    Ok((offset, timestamp)) => {
+                        resp.offset = offset;
+                        resp.timestamp = timestamp;
+                        if version >= 4 {
+                            resp.leader_epoch = if offset >= 0 { 0 } else { -1 };
+                        }
+                    }
+                    Err(e) => {
+                        resp.error_code = e.code();
+                        resp.offset = -1;
+                        resp.timestamp = -1;
+                    }
+                }
+                partitions.push(resp);
+            }
+            topics.push(
+                ListOffsetsTopicResponse::default()
+                    .with_name(t.name)
+                    .with_partitions(partitions),
+            );
+        }
+        ListOffsetsResponse::default().with_topics(topics)
+    }
+
+    /// Answers `(offset, timestamp)` for a ListOffsets timestamp: -1 latest, -2 earliest,
+    /// otherwise the first record whose timestamp is at least the given one (`(-1, -1)` if
+    /// none is).
+    async fn offset_for(&self, stream: u64, timestamp: i64) -> Result<(i64, i64)> {
+        let info = self.store.stream(stream)?;
+        match timestamp {
+            -1 => return Ok((info.end_offset as i64, -1)),
+            -2 | -4 => return Ok((info.start_offset as i64, -1)),
+            t if t < 0 => {
+                return Err(KafkaError::new(
+                    ResponseError::UnsupportedVersion,
+                    format!("ListOffsets timestamp {t} is not supported"),
+                ))
+            }
+            _ => {}
+        }
+        // Binary search over batches by their max timestamp: like Kafka's time index, this
+        // treats the log's timestamps as non-decreasing.
+        let (mut lo, mut hi) = (info.start_offset, info.end_offset);
+        while lo < hi {
+            let mid = lo + (hi - lo) / 2;
+            let Some(b) = self.read_one(stream, mid).await? else {
+                break;
+            };
+            let max_ts = batch::stored_header(&b.payload).map_or(-1, |h| h.max_timestamp);
+            if max_ts >= timestamp {
+                hi = b.base_offset.min(hi);
+                if b.base_offset <= lo {
+                    break;
+                }
+            } else {
+                lo = b.end_offset();
+            }
+        }
+        // `lo` starts the first batch that reaches the timestamp; find the record in it.
+        let mut at = lo;
+        while at < info.end_offset {
+            let Some(b) = self.read_one(stream, at).await? else {
+                break;
+            };
+            let header = batch::stored_header(&b.payload);
+            if header.is_some_and(|h| h.max_timestamp >= timestamp) {
+                let log_append = header.is_some_and(|h| h.attributes & 0x08 != 0);
+                if log_append {
+                    return Ok((b.base_offset as i64, header.map_or(-1, |h| h.max_timestamp)));
+                }
+                let mut payload = b.payload.clone();
+                if let Ok(set) = RecordBatchDecoder::decode(&mut payload) {
+                    if let Some(r) = set.records.iter().find(|r| r.timestamp >= timestamp) {
+                        return Ok((r.offset, r.timestamp));
+                    }
+                }
+            }
+            at = b.end_offset();
+        }
+        Ok((-1, -1))
+    }
+
+    async fn read_one(&self, stream: u64, offset: u64) -> Result<Option<inlet_storage::ReadBatch>> {
+        Ok(self.store.read(stream, offset, 1).await?.into_iter().next())
+    }
+
+    pub(crate) async fn delete_records(&self, r: DeleteRecordsRequest, _version: i16) -> DeleteRecordsResponse {
+        let mut topics = Vec::new();
+        for t in r.topics {
+            let topic = self.topics.get(t.name.0.as_str());
+            let mut partitions = Vec::new();
+            for p in t.partitions {
+                let result = match topic.as_ref().and_then(|t| t.partition(p.partition_index)) {
+                    None => Err(KafkaError::unknown_topic(t.name.0.as_str())),
+                    Some(partition) => self.delete_before(partition.stream, p.offset).await,
+                };
+                partitions.push(match result {
+                    Ok(low) => DeleteRecordsPartitionResult::default()
+                        .with_partition_index(p.partition_index)
+                        .with_low_watermark(low),
+                    Err(e) => DeleteRecordsPartitionResult::default()
+                        .with_partition_index(p.partition_index)
+                        .with_low_watermark(-1)
+                        .with_error_code(e.code()),
+                });
+            }
+            topics.push(
+                DeleteRecordsTopicResult::default()
+                    .with_name(t.name)
+                    .with_partitions(partitions),
+            );
+        }
+        DeleteRecordsResponse::default().with_topics(topics)
+    }
+
+    async fn delete_before(&self, stream: u64, offset: i64) -> Result<i64> {
+        let end = self.store.end_offset(stream)? as i64;
+        let target = if offset == -1 { end } else { offset };
+        if target < 0 || target > end {
+            return Err(KafkaError::new(
+                ResponseError::OffsetOutOfRange,
+                format!("cannot delete records before {offset}: the partition ends at {end}"),
+            ));
+        }
+        self.store.trim(stream, target as u64).await?;
+        Ok(self.store.start_offset(stream)? as i64)
+    }
+}

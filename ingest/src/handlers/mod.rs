@@ -1,0 +1,7 @@
+//! Request handlers, as `impl Broker` blocks grouped by API family.
+
+mod admin;
+mod cluster;
+mod fetch;
+mod groups;
+mod produce;

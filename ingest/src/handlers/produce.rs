@@ -1,0 +1,223 @@
+//! Produce: validate each partition's record batches, order them with the partition's
+//! idempotent producer state, append them to the partition's stream as produced (only the base
+//! offset is rewritten), and answer once they are durable.
+
+use std::sync::atomic::Ordering;
+
+use bytes::Bytes;
+use futures::future::join_all;
+use inlet_storage::AppendOptions;
+use kafka_protocol::messages::produce_request::PartitionProduceData;
+use kafka_protocol::messages::produce_response::{PartitionProduceResponse, TopicProduceResponse};
+use kafka_protocol::messages::*;
+use kafka_protocol::ResponseError;
+use tokio::sync::watch;
+
+use crate::batch::{self, Batch, BatchError};
+use crate::broker::{str, Broker};
+use crate::error::{KafkaError, Result};
+use crate::producers::{Outcome, SeqCheck};
+use crate::topics::{Partition, Topic};
+
+/// What one partition's produce stored.
+struct Stored {
+    base_offset: i64,
+    log_append_time: i64,
+    log_start: i64,
+}
+
+fn batch_error(e: BatchError) -> KafkaError {
+    let code = match e {
+        BatchError::Crc { .. } | BatchError::Truncated(_) => ResponseError::CorruptMessage,
+        BatchError::UnsupportedMagic(_) => ResponseError::UnsupportedForMessageFormat,
+        BatchError::Invalid(_) => ResponseError::InvalidRecord,
+    };
+    KafkaError::new(code, e.to_string())
+}
+
+impl Broker {
+    pub(crate) async fn produce(&self, r: ProduceRequest, version: i16) -> Option<ProduceResponse> {
+        let acks = r.acks;
+        let refuse_all = if !matches!(acks, -1 | 0 | 1) {
+            Some(KafkaError::new(
+                ResponseError::InvalidRequiredAcks,
+                format!("acks must be -1, 0 or 1, not {acks}"),
+            ))
+        } else if r.transactional_id.is_some() {
+            Some(KafkaError::new(
+                ResponseError::TransactionalIdAuthorizationFailed,
+                "transactions are not supported by Inlet",
+            ))
+        } else {
+            None
+        };
+        let topics = join_all(r.topic_data.into_iter().map(|t| {
+            let refuse_all = refuse_all.clone();
+            async move {
+                let name = t.name.0.as_str().to_string();
+                let topic = match &refuse_all {
+                    Some(e) => Err(e.clone()),
+                    None => self.topic_for_write(&name).await,
+                };
+                let partitions = join_all(t.partition_data.into_iter().map(|p| {
+                    let topic = topic.clone();
+                    async move {
+                        let index = p.index;
+                        let outcome = match topic {
+                            Ok(topic) => self.produce_partition(&topic, p).await,
+                            Err(e) => Err(e),
+                        };
+                        partition_response(index, outcome, version)
+                    }
+                }))
+                .await;
+                TopicProduceResponse::default()
+                    .with_name(t.name)
+                    .with_partition_responses(partitions)
+            }
+        }))
+        .await;
+        if acks == 0 {
+            return None;
+        }
+        Some(ProduceResponse::default().with_responses(topics))
+    }
+
+    async fn produce_partition(&self, topic: &Topic, p: PartitionProduceData) -> Result<Stored> {
+        let partition = topic.partition(p.index).ok_or_else(|| {
+            KafkaError::new(
+                ResponseError::UnknownTopicOrPartition,
+                format!("topic {:?} has no partition {}", topic.name, p.index),
+            )
+        })?;
+        let records = p.records.unwrap_or_default();
+        let batches = batch::split(&records).map_err(batch_error)?;
+        let limit = topic
+            .configs
+            .get("max.message.bytes")
+            .and_then(|v| v.parse::<usize>().ok())
+            .unwrap_or(self.config.message_max_bytes as usize);
+        for b in &batches {
+            if b.bytes.len() > limit {
+                return Err(KafkaError::new(
+                    ResponseError::MessageTooLarge,
+                    format!(
+                        "a record batch of {} bytes exceeds max.message.bytes {limit} of topic {:?}",
+                        b.bytes.len(),
+                        topic.name
+                    ),
+                ));
+            }
+            if b.header.is_control() || b.header.is_transactional() {
+                return Err(KafkaError::new(
+                    ResponseError::InvalidRecord,
+                    "transactional and control batches are not supported by Inlet",
+                ));
+            }
+        }
+        let log_append_time = topic.configs.get("message.timestamp.type") == Some("LogAppendTime");
+        let now = self.now_ms();
+        let mut first = None;
+        for b in batches {
+            let offset = self
+                .append_batch(partition, b, log_append_time.then_some(now))
+                .await?;
+            first.get_or_insert(offset);
+        }
+        let log_start = self.store.start_offset(partition.stream)? as i64;
+        Ok(Stored {
+            base_offset: first.expect("split returns at least one batch"),
+            log_append_time: if log_append_time { now } else { -1 },
+            log_start,
+        })
+    }
+
+    /// Appends one batch under the partition's producer lock; returns its base offset once it
+    /// is durable (or the original's offset for a retried duplicate).
+    async fn append_batch(&self, partition: &Partition, b: Batch, append_time: Option<i64>) -> Result<i64> {
+        let header = b.header;
+        let bytes: Bytes = match append_time {
+            Some(now) => batch::set_log_append_time(&b.bytes, now),
+            None => b.bytes,
+        };
+        let timestamp = append_time.unwrap_or(header.max_timestamp);
+        let options = AppendOptions {
+            timestamp_ms: (timestamp >= 0).then_some(timestamp as u64),
+            write_base_offset: true,
+        };
+        let size = bytes.len() as u64;
+        let (pending, tx) = {
+            let mut producers = partition.producers.lock().await;
+            producers.ensure_loaded(&self.store, partition.stream).await?;
+            match producers.check(&header)? {
+                SeqCheck::Duplicate(mut outcome) => {
+                    drop(producers);
+                    let result = outcome.wait_for(|o| *o != Outcome::Pending).await.map(|o| *o);
+                    return match result {
+                        Ok(Outcome::Stored(offset)) => Ok(offset),
+                        _ => Err(KafkaError::new(
+                            ResponseError::KafkaStorageError,
+                            "the first attempt of this retried batch failed; retry",
+                        )),
+                    };
+                }
+                SeqCheck::Append => {}
+            }
+            let pending = self
+                .store
+                .submit_append(partition.stream, bytes, header.offset_count(), options)
+                .await;
+            match pending {
+                Ok(pending) => {
+                    let (tx, rx) = watch::channel(Outcome::Pending);
+                    producers.remember(&header, rx);
+                    (pending, tx)
+                }
+                Err(e) => {
+                    producers.forget(header.producer_id);
+                    return Err(e.into());
+                }
+            }
+        };
+        match pending.await {
+            Ok(offset) => {
+                tx.send_replace(Outcome::Stored(offset as i64));
+                self.metrics
+                    .produced_records
+                    .fetch_add(header.record_count as u64, Ordering::Relaxed);
+                self.metrics.produced_bytes.fetch_add(size, Ordering::Relaxed);
+                Ok(offset as i64)
+            }
+            Err(e) => {
+                tx.send_replace(Outcome::Failed);
+                partition.producers.lock().await.forget(header.producer_id);
+                Err(e.into())
+            }
+        }
+    }
+}
+
+fn partition_response(index: i32, outcome: Result<Stored>, version: i16) -> PartitionProduceResponse {
+    match outcome {
+        Ok(s) => PartitionProduceResponse::default()
+            .with_index(index)
+            .with_base_offset(s.base_offset)
+            .with_log_append_time_ms(s.log_append_time)
+            .with_log_start_offset(s.log_start),
+        Err(e) => {
+            if e.code != ResponseError::OutOfOrderSequenceNumber {
+                tracing::debug!(partition = index, error = %e, "produce refused");
+            }
+            let mut r = PartitionProduceResponse::default()
+                .with_index(index)
+                .with_error_code(e.code())
+                .with_base_offset(-1)
+                .with_log_append_time_ms(-1)
+                .with_log_start_offset(-1);
+            if version >= 8 {
+                r.error_message = Some(str(e.message));
+            }
+            r
+        }
+    }
+}

@@ -1,0 +1,121 @@
+//! Request metrics of the Kafka endpoint, rendered in Prometheus' text format: a request
+//! count and a latency histogram per API, bytes in and out, open connections.
+
+use std::fmt::Write;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use kafka_protocol::messages::ApiKey;
+
+use crate::codec::SUPPORTED;
+
+/// Upper bounds of the latency buckets, in seconds.
+const BUCKETS: &[f64] = &[
+    0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5,
+    5.0, 10.0, 30.0,
+];
+
+#[derive(Debug, Default)]
+struct ApiStats {
+    requests: AtomicU64,
+    micros_sum: AtomicU64,
+    /// One counter per bucket plus +Inf; cumulative when rendered.
+    buckets: Vec<AtomicU64>,
+}
+
+/// The endpoint's counters. Lock-free; shared by every connection.
+#[derive(Debug)]
+pub struct Metrics {
+    apis: Vec<(ApiKey, ApiStats)>,
+    pub bytes_in: AtomicU64,
+    pub bytes_out: AtomicU64,
+    pub connections: AtomicU64,
+    pub connections_total: AtomicU64,
+    pub bad_frames: AtomicU64,
+    pub produced_records: AtomicU64,
+    pub produced_bytes: AtomicU64,
+    pub fetched_bytes: AtomicU64,
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Metrics {
+            apis: SUPPORTED
+                .iter()
+                .map(|&(k, _, _)| {
+                    (
+                        k,
+                        ApiStats {
+                            buckets: (0..=BUCKETS.len()).map(|_| AtomicU64::new(0)).collect(),
+                            ..Default::default()
+                        },
+                    )
+                })
+                .collect(),
+            bytes_in: AtomicU64::new(0),
+            bytes_out: AtomicU64::new(0),
+            connections: AtomicU64::new(0),
+            connections_total: AtomicU64::new(0),
+            bad_frames: AtomicU64::new(0),
+            produced_records: AtomicU64::new(0),
+            produced_bytes: AtomicU64::new(0),
+            fetched_bytes: AtomicU64::new(0),
+        }
+    }
+}
+
+impl Metrics {
+    /// Records one answered request.
+    pub fn observe(&self, api: ApiKey, micros: u64) {
+        let Some((_, s)) = self.apis.iter().find(|(k, _)| *k == api) else {
+            return;
+        };
+        s.requests.fetch_add(1, Ordering::Relaxed);
+        s.micros_sum.fetch_add(micros, Ordering::Relaxed);
+        let secs = micros as f64 / 1e6;
+        let i = BUCKETS.iter().position(|&b| secs <= b).unwrap_or(BUCKETS.len());
+        s.buckets[i].fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Requests answered for one API (for tests).
+    pub fn requests(&self, api: ApiKey) -> u64 {
+        self.apis
+            .iter()
+            .find(|(k, _)| *k == api)
+            .map_or(0, |(_, s)| s.requests.load(Ordering::Relaxed))
+    }
+
+    /// Appends the metrics in Prometheus' text format.
+    pub fn render(&self, out: &mut String) {
+        let get = |a: &AtomicU64| a.load(Ordering::Relaxed);
+        let _ = writeln!(out, "# HELP inlet_kafka_requests_total Kafka requests answered, by API.");
+        let _ = writeln!(out, "# TYPE inlet_kafka_requests_total counter");
+        for (k, s) in &self.apis {
+            let _ = writeln!(out, "inlet_kafka_requests_total{{api=\"{k:?}\"}} {}", get(&s.requests));
+        }
+        let _ = writeln!(out, "# HELP inlet_kafka_request_seconds Time from a request's arrival to its answer, by API.");
+        let _ = writeln!(out, "# TYPE inlet_kafka_request_seconds histogram");
+        for (k, s) in &self.apis {
+            let mut cumulative = 0;
+            for (i, bound) in BUCKETS.iter().enumerate() {
+                cumulative += get(&s.buckets[i]);
+                let _ = writeln!(out, "inlet_kafka_request_seconds_bucket{{api=\"{k:?}\",le=\"{bound}\"}} {cumulative}");
+            }
+            cumulative += get(&s.buckets[BUCKETS.len()]);
+            let _ = writeln!(out, "inlet_kafka_request_seconds_bucket{{api=\"{k:?}\",le=\"+Inf\"}} {cumulative}");
+            let _ = writeln!(out, "inlet_kafka_request_seconds_sum{{api=\"{k:?}\"}} {}", get(&s.micros_sum) as f64 / 1e6);
+            let _ = writeln!(out, "inlet_kafka_request_seconds_count{{api=\"{k:?}\"}} {cumulative}");
+        }
+        for (name, help, kind, v) in [
+            ("inlet_kafka_bytes_in_total", "Request bytes read from Kafka clients.", "counter", get(&self.bytes_in)),
+            ("inlet_kafka_bytes_out_total", "Response bytes written to Kafka clients.", "counter", get(&self.bytes_out)),
+            ("inlet_kafka_connections", "Open Kafka client connections.", "gauge", get(&self.connections)),
+            ("inlet_kafka_connections_total", "Kafka client connections accepted.", "counter", get(&self.connections_total)),
+            ("inlet_kafka_bad_frames_total", "Connections closed for an oversized, malformed or unsupported request.", "counter", get(&self.bad_frames)),
+            ("inlet_kafka_produced_records_total", "Records stored by Produce.", "counter", get(&self.produced_records)),
+            ("inlet_kafka_produced_bytes_total", "Record batch bytes stored by Produce.", "counter", get(&self.produced_bytes)),
+            ("inlet_kafka_fetched_bytes_total", "Record batch bytes returned by Fetch.", "counter", get(&self.fetched_bytes)),
+        ] {
+            let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} {kind}\n{name} {v}");
+        }
+    }
+}

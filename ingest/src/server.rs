@@ -1,0 +1,191 @@
+//! The TCP side: accepting connections and running each one. A connection reads frames on
+//! one task and answers on another; requests are handled concurrently (pipelining) and
+//! answered in the order they arrived, as the protocol requires.
+//!
+//! Bounds: a frame longer than `socket.request.max.bytes` closes the connection before any
+//! room is allocated for it; requests read ahead of their answers may hold at most
+//! `queued.max.request.bytes` and [`MAX_INFLIGHT`] requests per connection.
+
+use std::net::SocketAddr;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Instant;
+
+use bytes::{Bytes, BytesMut};
+use futures::stream::{FuturesOrdered, StreamExt};
+use kafka_protocol::messages::{ApiKey, ResponseKind};
+use kafka_protocol::ResponseError;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::{mpsc, OwnedSemaphorePermit, Semaphore};
+use tokio::task::JoinSet;
+use tokio_util::sync::CancellationToken;
+
+use crate::broker::Broker;
+use crate::codec::{self, DecodeError};
+
+/// Requests of one connection being handled at once.
+pub const MAX_INFLIGHT: usize = 64;
+
+/// What the reader hands the answering side.
+enum Item {
+    Request(codec::Request, OwnedSemaphorePermit, Instant),
+    /// A ready answer (ApiVersions at a version this broker does not know).
+    Reply(Bytes),
+    /// Stop after answering what came before.
+    Close(String),
+}
+
+/// Accepts Kafka connections until `shutdown`; then stops reading new requests, answers the
+/// ones in flight and returns.
+pub async fn serve(listener: TcpListener, broker: Arc<Broker>, shutdown: CancellationToken) {
+    let mut connections = JoinSet::new();
+    loop {
+        tokio::select! {
+            accepted = listener.accept() => match accepted {
+                Ok((socket, peer)) => {
+                    let _ = socket.set_nodelay(true);
+                    connections.spawn(connection(socket, peer, broker.clone(), shutdown.clone()));
+                }
+                Err(e) => {
+                    tracing::warn!(error = %e, "accepting a Kafka connection failed");
+                    tokio::task::yield_now().await;
+                }
+            },
+            Some(_) = connections.join_next(), if !connections.is_empty() => {}
+            _ = shutdown.cancelled() => break,
+        }
+    }
+    while connections.join_next().await.is_some() {}
+}
+
+async fn connection(socket: TcpStream, peer: SocketAddr, broker: Arc<Broker>, shutdown: CancellationToken) {
+    let metrics = broker.metrics().clone();
+    metrics.connections.fetch_add(1, Ordering::Relaxed);
+    metrics.connections_total.fetch_add(1, Ordering::Relaxed);
+    let (read, mut write) = socket.into_split();
+    let (tx, mut rx) = mpsc::channel::<Item>(MAX_INFLIGHT);
+    let budget = broker.config().connection_inflight_bytes.min(u32::MAX as u64) as usize;
+    let permits = Arc::new(Semaphore::new(budget.min(Semaphore::MAX_PERMITS)));
+    let max_frame = broker.config().socket_request_max_bytes;
+    let mut reader = JoinSet::new();
+    reader.spawn(read_requests(read, tx, permits, max_frame, broker.clone(), shutdown.clone()));
+
+    let mut inflight = FuturesOrdered::new();
+    let mut reading = true;
+    loop {
+        tokio::select! {
+            item = rx.recv(), if reading && inflight.len() < MAX_INFLIGHT => match item {
+                Some(Item::Request(request, permit, arrived)) => {
+                    let broker = broker.clone();
+                    let peer = peer.ip().to_string();
+                    inflight.push_back(Box::pin(async move {
+                        let api = request.api_key;
+                        let version = request.version();
+                        let correlation = request.header.correlation_id;
+                        let answer = broker.handle(request, &peer).await;
+                        drop(permit);
+                        let frame = match answer {
+                            Some(body) => match codec::encode_response(api, version, correlation, &body) {
+                                Ok(frame) => Some(Ok(frame)),
+                                Err(e) => Some(Err(format!("encoding the {api:?} v{version} response failed: {e:#}"))),
+                            },
+                            None => None,
+                        };
+                        broker.metrics().observe(api, arrived.elapsed().as_micros() as u64);
+                        frame
+                    }) as futures::future::BoxFuture<'static, Option<Result<Bytes, String>>>);
+                }
+                Some(Item::Reply(frame)) => inflight.push_back(Box::pin(async move { Some(Ok(frame)) })),
+                Some(Item::Close(reason)) => {
+                    inflight.push_back(Box::pin(async move { Some(Err(reason)) }));
+                    reading = false;
+                }
+                None => reading = false,
+            },
+            Some(answer) = inflight.next(), if !inflight.is_empty() => match answer {
+                Some(Ok(frame)) => {
+                    metrics.bytes_out.fetch_add(frame.len() as u64, Ordering::Relaxed);
+                    if let Err(e) = write.write_all(&frame).await {
+                        tracing::debug!(%peer, error = %e, "writing a response failed");
+                        break;
+                    }
+                }
+                Some(Err(reason)) => {
+                    tracing::info!(%peer, reason, "closing Kafka connection");
+                    break;
+                }
+                None => {}
+            },
+            else => break,
+        }
+    }
+    reader.abort_all();
+    let _ = write.shutdown().await;
+    metrics.connections.fetch_sub(1, Ordering::Relaxed);
+}
+
+async fn read_requests(
+    mut read: tokio::net::tcp::OwnedReadHalf,
+    tx: mpsc::Sender<Item>,
+    permits: Arc<Semaphore>,
+    max_frame: u32,
+    broker: Arc<Broker>,
+    shutdown: CancellationToken,
+) {
+    let metrics = broker.metrics().clone();
+    let bad = |reason: String| {
+        metrics.bad_frames.fetch_add(1, Ordering::Relaxed);
+        Item::Close(reason)
+    };
+    loop {
+        let mut len = [0u8; 4];
+        let first = tokio::select! {
+            r = read.read_exact(&mut len) => r,
+            _ = shutdown.cancelled() => return,
+        };
+        if first.is_err() {
+            return; // closed by the client
+        }
+        let size = i32::from_be_bytes(len);
+        if size < 8 || size as u32 > max_frame {
+            let _ = tx
+                .send(bad(format!("request frame of {size} bytes is outside 8..={max_frame} (socket.request.max.bytes)")))
+                .await;
+            return;
+        }
+        let size = size as usize;
+        let permit = match permits.clone().acquire_many_owned(size.min(u32::MAX as usize) as u32).await {
+            Ok(p) => p,
+            Err(_) => return,
+        };
+        let mut frame = BytesMut::zeroed(size);
+        if read.read_exact(&mut frame).await.is_err() {
+            return;
+        }
+        metrics.bytes_in.fetch_add(size as u64 + 4, Ordering::Relaxed);
+        let arrived = Instant::now();
+        let frame = frame.freeze();
+        let item = match codec::decode_request(frame.clone()) {
+            Ok(request) => Item::Request(request, permit, arrived),
+            Err(DecodeError::UnsupportedVersion { api: ApiKey::ApiVersions, .. }) => {
+                // A client newer than this broker: answer in v0 with the versions this broker
+                // has, so the client can pick one (KIP-511).
+                let prefix = codec::header_prefix(&frame).expect("decoded a prefix already");
+                let body = broker
+                    .api_versions(Default::default(), 0)
+                    .with_error_code(ResponseError::UnsupportedVersion.code());
+                match codec::encode_response(ApiKey::ApiVersions, 0, prefix.correlation_id, &ResponseKind::ApiVersions(body)) {
+                    Ok(f) => Item::Reply(f),
+                    Err(e) => bad(format!("encoding ApiVersions failed: {e:#}")),
+                }
+            }
+            Err(e) => bad(e.to_string()),
+        };
+        let closing = matches!(item, Item::Close(_));
+        if tx.send(item).await.is_err() || closing {
+            return;
+        }
+    }
+}
+

@@ -5,6 +5,8 @@
 //! Not built yet: the Kafka endpoint issue builds this crate. Until then it only proves that
 //! the pinned `kafka-protocol` crate encodes and decodes with this toolchain.
 
+pub mod groups;
+
 #[cfg(test)]
 mod tests {
     use bytes::BytesMut;

@@ -1,0 +1,940 @@
+//! The consumer group coordinator, classic rebalance protocol: JoinGroup, SyncGroup,
+//! Heartbeat, LeaveGroup, committed offsets, and the admin calls on groups.
+//!
+//! What lives where:
+//! - [`state`]: one group's membership state machine (pure logic, given the time);
+//! - [`member`]: one member and the replies it waits for;
+//! - [`offsets`]: committed offsets, durable in the metadata store and cached;
+//! - this module: the Kafka wire types in and out, for each advertised version, and the timer
+//!   task that expires sessions and ends rebalances.
+//!
+//! Invariants:
+//! - membership lives in memory only: after a restart every group is `Empty` with its
+//!   committed offsets, and members rejoin (their old member ids answer `UNKNOWN_MEMBER_ID`);
+//! - an OffsetCommit is answered only after its offsets are durable in the metadata store;
+//! - the groups lock is never held across an `.await`; JoinGroup and SyncGroup park a
+//!   `oneshot` in the group and await it after releasing the lock;
+//! - the timer task is owned by the coordinator: it stops on [`GroupCoordinator::shutdown`]
+//!   and is aborted when the last clone of the coordinator is dropped;
+//! - after `shutdown`, every call (and every parked JoinGroup / SyncGroup) answers
+//!   `COORDINATOR_NOT_AVAILABLE`.
+//!
+//! One node coordinates a group at a time (FindCoordinator's job): the offset cache assumes no
+//! other node writes the same group's offsets.
+
+mod member;
+mod offsets;
+mod state;
+#[cfg(test)]
+mod tests;
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use inlet_storage::{Clock, MetaStore};
+use kafka_protocol::messages::delete_groups_response::DeletableGroupResult;
+use kafka_protocol::messages::describe_groups_response::{DescribedGroup, DescribedGroupMember};
+use kafka_protocol::messages::join_group_response::JoinGroupResponseMember;
+use kafka_protocol::messages::leave_group_response::MemberResponse;
+use kafka_protocol::messages::list_groups_response::ListedGroup;
+use kafka_protocol::messages::offset_commit_response::{
+    OffsetCommitResponsePartition, OffsetCommitResponseTopic,
+};
+use kafka_protocol::messages::offset_delete_response::{
+    OffsetDeleteResponsePartition, OffsetDeleteResponseTopic,
+};
+use kafka_protocol::messages::offset_fetch_response::{
+    OffsetFetchResponseGroup, OffsetFetchResponsePartition, OffsetFetchResponsePartitions,
+    OffsetFetchResponseTopic, OffsetFetchResponseTopics,
+};
+use kafka_protocol::messages::{
+    DeleteGroupsRequest, DeleteGroupsResponse, DescribeGroupsRequest, DescribeGroupsResponse,
+    GroupId, HeartbeatRequest, HeartbeatResponse, JoinGroupRequest, JoinGroupResponse,
+    LeaveGroupRequest, LeaveGroupResponse, ListGroupsRequest, ListGroupsResponse,
+    OffsetCommitRequest, OffsetCommitResponse, OffsetDeleteRequest, OffsetDeleteResponse,
+    OffsetFetchRequest, OffsetFetchResponse, SyncGroupRequest, SyncGroupResponse, TopicName,
+};
+use kafka_protocol::protocol::StrBytes;
+use kafka_protocol::ResponseError;
+use parking_lot::Mutex;
+use tokio::sync::Notify;
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+
+use member::{JoinResult, Protocol, SyncResult};
+use offsets::{CommittedOffset, OffsetStore, MAX_METADATA_BYTES};
+use state::{Group, GroupState, GroupSummary, JoinParams, Reply, SyncParams};
+
+/// The longest the timer sleeps without looking: bounds the effect of a clock that jumps.
+const MAX_TIMER_SLEEP_MS: u64 = 1000;
+
+/// Broker settings of the group coordinator, by their Kafka names.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GroupConfig {
+    /// `group.initial.rebalance.delay.ms`: how long the first rebalance of an empty group waits
+    /// for more members (Kafka default 3000).
+    pub initial_rebalance_delay_ms: u64,
+    /// `group.min.session.timeout.ms` (Kafka default 6000).
+    pub min_session_timeout_ms: u64,
+    /// `group.max.session.timeout.ms` (Kafka default 1800000).
+    pub max_session_timeout_ms: u64,
+}
+
+impl Default for GroupConfig {
+    fn default() -> Self {
+        GroupConfig {
+            initial_rebalance_delay_ms: 3000,
+            min_session_timeout_ms: 6000,
+            max_session_timeout_ms: 1_800_000,
+        }
+    }
+}
+
+/// Who sent a JoinGroup, as the connection knows it: DescribeGroups shows it, and the client
+/// id prefixes new member ids, as in Kafka.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ClientInfo {
+    pub client_id: String,
+    pub client_host: String,
+}
+
+/// The group coordinator of this node. Cheap to clone; clones share the groups.
+#[derive(Debug, Clone)]
+pub struct GroupCoordinator {
+    inner: Arc<Inner>,
+    timer: Arc<TimerTask>,
+}
+
+#[derive(Debug)]
+struct Inner {
+    config: GroupConfig,
+    clock: Arc<dyn Clock>,
+    groups: Mutex<HashMap<String, Group>>,
+    offsets: OffsetStore,
+    /// Wakes the timer when a call may have set an earlier deadline.
+    wake: Notify,
+    /// Cancelled by `shutdown`, under the groups lock.
+    cancel: CancellationToken,
+}
+
+/// The timer task, aborted when the last coordinator clone goes.
+#[derive(Debug)]
+struct TimerTask(Mutex<Option<JoinHandle<()>>>);
+
+impl Drop for TimerTask {
+    fn drop(&mut self) {
+        if let Some(handle) = self.0.lock().take() {
+            handle.abort();
+        }
+    }
+}
+
+fn s(value: impl Into<String>) -> StrBytes {
+    StrBytes::from_string(value.into())
+}
+
+fn code(error: Option<ResponseError>) -> i16 {
+    error.map_or(0, |e| e.code())
+}
+
+impl GroupCoordinator {
+    /// Opens the coordinator: creates its tables if needed, loads committed offsets, and
+    /// starts the timer task. Must run inside a Tokio runtime.
+    pub async fn open(
+        meta: MetaStore,
+        config: GroupConfig,
+        clock: Arc<dyn Clock>,
+    ) -> Result<Self, inlet_storage::Error> {
+        if config.min_session_timeout_ms > config.max_session_timeout_ms {
+            return Err(inlet_storage::Error::Config(format!(
+                "group.min.session.timeout.ms ({}) exceeds group.max.session.timeout.ms ({})",
+                config.min_session_timeout_ms, config.max_session_timeout_ms
+            )));
+        }
+        let offsets = OffsetStore::open(meta).await?;
+        let inner = Arc::new(Inner {
+            config,
+            clock,
+            groups: Mutex::new(HashMap::new()),
+            offsets,
+            wake: Notify::new(),
+            cancel: CancellationToken::new(),
+        });
+        let handle = tokio::spawn(run_timer(inner.clone()));
+        Ok(GroupCoordinator {
+            inner,
+            timer: Arc::new(TimerTask(Mutex::new(Some(handle)))),
+        })
+    }
+
+    /// Stops the timer; parked and later JoinGroup / SyncGroup calls answer
+    /// `COORDINATOR_NOT_AVAILABLE`, and so does every other call.
+    pub async fn shutdown(&self) {
+        {
+            let mut groups = self.inner.groups.lock();
+            self.inner.cancel.cancel();
+            for group in groups.values_mut() {
+                group.shutdown();
+            }
+        }
+        let handle = self.timer.0.lock().take();
+        if let Some(handle) = handle {
+            let _ = handle.await;
+        }
+    }
+
+    fn now_ms(&self) -> u64 {
+        self.inner.clock.now_ms()
+    }
+
+    fn is_shut_down(&self) -> bool {
+        self.inner.cancel.is_cancelled()
+    }
+
+    // ---- JoinGroup ----
+
+    /// JoinGroup v0–9 for a client that did not say who it is. Returns when the rebalance the
+    /// member joins completes (or at once on an error).
+    pub async fn join_group(&self, req: JoinGroupRequest, version: i16) -> JoinGroupResponse {
+        self.join_group_from(req, version, &ClientInfo::default())
+            .await
+    }
+
+    /// JoinGroup v0–9 from `client`.
+    pub async fn join_group_from(
+        &self,
+        req: JoinGroupRequest,
+        version: i16,
+        client: &ClientInfo,
+    ) -> JoinGroupResponse {
+        let member_id = req.member_id.to_string();
+        let result = self.join(req, version, client).await;
+        join_response(result.unwrap_or_else(|e| JoinResult::error(&member_id, e)), version)
+    }
+
+    async fn join(
+        &self,
+        req: JoinGroupRequest,
+        version: i16,
+        client: &ClientInfo,
+    ) -> Result<JoinResult, ResponseError> {
+        let config = &self.inner.config;
+        if req.group_id.is_empty() {
+            return Err(ResponseError::InvalidGroupId);
+        }
+        let session_timeout_ms = u64::try_from(req.session_timeout_ms)
+            .ok()
+            .filter(|t| (config.min_session_timeout_ms..=config.max_session_timeout_ms).contains(t))
+            .ok_or(ResponseError::InvalidSessionTimeout)?;
+        // v0 has no rebalance timeout: Kafka uses the session timeout.
+        let rebalance_timeout_ms = if version >= 1 && req.rebalance_timeout_ms > 0 {
+            req.rebalance_timeout_ms as u64
+        } else {
+            session_timeout_ms
+        };
+        let group_instance_id = req.group_instance_id.as_ref().map(|i| i.to_string());
+        let prefix = match (&group_instance_id, client.client_id.as_str()) {
+            (Some(instance), _) => instance.as_str(),
+            (None, "") => "consumer",
+            (None, client_id) => client_id,
+        };
+        let params = JoinParams {
+            member_id: req.member_id.to_string(),
+            new_member_id: format!("{prefix}-{}", uuid::Uuid::new_v4()),
+            group_instance_id,
+            client_id: client.client_id.clone(),
+            client_host: client.client_host.clone(),
+            session_timeout_ms,
+            rebalance_timeout_ms,
+            protocol_type: req.protocol_type.to_string(),
+            protocols: req
+                .protocols
+                .into_iter()
+                .map(|p| Protocol {
+                    name: p.name.to_string(),
+                    metadata: p.metadata,
+                })
+                .collect(),
+            require_known_member_id: version >= 4,
+        };
+        let reply = {
+            let mut groups = self.inner.groups.lock();
+            if self.is_shut_down() {
+                return Err(ResponseError::CoordinatorNotAvailable);
+            }
+            let group_id = req.group_id.as_str();
+            let group = if params.member_id.is_empty() {
+                groups
+                    .entry(group_id.to_string())
+                    .or_insert_with(|| Group::new(config.initial_rebalance_delay_ms))
+            } else {
+                groups
+                    .get_mut(group_id)
+                    .ok_or(ResponseError::UnknownMemberId)?
+            };
+            group.join(params, self.now_ms())
+        };
+        self.inner.wake.notify_one();
+        match reply {
+            Reply::Now(result) => Ok(result),
+            // A dropped sender means a newer JoinGroup of the same member replaced this one.
+            Reply::Later(rx) => rx.await.map_err(|_| ResponseError::RebalanceInProgress),
+        }
+    }
+
+    // ---- SyncGroup ----
+
+    /// SyncGroup v0–5. The leader's call stores the assignment; every member's call returns
+    /// its own assignment once the leader's has arrived.
+    pub async fn sync_group(&self, req: SyncGroupRequest, version: i16) -> SyncGroupResponse {
+        let result = self.sync(req).await.unwrap_or_else(SyncResult::error);
+        let mut response = SyncGroupResponse::default()
+            .with_error_code(code(result.error))
+            .with_assignment(result.assignment);
+        if version >= 5 {
+            response = response
+                .with_protocol_type(result.protocol_type.map(s))
+                .with_protocol_name(result.protocol_name.map(s));
+        }
+        response
+    }
+
+    async fn sync(&self, req: SyncGroupRequest) -> Result<SyncResult, ResponseError> {
+        if req.group_id.is_empty() {
+            return Err(ResponseError::InvalidGroupId);
+        }
+        let params = SyncParams {
+            member_id: req.member_id.to_string(),
+            group_instance_id: req.group_instance_id.map(|i| i.to_string()),
+            generation_id: req.generation_id,
+            protocol_type: req.protocol_type.map(|t| t.to_string()),
+            protocol_name: req.protocol_name.map(|n| n.to_string()),
+            assignments: req
+                .assignments
+                .into_iter()
+                .map(|a| (a.member_id.to_string(), a.assignment))
+                .collect(),
+        };
+        let reply = {
+            let mut groups = self.inner.groups.lock();
+            if self.is_shut_down() {
+                return Err(ResponseError::CoordinatorNotAvailable);
+            }
+            let group = groups
+                .get_mut(req.group_id.as_str())
+                .ok_or(ResponseError::UnknownMemberId)?;
+            group.sync(params, self.now_ms())
+        };
+        self.inner.wake.notify_one();
+        match reply {
+            Reply::Now(result) => Ok(result),
+            Reply::Later(rx) => rx.await.map_err(|_| ResponseError::RebalanceInProgress),
+        }
+    }
+
+    // ---- Heartbeat, LeaveGroup ----
+
+    /// Heartbeat v0–4: keeps the member's session alive; `REBALANCE_IN_PROGRESS` tells it to
+    /// rejoin.
+    pub async fn heartbeat(&self, req: HeartbeatRequest, _version: i16) -> HeartbeatResponse {
+        let error = if req.group_id.is_empty() {
+            Some(ResponseError::InvalidGroupId)
+        } else {
+            let mut groups = self.inner.groups.lock();
+            if self.is_shut_down() {
+                Some(ResponseError::CoordinatorNotAvailable)
+            } else {
+                match groups.get_mut(req.group_id.as_str()) {
+                    None => Some(ResponseError::UnknownMemberId),
+                    Some(group) => group.heartbeat(
+                        req.member_id.as_str(),
+                        req.group_instance_id.as_deref(),
+                        req.generation_id,
+                        self.now_ms(),
+                    ),
+                }
+            }
+        };
+        HeartbeatResponse::default().with_error_code(code(error))
+    }
+
+    /// LeaveGroup v0–5 (v3+: a batch of members, by member id and/or instance id).
+    pub async fn leave_group(&self, req: LeaveGroupRequest, version: i16) -> LeaveGroupResponse {
+        let identities: Vec<(String, Option<String>)> = if version >= 3 {
+            req.members
+                .iter()
+                .map(|m| {
+                    (
+                        m.member_id.to_string(),
+                        m.group_instance_id.as_ref().map(|i| i.to_string()),
+                    )
+                })
+                .collect()
+        } else {
+            vec![(req.member_id.to_string(), None)]
+        };
+        let (top, errors) = if req.group_id.is_empty() {
+            (Some(ResponseError::InvalidGroupId), Vec::new())
+        } else {
+            let mut groups = self.inner.groups.lock();
+            if self.is_shut_down() {
+                (Some(ResponseError::CoordinatorNotAvailable), Vec::new())
+            } else {
+                match groups.get_mut(req.group_id.as_str()) {
+                    None => (None, vec![Some(ResponseError::UnknownMemberId); identities.len()]),
+                    Some(group) => (None, group.leave(&identities, self.now_ms())),
+                }
+            }
+        };
+        self.inner.wake.notify_one();
+        if version < 3 {
+            let error = top.or_else(|| errors.first().copied().flatten());
+            return LeaveGroupResponse::default().with_error_code(code(error));
+        }
+        let members = if top.is_some() {
+            Vec::new()
+        } else {
+            identities
+                .into_iter()
+                .zip(errors)
+                .map(|((member_id, instance), error)| {
+                    MemberResponse::default()
+                        .with_member_id(s(member_id))
+                        .with_group_instance_id(instance.map(s))
+                        .with_error_code(code(error))
+                })
+                .collect()
+        };
+        LeaveGroupResponse::default()
+            .with_error_code(code(top))
+            .with_members(members)
+    }
+
+    // ---- offsets ----
+
+    /// OffsetCommit v2–9. Answers once the accepted offsets are durable.
+    pub async fn offset_commit(
+        &self,
+        req: OffsetCommitRequest,
+        version: i16,
+    ) -> OffsetCommitResponse {
+        let group_id = req.group_id.to_string();
+        let allowed = self.check_commit(&req, version);
+        let now_ms = self.now_ms();
+        let mut errors: Vec<Vec<Option<ResponseError>>> = Vec::with_capacity(req.topics.len());
+        let mut accepted = Vec::new();
+        for topic in &req.topics {
+            let mut topic_errors = Vec::with_capacity(topic.partitions.len());
+            for p in &topic.partitions {
+                let metadata = p.committed_metadata.as_deref().unwrap_or_default();
+                let error = match allowed {
+                    Err(e) => Some(e),
+                    Ok(()) if metadata.len() > MAX_METADATA_BYTES => {
+                        Some(ResponseError::OffsetMetadataTooLarge)
+                    }
+                    Ok(()) => {
+                        accepted.push((
+                            (topic.name.to_string(), p.partition_index),
+                            CommittedOffset {
+                                offset: p.committed_offset,
+                                leader_epoch: p.committed_leader_epoch,
+                                metadata: metadata.to_string(),
+                                commit_ms: now_ms,
+                            },
+                        ));
+                        None
+                    }
+                };
+                topic_errors.push(error);
+            }
+            errors.push(topic_errors);
+        }
+        if let Err(e) = self.inner.offsets.commit(&group_id, accepted).await {
+            tracing::warn!(group_id, error = %e, "offset commit failed");
+            for error in errors.iter_mut().flatten() {
+                if error.is_none() {
+                    *error = Some(ResponseError::CoordinatorNotAvailable);
+                }
+            }
+        }
+        let topics = req
+            .topics
+            .into_iter()
+            .zip(errors)
+            .map(|(topic, errors)| {
+                let partitions = topic
+                    .partitions
+                    .iter()
+                    .zip(errors)
+                    .map(|(p, error)| {
+                        OffsetCommitResponsePartition::default()
+                            .with_partition_index(p.partition_index)
+                            .with_error_code(code(error))
+                    })
+                    .collect();
+                OffsetCommitResponseTopic::default()
+                    .with_name(topic.name)
+                    .with_partitions(partitions)
+            })
+            .collect();
+        OffsetCommitResponse::default().with_topics(topics)
+    }
+
+    fn check_commit(&self, req: &OffsetCommitRequest, version: i16) -> Result<(), ResponseError> {
+        if req.group_id.is_empty() {
+            return Err(ResponseError::InvalidGroupId);
+        }
+        let instance = if version >= 7 {
+            req.group_instance_id.as_deref()
+        } else {
+            None
+        };
+        let mut groups = self.inner.groups.lock();
+        if self.is_shut_down() {
+            return Err(ResponseError::CoordinatorNotAvailable);
+        }
+        let generation_id = req.generation_id_or_member_epoch;
+        match groups.get_mut(req.group_id.as_str()) {
+            Some(group) => group.check_commit(
+                req.member_id.as_str(),
+                instance,
+                generation_id,
+                self.now_ms(),
+            ),
+            // A group known only by its offsets is empty: Kafka's answers for an empty group.
+            None if generation_id < 0 => Ok(()),
+            None if self.inner.offsets.has_group(req.group_id.as_str()) => {
+                Err(ResponseError::UnknownMemberId)
+            }
+            None => Err(ResponseError::IllegalGeneration),
+        }
+    }
+
+    /// OffsetFetch v1–9 (v8+: several groups). Partitions without a committed offset answer
+    /// offset -1; no topics means every committed offset of the group.
+    pub async fn offset_fetch(&self, req: OffsetFetchRequest, version: i16) -> OffsetFetchResponse {
+        let shut_down = self.is_shut_down().then_some(ResponseError::CoordinatorNotAvailable);
+        if version >= 8 {
+            let groups = req
+                .groups
+                .into_iter()
+                .map(|g| {
+                    let error = shut_down.or_else(|| {
+                        g.group_id.is_empty().then_some(ResponseError::InvalidGroupId)
+                    });
+                    let wanted = g.topics.map(|topics| {
+                        topics
+                            .into_iter()
+                            .map(|t| (t.name, t.partition_indexes))
+                            .collect()
+                    });
+                    let topics = if error.is_some() {
+                        Vec::new()
+                    } else {
+                        self.fetch(&g.group_id, wanted)
+                            .into_iter()
+                            .map(|(name, partitions)| {
+                                let partitions = partitions
+                                    .into_iter()
+                                    .map(|(index, o)| {
+                                        let o = o.unwrap_or_else(no_offset);
+                                        OffsetFetchResponsePartitions::default()
+                                            .with_partition_index(index)
+                                            .with_committed_offset(o.offset)
+                                            .with_committed_leader_epoch(o.leader_epoch)
+                                            .with_metadata(Some(s(o.metadata)))
+                                    })
+                                    .collect();
+                                OffsetFetchResponseTopics::default()
+                                    .with_name(name)
+                                    .with_partitions(partitions)
+                            })
+                            .collect()
+                    };
+                    OffsetFetchResponseGroup::default()
+                        .with_group_id(g.group_id)
+                        .with_topics(topics)
+                        .with_error_code(code(error))
+                })
+                .collect();
+            return OffsetFetchResponse::default().with_groups(groups);
+        }
+        let error = shut_down
+            .or_else(|| req.group_id.is_empty().then_some(ResponseError::InvalidGroupId));
+        let wanted = req.topics.map(|topics| {
+            topics
+                .into_iter()
+                .map(|t| (t.name, t.partition_indexes))
+                .collect()
+        });
+        let topics = if error.is_some() {
+            Vec::new()
+        } else {
+            self.fetch(&req.group_id, wanted)
+                .into_iter()
+                .map(|(name, partitions)| {
+                    let partitions = partitions
+                        .into_iter()
+                        .map(|(index, o)| {
+                            let o = o.unwrap_or_else(no_offset);
+                            let mut p = OffsetFetchResponsePartition::default()
+                                .with_partition_index(index)
+                                .with_committed_offset(o.offset)
+                                .with_metadata(Some(s(o.metadata)));
+                            if version >= 5 {
+                                p = p.with_committed_leader_epoch(o.leader_epoch);
+                            }
+                            p
+                        })
+                        .collect();
+                    OffsetFetchResponseTopic::default()
+                        .with_name(name)
+                        .with_partitions(partitions)
+                })
+                .collect()
+        };
+        let response = OffsetFetchResponse::default().with_topics(topics);
+        if version >= 2 {
+            response.with_error_code(code(error))
+        } else {
+            response
+        }
+    }
+
+    /// The offsets asked for (`None`: all the group has), topic by topic.
+    #[allow(clippy::type_complexity)]
+    fn fetch(
+        &self,
+        group_id: &str,
+        wanted: Option<Vec<(TopicName, Vec<i32>)>>,
+    ) -> Vec<(TopicName, Vec<(i32, Option<CommittedOffset>)>)> {
+        let offsets = &self.inner.offsets;
+        match wanted {
+            Some(topics) => topics
+                .into_iter()
+                .map(|(name, partitions)| {
+                    let found = partitions
+                        .into_iter()
+                        .map(|p| (p, offsets.get(group_id, &name, p)))
+                        .collect();
+                    (name, found)
+                })
+                .collect(),
+            None => {
+                let mut by_topic: Vec<(TopicName, Vec<(i32, Option<CommittedOffset>)>)> =
+                    Vec::new();
+                for ((topic, partition), o) in offsets.all(group_id) {
+                    match by_topic.last_mut() {
+                        Some((name, partitions)) if name.as_str() == topic => {
+                            partitions.push((partition, Some(o)))
+                        }
+                        _ => by_topic.push((TopicName(s(topic)), vec![(partition, Some(o))])),
+                    }
+                }
+                by_topic
+            }
+        }
+    }
+
+    /// Drops committed offsets of a deleted topic, in every group.
+    pub async fn delete_topic_offsets(&self, topic: &str) -> Result<(), inlet_storage::Error> {
+        self.inner.offsets.delete_topic(topic).await
+    }
+
+    /// OffsetDelete v0. Offsets of topics a consumer group's members subscribe to stay
+    /// (`GROUP_SUBSCRIBED_TO_TOPIC`).
+    pub async fn offset_delete(
+        &self,
+        req: OffsetDeleteRequest,
+        _version: i16,
+    ) -> OffsetDeleteResponse {
+        let group_id = req.group_id.as_str();
+        let guard = if group_id.is_empty() {
+            Err(ResponseError::InvalidGroupId)
+        } else {
+            let groups = self.inner.groups.lock();
+            if self.is_shut_down() {
+                Err(ResponseError::CoordinatorNotAvailable)
+            } else {
+                match groups.get(group_id) {
+                    Some(group) => group.offset_delete_guard(),
+                    None if self.inner.offsets.has_group(group_id) => Ok(None),
+                    None => Err(ResponseError::GroupIdNotFound),
+                }
+            }
+        };
+        let subscribed = match guard {
+            Ok(subscribed) => subscribed,
+            Err(e) => return OffsetDeleteResponse::default().with_error_code(e.code()),
+        };
+        let is_subscribed = |topic: &str| subscribed.as_ref().is_some_and(|t| t.contains(topic));
+        let doomed: Vec<(String, i32)> = req
+            .topics
+            .iter()
+            .filter(|t| !is_subscribed(&t.name))
+            .flat_map(|t| {
+                t.partitions
+                    .iter()
+                    .map(|p| (t.name.to_string(), p.partition_index))
+            })
+            .collect();
+        let store_error = match self.inner.offsets.delete_partitions(group_id, &doomed).await {
+            Ok(()) => None,
+            Err(e) => {
+                tracing::warn!(group_id, error = %e, "offset delete failed");
+                Some(ResponseError::CoordinatorNotAvailable)
+            }
+        };
+        let topics = req
+            .topics
+            .into_iter()
+            .map(|t| {
+                let error = if is_subscribed(&t.name) {
+                    Some(ResponseError::GroupSubscribedToTopic)
+                } else {
+                    store_error
+                };
+                let partitions = t
+                    .partitions
+                    .iter()
+                    .map(|p| {
+                        OffsetDeleteResponsePartition::default()
+                            .with_partition_index(p.partition_index)
+                            .with_error_code(code(error))
+                    })
+                    .collect();
+                OffsetDeleteResponseTopic::default()
+                    .with_name(t.name)
+                    .with_partitions(partitions)
+            })
+            .collect();
+        OffsetDeleteResponse::default().with_topics(topics)
+    }
+
+    // ---- admin ----
+
+    /// A group's summary, also for groups known only by their offsets (`Empty`) and unknown
+    /// groups (`Dead`, as Kafka answers before DescribeGroups v6).
+    fn summary(&self, groups: &HashMap<String, Group>, group_id: &str) -> GroupSummary {
+        match groups.get(group_id) {
+            Some(group) => group.summary(),
+            None => GroupSummary {
+                state: if self.inner.offsets.has_group(group_id) {
+                    GroupState::Empty
+                } else {
+                    GroupState::Dead
+                },
+                protocol_type: String::new(),
+                protocol_name: String::new(),
+                members: Vec::new(),
+            },
+        }
+    }
+
+    /// DescribeGroups v0–5.
+    pub async fn describe_groups(
+        &self,
+        req: DescribeGroupsRequest,
+        version: i16,
+    ) -> DescribeGroupsResponse {
+        let groups = self.inner.groups.lock();
+        let shut_down = self.is_shut_down();
+        let described = req
+            .groups
+            .into_iter()
+            .map(|group_id| {
+                if shut_down {
+                    return DescribedGroup::default()
+                        .with_group_id(group_id)
+                        .with_error_code(ResponseError::CoordinatorNotAvailable.code());
+                }
+                let summary = self.summary(&groups, &group_id);
+                let members = summary
+                    .members
+                    .into_iter()
+                    .map(|m| {
+                        let member = DescribedGroupMember::default()
+                            .with_member_id(s(m.member_id))
+                            .with_client_id(s(m.client_id))
+                            .with_client_host(s(m.client_host))
+                            .with_member_metadata(m.metadata)
+                            .with_member_assignment(m.assignment);
+                        if version >= 4 {
+                            member.with_group_instance_id(m.group_instance_id.map(s))
+                        } else {
+                            member
+                        }
+                    })
+                    .collect();
+                DescribedGroup::default()
+                    .with_group_id(group_id)
+                    .with_group_state(s(summary.state.as_str()))
+                    .with_protocol_type(s(summary.protocol_type))
+                    .with_protocol_data(s(summary.protocol_name))
+                    .with_members(members)
+            })
+            .collect();
+        DescribeGroupsResponse::default().with_groups(described)
+    }
+
+    /// ListGroups v0–4 (v4: filtered by state, case-insensitively).
+    pub async fn list_groups(&self, req: ListGroupsRequest, version: i16) -> ListGroupsResponse {
+        let groups = self.inner.groups.lock();
+        if self.is_shut_down() {
+            return ListGroupsResponse::default()
+                .with_error_code(ResponseError::CoordinatorNotAvailable.code());
+        }
+        let mut ids: Vec<String> = groups.keys().cloned().collect();
+        ids.extend(self.inner.offsets.groups());
+        ids.sort();
+        ids.dedup();
+        let listed = ids
+            .into_iter()
+            .filter_map(|group_id| {
+                let summary = self.summary(&groups, &group_id);
+                let state = summary.state.as_str();
+                let wanted = version < 4
+                    || req.states_filter.is_empty()
+                    || req
+                        .states_filter
+                        .iter()
+                        .any(|f| f.eq_ignore_ascii_case(state));
+                if !wanted || summary.state == GroupState::Dead {
+                    return None;
+                }
+                let listed = ListedGroup::default()
+                    .with_group_id(GroupId(s(group_id)))
+                    .with_protocol_type(s(summary.protocol_type));
+                Some(if version >= 4 {
+                    listed.with_group_state(s(state))
+                } else {
+                    listed
+                })
+            })
+            .collect();
+        ListGroupsResponse::default().with_groups(listed)
+    }
+
+    /// DeleteGroups v0–2: removes empty groups and their committed offsets.
+    pub async fn delete_groups(
+        &self,
+        req: DeleteGroupsRequest,
+        _version: i16,
+    ) -> DeleteGroupsResponse {
+        let mut results = Vec::with_capacity(req.groups_names.len());
+        for group_id in req.groups_names {
+            let error = self.delete_group(group_id.as_str()).await;
+            results.push(
+                DeletableGroupResult::default()
+                    .with_group_id(group_id)
+                    .with_error_code(code(error)),
+            );
+        }
+        DeleteGroupsResponse::default().with_results(results)
+    }
+
+    async fn delete_group(&self, group_id: &str) -> Option<ResponseError> {
+        if group_id.is_empty() {
+            return Some(ResponseError::InvalidGroupId);
+        }
+        {
+            let mut groups = self.inner.groups.lock();
+            if self.is_shut_down() {
+                return Some(ResponseError::CoordinatorNotAvailable);
+            }
+            match groups.get(group_id).map(Group::is_deletable) {
+                Some(false) => return Some(ResponseError::NonEmptyGroup),
+                Some(true) => {
+                    groups.remove(group_id);
+                }
+                None if !self.inner.offsets.has_group(group_id) => {
+                    return Some(ResponseError::GroupIdNotFound)
+                }
+                None => {}
+            }
+        }
+        match self.inner.offsets.delete_group(group_id).await {
+            Ok(()) => None,
+            Err(e) => {
+                tracing::warn!(group_id, error = %e, "deleting the offsets of a group failed");
+                Some(ResponseError::CoordinatorNotAvailable)
+            }
+        }
+    }
+}
+
+fn no_offset() -> CommittedOffset {
+    CommittedOffset {
+        offset: -1,
+        leader_epoch: -1,
+        metadata: String::new(),
+        commit_ms: 0,
+    }
+}
+
+fn join_response(result: JoinResult, version: i16) -> JoinGroupResponse {
+    // A static leader rejoining unchanged: v9 says "skip the assignment"; older versions get
+    // no members, so the leader's assignment is empty and SyncGroup keeps the current one.
+    let skip_assignment = result.skip_assignment && version >= 9;
+    let members = if result.skip_assignment && version < 9 {
+        Vec::new()
+    } else {
+        result
+            .members
+            .into_iter()
+            .map(|m| {
+                let member = JoinGroupResponseMember::default()
+                    .with_member_id(s(m.member_id))
+                    .with_metadata(m.metadata);
+                if version >= 5 {
+                    member.with_group_instance_id(m.group_instance_id.map(s))
+                } else {
+                    member
+                }
+            })
+            .collect()
+    };
+    let mut response = JoinGroupResponse::default()
+        .with_error_code(code(result.error))
+        .with_generation_id(result.generation_id)
+        .with_leader(s(result.leader))
+        .with_member_id(s(result.member_id))
+        .with_skip_assignment(skip_assignment)
+        .with_members(members);
+    if version >= 7 {
+        response = response
+            .with_protocol_type(result.protocol_type.map(s))
+            .with_protocol_name(result.protocol_name.map(s));
+    } else {
+        // Not nullable before v7.
+        response = response.with_protocol_name(Some(s(result.protocol_name.unwrap_or_default())));
+    }
+    response
+}
+
+/// Expires sessions and ends rebalances on time, until the coordinator shuts down.
+async fn run_timer(inner: Arc<Inner>) {
+    loop {
+        let now = inner.clock.now_ms();
+        let next = {
+            let mut groups = inner.groups.lock();
+            let mut next: Option<u64> = None;
+            for group in groups.values_mut() {
+                group.tick(now);
+                if let Some(deadline) = group.next_deadline() {
+                    next = Some(next.map_or(deadline, |n| n.min(deadline)));
+                }
+            }
+            next
+        };
+        let wait_ms = next
+            .map_or(MAX_TIMER_SLEEP_MS, |deadline| deadline.saturating_sub(now))
+            .clamp(1, MAX_TIMER_SLEEP_MS);
+        tokio::select! {
+            _ = inner.cancel.cancelled() => return,
+            _ = inner.wake.notified() => {}
+            _ = tokio::time::sleep(Duration::from_millis(wait_ms)) => {}
+        }
+    }
+}

@@ -1,13 +1,24 @@
-//! Assembling an Inlet node from its crates (DESIGN.md §2): the stream store today; the Kafka
-//! endpoint, Schema Registry, table workers, coordinators, catalog and query engine join it as
-//! their issues land.
+//! Assembling an Inlet node from its crates (DESIGN.md §2): the stream store, the Kafka
+//! endpoint on top of it, and the HTTP listener with `/healthz` and `/metrics`. The Schema
+//! Registry, table workers, coordinators, catalog and query engine join as their issues land.
 
 pub mod config;
+mod http;
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
 
 use anyhow::Context;
-use inlet_storage::StreamStore;
+use inlet_ingest::{Broker, BrokerConfig};
+use inlet_storage::{StreamStore, SystemClock};
+use tokio::net::TcpListener;
+use tokio_util::sync::CancellationToken;
 
 use config::NodeConfig;
+
+/// How long a stopping node waits for in-flight requests before closing the store anyway.
+const DRAIN_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Opens a node's stream store from its configuration.
 pub async fn open_store(config: &NodeConfig) -> anyhow::Result<StreamStore> {
@@ -24,22 +35,86 @@ pub async fn open_store(config: &NodeConfig) -> anyhow::Result<StreamStore> {
         .context("opening the stream store")
 }
 
-/// Runs a node until SIGTERM or Ctrl-C, then stops it cleanly: the WAL is synced and the
-/// background tasks end.
+/// The Kafka endpoint's settings from the node's: listener, advertised address and the
+/// `--kafka-config` values.
+pub fn broker_config(config: &NodeConfig, kafka_addr: SocketAddr) -> anyhow::Result<BrokerConfig> {
+    let mut broker = BrokerConfig {
+        node_id: i32::try_from(config.node_id).context("--node-id must fit in 31 bits")?,
+        advertised_host: match &config.advertised_host {
+            Some(h) => h.clone(),
+            None if kafka_addr.ip().is_unspecified() => "127.0.0.1".into(),
+            None => kafka_addr.ip().to_string(),
+        },
+        advertised_port: kafka_addr.port(),
+        ..BrokerConfig::default()
+    };
+    broker
+        .apply_kafka_configs(&config.kafka)
+        .map_err(anyhow::Error::msg)?;
+    Ok(broker)
+}
+
+async fn bind(what: &str, addr: &str) -> anyhow::Result<TcpListener> {
+    TcpListener::bind(addr)
+        .await
+        .with_context(|| format!("binding the {what} listener to {addr}"))
+}
+
+/// Runs a node until SIGTERM or Ctrl-C, then stops it cleanly: no new requests are read,
+/// in-flight produces are answered (acked or failed), the WAL is synced and the background
+/// tasks end.
 pub async fn serve(config: NodeConfig) -> anyhow::Result<()> {
     // Listen for signals before announcing readiness, so an early SIGTERM is not fatal.
-    let shutdown = shutdown_signal()?;
-    let store = open_store(&config).await?;
+    let shutdown_signal = shutdown_signal()?;
+    let kafka_listener = bind("Kafka", &config.kafka_listen).await?;
+    let http_listener = bind("HTTP", &config.http_listen).await?;
+    let kafka_addr = kafka_listener.local_addr()?;
+    let http_addr = http_listener.local_addr()?;
+    let broker_config = broker_config(&config, kafka_addr)?;
+
+    let store = Arc::new(open_store(&config).await?);
+    let broker = Broker::open(store.clone(), broker_config, Arc::new(SystemClock))
+        .await
+        .context("opening the Kafka endpoint")?;
+
+    let stop = CancellationToken::new();
+    let mut tasks = tokio::task::JoinSet::new();
+    tasks.spawn(inlet_ingest::server::serve(
+        kafka_listener,
+        broker.clone(),
+        stop.clone(),
+    ));
+    tasks.spawn(http::serve(http_listener, broker.clone(), stop.clone()));
     tracing::info!(
+        kafka = %kafka_addr,
+        advertised = %format!("{}:{}", broker.config().advertised_host, broker.config().advertised_port),
+        http = %http_addr,
         data_dir = %config.data_dir.display(),
         object_store = %config.object_store_url(),
-        streams = store.list_streams().len(),
-        "Inlet node is up (stream store only: the Kafka, Schema Registry and HTTP listeners \
-         arrive with their issues)"
+        topics = broker.topics().list().len(),
+        "Inlet node is up"
     );
-    shutdown.await;
-    tracing::info!("shutting down");
-    store.close().await;
+
+    shutdown_signal.await;
+    tracing::info!("shutting down: finishing in-flight requests");
+    stop.cancel();
+    broker.shutdown().await;
+    let drained = tokio::time::timeout(DRAIN_TIMEOUT, async {
+        while tasks.join_next().await.is_some() {}
+    })
+    .await;
+    if drained.is_err() {
+        tracing::warn!("in-flight requests did not finish in time; stopping anyway");
+        tasks.abort_all();
+        while tasks.join_next().await.is_some() {}
+    }
+    drop(broker);
+    match Arc::try_unwrap(store) {
+        Ok(store) => store.close().await,
+        // Every acknowledged append is already synced; what is not uploaded is replayed from
+        // the WAL on the next start.
+        Err(_) => tracing::warn!("the stream store is still in use; leaving it to the WAL"),
+    }
     tracing::info!("stopped cleanly");
     Ok(())
 }

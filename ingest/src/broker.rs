@@ -7,7 +7,6 @@ use std::sync::Arc;
 use inlet_storage::{Clock, StreamStore};
 use kafka_protocol::messages::{ApiKey, RequestKind, ResponseKind};
 use kafka_protocol::protocol::StrBytes;
-use kafka_protocol::ResponseError;
 use sqlx::Row;
 use tokio_util::sync::CancellationToken;
 
@@ -59,7 +58,7 @@ impl Broker {
         let config = Arc::new(config);
         let meta = store.meta().clone();
         meta.migrate("ingest.cluster", MIGRATIONS).await?;
-        let cluster_id = Self::cluster_id(&meta).await?;
+        let cluster_id = Self::load_cluster_id(&meta).await?;
         let topics = Topics::open(store.clone(), config.clone()).await?;
         let producer_ids = ProducerIds::open(meta.clone()).await?;
         let groups = GroupCoordinator::open(
@@ -86,7 +85,7 @@ impl Broker {
     }
 
     /// The cluster id, created once and kept in the metadata store.
-    async fn cluster_id(meta: &inlet_storage::MetaStore) -> Result<String> {
+    async fn load_cluster_id(meta: &inlet_storage::MetaStore) -> Result<String> {
         let fresh = uuid::Uuid::new_v4().simple().to_string();
         sqlx::query(
             "INSERT INTO inlet_cluster (name, value) VALUES ('cluster_id', $1)
@@ -191,13 +190,4 @@ impl Broker {
     pub(crate) fn now_ms(&self) -> i64 {
         self.clock.now_ms() as i64
     }
-}
-
-/// Error code of an optional error.
-pub(crate) fn code(e: &Option<KafkaError>) -> i16 {
-    e.as_ref().map_or(0, KafkaError::code)
-}
-
-pub(crate) fn err_code(e: ResponseError) -> i16 {
-    e.code()
 }

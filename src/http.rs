@@ -1,0 +1,68 @@
+//! The node's HTTP listener: `/healthz` and Prometheus `/metrics` (DESIGN.md §3). The Iceberg
+//! REST catalog, SQL and watermark routes join it with their issues.
+
+use std::fmt::Write;
+use std::sync::Arc;
+
+use axum::extract::State;
+use axum::http::{header, StatusCode};
+use axum::response::IntoResponse;
+use axum::routing::get;
+use axum::Router;
+use inlet_ingest::Broker;
+use tokio::net::TcpListener;
+use tokio_util::sync::CancellationToken;
+
+pub async fn serve(listener: TcpListener, broker: Arc<Broker>, stop: CancellationToken) {
+    let app = Router::new()
+        .route("/healthz", get(healthz))
+        .route("/metrics", get(metrics))
+        .with_state(broker);
+    if let Err(e) = axum::serve(listener, app)
+        .with_graceful_shutdown(async move { stop.cancelled().await })
+        .await
+    {
+        tracing::error!(error = %e, "the HTTP listener failed");
+    }
+}
+
+async fn healthz(State(broker): State<Arc<Broker>>) -> impl IntoResponse {
+    // The store answers from memory; a WAL that failed a sync refuses appends until restart.
+    let _ = broker.store().stats();
+    (StatusCode::OK, "ok\n")
+}
+
+async fn metrics(State(broker): State<Arc<Broker>>) -> impl IntoResponse {
+    let mut out = String::new();
+    broker.metrics().render(&mut out);
+    let s = broker.store().stats();
+    let mut gauge = |name: &str, help: &str, kind: &str, value: f64| {
+        let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} {kind}\n{name} {value}");
+    };
+    gauge("inlet_wal_syncs_total", "WAL fdatasync calls (group commits).", "counter", s.wal_syncs as f64);
+    gauge("inlet_wal_sync_seconds_total", "Time spent in WAL fdatasync.", "counter", s.wal_sync_micros_total as f64 / 1e6);
+    gauge("inlet_wal_sync_seconds_max", "Longest WAL fdatasync since start.", "gauge", s.wal_sync_micros_max as f64 / 1e6);
+    gauge("inlet_wal_bytes_total", "Bytes written to the WAL.", "counter", s.wal_bytes as f64);
+    gauge("inlet_wal_segments", "WAL segment files.", "gauge", s.wal_segments as f64);
+    gauge("inlet_store_appends_total", "Batches appended to streams.", "counter", s.appends as f64);
+    gauge("inlet_store_uploads_total", "Stream set objects uploaded.", "counter", s.uploads as f64);
+    gauge("inlet_store_uploaded_bytes_total", "Bytes uploaded to the object store.", "counter", s.uploaded_bytes as f64);
+    gauge("inlet_log_cache_reads_total", "Reads answered from the log cache (tail reads).", "counter", s.log_cache_reads as f64);
+    gauge("inlet_object_reads_total", "Reads that went to objects (catch-up reads).", "counter", s.object_reads as f64);
+    gauge("inlet_block_cache_hits_total", "Block cache hits.", "counter", s.block_cache_hits as f64);
+    gauge("inlet_block_cache_misses_total", "Block cache misses.", "counter", s.block_cache_misses as f64);
+    let lookups = s.block_cache_hits + s.block_cache_misses;
+    gauge(
+        "inlet_block_cache_hit_ratio",
+        "Block cache hits over lookups since start (1 when there were none).",
+        "gauge",
+        if lookups == 0 { 1.0 } else { s.block_cache_hits as f64 / lookups as f64 },
+    );
+    gauge("inlet_log_cache_used_bytes", "Log cache bytes in use.", "gauge", s.log_cache_used_bytes as f64);
+    gauge("inlet_block_cache_used_bytes", "Block cache bytes in use.", "gauge", s.block_cache_used_bytes as f64);
+    gauge("inlet_dirty_bytes", "Appended bytes not yet uploaded.", "gauge", s.dirty_bytes as f64);
+    (
+        [(header::CONTENT_TYPE, "text/plain; version=0.0.4")],
+        out,
+    )
+}

@@ -210,7 +210,10 @@ impl GroupCoordinator {
     ) -> JoinGroupResponse {
         let member_id = req.member_id.to_string();
         let result = self.join(req, version, client).await;
-        join_response(result.unwrap_or_else(|e| JoinResult::error(&member_id, e)), version)
+        join_response(
+            result.unwrap_or_else(|e| JoinResult::error(&member_id, e)),
+            version,
+        )
     }
 
     async fn join(
@@ -382,7 +385,10 @@ impl GroupCoordinator {
                 (Some(ResponseError::CoordinatorNotAvailable), Vec::new())
             } else {
                 match groups.get_mut(req.group_id.as_str()) {
-                    None => (None, vec![Some(ResponseError::UnknownMemberId); identities.len()]),
+                    None => (
+                        None,
+                        vec![Some(ResponseError::UnknownMemberId); identities.len()],
+                    ),
                     Some(group) => (None, group.leave(&identities, self.now_ms())),
                 }
             }
@@ -514,14 +520,18 @@ impl GroupCoordinator {
     /// OffsetFetch v1–9 (v8+: several groups). Partitions without a committed offset answer
     /// offset -1; no topics means every committed offset of the group.
     pub async fn offset_fetch(&self, req: OffsetFetchRequest, version: i16) -> OffsetFetchResponse {
-        let shut_down = self.is_shut_down().then_some(ResponseError::CoordinatorNotAvailable);
+        let shut_down = self
+            .is_shut_down()
+            .then_some(ResponseError::CoordinatorNotAvailable);
         if version >= 8 {
             let groups = req
                 .groups
                 .into_iter()
                 .map(|g| {
                     let error = shut_down.or_else(|| {
-                        g.group_id.is_empty().then_some(ResponseError::InvalidGroupId)
+                        g.group_id
+                            .is_empty()
+                            .then_some(ResponseError::InvalidGroupId)
                     });
                     let wanted = g.topics.map(|topics| {
                         topics
@@ -560,8 +570,11 @@ impl GroupCoordinator {
                 .collect();
             return OffsetFetchResponse::default().with_groups(groups);
         }
-        let error = shut_down
-            .or_else(|| req.group_id.is_empty().then_some(ResponseError::InvalidGroupId));
+        let error = shut_down.or_else(|| {
+            req.group_id
+                .is_empty()
+                .then_some(ResponseError::InvalidGroupId)
+        });
         let wanted = req.topics.map(|topics| {
             topics
                 .into_iter()
@@ -679,7 +692,12 @@ impl GroupCoordinator {
                     .map(|p| (t.name.to_string(), p.partition_index))
             })
             .collect();
-        let store_error = match self.inner.offsets.delete_partitions(group_id, &doomed).await {
+        let store_error = match self
+            .inner
+            .offsets
+            .delete_partitions(group_id, &doomed)
+            .await
+        {
             Ok(()) => None,
             Err(e) => {
                 tracing::warn!(group_id, error = %e, "offset delete failed");

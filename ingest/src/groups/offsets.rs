@@ -261,7 +261,10 @@ mod tests {
                 .commit("g", vec![(("t".into(), 0), offset(11, "b"))])
                 .await
                 .expect("commit");
-            store.commit("h", vec![(("u".into(), 0), offset(7, ""))]).await.expect("commit");
+            store
+                .commit("h", vec![(("u".into(), 0), offset(7, ""))])
+                .await
+                .expect("commit");
             store.delete_topic("u").await.expect("delete topic");
             assert!(!store.has_group("h"));
         }

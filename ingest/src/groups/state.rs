@@ -180,7 +180,12 @@ impl Group {
 
     /// Whether a member (`member_id`, empty if new) with these protocols may be in the group:
     /// same protocol type, and one protocol every other member supports.
-    fn supports_protocols(&self, member_id: &str, protocol_type: &str, protocols: &[Protocol]) -> bool {
+    fn supports_protocols(
+        &self,
+        member_id: &str,
+        protocol_type: &str,
+        protocols: &[Protocol],
+    ) -> bool {
         let others: Vec<&Member> = self
             .members
             .iter()
@@ -763,7 +768,9 @@ impl Group {
         if generation_id < 0 && self.state == GroupState::Empty {
             return Ok(());
         }
-        let idx = self.index(member_id).ok_or(ResponseError::UnknownMemberId)?;
+        let idx = self
+            .index(member_id)
+            .ok_or(ResponseError::UnknownMemberId)?;
         if generation_id != self.generation_id {
             return Err(ResponseError::IllegalGeneration);
         }
@@ -816,7 +823,11 @@ impl Group {
         GroupSummary {
             state: self.state,
             protocol_type: self.protocol_type.clone().unwrap_or_default(),
-            protocol_name: if stable { protocol.clone() } else { String::new() },
+            protocol_name: if stable {
+                protocol.clone()
+            } else {
+                String::new()
+            },
             members: self
                 .members
                 .iter()
@@ -928,13 +939,19 @@ mod tests {
         a.try_recv().expect("a joined");
         // b joins; a keeps heartbeating but never rejoins.
         let mut b = later(g.join(params("", "b", &[("range", "")]), 10));
-        assert_eq!(g.heartbeat("a", None, 1, 20), Some(ResponseError::RebalanceInProgress));
+        assert_eq!(
+            g.heartbeat("a", None, 1, 20),
+            Some(ResponseError::RebalanceInProgress)
+        );
         g.tick(29_999);
         assert!(b.try_recv().is_err());
         g.tick(30_010);
         let rb = b.try_recv().expect("b answered");
         assert_eq!(rb.generation_id, 2);
         assert_eq!(rb.leader, "b", "the leader left, b leads");
-        assert_eq!(g.heartbeat("a", None, 2, 30_020), Some(ResponseError::UnknownMemberId));
+        assert_eq!(
+            g.heartbeat("a", None, 2, 30_020),
+            Some(ResponseError::UnknownMemberId)
+        );
     }
 }

@@ -10,26 +10,26 @@ use kafka_protocol::messages::leave_group_request::MemberIdentity;
 use kafka_protocol::messages::offset_commit_request::{
     OffsetCommitRequestPartition, OffsetCommitRequestTopic,
 };
-use kafka_protocol::messages::offset_delete_request::{
-    OffsetDeleteRequestPartition, OffsetDeleteRequestTopic,
-};
 use kafka_protocol::messages::offset_fetch_request::{
     OffsetFetchRequestGroup, OffsetFetchRequestTopic,
 };
 use kafka_protocol::messages::sync_group_request::SyncGroupRequestAssignment;
-use kafka_protocol::messages::ConsumerProtocolSubscription;
+use kafka_protocol::messages::{
+    ConsumerProtocolSubscription, OffsetCommitRequest, OffsetCommitResponse, OffsetDeleteRequest,
+    OffsetFetchRequest, OffsetFetchResponse, TopicName,
+};
 use kafka_protocol::protocol::Encodable;
 
 use super::*;
 
-const JOIN_V: i16 = 5;
-const NONE: i16 = 0;
+pub(super) const JOIN_V: i16 = 5;
+pub(super) const NONE: i16 = 0;
 
-fn err(e: ResponseError) -> i16 {
+pub(super) fn err(e: ResponseError) -> i16 {
     e.code()
 }
 
-fn config(initial_rebalance_delay_ms: u64) -> GroupConfig {
+pub(super) fn config(initial_rebalance_delay_ms: u64) -> GroupConfig {
     GroupConfig {
         initial_rebalance_delay_ms,
         min_session_timeout_ms: 10,
@@ -37,19 +37,19 @@ fn config(initial_rebalance_delay_ms: u64) -> GroupConfig {
     }
 }
 
-async fn open_at(url: &str, config: GroupConfig) -> GroupCoordinator {
+pub(super) async fn open_at(url: &str, config: GroupConfig) -> GroupCoordinator {
     let meta = MetaStore::connect(url).await.expect("metadata store");
     GroupCoordinator::open(meta, config, Arc::new(SystemClock))
         .await
         .expect("open coordinator")
 }
 
-async fn open(config: GroupConfig) -> GroupCoordinator {
+pub(super) async fn open(config: GroupConfig) -> GroupCoordinator {
     open_at("sqlite::memory:", config).await
 }
 
 /// Consumer subscription metadata for `topics` (what Kafka consumers send).
-fn subscription(topics: &[&str]) -> Bytes {
+pub(super) fn subscription(topics: &[&str]) -> Bytes {
     let subscription =
         ConsumerProtocolSubscription::default().with_topics(topics.iter().map(|t| s(*t)).collect());
     let mut buf = BytesMut::new();
@@ -60,7 +60,12 @@ fn subscription(topics: &[&str]) -> Bytes {
     buf.freeze()
 }
 
-fn join_req(group: &str, member_id: &str, session_ms: i32, meta: Bytes) -> JoinGroupRequest {
+pub(super) fn join_req(
+    group: &str,
+    member_id: &str,
+    session_ms: i32,
+    meta: Bytes,
+) -> JoinGroupRequest {
     JoinGroupRequest::default()
         .with_group_id(GroupId(s(group)))
         .with_member_id(s(member_id))
@@ -73,7 +78,11 @@ fn join_req(group: &str, member_id: &str, session_ms: i32, meta: Bytes) -> JoinG
 }
 
 /// A new member's JoinGroup handshake (v4+): get a member id, then join with it.
-async fn join_new(c: &GroupCoordinator, group: &str, session_ms: i32) -> JoinGroupResponse {
+pub(super) async fn join_new(
+    c: &GroupCoordinator,
+    group: &str,
+    session_ms: i32,
+) -> JoinGroupResponse {
     let first = c
         .join_group(
             join_req(group, "", session_ms, subscription(&["t"])),
@@ -89,7 +98,7 @@ async fn join_new(c: &GroupCoordinator, group: &str, session_ms: i32) -> JoinGro
     rejoin(c, group, &first.member_id, session_ms, subscription(&["t"])).await
 }
 
-async fn rejoin(
+pub(super) async fn rejoin(
     c: &GroupCoordinator,
     group: &str,
     member_id: &str,
@@ -100,7 +109,7 @@ async fn rejoin(
         .await
 }
 
-async fn sync(
+pub(super) async fn sync(
     c: &GroupCoordinator,
     group: &str,
     member_id: &str,
@@ -124,7 +133,12 @@ async fn sync(
     c.sync_group(req, 3).await
 }
 
-async fn heartbeat(c: &GroupCoordinator, group: &str, member_id: &str, generation: i32) -> i16 {
+pub(super) async fn heartbeat(
+    c: &GroupCoordinator,
+    group: &str,
+    member_id: &str,
+    generation: i32,
+) -> i16 {
     let req = HeartbeatRequest::default()
         .with_group_id(GroupId(s(group)))
         .with_member_id(s(member_id))
@@ -132,14 +146,14 @@ async fn heartbeat(c: &GroupCoordinator, group: &str, member_id: &str, generatio
     c.heartbeat(req, 3).await.error_code
 }
 
-async fn describe(c: &GroupCoordinator, group: &str) -> DescribedGroup {
+pub(super) async fn describe(c: &GroupCoordinator, group: &str) -> DescribedGroup {
     let req = DescribeGroupsRequest::default().with_groups(vec![GroupId(s(group))]);
     let mut response = c.describe_groups(req, 5).await;
     response.groups.remove(0)
 }
 
 /// Polls `condition` until it holds; fails after 10 s.
-async fn wait_until<F, Fut>(what: &str, mut condition: F)
+pub(super) async fn wait_until<F, Fut>(what: &str, mut condition: F)
 where
     F: FnMut() -> Fut,
     Fut: Future<Output = bool>,
@@ -155,7 +169,11 @@ where
 }
 
 /// Two members, both synced, in a stable group; returns (leader, follower, generation).
-async fn stable_pair(c: &GroupCoordinator, group: &str, session_ms: i32) -> (String, String, i32) {
+pub(super) async fn stable_pair(
+    c: &GroupCoordinator,
+    group: &str,
+    session_ms: i32,
+) -> (String, String, i32) {
     let a = join_new(c, group, session_ms).await;
     let a_id = a.member_id.to_string();
     assert_eq!(
@@ -194,6 +212,77 @@ async fn stable_pair(c: &GroupCoordinator, group: &str, session_ms: i32) -> (Str
     assert_eq!(b_sync.error_code, NONE);
     assert_eq!(b_sync.assignment, Bytes::from("for-b"));
     (a_id, b_id, generation)
+}
+
+pub(super) fn commit_req(
+    group: &str,
+    member: &str,
+    generation: i32,
+    offsets: &[(&str, i32, i64, &str)],
+) -> OffsetCommitRequest {
+    let mut topics: Vec<OffsetCommitRequestTopic> = Vec::new();
+    for (topic, partition, offset, metadata) in offsets {
+        let p = OffsetCommitRequestPartition::default()
+            .with_partition_index(*partition)
+            .with_committed_offset(*offset)
+            .with_committed_leader_epoch(7)
+            .with_committed_metadata(Some(s(metadata.to_string())));
+        match topics.iter_mut().find(|t| t.name.as_str() == *topic) {
+            Some(t) => t.partitions.push(p),
+            None => topics.push(
+                OffsetCommitRequestTopic::default()
+                    .with_name(TopicName(s(*topic)))
+                    .with_partitions(vec![p]),
+            ),
+        }
+    }
+    OffsetCommitRequest::default()
+        .with_group_id(GroupId(s(group)))
+        .with_member_id(s(member))
+        .with_generation_id_or_member_epoch(generation)
+        .with_topics(topics)
+}
+
+pub(super) fn commit_codes(response: &OffsetCommitResponse) -> Vec<i16> {
+    response
+        .topics
+        .iter()
+        .flat_map(|t| t.partitions.iter().map(|p| p.error_code))
+        .collect()
+}
+
+/// (topic, partition, offset, leader epoch, metadata) from a v1–7 fetch.
+pub(super) fn fetched(response: &OffsetFetchResponse) -> Vec<(String, i32, i64, i32, String)> {
+    response
+        .topics
+        .iter()
+        .flat_map(|t| {
+            t.partitions.iter().map(|p| {
+                (
+                    t.name.to_string(),
+                    p.partition_index,
+                    p.committed_offset,
+                    p.committed_leader_epoch,
+                    p.metadata.as_deref().unwrap_or_default().to_string(),
+                )
+            })
+        })
+        .collect()
+}
+
+pub(super) fn fetch_req(group: &str, topics: Option<&[(&str, &[i32])]>) -> OffsetFetchRequest {
+    OffsetFetchRequest::default()
+        .with_group_id(GroupId(s(group)))
+        .with_topics(topics.map(|topics| {
+            topics
+                .iter()
+                .map(|(name, partitions)| {
+                    OffsetFetchRequestTopic::default()
+                        .with_name(TopicName(s(*name)))
+                        .with_partition_indexes(partitions.to_vec())
+                })
+                .collect()
+        }))
 }
 
 #[tokio::test]
@@ -352,206 +441,6 @@ async fn leaving_triggers_a_rebalance() {
     assert_eq!(describe(&c, "g").await.group_state.as_str(), "Empty");
 }
 
-fn commit_req(
-    group: &str,
-    member: &str,
-    generation: i32,
-    offsets: &[(&str, i32, i64, &str)],
-) -> OffsetCommitRequest {
-    let mut topics: Vec<OffsetCommitRequestTopic> = Vec::new();
-    for (topic, partition, offset, metadata) in offsets {
-        let p = OffsetCommitRequestPartition::default()
-            .with_partition_index(*partition)
-            .with_committed_offset(*offset)
-            .with_committed_leader_epoch(7)
-            .with_committed_metadata(Some(s(metadata.to_string())));
-        match topics.iter_mut().find(|t| t.name.as_str() == *topic) {
-            Some(t) => t.partitions.push(p),
-            None => topics.push(
-                OffsetCommitRequestTopic::default()
-                    .with_name(TopicName(s(*topic)))
-                    .with_partitions(vec![p]),
-            ),
-        }
-    }
-    OffsetCommitRequest::default()
-        .with_group_id(GroupId(s(group)))
-        .with_member_id(s(member))
-        .with_generation_id_or_member_epoch(generation)
-        .with_topics(topics)
-}
-
-fn commit_codes(response: &OffsetCommitResponse) -> Vec<i16> {
-    response
-        .topics
-        .iter()
-        .flat_map(|t| t.partitions.iter().map(|p| p.error_code))
-        .collect()
-}
-
-/// (topic, partition, offset, leader epoch, metadata) from a v1–7 fetch.
-fn fetched(response: &OffsetFetchResponse) -> Vec<(String, i32, i64, i32, String)> {
-    response
-        .topics
-        .iter()
-        .flat_map(|t| {
-            t.partitions.iter().map(|p| {
-                (
-                    t.name.to_string(),
-                    p.partition_index,
-                    p.committed_offset,
-                    p.committed_leader_epoch,
-                    p.metadata.as_deref().unwrap_or_default().to_string(),
-                )
-            })
-        })
-        .collect()
-}
-
-fn fetch_req(group: &str, topics: Option<&[(&str, &[i32])]>) -> OffsetFetchRequest {
-    OffsetFetchRequest::default()
-        .with_group_id(GroupId(s(group)))
-        .with_topics(topics.map(|topics| {
-            topics
-                .iter()
-                .map(|(name, partitions)| {
-                    OffsetFetchRequestTopic::default()
-                        .with_name(TopicName(s(*name)))
-                        .with_partition_indexes(partitions.to_vec())
-                })
-                .collect()
-        }))
-}
-
-#[tokio::test]
-async fn committed_offsets_survive_a_restart() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let url = format!("sqlite://{}", dir.path().join("meta.db").display());
-    let c = open_at(&url, config(0)).await;
-    // A simple commit (an `assign()` consumer or an admin tool) creates the group.
-    let big = "x".repeat(MAX_METADATA_BYTES + 1);
-    let committed = c
-        .offset_commit(
-            commit_req(
-                "g",
-                "",
-                -1,
-                &[("t", 0, 42, "meta"), ("t", 1, 7, ""), ("u", 0, 1, &big)],
-            ),
-            8,
-        )
-        .await;
-    assert_eq!(
-        commit_codes(&committed),
-        vec![NONE, NONE, err(ResponseError::OffsetMetadataTooLarge)]
-    );
-    let want = vec![
-        ("t".to_string(), 0, 42, 7, "meta".to_string()),
-        ("t".to_string(), 2, -1, -1, String::new()),
-        ("u".to_string(), 0, -1, -1, String::new()),
-    ];
-    let asked: &[(&str, &[i32])] = &[("t", &[0, 2]), ("u", &[0])];
-    let response = c.offset_fetch(fetch_req("g", Some(asked)), 7).await;
-    assert_eq!(response.error_code, NONE);
-    assert_eq!(fetched(&response), want);
-    assert_eq!(describe(&c, "g").await.group_state.as_str(), "Empty");
-    c.shutdown().await;
-    drop(c);
-
-    let c = open_at(&url, config(0)).await;
-    let response = c.offset_fetch(fetch_req("g", Some(asked)), 7).await;
-    assert_eq!(fetched(&response), want);
-    // No topics: everything the group committed.
-    let all = c.offset_fetch(fetch_req("g", None), 7).await;
-    assert_eq!(
-        fetched(&all),
-        vec![
-            ("t".to_string(), 0, 42, 7, "meta".to_string()),
-            ("t".to_string(), 1, 7, 7, String::new())
-        ]
-    );
-    // v8+: the groups form, several groups at once.
-    let req = OffsetFetchRequest::default().with_groups(vec![
-        OffsetFetchRequestGroup::default()
-            .with_group_id(GroupId(s("g")))
-            .with_topics(None),
-        OffsetFetchRequestGroup::default()
-            .with_group_id(GroupId(s("other")))
-            .with_topics(None),
-    ]);
-    let response = c.offset_fetch(req, 8).await;
-    assert!(response.topics.is_empty());
-    assert_eq!(response.groups.len(), 2);
-    assert_eq!(response.groups[0].topics[0].partitions.len(), 2);
-    assert_eq!(
-        response.groups[0].topics[0].partitions[0].committed_offset,
-        42
-    );
-    assert!(response.groups[1].topics.is_empty());
-    // Listed as an empty group.
-    let listed = c.list_groups(ListGroupsRequest::default(), 4).await;
-    assert_eq!(listed.groups.len(), 1);
-    assert_eq!(listed.groups[0].group_state.as_str(), "Empty");
-    // A deleted topic's offsets go, durably.
-    c.delete_topic_offsets("t")
-        .await
-        .expect("delete topic offsets");
-    drop(c);
-    let c = open_at(&url, config(0)).await;
-    assert!(fetched(&c.offset_fetch(fetch_req("g", None), 7).await).is_empty());
-}
-
-#[tokio::test]
-async fn commits_are_checked_against_membership() {
-    let c = open(config(0)).await;
-    let joined = join_new(&c, "g", 10_000).await;
-    let m = joined.member_id.to_string();
-    // Before the leader's SyncGroup the generation is not settled yet.
-    let early = c
-        .offset_commit(commit_req("g", &m, 1, &[("t", 0, 1, "")]), 8)
-        .await;
-    assert_eq!(
-        commit_codes(&early),
-        vec![err(ResponseError::RebalanceInProgress)]
-    );
-    sync(&c, "g", &m, 1, &[]).await;
-    let ok = c
-        .offset_commit(commit_req("g", &m, 1, &[("t", 0, 5, "")]), 8)
-        .await;
-    assert_eq!(commit_codes(&ok), vec![NONE]);
-    let cases = [
-        (m.as_str(), 2, ResponseError::IllegalGeneration),
-        ("stranger", 1, ResponseError::UnknownMemberId),
-        // A simple commit while the group has members.
-        ("", -1, ResponseError::UnknownMemberId),
-    ];
-    for (member, generation, expected) in cases {
-        let response = c
-            .offset_commit(commit_req("g", member, generation, &[("t", 0, 9, "")]), 8)
-            .await;
-        assert_eq!(
-            commit_codes(&response),
-            vec![err(expected)],
-            "{member} {generation}"
-        );
-    }
-    let unknown = c
-        .offset_commit(commit_req("nope", "m", 3, &[("t", 0, 1, "")]), 2)
-        .await;
-    assert_eq!(
-        commit_codes(&unknown),
-        vec![err(ResponseError::IllegalGeneration)]
-    );
-    let response = c
-        .offset_fetch(fetch_req("g", Some(&[("t", &[0])])), 7)
-        .await;
-    assert_eq!(
-        fetched(&response)[0].2,
-        5,
-        "rejected commits changed nothing"
-    );
-}
-
 #[tokio::test]
 async fn membership_errors() {
     let c = open(GroupConfig {
@@ -623,41 +512,6 @@ async fn membership_errors() {
 }
 
 #[tokio::test]
-async fn deleting_groups() {
-    let c = open(config(0)).await;
-    let joined = join_new(&c, "busy", 10_000).await;
-    c.offset_commit(commit_req("idle", "", -1, &[("t", 0, 3, "")]), 8)
-        .await;
-    let req = DeleteGroupsRequest::default().with_groups_names(vec![
-        GroupId(s("busy")),
-        GroupId(s("idle")),
-        GroupId(s("unknown")),
-    ]);
-    let response = c.delete_groups(req, 2).await;
-    let codes: Vec<i16> = response.results.iter().map(|r| r.error_code).collect();
-    assert_eq!(
-        codes,
-        vec![
-            err(ResponseError::NonEmptyGroup),
-            NONE,
-            err(ResponseError::GroupIdNotFound)
-        ]
-    );
-    let all = c.offset_fetch(fetch_req("idle", None), 7).await;
-    assert!(all.topics.is_empty());
-    assert_eq!(describe(&c, "idle").await.group_state.as_str(), "Dead");
-
-    let leave = LeaveGroupRequest::default()
-        .with_group_id(GroupId(s("busy")))
-        .with_member_id(s(joined.member_id.to_string()));
-    assert_eq!(c.leave_group(leave, 2).await.error_code, NONE);
-    let req = DeleteGroupsRequest::default().with_groups_names(vec![GroupId(s("busy"))]);
-    assert_eq!(c.delete_groups(req, 0).await.results[0].error_code, NONE);
-    let listed = c.list_groups(ListGroupsRequest::default(), 0).await;
-    assert!(listed.groups.is_empty());
-}
-
-#[tokio::test]
 async fn a_static_member_rejoins_without_a_rebalance() {
     let c = open(config(0)).await;
     let static_join = |member_id: &str| {
@@ -704,72 +558,6 @@ async fn a_static_member_rejoins_without_a_rebalance() {
     let left = c.leave_group(leave, 4).await;
     assert_eq!(left.members[0].error_code, NONE);
     assert_eq!(describe(&c, "g").await.group_state.as_str(), "Empty");
-}
-
-#[tokio::test]
-async fn offset_delete_keeps_subscribed_topics() {
-    let c = open(config(0)).await;
-    let joined = join_new(&c, "g", 10_000).await; // subscribes to "t"
-    let m = joined.member_id.to_string();
-    sync(&c, "g", &m, 1, &[]).await;
-    let commit = commit_req("g", &m, 1, &[("t", 0, 1, ""), ("old", 0, 2, "")]);
-    assert_eq!(
-        commit_codes(&c.offset_commit(commit, 8).await),
-        vec![NONE, NONE]
-    );
-    let topic = |name: &str| {
-        OffsetDeleteRequestTopic::default()
-            .with_name(TopicName(s(name)))
-            .with_partitions(vec![OffsetDeleteRequestPartition::default()])
-    };
-    let req = OffsetDeleteRequest::default()
-        .with_group_id(GroupId(s("g")))
-        .with_topics(vec![topic("t"), topic("old")]);
-    let response = c.offset_delete(req, 0).await;
-    assert_eq!(response.error_code, NONE);
-    let codes: Vec<i16> = response
-        .topics
-        .iter()
-        .map(|t| t.partitions[0].error_code)
-        .collect();
-    assert_eq!(
-        codes,
-        vec![err(ResponseError::GroupSubscribedToTopic), NONE]
-    );
-    let left = fetched(&c.offset_fetch(fetch_req("g", None), 7).await);
-    assert_eq!(left.len(), 1);
-    assert_eq!(left[0].0, "t");
-    let unknown = OffsetDeleteRequest::default().with_group_id(GroupId(s("nope")));
-    assert_eq!(
-        c.offset_delete(unknown, 0).await.error_code,
-        err(ResponseError::GroupIdNotFound)
-    );
-}
-
-#[tokio::test]
-async fn list_groups_filters_by_state() {
-    let c = open(config(0)).await;
-    let joined = join_new(&c, "stable", 10_000).await;
-    sync(&c, "stable", &joined.member_id, 1, &[]).await;
-    c.offset_commit(commit_req("empty", "", -1, &[("t", 0, 3, "")]), 8)
-        .await;
-    let all = c.list_groups(ListGroupsRequest::default(), 4).await;
-    let states: Vec<(String, String)> = all
-        .groups
-        .iter()
-        .map(|g| (g.group_id.to_string(), g.group_state.to_string()))
-        .collect();
-    assert_eq!(
-        states,
-        vec![
-            ("empty".to_string(), "Empty".to_string()),
-            ("stable".to_string(), "Stable".to_string())
-        ]
-    );
-    let req = ListGroupsRequest::default().with_states_filter(vec![s("stable")]);
-    let filtered = c.list_groups(req, 4).await;
-    assert_eq!(filtered.groups.len(), 1);
-    assert_eq!(filtered.groups[0].protocol_type.as_str(), "consumer");
 }
 
 #[tokio::test]

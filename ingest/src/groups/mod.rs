@@ -15,6 +15,8 @@
 //! - an OffsetCommit is answered only after its offsets are durable in the metadata store;
 //! - the groups lock is never held across an `.await`; JoinGroup and SyncGroup park a
 //!   `oneshot` in the group and await it after releasing the lock;
+//! - an empty group without committed offsets is forgotten within a minute or two (it would
+//!   come back `Dead`, as in Kafka);
 //! - the timer task is owned by the coordinator: it stops on [`GroupCoordinator::shutdown`]
 //!   and is aborted when the last clone of the coordinator is dropped;
 //! - after `shutdown`, every call (and every parked JoinGroup / SyncGroup) answers
@@ -61,6 +63,10 @@ use state::{Group, GroupState, GroupSummary};
 
 /// The longest the timer sleeps without looking: bounds the effect of a clock that jumps.
 const MAX_TIMER_SLEEP_MS: u64 = 1000;
+
+/// How often empty groups without committed offsets are forgotten (Kafka does it at its
+/// offsets retention check, every 10 minutes by default; it only frees memory).
+const IDLE_GROUP_CLEANUP_MS: u64 = 60_000;
 
 /// Broker settings of the group coordinator, by their Kafka names.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -604,10 +610,17 @@ fn join_response(result: JoinResult, version: i16) -> JoinGroupResponse {
 
 /// Expires sessions and ends rebalances on time, until the coordinator shuts down.
 async fn run_timer(inner: Arc<Inner>) {
+    let mut next_cleanup_ms = inner.clock.now_ms().saturating_add(IDLE_GROUP_CLEANUP_MS);
     loop {
         let now = inner.clock.now_ms();
         let next = {
             let mut groups = inner.groups.lock();
+            if now >= next_cleanup_ms {
+                groups.retain(|group_id, group| {
+                    !group.is_idle() || inner.offsets.has_group(group_id)
+                });
+                next_cleanup_ms = now.saturating_add(IDLE_GROUP_CLEANUP_MS);
+            }
             let mut next: Option<u64> = None;
             for group in groups.values_mut() {
                 group.tick(now);

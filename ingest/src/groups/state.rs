@@ -129,6 +129,11 @@ impl Group {
         self.state == GroupState::Empty && self.members.is_empty()
     }
 
+    /// Empty and expecting nobody: without committed offsets, the group can be forgotten.
+    pub fn is_idle(&self) -> bool {
+        self.is_deletable() && self.pending.is_empty()
+    }
+
     fn index(&self, member_id: &str) -> Option<usize> {
         self.members.iter().position(|m| m.member_id == member_id)
     }

@@ -561,6 +561,39 @@ async fn a_static_member_rejoins_without_a_rebalance() {
 }
 
 #[tokio::test]
+async fn idle_groups_without_offsets_are_forgotten() {
+    let clock = inlet_storage::ManualClock::new(1_000_000);
+    let meta = MetaStore::connect("sqlite::memory:")
+        .await
+        .expect("metadata store");
+    let c = GroupCoordinator::open(meta, config(0), Arc::new(clock.clone()))
+        .await
+        .expect("open");
+    for group in ["gone", "kept"] {
+        let joined = c
+            .join_group(join_req(group, "", 10_000, subscription(&["t"])), 3)
+            .await;
+        let m = joined.member_id.to_string();
+        if group == "kept" {
+            let commit = commit_req(group, &m, joined.generation_id, &[("t", 0, 1, "")]);
+            sync(&c, group, &m, joined.generation_id, &[]).await;
+            assert_eq!(commit_codes(&c.offset_commit(commit, 8).await), vec![NONE]);
+        }
+        let leave = LeaveGroupRequest::default()
+            .with_group_id(GroupId(s(group)))
+            .with_member_id(s(m));
+        assert_eq!(c.leave_group(leave, 1).await.error_code, NONE);
+    }
+    assert_eq!(describe(&c, "gone").await.group_state.as_str(), "Empty");
+    clock.advance(2 * IDLE_GROUP_CLEANUP_MS);
+    wait_until("the idle group is forgotten", || async {
+        describe(&c, "gone").await.group_state.as_str() == "Dead"
+    })
+    .await;
+    assert_eq!(describe(&c, "kept").await.group_state.as_str(), "Empty");
+}
+
+#[tokio::test]
 async fn shutdown_answers_parked_calls() {
     let c = open(config(0)).await;
     let joined = join_new(&c, "g", 10_000).await;

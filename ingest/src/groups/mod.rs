@@ -2,12 +2,16 @@
 //! Heartbeat, LeaveGroup, committed offsets, and the admin calls on groups.
 //!
 //! What lives where:
-//! - [`state`]: one group's membership state machine (pure logic, given the time);
-//! - [`member`]: one member and the replies it waits for;
-//! - [`offsets`]: committed offsets, durable in the metadata store and cached;
-//! - [`offset_api`]: OffsetCommit, OffsetFetch and OffsetDelete on the wire;
-//! - this module: the Kafka wire types in and out, for each advertised version, and the timer
-//!   task that expires sessions and ends rebalances.
+//! - `state`: one group's membership state machine (pure logic, given the time);
+//! - `member`: one member, its calls in domain terms, and the replies it waits for;
+//! - `offsets`: committed offsets, durable in the metadata store and cached;
+//! - `offset_api`: OffsetCommit, OffsetFetch and OffsetDelete on the wire;
+//! - this module: the other calls' wire types in and out, for each advertised version, and
+//!   the timer task that expires sessions and ends rebalances.
+//!
+//! A JoinGroup call returns only when its rebalance completes (up to the rebalance timeout),
+//! and SyncGroup when the leader's assignment arrives: the caller must not hold up other
+//! connections' requests while it waits.
 //!
 //! Invariants:
 //! - membership lives in memory only: after a restart every group is `Empty` with its

@@ -1,5 +1,5 @@
-//! One member of a classic consumer group: who it is, what it supports, and the replies it is
-//! waiting for.
+//! One member of a classic consumer group: who it is, what it supports, the calls it makes
+//! (in domain terms, not wire types) and the replies it is waiting for.
 //!
 //! Invariants:
 //! - a member waits on at most one JoinGroup and one SyncGroup reply at a time; a newer call
@@ -29,6 +29,42 @@ pub(crate) struct MemberMetadata {
     pub member_id: String,
     pub group_instance_id: Option<String>,
     pub metadata: Bytes,
+}
+
+/// A reply that is ready, or one that comes when the rebalance moves on.
+#[derive(Debug)]
+pub(crate) enum Reply<T> {
+    Now(T),
+    Later(oneshot::Receiver<T>),
+}
+
+/// A JoinGroup call, in domain terms.
+#[derive(Debug, Clone)]
+pub(crate) struct JoinParams {
+    /// Empty for a member joining for the first time.
+    pub member_id: String,
+    /// The id to give a new member (made by the caller, so this module stays deterministic).
+    pub new_member_id: String,
+    pub group_instance_id: Option<String>,
+    pub client_id: String,
+    pub client_host: String,
+    pub session_timeout_ms: u64,
+    pub rebalance_timeout_ms: u64,
+    pub protocol_type: String,
+    pub protocols: Vec<Protocol>,
+    /// JoinGroup v4+: a new member first gets its id with `MEMBER_ID_REQUIRED`.
+    pub require_known_member_id: bool,
+}
+
+/// A SyncGroup call, in domain terms.
+#[derive(Debug, Clone)]
+pub(crate) struct SyncParams {
+    pub member_id: String,
+    pub group_instance_id: Option<String>,
+    pub generation_id: i32,
+    pub protocol_type: Option<String>,
+    pub protocol_name: Option<String>,
+    pub assignments: Vec<(String, Bytes)>,
 }
 
 /// The outcome of a JoinGroup call.

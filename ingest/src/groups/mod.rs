@@ -2,11 +2,16 @@
 //! Heartbeat, LeaveGroup, committed offsets, and the admin calls on groups.
 //!
 //! What lives where:
-//! - [`state`]: one group's membership state machine (pure logic, given the time);
-//! - [`member`]: one member and the replies it waits for;
-//! - [`offsets`]: committed offsets, durable in the metadata store and cached;
-//! - this module: the Kafka wire types in and out, for each advertised version, and the timer
-//!   task that expires sessions and ends rebalances.
+//! - `state`: one group's membership state machine (pure logic, given the time);
+//! - `member`: one member, its calls in domain terms, and the replies it waits for;
+//! - `offsets`: committed offsets, durable in the metadata store and cached;
+//! - `offset_api`: OffsetCommit, OffsetFetch and OffsetDelete on the wire;
+//! - this module: the other calls' wire types in and out, for each advertised version, and
+//!   the timer task that expires sessions and ends rebalances.
+//!
+//! A JoinGroup call returns only when its rebalance completes (up to the rebalance timeout),
+//! and SyncGroup when the leader's assignment arrives: the caller must not hold up other
+//! connections' requests while it waits.
 //!
 //! Invariants:
 //! - membership lives in memory only: after a restart every group is `Empty` with its
@@ -14,6 +19,8 @@
 //! - an OffsetCommit is answered only after its offsets are durable in the metadata store;
 //! - the groups lock is never held across an `.await`; JoinGroup and SyncGroup park a
 //!   `oneshot` in the group and await it after releasing the lock;
+//! - an empty group without committed offsets is forgotten within a minute or two (it would
+//!   come back `Dead`, as in Kafka);
 //! - the timer task is owned by the coordinator: it stops on [`GroupCoordinator::shutdown`]
 //!   and is aborted when the last clone of the coordinator is dropped;
 //! - after `shutdown`, every call (and every parked JoinGroup / SyncGroup) answers
@@ -23,10 +30,13 @@
 //! other node writes the same group's offsets.
 
 mod member;
+mod offset_api;
 mod offsets;
 mod state;
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_offsets;
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -38,22 +48,11 @@ use kafka_protocol::messages::describe_groups_response::{DescribedGroup, Describ
 use kafka_protocol::messages::join_group_response::JoinGroupResponseMember;
 use kafka_protocol::messages::leave_group_response::MemberResponse;
 use kafka_protocol::messages::list_groups_response::ListedGroup;
-use kafka_protocol::messages::offset_commit_response::{
-    OffsetCommitResponsePartition, OffsetCommitResponseTopic,
-};
-use kafka_protocol::messages::offset_delete_response::{
-    OffsetDeleteResponsePartition, OffsetDeleteResponseTopic,
-};
-use kafka_protocol::messages::offset_fetch_response::{
-    OffsetFetchResponseGroup, OffsetFetchResponsePartition, OffsetFetchResponsePartitions,
-    OffsetFetchResponseTopic, OffsetFetchResponseTopics,
-};
 use kafka_protocol::messages::{
     DeleteGroupsRequest, DeleteGroupsResponse, DescribeGroupsRequest, DescribeGroupsResponse,
     GroupId, HeartbeatRequest, HeartbeatResponse, JoinGroupRequest, JoinGroupResponse,
-    LeaveGroupRequest, LeaveGroupResponse, ListGroupsRequest, ListGroupsResponse,
-    OffsetCommitRequest, OffsetCommitResponse, OffsetDeleteRequest, OffsetDeleteResponse,
-    OffsetFetchRequest, OffsetFetchResponse, SyncGroupRequest, SyncGroupResponse, TopicName,
+    LeaveGroupRequest, LeaveGroupResponse, ListGroupsRequest, ListGroupsResponse, SyncGroupRequest,
+    SyncGroupResponse,
 };
 use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::ResponseError;
@@ -62,12 +61,16 @@ use tokio::sync::Notify;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
-use member::{JoinResult, Protocol, SyncResult};
-use offsets::{CommittedOffset, OffsetStore, MAX_METADATA_BYTES};
-use state::{Group, GroupState, GroupSummary, JoinParams, Reply, SyncParams};
+use member::{JoinParams, JoinResult, Protocol, Reply, SyncParams, SyncResult};
+use offsets::OffsetStore;
+use state::{Group, GroupState, GroupSummary};
 
 /// The longest the timer sleeps without looking: bounds the effect of a clock that jumps.
 const MAX_TIMER_SLEEP_MS: u64 = 1000;
+
+/// How often empty groups without committed offsets are forgotten (Kafka does it at its
+/// offsets retention check, every 10 minutes by default; it only frees memory).
+const IDLE_GROUP_CLEANUP_MS: u64 = 60_000;
 
 /// Broker settings of the group coordinator, by their Kafka names.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -210,7 +213,10 @@ impl GroupCoordinator {
     ) -> JoinGroupResponse {
         let member_id = req.member_id.to_string();
         let result = self.join(req, version, client).await;
-        join_response(result.unwrap_or_else(|e| JoinResult::error(&member_id, e)), version)
+        join_response(
+            result.unwrap_or_else(|e| JoinResult::error(&member_id, e)),
+            version,
+        )
     }
 
     async fn join(
@@ -382,7 +388,10 @@ impl GroupCoordinator {
                 (Some(ResponseError::CoordinatorNotAvailable), Vec::new())
             } else {
                 match groups.get_mut(req.group_id.as_str()) {
-                    None => (None, vec![Some(ResponseError::UnknownMemberId); identities.len()]),
+                    None => (
+                        None,
+                        vec![Some(ResponseError::UnknownMemberId); identities.len()],
+                    ),
                     Some(group) => (None, group.leave(&identities, self.now_ms())),
                 }
             }
@@ -409,307 +418,6 @@ impl GroupCoordinator {
         LeaveGroupResponse::default()
             .with_error_code(code(top))
             .with_members(members)
-    }
-
-    // ---- offsets ----
-
-    /// OffsetCommit v2–9. Answers once the accepted offsets are durable.
-    pub async fn offset_commit(
-        &self,
-        req: OffsetCommitRequest,
-        version: i16,
-    ) -> OffsetCommitResponse {
-        let group_id = req.group_id.to_string();
-        let allowed = self.check_commit(&req, version);
-        let now_ms = self.now_ms();
-        let mut errors: Vec<Vec<Option<ResponseError>>> = Vec::with_capacity(req.topics.len());
-        let mut accepted = Vec::new();
-        for topic in &req.topics {
-            let mut topic_errors = Vec::with_capacity(topic.partitions.len());
-            for p in &topic.partitions {
-                let metadata = p.committed_metadata.as_deref().unwrap_or_default();
-                let error = match allowed {
-                    Err(e) => Some(e),
-                    Ok(()) if metadata.len() > MAX_METADATA_BYTES => {
-                        Some(ResponseError::OffsetMetadataTooLarge)
-                    }
-                    Ok(()) => {
-                        accepted.push((
-                            (topic.name.to_string(), p.partition_index),
-                            CommittedOffset {
-                                offset: p.committed_offset,
-                                leader_epoch: p.committed_leader_epoch,
-                                metadata: metadata.to_string(),
-                                commit_ms: now_ms,
-                            },
-                        ));
-                        None
-                    }
-                };
-                topic_errors.push(error);
-            }
-            errors.push(topic_errors);
-        }
-        if let Err(e) = self.inner.offsets.commit(&group_id, accepted).await {
-            tracing::warn!(group_id, error = %e, "offset commit failed");
-            for error in errors.iter_mut().flatten() {
-                if error.is_none() {
-                    *error = Some(ResponseError::CoordinatorNotAvailable);
-                }
-            }
-        }
-        let topics = req
-            .topics
-            .into_iter()
-            .zip(errors)
-            .map(|(topic, errors)| {
-                let partitions = topic
-                    .partitions
-                    .iter()
-                    .zip(errors)
-                    .map(|(p, error)| {
-                        OffsetCommitResponsePartition::default()
-                            .with_partition_index(p.partition_index)
-                            .with_error_code(code(error))
-                    })
-                    .collect();
-                OffsetCommitResponseTopic::default()
-                    .with_name(topic.name)
-                    .with_partitions(partitions)
-            })
-            .collect();
-        OffsetCommitResponse::default().with_topics(topics)
-    }
-
-    fn check_commit(&self, req: &OffsetCommitRequest, version: i16) -> Result<(), ResponseError> {
-        if req.group_id.is_empty() {
-            return Err(ResponseError::InvalidGroupId);
-        }
-        let instance = if version >= 7 {
-            req.group_instance_id.as_deref()
-        } else {
-            None
-        };
-        let mut groups = self.inner.groups.lock();
-        if self.is_shut_down() {
-            return Err(ResponseError::CoordinatorNotAvailable);
-        }
-        let generation_id = req.generation_id_or_member_epoch;
-        match groups.get_mut(req.group_id.as_str()) {
-            Some(group) => group.check_commit(
-                req.member_id.as_str(),
-                instance,
-                generation_id,
-                self.now_ms(),
-            ),
-            // A group known only by its offsets is empty: Kafka's answers for an empty group.
-            None if generation_id < 0 => Ok(()),
-            None if self.inner.offsets.has_group(req.group_id.as_str()) => {
-                Err(ResponseError::UnknownMemberId)
-            }
-            None => Err(ResponseError::IllegalGeneration),
-        }
-    }
-
-    /// OffsetFetch v1–9 (v8+: several groups). Partitions without a committed offset answer
-    /// offset -1; no topics means every committed offset of the group.
-    pub async fn offset_fetch(&self, req: OffsetFetchRequest, version: i16) -> OffsetFetchResponse {
-        let shut_down = self.is_shut_down().then_some(ResponseError::CoordinatorNotAvailable);
-        if version >= 8 {
-            let groups = req
-                .groups
-                .into_iter()
-                .map(|g| {
-                    let error = shut_down.or_else(|| {
-                        g.group_id.is_empty().then_some(ResponseError::InvalidGroupId)
-                    });
-                    let wanted = g.topics.map(|topics| {
-                        topics
-                            .into_iter()
-                            .map(|t| (t.name, t.partition_indexes))
-                            .collect()
-                    });
-                    let topics = if error.is_some() {
-                        Vec::new()
-                    } else {
-                        self.fetch(&g.group_id, wanted)
-                            .into_iter()
-                            .map(|(name, partitions)| {
-                                let partitions = partitions
-                                    .into_iter()
-                                    .map(|(index, o)| {
-                                        let o = o.unwrap_or_else(no_offset);
-                                        OffsetFetchResponsePartitions::default()
-                                            .with_partition_index(index)
-                                            .with_committed_offset(o.offset)
-                                            .with_committed_leader_epoch(o.leader_epoch)
-                                            .with_metadata(Some(s(o.metadata)))
-                                    })
-                                    .collect();
-                                OffsetFetchResponseTopics::default()
-                                    .with_name(name)
-                                    .with_partitions(partitions)
-                            })
-                            .collect()
-                    };
-                    OffsetFetchResponseGroup::default()
-                        .with_group_id(g.group_id)
-                        .with_topics(topics)
-                        .with_error_code(code(error))
-                })
-                .collect();
-            return OffsetFetchResponse::default().with_groups(groups);
-        }
-        let error = shut_down
-            .or_else(|| req.group_id.is_empty().then_some(ResponseError::InvalidGroupId));
-        let wanted = req.topics.map(|topics| {
-            topics
-                .into_iter()
-                .map(|t| (t.name, t.partition_indexes))
-                .collect()
-        });
-        let topics = if error.is_some() {
-            Vec::new()
-        } else {
-            self.fetch(&req.group_id, wanted)
-                .into_iter()
-                .map(|(name, partitions)| {
-                    let partitions = partitions
-                        .into_iter()
-                        .map(|(index, o)| {
-                            let o = o.unwrap_or_else(no_offset);
-                            let mut p = OffsetFetchResponsePartition::default()
-                                .with_partition_index(index)
-                                .with_committed_offset(o.offset)
-                                .with_metadata(Some(s(o.metadata)));
-                            if version >= 5 {
-                                p = p.with_committed_leader_epoch(o.leader_epoch);
-                            }
-                            p
-                        })
-                        .collect();
-                    OffsetFetchResponseTopic::default()
-                        .with_name(name)
-                        .with_partitions(partitions)
-                })
-                .collect()
-        };
-        let response = OffsetFetchResponse::default().with_topics(topics);
-        if version >= 2 {
-            response.with_error_code(code(error))
-        } else {
-            response
-        }
-    }
-
-    /// The offsets asked for (`None`: all the group has), topic by topic.
-    #[allow(clippy::type_complexity)]
-    fn fetch(
-        &self,
-        group_id: &str,
-        wanted: Option<Vec<(TopicName, Vec<i32>)>>,
-    ) -> Vec<(TopicName, Vec<(i32, Option<CommittedOffset>)>)> {
-        let offsets = &self.inner.offsets;
-        match wanted {
-            Some(topics) => topics
-                .into_iter()
-                .map(|(name, partitions)| {
-                    let found = partitions
-                        .into_iter()
-                        .map(|p| (p, offsets.get(group_id, &name, p)))
-                        .collect();
-                    (name, found)
-                })
-                .collect(),
-            None => {
-                let mut by_topic: Vec<(TopicName, Vec<(i32, Option<CommittedOffset>)>)> =
-                    Vec::new();
-                for ((topic, partition), o) in offsets.all(group_id) {
-                    match by_topic.last_mut() {
-                        Some((name, partitions)) if name.as_str() == topic => {
-                            partitions.push((partition, Some(o)))
-                        }
-                        _ => by_topic.push((TopicName(s(topic)), vec![(partition, Some(o))])),
-                    }
-                }
-                by_topic
-            }
-        }
-    }
-
-    /// Drops committed offsets of a deleted topic, in every group.
-    pub async fn delete_topic_offsets(&self, topic: &str) -> Result<(), inlet_storage::Error> {
-        self.inner.offsets.delete_topic(topic).await
-    }
-
-    /// OffsetDelete v0. Offsets of topics a consumer group's members subscribe to stay
-    /// (`GROUP_SUBSCRIBED_TO_TOPIC`).
-    pub async fn offset_delete(
-        &self,
-        req: OffsetDeleteRequest,
-        _version: i16,
-    ) -> OffsetDeleteResponse {
-        let group_id = req.group_id.as_str();
-        let guard = if group_id.is_empty() {
-            Err(ResponseError::InvalidGroupId)
-        } else {
-            let groups = self.inner.groups.lock();
-            if self.is_shut_down() {
-                Err(ResponseError::CoordinatorNotAvailable)
-            } else {
-                match groups.get(group_id) {
-                    Some(group) => group.offset_delete_guard(),
-                    None if self.inner.offsets.has_group(group_id) => Ok(None),
-                    None => Err(ResponseError::GroupIdNotFound),
-                }
-            }
-        };
-        let subscribed = match guard {
-            Ok(subscribed) => subscribed,
-            Err(e) => return OffsetDeleteResponse::default().with_error_code(e.code()),
-        };
-        let is_subscribed = |topic: &str| subscribed.as_ref().is_some_and(|t| t.contains(topic));
-        let doomed: Vec<(String, i32)> = req
-            .topics
-            .iter()
-            .filter(|t| !is_subscribed(&t.name))
-            .flat_map(|t| {
-                t.partitions
-                    .iter()
-                    .map(|p| (t.name.to_string(), p.partition_index))
-            })
-            .collect();
-        let store_error = match self.inner.offsets.delete_partitions(group_id, &doomed).await {
-            Ok(()) => None,
-            Err(e) => {
-                tracing::warn!(group_id, error = %e, "offset delete failed");
-                Some(ResponseError::CoordinatorNotAvailable)
-            }
-        };
-        let topics = req
-            .topics
-            .into_iter()
-            .map(|t| {
-                let error = if is_subscribed(&t.name) {
-                    Some(ResponseError::GroupSubscribedToTopic)
-                } else {
-                    store_error
-                };
-                let partitions = t
-                    .partitions
-                    .iter()
-                    .map(|p| {
-                        OffsetDeleteResponsePartition::default()
-                            .with_partition_index(p.partition_index)
-                            .with_error_code(code(error))
-                    })
-                    .collect();
-                OffsetDeleteResponseTopic::default()
-                    .with_name(t.name)
-                    .with_partitions(partitions)
-            })
-            .collect();
-        OffsetDeleteResponse::default().with_topics(topics)
     }
 
     // ---- admin ----
@@ -864,15 +572,6 @@ impl GroupCoordinator {
     }
 }
 
-fn no_offset() -> CommittedOffset {
-    CommittedOffset {
-        offset: -1,
-        leader_epoch: -1,
-        metadata: String::new(),
-        commit_ms: 0,
-    }
-}
-
 fn join_response(result: JoinResult, version: i16) -> JoinGroupResponse {
     // A static leader rejoining unchanged: v9 says "skip the assignment"; older versions get
     // no members, so the leader's assignment is empty and SyncGroup keeps the current one.
@@ -915,10 +614,17 @@ fn join_response(result: JoinResult, version: i16) -> JoinGroupResponse {
 
 /// Expires sessions and ends rebalances on time, until the coordinator shuts down.
 async fn run_timer(inner: Arc<Inner>) {
+    let mut next_cleanup_ms = inner.clock.now_ms().saturating_add(IDLE_GROUP_CLEANUP_MS);
     loop {
         let now = inner.clock.now_ms();
         let next = {
             let mut groups = inner.groups.lock();
+            if now >= next_cleanup_ms {
+                groups.retain(|group_id, group| {
+                    !group.is_idle() || inner.offsets.has_group(group_id)
+                });
+                next_cleanup_ms = now.saturating_add(IDLE_GROUP_CLEANUP_MS);
+            }
             let mut next: Option<u64> = None;
             for group in groups.values_mut() {
                 group.tick(now);

@@ -238,9 +238,49 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn offsets_survive_a_reopen_and_deletes_are_durable() {
+    async fn offsets_survive_a_reopen_and_deletes_are_durable_on_sqlite() {
         let dir = tempfile::tempdir().expect("tempdir");
-        let url = format!("sqlite://{}", dir.path().join("meta.db").display());
+        durability(&format!(
+            "sqlite://{}",
+            dir.path().join("meta.db").display()
+        ))
+        .await;
+    }
+
+    /// The same SQL on PostgreSQL, when `source scripts/test-env.sh` provides one.
+    #[tokio::test]
+    async fn offsets_survive_a_reopen_and_deletes_are_durable_on_postgres() {
+        let url = match std::env::var("INLET_TEST_POSTGRES_URL") {
+            Ok(url) if !url.is_empty() => url,
+            _ if std::env::var("CI").is_ok() => {
+                panic!("INLET_TEST_POSTGRES_URL is not set: run after `source scripts/test-env.sh`")
+            }
+            _ => {
+                eprintln!("skipping: INLET_TEST_POSTGRES_URL is not set");
+                return;
+            }
+        };
+        durability(&fresh_postgres_database(&url).await).await;
+    }
+
+    async fn fresh_postgres_database(url: &str) -> String {
+        use sqlx::Connection;
+        let name = format!(
+            "inlet_groups_{}_{}",
+            std::process::id(),
+            rand::random::<u32>()
+        );
+        let mut conn = sqlx::PgConnection::connect(url).await.expect("connect");
+        sqlx::query(&format!("CREATE DATABASE {name}"))
+            .execute(&mut conn)
+            .await
+            .expect("create database");
+        let (base, _) = url.rsplit_once('/').expect("database in URL");
+        format!("{base}/{name}")
+    }
+
+    async fn durability(url: &str) {
+        let url = url.to_string();
         {
             let store = OffsetStore::open(MetaStore::connect(&url).await.expect("connect"))
                 .await
@@ -261,7 +301,10 @@ mod tests {
                 .commit("g", vec![(("t".into(), 0), offset(11, "b"))])
                 .await
                 .expect("commit");
-            store.commit("h", vec![(("u".into(), 0), offset(7, ""))]).await.expect("commit");
+            store
+                .commit("h", vec![(("u".into(), 0), offset(7, ""))])
+                .await
+                .expect("commit");
             store.delete_topic("u").await.expect("delete topic");
             assert!(!store.has_group("h"));
         }

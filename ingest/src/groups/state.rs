@@ -22,7 +22,9 @@ use bytes::Bytes;
 use kafka_protocol::ResponseError;
 use tokio::sync::oneshot;
 
-use super::member::{JoinResult, Member, MemberMetadata, Protocol, SyncResult};
+use super::member::{
+    JoinParams, JoinResult, Member, MemberMetadata, Protocol, Reply, SyncParams, SyncResult,
+};
 
 /// The protocol type of Kafka consumers (the only type whose metadata we read).
 pub(crate) const CONSUMER_PROTOCOL_TYPE: &str = "consumer";
@@ -47,42 +49,6 @@ impl GroupState {
             GroupState::Dead => "Dead",
         }
     }
-}
-
-/// A reply that is ready, or one that comes when the rebalance moves on.
-#[derive(Debug)]
-pub(crate) enum Reply<T> {
-    Now(T),
-    Later(oneshot::Receiver<T>),
-}
-
-/// A JoinGroup call, in domain terms.
-#[derive(Debug, Clone)]
-pub(crate) struct JoinParams {
-    /// Empty for a member joining for the first time.
-    pub member_id: String,
-    /// The id to give a new member (made by the caller, so this module stays deterministic).
-    pub new_member_id: String,
-    pub group_instance_id: Option<String>,
-    pub client_id: String,
-    pub client_host: String,
-    pub session_timeout_ms: u64,
-    pub rebalance_timeout_ms: u64,
-    pub protocol_type: String,
-    pub protocols: Vec<Protocol>,
-    /// JoinGroup v4+: a new member first gets its id with `MEMBER_ID_REQUIRED`.
-    pub require_known_member_id: bool,
-}
-
-/// A SyncGroup call, in domain terms.
-#[derive(Debug, Clone)]
-pub(crate) struct SyncParams {
-    pub member_id: String,
-    pub group_instance_id: Option<String>,
-    pub generation_id: i32,
-    pub protocol_type: Option<String>,
-    pub protocol_name: Option<String>,
-    pub assignments: Vec<(String, Bytes)>,
 }
 
 /// One member as DescribeGroups shows it.
@@ -163,6 +129,11 @@ impl Group {
         self.state == GroupState::Empty && self.members.is_empty()
     }
 
+    /// Empty and expecting nobody: without committed offsets, the group can be forgotten.
+    pub fn is_idle(&self) -> bool {
+        self.is_deletable() && self.pending.is_empty()
+    }
+
     fn index(&self, member_id: &str) -> Option<usize> {
         self.members.iter().position(|m| m.member_id == member_id)
     }
@@ -180,7 +151,12 @@ impl Group {
 
     /// Whether a member (`member_id`, empty if new) with these protocols may be in the group:
     /// same protocol type, and one protocol every other member supports.
-    fn supports_protocols(&self, member_id: &str, protocol_type: &str, protocols: &[Protocol]) -> bool {
+    fn supports_protocols(
+        &self,
+        member_id: &str,
+        protocol_type: &str,
+        protocols: &[Protocol],
+    ) -> bool {
         let others: Vec<&Member> = self
             .members
             .iter()
@@ -763,7 +739,9 @@ impl Group {
         if generation_id < 0 && self.state == GroupState::Empty {
             return Ok(());
         }
-        let idx = self.index(member_id).ok_or(ResponseError::UnknownMemberId)?;
+        let idx = self
+            .index(member_id)
+            .ok_or(ResponseError::UnknownMemberId)?;
         if generation_id != self.generation_id {
             return Err(ResponseError::IllegalGeneration);
         }
@@ -816,7 +794,11 @@ impl Group {
         GroupSummary {
             state: self.state,
             protocol_type: self.protocol_type.clone().unwrap_or_default(),
-            protocol_name: if stable { protocol.clone() } else { String::new() },
+            protocol_name: if stable {
+                protocol.clone()
+            } else {
+                String::new()
+            },
             members: self
                 .members
                 .iter()
@@ -842,99 +824,5 @@ impl Group {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn params(member_id: &str, new_id: &str, protocols: &[(&str, &str)]) -> JoinParams {
-        JoinParams {
-            member_id: member_id.into(),
-            new_member_id: new_id.into(),
-            group_instance_id: None,
-            client_id: "c".into(),
-            client_host: "h".into(),
-            session_timeout_ms: 10_000,
-            rebalance_timeout_ms: 30_000,
-            protocol_type: "consumer".into(),
-            protocols: protocols
-                .iter()
-                .map(|(name, meta)| Protocol {
-                    name: name.to_string(),
-                    metadata: Bytes::from(meta.to_string()),
-                })
-                .collect(),
-            require_known_member_id: false,
-        }
-    }
-
-    fn later<T: std::fmt::Debug>(reply: Reply<T>) -> oneshot::Receiver<T> {
-        match reply {
-            Reply::Later(rx) => rx,
-            Reply::Now(r) => panic!("expected to wait, got {r:?}"),
-        }
-    }
-
-    #[test]
-    fn initial_delay_is_extended_while_members_arrive_then_capped() {
-        let mut g = Group::new(100);
-        let mut a = later(g.join(params("", "a", &[("range", "")]), 0));
-        assert_eq!(g.state(), GroupState::PreparingRebalance);
-        g.tick(50);
-        let mut b = later(g.join(params("", "b", &[("range", "")]), 60));
-        g.tick(100); // delay over, but b arrived: extended to 200
-        assert!(a.try_recv().is_err());
-        g.tick(200);
-        let ra = a.try_recv().expect("a answered");
-        let rb = b.try_recv().expect("b answered");
-        assert_eq!(ra.generation_id, 1);
-        assert_eq!(ra.leader, "a");
-        assert_eq!(ra.members.len(), 2);
-        assert!(rb.members.is_empty());
-        assert_eq!(g.state(), GroupState::CompletingRebalance);
-    }
-
-    #[test]
-    fn selects_the_protocol_most_members_prefer_among_common_ones() {
-        let mut g = Group::new(0);
-        let mut a = later(g.join(
-            params("", "a", &[("roundrobin", "a-rr"), ("range", "a-r")]),
-            0,
-        ));
-        let r = a.try_recv().expect("joined");
-        assert_eq!(r.protocol_name.as_deref(), Some("roundrobin"));
-        // b supports only range: a rejoin by both must settle on range.
-        let mut b = later(g.join(params("", "b", &[("range", "b-r")]), 1));
-        let mut a = later(g.join(
-            params("a", "", &[("roundrobin", "a-rr"), ("range", "a-r")]),
-            2,
-        ));
-        let ra = a.try_recv().expect("a answered");
-        b.try_recv().expect("b answered");
-        assert_eq!(ra.protocol_name.as_deref(), Some("range"));
-        let metadata: Vec<_> = ra.members.iter().map(|m| m.metadata.clone()).collect();
-        assert_eq!(metadata, vec![Bytes::from("a-r"), Bytes::from("b-r")]);
-        // A member that shares nothing with the group is refused.
-        match g.join(params("", "c", &[("sticky", "")]), 3) {
-            Reply::Now(r) => assert_eq!(r.error, Some(ResponseError::InconsistentGroupProtocol)),
-            Reply::Later(_) => panic!("c must be refused"),
-        }
-    }
-
-    #[test]
-    fn rebalance_timeout_drops_members_that_do_not_rejoin() {
-        let mut g = Group::new(0);
-        let mut long_session = params("", "a", &[("range", "")]);
-        long_session.session_timeout_ms = 60_000;
-        let mut a = later(g.join(long_session, 0));
-        a.try_recv().expect("a joined");
-        // b joins; a keeps heartbeating but never rejoins.
-        let mut b = later(g.join(params("", "b", &[("range", "")]), 10));
-        assert_eq!(g.heartbeat("a", None, 1, 20), Some(ResponseError::RebalanceInProgress));
-        g.tick(29_999);
-        assert!(b.try_recv().is_err());
-        g.tick(30_010);
-        let rb = b.try_recv().expect("b answered");
-        assert_eq!(rb.generation_id, 2);
-        assert_eq!(rb.leader, "b", "the leader left, b leads");
-        assert_eq!(g.heartbeat("a", None, 2, 30_020), Some(ResponseError::UnknownMemberId));
-    }
-}
+#[path = "state_tests.rs"]
+mod tests;

@@ -7,6 +7,9 @@
 # registers an EXIT trap there that stops what it started. It does not change the caller's shell
 # options (no `set -e`); every step is checked and a failure makes `source` return 1.
 #
+# Tools:
+#   Python venv       -> INLET_TEST_PYTHON (its interpreter, with confluent-kafka for the client tests)
+#
 # Services:
 #   moto_server (S3)  -> INLET_TEST_S3_ENDPOINT, INLET_TEST_S3_BUCKET (bucket "inlet-test"),
 #                        AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_REGION, AWS_DEFAULT_REGION,
@@ -66,7 +69,7 @@ _inlet_kill() {
 }
 
 # ---------------------------------------------------------------------------------------------
-# Python venv with the test tools (moto, ...)
+# Python venv with the test tools (moto, confluent-kafka, ...)
 # ---------------------------------------------------------------------------------------------
 _inlet_setup_venv() {
     local venv=$1 req=$2 python=${INLET_PYTHON:-python3}
@@ -388,6 +391,7 @@ _inlet_test_env_main() {
     _INLET_TEST_ENV_ACTIVE=1
 
     _inlet_setup_venv "$venv" "$req" || return 1
+    export INLET_TEST_PYTHON=$venv/bin/python
     _inlet_start_moto "$venv" || return 1
     _inlet_start_postgres || return 1
     return 0

@@ -1,0 +1,167 @@
+//! A real `inlet serve` process for end-to-end tests: started on free ports in a temporary
+//! data directory, stopped with SIGTERM or killed with SIGKILL, restarted on the same data.
+#![allow(dead_code)]
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+/// A running node.
+pub struct Node {
+    child: Child,
+    logs: mpsc::Receiver<String>,
+    pub data_dir: PathBuf,
+    /// `host:port` of the Kafka listener.
+    pub kafka: String,
+    /// `host:port` of the HTTP listener.
+    pub http: String,
+    extra: Vec<String>,
+}
+
+fn field(line: &str, name: &str) -> Option<String> {
+    line.split_whitespace()
+        .find_map(|w| w.strip_prefix(&format!("{name}=")))
+        .map(str::to_string)
+}
+
+impl Node {
+    /// Starts a node on `data_dir` with extra `serve` arguments.
+    pub fn start(data_dir: &Path, extra: &[&str]) -> Node {
+        let extra: Vec<String> = extra.iter().map(|s| s.to_string()).collect();
+        let mut child = Command::new(env!("CARGO_BIN_EXE_inlet"))
+            .args(["serve", "--kafka-listen", "127.0.0.1:0", "--http-listen", "127.0.0.1:0"])
+            .arg("--data-dir")
+            .arg(data_dir)
+            .args(&extra)
+            .env(
+                "INLET_LOG",
+                std::env::var("INLET_TEST_LOG").unwrap_or_else(|_| "info".into()),
+            )
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("inlet starts");
+        let (tx, logs) = mpsc::channel();
+        let verbose = std::env::var_os("INLET_TEST_VERBOSE").is_some();
+        let stdout = child.stdout.take().expect("stdout");
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+                // Warnings and errors of the node go to the test's output.
+                if line.contains(" WARN ") || line.contains(" ERROR ") || verbose {
+                    eprintln!("[inlet] {line}");
+                }
+                let _ = tx.send(line);
+            }
+        });
+        let mut node = Node {
+            child,
+            logs,
+            data_dir: data_dir.to_path_buf(),
+            kafka: String::new(),
+            http: String::new(),
+            extra,
+        };
+        let up = node.wait_for_log("Inlet node is up");
+        node.kafka = field(&up, "kafka").expect("the up line names the Kafka address");
+        node.http = field(&up, "http").expect("the up line names the HTTP address");
+        node
+    }
+
+    /// Waits for a log line containing `needle` and returns it.
+    pub fn wait_for_log(&self, needle: &str) -> String {
+        let deadline = Instant::now() + Duration::from_secs(120);
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            let line = self
+                .logs
+                .recv_timeout(left)
+                .unwrap_or_else(|_| panic!("no log line with {needle:?} within 120 s"));
+            if line.contains(needle) {
+                return line;
+            }
+        }
+    }
+
+    pub fn pid(&self) -> i32 {
+        self.child.id() as i32
+    }
+
+    fn signal(&self, sig: i32) {
+        // SAFETY: signalling our own child process.
+        let rc = unsafe { libc::kill(self.pid(), sig) };
+        assert_eq!(rc, 0, "kill({sig})");
+    }
+
+    /// SIGTERM, then waits for a clean exit.
+    pub fn stop(mut self) {
+        self.signal(libc::SIGTERM);
+        self.wait_for_log("stopped cleanly");
+        let status = self.child.wait().expect("exits");
+        assert!(status.success(), "exit status {status}");
+    }
+
+    /// SIGKILL: the process dies without any chance to flush.
+    pub fn kill9(mut self) -> PathBuf {
+        self.signal(libc::SIGKILL);
+        let _ = self.child.wait();
+        self.data_dir.clone()
+    }
+
+    /// Starts a node again on the same data directory and arguments.
+    pub fn restart_after_kill9(self) -> Node {
+        let extra = self.extra.clone();
+        let dir = self.kill9();
+        let extra: Vec<&str> = extra.iter().map(String::as_str).collect();
+        Node::start(&dir, &extra)
+    }
+
+    /// GET on the HTTP listener; returns (status, body).
+    pub fn http_get(&self, path: &str) -> (u16, String) {
+        use std::io::{Read, Write};
+        let mut s = std::net::TcpStream::connect(&self.http).expect("connect HTTP");
+        write!(s, "GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n").expect("write");
+        let mut out = String::new();
+        s.read_to_string(&mut out).expect("read");
+        let status = out
+            .split_whitespace()
+            .nth(1)
+            .and_then(|c| c.parse().ok())
+            .expect("an HTTP status");
+        let body = out.split_once("\r\n\r\n").map(|(_, b)| b.to_string()).unwrap_or_default();
+        (status, body)
+    }
+}
+
+impl Drop for Node {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Polls `check` until it returns `Some`, or panics after `secs` seconds with `what`.
+pub fn wait_until<T>(secs: u64, what: &str, mut check: impl FnMut() -> Option<T>) -> T {
+    let deadline = Instant::now() + Duration::from_secs(secs);
+    loop {
+        if let Some(v) = check() {
+            return v;
+        }
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// A required external tool or service for client tests: in CI (`CI` set) its absence fails
+/// the test; elsewhere the test is skipped with a note.
+pub fn require(what: &str, available: bool) -> bool {
+    if available {
+        return true;
+    }
+    if std::env::var_os("CI").is_some() {
+        panic!("{what} is required in CI (see scripts/test-env.sh)");
+    }
+    eprintln!("skipping: {what} is not available here (CI installs it)");
+    false
+}

@@ -1,0 +1,455 @@
+//! The Kafka endpoint with librdkafka (the `rdkafka` crate) as the client: admin calls,
+//! idempotent produce with every codec, consumer groups with commits and rebalances, and a
+//! SIGKILL of the node in the middle with nothing lost or duplicated.
+
+mod common;
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::time::Duration;
+
+use common::{wait_until, Node};
+use rdkafka::admin::{
+    AdminClient, AdminOptions, AlterConfig, NewPartitions, NewTopic, ResourceSpecifier,
+    TopicReplication,
+};
+use rdkafka::client::DefaultClientContext;
+use rdkafka::config::ClientConfig;
+use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer};
+use rdkafka::error::KafkaError;
+use rdkafka::message::Message;
+use rdkafka::producer::{FutureProducer, FutureRecord};
+use rdkafka::types::RDKafkaErrorCode;
+use rdkafka::{Offset, TopicPartitionList};
+
+const TIMEOUT: Duration = Duration::from_secs(30);
+
+fn admin(node: &Node) -> AdminClient<DefaultClientContext> {
+    ClientConfig::new()
+        .set("bootstrap.servers", &node.kafka)
+        .create()
+        .expect("admin client")
+}
+
+fn producer(node: &Node, codec: &str) -> FutureProducer {
+    ClientConfig::new()
+        .set("bootstrap.servers", &node.kafka)
+        .set("enable.idempotence", "true")
+        .set("acks", "all")
+        .set("compression.codec", codec)
+        .set("linger.ms", "5")
+        .create()
+        .expect("producer")
+}
+
+fn consumer(node: &Node, group: &str, extra: &[(&str, &str)]) -> BaseConsumer {
+    let mut config = ClientConfig::new();
+    config
+        .set("bootstrap.servers", &node.kafka)
+        .set("group.id", group)
+        .set("enable.auto.commit", "false")
+        .set("auto.offset.reset", "earliest")
+        .set("session.timeout.ms", "10000")
+        .set("heartbeat.interval.ms", "500");
+    for (k, v) in extra {
+        config.set(*k, *v);
+    }
+    config.create().expect("consumer")
+}
+
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("runtime")
+}
+
+async fn create_topic(admin: &AdminClient<DefaultClientContext>, name: &str, partitions: i32) {
+    let results = admin
+        .create_topics(
+            &[NewTopic::new(name, partitions, TopicReplication::Fixed(1))],
+            &AdminOptions::new(),
+        )
+        .await
+        .expect("create_topics");
+    assert_eq!(results[0], Ok(name.to_string()));
+}
+
+/// Produces `count` records `key-i`/`value-i` and returns (partition, offset) per record.
+async fn produce(p: &FutureProducer, topic: &str, prefix: &str, count: usize) -> Vec<(i32, i64)> {
+    let sends: Vec<_> = (0..count)
+        .map(|i| {
+            let key = format!("{prefix}-key-{i}");
+            let value = format!("{prefix}-value-{i}");
+            let p = p.clone();
+            let topic = topic.to_string();
+            async move {
+                p.send(FutureRecord::to(&topic).key(&key).payload(&value), TIMEOUT)
+                    .await
+                    .map_err(|(e, _)| e)
+            }
+        })
+        .collect();
+    futures::future::join_all(sends)
+        .await
+        .into_iter()
+        .map(|r| {
+            let d = r.expect("acked");
+            (d.partition, d.offset)
+        })
+        .collect()
+}
+
+/// Reads every partition of `topic` from the beginning to its end: (partition, offset, value).
+fn read_all(node: &Node, topic: &str, partitions: i32) -> Vec<(i32, i64, String)> {
+    let c: BaseConsumer = ClientConfig::new()
+        .set("bootstrap.servers", &node.kafka)
+        .set("group.id", "reader-no-commits")
+        .set("enable.auto.commit", "false")
+        .create()
+        .expect("consumer");
+    let mut tpl = TopicPartitionList::new();
+    let mut ends = HashMap::new();
+    for p in 0..partitions {
+        tpl.add_partition_offset(topic, p, Offset::Beginning).expect("add");
+        let (_, high) = c.fetch_watermarks(topic, p, TIMEOUT).expect("watermarks");
+        ends.insert(p, high);
+    }
+    c.assign(&tpl).expect("assign");
+    let mut out = Vec::new();
+    let mut positions: HashMap<i32, i64> = HashMap::new();
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    while !ends
+        .iter()
+        .all(|(p, end)| *end == 0 || positions.get(p).is_some_and(|at| at + 1 >= *end))
+    {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "reading {topic} stalled: ends {ends:?}, positions {positions:?}"
+        );
+        if let Some(m) = c.poll(Duration::from_millis(200)) {
+            let m = m.expect("message");
+            positions.insert(m.partition(), m.offset());
+            out.push((
+                m.partition(),
+                m.offset(),
+                String::from_utf8_lossy(m.payload().unwrap_or_default()).into_owned(),
+            ));
+        }
+    }
+    out
+}
+
+#[test]
+fn admin_creates_describes_alters_and_deletes_topics() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let node = Node::start(dir.path(), &["--kafka-config", "num.partitions=2"]);
+    let admin = admin(&node);
+    runtime().block_on(async {
+        let opts = AdminOptions::new();
+        let topic = NewTopic::new("orders", 3, TopicReplication::Fixed(1))
+            .set("table.topic.enable", "true")
+            .set("automq.table.topic.commit.interval.ms", "5000")
+            .set("retention.ms", "3600000");
+        let created = admin.create_topics(&[topic], &opts).await.expect("create");
+        assert_eq!(created, vec![Ok("orders".to_string())]);
+
+        // Again: the topic exists. A bad config and a bad name are refused with the right codes.
+        let again = admin
+            .create_topics(&[NewTopic::new("orders", 1, TopicReplication::Fixed(1))], &opts)
+            .await
+            .expect("create");
+        assert_eq!(again, vec![Err(("orders".to_string(), RDKafkaErrorCode::TopicAlreadyExists))]);
+        let bad = admin
+            .create_topics(
+                &[NewTopic::new("bad-config", 1, TopicReplication::Fixed(1))
+                    .set("table.topic.commit.interval.ms", "10")],
+                &opts,
+            )
+            .await
+            .expect("create");
+        assert_eq!(bad, vec![Err(("bad-config".to_string(), RDKafkaErrorCode::InvalidConfig))]);
+        let bad_name = admin
+            .create_topics(&[NewTopic::new("no/slashes", 1, TopicReplication::Fixed(1))], &opts)
+            .await
+            .expect("create");
+        assert_eq!(bad_name, vec![Err(("no/slashes".to_string(), RDKafkaErrorCode::InvalidTopic))]);
+
+        let described = admin
+            .describe_configs(&[ResourceSpecifier::Topic("orders")], &opts)
+            .await
+            .expect("describe");
+        let resource = described[0].as_ref().expect("topic described");
+        let get = |name: &str| resource.get(name).and_then(|e| e.value.clone());
+        assert_eq!(get("table.topic.enable").as_deref(), Some("true"));
+        assert_eq!(get("table.topic.commit.interval.ms").as_deref(), Some("5000"));
+        assert_eq!(get("retention.ms").as_deref(), Some("3600000"));
+        assert!(resource.get("table.topic.enable").is_some_and(|e| !e.is_default));
+        assert!(resource.get("cleanup.policy").is_some_and(|e| e.is_default));
+
+        let altered = admin
+            .alter_configs(
+                &[AlterConfig::new(ResourceSpecifier::Topic("orders"))
+                    .set("table.topic.enable", "true")
+                    .set("table.topic.namespace", "sales")],
+                &opts,
+            )
+            .await
+            .expect("alter");
+        assert!(altered[0].is_ok(), "{altered:?}");
+        let described = admin
+            .describe_configs(&[ResourceSpecifier::Topic("orders")], &opts)
+            .await
+            .expect("describe");
+        let resource = described[0].as_ref().expect("topic described");
+        assert_eq!(
+            resource.get("table.topic.namespace").and_then(|e| e.value.as_deref()),
+            Some("sales")
+        );
+        // AlterConfigs replaces the whole set: retention.ms is back to its default.
+        assert!(resource.get("retention.ms").is_some_and(|e| e.is_default));
+
+        let broker = admin
+            .describe_configs(&[ResourceSpecifier::Broker(0)], &opts)
+            .await
+            .expect("describe broker");
+        let broker = broker[0].as_ref().expect("broker described");
+        assert_eq!(broker.get("num.partitions").and_then(|e| e.value.as_deref()), Some("2"));
+        assert_eq!(
+            broker.get("auto.create.topics.enable").and_then(|e| e.value.as_deref()),
+            Some("true")
+        );
+
+        let grown = admin
+            .create_partitions(&[NewPartitions::new("orders", 5)], &opts)
+            .await
+            .expect("create partitions");
+        assert_eq!(grown, vec![Ok("orders".to_string())]);
+        let metadata = admin
+            .inner()
+            .fetch_metadata(Some("orders"), TIMEOUT)
+            .expect("metadata");
+        assert_eq!(metadata.topics()[0].partitions().len(), 5);
+
+        let deleted = admin.delete_topics(&["orders"], &opts).await.expect("delete");
+        assert_eq!(deleted, vec![Ok("orders".to_string())]);
+        let deleted = admin.delete_topics(&["orders"], &opts).await.expect("delete");
+        assert_eq!(
+            deleted,
+            vec![Err(("orders".to_string(), RDKafkaErrorCode::UnknownTopicOrPartition))]
+        );
+    });
+    node.stop();
+}
+
+#[test]
+fn idempotent_produce_with_every_codec_reads_back_exactly() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let node = Node::start(dir.path(), &[]);
+    let admin = admin(&node);
+    let rt = runtime();
+    for codec in ["none", "gzip", "snappy", "lz4", "zstd"] {
+        let topic = format!("codec-{codec}");
+        rt.block_on(create_topic(&admin, &topic, 3));
+        let p = producer(&node, codec);
+        let acked = rt.block_on(produce(&p, &topic, codec, 500));
+        eprintln!("{codec}: 500 records acked");
+        let unique: BTreeSet<_> = acked.iter().collect();
+        assert_eq!(unique.len(), 500, "{codec}: every record got its own offset");
+        let read = read_all(&node, &topic, 3);
+        eprintln!("{codec}: {} records read", read.len());
+        assert_eq!(read.len(), 500, "{codec}: every acked record is read back once");
+        let values: BTreeSet<_> = read.iter().map(|(_, _, v)| v.clone()).collect();
+        let expected: BTreeSet<_> = (0..500).map(|i| format!("{codec}-value-{i}")).collect();
+        assert_eq!(values, expected, "{codec}");
+        // Offsets within a partition are dense and start at 0.
+        let mut by_partition: BTreeMap<i32, Vec<i64>> = BTreeMap::new();
+        for (p, o, _) in &read {
+            by_partition.entry(*p).or_default().push(*o);
+        }
+        for offsets in by_partition.values() {
+            assert!(offsets.iter().enumerate().all(|(i, o)| *o == i as i64), "{codec}: {offsets:?}");
+        }
+    }
+    node.stop();
+}
+
+#[test]
+fn oversized_batches_are_refused_with_message_too_large() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let node = Node::start(dir.path(), &[]);
+    let admin = admin(&node);
+    let rt = runtime();
+    rt.block_on(async {
+        let topic = NewTopic::new("small", 1, TopicReplication::Fixed(1)).set("max.message.bytes", "2000");
+        admin.create_topics(&[topic], &AdminOptions::new()).await.expect("create");
+        let p = producer(&node, "none");
+        let big = vec![b'x'; 5000];
+        let err = p
+            .send(FutureRecord::<(), _>::to("small").payload(&big), TIMEOUT)
+            .await
+            .expect_err("too large");
+        assert_eq!(err.0, KafkaError::MessageProduction(RDKafkaErrorCode::MessageSizeTooLarge));
+        p.send(FutureRecord::<(), _>::to("small").payload("fits"), TIMEOUT)
+            .await
+            .expect("a small record is accepted");
+    });
+    node.stop();
+}
+
+/// Polls `c` until its assignment has `n` partitions.
+fn wait_for_assignment(c: &BaseConsumer, n: usize, what: &str) -> BTreeSet<i32> {
+    wait_until(60, what, || {
+        let _ = c.poll(Duration::from_millis(100));
+        let a = c.assignment().expect("assignment");
+        (a.count() == n).then(|| a.elements().iter().map(|e| e.partition()).collect())
+    })
+}
+
+#[test]
+fn consumer_groups_commit_and_rebalance_with_every_assignor() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let node = Node::start(
+        dir.path(),
+        &["--kafka-config", "group.initial.rebalance.delay.ms=0"],
+    );
+    let admin = admin(&node);
+    let rt = runtime();
+    for strategy in ["range", "roundrobin", "cooperative-sticky"] {
+        let topic = format!("groups-{strategy}");
+        let group = format!("group-{strategy}");
+        rt.block_on(create_topic(&admin, &topic, 4));
+        let p = producer(&node, "lz4");
+        rt.block_on(produce(&p, &topic, "g", 200));
+
+        let a = consumer(&node, &group, &[("partition.assignment.strategy", strategy)]);
+        a.subscribe(&[&topic]).expect("subscribe");
+        let first = wait_for_assignment(&a, 4, "the first member gets every partition");
+        assert_eq!(first.len(), 4);
+        // Consume a few and commit synchronously.
+        let mut seen = 0;
+        wait_until(60, "records for the first member", || {
+            if let Some(m) = a.poll(Duration::from_millis(100)) {
+                m.expect("message");
+                seen += 1;
+            }
+            (seen >= 20).then_some(())
+        });
+        a.commit_consumer_state(CommitMode::Sync).expect("commit");
+        let committed = a.committed(TIMEOUT).expect("committed");
+        let total: i64 = committed
+            .elements()
+            .iter()
+            .filter_map(|e| match e.offset() {
+                Offset::Offset(o) => Some(o),
+                _ => None,
+            })
+            .sum();
+        assert!(total >= 20, "{strategy}: committed offsets cover what was consumed: {total}");
+
+        // A second member joins: the partitions are split between them.
+        let b = consumer(&node, &group, &[("partition.assignment.strategy", strategy)]);
+        b.subscribe(&[&topic]).expect("subscribe");
+        let (pa, pb) = wait_until(90, "the rebalance to split the partitions", || {
+            let _ = a.poll(Duration::from_millis(50));
+            let _ = b.poll(Duration::from_millis(50));
+            let pa: BTreeSet<i32> = a.assignment().ok()?.elements().iter().map(|e| e.partition()).collect();
+            let pb: BTreeSet<i32> = b.assignment().ok()?.elements().iter().map(|e| e.partition()).collect();
+            (pa.len() == 2 && pb.len() == 2).then_some((pa, pb))
+        });
+        assert!(pa.is_disjoint(&pb), "{strategy}: {pa:?} and {pb:?} overlap");
+        drop(b);
+        drop(a);
+    }
+    node.stop();
+}
+
+#[test]
+fn kill9_then_resume_from_committed_offsets_without_loss_or_duplicates() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let node = Node::start(
+        dir.path(),
+        &["--kafka-config", "group.initial.rebalance.delay.ms=0"],
+    );
+    let rt = runtime();
+    rt.block_on(create_topic(&admin(&node), "events", 2));
+    let p = producer(&node, "zstd");
+    let first = rt.block_on(produce(&p, "events", "before", 400));
+    assert_eq!(first.len(), 400);
+    drop(p);
+
+    // Consume part of it and commit exactly what was processed.
+    let mut processed: BTreeSet<String> = BTreeSet::new();
+    {
+        let c = consumer(&node, "resumer", &[]);
+        c.subscribe(&["events"]).expect("subscribe");
+        let mut offsets = TopicPartitionList::new();
+        wait_until(60, "the first 150 records", || {
+            if let Some(m) = c.poll(Duration::from_millis(100)) {
+                let m = m.expect("message");
+                processed.insert(String::from_utf8_lossy(m.payload().unwrap_or_default()).into_owned());
+                offsets
+                    .add_partition_offset("events", m.partition(), Offset::Offset(m.offset() + 1))
+                    .expect("offset");
+            }
+            (processed.len() >= 150).then_some(())
+        });
+        c.commit(&offsets, CommitMode::Sync).expect("commit");
+    }
+
+    // SIGKILL: no clean shutdown, no flush. Then produce more on the restarted node.
+    let node = node.restart_after_kill9();
+    let p = producer(&node, "zstd");
+    rt.block_on(produce(&p, "events", "after", 200));
+
+    let mut rest: Vec<String> = Vec::new();
+    let c = consumer(&node, "resumer", &[]);
+    c.subscribe(&["events"]).expect("subscribe");
+    wait_until(90, "the remaining records after the restart", || {
+        if let Some(m) = c.poll(Duration::from_millis(100)) {
+            let m = m.expect("message");
+            rest.push(String::from_utf8_lossy(m.payload().unwrap_or_default()).into_owned());
+        }
+        (processed.len() + rest.len() >= 600).then_some(())
+    });
+    // Nothing more arrives: no duplicates.
+    let extra = c.poll(Duration::from_secs(2));
+    assert!(extra.is_none(), "an unexpected extra record: {:?}", extra.map(|m| m.map(|m| m.offset())));
+    let rest_set: BTreeSet<String> = rest.iter().cloned().collect();
+    assert_eq!(rest_set.len(), rest.len(), "no record is delivered twice");
+    assert!(rest_set.is_disjoint(&processed), "committed records are not delivered again");
+    let all: BTreeSet<String> = processed.union(&rest_set).cloned().collect();
+    let expected: BTreeSet<String> = (0..400)
+        .map(|i| format!("before-value-{i}"))
+        .chain((0..200).map(|i| format!("after-value-{i}")))
+        .collect();
+    assert_eq!(all, expected, "every acked record survives the SIGKILL");
+    node.stop();
+}
+
+#[test]
+fn health_and_metrics_are_served() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let node = Node::start(dir.path(), &[]);
+    let rt = runtime();
+    rt.block_on(create_topic(&admin(&node), "m", 1));
+    rt.block_on(produce(&producer(&node, "none"), "m", "m", 10));
+    let (status, body) = node.http_get("/healthz");
+    assert_eq!((status, body.trim()), (200, "ok"));
+    let (status, body) = node.http_get("/metrics");
+    assert_eq!(status, 200);
+    let value = |name: &str| -> f64 {
+        body.lines()
+            .find(|l| l.starts_with(name))
+            .and_then(|l| l.rsplit(' ').next())
+            .and_then(|v| v.parse().ok())
+            .unwrap_or_else(|| panic!("{name} missing from /metrics"))
+    };
+    assert!(value("inlet_kafka_requests_total{api=\"Produce\"}") >= 1.0);
+    assert!(value("inlet_kafka_request_seconds_count{api=\"Produce\"}") >= 1.0);
+    assert!(value("inlet_kafka_bytes_in_total") > 0.0);
+    assert!(value("inlet_wal_syncs_total") >= 1.0);
+    assert!(value("inlet_kafka_produced_records_total") >= 10.0);
+    assert!(body.contains("inlet_block_cache_hit_ratio"));
+    node.stop();
+}

@@ -41,7 +41,15 @@ fn producer(node: &Node, codec: &str) -> FutureProducer {
         .expect("producer")
 }
 
-fn consumer(node: &Node, group: &str, extra: &[(&str, &str)]) -> BaseConsumer {
+struct LogContext;
+impl rdkafka::ClientContext for LogContext {
+    fn log(&self, level: rdkafka::config::RDKafkaLogLevel, fac: &str, log_message: &str) {
+        eprintln!("[rdkafka {level:?}] {fac}: {log_message}");
+    }
+}
+impl rdkafka::consumer::ConsumerContext for LogContext {}
+
+fn consumer(node: &Node, group: &str, extra: &[(&str, &str)]) -> BaseConsumer<LogContext> {
     let mut config = ClientConfig::new();
     config
         .set("bootstrap.servers", &node.kafka)
@@ -53,7 +61,10 @@ fn consumer(node: &Node, group: &str, extra: &[(&str, &str)]) -> BaseConsumer {
     for (k, v) in extra {
         config.set(*k, *v);
     }
-    config.create().expect("consumer")
+    if let Ok(d) = std::env::var("INLET_TEST_RDKAFKA_DEBUG") {
+        config.set("debug", d);
+    }
+    config.create_with_context(LogContext).expect("consumer")
 }
 
 fn runtime() -> tokio::runtime::Runtime {
@@ -297,8 +308,22 @@ fn oversized_batches_are_refused_with_message_too_large() {
     node.stop();
 }
 
+/// Leaves the group: unsubscribes and polls until the partitions are revoked, which the
+/// broker sees as a LeaveGroup. The handle is then leaked rather than destroyed: after a
+/// rebalance, `rd_kafka_destroy` in librdkafka 2.12.1 can wait forever for a broker thread
+/// that still holds a partition reference (every request had been answered), and the test is
+/// about the broker, not about destroying client handles.
+fn close(c: BaseConsumer<LogContext>) {
+    c.unsubscribe();
+    wait_until(60, "the consumer to give up its partitions", || {
+        let _ = c.poll(Duration::from_millis(50));
+        c.assignment().ok().filter(|a| a.count() == 0)
+    });
+    std::mem::forget(c);
+}
+
 /// Polls `c` until its assignment has `n` partitions.
-fn wait_for_assignment(c: &BaseConsumer, n: usize, what: &str) -> BTreeSet<i32> {
+fn wait_for_assignment(c: &BaseConsumer<LogContext>, n: usize, what: &str) -> BTreeSet<i32> {
     wait_until(60, what, || {
         let _ = c.poll(Duration::from_millis(100));
         let a = c.assignment().expect("assignment");
@@ -324,7 +349,9 @@ fn consumer_groups_commit_and_rebalance_with_every_assignor() {
 
         let a = consumer(&node, &group, &[("partition.assignment.strategy", strategy)]);
         a.subscribe(&[&topic]).expect("subscribe");
+        eprintln!("{strategy}: produced");
         let first = wait_for_assignment(&a, 4, "the first member gets every partition");
+        eprintln!("{strategy}: first member assigned");
         assert_eq!(first.len(), 4);
         // Consume a few and commit synchronously.
         let mut seen = 0;
@@ -335,7 +362,9 @@ fn consumer_groups_commit_and_rebalance_with_every_assignor() {
             }
             (seen >= 20).then_some(())
         });
+        eprintln!("{strategy}: consumed {seen}");
         a.commit_consumer_state(CommitMode::Sync).expect("commit");
+        eprintln!("{strategy}: committed");
         let committed = a.committed(TIMEOUT).expect("committed");
         let total: i64 = committed
             .elements()
@@ -358,8 +387,9 @@ fn consumer_groups_commit_and_rebalance_with_every_assignor() {
             (pa.len() == 2 && pb.len() == 2).then_some((pa, pb))
         });
         assert!(pa.is_disjoint(&pb), "{strategy}: {pa:?} and {pb:?} overlap");
-        drop(b);
-        drop(a);
+        eprintln!("{strategy}: rebalanced {pa:?} {pb:?}");
+        close(b);
+        close(a);
     }
     node.stop();
 }

@@ -83,6 +83,7 @@ async fn connection(socket: TcpStream, peer: SocketAddr, broker: Arc<Broker>, sh
                         let api = request.api_key;
                         let version = request.version();
                         let correlation = request.header.correlation_id;
+                        tracing::debug!(%peer, ?api, version, correlation, "request");
                         let answer = broker.handle(request, &peer).await;
                         drop(permit);
                         let frame = match answer {
@@ -92,7 +93,9 @@ async fn connection(socket: TcpStream, peer: SocketAddr, broker: Arc<Broker>, sh
                             },
                             None => None,
                         };
-                        broker.metrics().observe(api, arrived.elapsed().as_micros() as u64);
+                        let micros = arrived.elapsed().as_micros() as u64;
+                        broker.metrics().observe(api, micros);
+                        tracing::debug!(%peer, ?api, version, correlation, micros, "answered");
                         frame
                     }) as futures::future::BoxFuture<'static, Option<Result<Bytes, String>>>);
                 }

@@ -275,12 +275,19 @@ impl Broker {
             let header = batch::stored_header(&b.payload);
             if header.is_some_and(|h| h.max_timestamp >= timestamp) {
                 let log_append = header.is_some_and(|h| h.attributes & 0x08 != 0);
+                // Records below the log start (a batch cut by DeleteRecords) are gone.
+                let start = info.start_offset as i64;
                 if log_append {
-                    return Ok((b.base_offset as i64, header.map_or(-1, |h| h.max_timestamp)));
+                    let offset = (b.base_offset as i64).max(start);
+                    return Ok((offset, header.map_or(-1, |h| h.max_timestamp)));
                 }
                 let mut payload = b.payload.clone();
                 if let Ok(set) = RecordBatchDecoder::decode(&mut payload) {
-                    if let Some(r) = set.records.iter().find(|r| r.timestamp >= timestamp) {
+                    if let Some(r) = set
+                        .records
+                        .iter()
+                        .find(|r| r.timestamp >= timestamp && r.offset >= start)
+                    {
                         return Ok((r.offset, r.timestamp));
                     }
                 }

@@ -37,32 +37,111 @@ async fn metrics(State(broker): State<Arc<Broker>>) -> impl IntoResponse {
     broker.metrics().render(&mut out);
     let s = broker.store().stats();
     let mut gauge = |name: &str, help: &str, kind: &str, value: f64| {
-        let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} {kind}\n{name} {value}");
+        let _ = writeln!(
+            out,
+            "# HELP {name} {help}\n# TYPE {name} {kind}\n{name} {value}"
+        );
     };
-    gauge("inlet_wal_syncs_total", "WAL fdatasync calls (group commits).", "counter", s.wal_syncs as f64);
-    gauge("inlet_wal_sync_seconds_total", "Time spent in WAL fdatasync.", "counter", s.wal_sync_micros_total as f64 / 1e6);
-    gauge("inlet_wal_sync_seconds_max", "Longest WAL fdatasync since start.", "gauge", s.wal_sync_micros_max as f64 / 1e6);
-    gauge("inlet_wal_bytes_total", "Bytes written to the WAL.", "counter", s.wal_bytes as f64);
-    gauge("inlet_wal_segments", "WAL segment files.", "gauge", s.wal_segments as f64);
-    gauge("inlet_store_appends_total", "Batches appended to streams.", "counter", s.appends as f64);
-    gauge("inlet_store_uploads_total", "Stream set objects uploaded.", "counter", s.uploads as f64);
-    gauge("inlet_store_uploaded_bytes_total", "Bytes uploaded to the object store.", "counter", s.uploaded_bytes as f64);
-    gauge("inlet_log_cache_reads_total", "Reads answered from the log cache (tail reads).", "counter", s.log_cache_reads as f64);
-    gauge("inlet_object_reads_total", "Reads that went to objects (catch-up reads).", "counter", s.object_reads as f64);
-    gauge("inlet_block_cache_hits_total", "Block cache hits.", "counter", s.block_cache_hits as f64);
-    gauge("inlet_block_cache_misses_total", "Block cache misses.", "counter", s.block_cache_misses as f64);
+    gauge(
+        "inlet_wal_syncs_total",
+        "WAL fdatasync calls (group commits).",
+        "counter",
+        s.wal_syncs as f64,
+    );
+    gauge(
+        "inlet_wal_sync_seconds_total",
+        "Time spent in WAL fdatasync.",
+        "counter",
+        s.wal_sync_micros_total as f64 / 1e6,
+    );
+    gauge(
+        "inlet_wal_sync_seconds_max",
+        "Longest WAL fdatasync since start.",
+        "gauge",
+        s.wal_sync_micros_max as f64 / 1e6,
+    );
+    gauge(
+        "inlet_wal_bytes_total",
+        "Bytes written to the WAL.",
+        "counter",
+        s.wal_bytes as f64,
+    );
+    gauge(
+        "inlet_wal_segments",
+        "WAL segment files.",
+        "gauge",
+        s.wal_segments as f64,
+    );
+    gauge(
+        "inlet_store_appends_total",
+        "Batches appended to streams.",
+        "counter",
+        s.appends as f64,
+    );
+    gauge(
+        "inlet_store_uploads_total",
+        "Stream set objects uploaded.",
+        "counter",
+        s.uploads as f64,
+    );
+    gauge(
+        "inlet_store_uploaded_bytes_total",
+        "Bytes uploaded to the object store.",
+        "counter",
+        s.uploaded_bytes as f64,
+    );
+    gauge(
+        "inlet_log_cache_reads_total",
+        "Reads answered from the log cache (tail reads).",
+        "counter",
+        s.log_cache_reads as f64,
+    );
+    gauge(
+        "inlet_object_reads_total",
+        "Reads that went to objects (catch-up reads).",
+        "counter",
+        s.object_reads as f64,
+    );
+    gauge(
+        "inlet_block_cache_hits_total",
+        "Block cache hits.",
+        "counter",
+        s.block_cache_hits as f64,
+    );
+    gauge(
+        "inlet_block_cache_misses_total",
+        "Block cache misses.",
+        "counter",
+        s.block_cache_misses as f64,
+    );
     let lookups = s.block_cache_hits + s.block_cache_misses;
     gauge(
         "inlet_block_cache_hit_ratio",
         "Block cache hits over lookups since start (1 when there were none).",
         "gauge",
-        if lookups == 0 { 1.0 } else { s.block_cache_hits as f64 / lookups as f64 },
+        if lookups == 0 {
+            1.0
+        } else {
+            s.block_cache_hits as f64 / lookups as f64
+        },
     );
-    gauge("inlet_log_cache_used_bytes", "Log cache bytes in use.", "gauge", s.log_cache_used_bytes as f64);
-    gauge("inlet_block_cache_used_bytes", "Block cache bytes in use.", "gauge", s.block_cache_used_bytes as f64);
-    gauge("inlet_dirty_bytes", "Appended bytes not yet uploaded.", "gauge", s.dirty_bytes as f64);
-    (
-        [(header::CONTENT_TYPE, "text/plain; version=0.0.4")],
-        out,
-    )
+    gauge(
+        "inlet_log_cache_used_bytes",
+        "Log cache bytes in use.",
+        "gauge",
+        s.log_cache_used_bytes as f64,
+    );
+    gauge(
+        "inlet_block_cache_used_bytes",
+        "Block cache bytes in use.",
+        "gauge",
+        s.block_cache_used_bytes as f64,
+    );
+    gauge(
+        "inlet_dirty_bytes",
+        "Appended bytes not yet uploaded.",
+        "gauge",
+        s.dirty_bytes as f64,
+    );
+    ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], out)
 }

@@ -122,7 +122,8 @@ fn read_all(node: &Node, topic: &str, partitions: i32) -> Vec<(i32, i64, String)
     let mut tpl = TopicPartitionList::new();
     let mut ends = HashMap::new();
     for p in 0..partitions {
-        tpl.add_partition_offset(topic, p, Offset::Beginning).expect("add");
+        tpl.add_partition_offset(topic, p, Offset::Beginning)
+            .expect("add");
         let (_, high) = c.fetch_watermarks(topic, p, TIMEOUT).expect("watermarks");
         ends.insert(p, high);
     }
@@ -167,10 +168,19 @@ fn admin_creates_describes_alters_and_deletes_topics() {
 
         // Again: the topic exists. A bad config and a bad name are refused with the right codes.
         let again = admin
-            .create_topics(&[NewTopic::new("orders", 1, TopicReplication::Fixed(1))], &opts)
+            .create_topics(
+                &[NewTopic::new("orders", 1, TopicReplication::Fixed(1))],
+                &opts,
+            )
             .await
             .expect("create");
-        assert_eq!(again, vec![Err(("orders".to_string(), RDKafkaErrorCode::TopicAlreadyExists))]);
+        assert_eq!(
+            again,
+            vec![Err((
+                "orders".to_string(),
+                RDKafkaErrorCode::TopicAlreadyExists
+            ))]
+        );
         let bad = admin
             .create_topics(
                 &[NewTopic::new("bad-config", 1, TopicReplication::Fixed(1))
@@ -179,12 +189,27 @@ fn admin_creates_describes_alters_and_deletes_topics() {
             )
             .await
             .expect("create");
-        assert_eq!(bad, vec![Err(("bad-config".to_string(), RDKafkaErrorCode::InvalidConfig))]);
+        assert_eq!(
+            bad,
+            vec![Err((
+                "bad-config".to_string(),
+                RDKafkaErrorCode::InvalidConfig
+            ))]
+        );
         let bad_name = admin
-            .create_topics(&[NewTopic::new("no/slashes", 1, TopicReplication::Fixed(1))], &opts)
+            .create_topics(
+                &[NewTopic::new("no/slashes", 1, TopicReplication::Fixed(1))],
+                &opts,
+            )
             .await
             .expect("create");
-        assert_eq!(bad_name, vec![Err(("no/slashes".to_string(), RDKafkaErrorCode::InvalidTopic))]);
+        assert_eq!(
+            bad_name,
+            vec![Err((
+                "no/slashes".to_string(),
+                RDKafkaErrorCode::InvalidTopic
+            ))]
+        );
 
         let described = admin
             .describe_configs(&[ResourceSpecifier::Topic("orders")], &opts)
@@ -193,9 +218,14 @@ fn admin_creates_describes_alters_and_deletes_topics() {
         let resource = described[0].as_ref().expect("topic described");
         let get = |name: &str| resource.get(name).and_then(|e| e.value.clone());
         assert_eq!(get("table.topic.enable").as_deref(), Some("true"));
-        assert_eq!(get("table.topic.commit.interval.ms").as_deref(), Some("5000"));
+        assert_eq!(
+            get("table.topic.commit.interval.ms").as_deref(),
+            Some("5000")
+        );
         assert_eq!(get("retention.ms").as_deref(), Some("3600000"));
-        assert!(resource.get("table.topic.enable").is_some_and(|e| !e.is_default));
+        assert!(resource
+            .get("table.topic.enable")
+            .is_some_and(|e| !e.is_default));
         assert!(resource.get("cleanup.policy").is_some_and(|e| e.is_default));
 
         let altered = admin
@@ -214,7 +244,9 @@ fn admin_creates_describes_alters_and_deletes_topics() {
             .expect("describe");
         let resource = described[0].as_ref().expect("topic described");
         assert_eq!(
-            resource.get("table.topic.namespace").and_then(|e| e.value.as_deref()),
+            resource
+                .get("table.topic.namespace")
+                .and_then(|e| e.value.as_deref()),
             Some("sales")
         );
         // AlterConfigs replaces the whole set: retention.ms is back to its default.
@@ -225,9 +257,16 @@ fn admin_creates_describes_alters_and_deletes_topics() {
             .await
             .expect("describe broker");
         let broker = broker[0].as_ref().expect("broker described");
-        assert_eq!(broker.get("num.partitions").and_then(|e| e.value.as_deref()), Some("2"));
         assert_eq!(
-            broker.get("auto.create.topics.enable").and_then(|e| e.value.as_deref()),
+            broker
+                .get("num.partitions")
+                .and_then(|e| e.value.as_deref()),
+            Some("2")
+        );
+        assert_eq!(
+            broker
+                .get("auto.create.topics.enable")
+                .and_then(|e| e.value.as_deref()),
             Some("true")
         );
 
@@ -242,12 +281,21 @@ fn admin_creates_describes_alters_and_deletes_topics() {
             .expect("metadata");
         assert_eq!(metadata.topics()[0].partitions().len(), 5);
 
-        let deleted = admin.delete_topics(&["orders"], &opts).await.expect("delete");
+        let deleted = admin
+            .delete_topics(&["orders"], &opts)
+            .await
+            .expect("delete");
         assert_eq!(deleted, vec![Ok("orders".to_string())]);
-        let deleted = admin.delete_topics(&["orders"], &opts).await.expect("delete");
+        let deleted = admin
+            .delete_topics(&["orders"], &opts)
+            .await
+            .expect("delete");
         assert_eq!(
             deleted,
-            vec![Err(("orders".to_string(), RDKafkaErrorCode::UnknownTopicOrPartition))]
+            vec![Err((
+                "orders".to_string(),
+                RDKafkaErrorCode::UnknownTopicOrPartition
+            ))]
         );
     });
     node.stop();
@@ -266,10 +314,18 @@ fn idempotent_produce_with_every_codec_reads_back_exactly() {
         let acked = rt.block_on(produce(&p, &topic, codec, 500));
         eprintln!("{codec}: 500 records acked");
         let unique: BTreeSet<_> = acked.iter().collect();
-        assert_eq!(unique.len(), 500, "{codec}: every record got its own offset");
+        assert_eq!(
+            unique.len(),
+            500,
+            "{codec}: every record got its own offset"
+        );
         let read = read_all(&node, &topic, 3);
         eprintln!("{codec}: {} records read", read.len());
-        assert_eq!(read.len(), 500, "{codec}: every acked record is read back once");
+        assert_eq!(
+            read.len(),
+            500,
+            "{codec}: every acked record is read back once"
+        );
         let values: BTreeSet<_> = read.iter().map(|(_, _, v)| v.clone()).collect();
         let expected: BTreeSet<_> = (0..500).map(|i| format!("{codec}-value-{i}")).collect();
         assert_eq!(values, expected, "{codec}");
@@ -279,7 +335,10 @@ fn idempotent_produce_with_every_codec_reads_back_exactly() {
             by_partition.entry(*p).or_default().push(*o);
         }
         for offsets in by_partition.values() {
-            assert!(offsets.iter().enumerate().all(|(i, o)| *o == i as i64), "{codec}: {offsets:?}");
+            assert!(
+                offsets.iter().enumerate().all(|(i, o)| *o == i as i64),
+                "{codec}: {offsets:?}"
+            );
         }
     }
     node.stop();
@@ -292,15 +351,22 @@ fn oversized_batches_are_refused_with_message_too_large() {
     let admin = admin(&node);
     let rt = runtime();
     rt.block_on(async {
-        let topic = NewTopic::new("small", 1, TopicReplication::Fixed(1)).set("max.message.bytes", "2000");
-        admin.create_topics(&[topic], &AdminOptions::new()).await.expect("create");
+        let topic =
+            NewTopic::new("small", 1, TopicReplication::Fixed(1)).set("max.message.bytes", "2000");
+        admin
+            .create_topics(&[topic], &AdminOptions::new())
+            .await
+            .expect("create");
         let p = producer(&node, "none");
         let big = vec![b'x'; 5000];
         let err = p
             .send(FutureRecord::<(), _>::to("small").payload(&big), TIMEOUT)
             .await
             .expect_err("too large");
-        assert_eq!(err.0, KafkaError::MessageProduction(RDKafkaErrorCode::MessageSizeTooLarge));
+        assert_eq!(
+            err.0,
+            KafkaError::MessageProduction(RDKafkaErrorCode::MessageSizeTooLarge)
+        );
         p.send(FutureRecord::<(), _>::to("small").payload("fits"), TIMEOUT)
             .await
             .expect("a small record is accepted");
@@ -347,7 +413,11 @@ fn consumer_groups_commit_and_rebalance_with_every_assignor() {
         let p = producer(&node, "lz4");
         rt.block_on(produce(&p, &topic, "g", 200));
 
-        let a = consumer(&node, &group, &[("partition.assignment.strategy", strategy)]);
+        let a = consumer(
+            &node,
+            &group,
+            &[("partition.assignment.strategy", strategy)],
+        );
         a.subscribe(&[&topic]).expect("subscribe");
         eprintln!("{strategy}: produced");
         let first = wait_for_assignment(&a, 4, "the first member gets every partition");
@@ -374,16 +444,35 @@ fn consumer_groups_commit_and_rebalance_with_every_assignor() {
                 _ => None,
             })
             .sum();
-        assert!(total >= 20, "{strategy}: committed offsets cover what was consumed: {total}");
+        assert!(
+            total >= 20,
+            "{strategy}: committed offsets cover what was consumed: {total}"
+        );
 
         // A second member joins: the partitions are split between them.
-        let b = consumer(&node, &group, &[("partition.assignment.strategy", strategy)]);
+        let b = consumer(
+            &node,
+            &group,
+            &[("partition.assignment.strategy", strategy)],
+        );
         b.subscribe(&[&topic]).expect("subscribe");
         let (pa, pb) = wait_until(90, "the rebalance to split the partitions", || {
             let _ = a.poll(Duration::from_millis(50));
             let _ = b.poll(Duration::from_millis(50));
-            let pa: BTreeSet<i32> = a.assignment().ok()?.elements().iter().map(|e| e.partition()).collect();
-            let pb: BTreeSet<i32> = b.assignment().ok()?.elements().iter().map(|e| e.partition()).collect();
+            let pa: BTreeSet<i32> = a
+                .assignment()
+                .ok()?
+                .elements()
+                .iter()
+                .map(|e| e.partition())
+                .collect();
+            let pb: BTreeSet<i32> = b
+                .assignment()
+                .ok()?
+                .elements()
+                .iter()
+                .map(|e| e.partition())
+                .collect();
             (pa.len() == 2 && pb.len() == 2).then_some((pa, pb))
         });
         assert!(pa.is_disjoint(&pb), "{strategy}: {pa:?} and {pb:?} overlap");
@@ -417,7 +506,8 @@ fn kill9_then_resume_from_committed_offsets_without_loss_or_duplicates() {
         wait_until(60, "the first 150 records", || {
             if let Some(m) = c.poll(Duration::from_millis(100)) {
                 let m = m.expect("message");
-                processed.insert(String::from_utf8_lossy(m.payload().unwrap_or_default()).into_owned());
+                processed
+                    .insert(String::from_utf8_lossy(m.payload().unwrap_or_default()).into_owned());
                 offsets
                     .add_partition_offset("events", m.partition(), Offset::Offset(m.offset() + 1))
                     .expect("offset");
@@ -444,10 +534,17 @@ fn kill9_then_resume_from_committed_offsets_without_loss_or_duplicates() {
     });
     // Nothing more arrives: no duplicates.
     let extra = c.poll(Duration::from_secs(2));
-    assert!(extra.is_none(), "an unexpected extra record: {:?}", extra.map(|m| m.map(|m| m.offset())));
+    assert!(
+        extra.is_none(),
+        "an unexpected extra record: {:?}",
+        extra.map(|m| m.map(|m| m.offset()))
+    );
     let rest_set: BTreeSet<String> = rest.iter().cloned().collect();
     assert_eq!(rest_set.len(), rest.len(), "no record is delivered twice");
-    assert!(rest_set.is_disjoint(&processed), "committed records are not delivered again");
+    assert!(
+        rest_set.is_disjoint(&processed),
+        "committed records are not delivered again"
+    );
     let all: BTreeSet<String> = processed.union(&rest_set).cloned().collect();
     let expected: BTreeSet<String> = (0..400)
         .map(|i| format!("before-value-{i}"))

@@ -218,7 +218,12 @@ pub(crate) mod tests {
     use proptest::prelude::*;
 
     /// A real batch from the `kafka-protocol` encoder.
-    pub(crate) fn encode(records: usize, compression: Compression, producer: i64, seq: i32) -> Bytes {
+    pub(crate) fn encode(
+        records: usize,
+        compression: Compression,
+        producer: i64,
+        seq: i32,
+    ) -> Bytes {
         let records: Vec<Record> = (0..records)
             .map(|i| Record {
                 transactional: false,
@@ -263,7 +268,10 @@ pub(crate) mod tests {
             assert_eq!(batches.len(), 1);
             let h = batches[0].header;
             assert_eq!((h.record_count, h.offset_count()), (5, 5), "{codec:?}");
-            assert_eq!((h.producer_id, h.base_sequence, h.last_sequence()), (7, 10, 14));
+            assert_eq!(
+                (h.producer_id, h.base_sequence, h.last_sequence()),
+                (7, 10, 14)
+            );
             assert_eq!(h.max_timestamp, 1_700_000_000_004);
         }
     }
@@ -275,7 +283,10 @@ pub(crate) mod tests {
         let last = bad.len() - 1;
         bad[last] ^= 1;
         assert!(matches!(split(&bad.freeze()), Err(BatchError::Crc { .. })));
-        assert!(matches!(split(&b.slice(..b.len() - 1)), Err(BatchError::Truncated(_))));
+        assert!(matches!(
+            split(&b.slice(..b.len() - 1)),
+            Err(BatchError::Truncated(_))
+        ));
         // A record set may hold several batches.
         let one = split(&b).expect("valid").len();
         let mut twice = BytesMut::from(&b[..]);

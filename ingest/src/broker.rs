@@ -18,9 +18,8 @@ use crate::metrics::Metrics;
 use crate::producers::ProducerIds;
 use crate::topics::Topics;
 
-const MIGRATIONS: &[&str] = &[
-    "CREATE TABLE inlet_cluster (name VARCHAR(64) PRIMARY KEY, value TEXT NOT NULL)",
-];
+const MIGRATIONS: &[&str] =
+    &["CREATE TABLE inlet_cluster (name VARCHAR(64) PRIMARY KEY, value TEXT NOT NULL)"];
 
 /// The shared state of the Kafka endpoint.
 pub struct Broker {
@@ -145,29 +144,73 @@ impl Broker {
         Some(match request.body {
             RequestKind::ApiVersions(r) => ResponseKind::ApiVersions(self.api_versions(r, version)),
             RequestKind::Metadata(r) => ResponseKind::Metadata(self.metadata(r, version).await),
-            RequestKind::Produce(r) => return self.produce(r, version).await.map(ResponseKind::Produce),
+            RequestKind::Produce(r) => {
+                return self.produce(r, version).await.map(ResponseKind::Produce)
+            }
             RequestKind::Fetch(r) => ResponseKind::Fetch(self.fetch(r, version).await),
-            RequestKind::ListOffsets(r) => ResponseKind::ListOffsets(self.list_offsets(r, version).await),
-            RequestKind::DeleteRecords(r) => ResponseKind::DeleteRecords(self.delete_records(r, version).await),
-            RequestKind::InitProducerId(r) => ResponseKind::InitProducerId(self.init_producer_id(r, version).await),
-            RequestKind::FindCoordinator(r) => ResponseKind::FindCoordinator(self.find_coordinator(r, version)),
-            RequestKind::DescribeCluster(r) => ResponseKind::DescribeCluster(self.describe_cluster(r, version)),
-            RequestKind::CreateTopics(r) => ResponseKind::CreateTopics(self.create_topics(r, version).await),
-            RequestKind::DeleteTopics(r) => ResponseKind::DeleteTopics(self.delete_topics(r, version).await),
-            RequestKind::CreatePartitions(r) => ResponseKind::CreatePartitions(self.create_partitions(r, version).await),
-            RequestKind::DescribeConfigs(r) => ResponseKind::DescribeConfigs(self.describe_configs(r, version)),
-            RequestKind::AlterConfigs(r) => ResponseKind::AlterConfigs(self.alter_configs(r, version).await),
-            RequestKind::IncrementalAlterConfigs(r) => ResponseKind::IncrementalAlterConfigs(self.incremental_alter_configs(r, version).await),
-            RequestKind::JoinGroup(r) => ResponseKind::JoinGroup(self.groups.join_group_from(r, version, &client).await),
-            RequestKind::SyncGroup(r) => ResponseKind::SyncGroup(self.groups.sync_group(r, version).await),
-            RequestKind::Heartbeat(r) => ResponseKind::Heartbeat(self.groups.heartbeat(r, version).await),
-            RequestKind::LeaveGroup(r) => ResponseKind::LeaveGroup(self.groups.leave_group(r, version).await),
-            RequestKind::OffsetCommit(r) => ResponseKind::OffsetCommit(self.offset_commit(r, version).await),
-            RequestKind::OffsetFetch(r) => ResponseKind::OffsetFetch(self.groups.offset_fetch(r, version).await),
-            RequestKind::DescribeGroups(r) => ResponseKind::DescribeGroups(self.groups.describe_groups(r, version).await),
-            RequestKind::ListGroups(r) => ResponseKind::ListGroups(self.groups.list_groups(r, version).await),
-            RequestKind::DeleteGroups(r) => ResponseKind::DeleteGroups(self.groups.delete_groups(r, version).await),
-            RequestKind::OffsetDelete(r) => ResponseKind::OffsetDelete(self.groups.offset_delete(r, version).await),
+            RequestKind::ListOffsets(r) => {
+                ResponseKind::ListOffsets(self.list_offsets(r, version).await)
+            }
+            RequestKind::DeleteRecords(r) => {
+                ResponseKind::DeleteRecords(self.delete_records(r, version).await)
+            }
+            RequestKind::InitProducerId(r) => {
+                ResponseKind::InitProducerId(self.init_producer_id(r, version).await)
+            }
+            RequestKind::FindCoordinator(r) => {
+                ResponseKind::FindCoordinator(self.find_coordinator(r, version))
+            }
+            RequestKind::DescribeCluster(r) => {
+                ResponseKind::DescribeCluster(self.describe_cluster(r, version))
+            }
+            RequestKind::CreateTopics(r) => {
+                ResponseKind::CreateTopics(self.create_topics(r, version).await)
+            }
+            RequestKind::DeleteTopics(r) => {
+                ResponseKind::DeleteTopics(self.delete_topics(r, version).await)
+            }
+            RequestKind::CreatePartitions(r) => {
+                ResponseKind::CreatePartitions(self.create_partitions(r, version).await)
+            }
+            RequestKind::DescribeConfigs(r) => {
+                ResponseKind::DescribeConfigs(self.describe_configs(r, version))
+            }
+            RequestKind::AlterConfigs(r) => {
+                ResponseKind::AlterConfigs(self.alter_configs(r, version).await)
+            }
+            RequestKind::IncrementalAlterConfigs(r) => ResponseKind::IncrementalAlterConfigs(
+                self.incremental_alter_configs(r, version).await,
+            ),
+            RequestKind::JoinGroup(r) => {
+                ResponseKind::JoinGroup(self.groups.join_group_from(r, version, &client).await)
+            }
+            RequestKind::SyncGroup(r) => {
+                ResponseKind::SyncGroup(self.groups.sync_group(r, version).await)
+            }
+            RequestKind::Heartbeat(r) => {
+                ResponseKind::Heartbeat(self.groups.heartbeat(r, version).await)
+            }
+            RequestKind::LeaveGroup(r) => {
+                ResponseKind::LeaveGroup(self.groups.leave_group(r, version).await)
+            }
+            RequestKind::OffsetCommit(r) => {
+                ResponseKind::OffsetCommit(self.offset_commit(r, version).await)
+            }
+            RequestKind::OffsetFetch(r) => {
+                ResponseKind::OffsetFetch(self.groups.offset_fetch(r, version).await)
+            }
+            RequestKind::DescribeGroups(r) => {
+                ResponseKind::DescribeGroups(self.groups.describe_groups(r, version).await)
+            }
+            RequestKind::ListGroups(r) => {
+                ResponseKind::ListGroups(self.groups.list_groups(r, version).await)
+            }
+            RequestKind::DeleteGroups(r) => {
+                ResponseKind::DeleteGroups(self.groups.delete_groups(r, version).await)
+            }
+            RequestKind::OffsetDelete(r) => {
+                ResponseKind::OffsetDelete(self.groups.offset_delete(r, version).await)
+            }
             other => {
                 // The codec only lets through what `SUPPORTED` lists, and every entry there
                 // has an arm above.

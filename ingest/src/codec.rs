@@ -200,10 +200,9 @@ mod tests {
             .with_request_api_version(version)
             .with_correlation_id(7)
             .with_client_id(Some(StrBytes::from_static_str("t")));
-        let body = MetadataRequest::default().with_topics(Some(vec![
-            MetadataRequestTopic::default()
-                .with_name(Some(TopicName(StrBytes::from_static_str("orders")))),
-        ]));
+        let body = MetadataRequest::default()
+            .with_topics(Some(vec![MetadataRequestTopic::default()
+                .with_name(Some(TopicName(StrBytes::from_static_str("orders"))))]));
         encode_request(&header, &RequestKind::Metadata(body))
             .expect("encode")
             .slice(4..)
@@ -213,7 +212,10 @@ mod tests {
     fn requests_round_trip_and_versions_are_checked() {
         for v in [1, 9, 12] {
             let r = decode_request(metadata_frame(v)).expect("decodes");
-            assert_eq!((r.api_key, r.version(), r.header.correlation_id), (ApiKey::Metadata, v, 7));
+            assert_eq!(
+                (r.api_key, r.version(), r.header.correlation_id),
+                (ApiKey::Metadata, v, 7)
+            );
         }
         let mut frame = BytesMut::from(&metadata_frame(12)[..]);
         frame[2..4].copy_from_slice(&99i16.to_be_bytes());
@@ -223,7 +225,10 @@ mod tests {
         ));
         let mut frame = BytesMut::from(&metadata_frame(12)[..]);
         frame[0..2].copy_from_slice(&999i16.to_be_bytes());
-        assert_eq!(decode_request(frame.freeze()).unwrap_err(), DecodeError::UnknownApiKey(999));
+        assert_eq!(
+            decode_request(frame.freeze()).unwrap_err(),
+            DecodeError::UnknownApiKey(999)
+        );
         let frame = metadata_frame(9);
         assert!(matches!(
             decode_request(frame.slice(..frame.len() - 3)),

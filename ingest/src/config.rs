@@ -67,10 +67,18 @@ impl Default for BrokerConfig {
 impl BrokerConfig {
     /// Applies broker configs given by their Kafka names. Unknown names are refused, so a
     /// typo does not silently keep a default.
-    pub fn apply_kafka_configs(&mut self, configs: &BTreeMap<String, String>) -> Result<(), String> {
+    pub fn apply_kafka_configs(
+        &mut self,
+        configs: &BTreeMap<String, String>,
+    ) -> Result<(), String> {
         for (key, value) in configs {
             let bad = |what: &str| format!("--kafka-config {key}={value}: {what}");
-            let int = || value.trim().parse::<i64>().map_err(|_| bad("not an integer"));
+            let int = || {
+                value
+                    .trim()
+                    .parse::<i64>()
+                    .map_err(|_| bad("not an integer"))
+            };
             match key.as_str() {
                 "auto.create.topics.enable" => {
                     self.auto_create_topics = match value.trim() {
@@ -105,7 +113,11 @@ impl BrokerConfig {
                     if n < -1 {
                         return Err(bad("must be -1 (forever) or a duration"));
                     }
-                    let unit = if key.ends_with("hours") { 3_600_000 } else { 60_000 };
+                    let unit = if key.ends_with("hours") {
+                        3_600_000
+                    } else {
+                        60_000
+                    };
                     self.log_retention_ms = if n == -1 { -1 } else { n * unit };
                 }
                 "log.retention.bytes" => {
@@ -168,11 +180,31 @@ impl BrokerConfig {
     /// Every broker config with its current value, for DescribeConfigs.
     pub fn describe(&self) -> Vec<(String, String, bool)> {
         let mut out: Vec<(String, String, bool)> = vec![
-            ("auto.create.topics.enable".into(), self.auto_create_topics.to_string(), false),
-            ("num.partitions".into(), self.num_partitions.to_string(), false),
-            ("message.max.bytes".into(), self.message_max_bytes.to_string(), false),
-            ("log.retention.ms".into(), self.log_retention_ms.to_string(), false),
-            ("log.retention.bytes".into(), self.log_retention_bytes.to_string(), false),
+            (
+                "auto.create.topics.enable".into(),
+                self.auto_create_topics.to_string(),
+                false,
+            ),
+            (
+                "num.partitions".into(),
+                self.num_partitions.to_string(),
+                false,
+            ),
+            (
+                "message.max.bytes".into(),
+                self.message_max_bytes.to_string(),
+                false,
+            ),
+            (
+                "log.retention.ms".into(),
+                self.log_retention_ms.to_string(),
+                false,
+            ),
+            (
+                "log.retention.bytes".into(),
+                self.log_retention_bytes.to_string(),
+                false,
+            ),
             (
                 "group.initial.rebalance.delay.ms".into(),
                 self.group_initial_rebalance_delay_ms.to_string(),
@@ -188,8 +220,16 @@ impl BrokerConfig {
                 self.group_max_session_timeout_ms.to_string(),
                 false,
             ),
-            ("socket.request.max.bytes".into(), self.socket_request_max_bytes.to_string(), false),
-            ("queued.max.request.bytes".into(), self.connection_inflight_bytes.to_string(), false),
+            (
+                "socket.request.max.bytes".into(),
+                self.socket_request_max_bytes.to_string(),
+                false,
+            ),
+            (
+                "queued.max.request.bytes".into(),
+                self.connection_inflight_bytes.to_string(),
+                false,
+            ),
             ("broker.id".into(), self.node_id.to_string(), false),
         ];
         for (name, value) in self.topic_defaults.explicit() {
@@ -197,7 +237,10 @@ impl BrokerConfig {
         }
         for entry in out.iter_mut() {
             entry.2 = !self.given.contains_key(&entry.0)
-                && !self.given.keys().any(|k| topic_config::canonical_name(k) == Some(&entry.0));
+                && !self
+                    .given
+                    .keys()
+                    .any(|k| topic_config::canonical_name(k) == Some(&entry.0));
         }
         out
     }

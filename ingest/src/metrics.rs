@@ -72,7 +72,10 @@ impl Metrics {
         s.requests.fetch_add(1, Ordering::Relaxed);
         s.micros_sum.fetch_add(micros, Ordering::Relaxed);
         let secs = micros as f64 / 1e6;
-        let i = BUCKETS.iter().position(|&b| secs <= b).unwrap_or(BUCKETS.len());
+        let i = BUCKETS
+            .iter()
+            .position(|&b| secs <= b)
+            .unwrap_or(BUCKETS.len());
         s.buckets[i].fetch_add(1, Ordering::Relaxed);
     }
 
@@ -87,10 +90,17 @@ impl Metrics {
     /// Appends the metrics in Prometheus' text format.
     pub fn render(&self, out: &mut String) {
         let get = |a: &AtomicU64| a.load(Ordering::Relaxed);
-        let _ = writeln!(out, "# HELP inlet_kafka_requests_total Kafka requests answered, by API.");
+        let _ = writeln!(
+            out,
+            "# HELP inlet_kafka_requests_total Kafka requests answered, by API."
+        );
         let _ = writeln!(out, "# TYPE inlet_kafka_requests_total counter");
         for (k, s) in &self.apis {
-            let _ = writeln!(out, "inlet_kafka_requests_total{{api=\"{k:?}\"}} {}", get(&s.requests));
+            let _ = writeln!(
+                out,
+                "inlet_kafka_requests_total{{api=\"{k:?}\"}} {}",
+                get(&s.requests)
+            );
         }
         let _ = writeln!(out, "# HELP inlet_kafka_request_seconds Time from a request's arrival to its answer, by API.");
         let _ = writeln!(out, "# TYPE inlet_kafka_request_seconds histogram");
@@ -101,21 +111,74 @@ impl Metrics {
                 let _ = writeln!(out, "inlet_kafka_request_seconds_bucket{{api=\"{k:?}\",le=\"{bound}\"}} {cumulative}");
             }
             cumulative += get(&s.buckets[BUCKETS.len()]);
-            let _ = writeln!(out, "inlet_kafka_request_seconds_bucket{{api=\"{k:?}\",le=\"+Inf\"}} {cumulative}");
-            let _ = writeln!(out, "inlet_kafka_request_seconds_sum{{api=\"{k:?}\"}} {}", get(&s.micros_sum) as f64 / 1e6);
-            let _ = writeln!(out, "inlet_kafka_request_seconds_count{{api=\"{k:?}\"}} {cumulative}");
+            let _ = writeln!(
+                out,
+                "inlet_kafka_request_seconds_bucket{{api=\"{k:?}\",le=\"+Inf\"}} {cumulative}"
+            );
+            let _ = writeln!(
+                out,
+                "inlet_kafka_request_seconds_sum{{api=\"{k:?}\"}} {}",
+                get(&s.micros_sum) as f64 / 1e6
+            );
+            let _ = writeln!(
+                out,
+                "inlet_kafka_request_seconds_count{{api=\"{k:?}\"}} {cumulative}"
+            );
         }
         for (name, help, kind, v) in [
-            ("inlet_kafka_bytes_in_total", "Request bytes read from Kafka clients.", "counter", get(&self.bytes_in)),
-            ("inlet_kafka_bytes_out_total", "Response bytes written to Kafka clients.", "counter", get(&self.bytes_out)),
-            ("inlet_kafka_connections", "Open Kafka client connections.", "gauge", get(&self.connections)),
-            ("inlet_kafka_connections_total", "Kafka client connections accepted.", "counter", get(&self.connections_total)),
-            ("inlet_kafka_bad_frames_total", "Connections closed for an oversized, malformed or unsupported request.", "counter", get(&self.bad_frames)),
-            ("inlet_kafka_produced_records_total", "Records stored by Produce.", "counter", get(&self.produced_records)),
-            ("inlet_kafka_produced_bytes_total", "Record batch bytes stored by Produce.", "counter", get(&self.produced_bytes)),
-            ("inlet_kafka_fetched_bytes_total", "Record batch bytes returned by Fetch.", "counter", get(&self.fetched_bytes)),
+            (
+                "inlet_kafka_bytes_in_total",
+                "Request bytes read from Kafka clients.",
+                "counter",
+                get(&self.bytes_in),
+            ),
+            (
+                "inlet_kafka_bytes_out_total",
+                "Response bytes written to Kafka clients.",
+                "counter",
+                get(&self.bytes_out),
+            ),
+            (
+                "inlet_kafka_connections",
+                "Open Kafka client connections.",
+                "gauge",
+                get(&self.connections),
+            ),
+            (
+                "inlet_kafka_connections_total",
+                "Kafka client connections accepted.",
+                "counter",
+                get(&self.connections_total),
+            ),
+            (
+                "inlet_kafka_bad_frames_total",
+                "Connections closed for an oversized, malformed or unsupported request.",
+                "counter",
+                get(&self.bad_frames),
+            ),
+            (
+                "inlet_kafka_produced_records_total",
+                "Records stored by Produce.",
+                "counter",
+                get(&self.produced_records),
+            ),
+            (
+                "inlet_kafka_produced_bytes_total",
+                "Record batch bytes stored by Produce.",
+                "counter",
+                get(&self.produced_bytes),
+            ),
+            (
+                "inlet_kafka_fetched_bytes_total",
+                "Record batch bytes returned by Fetch.",
+                "counter",
+                get(&self.fetched_bytes),
+            ),
         ] {
-            let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} {kind}\n{name} {v}");
+            let _ = writeln!(
+                out,
+                "# HELP {name} {help}\n# TYPE {name} {kind}\n{name} {v}"
+            );
         }
     }
 }

@@ -118,7 +118,9 @@ impl PartitionProducers {
             return Ok(());
         }
         let info = store.stream(stream)?;
-        let mut from = info.start_offset.max(info.end_offset.saturating_sub(REBUILD_OFFSETS));
+        let mut from = info
+            .start_offset
+            .max(info.end_offset.saturating_sub(REBUILD_OFFSETS));
         let mut bytes = 0usize;
         while from < info.end_offset && bytes < REBUILD_BYTES {
             let batches = match store.read(stream, from, 4 << 20).await {
@@ -280,13 +282,21 @@ mod tests {
             ResponseError::InvalidProducerEpoch
         );
         assert_eq!(
-            s.check(&header(1, 1, 5, 1)).expect_err("new epoch at 5").code,
+            s.check(&header(1, 1, 5, 1))
+                .expect_err("new epoch at 5")
+                .code,
             ResponseError::OutOfOrderSequenceNumber
         );
         assert!(matches!(s.check(&header(1, 1, 0, 1)), Ok(SeqCheck::Append)));
         // Unknown producers and plain batches are accepted.
-        assert!(matches!(s.check(&header(2, 0, 77, 1)), Ok(SeqCheck::Append)));
-        assert!(matches!(s.check(&header(-1, -1, -1, 1)), Ok(SeqCheck::Append)));
+        assert!(matches!(
+            s.check(&header(2, 0, 77, 1)),
+            Ok(SeqCheck::Append)
+        ));
+        assert!(matches!(
+            s.check(&header(-1, -1, -1, 1)),
+            Ok(SeqCheck::Append)
+        ));
         s.forget(1);
         assert!(matches!(s.check(&gap), Ok(SeqCheck::Append)));
     }

@@ -29,7 +29,7 @@ pub const MAX_INFLIGHT: usize = 64;
 
 /// What the reader hands the answering side.
 enum Item {
-    Request(codec::Request, OwnedSemaphorePermit, Instant),
+    Request(Box<codec::Request>, OwnedSemaphorePermit, Instant),
     /// A ready answer (ApiVersions at a version this broker does not know).
     Reply(Bytes),
     /// Stop after answering what came before.
@@ -59,17 +59,32 @@ pub async fn serve(listener: TcpListener, broker: Arc<Broker>, shutdown: Cancell
     while connections.join_next().await.is_some() {}
 }
 
-async fn connection(socket: TcpStream, peer: SocketAddr, broker: Arc<Broker>, shutdown: CancellationToken) {
+async fn connection(
+    socket: TcpStream,
+    peer: SocketAddr,
+    broker: Arc<Broker>,
+    shutdown: CancellationToken,
+) {
     let metrics = broker.metrics().clone();
     metrics.connections.fetch_add(1, Ordering::Relaxed);
     metrics.connections_total.fetch_add(1, Ordering::Relaxed);
     let (read, mut write) = socket.into_split();
     let (tx, mut rx) = mpsc::channel::<Item>(MAX_INFLIGHT);
-    let budget = broker.config().connection_inflight_bytes.min(u32::MAX as u64) as usize;
+    let budget = broker
+        .config()
+        .connection_inflight_bytes
+        .min(u32::MAX as u64) as usize;
     let permits = Arc::new(Semaphore::new(budget.min(Semaphore::MAX_PERMITS)));
     let max_frame = broker.config().socket_request_max_bytes;
     let mut reader = JoinSet::new();
-    reader.spawn(read_requests(read, tx, permits, max_frame, broker.clone(), shutdown.clone()));
+    reader.spawn(read_requests(
+        read,
+        tx,
+        permits,
+        max_frame,
+        broker.clone(),
+        shutdown.clone(),
+    ));
 
     let mut inflight = FuturesOrdered::new();
     let mut reading = true;
@@ -84,7 +99,7 @@ async fn connection(socket: TcpStream, peer: SocketAddr, broker: Arc<Broker>, sh
                         let version = request.version();
                         let correlation = request.header.correlation_id;
                         tracing::debug!(%peer, ?api, version, correlation, "request");
-                        let answer = broker.handle(request, &peer).await;
+                        let answer = broker.handle(*request, &peer).await;
                         drop(permit);
                         let frame = match answer {
                             Some(body) => match codec::encode_response(api, version, correlation, &body) {
@@ -158,7 +173,11 @@ async fn read_requests(
             return;
         }
         let size = size as usize;
-        let permit = match permits.clone().acquire_many_owned(size.min(u32::MAX as usize) as u32).await {
+        let permit = match permits
+            .clone()
+            .acquire_many_owned(size.min(u32::MAX as usize) as u32)
+            .await
+        {
             Ok(p) => p,
             Err(_) => return,
         };
@@ -166,19 +185,29 @@ async fn read_requests(
         if read.read_exact(&mut frame).await.is_err() {
             return;
         }
-        metrics.bytes_in.fetch_add(size as u64 + 4, Ordering::Relaxed);
+        metrics
+            .bytes_in
+            .fetch_add(size as u64 + 4, Ordering::Relaxed);
         let arrived = Instant::now();
         let frame = frame.freeze();
         let item = match codec::decode_request(frame.clone()) {
-            Ok(request) => Item::Request(request, permit, arrived),
-            Err(DecodeError::UnsupportedVersion { api: ApiKey::ApiVersions, .. }) => {
+            Ok(request) => Item::Request(Box::new(request), permit, arrived),
+            Err(DecodeError::UnsupportedVersion {
+                api: ApiKey::ApiVersions,
+                ..
+            }) => {
                 // A client newer than this broker: answer in v0 with the versions this broker
                 // has, so the client can pick one (KIP-511).
                 let prefix = codec::header_prefix(&frame).expect("decoded a prefix already");
                 let body = broker
                     .api_versions(Default::default(), 0)
                     .with_error_code(ResponseError::UnsupportedVersion.code());
-                match codec::encode_response(ApiKey::ApiVersions, 0, prefix.correlation_id, &ResponseKind::ApiVersions(body)) {
+                match codec::encode_response(
+                    ApiKey::ApiVersions,
+                    0,
+                    prefix.correlation_id,
+                    &ResponseKind::ApiVersions(body),
+                ) {
                     Ok(f) => Item::Reply(f),
                     Err(e) => bad(format!("encoding ApiVersions failed: {e:#}")),
                 }
@@ -191,4 +220,3 @@ async fn read_requests(
         }
     }
 }
-

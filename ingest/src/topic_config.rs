@@ -43,37 +43,192 @@ const NONNEG: Kind = Kind::Int(0, i64::MAX);
 
 /// Every topic config Inlet knows, in DescribeConfigs order.
 const DEFS: &[Def] = &[
-    Def { name: "cleanup.policy", default: "delete", kind: Kind::Choice(&["delete"]), effect: "only delete: log compaction is not supported" },
-    Def { name: "retention.ms", default: "", kind: LONG, effect: "time retention of each partition; -1 keeps forever" },
-    Def { name: "retention.bytes", default: "-1", kind: LONG, effect: "size retention of each partition; -1 is unlimited" },
-    Def { name: "max.message.bytes", default: "", kind: Kind::Int(0, i32::MAX as i64), effect: "largest record batch accepted" },
-    Def { name: "message.timestamp.type", default: "CreateTime", kind: Kind::Choice(&["CreateTime", "LogAppendTime"]), effect: "LogAppendTime stamps batches with the broker's time" },
-    Def { name: "compression.type", default: "producer", kind: Kind::Choice(&["producer"]), effect: "batches are stored as produced" },
-    Def { name: "min.insync.replicas", default: "1", kind: Kind::Int(1, i32::MAX as i64), effect: "accepted; an acked batch is durable in the WAL, then in object storage" },
-    Def { name: "segment.bytes", default: "1073741824", kind: Kind::Int(14, i32::MAX as i64), effect: "accepted; the stream store has no log segments" },
-    Def { name: "segment.ms", default: "604800000", kind: Kind::Int(1, i64::MAX), effect: "accepted; the stream store has no log segments" },
-    Def { name: "message.timestamp.before.max.ms", default: "9223372036854775807", kind: NONNEG, effect: "accepted, not enforced" },
-    Def { name: "message.timestamp.after.max.ms", default: "9223372036854775807", kind: NONNEG, effect: "accepted, not enforced" },
-    Def { name: "unclean.leader.election.enable", default: "false", kind: Kind::Bool, effect: "accepted; there are no replicas to elect" },
-    Def { name: "flush.messages", default: "9223372036854775807", kind: NONNEG, effect: "accepted; every acked batch is synced" },
-    Def { name: "flush.ms", default: "9223372036854775807", kind: NONNEG, effect: "accepted; every acked batch is synced" },
-    Def { name: "table.topic.enable", default: "false", kind: Kind::Bool, effect: "materialize the topic as an Iceberg table" },
-    Def { name: "table.topic.commit.interval.ms", default: "60000", kind: Kind::Int(1000, 900_000), effect: "how often the coordinator commits" },
-    Def { name: "table.topic.namespace", default: "default", kind: Kind::Name, effect: "the table's namespace" },
-    Def { name: "table.topic.table", default: "", kind: Kind::Name, effect: "the table's name; the topic name when empty" },
-    Def { name: "table.topic.convert.value.type", default: "by_schema_id", kind: Kind::Choice(&["by_schema_id", "by_latest_schema", "string", "raw"]), effect: "how values are decoded" },
-    Def { name: "table.topic.convert.key.type", default: "raw", kind: Kind::Choice(&["by_schema_id", "by_latest_schema", "string", "raw"]), effect: "how keys are decoded" },
-    Def { name: "table.topic.transform.value.type", default: "none", kind: Kind::Choice(&["none", "flatten", "flatten_debezium"]), effect: "value transform before the table" },
-    Def { name: "table.topic.id.columns", default: "", kind: Kind::Columns, effect: "primary key columns" },
-    Def { name: "table.topic.upsert.enable", default: "false", kind: Kind::Bool, effect: "latest row per key wins" },
-    Def { name: "table.topic.cdc.field", default: "", kind: Kind::Text, effect: "field holding the CDC operation" },
-    Def { name: "table.topic.partition.by", default: "", kind: Kind::Transforms, effect: "Iceberg partition transforms" },
-    Def { name: "table.topic.event.time.field", default: "", kind: Kind::Text, effect: "payload field used for watermarks" },
-    Def { name: "table.topic.watermark.idle.ms", default: "-1", kind: Kind::Int(-1, i64::MAX), effect: "idle partitions stop holding the watermark; -1 is off" },
-    Def { name: "table.topic.errors.tolerance", default: "none", kind: Kind::Choice(&["none", "all"]), effect: "reject bad batches, or route bad records to the DLQ table" },
-    Def { name: "table.topic.expire.snapshot.enable", default: "true", kind: Kind::Bool, effect: "expire old snapshots" },
-    Def { name: "table.topic.expire.snapshot.older.than.hours", default: "24", kind: Kind::Int(1, 100_000), effect: "snapshot age before expiry" },
-    Def { name: "table.topic.expire.snapshot.retain.last", default: "1", kind: Kind::Int(1, 100_000), effect: "snapshots always kept" },
+    Def {
+        name: "cleanup.policy",
+        default: "delete",
+        kind: Kind::Choice(&["delete"]),
+        effect: "only delete: log compaction is not supported",
+    },
+    Def {
+        name: "retention.ms",
+        default: "",
+        kind: LONG,
+        effect: "time retention of each partition; -1 keeps forever",
+    },
+    Def {
+        name: "retention.bytes",
+        default: "-1",
+        kind: LONG,
+        effect: "size retention of each partition; -1 is unlimited",
+    },
+    Def {
+        name: "max.message.bytes",
+        default: "",
+        kind: Kind::Int(0, i32::MAX as i64),
+        effect: "largest record batch accepted",
+    },
+    Def {
+        name: "message.timestamp.type",
+        default: "CreateTime",
+        kind: Kind::Choice(&["CreateTime", "LogAppendTime"]),
+        effect: "LogAppendTime stamps batches with the broker's time",
+    },
+    Def {
+        name: "compression.type",
+        default: "producer",
+        kind: Kind::Choice(&["producer"]),
+        effect: "batches are stored as produced",
+    },
+    Def {
+        name: "min.insync.replicas",
+        default: "1",
+        kind: Kind::Int(1, i32::MAX as i64),
+        effect: "accepted; an acked batch is durable in the WAL, then in object storage",
+    },
+    Def {
+        name: "segment.bytes",
+        default: "1073741824",
+        kind: Kind::Int(14, i32::MAX as i64),
+        effect: "accepted; the stream store has no log segments",
+    },
+    Def {
+        name: "segment.ms",
+        default: "604800000",
+        kind: Kind::Int(1, i64::MAX),
+        effect: "accepted; the stream store has no log segments",
+    },
+    Def {
+        name: "message.timestamp.before.max.ms",
+        default: "9223372036854775807",
+        kind: NONNEG,
+        effect: "accepted, not enforced",
+    },
+    Def {
+        name: "message.timestamp.after.max.ms",
+        default: "9223372036854775807",
+        kind: NONNEG,
+        effect: "accepted, not enforced",
+    },
+    Def {
+        name: "unclean.leader.election.enable",
+        default: "false",
+        kind: Kind::Bool,
+        effect: "accepted; there are no replicas to elect",
+    },
+    Def {
+        name: "flush.messages",
+        default: "9223372036854775807",
+        kind: NONNEG,
+        effect: "accepted; every acked batch is synced",
+    },
+    Def {
+        name: "flush.ms",
+        default: "9223372036854775807",
+        kind: NONNEG,
+        effect: "accepted; every acked batch is synced",
+    },
+    Def {
+        name: "table.topic.enable",
+        default: "false",
+        kind: Kind::Bool,
+        effect: "materialize the topic as an Iceberg table",
+    },
+    Def {
+        name: "table.topic.commit.interval.ms",
+        default: "60000",
+        kind: Kind::Int(1000, 900_000),
+        effect: "how often the coordinator commits",
+    },
+    Def {
+        name: "table.topic.namespace",
+        default: "default",
+        kind: Kind::Name,
+        effect: "the table's namespace",
+    },
+    Def {
+        name: "table.topic.table",
+        default: "",
+        kind: Kind::Name,
+        effect: "the table's name; the topic name when empty",
+    },
+    Def {
+        name: "table.topic.convert.value.type",
+        default: "by_schema_id",
+        kind: Kind::Choice(&["by_schema_id", "by_latest_schema", "string", "raw"]),
+        effect: "how values are decoded",
+    },
+    Def {
+        name: "table.topic.convert.key.type",
+        default: "raw",
+        kind: Kind::Choice(&["by_schema_id", "by_latest_schema", "string", "raw"]),
+        effect: "how keys are decoded",
+    },
+    Def {
+        name: "table.topic.transform.value.type",
+        default: "none",
+        kind: Kind::Choice(&["none", "flatten", "flatten_debezium"]),
+        effect: "value transform before the table",
+    },
+    Def {
+        name: "table.topic.id.columns",
+        default: "",
+        kind: Kind::Columns,
+        effect: "primary key columns",
+    },
+    Def {
+        name: "table.topic.upsert.enable",
+        default: "false",
+        kind: Kind::Bool,
+        effect: "latest row per key wins",
+    },
+    Def {
+        name: "table.topic.cdc.field",
+        default: "",
+        kind: Kind::Text,
+        effect: "field holding the CDC operation",
+    },
+    Def {
+        name: "table.topic.partition.by",
+        default: "",
+        kind: Kind::Transforms,
+        effect: "Iceberg partition transforms",
+    },
+    Def {
+        name: "table.topic.event.time.field",
+        default: "",
+        kind: Kind::Text,
+        effect: "payload field used for watermarks",
+    },
+    Def {
+        name: "table.topic.watermark.idle.ms",
+        default: "-1",
+        kind: Kind::Int(-1, i64::MAX),
+        effect: "idle partitions stop holding the watermark; -1 is off",
+    },
+    Def {
+        name: "table.topic.errors.tolerance",
+        default: "none",
+        kind: Kind::Choice(&["none", "all"]),
+        effect: "reject bad batches, or route bad records to the DLQ table",
+    },
+    Def {
+        name: "table.topic.expire.snapshot.enable",
+        default: "true",
+        kind: Kind::Bool,
+        effect: "expire old snapshots",
+    },
+    Def {
+        name: "table.topic.expire.snapshot.older.than.hours",
+        default: "24",
+        kind: Kind::Int(1, 100_000),
+        effect: "snapshot age before expiry",
+    },
+    Def {
+        name: "table.topic.expire.snapshot.retain.last",
+        default: "1",
+        kind: Kind::Int(1, 100_000),
+        effect: "snapshots always kept",
+    },
 ];
 
 const AUTOMQ_PREFIX: &str = "automq.";
@@ -239,7 +394,7 @@ fn validate(def: &Def, value: &str) -> Result<(), KafkaError> {
                 Ok(())
             } else {
                 Err(bad(
-                    "use letters, digits, '_', '-' and '.' (at most 255)".into(),
+                    "use letters, digits, '_', '-' and '.' (at most 255)".into()
                 ))
             }
         }
@@ -337,7 +492,9 @@ fn check_transform(transform: &str) -> Result<(), String> {
             check_column(col)?;
             match n.parse::<u32>() {
                 Ok(n) if n > 0 => Ok(()),
-                _ => Err(format!("{transform:?}: the width must be a positive integer")),
+                _ => Err(format!(
+                    "{transform:?}: the width must be a positive integer"
+                )),
             }
         }
         _ => Err(format!(
@@ -370,7 +527,10 @@ mod tests {
         ])
         .expect("valid");
         assert_eq!(c.get("table.topic.enable"), Some("true"));
-        assert_eq!(parse_list(c.get("table.topic.id.columns").unwrap()), ["id", "region"]);
+        assert_eq!(
+            parse_list(c.get("table.topic.id.columns").unwrap()),
+            ["id", "region"]
+        );
 
         for (name, value) in [
             ("table.topic.enable", "yes"),
@@ -398,6 +558,7 @@ mod tests {
             ("table.topic.id.columns", "[id]"),
         ])
         .expect("valid");
-        c.check_combination(&TopicConfigs::default()).expect("combination ok");
+        c.check_combination(&TopicConfigs::default())
+            .expect("combination ok");
     }
 }

@@ -23,14 +23,12 @@ use crate::error::{KafkaError, Result};
 use crate::producers::PartitionProducers;
 use crate::topic_config::TopicConfigs;
 
-const MIGRATIONS: &[&str] = &[
-    "CREATE TABLE inlet_topics (
+const MIGRATIONS: &[&str] = &["CREATE TABLE inlet_topics (
         name VARCHAR(249) PRIMARY KEY,
         topic_id VARCHAR(36) NOT NULL,
         partitions INTEGER NOT NULL,
         configs TEXT NOT NULL,
-        created_ms BIGINT NOT NULL)",
-];
+        created_ms BIGINT NOT NULL)"];
 
 /// Prefix of partition stream names.
 const STREAM_PREFIX: &str = "kafka/";
@@ -55,7 +53,9 @@ pub struct Topic {
 
 impl Topic {
     pub fn partition(&self, index: i32) -> Option<&Arc<Partition>> {
-        usize::try_from(index).ok().and_then(|i| self.partitions.get(i))
+        usize::try_from(index)
+            .ok()
+            .and_then(|i| self.partitions.get(i))
     }
 }
 
@@ -122,8 +122,12 @@ impl Topics {
         let mut by_name = HashMap::new();
         for row in rows {
             let name: String = row.try_get("name").map_err(inlet_storage::Error::from)?;
-            let id: String = row.try_get("topic_id").map_err(inlet_storage::Error::from)?;
-            let count: i32 = row.try_get("partitions").map_err(inlet_storage::Error::from)?;
+            let id: String = row
+                .try_get("topic_id")
+                .map_err(inlet_storage::Error::from)?;
+            let count: i32 = row
+                .try_get("partitions")
+                .map_err(inlet_storage::Error::from)?;
             let configs: String = row.try_get("configs").map_err(inlet_storage::Error::from)?;
             let id = uuid::Uuid::parse_str(&id).map_err(|e| {
                 KafkaError::new(
@@ -213,7 +217,12 @@ impl Topics {
     }
 
     /// Checks what [`Topics::create`] would check, without creating anything.
-    pub fn validate_create(&self, name: &str, partitions: i32, configs: &TopicConfigs) -> Result<()> {
+    pub fn validate_create(
+        &self,
+        name: &str,
+        partitions: i32,
+        configs: &TopicConfigs,
+    ) -> Result<()> {
         validate_name(name)?;
         if !(1..=10_000).contains(&partitions) {
             return Err(KafkaError::new(
@@ -305,7 +314,9 @@ impl Topics {
     /// Deletes a topic and its partitions' data.
     pub async fn delete(&self, name: &str) -> Result<Arc<Topic>> {
         let _guard = self.changes.lock().await;
-        let topic = self.get(name).ok_or_else(|| KafkaError::unknown_topic(name))?;
+        let topic = self
+            .get(name)
+            .ok_or_else(|| KafkaError::unknown_topic(name))?;
         sqlx::query("DELETE FROM inlet_topics WHERE name = $1")
             .bind(name)
             .execute(self.meta.pool())
@@ -322,7 +333,9 @@ impl Topics {
     /// Grows a topic to `total` partitions.
     pub async fn add_partitions(&self, name: &str, total: i32, validate_only: bool) -> Result<()> {
         let _guard = self.changes.lock().await;
-        let topic = self.get(name).ok_or_else(|| KafkaError::unknown_topic(name))?;
+        let topic = self
+            .get(name)
+            .ok_or_else(|| KafkaError::unknown_topic(name))?;
         let current = topic.partitions.len() as i32;
         if total <= current {
             return Err(KafkaError::new(
@@ -347,7 +360,11 @@ impl Topics {
             .map_err(inlet_storage::Error::from)?;
         let mut partitions = topic.partitions.clone();
         for p in current..total {
-            let stream = self.store.create_stream(&stream_name(&topic.id, p)).await?.id;
+            let stream = self
+                .store
+                .create_stream(&stream_name(&topic.id, p))
+                .await?
+                .id;
             Self::apply_retention(&self.store, &self.config, &topic.configs, stream).await?;
             partitions.push(Arc::new(Partition {
                 index: p,
@@ -365,9 +382,16 @@ impl Topics {
     }
 
     /// Replaces a topic's explicit configs.
-    pub async fn set_configs(&self, name: &str, configs: TopicConfigs, validate_only: bool) -> Result<()> {
+    pub async fn set_configs(
+        &self,
+        name: &str,
+        configs: TopicConfigs,
+        validate_only: bool,
+    ) -> Result<()> {
         let _guard = self.changes.lock().await;
-        let topic = self.get(name).ok_or_else(|| KafkaError::unknown_topic(name))?;
+        let topic = self
+            .get(name)
+            .ok_or_else(|| KafkaError::unknown_topic(name))?;
         configs.check_combination(&self.config.topic_defaults)?;
         if validate_only {
             return Ok(());
@@ -392,7 +416,9 @@ impl Topics {
     }
 
     fn replace(&self, topic: Topic) {
-        self.by_name.write().insert(topic.name.clone(), Arc::new(topic));
+        self.by_name
+            .write()
+            .insert(topic.name.clone(), Arc::new(topic));
     }
 }
 

@@ -36,6 +36,7 @@ pub use meta::{Backend, MetaStore};
 pub use objects::faulty::{Fault, FaultyStore, Op};
 pub use objects::{open_object_store, ObjectClient};
 pub use store::{
-    AppendOptions, PendingAppend, ReadBatch, StoreStats, StreamId, StreamInfo, StreamStore, StreamStoreBuilder,
+    AppendOptions, PendingAppend, ReadBatch, StoreStats, StreamId, StreamInfo, StreamStore,
+    StreamStoreBuilder,
 };
 pub use upload::UploadReport;

@@ -31,7 +31,13 @@ impl Node {
     pub fn start(data_dir: &Path, extra: &[&str]) -> Node {
         let extra: Vec<String> = extra.iter().map(|s| s.to_string()).collect();
         let mut child = Command::new(env!("CARGO_BIN_EXE_inlet"))
-            .args(["serve", "--kafka-listen", "127.0.0.1:0", "--http-listen", "127.0.0.1:0"])
+            .args([
+                "serve",
+                "--kafka-listen",
+                "127.0.0.1:0",
+                "--http-listen",
+                "127.0.0.1:0",
+            ])
             .arg("--data-dir")
             .arg(data_dir)
             .args(&extra)
@@ -121,7 +127,11 @@ impl Node {
     pub fn http_get(&self, path: &str) -> (u16, String) {
         use std::io::{Read, Write};
         let mut s = std::net::TcpStream::connect(&self.http).expect("connect HTTP");
-        write!(s, "GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n").expect("write");
+        write!(
+            s,
+            "GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+        )
+        .expect("write");
         let mut out = String::new();
         s.read_to_string(&mut out).expect("read");
         let status = out
@@ -129,7 +139,10 @@ impl Node {
             .nth(1)
             .and_then(|c| c.parse().ok())
             .expect("an HTTP status");
-        let body = out.split_once("\r\n\r\n").map(|(_, b)| b.to_string()).unwrap_or_default();
+        let body = out
+            .split_once("\r\n\r\n")
+            .map(|(_, b)| b.to_string())
+            .unwrap_or_default();
         (status, body)
     }
 }

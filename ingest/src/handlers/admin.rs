@@ -4,7 +4,9 @@
 use std::collections::BTreeMap;
 
 use kafka_protocol::messages::create_partitions_response::CreatePartitionsTopicResult;
-use kafka_protocol::messages::create_topics_response::{CreatableTopicConfigs, CreatableTopicResult};
+use kafka_protocol::messages::create_topics_response::{
+    CreatableTopicConfigs, CreatableTopicResult,
+};
 use kafka_protocol::messages::delete_topics_response::DeletableTopicResult;
 use kafka_protocol::messages::describe_configs_response::{
     DescribeConfigsResourceResult, DescribeConfigsResult,
@@ -37,7 +39,11 @@ fn source_code(s: ConfigSource) -> i8 {
 }
 
 impl Broker {
-    pub(crate) async fn create_topics(&self, r: CreateTopicsRequest, version: i16) -> CreateTopicsResponse {
+    pub(crate) async fn create_topics(
+        &self,
+        r: CreateTopicsRequest,
+        version: i16,
+    ) -> CreateTopicsResponse {
         let mut results = Vec::new();
         for t in r.topics {
             let name = t.name.0.as_str().to_string();
@@ -106,7 +112,11 @@ impl Broker {
         let given: BTreeMap<String, String> = t
             .configs
             .iter()
-            .filter_map(|c| c.value.as_ref().map(|v| (c.name.as_str().to_string(), v.as_str().to_string())))
+            .filter_map(|c| {
+                c.value
+                    .as_ref()
+                    .map(|v| (c.name.as_str().to_string(), v.as_str().to_string()))
+            })
             .collect();
         let mut configs = self.config.topic_defaults.clone();
         configs.merge(TopicConfigs::parse(&given)?);
@@ -118,12 +128,21 @@ impl Broker {
         Ok((partitions, topic.configs.clone(), topic.id))
     }
 
-    pub(crate) async fn delete_topics(&self, r: DeleteTopicsRequest, version: i16) -> DeleteTopicsResponse {
+    pub(crate) async fn delete_topics(
+        &self,
+        r: DeleteTopicsRequest,
+        version: i16,
+    ) -> DeleteTopicsResponse {
         // v6 names topics by name or id; earlier versions by name only.
         let wanted: Vec<(Option<String>, uuid::Uuid)> = if version >= 6 {
             r.topics
                 .iter()
-                .map(|t| (t.name.as_ref().map(|n| n.0.as_str().to_string()), t.topic_id))
+                .map(|t| {
+                    (
+                        t.name.as_ref().map(|n| n.0.as_str().to_string()),
+                        t.topic_id,
+                    )
+                })
                 .collect()
         } else {
             r.topic_names
@@ -139,7 +158,12 @@ impl Broker {
                     .topics
                     .by_id(&id)
                     .map(|t| t.name.clone())
-                    .ok_or_else(|| KafkaError::new(ResponseError::UnknownTopicId, format!("no topic has id {id}"))),
+                    .ok_or_else(|| {
+                        KafkaError::new(
+                            ResponseError::UnknownTopicId,
+                            format!("no topic has id {id}"),
+                        )
+                    }),
             };
             let outcome = match &name {
                 Ok(n) => match self.topics.delete(n).await {
@@ -176,7 +200,11 @@ impl Broker {
         DeleteTopicsResponse::default().with_responses(responses)
     }
 
-    pub(crate) async fn create_partitions(&self, r: CreatePartitionsRequest, _version: i16) -> CreatePartitionsResponse {
+    pub(crate) async fn create_partitions(
+        &self,
+        r: CreatePartitionsRequest,
+        _version: i16,
+    ) -> CreatePartitionsResponse {
         let mut results = Vec::new();
         for t in r.topics {
             let outcome = if t.assignments.as_ref().is_some_and(|a| !a.is_empty()) {
@@ -185,7 +213,9 @@ impl Broker {
                     "manual replica assignments are not supported",
                 ))
             } else {
-                self.topics.add_partitions(t.name.0.as_str(), t.count, r.validate_only).await
+                self.topics
+                    .add_partitions(t.name.0.as_str(), t.count, r.validate_only)
+                    .await
             };
             let mut result = CreatePartitionsTopicResult::default().with_name(t.name);
             if let Err(e) = outcome {
@@ -197,7 +227,11 @@ impl Broker {
         CreatePartitionsResponse::default().with_results(results)
     }
 
-    pub(crate) fn describe_configs(&self, r: DescribeConfigsRequest, version: i16) -> DescribeConfigsResponse {
+    pub(crate) fn describe_configs(
+        &self,
+        r: DescribeConfigsRequest,
+        version: i16,
+    ) -> DescribeConfigsResponse {
         let results = r
             .resources
             .into_iter()
@@ -229,7 +263,9 @@ impl Broker {
                                 .describe(&self.config)
                                 .into_iter()
                                 .filter(|c| wanted(c.name))
-                                .map(|c| entry(c.name.to_string(), c.value, source_code(c.source), false))
+                                .map(|c| {
+                                    entry(c.name.to_string(), c.value, source_code(c.source), false)
+                                })
                                 .collect(),
                         ),
                         None => base
@@ -244,7 +280,10 @@ impl Broker {
                         if !name.is_empty() && name != self.config.node_id.to_string() {
                             return base
                                 .with_error_code(ResponseError::InvalidRequest.code())
-                                .with_error_message(Some(str(format!("this broker is {}, not {name}", self.config.node_id))));
+                                .with_error_message(Some(str(format!(
+                                    "this broker is {}, not {name}",
+                                    self.config.node_id
+                                ))));
                         }
                         base.with_configs(
                             self.config
@@ -252,21 +291,36 @@ impl Broker {
                                 .into_iter()
                                 .filter(|(n, _, _)| wanted(n))
                                 .map(|(n, v, default)| {
-                                    entry(n, v, if default { SOURCE_DEFAULT } else { SOURCE_STATIC_BROKER }, true)
+                                    entry(
+                                        n,
+                                        v,
+                                        if default {
+                                            SOURCE_DEFAULT
+                                        } else {
+                                            SOURCE_STATIC_BROKER
+                                        },
+                                        true,
+                                    )
                                 })
                                 .collect(),
                         )
                     }
                     other => base
                         .with_error_code(ResponseError::InvalidRequest.code())
-                        .with_error_message(Some(str(format!("config resource type {other} is not supported")))),
+                        .with_error_message(Some(str(format!(
+                            "config resource type {other} is not supported"
+                        )))),
                 }
             })
             .collect();
         DescribeConfigsResponse::default().with_results(results)
     }
 
-    pub(crate) async fn alter_configs(&self, r: AlterConfigsRequest, _version: i16) -> AlterConfigsResponse {
+    pub(crate) async fn alter_configs(
+        &self,
+        r: AlterConfigsRequest,
+        _version: i16,
+    ) -> AlterConfigsResponse {
         let mut responses = Vec::new();
         for res in r.resources {
             let outcome = match res.resource_type {
@@ -275,10 +329,18 @@ impl Broker {
                     let given: BTreeMap<String, String> = res
                         .configs
                         .iter()
-                        .filter_map(|c| c.value.as_ref().map(|v| (c.name.as_str().to_string(), v.as_str().to_string())))
+                        .filter_map(|c| {
+                            c.value
+                                .as_ref()
+                                .map(|v| (c.name.as_str().to_string(), v.as_str().to_string()))
+                        })
                         .collect();
                     match TopicConfigs::parse(&given) {
-                        Ok(configs) => self.topics.set_configs(res.resource_name.as_str(), configs, r.validate_only).await,
+                        Ok(configs) => {
+                            self.topics
+                                .set_configs(res.resource_name.as_str(), configs, r.validate_only)
+                                .await
+                        }
                         Err(e) => Err(e),
                     }
                 }
@@ -307,9 +369,10 @@ impl Broker {
                 RESOURCE_TOPIC => self.incremental_topic(&res, r.validate_only).await,
                 t => Err(static_broker_error(t)),
             };
-            let mut resp = incremental_alter_configs_response::AlterConfigsResourceResponse::default()
-                .with_resource_type(res.resource_type)
-                .with_resource_name(res.resource_name);
+            let mut resp =
+                incremental_alter_configs_response::AlterConfigsResourceResponse::default()
+                    .with_resource_type(res.resource_type)
+                    .with_resource_name(res.resource_name);
             if let Err(e) = outcome {
                 resp.error_code = e.code();
                 resp.error_message = Some(str(e.message));
@@ -325,7 +388,10 @@ impl Broker {
         validate_only: bool,
     ) -> Result<()> {
         let name = res.resource_name.as_str();
-        let topic = self.topics.get(name).ok_or_else(|| KafkaError::unknown_topic(name))?;
+        let topic = self
+            .topics
+            .get(name)
+            .ok_or_else(|| KafkaError::unknown_topic(name))?;
         let mut set: BTreeMap<String, String> = topic.configs.explicit().clone();
         for c in &res.configs {
             let key = topic_config::canonical_name(c.name.as_str()).ok_or_else(|| {
@@ -334,28 +400,47 @@ impl Broker {
             let value = c.value.as_ref().map(|v| v.as_str().to_string());
             match c.config_operation {
                 0 => {
-                    let v = value.ok_or_else(|| KafkaError::invalid_config(format!("SET {key} needs a value")))?;
+                    let v = value.ok_or_else(|| {
+                        KafkaError::invalid_config(format!("SET {key} needs a value"))
+                    })?;
                     set.insert(key.to_string(), v);
                 }
                 1 => {
                     set.remove(key);
                 }
                 op @ (2 | 3) => {
-                    let v = value.ok_or_else(|| KafkaError::invalid_config(format!("APPEND/SUBTRACT {key} needs a value")))?;
+                    let v = value.ok_or_else(|| {
+                        KafkaError::invalid_config(format!("APPEND/SUBTRACT {key} needs a value"))
+                    })?;
                     if !matches!(key, "table.topic.id.columns" | "table.topic.partition.by") {
-                        return Err(KafkaError::invalid_config(format!("{key} is not a list config")));
+                        return Err(KafkaError::invalid_config(format!(
+                            "{key} is not a list config"
+                        )));
                     }
                     let current = set.get(key).cloned().unwrap_or_default();
                     let mut items = topic_config::parse_list(&current);
-                    let given = topic_config::parse_list(&format!("[{}]", v.trim_matches(|c| c == '[' || c == ']')));
+                    let given = topic_config::parse_list(&format!(
+                        "[{}]",
+                        v.trim_matches(|c| c == '[' || c == ']')
+                    ));
                     if op == 2 {
-                        items.extend(given.into_iter().filter(|g| !items.contains(g)).collect::<Vec<_>>());
+                        items.extend(
+                            given
+                                .into_iter()
+                                .filter(|g| !items.contains(g))
+                                .collect::<Vec<_>>(),
+                        );
                     } else {
                         items.retain(|i| !given.contains(i));
                     }
                     set.insert(key.to_string(), format!("[{}]", items.join(", ")));
                 }
-                op => return Err(KafkaError::new(ResponseError::InvalidRequest, format!("unknown config operation {op}"))),
+                op => {
+                    return Err(KafkaError::new(
+                        ResponseError::InvalidRequest,
+                        format!("unknown config operation {op}"),
+                    ))
+                }
             }
         }
         let configs = TopicConfigs::parse(&set)?;

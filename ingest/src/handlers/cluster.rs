@@ -15,7 +15,11 @@ use crate::codec::SUPPORTED;
 use crate::topics::Topic;
 
 impl Broker {
-    pub(crate) fn api_versions(&self, _r: ApiVersionsRequest, _version: i16) -> ApiVersionsResponse {
+    pub(crate) fn api_versions(
+        &self,
+        _r: ApiVersionsRequest,
+        _version: i16,
+    ) -> ApiVersionsResponse {
         ApiVersionsResponse::default().with_api_keys(
             SUPPORTED
                 .iter()
@@ -62,7 +66,12 @@ impl Broker {
         let auto_create = version < 4 || r.allow_auto_topic_creation;
         let mut topics = Vec::new();
         if all {
-            topics = self.topics.list().iter().map(|t| self.topic_metadata(t)).collect();
+            topics = self
+                .topics
+                .list()
+                .iter()
+                .map(|t| self.topic_metadata(t))
+                .collect();
         } else {
             for wanted in r.topics.unwrap_or_default() {
                 let by_name = wanted.name.as_ref().map(|n| n.0.as_str().to_string());
@@ -71,10 +80,9 @@ impl Broker {
                         if let Err(e) = crate::topics::validate_name(name) {
                             Err(e)
                         } else if auto_create {
-                            self.topics
-                                .get_or_auto_create(name)
-                                .await
-                                .and_then(|t| t.ok_or_else(|| crate::error::KafkaError::unknown_topic(name)))
+                            self.topics.get_or_auto_create(name).await.and_then(|t| {
+                                t.ok_or_else(|| crate::error::KafkaError::unknown_topic(name))
+                            })
                         } else {
                             self.topics
                                 .get(name)

@@ -42,16 +42,28 @@ impl Broker {
         let max_wait = Duration::from_millis(r.max_wait_ms.max(0) as u64);
         let deadline = tokio::time::Instant::now() + max_wait;
         let min_bytes = r.min_bytes.max(0) as usize;
-        let max_bytes = if r.max_bytes > 0 { r.max_bytes as usize } else { usize::MAX };
+        let max_bytes = if r.max_bytes > 0 {
+            r.max_bytes as usize
+        } else {
+            usize::MAX
+        };
         loop {
             let mut reads = Vec::new();
             let mut total = 0usize;
             for t in &r.topics {
                 let topic = self.topics.get(t.topic.0.as_str());
                 for p in &t.partitions {
-                    let budget = (p.partition_max_bytes.max(0) as usize).min(max_bytes.saturating_sub(total));
+                    let budget = (p.partition_max_bytes.max(0) as usize)
+                        .min(max_bytes.saturating_sub(total));
                     let read = self
-                        .read_partition(topic.as_deref(), t.topic.0.as_str(), p.partition, p.fetch_offset, budget, total == 0)
+                        .read_partition(
+                            topic.as_deref(),
+                            t.topic.0.as_str(),
+                            p.partition,
+                            p.fetch_offset,
+                            budget,
+                            total == 0,
+                        )
                         .await;
                     total += read.records.len();
                     reads.push(read);
@@ -60,7 +72,9 @@ impl Broker {
             let failed = reads.iter().any(|r| r.error.is_some());
             let now = tokio::time::Instant::now();
             if total >= min_bytes || failed || now >= deadline || self.shutdown.is_cancelled() {
-                self.metrics.fetched_bytes.fetch_add(total as u64, Ordering::Relaxed);
+                self.metrics
+                    .fetched_bytes
+                    .fetch_add(total as u64, Ordering::Relaxed);
                 return self.fetch_response(&r, reads, version);
             }
             // Wait for any partition's end to move.
@@ -136,7 +150,11 @@ impl Broker {
         if offset == end || budget == 0 {
             return read;
         }
-        match self.store.read(partition.stream, offset as u64, budget).await {
+        match self
+            .store
+            .read(partition.stream, offset as u64, budget)
+            .await
+        {
             Ok(batches) => {
                 let mut out = BytesMut::new();
                 for b in batches {
@@ -160,7 +178,12 @@ impl Broker {
         read
     }
 
-    fn fetch_response(&self, r: &FetchRequest, reads: Vec<PartitionRead>, version: i16) -> FetchResponse {
+    fn fetch_response(
+        &self,
+        r: &FetchRequest,
+        reads: Vec<PartitionRead>,
+        version: i16,
+    ) -> FetchResponse {
         let read_committed = r.isolation_level == 1;
         let mut reads = reads.into_iter();
         let responses = r
@@ -196,7 +219,11 @@ impl Broker {
         FetchResponse::default().with_responses(responses)
     }
 
-    pub(crate) async fn list_offsets(&self, r: ListOffsetsRequest, version: i16) -> ListOffsetsResponse {
+    pub(crate) async fn list_offsets(
+        &self,
+        r: ListOffsetsRequest,
+        version: i16,
+    ) -> ListOffsetsResponse {
         let mut topics = Vec::new();
         for t in r.topics {
             let topic = self.topics.get(t.name.0.as_str());
@@ -206,7 +233,8 @@ impl Broker {
                     None => Err(KafkaError::unknown_topic(t.name.0.as_str())),
                     Some(partition) => self.offset_for(partition.stream, p.timestamp).await,
                 };
-                let mut resp = ListOffsetsPartitionResponse::default().with_partition_index(p.partition_index);
+                let mut resp =
+                    ListOffsetsPartitionResponse::default().with_partition_index(p.partition_index);
                 match found {
                     Ok((offset, timestamp)) => {
                         resp.offset = offset;
@@ -301,7 +329,11 @@ impl Broker {
         Ok(self.store.read(stream, offset, 1).await?.into_iter().next())
     }
 
-    pub(crate) async fn delete_records(&self, r: DeleteRecordsRequest, _version: i16) -> DeleteRecordsResponse {
+    pub(crate) async fn delete_records(
+        &self,
+        r: DeleteRecordsRequest,
+        _version: i16,
+    ) -> DeleteRecordsResponse {
         let mut topics = Vec::new();
         for t in r.topics {
             let topic = self.topics.get(t.name.0.as_str());

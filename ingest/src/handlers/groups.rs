@@ -10,28 +10,37 @@ use kafka_protocol::ResponseError;
 use crate::broker::Broker;
 
 impl Broker {
-    pub(crate) async fn offset_commit(&self, mut r: OffsetCommitRequest, version: i16) -> OffsetCommitResponse {
+    pub(crate) async fn offset_commit(
+        &self,
+        mut r: OffsetCommitRequest,
+        version: i16,
+    ) -> OffsetCommitResponse {
         // Partitions that do not exist are answered here; the rest go to the coordinator.
         let mut unknown = Vec::new();
         for t in r.topics.iter_mut() {
             let topic = self.topics.get(t.name.0.as_str());
-            let (known, missing): (Vec<_>, Vec<_>) = t
-                .partitions
-                .drain(..)
-                .partition(|p| topic.as_ref().is_some_and(|t| t.partition(p.partition_index).is_some()));
+            let (known, missing): (Vec<_>, Vec<_>) = t.partitions.drain(..).partition(|p| {
+                topic
+                    .as_ref()
+                    .is_some_and(|t| t.partition(p.partition_index).is_some())
+            });
             t.partitions = known;
             if !missing.is_empty() {
                 unknown.push(
-                    OffsetCommitResponseTopic::default().with_name(t.name.clone()).with_partitions(
-                        missing
-                            .iter()
-                            .map(|p| {
-                                OffsetCommitResponsePartition::default()
-                                    .with_partition_index(p.partition_index)
-                                    .with_error_code(ResponseError::UnknownTopicOrPartition.code())
-                            })
-                            .collect(),
-                    ),
+                    OffsetCommitResponseTopic::default()
+                        .with_name(t.name.clone())
+                        .with_partitions(
+                            missing
+                                .iter()
+                                .map(|p| {
+                                    OffsetCommitResponsePartition::default()
+                                        .with_partition_index(p.partition_index)
+                                        .with_error_code(
+                                            ResponseError::UnknownTopicOrPartition.code(),
+                                        )
+                                })
+                                .collect(),
+                        ),
                 );
             }
         }

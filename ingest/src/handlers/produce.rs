@@ -38,7 +38,7 @@ fn batch_error(e: BatchError) -> KafkaError {
 impl Broker {
     pub(crate) async fn produce(&self, r: ProduceRequest, version: i16) -> Option<ProduceResponse> {
         let acks = r.acks;
-        let refuse_all = if !matches!(acks, -1 | 0 | 1) {
+        let refuse_all = if !(-1..=1).contains(&acks) {
             Some(KafkaError::new(
                 ResponseError::InvalidRequiredAcks,
                 format!("acks must be -1, 0 or 1, not {acks}"),
@@ -134,7 +134,12 @@ impl Broker {
 
     /// Appends one batch under the partition's producer lock; returns its base offset once it
     /// is durable (or the original's offset for a retried duplicate).
-    async fn append_batch(&self, partition: &Partition, b: Batch, append_time: Option<i64>) -> Result<i64> {
+    async fn append_batch(
+        &self,
+        partition: &Partition,
+        b: Batch,
+        append_time: Option<i64>,
+    ) -> Result<i64> {
         let header = b.header;
         let bytes: Bytes = match append_time {
             Some(now) => batch::set_log_append_time(&b.bytes, now),
@@ -148,11 +153,16 @@ impl Broker {
         let size = bytes.len() as u64;
         let (pending, tx) = {
             let mut producers = partition.producers.lock().await;
-            producers.ensure_loaded(&self.store, partition.stream).await?;
+            producers
+                .ensure_loaded(&self.store, partition.stream)
+                .await?;
             match producers.check(&header)? {
                 SeqCheck::Duplicate(mut outcome) => {
                     drop(producers);
-                    let result = outcome.wait_for(|o| *o != Outcome::Pending).await.map(|o| *o);
+                    let result = outcome
+                        .wait_for(|o| *o != Outcome::Pending)
+                        .await
+                        .map(|o| *o);
                     return match result {
                         Ok(Outcome::Stored(offset)) => Ok(offset),
                         _ => Err(KafkaError::new(
@@ -185,7 +195,9 @@ impl Broker {
                 self.metrics
                     .produced_records
                     .fetch_add(header.record_count as u64, Ordering::Relaxed);
-                self.metrics.produced_bytes.fetch_add(size, Ordering::Relaxed);
+                self.metrics
+                    .produced_bytes
+                    .fetch_add(size, Ordering::Relaxed);
                 Ok(offset as i64)
             }
             Err(e) => {
@@ -197,7 +209,11 @@ impl Broker {
     }
 }
 
-fn partition_response(index: i32, outcome: Result<Stored>, version: i16) -> PartitionProduceResponse {
+fn partition_response(
+    index: i32,
+    outcome: Result<Stored>,
+    version: i16,
+) -> PartitionProduceResponse {
     match outcome {
         Ok(s) => PartitionProduceResponse::default()
             .with_index(index)

@@ -20,7 +20,8 @@ use kafka_protocol::protocol::{Decodable, StrBytes};
 
 fn connect(node: &Node) -> TcpStream {
     let s = TcpStream::connect(&node.kafka).expect("connect");
-    s.set_read_timeout(Some(Duration::from_secs(20))).expect("timeout");
+    s.set_read_timeout(Some(Duration::from_secs(20)))
+        .expect("timeout");
     s
 }
 
@@ -83,7 +84,10 @@ fn rss_kib(pid: i32) -> u64 {
 #[test]
 fn hostile_frames_close_the_connection_and_the_node_keeps_serving() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let node = Node::start(dir.path(), &["--kafka-config", "socket.request.max.bytes=65536"]);
+    let node = Node::start(
+        dir.path(),
+        &["--kafka-config", "socket.request.max.bytes=65536"],
+    );
     api_versions_works(&node);
     let rss_before = rss_kib(node.pid());
 
@@ -154,7 +158,10 @@ fn hostile_frames_close_the_connection_and_the_node_keeps_serving() {
     assert_eq!(body.get_i32(), 42, "correlation id");
     let r = ApiVersionsResponse::decode(&mut body, 0).expect("v0 body");
     assert_eq!(r.error_code, 35, "UNSUPPORTED_VERSION");
-    assert!(r.api_keys.iter().any(|k| k.api_key == ApiKey::Produce as i16));
+    assert!(r
+        .api_keys
+        .iter()
+        .any(|k| k.api_key == ApiKey::Produce as i16));
 
     // Still serving, and nothing was allocated for the lies.
     api_versions_works(&node);
@@ -183,8 +190,9 @@ fn pipelined_requests_are_answered_in_order() {
         let frame = encode_request(
             &header(ApiKey::Metadata, 9, 1000 + i),
             &RequestKind::Metadata(MetadataRequest::default().with_topics(Some(vec![
-                MetadataRequestTopic::default()
-                    .with_name(Some(TopicName(StrBytes::from_string(format!("pipe-{}", i % 3))))),
+                MetadataRequestTopic::default().with_name(Some(TopicName(StrBytes::from_string(
+                    format!("pipe-{}", i % 3),
+                )))),
             ]))),
         )
         .expect("encode");

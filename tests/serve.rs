@@ -9,7 +9,15 @@ use std::time::Duration;
 /// Starts `inlet serve` in `dir` and waits until it logs that it is up.
 fn start(dir: &std::path::Path) -> (Child, mpsc::Receiver<String>) {
     let mut child = Command::new(env!("CARGO_BIN_EXE_inlet"))
-        .args(["serve", "--data-dir"])
+        // Free ports, so the test never collides with a node already on the defaults.
+        .args([
+            "serve",
+            "--kafka-listen",
+            "127.0.0.1:0",
+            "--http-listen",
+            "127.0.0.1:0",
+        ])
+        .arg("--data-dir")
         .arg(dir.join("inlet-data"))
         .env("INLET_LOG", "info")
         .env("NO_COLOR", "1")

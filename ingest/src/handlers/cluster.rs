@@ -194,8 +194,11 @@ impl Broker {
                 .with_producer_id(ProducerId(-1))
                 .with_producer_epoch(-1)
         };
-        if r.transactional_id.is_some() {
-            return fail(ResponseError::TransactionalIdAuthorizationFailed);
+        match r.transactional_id.as_deref() {
+            None => {}
+            // As Kafka: an empty transactional id is a malformed request.
+            Some(id) if id.is_empty() => return fail(ResponseError::InvalidRequest),
+            Some(_) => return fail(ResponseError::TransactionalIdAuthorizationFailed),
         }
         // KIP-360: a producer that knows its id asks for the next epoch.
         if r.producer_id.0 >= 0 && r.producer_epoch >= 0 && r.producer_epoch < i16::MAX - 1 {

@@ -1,0 +1,216 @@
+//! Idempotent produce at the protocol level: a retried batch is answered with its first
+//! offset and not stored twice, a gap is refused, and both still hold after the node is
+//! killed with SIGKILL and restarted (the producer state is rebuilt from the log).
+
+mod common;
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::time::Duration;
+
+use bytes::{Bytes, BytesMut};
+use common::Node;
+use inlet_ingest::codec::encode_request;
+use kafka_protocol::messages::list_offsets_request::{ListOffsetsPartition, ListOffsetsTopic};
+use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
+use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
+use kafka_protocol::messages::*;
+use kafka_protocol::protocol::{Decodable, StrBytes};
+use kafka_protocol::records::{
+    Compression, Record, RecordBatchEncoder, RecordEncodeOptions, TimestampType,
+};
+
+struct Conn {
+    s: TcpStream,
+    next: i32,
+}
+
+impl Conn {
+    fn open(node: &Node) -> Conn {
+        let s = TcpStream::connect(&node.kafka).expect("connect");
+        s.set_read_timeout(Some(Duration::from_secs(30)))
+            .expect("timeout");
+        Conn { s, next: 1 }
+    }
+
+    /// Sends one request and decodes its response body.
+    fn call<R: Decodable>(&mut self, api: ApiKey, version: i16, body: RequestKind) -> R {
+        let correlation = self.next;
+        self.next += 1;
+        let header = RequestHeader::default()
+            .with_request_api_key(api as i16)
+            .with_request_api_version(version)
+            .with_correlation_id(correlation)
+            .with_client_id(Some(StrBytes::from_static_str("idempotence-test")));
+        let frame = encode_request(&header, &body).expect("encode");
+        self.s.write_all(&frame).expect("write");
+        let mut len = [0u8; 4];
+        self.s.read_exact(&mut len).expect("response length");
+        let mut buf = vec![0u8; i32::from_be_bytes(len) as usize];
+        self.s.read_exact(&mut buf).expect("response");
+        let mut buf = Bytes::from(buf);
+        let h =
+            ResponseHeader::decode(&mut buf, api.response_header_version(version)).expect("header");
+        assert_eq!(h.correlation_id, correlation);
+        R::decode(&mut buf, version).expect("body")
+    }
+}
+
+fn batch(producer_id: i64, epoch: i16, first_seq: i32, count: usize, tag: &str) -> Bytes {
+    let records: Vec<Record> = (0..count)
+        .map(|i| Record {
+            transactional: false,
+            control: false,
+            delete_horizon: false,
+            partition_leader_epoch: 0,
+            producer_id,
+            producer_epoch: epoch,
+            timestamp_type: TimestampType::Creation,
+            offset: i as i64,
+            sequence: first_seq + i as i32,
+            timestamp: 1_700_000_000_000,
+            key: None,
+            value: Some(Bytes::from(format!("{tag}-{i}"))),
+            headers: Default::default(),
+        })
+        .collect();
+    let mut buf = BytesMut::new();
+    RecordBatchEncoder::encode(
+        &mut buf,
+        &records,
+        &RecordEncodeOptions {
+            version: 2,
+            compression: Compression::None,
+        },
+    )
+    .expect("encode batch");
+    buf.freeze()
+}
+
+/// Produces one batch to `idem-0`; returns (error code, base offset).
+fn produce(c: &mut Conn, records: Bytes) -> (i16, i64) {
+    let request = ProduceRequest::default()
+        .with_acks(-1)
+        .with_timeout_ms(10_000)
+        .with_topic_data(vec![TopicProduceData::default()
+            .with_name(TopicName(StrBytes::from_static_str("idem")))
+            .with_partition_data(vec![PartitionProduceData::default()
+                .with_index(0)
+                .with_records(Some(records))])]);
+    let r: ProduceResponse = c.call(ApiKey::Produce, 9, RequestKind::Produce(request));
+    let p = &r.responses[0].partition_responses[0];
+    (p.error_code, p.base_offset)
+}
+
+fn init_producer_id(c: &mut Conn) -> i64 {
+    let r: InitProducerIdResponse = c.call(
+        ApiKey::InitProducerId,
+        4,
+        RequestKind::InitProducerId(
+            InitProducerIdRequest::default()
+                .with_transactional_id(None)
+                .with_transaction_timeout_ms(60_000)
+                .with_producer_id(ProducerId(-1))
+                .with_producer_epoch(-1),
+        ),
+    );
+    assert_eq!(r.error_code, 0);
+    r.producer_id.0
+}
+
+fn end_offset(c: &mut Conn) -> i64 {
+    let r: ListOffsetsResponse = c.call(
+        ApiKey::ListOffsets,
+        5,
+        RequestKind::ListOffsets(
+            ListOffsetsRequest::default()
+                .with_replica_id(BrokerId(-1))
+                .with_topics(vec![ListOffsetsTopic::default()
+                    .with_name(TopicName(StrBytes::from_static_str("idem")))
+                    .with_partitions(vec![ListOffsetsPartition::default()
+                        .with_partition_index(0)
+                        .with_timestamp(-1)])]),
+        ),
+    );
+    r.topics[0].partitions[0].offset
+}
+
+const OUT_OF_ORDER_SEQUENCE_NUMBER: i16 = 45;
+
+#[test]
+fn retries_are_deduplicated_and_gaps_refused_across_a_sigkill() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let node = Node::start(dir.path(), &[]);
+    let mut c = Conn::open(&node);
+    let _: MetadataResponse = c.call(
+        ApiKey::Metadata,
+        9,
+        RequestKind::Metadata(
+            MetadataRequest::default()
+                .with_allow_auto_topic_creation(true)
+                .with_topics(Some(vec![MetadataRequestTopic::default()
+                    .with_name(Some(TopicName(StrBytes::from_static_str("idem"))))])),
+        ),
+    );
+    let pid = init_producer_id(&mut c);
+    let first = batch(pid, 0, 0, 5, "a");
+    assert_eq!(produce(&mut c, first.clone()), (0, 0));
+    // The same batch again (a client retry): answered with the first offset, not stored.
+    assert_eq!(produce(&mut c, first.clone()), (0, 0));
+    assert_eq!(end_offset(&mut c), 5);
+    // A gap: sequence 10 where 5 is expected.
+    let (code, _) = produce(&mut c, batch(pid, 0, 10, 1, "gap"));
+    assert_eq!(code, OUT_OF_ORDER_SEQUENCE_NUMBER);
+    assert_eq!(produce(&mut c, batch(pid, 0, 5, 3, "b")), (0, 5));
+    assert_eq!(end_offset(&mut c), 8);
+    drop(c);
+
+    // SIGKILL, restart: the retry is still recognized, the gap still refused.
+    let node = node.restart_after_kill9();
+    let mut c = Conn::open(&node);
+    assert_eq!(
+        produce(&mut c, batch(pid, 0, 5, 3, "b")),
+        (0, 5),
+        "retry after restart"
+    );
+    assert_eq!(end_offset(&mut c), 8, "the retry was not stored again");
+    let (code, _) = produce(&mut c, batch(pid, 0, 20, 1, "gap"));
+    assert_eq!(code, OUT_OF_ORDER_SEQUENCE_NUMBER);
+    assert_eq!(produce(&mut c, batch(pid, 0, 8, 2, "c")), (0, 8));
+    assert_eq!(end_offset(&mut c), 10);
+    // Producer ids are never handed out twice, even after SIGKILL.
+    assert!(init_producer_id(&mut c) > pid);
+    drop(c);
+    node.stop();
+}
+
+#[test]
+fn acks_zero_stores_without_answering() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let node = Node::start(dir.path(), &[]);
+    let mut c = Conn::open(&node);
+    let request = ProduceRequest::default()
+        .with_acks(0)
+        .with_timeout_ms(10_000)
+        .with_topic_data(vec![TopicProduceData::default()
+            .with_name(TopicName(StrBytes::from_static_str("idem")))
+            .with_partition_data(vec![PartitionProduceData::default()
+                .with_index(0)
+                .with_records(Some(batch(-1, -1, -1, 4, "fire-and-forget")))])]);
+    let header = RequestHeader::default()
+        .with_request_api_key(ApiKey::Produce as i16)
+        .with_request_api_version(9)
+        .with_correlation_id(777)
+        .with_client_id(Some(StrBytes::from_static_str("acks0")));
+    c.s.write_all(&encode_request(&header, &RequestKind::Produce(request)).expect("encode"))
+        .expect("write");
+    // The next answer on the connection is the ListOffsets one (`call` checks the
+    // correlation id): nothing was sent for the produce.
+    let end = common::wait_until(30, "the acks=0 records to be stored", || {
+        let end = end_offset(&mut c);
+        (end == 4).then_some(end)
+    });
+    assert_eq!(end, 4);
+    drop(c);
+    node.stop();
+}

@@ -32,9 +32,9 @@ pub struct BrokerConfig {
     /// `socket.request.max.bytes`: a request frame longer than this closes the connection
     /// before anything is allocated for it.
     pub socket_request_max_bytes: u32,
-    /// `queued.max.request.bytes` per connection: requests read ahead while earlier ones are
-    /// answered (pipelining) may hold at most this many bytes.
-    pub connection_inflight_bytes: u64,
+    /// `queued.max.request.bytes`: request bytes read but not yet answered, over all
+    /// connections; readers wait for room (back pressure) before reading a frame.
+    pub queued_max_request_bytes: u64,
     /// Defaults for new topics' `table.topic.*` configs (and any other topic config given at
     /// broker level by its topic name).
     pub topic_defaults: TopicConfigs,
@@ -57,7 +57,7 @@ impl Default for BrokerConfig {
             group_min_session_timeout_ms: 6000,
             group_max_session_timeout_ms: 1_800_000,
             socket_request_max_bytes: 100 * 1024 * 1024,
-            connection_inflight_bytes: 256 * 1024 * 1024,
+            queued_max_request_bytes: 256 * 1024 * 1024,
             topic_defaults: TopicConfigs::default(),
             given: BTreeMap::new(),
         }
@@ -157,7 +157,7 @@ impl BrokerConfig {
                     if n < 1 {
                         return Err(bad("must be positive"));
                     }
-                    self.connection_inflight_bytes = n as u64;
+                    self.queued_max_request_bytes = n as u64;
                 }
                 other => {
                     // Topic configs given at broker level become defaults for new topics.
@@ -170,6 +170,12 @@ impl BrokerConfig {
                 }
             }
             self.given.insert(key.clone(), value.clone());
+        }
+        if u64::from(self.socket_request_max_bytes) > self.queued_max_request_bytes {
+            return Err(format!(
+                "socket.request.max.bytes ({}) exceeds queued.max.request.bytes ({}): a request that large could never be read",
+                self.socket_request_max_bytes, self.queued_max_request_bytes
+            ));
         }
         if self.group_min_session_timeout_ms > self.group_max_session_timeout_ms {
             return Err("group.min.session.timeout.ms exceeds group.max.session.timeout.ms".into());
@@ -227,7 +233,7 @@ impl BrokerConfig {
             ),
             (
                 "queued.max.request.bytes".into(),
-                self.connection_inflight_bytes.to_string(),
+                self.queued_max_request_bytes.to_string(),
                 false,
             ),
             ("broker.id".into(), self.node_id.to_string(), false),

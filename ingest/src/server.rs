@@ -3,8 +3,9 @@
 //! answered in the order they arrived, as the protocol requires.
 //!
 //! Bounds: a frame longer than `socket.request.max.bytes` closes the connection before any
-//! room is allocated for it; requests read ahead of their answers may hold at most
-//! `queued.max.request.bytes` and [`MAX_INFLIGHT`] requests per connection.
+//! room is allocated for it; requests read but not yet answered hold at most
+//! `queued.max.request.bytes` over all connections (a reader waits for room before it
+//! allocates a frame), and at most [`MAX_INFLIGHT`] requests per connection.
 
 use std::net::SocketAddr;
 use std::sync::atomic::Ordering;
@@ -40,12 +41,15 @@ enum Item {
 /// ones in flight and returns.
 pub async fn serve(listener: TcpListener, broker: Arc<Broker>, shutdown: CancellationToken) {
     let mut connections = JoinSet::new();
+    // One budget for every connection's read-ahead, as Kafka's queued.max.request.bytes.
+    let budget = (broker.config().queued_max_request_bytes as usize).min(Semaphore::MAX_PERMITS);
+    let permits = Arc::new(Semaphore::new(budget));
     loop {
         tokio::select! {
             accepted = listener.accept() => match accepted {
                 Ok((socket, peer)) => {
                     let _ = socket.set_nodelay(true);
-                    connections.spawn(connection(socket, peer, broker.clone(), shutdown.clone()));
+                    connections.spawn(connection(socket, peer, broker.clone(), permits.clone(), shutdown.clone()));
                 }
                 Err(e) => {
                     tracing::warn!(error = %e, "accepting a Kafka connection failed");
@@ -63,6 +67,7 @@ async fn connection(
     socket: TcpStream,
     peer: SocketAddr,
     broker: Arc<Broker>,
+    permits: Arc<Semaphore>,
     shutdown: CancellationToken,
 ) {
     let metrics = broker.metrics().clone();
@@ -70,11 +75,6 @@ async fn connection(
     metrics.connections_total.fetch_add(1, Ordering::Relaxed);
     let (read, mut write) = socket.into_split();
     let (tx, mut rx) = mpsc::channel::<Item>(MAX_INFLIGHT);
-    let budget = broker
-        .config()
-        .connection_inflight_bytes
-        .min(u32::MAX as u64) as usize;
-    let permits = Arc::new(Semaphore::new(budget.min(Semaphore::MAX_PERMITS)));
     let max_frame = broker.config().socket_request_max_bytes;
     let mut reader = JoinSet::new();
     reader.spawn(read_requests(

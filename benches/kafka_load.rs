@@ -13,8 +13,10 @@
 //! default 1024), `INLET_BENCH_PRODUCERS` (producer instances in the throughput phases, default
 //! 2), `INLET_BENCH_PARTITIONS` (partitions per topic, default 4), `INLET_BENCH_LATENCY_MIB_S`
 //! (offered load of the latency phase, default 20), `INLET_BENCH_LATENCY_LINGER_MS` (the latency
-//! producer's `linger.ms`, default 0), `INLET_BENCH_NODE_LOG` (the node's `INLET_LOG`, default
-//! `info`; its warnings and errors are echoed).
+//! producer's `linger.ms`, default 0), `INLET_BENCH_LATENCY_INFLIGHT` (its
+//! `max.in.flight.requests.per.connection`, default 5), `INLET_BENCH_NODE_LOG` (the node's `INLET_LOG`, default
+//! `info`; its warnings and errors are echoed), `INLET_BENCH_NODE_ARGS` (extra `inlet serve`
+//! arguments, split on whitespace, e.g. `--config FILE` to change the store's settings).
 //!
 //! All produce traffic is acks=all, 1 KiB random payloads, no compression. Phases, in order:
 //! 1. raw disk on the bench dir's filesystem: fsynced sequential 1 MiB writes (MiB/s); 4 KiB
@@ -220,6 +222,11 @@ impl Node {
             ])
             .arg("--data-dir")
             .arg(data_dir)
+            .args(
+                std::env::var("INLET_BENCH_NODE_ARGS")
+                    .unwrap_or_default()
+                    .split_whitespace(),
+            )
             .env(
                 "INLET_LOG",
                 std::env::var("INLET_BENCH_NODE_LOG").unwrap_or_else(|_| "info".into()),
@@ -709,7 +716,10 @@ fn produce_latency(
         failed: AtomicU64::new(0),
     };
     let mut config = producer_config(kafka, linger_ms);
-    config.set("batch.size", "1000000");
+    config.set("batch.size", "1000000").set(
+        "max.in.flight.requests.per.connection",
+        env_u64("INLET_BENCH_LATENCY_INFLIGHT", 5).to_string(),
+    );
     let producer: ThreadedProducer<LatencyCtx> = config.create_with_context(ctx).expect("producer");
     let send = |due: Instant, k: usize| {
         let off = (k * 1031) % (POOL - MSG);

@@ -107,16 +107,7 @@ pub fn parse_header(b: &[u8]) -> Result<BatchHeader, BatchError> {
     if stored != computed {
         return Err(BatchError::Crc { stored, computed });
     }
-    let header = BatchHeader {
-        attributes: i16_at(b, 21),
-        last_offset_delta: i32_at(b, 23),
-        base_timestamp: i64_at(b, 27),
-        max_timestamp: i64_at(b, 35),
-        producer_id: i64_at(b, 43),
-        producer_epoch: i16_at(b, 51),
-        base_sequence: i32_at(b, 53),
-        record_count: i32_at(b, 57),
-    };
+    let header = stored_header(b).expect("the length was checked");
     if header.record_count <= 0 {
         return Err(BatchError::Invalid(format!(
             "record count {} (a batch holds at least one record)",

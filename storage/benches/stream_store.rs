@@ -21,8 +21,6 @@
 //! 4. tail reads from the log cache and catch-up reads from objects after a restart (MiB/s);
 //! 5. peak resident memory against the configured cache budgets.
 
-use std::fs::OpenOptions;
-use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -45,83 +43,9 @@ fn median(mut v: Vec<f64>) -> f64 {
     v[v.len() / 2]
 }
 
-fn create(path: &Path) -> std::fs::File {
-    OpenOptions::new()
-        .create(true)
-        .write(true)
-        .truncate(true)
-        .open(path)
-        .unwrap()
-}
-
-fn raw_sequential_mib_s(dir: &Path, seconds: u64) -> f64 {
-    let path = dir.join("raw-seq");
-    let mut file = create(&path);
-    let chunk = vec![0x5au8; 1 << 20];
-    let start = Instant::now();
-    let mut written = 0u64;
-    while start.elapsed() < Duration::from_secs(seconds) {
-        file.write_all(&chunk).unwrap();
-        file.sync_data().unwrap();
-        written += chunk.len() as u64;
-    }
-    let rate = written as f64 / MIB / start.elapsed().as_secs_f64();
-    std::fs::remove_file(&path).unwrap();
-    rate
-}
-
-fn raw_fsync_latency(dir: &Path, seconds: u64) -> Histogram<u64> {
-    let path = dir.join("raw-4k");
-    let mut file = create(&path);
-    let chunk = vec![0x5au8; 4096];
-    let mut hist = Histogram::<u64>::new(3).unwrap();
-    let start = Instant::now();
-    while start.elapsed() < Duration::from_secs(seconds) {
-        let t = Instant::now();
-        file.write_all(&chunk).unwrap();
-        file.sync_data().unwrap();
-        hist.record(t.elapsed().as_micros() as u64).unwrap();
-    }
-    std::fs::remove_file(&path).unwrap();
-    hist
-}
-
-/// The raw disk doing the same job as the WAL at the same offered load: 16 KiB chunks fall due
-/// on a fixed schedule; one thread writes everything due with one write and one `fdatasync`,
-/// like an ideal group commit with no store around it. Returns per-chunk latency (µs) from when
-/// each chunk fell due.
-fn raw_group_commit_latency(dir: &Path, seconds: u64, mib_s: f64) -> Histogram<u64> {
-    let path = dir.join("raw-group");
-    let mut file = create(&path);
-    let chunk = 16 * 1024;
-    let interval = Duration::from_secs_f64(chunk as f64 / (mib_s * MIB));
-    let count = (seconds as f64 / interval.as_secs_f64()) as u64;
-    let buf = vec![0x77u8; chunk * 512];
-    let mut hist = Histogram::<u64>::new(3).unwrap();
-    let start = Instant::now();
-    let mut next = 0u64;
-    while next < count {
-        let due_next = start + interval.mul_f64(next as f64);
-        let now = Instant::now();
-        if now < due_next {
-            std::thread::sleep(due_next - now);
-        }
-        let now = Instant::now();
-        let due: u64 = (((now - start).as_secs_f64() / interval.as_secs_f64()) as u64 + 1)
-            .min(count)
-            .min(next + 512);
-        let n = (due - next) as usize;
-        file.write_all(&buf[..n * chunk]).unwrap();
-        file.sync_data().unwrap();
-        for i in next..due {
-            let t = start + interval.mul_f64(i as f64);
-            hist.record(t.elapsed().as_micros() as u64).unwrap();
-        }
-        next = due;
-    }
-    std::fs::remove_file(&path).unwrap();
-    hist
-}
+#[path = "support/raw_disk.rs"]
+mod raw_disk;
+use raw_disk::{raw_fsync_latency, raw_group_commit_latency, raw_sequential_mib_s};
 
 fn config() -> StorageConfig {
     let no_upload = std::env::var("INLET_BENCH_NO_UPLOAD").is_ok();
@@ -312,7 +236,7 @@ async fn main() {
         raw_p50.push(h.value_at_quantile(0.5) as f64 / 1000.0);
         raw_p99.push(h.value_at_quantile(0.99) as f64 / 1000.0);
         settle();
-        let h = raw_group_commit_latency(&base, seconds, 50.0);
+        let h = raw_group_commit_latency(&base, seconds, 50.0, 16 * 1024);
         raw_group_p99.push(h.value_at_quantile(0.99) as f64 / 1000.0);
         settle();
         reset_peak_rss();

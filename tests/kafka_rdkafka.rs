@@ -7,7 +7,7 @@ mod common;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::time::Duration;
 
-use common::{wait_until, Node};
+use common::{poll_until, wait_until, Node};
 use rdkafka::admin::{
     AdminClient, AdminOptions, AlterConfig, NewPartitions, NewTopic, ResourceSpecifier,
     TopicReplication,
@@ -425,7 +425,7 @@ fn consumer_groups_commit_and_rebalance_with_every_assignor() {
         assert_eq!(first.len(), 4);
         // Consume a few and commit synchronously.
         let mut seen = 0;
-        wait_until(60, "records for the first member", || {
+        poll_until(60, "records for the first member", || {
             if let Some(m) = a.poll(Duration::from_millis(100)) {
                 m.expect("message");
                 seen += 1;
@@ -503,7 +503,7 @@ fn kill9_then_resume_from_committed_offsets_without_loss_or_duplicates() {
         let c = consumer(&node, "resumer", &[]);
         c.subscribe(&["events"]).expect("subscribe");
         let mut offsets = TopicPartitionList::new();
-        wait_until(60, "the first 150 records", || {
+        poll_until(60, "the first 150 records", || {
             if let Some(m) = c.poll(Duration::from_millis(100)) {
                 let m = m.expect("message");
                 processed
@@ -525,13 +525,18 @@ fn kill9_then_resume_from_committed_offsets_without_loss_or_duplicates() {
     let mut rest: Vec<String> = Vec::new();
     let c = consumer(&node, "resumer", &[]);
     c.subscribe(&["events"]).expect("subscribe");
-    wait_until(90, "the remaining records after the restart", || {
+    let deadline = std::time::Instant::now() + Duration::from_secs(90);
+    while processed.len() + rest.len() < 600 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "only {} of the remaining records arrived",
+            rest.len()
+        );
         if let Some(m) = c.poll(Duration::from_millis(100)) {
             let m = m.expect("message");
             rest.push(String::from_utf8_lossy(m.payload().unwrap_or_default()).into_owned());
         }
-        (processed.len() + rest.len() >= 600).then_some(())
-    });
+    }
     // Nothing more arrives: no duplicates.
     let extra = c.poll(Duration::from_secs(2));
     assert!(

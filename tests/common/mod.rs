@@ -166,6 +166,18 @@ pub fn wait_until<T>(secs: u64, what: &str, mut check: impl FnMut() -> Option<T>
     }
 }
 
+/// Like [`wait_until`] for checks that block on their own (a consumer's `poll` with a timeout):
+/// calls `check` again at once, without sleeping in between.
+pub fn poll_until<T>(secs: u64, what: &str, mut check: impl FnMut() -> Option<T>) -> T {
+    let deadline = Instant::now() + Duration::from_secs(secs);
+    loop {
+        if let Some(v) = check() {
+            return v;
+        }
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+    }
+}
+
 /// A required external tool or service for client tests: in CI (`CI` set) its absence fails
 /// the test; elsewhere the test is skipped with a note.
 pub fn require(what: &str, available: bool) -> bool {

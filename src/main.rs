@@ -47,8 +47,9 @@ struct ServeArgs {
     meta: Option<String>,
     #[arg(long, env = "INLET_NODE_ID")]
     node_id: Option<u64>,
-    /// Broker-level Kafka config by its Kafka name (repeatable).
-    #[arg(long = "kafka-config", env = "INLET_KAFKA_CONFIG", value_delimiter = ',', value_parser = parse_key_value)]
+    /// Broker-level Kafka config by its Kafka name (repeatable; in INLET_KAFKA_CONFIG, separate
+    /// pairs with ';', since values may hold commas).
+    #[arg(long = "kafka-config", env = "INLET_KAFKA_CONFIG", value_delimiter = ';', value_parser = parse_key_value)]
     kafka_config: Vec<(String, String)>,
 }
 

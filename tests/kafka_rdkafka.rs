@@ -479,6 +479,19 @@ fn consumer_groups_commit_and_rebalance_with_every_assignor() {
         eprintln!("{strategy}: rebalanced {pa:?} {pb:?}");
         close(b);
         close(a);
+        // Both left: the group is empty and can be deleted, once.
+        let deleted = rt
+            .block_on(admin.delete_groups(&[&group], &AdminOptions::new()))
+            .expect("delete_groups");
+        assert_eq!(deleted, vec![Ok(group.clone())], "{strategy}");
+        let again = rt
+            .block_on(admin.delete_groups(&[&group], &AdminOptions::new()))
+            .expect("delete_groups");
+        assert_eq!(
+            again,
+            vec![Err((group.clone(), RDKafkaErrorCode::GroupIdNotFound))],
+            "{strategy}"
+        );
     }
     node.stop();
 }

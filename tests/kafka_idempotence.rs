@@ -9,6 +9,7 @@ use std::net::TcpStream;
 use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
+use common::wire::Conn;
 use common::Node;
 use inlet_ingest::codec::encode_request;
 use kafka_protocol::messages::list_offsets_request::{ListOffsetsPartition, ListOffsetsTopic};
@@ -19,42 +20,6 @@ use kafka_protocol::protocol::{Decodable, StrBytes};
 use kafka_protocol::records::{
     Compression, Record, RecordBatchEncoder, RecordEncodeOptions, TimestampType,
 };
-
-struct Conn {
-    s: TcpStream,
-    next: i32,
-}
-
-impl Conn {
-    fn open(node: &Node) -> Conn {
-        let s = TcpStream::connect(&node.kafka).expect("connect");
-        s.set_read_timeout(Some(Duration::from_secs(30)))
-            .expect("timeout");
-        Conn { s, next: 1 }
-    }
-
-    /// Sends one request and decodes its response body.
-    fn call<R: Decodable>(&mut self, api: ApiKey, version: i16, body: RequestKind) -> R {
-        let correlation = self.next;
-        self.next += 1;
-        let header = RequestHeader::default()
-            .with_request_api_key(api as i16)
-            .with_request_api_version(version)
-            .with_correlation_id(correlation)
-            .with_client_id(Some(StrBytes::from_static_str("idempotence-test")));
-        let frame = encode_request(&header, &body).expect("encode");
-        self.s.write_all(&frame).expect("write");
-        let mut len = [0u8; 4];
-        self.s.read_exact(&mut len).expect("response length");
-        let mut buf = vec![0u8; i32::from_be_bytes(len) as usize];
-        self.s.read_exact(&mut buf).expect("response");
-        let mut buf = Bytes::from(buf);
-        let h =
-            ResponseHeader::decode(&mut buf, api.response_header_version(version)).expect("header");
-        assert_eq!(h.correlation_id, correlation);
-        R::decode(&mut buf, version).expect("body")
-    }
-}
 
 fn batch(producer_id: i64, epoch: i16, first_seq: i32, count: usize, tag: &str) -> Bytes {
     let records: Vec<Record> = (0..count)

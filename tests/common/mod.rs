@@ -2,6 +2,8 @@
 //! data directory, stopped with SIGTERM or killed with SIGKILL, restarted on the same data.
 #![allow(dead_code)]
 
+pub mod wire;
+
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};

@@ -1,29 +1,31 @@
-//! The Confluent-compatible Schema Registry (DESIGN.md §2, §5): REST API, schema storage,
-//! compatibility rules for Avro, Protobuf and JSON Schema, and decoding a framed record
-//! (magic byte 0, 4-byte schema id, payload) into a typed value.
+//! Inlet's Confluent-compatible Schema Registry (DESIGN.md §2, §5). Producers keep using
+//! Confluent's serializers pointed at it; the broker and the table workers decode framed
+//! records with it.
 //!
-//! Not built yet: the Schema Registry issue builds this crate. Until then it only proves that
-//! the pinned `apache-avro` and `prost-reflect` crates work with this toolchain.
+//! The main flow, from [`api::router`]:
+//! 1. [`api`]: the REST API (axum), Confluent's JSON shapes and error codes.
+//! 2. [`registry`]: the operations (register, look up, delete, settings), one writer at a time.
+//! 3. [`avro`] parses and normalizes schemas and implements Avro's resolution rules;
+//!    [`compat`] turns them into the compatibility levels.
+//! 4. [`store`]: durable state in the metadata store; `cache`: parsed schemas by id.
+//! 5. [`framing`]: decoding a framed record (magic 0, schema id, Avro datum) to a value.
+//!
+//! Only Avro so far: Protobuf, JSON Schema and schema references are answered with
+//! 422 / 42201 "not supported yet".
 
-#[cfg(test)]
-mod tests {
-    use apache_avro::{from_avro_datum, to_avro_datum, types::Value, Schema};
+pub mod api;
+pub mod avro;
+mod cache;
+pub mod compat;
+pub mod config;
+pub mod error;
+pub mod framing;
+pub mod registry;
+mod store;
 
-    #[test]
-    fn avro_datum_round_trips() {
-        let schema = Schema::parse_str(
-            r#"{"type":"record","name":"r","fields":[{"name":"id","type":"long"}]}"#,
-        )
-        .expect("parse schema");
-        let value = Value::Record(vec![("id".into(), Value::Long(42))]);
-        let bytes = to_avro_datum(&schema, value.clone()).expect("encode");
-        let decoded = from_avro_datum(&schema, &mut bytes.as_slice(), None).expect("decode");
-        assert_eq!(decoded, value);
-    }
-
-    #[test]
-    fn prost_reflect_builds_an_empty_pool() {
-        let pool = prost_reflect::DescriptorPool::new();
-        assert_eq!(pool.all_messages().count(), 0);
-    }
-}
+pub use api::{router, serve};
+pub use compat::{Compatibility, Mode};
+pub use config::RegistryConfig;
+pub use error::{Error, Result};
+pub use framing::{decode, Decoded, FramingError};
+pub use registry::{open, Registry, SchemaRequest, SchemaType, StoredSchema, SubjectVersion, VersionSpec};

@@ -1,0 +1,411 @@
+//! Avro schemas: parsing, the normalized text that decides schema identity, and the Avro
+//! specification's schema-resolution rules ("can a reader with schema R read data written with
+//! schema W?"), which every compatibility level is built from.
+//!
+//! Identity: two registrations are the same schema when their normalized texts are equal. The
+//! normalized text is apache-avro's JSON serialization of the parsed schema: whitespace, key order
+//! and namespace spelling no longer matter, but defaults, aliases, docs and logical types are kept
+//! (Parsing Canonical Form would drop defaults, and adding a default must make a new version).
+//!
+//! Resolution ([`can_read`]) is our own checker, not `apache_avro::schema_compatibility`: that one
+//! ignores aliases and enum defaults and panics on some inputs. Logical types are compared by
+//! their underlying Avro type, as Confluent's (Java) checker does.
+
+use std::collections::{HashMap, HashSet};
+
+use apache_avro::schema::{FixedSchema, Name, RecordSchema, Schema};
+
+use crate::error::{Error, Result};
+
+/// A parsed Avro schema with its normalized text.
+#[derive(Debug)]
+pub struct AvroSchema {
+    pub schema: Schema,
+    pub normalized: String,
+}
+
+/// Parses `text`; invalid JSON or an invalid Avro schema is [`Error::InvalidSchema`].
+pub fn parse(text: &str) -> Result<AvroSchema> {
+    let schema = Schema::parse_str(text).map_err(|e| Error::InvalidSchema(e.to_string()))?;
+    let normalized = serde_json::to_string(&schema)
+        .map_err(|e| Error::InvalidSchema(format!("cannot serialize the parsed schema: {e}")))?;
+    Ok(AvroSchema { schema, normalized })
+}
+
+/// Named types of a schema by full name, to resolve `Schema::Ref`.
+fn names(schema: &Schema) -> HashMap<String, &Schema> {
+    fn walk<'a>(s: &'a Schema, out: &mut HashMap<String, &'a Schema>) {
+        match s {
+            Schema::Record(r) => {
+                if out.insert(r.name.fullname(None), s).is_none() {
+                    for f in &r.fields {
+                        walk(&f.schema, out);
+                    }
+                }
+            }
+            Schema::Enum(e) => {
+                out.insert(e.name.fullname(None), s);
+            }
+            Schema::Fixed(f) => {
+                out.insert(f.name.fullname(None), s);
+            }
+            Schema::Array(a) => walk(&a.items, out),
+            Schema::Map(m) => walk(&m.types, out),
+            Schema::Union(u) => u.variants().iter().for_each(|v| walk(v, out)),
+            Schema::Decimal(d) => walk(&d.inner, out),
+            _ => {}
+        }
+    }
+    let mut out = HashMap::new();
+    walk(schema, &mut out);
+    out
+}
+
+/// The kind a schema is resolved as: logical types count as their underlying type.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    Null,
+    Boolean,
+    Int,
+    Long,
+    Float,
+    Double,
+    Bytes,
+    String,
+    Array,
+    Map,
+    Union,
+    Record,
+    Enum,
+    Fixed,
+}
+
+struct Checker<'a> {
+    writer_names: HashMap<String, &'a Schema>,
+    reader_names: HashMap<String, &'a Schema>,
+    /// (writer, reader) named-type pairs being checked: recursive types are assumed compatible
+    /// on re-entry, their fields being checked on the first visit.
+    in_progress: HashSet<(String, String)>,
+    errors: Vec<String>,
+}
+
+/// Checks that data written with `writer` can be read with `reader` (Avro specification,
+/// "Schema Resolution"). Returns the reasons it cannot, empty when it can.
+pub fn can_read(writer: &Schema, reader: &Schema) -> Vec<String> {
+    let mut c = Checker {
+        writer_names: names(writer),
+        reader_names: names(reader),
+        in_progress: HashSet::new(),
+        errors: Vec::new(),
+    };
+    c.check(writer, reader, "/");
+    c.errors
+}
+
+fn full(name: &Name) -> String {
+    name.fullname(None)
+}
+
+/// Whether a reader named `reader` (with `aliases`) accepts a writer named `writer`. Like the
+/// Java implementation, the unqualified names also match, since many producers only change the
+/// namespace.
+fn name_matches(writer: &Name, reader: &Name, aliases: Option<Vec<String>>) -> bool {
+    if full(writer) == full(reader) || writer.name == reader.name {
+        return true;
+    }
+    aliases
+        .unwrap_or_default()
+        .iter()
+        .any(|a| *a == full(writer) || *a == writer.name)
+}
+
+fn alias_names(aliases: &apache_avro::schema::Aliases, ns: &Option<String>) -> Option<Vec<String>> {
+    aliases.as_ref().map(|v| {
+        v.iter()
+            .map(|a| match a.namespace().or_else(|| ns.clone()) {
+                Some(n) if !n.is_empty() => format!("{n}.{}", a.name()),
+                _ => a.name(),
+            })
+            .collect()
+    })
+}
+
+impl<'a> Checker<'a> {
+    fn resolve_w(&self, s: &'a Schema) -> &'a Schema {
+        match s {
+            Schema::Ref { name } => self.writer_names.get(&full(name)).copied().unwrap_or(s),
+            _ => s,
+        }
+    }
+    fn resolve_r(&self, s: &'a Schema) -> &'a Schema {
+        match s {
+            Schema::Ref { name } => self.reader_names.get(&full(name)).copied().unwrap_or(s),
+            _ => s,
+        }
+    }
+
+    fn kind(s: &Schema) -> Option<Kind> {
+        Some(match s {
+            Schema::Null => Kind::Null,
+            Schema::Boolean => Kind::Boolean,
+            Schema::Int | Schema::Date | Schema::TimeMillis => Kind::Int,
+            Schema::Long
+            | Schema::TimeMicros
+            | Schema::TimestampMillis
+            | Schema::TimestampMicros
+            | Schema::TimestampNanos
+            | Schema::LocalTimestampMillis
+            | Schema::LocalTimestampMicros
+            | Schema::LocalTimestampNanos => Kind::Long,
+            Schema::Float => Kind::Float,
+            Schema::Double => Kind::Double,
+            Schema::Bytes | Schema::BigDecimal => Kind::Bytes,
+            Schema::String | Schema::Uuid => Kind::String,
+            Schema::Array(_) => Kind::Array,
+            Schema::Map(_) => Kind::Map,
+            Schema::Union(_) => Kind::Union,
+            Schema::Record(_) => Kind::Record,
+            Schema::Enum(_) => Kind::Enum,
+            Schema::Fixed(_) | Schema::Duration => Kind::Fixed,
+            Schema::Decimal(d) => return Self::kind(&d.inner),
+            Schema::Ref { .. } => return None,
+        })
+    }
+
+    /// Whether `writer` can be read as `reader` without recording errors (for union branches).
+    fn quietly(&mut self, writer: &'a Schema, reader: &'a Schema) -> bool {
+        let saved = std::mem::take(&mut self.errors);
+        self.check(writer, reader, "");
+        let ok = self.errors.is_empty();
+        self.errors = saved;
+        ok
+    }
+
+    fn fail(&mut self, path: &str, msg: String) {
+        self.errors.push(format!("{msg} at {path}"));
+    }
+
+    fn check(&mut self, writer: &'a Schema, reader: &'a Schema, path: &str) {
+        let writer = self.resolve_w(writer);
+        let reader = self.resolve_r(reader);
+        let (Some(wk), Some(rk)) = (Self::kind(writer), Self::kind(reader)) else {
+            self.fail(path, "unresolvable named type reference".into());
+            return;
+        };
+        if let Schema::Union(wu) = writer {
+            // Every branch the writer may have used must be readable.
+            for (i, branch) in wu.variants().iter().enumerate() {
+                self.check(branch, reader, &format!("{path}{i}/"));
+            }
+            return;
+        }
+        if let Schema::Union(ru) = reader {
+            // The first reader branch that matches is used; some branch must.
+            if !ru.variants().iter().any(|b| self.quietly(writer, b)) {
+                self.fail(
+                    path,
+                    format!("reader union lacks a branch for the writer's type {wk:?}"),
+                );
+            }
+            return;
+        }
+        match (wk, rk) {
+            (a, b) if a == b && matches!(a, Kind::Null | Kind::Boolean | Kind::Int | Kind::Long | Kind::Float | Kind::Double | Kind::Bytes | Kind::String) => {}
+            (Kind::Int, Kind::Long | Kind::Float | Kind::Double)
+            | (Kind::Long, Kind::Float | Kind::Double)
+            | (Kind::Float, Kind::Double)
+            | (Kind::String, Kind::Bytes)
+            | (Kind::Bytes, Kind::String) => {}
+            (Kind::Array, Kind::Array) => {
+                if let (Schema::Array(w), Schema::Array(r)) = (writer, reader) {
+                    self.check(&w.items, &r.items, &format!("{path}items/"));
+                }
+            }
+            (Kind::Map, Kind::Map) => {
+                if let (Schema::Map(w), Schema::Map(r)) = (writer, reader) {
+                    self.check(&w.types, &r.types, &format!("{path}values/"));
+                }
+            }
+            (Kind::Record, Kind::Record) => {
+                if let (Schema::Record(w), Schema::Record(r)) = (writer, reader) {
+                    self.record(w, r, path);
+                }
+            }
+            (Kind::Enum, Kind::Enum) => {
+                if let (Schema::Enum(w), Schema::Enum(r)) = (writer, reader) {
+                    let aliases = alias_names(&r.aliases, &r.name.namespace);
+                    if !name_matches(&w.name, &r.name, aliases) {
+                        self.fail(path, format!("enum name {} does not match {}", full(&r.name), full(&w.name)));
+                        return;
+                    }
+                    let missing: Vec<&String> =
+                        w.symbols.iter().filter(|s| !r.symbols.contains(s)).collect();
+                    if !missing.is_empty() && r.default.is_none() {
+                        self.fail(path, format!("reader enum {} lacks symbols {missing:?} and has no default", full(&r.name)));
+                    }
+                }
+            }
+            (Kind::Fixed, Kind::Fixed) => {
+                fn size(s: &Schema) -> Option<(usize, Option<&FixedSchema>)> {
+                    match s {
+                        Schema::Fixed(f) => Some((f.size, Some(f))),
+                        Schema::Duration => Some((12, None)),
+                        Schema::Decimal(d) => match d.inner.as_ref() {
+                            Schema::Fixed(f) => Some((f.size, Some(f))),
+                            _ => None,
+                        },
+                        _ => None,
+                    }
+                }
+                if let (Some((ws, wf)), Some((rs, rf))) = (size(writer), size(reader)) {
+                    if let (Some(wf), Some(rf)) = (wf, rf) {
+                        let aliases = alias_names(&rf.aliases, &rf.name.namespace);
+                        if !name_matches(&wf.name, &rf.name, aliases) {
+                            self.fail(path, format!("fixed name {} does not match {}", full(&rf.name), full(&wf.name)));
+                            return;
+                        }
+                    }
+                    if ws != rs {
+                        self.fail(path, format!("fixed size {rs} does not match the writer's {ws}"));
+                    }
+                }
+            }
+            (w, r) => self.fail(path, format!("reader type {r:?} cannot read writer type {w:?}")),
+        }
+    }
+
+    fn record(&mut self, w: &'a RecordSchema, r: &'a RecordSchema, path: &str) {
+        let aliases = alias_names(&r.aliases, &r.name.namespace);
+        if !name_matches(&w.name, &r.name, aliases) {
+            self.fail(path, format!("record name {} does not match {}", full(&r.name), full(&w.name)));
+            return;
+        }
+        if !self.in_progress.insert((full(&w.name), full(&r.name))) {
+            return;
+        }
+        for rf in &r.fields {
+            let found = w.fields.iter().find(|wf| {
+                wf.name == rf.name
+                    || rf.aliases.as_ref().is_some_and(|a| a.contains(&wf.name))
+            });
+            let fpath = format!("{path}fields/{}/", rf.name);
+            match found {
+                Some(wf) => self.check(&wf.schema, &rf.schema, &fpath),
+                None if rf.default.is_some() => {}
+                None => self.fail(&fpath, format!("reader field {:?} is missing from the writer and has no default", rf.name)),
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn p(s: &str) -> Schema {
+        parse(s).unwrap_or_else(|e| panic!("{s}: {e}")).schema
+    }
+
+    fn rec(fields: &str) -> String {
+        format!(r#"{{"type":"record","name":"r","namespace":"n","fields":[{fields}]}}"#)
+    }
+
+    /// (case, writer, reader, compatible).
+    fn cases() -> Vec<(&'static str, String, String, bool)> {
+        let s = |x: &str| x.to_string();
+        vec![
+            ("int=int", s(r#""int""#), s(r#""int""#), true),
+            ("null=null", s(r#""null""#), s(r#""null""#), true),
+            ("boolean=boolean", s(r#""boolean""#), s(r#""boolean""#), true),
+            ("int->long", s(r#""int""#), s(r#""long""#), true),
+            ("int->float", s(r#""int""#), s(r#""float""#), true),
+            ("int->double", s(r#""int""#), s(r#""double""#), true),
+            ("long->float", s(r#""long""#), s(r#""float""#), true),
+            ("long->double", s(r#""long""#), s(r#""double""#), true),
+            ("float->double", s(r#""float""#), s(r#""double""#), true),
+            ("long-/->int", s(r#""long""#), s(r#""int""#), false),
+            ("double-/->float", s(r#""double""#), s(r#""float""#), false),
+            ("float-/->long", s(r#""float""#), s(r#""long""#), false),
+            ("string->bytes", s(r#""string""#), s(r#""bytes""#), true),
+            ("bytes->string", s(r#""bytes""#), s(r#""string""#), true),
+            ("string-/->int", s(r#""string""#), s(r#""int""#), false),
+            ("boolean-/->int", s(r#""boolean""#), s(r#""int""#), false),
+            ("null-/->string", s(r#""null""#), s(r#""string""#), false),
+            ("array int->array long", s(r#"{"type":"array","items":"int"}"#), s(r#"{"type":"array","items":"long"}"#), true),
+            ("array long-/->array int", s(r#"{"type":"array","items":"long"}"#), s(r#"{"type":"array","items":"int"}"#), false),
+            ("map int->map double", s(r#"{"type":"map","values":"int"}"#), s(r#"{"type":"map","values":"double"}"#), true),
+            ("map string-/->map int", s(r#"{"type":"map","values":"string"}"#), s(r#"{"type":"map","values":"int"}"#), false),
+            ("array-/->map", s(r#"{"type":"array","items":"int"}"#), s(r#"{"type":"map","values":"int"}"#), false),
+            ("int->union[null,int]", s(r#""int""#), s(r#"["null","int"]"#), true),
+            ("int->union[null,long] by promotion", s(r#""int""#), s(r#"["null","long"]"#), true),
+            ("string-/->union[null,int]", s(r#""string""#), s(r#"["null","int"]"#), false),
+            ("union[null,int]-/->int", s(r#"["null","int"]"#), s(r#""int""#), false),
+            ("union[int,long]->long", s(r#"["int","long"]"#), s(r#""long""#), true),
+            ("union[null,int]->union[null,int,string]", s(r#"["null","int"]"#), s(r#"["null","int","string"]"#), true),
+            ("union[null,int,string]-/->union[null,int]", s(r#"["null","int","string"]"#), s(r#"["null","int"]"#), false),
+            ("same record", rec(r#"{"name":"a","type":"int"}"#), rec(r#"{"name":"a","type":"int"}"#), true),
+            ("reader adds field with default", rec(r#"{"name":"a","type":"int"}"#), rec(r#"{"name":"a","type":"int"},{"name":"b","type":"string","default":"x"}"#), true),
+            ("reader adds field without default", rec(r#"{"name":"a","type":"int"}"#), rec(r#"{"name":"a","type":"int"},{"name":"b","type":"string"}"#), false),
+            ("reader adds nullable field with null default", rec(r#"{"name":"a","type":"int"}"#), rec(r#"{"name":"a","type":"int"},{"name":"b","type":["null","string"],"default":null}"#), true),
+            ("reader drops a field", rec(r#"{"name":"a","type":"int"},{"name":"b","type":"int"}"#), rec(r#"{"name":"a","type":"int"}"#), true),
+            ("field promoted int->long", rec(r#"{"name":"a","type":"int"}"#), rec(r#"{"name":"a","type":"long"}"#), true),
+            ("field narrowed long->int", rec(r#"{"name":"a","type":"long"}"#), rec(r#"{"name":"a","type":"int"}"#), false),
+            ("field renamed with alias", rec(r#"{"name":"a","type":"int"}"#), rec(r#"{"name":"b","aliases":["a"],"type":"int"}"#), true),
+            ("field renamed without alias or default", rec(r#"{"name":"a","type":"int"}"#), rec(r#"{"name":"b","type":"int"}"#), false),
+            ("record name differs", s(r#"{"type":"record","name":"x","fields":[]}"#), s(r#"{"type":"record","name":"y","fields":[]}"#), false),
+            ("record renamed with alias", s(r#"{"type":"record","name":"x","namespace":"n","fields":[]}"#), s(r#"{"type":"record","name":"y","namespace":"n","aliases":["x"],"fields":[]}"#), true),
+            ("enum same", s(r#"{"type":"enum","name":"e","symbols":["A","B"]}"#), s(r#"{"type":"enum","name":"e","symbols":["A","B"]}"#), true),
+            ("enum reader adds symbol", s(r#"{"type":"enum","name":"e","symbols":["A"]}"#), s(r#"{"type":"enum","name":"e","symbols":["A","B"]}"#), true),
+            ("enum reader lacks symbol", s(r#"{"type":"enum","name":"e","symbols":["A","B"]}"#), s(r#"{"type":"enum","name":"e","symbols":["A"]}"#), false),
+            ("enum reader lacks symbol but has default", s(r#"{"type":"enum","name":"e","symbols":["A","B"]}"#), s(r#"{"type":"enum","name":"e","symbols":["A"],"default":"A"}"#), true),
+            ("enum name differs", s(r#"{"type":"enum","name":"e","symbols":["A"]}"#), s(r#"{"type":"enum","name":"f","symbols":["A"]}"#), false),
+            ("fixed same", s(r#"{"type":"fixed","name":"f","size":4}"#), s(r#"{"type":"fixed","name":"f","size":4}"#), true),
+            ("fixed size differs", s(r#"{"type":"fixed","name":"f","size":4}"#), s(r#"{"type":"fixed","name":"f","size":8}"#), false),
+            ("fixed name differs", s(r#"{"type":"fixed","name":"f","size":4}"#), s(r#"{"type":"fixed","name":"g","size":4}"#), false),
+            ("fixed-/->bytes", s(r#"{"type":"fixed","name":"f","size":4}"#), s(r#""bytes""#), false),
+            ("date (int) -> long", s(r#"{"type":"int","logicalType":"date"}"#), s(r#""long""#), true),
+            ("timestamp-millis = long", s(r#"{"type":"long","logicalType":"timestamp-millis"}"#), s(r#""long""#), true),
+            ("uuid (string) -> string", s(r#"{"type":"string","logicalType":"uuid"}"#), s(r#""string""#), true),
+            ("nested record field promoted", rec(r#"{"name":"in","type":{"type":"record","name":"i","fields":[{"name":"x","type":"int"}]}}"#), rec(r#"{"name":"in","type":{"type":"record","name":"i","fields":[{"name":"x","type":"double"}]}}"#), true),
+            ("nested record gains required field", rec(r#"{"name":"in","type":{"type":"record","name":"i","fields":[{"name":"x","type":"int"}]}}"#), rec(r#"{"name":"in","type":{"type":"record","name":"i","fields":[{"name":"x","type":"int"},{"name":"y","type":"int"}]}}"#), false),
+            ("recursive list same", s(r#"{"type":"record","name":"node","fields":[{"name":"v","type":"int"},{"name":"next","type":["null","node"]}]}"#), s(r#"{"type":"record","name":"node","fields":[{"name":"v","type":"int"},{"name":"next","type":["null","node"]}]}"#), true),
+            ("recursive list promoted", s(r#"{"type":"record","name":"node","fields":[{"name":"v","type":"int"},{"name":"next","type":["null","node"]}]}"#), s(r#"{"type":"record","name":"node","fields":[{"name":"v","type":"long"},{"name":"next","type":["null","node"]}]}"#), true),
+            ("record in union with new defaulted field", s(r#"["null",{"type":"record","name":"r","fields":[{"name":"a","type":"int"}]}]"#), s(r#"["null",{"type":"record","name":"r","fields":[{"name":"a","type":"int"},{"name":"b","type":"int","default":0}]}]"#), true),
+            ("named ref reused", rec(r#"{"name":"a","type":{"type":"fixed","name":"f","size":2}},{"name":"b","type":"f"}"#), rec(r#"{"name":"a","type":{"type":"fixed","name":"f","size":2}},{"name":"b","type":"f"}"#), true),
+            ("union branch removed from field", rec(r#"{"name":"a","type":["null","string","int"]}"#), rec(r#"{"name":"a","type":["null","string"]}"#), false),
+            ("field made nullable", rec(r#"{"name":"a","type":"string"}"#), rec(r#"{"name":"a","type":["null","string"],"default":null}"#), true),
+            ("field made non-nullable", rec(r#"{"name":"a","type":["null","string"],"default":null}"#), rec(r#"{"name":"a","type":"string"}"#), false),
+        ]
+    }
+
+    #[test]
+    fn avro_resolution_rules() {
+        let cases = cases();
+        assert!(cases.len() >= 40, "{} cases", cases.len());
+        let mut failures = Vec::new();
+        for (name, w, r, expected) in cases {
+            let errors = can_read(&p(&w), &p(&r));
+            if errors.is_empty() != expected {
+                failures.push(format!("{name}: expected {expected}, errors {errors:?}"));
+            }
+        }
+        assert!(failures.is_empty(), "{failures:#?}");
+    }
+
+    #[test]
+    fn normalization_ignores_whitespace_and_key_order_but_keeps_defaults() {
+        let a = parse(r#"{"type":"record","name":"r","fields":[{"name":"a","type":"int"}]}"#).unwrap();
+        let b = parse(" { \"fields\" : [ {\"type\":\"int\", \"name\":\"a\"} ], \"name\":\"r\", \"type\":\"record\" } ").unwrap();
+        assert_eq!(a.normalized, b.normalized);
+        let c = parse(r#"{"type":"record","name":"r","fields":[{"name":"a","type":"int","default":1}]}"#).unwrap();
+        assert_ne!(a.normalized, c.normalized);
+        assert_eq!(parse(&a.normalized).unwrap().normalized, a.normalized);
+    }
+
+    #[test]
+    fn invalid_schemas_are_rejected() {
+        for bad in ["", "{", r#"{"type":"nope"}"#, r#"{"type":"record","fields":[]}"#, r#"{"type":"enum","name":"e","symbols":["A","A"]}"#] {
+            assert!(matches!(parse(bad), Err(Error::InvalidSchema(_))), "{bad}");
+        }
+    }
+}

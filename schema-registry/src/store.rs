@@ -1,0 +1,290 @@
+//! Durable state of the registry in the metadata store (SQLite or PostgreSQL, the same SQL for
+//! both): schemas by global id, subject versions, compatibility and mode settings.
+//!
+//! Invariants:
+//! - A schema row is never changed or removed once written, so an id means the same schema
+//!   forever; the same (type, normalized text) has at most one id (found by its fingerprint, then
+//!   compared in full). Ids come from the shared `inlet_counters` table.
+//! - Versions of a subject count from 1 and are never reused while a row for them exists
+//!   (soft-deleted versions keep their row; only a permanent delete removes it).
+//! - Every write is one transaction committed before the call returns: with SQLite's
+//!   `synchronous = FULL` it survives kill -9 once the HTTP answer is sent.
+//! - Compatibility and mode settings for the whole registry live under the empty subject `""`.
+
+use inlet_storage::MetaStore;
+use sqlx::Row;
+
+use crate::error::Result;
+
+const MIGRATIONS: &[&str] = &[
+    "CREATE TABLE IF NOT EXISTS registry_schemas (
+        schema_id BIGINT PRIMARY KEY,
+        schema_type VARCHAR(16) NOT NULL,
+        fingerprint BIGINT NOT NULL,
+        schema_text TEXT NOT NULL)",
+    "CREATE INDEX IF NOT EXISTS registry_schemas_fingerprint ON registry_schemas (fingerprint)",
+    "CREATE TABLE IF NOT EXISTS registry_versions (
+        subject VARCHAR(1024) NOT NULL,
+        version BIGINT NOT NULL,
+        schema_id BIGINT NOT NULL,
+        deleted BIGINT NOT NULL,
+        PRIMARY KEY (subject, version))",
+    "CREATE INDEX IF NOT EXISTS registry_versions_schema ON registry_versions (schema_id)",
+    "CREATE TABLE IF NOT EXISTS registry_config (
+        subject VARCHAR(1024) PRIMARY KEY,
+        compatibility VARCHAR(32) NOT NULL)",
+    "CREATE TABLE IF NOT EXISTS registry_mode (
+        subject VARCHAR(1024) PRIMARY KEY,
+        mode VARCHAR(16) NOT NULL)",
+    "INSERT INTO inlet_counters (name, value) VALUES ('schema_id', 0)",
+];
+
+/// One row of `registry_versions`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct VersionRow {
+    pub version: u32,
+    pub schema_id: u32,
+    pub deleted: bool,
+}
+
+/// FNV-1a over the schema type and text: an index key, not an identity (texts are compared).
+fn fingerprint(schema_type: &str, text: &str) -> i64 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in schema_type.bytes().chain([0u8]).chain(text.bytes()) {
+        h ^= u64::from(b);
+        h = h.wrapping_mul(0x0000_0100_0000_01b3);
+    }
+    h as i64
+}
+
+/// The registry's tables.
+#[derive(Debug, Clone)]
+pub(crate) struct Store {
+    meta: MetaStore,
+}
+
+impl Store {
+    /// Creates or upgrades the registry's tables.
+    pub async fn open(meta: MetaStore) -> Result<Self> {
+        meta.migrate("schema-registry", MIGRATIONS).await?;
+        Ok(Store { meta })
+    }
+
+    /// The type and text of schema `id`.
+    pub async fn schema(&self, id: u32) -> Result<Option<(String, String)>> {
+        let row = sqlx::query(
+            "SELECT schema_type, schema_text FROM registry_schemas WHERE schema_id = $1",
+        )
+        .bind(i64::from(id))
+        .fetch_optional(self.meta.pool())
+        .await?;
+        row.map(|r| Ok((r.try_get("schema_type")?, r.try_get("schema_text")?)))
+            .transpose()
+    }
+
+    /// The id of the schema with this type and normalized text, if registered.
+    pub async fn find_schema(&self, schema_type: &str, text: &str) -> Result<Option<u32>> {
+        let rows = sqlx::query(
+            "SELECT schema_id, schema_text FROM registry_schemas
+             WHERE fingerprint = $1 AND schema_type = $2",
+        )
+        .bind(fingerprint(schema_type, text))
+        .bind(schema_type.to_string())
+        .fetch_all(self.meta.pool())
+        .await?;
+        for r in rows {
+            let stored: String = r.try_get("schema_text")?;
+            if stored == text {
+                return Ok(Some(r.try_get::<i64, _>("schema_id")? as u32));
+            }
+        }
+        Ok(None)
+    }
+
+    /// Rows of `subject`, oldest first, soft-deleted ones included.
+    pub async fn versions(&self, subject: &str) -> Result<Vec<VersionRow>> {
+        let rows = sqlx::query(
+            "SELECT version, schema_id, deleted FROM registry_versions
+             WHERE subject = $1 ORDER BY version",
+        )
+        .bind(subject.to_string())
+        .fetch_all(self.meta.pool())
+        .await?;
+        rows.iter()
+            .map(|r| {
+                Ok(VersionRow {
+                    version: r.try_get::<i64, _>("version")? as u32,
+                    schema_id: r.try_get::<i64, _>("schema_id")? as u32,
+                    deleted: r.try_get::<i64, _>("deleted")? != 0,
+                })
+            })
+            .collect()
+    }
+
+    /// Subjects with at least one version (live only unless `deleted`), sorted.
+    pub async fn subjects(&self, deleted: bool) -> Result<Vec<String>> {
+        let sql = if deleted {
+            "SELECT DISTINCT subject FROM registry_versions ORDER BY subject"
+        } else {
+            "SELECT DISTINCT subject FROM registry_versions WHERE deleted = 0 ORDER BY subject"
+        };
+        let rows = sqlx::query(sql).fetch_all(self.meta.pool()).await?;
+        rows.iter()
+            .map(|r| Ok(r.try_get::<String, _>("subject")?))
+            .collect()
+    }
+
+    /// (subject, version) pairs that use schema `id`.
+    pub async fn uses_of(&self, id: u32, deleted: bool) -> Result<Vec<(String, u32)>> {
+        let sql = if deleted {
+            "SELECT subject, version FROM registry_versions WHERE schema_id = $1
+             ORDER BY subject, version"
+        } else {
+            "SELECT subject, version FROM registry_versions WHERE schema_id = $1 AND deleted = 0
+             ORDER BY subject, version"
+        };
+        let rows = sqlx::query(sql)
+            .bind(i64::from(id))
+            .fetch_all(self.meta.pool())
+            .await?;
+        rows.iter()
+            .map(|r| {
+                Ok((
+                    r.try_get::<String, _>("subject")?,
+                    r.try_get::<i64, _>("version")? as u32,
+                ))
+            })
+            .collect()
+    }
+
+    /// Registers `text` under `subject` as `version` in one transaction, creating its global id
+    /// unless the same schema already has one. Returns the id. Durable when it returns.
+    pub async fn add_version(
+        &self,
+        subject: &str,
+        version: u32,
+        schema_type: &str,
+        text: &str,
+    ) -> Result<u32> {
+        let existing = self.find_schema(schema_type, text).await?;
+        let mut tx = self.meta.pool().begin().await?;
+        let id = match existing {
+            Some(id) => id,
+            None => {
+                let row = sqlx::query(
+                    "UPDATE inlet_counters SET value = value + 1 WHERE name = 'schema_id'
+                     RETURNING value",
+                )
+                .fetch_one(&mut *tx)
+                .await?;
+                let id = row.try_get::<i64, _>("value")?;
+                sqlx::query(
+                    "INSERT INTO registry_schemas (schema_id, schema_type, fingerprint, schema_text)
+                     VALUES ($1, $2, $3, $4)",
+                )
+                .bind(id)
+                .bind(schema_type.to_string())
+                .bind(fingerprint(schema_type, text))
+                .bind(text.to_string())
+                .execute(&mut *tx)
+                .await?;
+                id as u32
+            }
+        };
+        sqlx::query(
+            "INSERT INTO registry_versions (subject, version, schema_id, deleted)
+             VALUES ($1, $2, $3, 0)",
+        )
+        .bind(subject.to_string())
+        .bind(i64::from(version))
+        .bind(i64::from(id))
+        .execute(&mut *tx)
+        .await?;
+        tx.commit().await?;
+        Ok(id)
+    }
+
+    /// Marks versions of `subject` soft-deleted (all when `version` is None).
+    pub async fn soft_delete(&self, subject: &str, version: Option<u32>) -> Result<()> {
+        let q = match version {
+            Some(v) => sqlx::query(
+                "UPDATE registry_versions SET deleted = 1 WHERE subject = $1 AND version = $2",
+            )
+            .bind(subject.to_string())
+            .bind(i64::from(v)),
+            None => sqlx::query("UPDATE registry_versions SET deleted = 1 WHERE subject = $1")
+                .bind(subject.to_string()),
+        };
+        q.execute(self.meta.pool()).await?;
+        Ok(())
+    }
+
+    /// Removes rows of `subject` (all when `version` is None). The schemas keep their ids.
+    pub async fn hard_delete(&self, subject: &str, version: Option<u32>) -> Result<()> {
+        let q = match version {
+            Some(v) => {
+                sqlx::query("DELETE FROM registry_versions WHERE subject = $1 AND version = $2")
+                    .bind(subject.to_string())
+                    .bind(i64::from(v))
+            }
+            None => sqlx::query("DELETE FROM registry_versions WHERE subject = $1")
+                .bind(subject.to_string()),
+        };
+        q.execute(self.meta.pool()).await?;
+        Ok(())
+    }
+
+    async fn get_setting(&self, table: &str, column: &str, subject: &str) -> Result<Option<String>> {
+        let sql = format!("SELECT {column} FROM {table} WHERE subject = $1");
+        let row = sqlx::query(&sql)
+            .bind(subject.to_string())
+            .fetch_optional(self.meta.pool())
+            .await?;
+        Ok(row.map(|r| r.try_get::<String, _>(column)).transpose()?)
+    }
+
+    async fn put_setting(&self, table: &str, column: &str, subject: &str, value: &str) -> Result<()> {
+        let mut tx = self.meta.pool().begin().await?;
+        sqlx::query(&format!("DELETE FROM {table} WHERE subject = $1"))
+            .bind(subject.to_string())
+            .execute(&mut *tx)
+            .await?;
+        sqlx::query(&format!("INSERT INTO {table} (subject, {column}) VALUES ($1, $2)"))
+            .bind(subject.to_string())
+            .bind(value.to_string())
+            .execute(&mut *tx)
+            .await?;
+        tx.commit().await?;
+        Ok(())
+    }
+
+    async fn delete_setting(&self, table: &str, subject: &str) -> Result<()> {
+        sqlx::query(&format!("DELETE FROM {table} WHERE subject = $1"))
+            .bind(subject.to_string())
+            .execute(self.meta.pool())
+            .await?;
+        Ok(())
+    }
+
+    /// The compatibility level set for `subject` (`""`: the global one).
+    pub async fn compatibility(&self, subject: &str) -> Result<Option<String>> {
+        self.get_setting("registry_config", "compatibility", subject).await
+    }
+
+    pub async fn set_compatibility(&self, subject: &str, level: &str) -> Result<()> {
+        self.put_setting("registry_config", "compatibility", subject, level).await
+    }
+
+    pub async fn delete_compatibility(&self, subject: &str) -> Result<()> {
+        self.delete_setting("registry_config", subject).await
+    }
+
+    /// The mode set for `subject` (`""`: the global one).
+    pub async fn mode(&self, subject: &str) -> Result<Option<String>> {
+        self.get_setting("registry_mode", "mode", subject).await
+    }
+
+    pub async fn set_mode(&self, subject: &str, mode: &str) -> Result<()> {
+        self.put_setting("registry_mode", "mode", subject, mode).await
+    }
+}

@@ -47,7 +47,12 @@ impl IntoResponse for ApiError {
             tracing::warn!(error = %self.0, "schema registry request failed");
         }
         let body = json!({"error_code": self.0.error_code(), "message": self.0.to_string()});
-        (status, [(header::CONTENT_TYPE, CONTENT_TYPE)], body.to_string()).into_response()
+        (
+            status,
+            [(header::CONTENT_TYPE, CONTENT_TYPE)],
+            body.to_string(),
+        )
+            .into_response()
     }
 }
 
@@ -115,7 +120,10 @@ pub fn router(registry: Arc<Registry>) -> Router {
             "/compatibility/subjects/{s}/versions/{v}",
             post(compatibility_version),
         )
-        .route("/compatibility/subjects/{s}/versions", post(compatibility_all))
+        .route(
+            "/compatibility/subjects/{s}/versions",
+            post(compatibility_all),
+        )
         .route(
             "/config",
             get(get_config).put(put_config).delete(delete_config),
@@ -154,16 +162,24 @@ async fn register(State(r): Reg, Path(s): Path<String>, body: Bytes) -> ApiResul
 
 async fn lookup(State(r): Reg, Path(s): Path<String>, Query(q): Params, body: Bytes) -> ApiResult {
     let req = schema_request(&body)?;
-    ok(version_json(&r.lookup(&s, &req, flag(&q, "deleted")).await?))
+    ok(version_json(
+        &r.lookup(&s, &req, flag(&q, "deleted")).await?,
+    ))
 }
 
 async fn versions(State(r): Reg, Path(s): Path<String>, Query(q): Params) -> ApiResult {
     ok(json!(r.versions(&s, flag(&q, "deleted")).await?))
 }
 
-async fn version(State(r): Reg, Path((s, v)): Path<(String, String)>, Query(q): Params) -> ApiResult {
+async fn version(
+    State(r): Reg,
+    Path((s, v)): Path<(String, String)>,
+    Query(q): Params,
+) -> ApiResult {
     let spec = VersionSpec::parse(&v)?;
-    ok(version_json(&r.version(&s, spec, flag(&q, "deleted")).await?))
+    ok(version_json(
+        &r.version(&s, spec, flag(&q, "deleted")).await?,
+    ))
 }
 
 async fn version_schema(
@@ -173,7 +189,11 @@ async fn version_schema(
 ) -> ApiResult {
     let spec = VersionSpec::parse(&v)?;
     let sv = r.version(&s, spec, flag(&q, "deleted")).await?;
-    Ok(([(header::CONTENT_TYPE, CONTENT_TYPE)], sv.schema.text.clone()).into_response())
+    Ok((
+        [(header::CONTENT_TYPE, CONTENT_TYPE)],
+        sv.schema.text.clone(),
+    )
+        .into_response())
 }
 
 async fn delete_subject(State(r): Reg, Path(s): Path<String>, Query(q): Params) -> ApiResult {
@@ -186,7 +206,9 @@ async fn delete_version(
     Query(q): Params,
 ) -> ApiResult {
     let spec = VersionSpec::parse(&v)?;
-    ok(json!(r.delete_version(&s, spec, flag(&q, "permanent")).await?))
+    ok(json!(
+        r.delete_version(&s, spec, flag(&q, "permanent")).await?
+    ))
 }
 
 fn schema_id(id: &str) -> Result<u32, Error> {
@@ -196,7 +218,10 @@ fn schema_id(id: &str) -> Result<u32, Error> {
 
 async fn schema_by_id(State(r): Reg, Path(id): Path<String>) -> ApiResult {
     let schema = r.schema_by_id(schema_id(&id)?).await?;
-    ok(with_type(json!({"schema": schema.text}), schema.schema_type))
+    ok(with_type(
+        json!({"schema": schema.text}),
+        schema.schema_type,
+    ))
 }
 
 async fn schema_text_by_id(State(r): Reg, Path(id): Path<String>) -> ApiResult {

@@ -26,10 +26,23 @@ pub struct AvroSchema {
 
 /// Parses `text`; invalid JSON or an invalid Avro schema is [`Error::InvalidSchema`].
 pub fn parse(text: &str) -> Result<AvroSchema> {
-    let schema = Schema::parse_str(text).map_err(|e| Error::InvalidSchema(e.to_string()))?;
+    let schema = Schema::parse_str(text).map_err(|e| Error::InvalidSchema(with_sources(&e)))?;
     let normalized = serde_json::to_string(&schema)
         .map_err(|e| Error::InvalidSchema(format!("cannot serialize the parsed schema: {e}")))?;
     Ok(AvroSchema { schema, normalized })
+}
+
+/// An error's message followed by those of its sources (apache-avro's own messages often leave
+/// out the detail a user needs, such as where the JSON is broken).
+fn with_sources(e: &dyn std::error::Error) -> String {
+    let mut msg = e.to_string();
+    let mut source = e.source();
+    while let Some(s) = source {
+        msg.push_str(": ");
+        msg.push_str(&s.to_string());
+        source = s.source();
+    }
+    msg
 }
 
 /// Named types of a schema by full name, to resolve `Schema::Ref`.
@@ -37,7 +50,9 @@ fn names(schema: &Schema) -> HashMap<String, &Schema> {
     fn walk<'a>(s: &'a Schema, out: &mut HashMap<String, &'a Schema>) {
         match s {
             Schema::Record(r) => {
-                if out.insert(r.name.fullname(None), s).is_none() {
+                // A name seen before is a recursive reference: walked already.
+                let first_visit = out.insert(r.name.fullname(None), s).is_none();
+                if first_visit {
                     for f in &r.fields {
                         walk(&f.schema, out);
                     }
@@ -210,7 +225,19 @@ impl<'a> Checker<'a> {
             return;
         }
         match (wk, rk) {
-            (a, b) if a == b && matches!(a, Kind::Null | Kind::Boolean | Kind::Int | Kind::Long | Kind::Float | Kind::Double | Kind::Bytes | Kind::String) => {}
+            (a, b)
+                if a == b
+                    && matches!(
+                        a,
+                        Kind::Null
+                            | Kind::Boolean
+                            | Kind::Int
+                            | Kind::Long
+                            | Kind::Float
+                            | Kind::Double
+                            | Kind::Bytes
+                            | Kind::String
+                    ) => {}
             (Kind::Int, Kind::Long | Kind::Float | Kind::Double)
             | (Kind::Long, Kind::Float | Kind::Double)
             | (Kind::Float, Kind::Double)
@@ -235,13 +262,29 @@ impl<'a> Checker<'a> {
                 if let (Schema::Enum(w), Schema::Enum(r)) = (writer, reader) {
                     let aliases = alias_names(&r.aliases, &r.name.namespace);
                     if !name_matches(&w.name, &r.name, aliases) {
-                        self.fail(path, format!("enum name {} does not match {}", full(&r.name), full(&w.name)));
+                        self.fail(
+                            path,
+                            format!(
+                                "enum name {} does not match {}",
+                                full(&r.name),
+                                full(&w.name)
+                            ),
+                        );
                         return;
                     }
-                    let missing: Vec<&String> =
-                        w.symbols.iter().filter(|s| !r.symbols.contains(s)).collect();
+                    let missing: Vec<&String> = w
+                        .symbols
+                        .iter()
+                        .filter(|s| !r.symbols.contains(s))
+                        .collect();
                     if !missing.is_empty() && r.default.is_none() {
-                        self.fail(path, format!("reader enum {} lacks symbols {missing:?} and has no default", full(&r.name)));
+                        self.fail(
+                            path,
+                            format!(
+                                "reader enum {} lacks symbols {missing:?} and has no default",
+                                full(&r.name)
+                            ),
+                        );
                     }
                 }
             }
@@ -261,23 +304,43 @@ impl<'a> Checker<'a> {
                     if let (Some(wf), Some(rf)) = (wf, rf) {
                         let aliases = alias_names(&rf.aliases, &rf.name.namespace);
                         if !name_matches(&wf.name, &rf.name, aliases) {
-                            self.fail(path, format!("fixed name {} does not match {}", full(&rf.name), full(&wf.name)));
+                            self.fail(
+                                path,
+                                format!(
+                                    "fixed name {} does not match {}",
+                                    full(&rf.name),
+                                    full(&wf.name)
+                                ),
+                            );
                             return;
                         }
                     }
                     if ws != rs {
-                        self.fail(path, format!("fixed size {rs} does not match the writer's {ws}"));
+                        self.fail(
+                            path,
+                            format!("fixed size {rs} does not match the writer's {ws}"),
+                        );
                     }
                 }
             }
-            (w, r) => self.fail(path, format!("reader type {r:?} cannot read writer type {w:?}")),
+            (w, r) => self.fail(
+                path,
+                format!("reader type {r:?} cannot read writer type {w:?}"),
+            ),
         }
     }
 
     fn record(&mut self, w: &'a RecordSchema, r: &'a RecordSchema, path: &str) {
         let aliases = alias_names(&r.aliases, &r.name.namespace);
         if !name_matches(&w.name, &r.name, aliases) {
-            self.fail(path, format!("record name {} does not match {}", full(&r.name), full(&w.name)));
+            self.fail(
+                path,
+                format!(
+                    "record name {} does not match {}",
+                    full(&r.name),
+                    full(&w.name)
+                ),
+            );
             return;
         }
         if !self.in_progress.insert((full(&w.name), full(&r.name))) {
@@ -285,14 +348,19 @@ impl<'a> Checker<'a> {
         }
         for rf in &r.fields {
             let found = w.fields.iter().find(|wf| {
-                wf.name == rf.name
-                    || rf.aliases.as_ref().is_some_and(|a| a.contains(&wf.name))
+                wf.name == rf.name || rf.aliases.as_ref().is_some_and(|a| a.contains(&wf.name))
             });
             let fpath = format!("{path}fields/{}/", rf.name);
             match found {
                 Some(wf) => self.check(&wf.schema, &rf.schema, &fpath),
                 None if rf.default.is_some() => {}
-                None => self.fail(&fpath, format!("reader field {:?} is missing from the writer and has no default", rf.name)),
+                None => self.fail(
+                    &fpath,
+                    format!(
+                        "reader field {:?} is missing from the writer and has no default",
+                        rf.name
+                    ),
+                ),
             }
         }
     }
@@ -316,7 +384,12 @@ mod tests {
         vec![
             ("int=int", s(r#""int""#), s(r#""int""#), true),
             ("null=null", s(r#""null""#), s(r#""null""#), true),
-            ("boolean=boolean", s(r#""boolean""#), s(r#""boolean""#), true),
+            (
+                "boolean=boolean",
+                s(r#""boolean""#),
+                s(r#""boolean""#),
+                true,
+            ),
             ("int->long", s(r#""int""#), s(r#""long""#), true),
             ("int->float", s(r#""int""#), s(r#""float""#), true),
             ("int->double", s(r#""int""#), s(r#""double""#), true),
@@ -331,50 +404,294 @@ mod tests {
             ("string-/->int", s(r#""string""#), s(r#""int""#), false),
             ("boolean-/->int", s(r#""boolean""#), s(r#""int""#), false),
             ("null-/->string", s(r#""null""#), s(r#""string""#), false),
-            ("array int->array long", s(r#"{"type":"array","items":"int"}"#), s(r#"{"type":"array","items":"long"}"#), true),
-            ("array long-/->array int", s(r#"{"type":"array","items":"long"}"#), s(r#"{"type":"array","items":"int"}"#), false),
-            ("map int->map double", s(r#"{"type":"map","values":"int"}"#), s(r#"{"type":"map","values":"double"}"#), true),
-            ("map string-/->map int", s(r#"{"type":"map","values":"string"}"#), s(r#"{"type":"map","values":"int"}"#), false),
-            ("array-/->map", s(r#"{"type":"array","items":"int"}"#), s(r#"{"type":"map","values":"int"}"#), false),
-            ("int->union[null,int]", s(r#""int""#), s(r#"["null","int"]"#), true),
-            ("int->union[null,long] by promotion", s(r#""int""#), s(r#"["null","long"]"#), true),
-            ("string-/->union[null,int]", s(r#""string""#), s(r#"["null","int"]"#), false),
-            ("union[null,int]-/->int", s(r#"["null","int"]"#), s(r#""int""#), false),
-            ("union[int,long]->long", s(r#"["int","long"]"#), s(r#""long""#), true),
-            ("union[null,int]->union[null,int,string]", s(r#"["null","int"]"#), s(r#"["null","int","string"]"#), true),
-            ("union[null,int,string]-/->union[null,int]", s(r#"["null","int","string"]"#), s(r#"["null","int"]"#), false),
-            ("same record", rec(r#"{"name":"a","type":"int"}"#), rec(r#"{"name":"a","type":"int"}"#), true),
-            ("reader adds field with default", rec(r#"{"name":"a","type":"int"}"#), rec(r#"{"name":"a","type":"int"},{"name":"b","type":"string","default":"x"}"#), true),
-            ("reader adds field without default", rec(r#"{"name":"a","type":"int"}"#), rec(r#"{"name":"a","type":"int"},{"name":"b","type":"string"}"#), false),
-            ("reader adds nullable field with null default", rec(r#"{"name":"a","type":"int"}"#), rec(r#"{"name":"a","type":"int"},{"name":"b","type":["null","string"],"default":null}"#), true),
-            ("reader drops a field", rec(r#"{"name":"a","type":"int"},{"name":"b","type":"int"}"#), rec(r#"{"name":"a","type":"int"}"#), true),
-            ("field promoted int->long", rec(r#"{"name":"a","type":"int"}"#), rec(r#"{"name":"a","type":"long"}"#), true),
-            ("field narrowed long->int", rec(r#"{"name":"a","type":"long"}"#), rec(r#"{"name":"a","type":"int"}"#), false),
-            ("field renamed with alias", rec(r#"{"name":"a","type":"int"}"#), rec(r#"{"name":"b","aliases":["a"],"type":"int"}"#), true),
-            ("field renamed without alias or default", rec(r#"{"name":"a","type":"int"}"#), rec(r#"{"name":"b","type":"int"}"#), false),
-            ("record name differs", s(r#"{"type":"record","name":"x","fields":[]}"#), s(r#"{"type":"record","name":"y","fields":[]}"#), false),
-            ("record renamed with alias", s(r#"{"type":"record","name":"x","namespace":"n","fields":[]}"#), s(r#"{"type":"record","name":"y","namespace":"n","aliases":["x"],"fields":[]}"#), true),
-            ("enum same", s(r#"{"type":"enum","name":"e","symbols":["A","B"]}"#), s(r#"{"type":"enum","name":"e","symbols":["A","B"]}"#), true),
-            ("enum reader adds symbol", s(r#"{"type":"enum","name":"e","symbols":["A"]}"#), s(r#"{"type":"enum","name":"e","symbols":["A","B"]}"#), true),
-            ("enum reader lacks symbol", s(r#"{"type":"enum","name":"e","symbols":["A","B"]}"#), s(r#"{"type":"enum","name":"e","symbols":["A"]}"#), false),
-            ("enum reader lacks symbol but has default", s(r#"{"type":"enum","name":"e","symbols":["A","B"]}"#), s(r#"{"type":"enum","name":"e","symbols":["A"],"default":"A"}"#), true),
-            ("enum name differs", s(r#"{"type":"enum","name":"e","symbols":["A"]}"#), s(r#"{"type":"enum","name":"f","symbols":["A"]}"#), false),
-            ("fixed same", s(r#"{"type":"fixed","name":"f","size":4}"#), s(r#"{"type":"fixed","name":"f","size":4}"#), true),
-            ("fixed size differs", s(r#"{"type":"fixed","name":"f","size":4}"#), s(r#"{"type":"fixed","name":"f","size":8}"#), false),
-            ("fixed name differs", s(r#"{"type":"fixed","name":"f","size":4}"#), s(r#"{"type":"fixed","name":"g","size":4}"#), false),
-            ("fixed-/->bytes", s(r#"{"type":"fixed","name":"f","size":4}"#), s(r#""bytes""#), false),
-            ("date (int) -> long", s(r#"{"type":"int","logicalType":"date"}"#), s(r#""long""#), true),
-            ("timestamp-millis = long", s(r#"{"type":"long","logicalType":"timestamp-millis"}"#), s(r#""long""#), true),
-            ("uuid (string) -> string", s(r#"{"type":"string","logicalType":"uuid"}"#), s(r#""string""#), true),
-            ("nested record field promoted", rec(r#"{"name":"in","type":{"type":"record","name":"i","fields":[{"name":"x","type":"int"}]}}"#), rec(r#"{"name":"in","type":{"type":"record","name":"i","fields":[{"name":"x","type":"double"}]}}"#), true),
-            ("nested record gains required field", rec(r#"{"name":"in","type":{"type":"record","name":"i","fields":[{"name":"x","type":"int"}]}}"#), rec(r#"{"name":"in","type":{"type":"record","name":"i","fields":[{"name":"x","type":"int"},{"name":"y","type":"int"}]}}"#), false),
-            ("recursive list same", s(r#"{"type":"record","name":"node","fields":[{"name":"v","type":"int"},{"name":"next","type":["null","node"]}]}"#), s(r#"{"type":"record","name":"node","fields":[{"name":"v","type":"int"},{"name":"next","type":["null","node"]}]}"#), true),
-            ("recursive list promoted", s(r#"{"type":"record","name":"node","fields":[{"name":"v","type":"int"},{"name":"next","type":["null","node"]}]}"#), s(r#"{"type":"record","name":"node","fields":[{"name":"v","type":"long"},{"name":"next","type":["null","node"]}]}"#), true),
-            ("record in union with new defaulted field", s(r#"["null",{"type":"record","name":"r","fields":[{"name":"a","type":"int"}]}]"#), s(r#"["null",{"type":"record","name":"r","fields":[{"name":"a","type":"int"},{"name":"b","type":"int","default":0}]}]"#), true),
-            ("named ref reused", rec(r#"{"name":"a","type":{"type":"fixed","name":"f","size":2}},{"name":"b","type":"f"}"#), rec(r#"{"name":"a","type":{"type":"fixed","name":"f","size":2}},{"name":"b","type":"f"}"#), true),
-            ("union branch removed from field", rec(r#"{"name":"a","type":["null","string","int"]}"#), rec(r#"{"name":"a","type":["null","string"]}"#), false),
-            ("field made nullable", rec(r#"{"name":"a","type":"string"}"#), rec(r#"{"name":"a","type":["null","string"],"default":null}"#), true),
-            ("field made non-nullable", rec(r#"{"name":"a","type":["null","string"],"default":null}"#), rec(r#"{"name":"a","type":"string"}"#), false),
+            (
+                "array int->array long",
+                s(r#"{"type":"array","items":"int"}"#),
+                s(r#"{"type":"array","items":"long"}"#),
+                true,
+            ),
+            (
+                "array long-/->array int",
+                s(r#"{"type":"array","items":"long"}"#),
+                s(r#"{"type":"array","items":"int"}"#),
+                false,
+            ),
+            (
+                "map int->map double",
+                s(r#"{"type":"map","values":"int"}"#),
+                s(r#"{"type":"map","values":"double"}"#),
+                true,
+            ),
+            (
+                "map string-/->map int",
+                s(r#"{"type":"map","values":"string"}"#),
+                s(r#"{"type":"map","values":"int"}"#),
+                false,
+            ),
+            (
+                "array-/->map",
+                s(r#"{"type":"array","items":"int"}"#),
+                s(r#"{"type":"map","values":"int"}"#),
+                false,
+            ),
+            (
+                "int->union[null,int]",
+                s(r#""int""#),
+                s(r#"["null","int"]"#),
+                true,
+            ),
+            (
+                "int->union[null,long] by promotion",
+                s(r#""int""#),
+                s(r#"["null","long"]"#),
+                true,
+            ),
+            (
+                "string-/->union[null,int]",
+                s(r#""string""#),
+                s(r#"["null","int"]"#),
+                false,
+            ),
+            (
+                "union[null,int]-/->int",
+                s(r#"["null","int"]"#),
+                s(r#""int""#),
+                false,
+            ),
+            (
+                "union[int,long]->long",
+                s(r#"["int","long"]"#),
+                s(r#""long""#),
+                true,
+            ),
+            (
+                "union[null,int]->union[null,int,string]",
+                s(r#"["null","int"]"#),
+                s(r#"["null","int","string"]"#),
+                true,
+            ),
+            (
+                "union[null,int,string]-/->union[null,int]",
+                s(r#"["null","int","string"]"#),
+                s(r#"["null","int"]"#),
+                false,
+            ),
+            (
+                "same record",
+                rec(r#"{"name":"a","type":"int"}"#),
+                rec(r#"{"name":"a","type":"int"}"#),
+                true,
+            ),
+            (
+                "reader adds field with default",
+                rec(r#"{"name":"a","type":"int"}"#),
+                rec(r#"{"name":"a","type":"int"},{"name":"b","type":"string","default":"x"}"#),
+                true,
+            ),
+            (
+                "reader adds field without default",
+                rec(r#"{"name":"a","type":"int"}"#),
+                rec(r#"{"name":"a","type":"int"},{"name":"b","type":"string"}"#),
+                false,
+            ),
+            (
+                "reader adds nullable field with null default",
+                rec(r#"{"name":"a","type":"int"}"#),
+                rec(
+                    r#"{"name":"a","type":"int"},{"name":"b","type":["null","string"],"default":null}"#,
+                ),
+                true,
+            ),
+            (
+                "reader drops a field",
+                rec(r#"{"name":"a","type":"int"},{"name":"b","type":"int"}"#),
+                rec(r#"{"name":"a","type":"int"}"#),
+                true,
+            ),
+            (
+                "field promoted int->long",
+                rec(r#"{"name":"a","type":"int"}"#),
+                rec(r#"{"name":"a","type":"long"}"#),
+                true,
+            ),
+            (
+                "field narrowed long->int",
+                rec(r#"{"name":"a","type":"long"}"#),
+                rec(r#"{"name":"a","type":"int"}"#),
+                false,
+            ),
+            (
+                "field renamed with alias",
+                rec(r#"{"name":"a","type":"int"}"#),
+                rec(r#"{"name":"b","aliases":["a"],"type":"int"}"#),
+                true,
+            ),
+            (
+                "field renamed without alias or default",
+                rec(r#"{"name":"a","type":"int"}"#),
+                rec(r#"{"name":"b","type":"int"}"#),
+                false,
+            ),
+            (
+                "record name differs",
+                s(r#"{"type":"record","name":"x","fields":[]}"#),
+                s(r#"{"type":"record","name":"y","fields":[]}"#),
+                false,
+            ),
+            (
+                "record renamed with alias",
+                s(r#"{"type":"record","name":"x","namespace":"n","fields":[]}"#),
+                s(r#"{"type":"record","name":"y","namespace":"n","aliases":["x"],"fields":[]}"#),
+                true,
+            ),
+            (
+                "enum same",
+                s(r#"{"type":"enum","name":"e","symbols":["A","B"]}"#),
+                s(r#"{"type":"enum","name":"e","symbols":["A","B"]}"#),
+                true,
+            ),
+            (
+                "enum reader adds symbol",
+                s(r#"{"type":"enum","name":"e","symbols":["A"]}"#),
+                s(r#"{"type":"enum","name":"e","symbols":["A","B"]}"#),
+                true,
+            ),
+            (
+                "enum reader lacks symbol",
+                s(r#"{"type":"enum","name":"e","symbols":["A","B"]}"#),
+                s(r#"{"type":"enum","name":"e","symbols":["A"]}"#),
+                false,
+            ),
+            (
+                "enum reader lacks symbol but has default",
+                s(r#"{"type":"enum","name":"e","symbols":["A","B"]}"#),
+                s(r#"{"type":"enum","name":"e","symbols":["A"],"default":"A"}"#),
+                true,
+            ),
+            (
+                "enum name differs",
+                s(r#"{"type":"enum","name":"e","symbols":["A"]}"#),
+                s(r#"{"type":"enum","name":"f","symbols":["A"]}"#),
+                false,
+            ),
+            (
+                "fixed same",
+                s(r#"{"type":"fixed","name":"f","size":4}"#),
+                s(r#"{"type":"fixed","name":"f","size":4}"#),
+                true,
+            ),
+            (
+                "fixed size differs",
+                s(r#"{"type":"fixed","name":"f","size":4}"#),
+                s(r#"{"type":"fixed","name":"f","size":8}"#),
+                false,
+            ),
+            (
+                "fixed name differs",
+                s(r#"{"type":"fixed","name":"f","size":4}"#),
+                s(r#"{"type":"fixed","name":"g","size":4}"#),
+                false,
+            ),
+            (
+                "fixed-/->bytes",
+                s(r#"{"type":"fixed","name":"f","size":4}"#),
+                s(r#""bytes""#),
+                false,
+            ),
+            (
+                "date (int) -> long",
+                s(r#"{"type":"int","logicalType":"date"}"#),
+                s(r#""long""#),
+                true,
+            ),
+            (
+                "timestamp-millis = long",
+                s(r#"{"type":"long","logicalType":"timestamp-millis"}"#),
+                s(r#""long""#),
+                true,
+            ),
+            (
+                "uuid (string) -> string",
+                s(r#"{"type":"string","logicalType":"uuid"}"#),
+                s(r#""string""#),
+                true,
+            ),
+            (
+                "nested record field promoted",
+                rec(
+                    r#"{"name":"in","type":{"type":"record","name":"i","fields":[{"name":"x","type":"int"}]}}"#,
+                ),
+                rec(
+                    r#"{"name":"in","type":{"type":"record","name":"i","fields":[{"name":"x","type":"double"}]}}"#,
+                ),
+                true,
+            ),
+            (
+                "nested record gains required field",
+                rec(
+                    r#"{"name":"in","type":{"type":"record","name":"i","fields":[{"name":"x","type":"int"}]}}"#,
+                ),
+                rec(
+                    r#"{"name":"in","type":{"type":"record","name":"i","fields":[{"name":"x","type":"int"},{"name":"y","type":"int"}]}}"#,
+                ),
+                false,
+            ),
+            (
+                "recursive list same",
+                s(
+                    r#"{"type":"record","name":"node","fields":[{"name":"v","type":"int"},{"name":"next","type":["null","node"]}]}"#,
+                ),
+                s(
+                    r#"{"type":"record","name":"node","fields":[{"name":"v","type":"int"},{"name":"next","type":["null","node"]}]}"#,
+                ),
+                true,
+            ),
+            (
+                "recursive list promoted",
+                s(
+                    r#"{"type":"record","name":"node","fields":[{"name":"v","type":"int"},{"name":"next","type":["null","node"]}]}"#,
+                ),
+                s(
+                    r#"{"type":"record","name":"node","fields":[{"name":"v","type":"long"},{"name":"next","type":["null","node"]}]}"#,
+                ),
+                true,
+            ),
+            (
+                "record in union with new defaulted field",
+                s(r#"["null",{"type":"record","name":"r","fields":[{"name":"a","type":"int"}]}]"#),
+                s(
+                    r#"["null",{"type":"record","name":"r","fields":[{"name":"a","type":"int"},{"name":"b","type":"int","default":0}]}]"#,
+                ),
+                true,
+            ),
+            (
+                "named ref reused",
+                rec(
+                    r#"{"name":"a","type":{"type":"fixed","name":"f","size":2}},{"name":"b","type":"f"}"#,
+                ),
+                rec(
+                    r#"{"name":"a","type":{"type":"fixed","name":"f","size":2}},{"name":"b","type":"f"}"#,
+                ),
+                true,
+            ),
+            (
+                "union branch removed from field",
+                rec(r#"{"name":"a","type":["null","string","int"]}"#),
+                rec(r#"{"name":"a","type":["null","string"]}"#),
+                false,
+            ),
+            (
+                "field made nullable",
+                rec(r#"{"name":"a","type":"string"}"#),
+                rec(r#"{"name":"a","type":["null","string"],"default":null}"#),
+                true,
+            ),
+            (
+                "field made non-nullable",
+                rec(r#"{"name":"a","type":["null","string"],"default":null}"#),
+                rec(r#"{"name":"a","type":"string"}"#),
+                false,
+            ),
         ]
     }
 
@@ -394,17 +711,27 @@ mod tests {
 
     #[test]
     fn normalization_ignores_whitespace_and_key_order_but_keeps_defaults() {
-        let a = parse(r#"{"type":"record","name":"r","fields":[{"name":"a","type":"int"}]}"#).unwrap();
+        let a =
+            parse(r#"{"type":"record","name":"r","fields":[{"name":"a","type":"int"}]}"#).unwrap();
         let b = parse(" { \"fields\" : [ {\"type\":\"int\", \"name\":\"a\"} ], \"name\":\"r\", \"type\":\"record\" } ").unwrap();
         assert_eq!(a.normalized, b.normalized);
-        let c = parse(r#"{"type":"record","name":"r","fields":[{"name":"a","type":"int","default":1}]}"#).unwrap();
+        let c = parse(
+            r#"{"type":"record","name":"r","fields":[{"name":"a","type":"int","default":1}]}"#,
+        )
+        .unwrap();
         assert_ne!(a.normalized, c.normalized);
         assert_eq!(parse(&a.normalized).unwrap().normalized, a.normalized);
     }
 
     #[test]
     fn invalid_schemas_are_rejected() {
-        for bad in ["", "{", r#"{"type":"nope"}"#, r#"{"type":"record","fields":[]}"#, r#"{"type":"enum","name":"e","symbols":["A","A"]}"#] {
+        for bad in [
+            "",
+            "{",
+            r#"{"type":"nope"}"#,
+            r#"{"type":"record","fields":[]}"#,
+            r#"{"type":"enum","name":"e","symbols":["A","A"]}"#,
+        ] {
             assert!(matches!(parse(bad), Err(Error::InvalidSchema(_))), "{bad}");
         }
     }

@@ -158,7 +158,8 @@ mod tests {
     /// Adds `c` without a default: backward-incompatible with V1 and V2, forward-compatible.
     const V3: &str = r#"{"type":"record","name":"r","fields":[{"name":"a","type":"int"},{"name":"c","type":"int"}]}"#;
     /// Drops `a` (required in V1): forward-incompatible with V1.
-    const V4: &str = r#"{"type":"record","name":"r","fields":[{"name":"b","type":"int","default":0}]}"#;
+    const V4: &str =
+        r#"{"type":"record","name":"r","fields":[{"name":"b","type":"int","default":0}]}"#;
 
     #[test]
     fn levels() {
@@ -183,7 +184,15 @@ mod tests {
 
     #[test]
     fn names_parse() {
-        for l in ["NONE", "backward", "BACKWARD_TRANSITIVE", "FORWARD", "FORWARD_TRANSITIVE", "FULL", "FULL_TRANSITIVE"] {
+        for l in [
+            "NONE",
+            "backward",
+            "BACKWARD_TRANSITIVE",
+            "FORWARD",
+            "FORWARD_TRANSITIVE",
+            "FULL",
+            "FULL_TRANSITIVE",
+        ] {
             let c: Compatibility = l.parse().expect("valid");
             assert_eq!(c.as_str(), l.to_ascii_uppercase());
         }

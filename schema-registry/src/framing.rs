@@ -124,7 +124,10 @@ mod tests {
     #[test]
     fn header_errors() {
         assert!(matches!(split(&[0, 0, 0]), Err(FramingError::TooShort(3))));
-        assert!(matches!(split(&[1, 0, 0, 0, 1]), Err(FramingError::BadMagic(1))));
+        assert!(matches!(
+            split(&[1, 0, 0, 0, 1]),
+            Err(FramingError::BadMagic(1))
+        ));
         assert_eq!(split(&[0, 0, 0, 1, 2, 9]).expect("ok"), (258, &[9u8][..]));
     }
 
@@ -133,7 +136,10 @@ mod tests {
         let s = stored(SCHEMAS[2]);
         let value = Value::Record(vec![
             ("a".into(), Value::Long(-5)),
-            ("s".into(), Value::Union(1, Box::new(Value::String("x".into())))),
+            (
+                "s".into(),
+                Value::Union(1, Box::new(Value::String("x".into()))),
+            ),
             ("e".into(), Value::Enum(1, "B".into())),
             ("f".into(), Value::Fixed(3, vec![1, 2, 3])),
             ("d".into(), Value::Double(1.5)),

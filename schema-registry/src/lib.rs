@@ -28,4 +28,6 @@ pub use compat::{Compatibility, Mode};
 pub use config::RegistryConfig;
 pub use error::{Error, Result};
 pub use framing::{decode, Decoded, FramingError};
-pub use registry::{open, Registry, SchemaRequest, SchemaType, StoredSchema, SubjectVersion, VersionSpec};
+pub use registry::{
+    open, Registry, SchemaRequest, SchemaType, StoredSchema, SubjectVersion, VersionSpec,
+};

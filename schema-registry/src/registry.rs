@@ -45,7 +45,9 @@ impl SchemaType {
             Some(t @ ("PROTOBUF" | "JSON")) => Err(Error::InvalidSchema(format!(
                 "schemaType {t} is not supported yet by this registry; only AVRO is"
             ))),
-            Some(other) => Err(Error::InvalidSchema(format!("unknown schemaType {other:?}"))),
+            Some(other) => Err(Error::InvalidSchema(format!(
+                "unknown schemaType {other:?}"
+            ))),
         }
     }
 }
@@ -177,6 +179,11 @@ impl Registry {
         Ok(stored)
     }
 
+    /// Parsed schemas in the by-id cache and their estimated bytes.
+    pub fn cache_usage(&self) -> (usize, usize) {
+        self.cache.usage()
+    }
+
     async fn rows(&self, subject: &str) -> Result<Vec<VersionRow>> {
         let rows = self.store.versions(subject).await?;
         if rows.is_empty() {
@@ -214,7 +221,11 @@ impl Registry {
         self.check_writable().await?;
         let rows = self.store.versions(subject).await?;
         let type_name = parsed.schema_type.as_str();
-        if let Some(id) = self.store.find_schema(type_name, &parsed.avro.normalized).await? {
+        if let Some(id) = self
+            .store
+            .find_schema(type_name, &parsed.avro.normalized)
+            .await?
+        {
             if let Some(row) = rows.iter().find(|r| !r.deleted && r.schema_id == id) {
                 return Ok((id, row.version));
             }
@@ -315,7 +326,11 @@ impl Registry {
         let _write = self.write.lock().await;
         self.check_writable().await?;
         let rows = self.rows(subject).await?;
-        let live: Vec<u32> = rows.iter().filter(|r| !r.deleted).map(|r| r.version).collect();
+        let live: Vec<u32> = rows
+            .iter()
+            .filter(|r| !r.deleted)
+            .map(|r| r.version)
+            .collect();
         if permanent {
             if !live.is_empty() {
                 return Err(Error::SubjectNotSoftDeleted(subject.to_string()));
@@ -438,7 +453,11 @@ impl Registry {
     }
 
     /// Sets the level of `subject` (None: the global one). Durable when it returns.
-    pub async fn set_compatibility(&self, subject: Option<&str>, level: Compatibility) -> Result<()> {
+    pub async fn set_compatibility(
+        &self,
+        subject: Option<&str>,
+        level: Compatibility,
+    ) -> Result<()> {
         self.store
             .set_compatibility(subject.unwrap_or(""), level.as_str())
             .await
@@ -448,7 +467,9 @@ impl Registry {
     /// had.
     pub async fn delete_compatibility(&self, subject: Option<&str>) -> Result<Compatibility> {
         let previous = self.compatibility(subject, subject.is_none()).await?;
-        self.store.delete_compatibility(subject.unwrap_or("")).await?;
+        self.store
+            .delete_compatibility(subject.unwrap_or(""))
+            .await?;
         Ok(previous)
     }
 

@@ -234,7 +234,12 @@ impl Store {
         Ok(())
     }
 
-    async fn get_setting(&self, table: &str, column: &str, subject: &str) -> Result<Option<String>> {
+    async fn get_setting(
+        &self,
+        table: &str,
+        column: &str,
+        subject: &str,
+    ) -> Result<Option<String>> {
         let sql = format!("SELECT {column} FROM {table} WHERE subject = $1");
         let row = sqlx::query(&sql)
             .bind(subject.to_string())
@@ -243,17 +248,25 @@ impl Store {
         Ok(row.map(|r| r.try_get::<String, _>(column)).transpose()?)
     }
 
-    async fn put_setting(&self, table: &str, column: &str, subject: &str, value: &str) -> Result<()> {
+    async fn put_setting(
+        &self,
+        table: &str,
+        column: &str,
+        subject: &str,
+        value: &str,
+    ) -> Result<()> {
         let mut tx = self.meta.pool().begin().await?;
         sqlx::query(&format!("DELETE FROM {table} WHERE subject = $1"))
             .bind(subject.to_string())
             .execute(&mut *tx)
             .await?;
-        sqlx::query(&format!("INSERT INTO {table} (subject, {column}) VALUES ($1, $2)"))
-            .bind(subject.to_string())
-            .bind(value.to_string())
-            .execute(&mut *tx)
-            .await?;
+        sqlx::query(&format!(
+            "INSERT INTO {table} (subject, {column}) VALUES ($1, $2)"
+        ))
+        .bind(subject.to_string())
+        .bind(value.to_string())
+        .execute(&mut *tx)
+        .await?;
         tx.commit().await?;
         Ok(())
     }
@@ -268,11 +281,13 @@ impl Store {
 
     /// The compatibility level set for `subject` (`""`: the global one).
     pub async fn compatibility(&self, subject: &str) -> Result<Option<String>> {
-        self.get_setting("registry_config", "compatibility", subject).await
+        self.get_setting("registry_config", "compatibility", subject)
+            .await
     }
 
     pub async fn set_compatibility(&self, subject: &str, level: &str) -> Result<()> {
-        self.put_setting("registry_config", "compatibility", subject, level).await
+        self.put_setting("registry_config", "compatibility", subject, level)
+            .await
     }
 
     pub async fn delete_compatibility(&self, subject: &str) -> Result<()> {
@@ -285,6 +300,7 @@ impl Store {
     }
 
     pub async fn set_mode(&self, subject: &str, mode: &str) -> Result<()> {
-        self.put_setting("registry_mode", "mode", subject, mode).await
+        self.put_setting("registry_mode", "mode", subject, mode)
+            .await
     }
 }

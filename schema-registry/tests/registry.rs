@@ -18,19 +18,72 @@ fn req(s: &str) -> SchemaRequest {
     }
 }
 
-async fn registry(dir: &tempfile::TempDir) -> Registry {
-    let url = format!("sqlite://{}", dir.path().join("meta.db").display());
-    let meta = MetaStore::connect(&url).await.expect("meta store");
+fn sqlite_url(dir: &tempfile::TempDir) -> String {
+    format!("sqlite://{}", dir.path().join("meta.db").display())
+}
+
+async fn open_url(url: &str) -> Registry {
+    let meta = MetaStore::connect(url).await.expect("meta store");
     open(meta, RegistryConfig::default())
         .await
         .expect("registry")
 }
 
+async fn registry(dir: &tempfile::TempDir) -> Registry {
+    open_url(&sqlite_url(dir)).await
+}
+
+/// A new empty database on the PostgreSQL of `source scripts/test-env.sh`; None (skip) when
+/// there is none, except in CI.
+async fn fresh_postgres_database() -> Option<String> {
+    use sqlx::Connection;
+    let url = match std::env::var("INLET_TEST_POSTGRES_URL") {
+        Ok(url) if !url.is_empty() => url,
+        _ if std::env::var_os("CI").is_some() => {
+            panic!("INLET_TEST_POSTGRES_URL is not set: run after `source scripts/test-env.sh`")
+        }
+        _ => {
+            eprintln!("skipping: INLET_TEST_POSTGRES_URL is not set");
+            return None;
+        }
+    };
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .expect("clock")
+        .subsec_nanos();
+    let name = format!("inlet_registry_{}_{nanos}", std::process::id());
+    let mut conn = sqlx::PgConnection::connect(&url).await.expect("connect");
+    sqlx::query(&format!("CREATE DATABASE {name}"))
+        .execute(&mut conn)
+        .await
+        .expect("create database");
+    let (base, _) = url.rsplit_once('/').expect("database in URL");
+    Some(format!("{base}/{name}"))
+}
+
 #[tokio::test]
 async fn ids_are_global_and_survive_a_restart() {
     let dir = tempfile::tempdir().expect("tempdir");
+    ids_and_restart(&sqlite_url(&dir)).await;
+}
+
+#[tokio::test]
+async fn ids_are_global_and_survive_a_restart_on_postgres() {
+    if let Some(url) = fresh_postgres_database().await {
+        ids_and_restart(&url).await;
+    }
+}
+
+#[tokio::test]
+async fn compatibility_deletes_and_errors_on_postgres() {
+    if let Some(url) = fresh_postgres_database().await {
+        compatibility_deletes_errors(open_url(&url).await).await;
+    }
+}
+
+async fn ids_and_restart(url: &str) {
     let (id1, id2) = {
-        let r = registry(&dir).await;
+        let r = open_url(url).await;
         let (id1, v1) = r.register("a-value", &req(V1)).await.expect("v1");
         assert_eq!(v1, 1);
         // The same schema, spelled differently, under another subject: the same id.
@@ -47,7 +100,7 @@ async fn ids_are_global_and_survive_a_restart() {
         assert_ne!(id1, id2);
         (id1, id2)
     };
-    let r = registry(&dir).await;
+    let r = open_url(url).await;
     assert_eq!(
         r.versions("a-value", false).await.expect("versions"),
         vec![1, 2]
@@ -80,7 +133,10 @@ async fn ids_are_global_and_survive_a_restart() {
 #[tokio::test]
 async fn compatibility_deletes_and_errors() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let r = registry(&dir).await;
+    compatibility_deletes_errors(registry(&dir).await).await;
+}
+
+async fn compatibility_deletes_errors(r: Registry) {
     r.register("s", &req(V1)).await.expect("v1");
     assert!(matches!(
         r.register("s", &req(BAD)).await,

@@ -47,11 +47,17 @@ async fn fresh_postgres_database() -> Option<String> {
             return None;
         }
     };
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .expect("clock")
-        .subsec_nanos();
-    let name = format!("inlet_registry_{}_{nanos}", std::process::id());
+    // A random token without reading the clock: the name of a fresh temporary directory.
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let token: String = tmp
+        .path()
+        .file_name()
+        .map(|n| n.to_string_lossy().to_ascii_lowercase())
+        .unwrap_or_default()
+        .chars()
+        .filter(char::is_ascii_alphanumeric)
+        .collect();
+    let name = format!("inlet_registry_{}_{token}", std::process::id());
     let mut conn = sqlx::PgConnection::connect(&url).await.expect("connect");
     sqlx::query(&format!("CREATE DATABASE {name}"))
         .execute(&mut conn)

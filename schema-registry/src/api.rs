@@ -135,6 +135,8 @@ pub fn router(registry: Arc<Registry>) -> Router {
                 .delete(delete_subject_config),
         )
         .route("/mode", get(get_mode).put(put_mode))
+        .fallback(not_found)
+        .method_not_allowed_fallback(method_not_allowed)
         .with_state(registry)
 }
 
@@ -148,6 +150,27 @@ pub async fn serve(
     axum::serve(listener, router(registry))
         .with_graceful_shutdown(stop.cancelled_owned())
         .await
+}
+
+/// Unknown paths answer in Confluent's error shape too.
+async fn not_found() -> Response {
+    let body = json!({"error_code": 404, "message": "HTTP 404 Not Found"});
+    (
+        StatusCode::NOT_FOUND,
+        [(header::CONTENT_TYPE, CONTENT_TYPE)],
+        body.to_string(),
+    )
+        .into_response()
+}
+
+async fn method_not_allowed() -> Response {
+    let body = json!({"error_code": 405, "message": "HTTP 405 Method Not Allowed"});
+    (
+        StatusCode::METHOD_NOT_ALLOWED,
+        [(header::CONTENT_TYPE, CONTENT_TYPE)],
+        body.to_string(),
+    )
+        .into_response()
 }
 
 async fn subjects(State(r): Reg, Query(q): Params) -> ApiResult {

@@ -285,6 +285,11 @@ async fn rest_api_shapes_and_errors() {
         json!([1])
     );
     assert_eq!(s.call("GET", "/subjects", None).await.2, json!([]));
+    // Unknown paths and methods answer in the same error shape.
+    let (st, ct, v) = s.call("GET", "/nope", None).await;
+    assert_eq!((st, ct.as_str(), code(&v)), (404, CT, 404));
+    let (st, _, v) = s.call("PATCH", "/subjects", None).await;
+    assert_eq!((st, code(&v)), (405, 405));
     // The id outlives its subjects.
     assert_eq!(
         s.call("GET", &format!("/schemas/ids/{id}"), None).await.0,

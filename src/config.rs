@@ -33,6 +33,8 @@ pub struct NodeConfig {
     pub kafka: BTreeMap<String, String>,
     /// The stream store's settings.
     pub storage: StorageConfig,
+    /// The Schema Registry's settings.
+    pub registry: inlet_schema_registry::RegistryConfig,
 }
 
 impl Default for NodeConfig {
@@ -48,6 +50,7 @@ impl Default for NodeConfig {
             node_id: 0,
             kafka: BTreeMap::new(),
             storage: StorageConfig::default(),
+            registry: inlet_schema_registry::RegistryConfig::default(),
         }
     }
 }
@@ -94,6 +97,7 @@ impl NodeConfig {
         let mut storage = self.storage.clone();
         storage.node_id = self.node_id;
         storage.validate()?;
+        self.registry.validate().map_err(anyhow::Error::msg)?;
         Ok(())
     }
 }

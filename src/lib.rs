@@ -1,6 +1,7 @@
 //! Assembling an Inlet node from its crates (DESIGN.md §2): the stream store, the Kafka
-//! endpoint on top of it, and the HTTP listener with `/healthz` and `/metrics`. The Schema
-//! Registry, table workers, coordinators, catalog and query engine join as their issues land.
+//! endpoint on top of it, the Schema Registry, and the HTTP listener with `/healthz` and
+//! `/metrics`. The table workers, coordinators, catalog and query engine join as their issues
+//! land.
 
 pub mod config;
 mod http;
@@ -68,6 +69,8 @@ pub async fn serve(config: NodeConfig) -> anyhow::Result<()> {
     let shutdown_signal = shutdown_signal()?;
     let kafka_listener = bind("Kafka", &config.kafka_listen).await?;
     let http_listener = bind("HTTP", &config.http_listen).await?;
+    let registry_listener = bind("Schema Registry", &config.registry_listen).await?;
+    let registry_addr = registry_listener.local_addr()?;
     let kafka_addr = kafka_listener.local_addr()?;
     let http_addr = http_listener.local_addr()?;
     let broker_config = broker_config(&config, kafka_addr)?;
@@ -77,6 +80,12 @@ pub async fn serve(config: NodeConfig) -> anyhow::Result<()> {
         .await
         .context("opening the Kafka endpoint")?;
 
+    let registry = Arc::new(
+        inlet_schema_registry::open(store.meta().clone(), config.registry.clone())
+            .await
+            .context("opening the Schema Registry")?,
+    );
+
     let stop = CancellationToken::new();
     let mut tasks = tokio::task::JoinSet::new();
     tasks.spawn(inlet_ingest::server::serve(
@@ -85,10 +94,19 @@ pub async fn serve(config: NodeConfig) -> anyhow::Result<()> {
         stop.clone(),
     ));
     tasks.spawn(http::serve(http_listener, broker.clone(), stop.clone()));
+    {
+        let (registry, stop) = (registry.clone(), stop.clone());
+        tasks.spawn(async move {
+            if let Err(e) = inlet_schema_registry::serve(registry_listener, registry, stop).await {
+                tracing::error!(error = %e, "the Schema Registry listener failed");
+            }
+        });
+    }
     tracing::info!(
         kafka = %kafka_addr,
         advertised = %format!("{}:{}", broker.config().advertised_host, broker.config().advertised_port),
         http = %http_addr,
+        registry = %registry_addr,
         data_dir = %config.data_dir.display(),
         object_store = %config.object_store_url(),
         topics = broker.topics().list().len(),
@@ -109,6 +127,7 @@ pub async fn serve(config: NodeConfig) -> anyhow::Result<()> {
         while tasks.join_next().await.is_some() {}
     }
     drop(broker);
+    drop(registry);
     match Arc::try_unwrap(store) {
         Ok(store) => store.close().await,
         // Every acknowledged append is already synced; what is not uploaded is replayed from

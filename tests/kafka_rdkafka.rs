@@ -676,3 +676,15 @@ fn sigterm_answers_in_flight_produces_and_loses_nothing_acked() {
     );
     node.stop();
 }
+
+#[test]
+fn the_schema_registry_listens_beside_the_kafka_port() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let node = Node::start(dir.path(), &[]);
+    let (status, body) = node.registry_get("/subjects");
+    assert_eq!((status, body.trim()), (200, "[]"));
+    let (status, body) = node.registry_get("/schemas/ids/1");
+    assert_eq!(status, 404);
+    assert!(body.contains("40403"), "{body}");
+    node.stop();
+}

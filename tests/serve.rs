@@ -16,6 +16,8 @@ fn start(dir: &std::path::Path) -> (Child, mpsc::Receiver<String>) {
             "127.0.0.1:0",
             "--http-listen",
             "127.0.0.1:0",
+            "--registry-listen",
+            "127.0.0.1:0",
         ])
         .arg("--data-dir")
         .arg(dir.join("inlet-data"))

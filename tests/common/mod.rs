@@ -19,6 +19,8 @@ pub struct Node {
     pub kafka: String,
     /// `host:port` of the HTTP listener.
     pub http: String,
+    /// `host:port` of the Schema Registry.
+    pub registry: String,
     extra: Vec<String>,
 }
 
@@ -38,6 +40,8 @@ impl Node {
                 "--kafka-listen",
                 "127.0.0.1:0",
                 "--http-listen",
+                "127.0.0.1:0",
+                "--registry-listen",
                 "127.0.0.1:0",
             ])
             .arg("--data-dir")
@@ -69,11 +73,13 @@ impl Node {
             data_dir: data_dir.to_path_buf(),
             kafka: String::new(),
             http: String::new(),
+            registry: String::new(),
             extra,
         };
         let up = node.wait_for_log("Inlet node is up");
         node.kafka = field(&up, "kafka").expect("the up line names the Kafka address");
         node.http = field(&up, "http").expect("the up line names the HTTP address");
+        node.registry = field(&up, "registry").expect("the up line names the registry address");
         node
     }
 
@@ -127,26 +133,36 @@ impl Node {
 
     /// GET on the HTTP listener; returns (status, body).
     pub fn http_get(&self, path: &str) -> (u16, String) {
-        use std::io::{Read, Write};
-        let mut s = std::net::TcpStream::connect(&self.http).expect("connect HTTP");
-        write!(
-            s,
-            "GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
-        )
-        .expect("write");
-        let mut out = String::new();
-        s.read_to_string(&mut out).expect("read");
-        let status = out
-            .split_whitespace()
-            .nth(1)
-            .and_then(|c| c.parse().ok())
-            .expect("an HTTP status");
-        let body = out
-            .split_once("\r\n\r\n")
-            .map(|(_, b)| b.to_string())
-            .unwrap_or_default();
-        (status, body)
+        http_get(&self.http, path)
     }
+
+    /// GET on the Schema Registry listener; returns (status, body).
+    pub fn registry_get(&self, path: &str) -> (u16, String) {
+        http_get(&self.registry, path)
+    }
+}
+
+/// A plain HTTP/1.1 GET; returns (status, body).
+pub fn http_get(addr: &str, path: &str) -> (u16, String) {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(addr).expect("connect HTTP");
+    write!(
+        s,
+        "GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+    )
+    .expect("write");
+    let mut out = String::new();
+    s.read_to_string(&mut out).expect("read");
+    let status = out
+        .split_whitespace()
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .expect("an HTTP status");
+    let body = out
+        .split_once("\r\n\r\n")
+        .map(|(_, b)| b.to_string())
+        .unwrap_or_default();
+    (status, body)
 }
 
 impl Drop for Node {

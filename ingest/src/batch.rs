@@ -294,6 +294,58 @@ pub(crate) mod tests {
         assert_ne!(h.attributes & 0x08, 0);
     }
 
+    #[test]
+    fn decompression_is_bounded() {
+        use kafka_protocol::compression::MAX_DECOMPRESSED_BYTES;
+        use kafka_protocol::records::RecordBatchDecoder;
+        // A 2 MiB record of zeros compresses to a few KiB with every codec; with a 1 MiB
+        // bound, decoding it is refused instead of allocating what the batch claims.
+        MAX_DECOMPRESSED_BYTES.store(1 << 20, std::sync::atomic::Ordering::Relaxed);
+        for codec in [
+            Compression::Gzip,
+            Compression::Snappy,
+            Compression::Lz4,
+            Compression::Zstd,
+        ] {
+            let record = Record {
+                transactional: false,
+                control: false,
+                delete_horizon: false,
+                partition_leader_epoch: 0,
+                producer_id: -1,
+                producer_epoch: -1,
+                timestamp_type: TimestampType::Creation,
+                offset: 0,
+                sequence: -1,
+                timestamp: 0,
+                key: None,
+                value: Some(Bytes::from(vec![0u8; 2 << 20])),
+                headers: Default::default(),
+            };
+            let mut buf = BytesMut::new();
+            RecordBatchEncoder::encode(
+                &mut buf,
+                [&record],
+                &RecordEncodeOptions {
+                    version: 2,
+                    compression: codec,
+                },
+            )
+            .expect("encode");
+            assert!(
+                buf.len() < 1 << 20,
+                "{codec:?} compressed to {} bytes",
+                buf.len()
+            );
+            let err = RecordBatchDecoder::decode(&mut buf.freeze()).expect_err("over the bound");
+            assert!(
+                format!("{err:#}").contains("decompress"),
+                "{codec:?}: {err:#}"
+            );
+        }
+        MAX_DECOMPRESSED_BYTES.store(64 << 20, std::sync::atomic::Ordering::Relaxed);
+    }
+
     proptest! {
         #[test]
         fn arbitrary_bytes_never_panic(data in proptest::collection::vec(any::<u8>(), 0..200)) {

@@ -39,14 +39,9 @@ impl<B: ByteBuf> Decompressor<B> for Gzip {
     where
         F: FnOnce(&mut Self::Buf) -> Result<R>,
     {
-        let mut tmp = BytesMut::new();
-
-        // Decompress directly from the input buffer
-        let mut d = GzDecoder::new((&mut tmp).writer());
-        d.write_all(&buf.copy_to_bytes(buf.remaining()))
-            .context("Failed to decompress gzip")?;
-        d.finish().context("Failed to decompress gzip")?;
-
-        f(&mut tmp.into())
+        // Inlet patch: bounded output (see `compression::MAX_DECOMPRESSED_BYTES`).
+        let input = buf.copy_to_bytes(buf.remaining());
+        let out = super::read_bounded(flate2::read::GzDecoder::new(&input[..]), "gzip")?;
+        f(&mut Bytes::from(out))
     }
 }

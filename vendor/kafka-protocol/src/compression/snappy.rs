@@ -81,6 +81,10 @@ impl<B: ByteBuf> Decompressor<B> for Snappy {
         {
             let compressed = compressed.copy_to_bytes(compressed.remaining());
             let actual_len = decompress_len(&compressed).context("failed to read snappy header")?;
+            // Inlet patch: the length is the sender's claim; bound it before allocating.
+            if actual_len > super::max_decompressed_bytes() {
+                anyhow::bail!("snappy batch claims {actual_len} decompressed bytes");
+            }
             let mut tmp = BytesMut::zeroed(actual_len);
             Decoder::new()
                 .decompress(&compressed, &mut tmp)
@@ -105,6 +109,12 @@ impl<B: ByteBuf> Decompressor<B> for Snappy {
             let uncompressed_block_length = decompress_len(&compressed_block)
                 .context("failed to get snappy uncompressed length")?;
             let uncompressed_block_start = uncompressed.len();
+            // Inlet patch: as above, for the sum of the blocks.
+            if uncompressed_block_start.saturating_add(uncompressed_block_length)
+                > super::max_decompressed_bytes()
+            {
+                anyhow::bail!("snappy batch decompresses to more than the limit");
+            }
             uncompressed.resize(
                 uncompressed_block_start.saturating_add(uncompressed_block_length),
                 0,

@@ -76,15 +76,20 @@ pub async fn serve(config: NodeConfig) -> anyhow::Result<()> {
     let broker_config = broker_config(&config, kafka_addr)?;
 
     let store = Arc::new(open_store(&config).await?);
-    let broker = Broker::open(store.clone(), broker_config, Arc::new(SystemClock))
-        .await
-        .context("opening the Kafka endpoint")?;
-
     let registry = Arc::new(
         inlet_schema_registry::open(store.meta().clone(), config.registry.clone())
             .await
             .context("opening the Schema Registry")?,
     );
+
+    let broker = Broker::open(
+        store.clone(),
+        broker_config,
+        Arc::new(SystemClock),
+        Some(registry.clone()),
+    )
+    .await
+    .context("opening the Kafka endpoint")?;
 
     let stop = CancellationToken::new();
     let mut tasks = tokio::task::JoinSet::new();

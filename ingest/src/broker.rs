@@ -31,6 +31,9 @@ pub struct Broker {
     pub(crate) metrics: Arc<Metrics>,
     pub(crate) clock: Arc<dyn Clock>,
     pub(crate) cluster_id: String,
+    /// The Schema Registry, for produce-time validation of table topics; `None` refuses
+    /// produce to table topics whose records must be checked.
+    pub(crate) registry: Option<Arc<inlet_schema_registry::Registry>>,
     /// Cancelled when the node stops: long polls return at once.
     pub(crate) shutdown: CancellationToken,
 }
@@ -53,6 +56,7 @@ impl Broker {
         store: Arc<StreamStore>,
         config: BrokerConfig,
         clock: Arc<dyn Clock>,
+        registry: Option<Arc<inlet_schema_registry::Registry>>,
     ) -> Result<Arc<Self>> {
         let config = Arc::new(config);
         let meta = store.meta().clone();
@@ -79,6 +83,7 @@ impl Broker {
             metrics: Arc::new(Metrics::default()),
             clock,
             cluster_id,
+            registry,
             shutdown: CancellationToken::new(),
         }))
     }

@@ -9,6 +9,8 @@ use kafka_protocol::ResponseError;
 pub struct KafkaError {
     pub code: ResponseError,
     pub message: String,
+    /// Per-record errors (index in the record set, message) for Produce v8+.
+    pub record_errors: Vec<(i32, String)>,
 }
 
 impl KafkaError {
@@ -16,6 +18,7 @@ impl KafkaError {
         KafkaError {
             code,
             message: message.into(),
+            record_errors: Vec::new(),
         }
     }
 

@@ -7,8 +7,8 @@
 //! ([`topics`]); produce checks batches ([`batch`]) and idempotent producers' sequences
 //! ([`producers`]); consumer groups are [`groups`].
 //!
-//! Not here yet: produce-time schema validation for table topics (the Schema Registry issue),
-//! transactions (not advertised), and multi-node partition ownership.
+//! Table topics' records are checked against the Schema Registry at produce time
+//! ([`validate`]). Not here yet: transactions (not advertised), and multi-node partition ownership.
 
 pub mod batch;
 pub mod broker;
@@ -22,6 +22,7 @@ pub mod producers;
 pub mod server;
 pub mod topic_config;
 pub mod topics;
+pub mod validate;
 
 pub use broker::Broker;
 pub use config::BrokerConfig;

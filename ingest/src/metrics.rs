@@ -34,6 +34,10 @@ pub struct Metrics {
     pub produced_records: AtomicU64,
     pub produced_bytes: AtomicU64,
     pub fetched_bytes: AtomicU64,
+    /// Table topic records refused at produce time (errors.tolerance=none).
+    pub invalid_records_refused: AtomicU64,
+    /// Table topic records that failed validation but were stored (errors.tolerance=all).
+    pub invalid_records_accepted: AtomicU64,
 }
 
 impl Default for Metrics {
@@ -59,6 +63,8 @@ impl Default for Metrics {
             produced_records: AtomicU64::new(0),
             produced_bytes: AtomicU64::new(0),
             fetched_bytes: AtomicU64::new(0),
+            invalid_records_refused: AtomicU64::new(0),
+            invalid_records_accepted: AtomicU64::new(0),
         }
     }
 }
@@ -173,6 +179,18 @@ impl Metrics {
                 "Record batch bytes returned by Fetch.",
                 "counter",
                 get(&self.fetched_bytes),
+            ),
+            (
+                "inlet_kafka_invalid_records_refused_total",
+                "Table topic records refused at produce time (errors.tolerance=none).",
+                "counter",
+                get(&self.invalid_records_refused),
+            ),
+            (
+                "inlet_kafka_invalid_records_accepted_total",
+                "Table topic records that failed validation and were stored for the dead-letter table (errors.tolerance=all).",
+                "counter",
+                get(&self.invalid_records_accepted),
             ),
         ] {
             let _ = writeln!(

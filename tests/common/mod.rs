@@ -2,6 +2,7 @@
 //! data directory, stopped with SIGTERM or killed with SIGKILL, restarted on the same data.
 #![allow(dead_code)]
 
+pub mod python;
 pub mod wire;
 
 use std::io::{BufRead, BufReader};

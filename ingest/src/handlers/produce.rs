@@ -8,7 +8,9 @@ use bytes::Bytes;
 use futures::future::join_all;
 use inlet_storage::AppendOptions;
 use kafka_protocol::messages::produce_request::PartitionProduceData;
-use kafka_protocol::messages::produce_response::{PartitionProduceResponse, TopicProduceResponse};
+use kafka_protocol::messages::produce_response::{
+    BatchIndexAndErrorMessage, PartitionProduceResponse, TopicProduceResponse,
+};
 use kafka_protocol::messages::*;
 use kafka_protocol::ResponseError;
 use tokio::sync::watch;
@@ -113,6 +115,40 @@ impl Broker {
                     ResponseError::InvalidRecord,
                     "transactional and control batches are not supported by Inlet",
                 ));
+            }
+        }
+        if let Some(rules) = crate::validate::Rules::of(&topic.configs, &self.config.topic_defaults)
+        {
+            let registry = self.registry.as_ref().ok_or_else(|| {
+                KafkaError::new(
+                    ResponseError::InvalidRecord,
+                    "this node has no Schema Registry to check table topic records with",
+                )
+            })?;
+            let (errors, bad) = crate::validate::check(registry, rules, &batches).await;
+            if bad > 0 {
+                if rules.tolerate {
+                    self.metrics
+                        .invalid_records_accepted
+                        .fetch_add(bad as u64, Ordering::Relaxed);
+                } else {
+                    self.metrics
+                        .invalid_records_refused
+                        .fetch_add(bad as u64, Ordering::Relaxed);
+                    let first = errors
+                        .first()
+                        .map(|(i, m)| format!("record {i}: {m}"))
+                        .unwrap_or_default();
+                    let mut e = KafkaError::new(
+                        ResponseError::InvalidRecord,
+                        format!(
+                            "{bad} record(s) of table topic {:?} failed validation; nothing was stored (first: {first})",
+                            topic.name
+                        ),
+                    );
+                    e.record_errors = errors;
+                    return Err(e);
+                }
             }
         }
         let log_append_time = topic.configs.get("message.timestamp.type") == Some("LogAppendTime");
@@ -231,6 +267,15 @@ fn partition_response(
                 .with_log_append_time_ms(-1)
                 .with_log_start_offset(-1);
             if version >= 8 {
+                r.record_errors = e
+                    .record_errors
+                    .into_iter()
+                    .map(|(index, message)| {
+                        BatchIndexAndErrorMessage::default()
+                            .with_batch_index(index)
+                            .with_batch_index_error_message(Some(str(message)))
+                    })
+                    .collect();
                 r.error_message = Some(str(e.message));
             }
             r

@@ -1,0 +1,184 @@
+//! Produce-time validation of table topics, end to end: `inlet serve` with its Schema
+//! Registry, and Python `confluent-kafka`'s AvroSerializer as the producer. Valid framed
+//! records are stored; unframed, unknown-id, truncated and null values are refused with
+//! INVALID_RECORD and not stored; with `errors.tolerance=all` they are accepted.
+
+mod common;
+
+use std::ffi::OsString;
+use std::time::Duration;
+
+use common::{python, require, Node};
+
+#[test]
+fn table_topics_refuse_records_that_do_not_match_a_registered_schema() {
+    let python = python::python("import confluent_kafka.schema_registry.avro, fastavro");
+    if !require(
+        "python with confluent-kafka[avro,schemaregistry]",
+        python.is_some(),
+    ) {
+        return;
+    }
+    let dir = tempfile::tempdir().expect("tempdir");
+    let node = Node::start(dir.path(), &[]);
+    let args: Vec<OsString> = vec![
+        python::script("table_topic_validation.py").into(),
+        node.kafka.clone().into(),
+        format!("http://{}", node.registry).into(),
+    ];
+    let (status, output) = python::run(&python.expect("checked"), &args, Duration::from_secs(180));
+    assert!(
+        status.is_some_and(|s| s.success()) && output.contains("OK"),
+        "the validation script failed ({status:?}):\n{output}"
+    );
+    let (_, metrics) = node.http_get("/metrics");
+    let refused: f64 = metrics
+        .lines()
+        .find_map(|l| l.strip_prefix("inlet_kafka_invalid_records_refused_total "))
+        .and_then(|v| v.parse().ok())
+        .expect("refused counter");
+    assert_eq!(refused, 4.0, "the four bad records were counted");
+    node.stop();
+}
+
+/// The refusal at the protocol level: Produce v8+ carries one message per bad record, and the
+/// partition stays empty.
+#[test]
+fn refused_batches_name_each_bad_record() {
+    use bytes::{Bytes, BytesMut};
+    use common::wire::Conn;
+    use kafka_protocol::messages::create_topics_request::{CreatableTopic, CreatableTopicConfig};
+    use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
+    use kafka_protocol::messages::*;
+    use kafka_protocol::protocol::StrBytes;
+    use kafka_protocol::records::{
+        Compression, Record, RecordBatchEncoder, RecordEncodeOptions, TimestampType,
+    };
+
+    let dir = tempfile::tempdir().expect("tempdir");
+    let node = Node::start(dir.path(), &[]);
+    let mut c = Conn::open(&node);
+    let created: CreateTopicsResponse = c.call(
+        ApiKey::CreateTopics,
+        5,
+        RequestKind::CreateTopics(
+            CreateTopicsRequest::default()
+                .with_timeout_ms(10_000)
+                .with_topics(vec![CreatableTopic::default()
+                    .with_name(TopicName(StrBytes::from_static_str("strict")))
+                    .with_num_partitions(1)
+                    .with_replication_factor(1)
+                    .with_configs(vec![CreatableTopicConfig::default()
+                        .with_name(StrBytes::from_static_str("table.topic.enable"))
+                        .with_value(Some(StrBytes::from_static_str("true")))])]),
+        ),
+    );
+    assert_eq!(created.topics[0].error_code, 0);
+
+    let values = [
+        Some(Bytes::from_static(b"plain text")),
+        None,
+        Some(Bytes::from_static(b"\x00\x00\x00")),
+    ];
+    let records: Vec<Record> = values
+        .iter()
+        .enumerate()
+        .map(|(i, v)| Record {
+            transactional: false,
+            control: false,
+            delete_horizon: false,
+            partition_leader_epoch: 0,
+            producer_id: -1,
+            producer_epoch: -1,
+            timestamp_type: TimestampType::Creation,
+            offset: i as i64,
+            sequence: i as i32,
+            timestamp: 1_700_000_000_000,
+            key: None,
+            value: v.clone(),
+            headers: Default::default(),
+        })
+        .collect();
+    let mut batch = BytesMut::new();
+    RecordBatchEncoder::encode(
+        &mut batch,
+        &records,
+        &RecordEncodeOptions {
+            version: 2,
+            compression: Compression::Lz4,
+        },
+    )
+    .expect("encode");
+    let r: ProduceResponse = c.call(
+        ApiKey::Produce,
+        9,
+        RequestKind::Produce(
+            ProduceRequest::default()
+                .with_acks(-1)
+                .with_timeout_ms(10_000)
+                .with_topic_data(vec![TopicProduceData::default()
+                    .with_name(TopicName(StrBytes::from_static_str("strict")))
+                    .with_partition_data(vec![PartitionProduceData::default()
+                        .with_index(0)
+                        .with_records(Some(batch.freeze()))])]),
+        ),
+    );
+    let p = &r.responses[0].partition_responses[0];
+    assert_eq!(p.error_code, 87, "INVALID_RECORD");
+    let message = p
+        .error_message
+        .as_deref()
+        .map(|m| m.to_string())
+        .unwrap_or_default();
+    assert!(message.contains("nothing was stored"), "{message}");
+    let indexes: Vec<i32> = p.record_errors.iter().map(|e| e.batch_index).collect();
+    assert_eq!(indexes, vec![0, 1, 2]);
+    let texts: Vec<String> = p
+        .record_errors
+        .iter()
+        .map(|e| {
+            e.batch_index_error_message
+                .as_deref()
+                .map(|m| m.to_string())
+                .unwrap_or_default()
+        })
+        .collect();
+    assert!(texts[0].contains("magic"), "{texts:?}");
+    assert!(texts[1].contains("needs a value"), "{texts:?}");
+    assert!(texts[2].contains("too short"), "{texts:?}");
+    // Nothing was stored, and the connection is still usable.
+    let meta: MetadataResponse = c.call(
+        ApiKey::Metadata,
+        9,
+        RequestKind::Metadata(MetadataRequest::default().with_topics(None)),
+    );
+    assert!(meta
+        .topics
+        .iter()
+        .any(|t| t.name.as_ref().is_some_and(|n| n.0.as_str() == "strict")));
+    use kafka_protocol::messages::list_offsets_request::{ListOffsetsPartition, ListOffsetsTopic};
+    let offsets: ListOffsetsResponse = c.call(
+        ApiKey::ListOffsets,
+        5,
+        RequestKind::ListOffsets(
+            ListOffsetsRequest::default()
+                .with_replica_id(BrokerId(-1))
+                .with_topics(vec![ListOffsetsTopic::default()
+                    .with_name(TopicName(StrBytes::from_static_str("strict")))
+                    .with_partitions(vec![ListOffsetsPartition::default()
+                        .with_partition_index(0)
+                        .with_timestamp(-1)])]),
+        ),
+    );
+    assert_eq!(
+        offsets.topics[0].partitions[0].offset, 0,
+        "the partition stays empty"
+    );
+    let stream_end = node.http_get("/metrics").1;
+    assert!(
+        stream_end.contains("inlet_kafka_invalid_records_refused_total 3"),
+        "metrics"
+    );
+    drop(c);
+    node.stop();
+}

@@ -10,12 +10,10 @@
 
 mod common;
 
-use std::ffi::OsString;
-use std::path::{Path, PathBuf};
-use std::process::{Command, ExitStatus, Stdio};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
+use common::python::{python, run, script};
 use common::require;
 use inlet_schema_registry::{RegistryConfig, VersionSpec};
 use inlet_storage::MetaStore;
@@ -24,75 +22,9 @@ use tokio_util::sync::CancellationToken;
 /// How long the script may run before it is killed.
 const SCRIPT_TIMEOUT: Duration = Duration::from_secs(120);
 
-fn python() -> Option<PathBuf> {
-    let candidate = match std::env::var_os("INLET_TEST_PYTHON").filter(|p| !p.is_empty()) {
-        Some(p) => PathBuf::from(p),
-        None => {
-            let venv =
-                PathBuf::from(std::env::var_os("HOME")?).join(".cache/inlet/venv/bin/python");
-            if !venv.exists() {
-                return None;
-            }
-            venv
-        }
-    };
-    let imports = Command::new(&candidate)
-        .args([
-            "-c",
-            "import confluent_kafka.schema_registry.avro, fastavro",
-        ])
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success());
-    if imports {
-        Some(candidate)
-    } else {
-        eprintln!(
-            "{} cannot import confluent_kafka.schema_registry and fastavro",
-            candidate.display()
-        );
-        None
-    }
-}
-
-/// Runs `program args` with output captured to files, killing it after `timeout`.
-fn run(program: &Path, args: &[OsString], timeout: Duration) -> (Option<ExitStatus>, String) {
-    let out_dir = tempfile::tempdir().expect("tempdir");
-    let stdout_path = out_dir.path().join("stdout");
-    let stderr_path = out_dir.path().join("stderr");
-    let mut child = Command::new(program)
-        .args(args)
-        .env("PYTHONUNBUFFERED", "1")
-        .stdin(Stdio::null())
-        .stdout(std::fs::File::create(&stdout_path).expect("stdout file"))
-        .stderr(std::fs::File::create(&stderr_path).expect("stderr file"))
-        .spawn()
-        .unwrap_or_else(|e| panic!("cannot run {}: {e}", program.display()));
-    let deadline = Instant::now() + timeout;
-    let status = loop {
-        if let Some(status) = child.try_wait().expect("try_wait") {
-            break Some(status);
-        }
-        if Instant::now() >= deadline {
-            let _ = child.kill();
-            let _ = child.wait();
-            break None;
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    };
-    let output = format!(
-        "--- stdout ---\n{}--- stderr ---\n{}",
-        std::fs::read_to_string(&stdout_path).unwrap_or_default(),
-        std::fs::read_to_string(&stderr_path).unwrap_or_default()
-    );
-    (status, output)
-}
-
 #[test]
 fn confluent_schema_registry_client_with_avro() {
-    let python = python();
+    let python = python("import confluent_kafka.schema_registry.avro, fastavro");
     if !require(
         "python with confluent-kafka[avro,schemaregistry]",
         python.is_some(),
@@ -122,8 +54,7 @@ fn confluent_schema_registry_client_with_avro() {
         (addr, server)
     });
 
-    let script =
-        Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/clients/schema_registry_avro.py");
+    let script = script("schema_registry_avro.py");
     let (status, output) = run(
         &python,
         &[script.into(), format!("http://{addr}").into()],

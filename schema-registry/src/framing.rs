@@ -60,8 +60,18 @@ pub fn split(record: &[u8]) -> Result<(u32, &[u8]), FramingError> {
     Ok((id, &record[HEADER_LEN..]))
 }
 
+/// Largest length apache-avro accepts for one string, bytes value or array block while
+/// decoding. Its own default (512 MiB) lets an 8-byte payload claiming a huge array make it
+/// reserve `count × size_of::<Value>()` bytes — 4.6 GB in the case the fuzz target found. With
+/// this bound the worst reservation is about 200 MiB, never touched; a record whose single
+/// string or bytes field exceeds it is refused as undecodable.
+pub const AVRO_MAX_ALLOCATION_BYTES: usize = 4 << 20;
+
 /// Decodes an Avro `payload` (without header) written with `schema`.
 pub fn decode_payload(schema: &StoredSchema, payload: &[u8]) -> Result<Value, FramingError> {
+    // First call wins for the process (apache-avro's setting is global and set once); every
+    // decode in Inlet comes through here.
+    apache_avro::max_allocation_bytes(AVRO_MAX_ALLOCATION_BYTES);
     let mut rest = payload;
     let value = apache_avro::from_avro_datum(&schema.avro, &mut rest, None).map_err(|e| {
         FramingError::Undecodable {
@@ -100,6 +110,25 @@ pub fn frame(id: u32, payload: &[u8]) -> Vec<u8> {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_huge_array_count_in_a_tiny_payload_is_refused() {
+        // Found by the fuzz target: a large count in an 8-byte payload made apache-avro reserve
+        // gigabytes for the array's values.
+        let parsed =
+            super::super::avro::parse(r#"{"type":"array","items":"string"}"#).expect("schema");
+        let schema = super::StoredSchema {
+            id: 1,
+            schema_type: super::super::SchemaType::Avro,
+            text: String::new(),
+            avro: parsed.schema,
+        };
+        // A block count of 100 million (zig-zag varint), then nothing: under apache-avro's own
+        // 512 MiB bound, so only ours refuses it before the reservation.
+        let payload = [0x80, 0x84, 0xaf, 0x5f, 0, 0, 0];
+        let err = super::decode_payload(&schema, &payload).expect_err("refused");
+        assert!(err.to_string().contains("allocate"), "{err}");
+    }
+
     use super::*;
     use crate::registry::SchemaType;
     use proptest::prelude::*;

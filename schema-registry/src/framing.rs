@@ -67,11 +67,41 @@ pub fn split(record: &[u8]) -> Result<(u32, &[u8]), FramingError> {
 /// string or bytes field exceeds it is refused as undecodable.
 pub const AVRO_MAX_ALLOCATION_BYTES: usize = 4 << 20;
 
+/// Whether a record type refers to itself (directly or through other types).
+fn is_recursive(
+    schema: &apache_avro::Schema,
+    enclosing: &mut Vec<apache_avro::schema::Name>,
+) -> bool {
+    use apache_avro::Schema as S;
+    match schema {
+        S::Ref { name } => enclosing.contains(name),
+        S::Record(r) => {
+            enclosing.push(r.name.clone());
+            let found = r.fields.iter().any(|f| is_recursive(&f.schema, enclosing));
+            enclosing.pop();
+            found
+        }
+        S::Array(a) => is_recursive(&a.items, enclosing),
+        S::Map(m) => is_recursive(&m.types, enclosing),
+        S::Union(u) => u.variants().iter().any(|v| is_recursive(v, enclosing)),
+        _ => false,
+    }
+}
+
 /// Decodes an Avro `payload` (without header) written with `schema`.
 pub fn decode_payload(schema: &StoredSchema, payload: &[u8]) -> Result<Value, FramingError> {
     // First call wins for the process (apache-avro's setting is global and set once); every
     // decode in Inlet comes through here.
     apache_avro::max_allocation_bytes(AVRO_MAX_ALLOCATION_BYTES);
+    // apache-avro decodes recursively, one stack frame per level: a recursive schema (a linked
+    // list) lets a payload nest as deep as it has bytes and overflow the stack, which aborts
+    // the process (found by the fuzz target). Such schemas have no Iceberg mapping either.
+    if is_recursive(&schema.avro, &mut Vec::new()) {
+        return Err(FramingError::Undecodable {
+            id: schema.id,
+            detail: "recursive schemas are not decoded (a record type that contains itself has no table mapping, and its nesting is unbounded)".into(),
+        });
+    }
     let mut rest = payload;
     let value = apache_avro::from_avro_datum(&schema.avro, &mut rest, None).map_err(|e| {
         FramingError::Undecodable {
@@ -110,6 +140,27 @@ pub fn frame(id: u32, payload: &[u8]) -> Vec<u8> {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn recursive_schemas_are_not_decoded() {
+        // Found by the fuzz target: a linked list nested as deep as the payload is long
+        // overflowed the stack inside apache-avro.
+        let parsed = super::super::avro::parse(
+            r#"{"type":"record","name":"node","fields":[{"name":"v","type":"int"},{"name":"next","type":["null","node"]}]}"#,
+        )
+        .expect("schema");
+        let schema = super::StoredSchema {
+            id: 7,
+            schema_type: super::super::SchemaType::Avro,
+            text: String::new(),
+            avro: parsed.schema,
+        };
+        let deep: Vec<u8> = std::iter::repeat_n([0x02u8, 0x02], 200_000)
+            .flatten()
+            .collect();
+        let err = super::decode_payload(&schema, &deep).expect_err("refused");
+        assert!(err.to_string().contains("recursive"), "{err}");
+    }
+
     #[test]
     fn a_huge_array_count_in_a_tiny_payload_is_refused() {
         // Found by the fuzz target: a large count in an 8-byte payload made apache-avro reserve

@@ -92,7 +92,7 @@ fn is_recursive(
 pub fn decode_payload(schema: &StoredSchema, payload: &[u8]) -> Result<Value, FramingError> {
     // First call wins for the process (apache-avro's setting is global and set once); every
     // decode in Inlet comes through here.
-    apache_avro::max_allocation_bytes(AVRO_MAX_ALLOCATION_BYTES);
+    apache_avro::util::max_allocation_bytes(AVRO_MAX_ALLOCATION_BYTES);
     // apache-avro decodes recursively, one stack frame per level: a recursive schema (a linked
     // list) lets a payload nest as deep as it has bytes and overflow the stack, which aborts
     // the process (found by the fuzz target). Such schemas have no Iceberg mapping either.

@@ -7,51 +7,23 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use bytes::{Bytes, BytesMut};
-use common::wire::Conn;
+use bytes::Bytes;
+use common::wire::{record_batch, Conn};
 use common::Node;
 use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
 use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
 use kafka_protocol::messages::*;
 use kafka_protocol::protocol::StrBytes;
-use kafka_protocol::records::{
-    Compression, Record, RecordBatchEncoder, RecordEncodeOptions, TimestampType,
-};
+use kafka_protocol::records::Compression;
 
 const TOPIC: &str = "polled";
 const OFFSET_OUT_OF_RANGE: i16 = 1;
 
 fn batch(count: usize, size: usize) -> Bytes {
-    let records: Vec<Record> = (0..count)
-        .map(|i| Record {
-            transactional: false,
-            control: false,
-            delete_horizon: false,
-            partition_leader_epoch: 0,
-            producer_id: -1,
-            producer_epoch: -1,
-            timestamp_type: TimestampType::Creation,
-            offset: i as i64,
-            // Consecutive sequences keep the encoder from splitting the records into one
-            // batch each.
-            sequence: i as i32,
-            timestamp: 1_700_000_000_000,
-            key: None,
-            value: Some(Bytes::from(vec![b'p'; size])),
-            headers: Default::default(),
-        })
+    let values: Vec<Option<Bytes>> = (0..count)
+        .map(|_| Some(Bytes::from(vec![b'p'; size])))
         .collect();
-    let mut buf = BytesMut::new();
-    RecordBatchEncoder::encode(
-        &mut buf,
-        &records,
-        &RecordEncodeOptions {
-            version: 2,
-            compression: Compression::None,
-        },
-    )
-    .expect("encode");
-    buf.freeze()
+    record_batch(&values, -1, -1, 0, Compression::None)
 }
 
 fn produce(c: &mut Conn, records: Bytes) -> i64 {

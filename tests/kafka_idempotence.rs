@@ -6,8 +6,8 @@ mod common;
 
 use std::io::Write;
 
-use bytes::{Bytes, BytesMut};
-use common::wire::Conn;
+use bytes::Bytes;
+use common::wire::{record_batch, Conn};
 use common::Node;
 use inlet_ingest::codec::encode_request;
 use kafka_protocol::messages::list_offsets_request::{ListOffsetsPartition, ListOffsetsTopic};
@@ -15,39 +15,13 @@ use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
 use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
 use kafka_protocol::messages::*;
 use kafka_protocol::protocol::StrBytes;
-use kafka_protocol::records::{
-    Compression, Record, RecordBatchEncoder, RecordEncodeOptions, TimestampType,
-};
+use kafka_protocol::records::Compression;
 
 fn batch(producer_id: i64, epoch: i16, first_seq: i32, count: usize, tag: &str) -> Bytes {
-    let records: Vec<Record> = (0..count)
-        .map(|i| Record {
-            transactional: false,
-            control: false,
-            delete_horizon: false,
-            partition_leader_epoch: 0,
-            producer_id,
-            producer_epoch: epoch,
-            timestamp_type: TimestampType::Creation,
-            offset: i as i64,
-            sequence: first_seq + i as i32,
-            timestamp: 1_700_000_000_000,
-            key: None,
-            value: Some(Bytes::from(format!("{tag}-{i}"))),
-            headers: Default::default(),
-        })
+    let values: Vec<Option<Bytes>> = (0..count)
+        .map(|i| Some(Bytes::from(format!("{tag}-{i}"))))
         .collect();
-    let mut buf = BytesMut::new();
-    RecordBatchEncoder::encode(
-        &mut buf,
-        &records,
-        &RecordEncodeOptions {
-            version: 2,
-            compression: Compression::None,
-        },
-    )
-    .expect("encode batch");
-    buf.freeze()
+    record_batch(&values, producer_id, epoch, first_seq, Compression::None)
 }
 
 /// Produces one batch to `idem-0`; returns (error code, base offset).

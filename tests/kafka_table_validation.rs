@@ -45,15 +45,13 @@ fn table_topics_refuse_records_that_do_not_match_a_registered_schema() {
 /// partition stays empty.
 #[test]
 fn refused_batches_name_each_bad_record() {
-    use bytes::{Bytes, BytesMut};
+    use bytes::Bytes;
     use common::wire::Conn;
     use kafka_protocol::messages::create_topics_request::{CreatableTopic, CreatableTopicConfig};
     use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
     use kafka_protocol::messages::*;
     use kafka_protocol::protocol::StrBytes;
-    use kafka_protocol::records::{
-        Compression, Record, RecordBatchEncoder, RecordEncodeOptions, TimestampType,
-    };
+    use kafka_protocol::records::Compression;
 
     let dir = tempfile::tempdir().expect("tempdir");
     let node = Node::start(dir.path(), &[]);
@@ -80,35 +78,7 @@ fn refused_batches_name_each_bad_record() {
         None,
         Some(Bytes::from_static(b"\x00\x00\x00")),
     ];
-    let records: Vec<Record> = values
-        .iter()
-        .enumerate()
-        .map(|(i, v)| Record {
-            transactional: false,
-            control: false,
-            delete_horizon: false,
-            partition_leader_epoch: 0,
-            producer_id: -1,
-            producer_epoch: -1,
-            timestamp_type: TimestampType::Creation,
-            offset: i as i64,
-            sequence: i as i32,
-            timestamp: 1_700_000_000_000,
-            key: None,
-            value: v.clone(),
-            headers: Default::default(),
-        })
-        .collect();
-    let mut batch = BytesMut::new();
-    RecordBatchEncoder::encode(
-        &mut batch,
-        &records,
-        &RecordEncodeOptions {
-            version: 2,
-            compression: Compression::Lz4,
-        },
-    )
-    .expect("encode");
+    let batch = common::wire::record_batch(&values, -1, -1, 0, Compression::Lz4);
     let r: ProduceResponse = c.call(
         ApiKey::Produce,
         9,
@@ -120,7 +90,7 @@ fn refused_batches_name_each_bad_record() {
                     .with_name(TopicName(StrBytes::from_static_str("strict")))
                     .with_partition_data(vec![PartitionProduceData::default()
                         .with_index(0)
-                        .with_records(Some(batch.freeze()))])]),
+                        .with_records(Some(batch))])]),
         ),
     );
     let p = &r.responses[0].partition_responses[0];

@@ -47,3 +47,46 @@ impl Conn {
         R::decode(&mut buf, version).expect("body")
     }
 }
+
+/// Encodes one record batch (magic 2) of `values` with keys `None`, timestamps fixed, and
+/// `producer_id`/`epoch`/`first_seq` for idempotent batches (-1 for plain ones). Records get
+/// consecutive sequences so the encoder keeps them in one batch.
+pub fn record_batch(
+    values: &[Option<Bytes>],
+    producer_id: i64,
+    epoch: i16,
+    first_seq: i32,
+    compression: kafka_protocol::records::Compression,
+) -> Bytes {
+    use kafka_protocol::records::{Record, RecordBatchEncoder, RecordEncodeOptions, TimestampType};
+    let records: Vec<Record> = values
+        .iter()
+        .enumerate()
+        .map(|(i, value)| Record {
+            transactional: false,
+            control: false,
+            delete_horizon: false,
+            partition_leader_epoch: 0,
+            producer_id,
+            producer_epoch: epoch,
+            timestamp_type: TimestampType::Creation,
+            offset: i as i64,
+            sequence: first_seq.max(0) + i as i32,
+            timestamp: 1_700_000_000_000,
+            key: None,
+            value: value.clone(),
+            headers: Default::default(),
+        })
+        .collect();
+    let mut buf = bytes::BytesMut::new();
+    RecordBatchEncoder::encode(
+        &mut buf,
+        &records,
+        &RecordEncodeOptions {
+            version: 2,
+            compression,
+        },
+    )
+    .expect("encode a record batch");
+    buf.freeze()
+}

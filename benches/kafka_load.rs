@@ -125,6 +125,7 @@ struct Node {
     logs: mpsc::Receiver<String>,
     kafka: String,
     http: String,
+    registry: String,
 }
 
 fn field(line: &str, name: &str) -> Option<String> {
@@ -175,10 +176,12 @@ impl Node {
             logs,
             kafka: String::new(),
             http: String::new(),
+            registry: String::new(),
         };
         let up = node.wait_for_log("Inlet node is up");
         node.kafka = field(&up, "kafka").expect("the up line names the Kafka address");
         node.http = field(&up, "http").expect("the up line names the HTTP address");
+        node.registry = field(&up, "registry").expect("the up line names the registry address");
         node
     }
 
@@ -466,12 +469,20 @@ fn producer_config(kafka: &str, linger_ms: u64) -> ClientConfig {
 }
 
 fn create_topic(kafka: &str, name: &str, partitions: i32) {
+    create_topic_with(kafka, name, partitions, &[]);
+}
+
+fn create_topic_with(kafka: &str, name: &str, partitions: i32, configs: &[(&str, &str)]) {
     let admin: AdminClient<DefaultClientContext> = ClientConfig::new()
         .set("bootstrap.servers", kafka)
         .create()
         .expect("admin client");
+    let mut topic = NewTopic::new(name, partitions, TopicReplication::Fixed(1));
+    for (k, v) in configs {
+        topic = topic.set(k, v);
+    }
     let results = futures::executor::block_on(admin.create_topics(
-        &[NewTopic::new(name, partitions, TopicReplication::Fixed(1))],
+        &[topic],
         &AdminOptions::new().operation_timeout(Some(Duration::from_secs(30))),
     ))
     .expect("create_topics");
@@ -500,6 +511,7 @@ impl Load {
         producers: usize,
         budget: Option<u64>,
         pool: &Arc<Vec<u8>>,
+        framed: Option<&Arc<Vec<Vec<u8>>>>,
     ) -> Load {
         let stop = Arc::new(AtomicBool::new(false));
         let acks = Arc::new(Acks::default());
@@ -516,13 +528,18 @@ impl Load {
             load.producers.push(producer.clone());
             let stop = stop.clone();
             let pool = pool.clone();
+            let framed = framed.cloned();
             let topic = topic.to_string();
             load.senders.push(std::thread::spawn(move || {
                 let mut sent = 0u64;
                 let mut k = p * 7919;
                 while !stop.load(Ordering::Relaxed) && budget.is_none_or(|b| sent < b) {
                     let off = (k * 1031) % (POOL - MSG);
-                    let record = BaseRecord::<(), [u8]>::to(&topic).payload(&pool[off..off + MSG]);
+                    let payload: &[u8] = match &framed {
+                        Some(msgs) => &msgs[k % msgs.len()],
+                        None => &pool[off..off + MSG],
+                    };
+                    let record = BaseRecord::<(), [u8]>::to(&topic).payload(payload);
                     match producer.send(record) {
                         Ok(()) => {
                             sent += MSG as u64;
@@ -789,6 +806,133 @@ fn settle(node: &Node) {
     sync_all();
 }
 
+/// Registers an Avro schema over the registry's REST API; returns its id.
+fn register_schema(registry: &str, subject: &str, schema: &str) -> u32 {
+    use std::io::{Read, Write};
+    let body = serde_json::json!({ "schema": schema }).to_string();
+    let mut s = std::net::TcpStream::connect(registry).expect("connect to the registry");
+    write!(
+        s,
+        "POST /subjects/{subject}/versions HTTP/1.1\r\nHost: x\r\nContent-Type: application/vnd.schemaregistry.v1+json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    )
+    .expect("write");
+    let mut out = String::new();
+    s.read_to_string(&mut out).expect("read");
+    let json = out
+        .split_once("\r\n\r\n")
+        .map(|(_, b)| b)
+        .unwrap_or_default();
+    let v: serde_json::Value = serde_json::from_str(json).unwrap_or_else(|e| panic!("{e}: {out}"));
+    v["id"].as_u64().unwrap_or_else(|| panic!("no id in {out}")) as u32
+}
+
+fn zigzag_varint(out: &mut Vec<u8>, v: i64) {
+    let mut n = ((v << 1) ^ (v >> 63)) as u64;
+    loop {
+        let b = (n & 0x7f) as u8;
+        n >>= 7;
+        if n == 0 {
+            out.push(b);
+            break;
+        }
+        out.push(b | 0x80);
+    }
+}
+
+/// `count` Schema Registry framed Avro records `{id: long, data: bytes}` of exactly `MSG`
+/// bytes each, random data.
+fn framed_messages(schema_id: u32, count: usize) -> Arc<Vec<Vec<u8>>> {
+    let mut rng = rand::rng();
+    Arc::new(
+        (0..count)
+            .map(|i| {
+                let mut m = vec![0u8];
+                m.extend_from_slice(&schema_id.to_be_bytes());
+                zigzag_varint(&mut m, i as i64);
+                // bytes: zig-zag length, then the data; pick the length that fills MSG.
+                let mut len = MSG - m.len() - 2;
+                let mut prefix = Vec::new();
+                zigzag_varint(&mut prefix, len as i64);
+                len = MSG - m.len() - prefix.len();
+                prefix.clear();
+                zigzag_varint(&mut prefix, len as i64);
+                m.extend_from_slice(&prefix);
+                let mut data = vec![0u8; len];
+                rng.fill_bytes(&mut data);
+                m.extend_from_slice(&data);
+                m
+            })
+            .collect(),
+    )
+}
+
+/// Produce-time validation (`INLET_BENCH_VALIDATION=1` runs only this): the same framed Avro
+/// records to a plain topic and to a table topic whose broker checks every record against the
+/// registry, alternating, `runs` times each.
+fn validation_phase(node: &Node, seconds: u64, runs: u64, producers: usize, partitions: i32) {
+    let pool = random_pool();
+    let schema = r#"{"type":"record","name":"Row","fields":[{"name":"id","type":"long"},{"name":"data","type":"bytes"}]}"#;
+    let id = register_schema(&node.registry, "bench-value", schema);
+    let msgs = framed_messages(id, 4096);
+    let (mut plain, mut table) = (Vec::new(), Vec::new());
+    let (mut plain_cpu, mut table_cpu) = (Vec::new(), Vec::new());
+    for run in 0..runs {
+        for validated in [false, true] {
+            settle(node);
+            let name = format!(
+                "validation-{run}-{}",
+                if validated { "table" } else { "plain" }
+            );
+            let configs: &[(&str, &str)] = if validated {
+                &[("table.topic.enable", "true")]
+            } else {
+                &[]
+            };
+            create_topic_with(&node.kafka, &name, partitions, configs);
+            let load = Load::start(&node.kafka, &name, producers, None, &pool, Some(&msgs));
+            let w = window(node, &load, Duration::from_secs(3), seconds);
+            load.stop();
+            eprintln!(
+                "validation run {run} {}: {:.0} MiB/s acked, broker CPU {:.1} ms/MiB",
+                if validated {
+                    "table topic (validated)"
+                } else {
+                    "plain topic"
+                },
+                w.mib_s(),
+                w.broker_cpu_ms / w.acked_mib
+            );
+            if validated {
+                table.push(w.mib_s());
+                table_cpu.push(w.broker_cpu_ms / w.acked_mib);
+            } else {
+                plain.push(w.mib_s());
+                plain_cpu.push(w.broker_cpu_ms / w.acked_mib);
+            }
+        }
+    }
+    let refused = node
+        .metrics()
+        .0
+        .get("inlet_kafka_invalid_records_refused_total")
+        .copied()
+        .unwrap_or(0.0);
+    assert_eq!(refused, 0.0, "valid records were refused");
+    let (p, t) = (median(plain), median(table));
+    println!();
+    println!("produce-time validation ({runs} runs of {seconds} s each, {producers} producers, {partitions} partitions, 1 KiB framed Avro records):");
+    println!(
+        "  plain topic: {p:.0} MiB/s (broker {:.1} ms CPU/MiB)",
+        median(plain_cpu)
+    );
+    println!(
+        "  table topic: {t:.0} MiB/s (broker {:.1} ms CPU/MiB)",
+        median(table_cpu)
+    );
+    println!("  validated / plain: {:.2} (target >= 0.70)", t / p);
+}
+
 fn main() {
     if std::env::args().any(|a| a == "--list") {
         return; // `cargo test --benches` asks benches to list their tests
@@ -830,6 +974,12 @@ fn main() {
     );
 
     let node = Node::start(&base.join("node"));
+    if std::env::var_os("INLET_BENCH_VALIDATION").is_some() {
+        validation_phase(&node, seconds, runs, producers, partitions);
+        node.stop();
+        let _ = std::fs::remove_dir_all(&base);
+        return;
+    }
     let start_metrics = node.metrics();
 
     // 2. Produce throughput.
@@ -840,7 +990,7 @@ fn main() {
     for run in 0..runs {
         settle(&node);
         let topic = fresh_topic(&node, &format!("throughput-{run}"), partitions);
-        let load = Load::start(&node.kafka, &topic, producers, None, &pool);
+        let load = Load::start(&node.kafka, &topic, producers, None, &pool, None);
         let w = window(&node, &load, Duration::from_secs(3), seconds);
         load.stop();
         thr.push(w.mib_s());
@@ -902,7 +1052,7 @@ fn main() {
         })
     };
     std::thread::sleep(Duration::from_secs(1));
-    let load = Load::start(&node.kafka, &topic, producers, None, &pool);
+    let load = Load::start(&node.kafka, &topic, producers, None, &pool, None);
     std::thread::sleep(Duration::from_secs(3));
     let c0 = consumed.load(Ordering::Relaxed);
     let w = window(&node, &load, Duration::ZERO, seconds);
@@ -930,7 +1080,14 @@ fn main() {
     let topic = fresh_topic(&node, "catchup", partitions);
     let per_producer = catchup_mib * (1 << 20) / producers as u64;
     let t0 = Instant::now();
-    let load = Load::start(&node.kafka, &topic, producers, Some(per_producer), &pool);
+    let load = Load::start(
+        &node.kafka,
+        &topic,
+        producers,
+        Some(per_producer),
+        &pool,
+        None,
+    );
     let catchup_bytes = load.finish();
     let catchup_produce_mib_s = catchup_bytes as f64 / MIB / t0.elapsed().as_secs_f64();
     let t_up = Instant::now();

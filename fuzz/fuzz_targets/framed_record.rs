@@ -22,11 +22,9 @@ fn schemas() -> &'static [StoredSchema] {
         SCHEMAS
             .iter()
             .enumerate()
-            .map(|(i, text)| StoredSchema {
-                id: i as u32,
-                schema_type: SchemaType::Avro,
-                text: text.to_string(),
-                avro: avro::parse(text).expect("valid schema").schema,
+            .map(|(i, text)| {
+                let schema = avro::parse(text).expect("valid schema").schema;
+                StoredSchema::new(i as u32, SchemaType::Avro, text.to_string(), schema)
             })
             .collect()
     })

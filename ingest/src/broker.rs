@@ -62,7 +62,7 @@ impl Broker {
         let meta = store.meta().clone();
         meta.migrate("ingest.cluster", MIGRATIONS).await?;
         let cluster_id = Self::load_cluster_id(&meta).await?;
-        let topics = Topics::open(store.clone(), config.clone()).await?;
+        let topics = Topics::open(store.clone(), config.clone(), clock.clone()).await?;
         let producer_ids = ProducerIds::open(meta.clone()).await?;
         let groups = GroupCoordinator::open(
             meta,

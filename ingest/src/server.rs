@@ -86,6 +86,8 @@ async fn connection(
         shutdown.clone(),
     ));
 
+    // The client's address for DescribeGroups, made once per connection.
+    let peer_ip: Arc<str> = peer.ip().to_string().into();
     let mut inflight = FuturesOrdered::new();
     let mut reading = true;
     loop {
@@ -93,7 +95,7 @@ async fn connection(
             item = rx.recv(), if reading && inflight.len() < MAX_INFLIGHT => match item {
                 Some(Item::Request(request, permit, arrived)) => {
                     let broker = broker.clone();
-                    let peer = peer.ip().to_string();
+                    let peer = peer_ip.clone();
                     inflight.push_back(Box::pin(async move {
                         let api = request.api_key;
                         let version = request.version();

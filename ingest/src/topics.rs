@@ -13,7 +13,7 @@
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
-use inlet_storage::{MetaStore, StreamId, StreamStore};
+use inlet_storage::{Clock, MetaStore, StreamId, StreamStore};
 use kafka_protocol::ResponseError;
 use parking_lot::RwLock;
 use sqlx::Row;
@@ -64,6 +64,7 @@ pub struct Topics {
     store: Arc<StreamStore>,
     meta: MetaStore,
     config: Arc<BrokerConfig>,
+    clock: Arc<dyn Clock>,
     by_name: RwLock<HashMap<String, Arc<Topic>>>,
     changes: tokio::sync::Mutex<()>,
 }
@@ -106,7 +107,11 @@ pub fn validate_name(name: &str) -> Result<()> {
 
 impl Topics {
     /// Loads the topics and repairs their streams (see the module invariants).
-    pub async fn open(store: Arc<StreamStore>, config: Arc<BrokerConfig>) -> Result<Self> {
+    pub async fn open(
+        store: Arc<StreamStore>,
+        config: Arc<BrokerConfig>,
+        clock: Arc<dyn Clock>,
+    ) -> Result<Self> {
         let meta = store.meta().clone();
         meta.migrate("ingest.topics", MIGRATIONS).await?;
         let rows = sqlx::query("SELECT name, topic_id, partitions, configs FROM inlet_topics")
@@ -178,6 +183,7 @@ impl Topics {
             store,
             meta,
             config,
+            clock,
             by_name: RwLock::new(by_name),
             changes: tokio::sync::Mutex::new(()),
         })
@@ -267,7 +273,7 @@ impl Topics {
         .bind(id.to_string())
         .bind(partitions)
         .bind(json)
-        .bind(now_ms())
+        .bind(self.clock.now_ms() as i64)
         .execute(self.meta.pool())
         .await
         .map_err(inlet_storage::Error::from)?;
@@ -420,10 +426,4 @@ impl Topics {
             .write()
             .insert(topic.name.clone(), Arc::new(topic));
     }
-}
-
-/// Wall-clock milliseconds for metadata rows (not for ordering decisions).
-fn now_ms() -> i64 {
-    use inlet_storage::Clock;
-    inlet_storage::SystemClock.now_ms() as i64
 }

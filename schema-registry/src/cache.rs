@@ -80,12 +80,8 @@ mod tests {
 
     fn schema(id: u32) -> Arc<StoredSchema> {
         let text = r#""string""#.to_string();
-        Arc::new(StoredSchema {
-            id,
-            schema_type: SchemaType::Avro,
-            avro: crate::avro::parse(&text).expect("valid").schema,
-            text,
-        })
+        let avro = crate::avro::parse(&text).expect("valid").schema;
+        Arc::new(StoredSchema::new(id, SchemaType::Avro, text, avro))
     }
 
     #[test]

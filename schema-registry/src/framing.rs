@@ -68,7 +68,7 @@ pub fn split(record: &[u8]) -> Result<(u32, &[u8]), FramingError> {
 pub const AVRO_MAX_ALLOCATION_BYTES: usize = 4 << 20;
 
 /// Whether a record type refers to itself (directly or through other types).
-fn is_recursive(
+pub(crate) fn is_recursive(
     schema: &apache_avro::Schema,
     enclosing: &mut Vec<apache_avro::schema::Name>,
 ) -> bool {
@@ -96,7 +96,7 @@ pub fn decode_payload(schema: &StoredSchema, payload: &[u8]) -> Result<Value, Fr
     // apache-avro decodes recursively, one stack frame per level: a recursive schema (a linked
     // list) lets a payload nest as deep as it has bytes and overflow the stack, which aborts
     // the process (found by the fuzz target). Such schemas have no Iceberg mapping either.
-    if is_recursive(&schema.avro, &mut Vec::new()) {
+    if schema.recursive {
         return Err(FramingError::Undecodable {
             id: schema.id,
             detail: "recursive schemas are not decoded (a record type that contains itself has no table mapping, and its nesting is unbounded)".into(),
@@ -148,12 +148,12 @@ mod tests {
             r#"{"type":"record","name":"node","fields":[{"name":"v","type":"int"},{"name":"next","type":["null","node"]}]}"#,
         )
         .expect("schema");
-        let schema = super::StoredSchema {
-            id: 7,
-            schema_type: super::super::SchemaType::Avro,
-            text: String::new(),
-            avro: parsed.schema,
-        };
+        let schema = super::StoredSchema::new(
+            7,
+            super::super::SchemaType::Avro,
+            String::new(),
+            parsed.schema,
+        );
         let deep: Vec<u8> = std::iter::repeat_n([0x02u8, 0x02], 200_000)
             .flatten()
             .collect();
@@ -167,12 +167,12 @@ mod tests {
         // gigabytes for the array's values.
         let parsed =
             super::super::avro::parse(r#"{"type":"array","items":"string"}"#).expect("schema");
-        let schema = super::StoredSchema {
-            id: 1,
-            schema_type: super::super::SchemaType::Avro,
-            text: String::new(),
-            avro: parsed.schema,
-        };
+        let schema = super::StoredSchema::new(
+            1,
+            super::super::SchemaType::Avro,
+            String::new(),
+            parsed.schema,
+        );
         // A block count of 100 million (zig-zag varint), then nothing: under apache-avro's own
         // 512 MiB bound, so only ours refuses it before the reservation.
         let payload = [0x80, 0x84, 0xaf, 0x5f, 0, 0, 0];
@@ -193,12 +193,8 @@ mod tests {
     ];
 
     fn stored(text: &str) -> StoredSchema {
-        StoredSchema {
-            id: 7,
-            schema_type: SchemaType::Avro,
-            text: text.to_string(),
-            avro: crate::avro::parse(text).expect("valid").schema,
-        }
+        let avro = crate::avro::parse(text).expect("valid").schema;
+        StoredSchema::new(7, SchemaType::Avro, text.to_string(), avro)
     }
 
     #[test]

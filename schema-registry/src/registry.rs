@@ -61,6 +61,22 @@ pub struct StoredSchema {
     /// The normalized text, as stored and served.
     pub text: String,
     pub avro: Schema,
+    /// Whether a record type contains itself: such schemas are not decoded (see
+    /// `framing::decode_payload`). Derived from `avro` once, here, not per record.
+    pub recursive: bool,
+}
+
+impl StoredSchema {
+    pub fn new(id: u32, schema_type: SchemaType, text: String, avro: Schema) -> Self {
+        let recursive = crate::framing::is_recursive(&avro, &mut Vec::new());
+        StoredSchema {
+            id,
+            schema_type,
+            text,
+            avro,
+            recursive,
+        }
+    }
 }
 
 /// A schema to register, look up or test, as a client sends it.
@@ -169,12 +185,7 @@ impl Registry {
         };
         let avro = avro::parse(&text)
             .map_err(|e| Error::Store(format!("stored schema {id} no longer parses: {e}")))?;
-        let stored = Arc::new(StoredSchema {
-            id,
-            schema_type,
-            text,
-            avro: avro.schema,
-        });
+        let stored = Arc::new(StoredSchema::new(id, schema_type, text, avro.schema));
         self.cache.insert(stored.clone());
         Ok(stored)
     }

@@ -79,7 +79,7 @@ fn confluent_schema_registry_client_with_avro() {
             .expect("registry");
         assert_eq!(
             registry
-                .versions("users-value", false)
+                .versions("users-value", inlet_schema_registry::Deleted::Exclude)
                 .await
                 .expect("versions"),
             vec![1, 2]
@@ -94,6 +94,6 @@ fn confluent_schema_registry_client_with_avro() {
             .expect("v2");
         assert_eq!(v2.version, 2);
         assert!(v1.schema.id < v2.schema.id);
-        assert!(registry.subjects(true).await.expect("subjects") == vec!["users-value"]);
+        assert!(registry.subjects("", inlet_schema_registry::Deleted::Include).await.expect("subjects") == vec!["users-value"]);
     });
 }

@@ -5,8 +5,10 @@
 //! `application/json`, or none). Errors are `{"error_code": N, "message": "..."}` with the HTTP
 //! status of [`Error::http_status`].
 //!
-//! Only Avro for now: a `schemaType` of PROTOBUF or JSON, and any `references`, are answered
-//! with 422 / 42201 "not supported yet", and `GET /schemas/types` lists only AVRO.
+//! Schemas of all three types, with `references`. `?format=serialized` answers a Protobuf
+//! schema as a base64 `FileDescriptorProto` (what confluent-kafka's Protobuf serdes ask for);
+//! other formats are answered with the canonical text. Listings accept `deleted`,
+//! `deletedOnly`, `subjectPrefix`, `offset` and `limit` as Confluent's do.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -23,7 +25,8 @@ use tokio_util::sync::CancellationToken;
 
 use crate::compat::{Compatibility, Mode};
 use crate::error::Error;
-use crate::registry::{Registry, SchemaRequest, SchemaType, SubjectVersion, VersionSpec};
+use crate::registry::{Deleted, Registry, SchemaRequest, SubjectVersion, VersionSpec};
+use crate::schema::{ParsedSchema, Reference, SchemaType, StoredSchema};
 
 const CONTENT_TYPE: &str = "application/vnd.schemaregistry.v1+json";
 
@@ -66,37 +69,87 @@ fn flag(q: &HashMap<String, String>, name: &str) -> bool {
     q.get(name).is_some_and(|v| v.eq_ignore_ascii_case("true"))
 }
 
+/// A request body with a schema. Unknown fields (`metadata`, `ruleSet`) are accepted and
+/// ignored.
 #[derive(Deserialize)]
 struct SchemaBody {
     schema: String,
     #[serde(rename = "schemaType")]
     schema_type: Option<String>,
-    references: Option<Vec<Value>>,
+    references: Option<Vec<Reference>>,
+    id: Option<i64>,
+    version: Option<i64>,
 }
 
 fn schema_request(body: &Bytes) -> Result<SchemaRequest, Error> {
     let b: SchemaBody = serde_json::from_slice(body)
         .map_err(|e| Error::InvalidSchema(format!("request body: {e}")))?;
+    // Confluent's clients send -1 or 0 for "not given".
+    let given = |v: Option<i64>, what: &str| -> Result<Option<u32>, Error> {
+        match v {
+            None | Some(-1) | Some(0) => Ok(None),
+            Some(v) if (1..=i64::from(i32::MAX)).contains(&v) => Ok(Some(v as u32)),
+            Some(v) => Err(Error::BadRequest(format!("{what} {v} is out of range"))),
+        }
+    };
     Ok(SchemaRequest {
         schema: b.schema,
         schema_type: b.schema_type,
-        references: b.references.map_or(0, |r| r.len()),
+        references: b.references.unwrap_or_default(),
+        id: given(b.id, "id")?,
+        version: given(b.version, "version")?,
     })
 }
 
-fn with_type(mut v: Value, t: SchemaType) -> Value {
-    if t != SchemaType::Avro {
-        v["schemaType"] = json!(t.as_str());
+/// The schema's text in the asked `format`: a Protobuf schema as base64 of its descriptor
+/// for `serialized`, else the canonical text.
+fn schema_text<'a>(schema: &'a StoredSchema, q: &HashMap<String, String>) -> std::borrow::Cow<'a, str> {
+    match (&schema.parsed, q.get("format").map(String::as_str)) {
+        (ParsedSchema::Protobuf(p), Some("serialized")) => p.serialized().into(),
+        _ => schema.text.as_str().into(),
+    }
+}
+
+/// The type and references fields of a schema answer (both left out when default, as
+/// Confluent does).
+fn with_type(mut v: Value, schema: &StoredSchema) -> Value {
+    if schema.schema_type() != SchemaType::Avro {
+        v["schemaType"] = json!(schema.schema_type().as_str());
+    }
+    if !schema.references.is_empty() {
+        v["references"] = json!(schema.references);
     }
     v
 }
 
-fn version_json(sv: &SubjectVersion) -> Value {
+fn version_json(sv: &SubjectVersion, q: &HashMap<String, String>) -> Value {
     with_type(
         json!({"subject": sv.subject, "version": sv.version, "id": sv.schema.id,
-               "schema": sv.schema.text}),
-        sv.schema.schema_type,
+               "schema": schema_text(&sv.schema, q)}),
+        &sv.schema,
     )
+}
+
+/// `offset` and `limit` (-1: all) applied to a listing.
+fn page<T>(items: Vec<T>, q: &HashMap<String, String>) -> Result<Vec<T>, Error> {
+    let number = |name: &str, default: i64| -> Result<i64, Error> {
+        q.get(name).map_or(Ok(default), |v| {
+            v.parse()
+                .map_err(|_| Error::BadRequest(format!("{name} {v:?} is not a number")))
+        })
+    };
+    let offset = number("offset", 0)?.max(0) as usize;
+    let limit = number("limit", -1)?;
+    let rest = items.into_iter().skip(offset);
+    Ok(if limit < 0 {
+        rest.collect()
+    } else {
+        rest.take(limit as usize).collect()
+    })
+}
+
+fn deleted_filter(q: &HashMap<String, String>) -> Deleted {
+    Deleted::from_flags(flag(q, "deleted"), flag(q, "deletedOnly"))
 }
 
 /// The REST API as an axum router.
@@ -111,11 +164,20 @@ pub fn router(registry: Arc<Registry>) -> Router {
             get(version).delete(delete_version),
         )
         .route("/subjects/{s}/versions/{v}/schema", get(version_schema))
+        .route("/subjects/{s}/versions/{v}/referencedby", get(referenced_by))
         .route("/schemas/ids/{id}", get(schema_by_id))
         .route("/schemas/ids/{id}/schema", get(schema_text_by_id))
         .route("/schemas/ids/{id}/subjects", get(subjects_by_id))
         .route("/schemas/ids/{id}/versions", get(versions_by_id))
-        .route("/schemas/types", get(|| async { ok(json!(["AVRO"])) }))
+        .route(
+            "/schemas/types",
+            get(|| async {
+                ok(json!(SchemaType::ALL
+                    .iter()
+                    .map(|t| t.as_str())
+                    .collect::<Vec<_>>()))
+            }),
+        )
         .route(
             "/compatibility/subjects/{s}/versions/{v}",
             post(compatibility_version),
@@ -135,6 +197,12 @@ pub fn router(registry: Arc<Registry>) -> Router {
                 .delete(delete_subject_config),
         )
         .route("/mode", get(get_mode).put(put_mode))
+        .route(
+            "/mode/{s}",
+            get(get_subject_mode)
+                .put(put_subject_mode)
+                .delete(delete_subject_mode),
+        )
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .with_state(registry)
@@ -174,7 +242,9 @@ async fn method_not_allowed() -> Response {
 }
 
 async fn subjects(State(r): Reg, Query(q): Params) -> ApiResult {
-    ok(json!(r.subjects(flag(&q, "deleted")).await?))
+    let prefix = q.get("subjectPrefix").map_or("", String::as_str);
+    let subjects = r.subjects(prefix, deleted_filter(&q)).await?;
+    ok(json!(page(subjects, &q)?))
 }
 
 async fn register(State(r): Reg, Path(s): Path<String>, body: Bytes) -> ApiResult {
@@ -187,11 +257,13 @@ async fn lookup(State(r): Reg, Path(s): Path<String>, Query(q): Params, body: By
     let req = schema_request(&body)?;
     ok(version_json(
         &r.lookup(&s, &req, flag(&q, "deleted")).await?,
+        &q,
     ))
 }
 
 async fn versions(State(r): Reg, Path(s): Path<String>, Query(q): Params) -> ApiResult {
-    ok(json!(r.versions(&s, flag(&q, "deleted")).await?))
+    let versions = r.versions(&s, deleted_filter(&q)).await?;
+    ok(json!(page(versions, &q)?))
 }
 
 async fn version(
@@ -202,7 +274,13 @@ async fn version(
     let spec = VersionSpec::parse(&v)?;
     ok(version_json(
         &r.version(&s, spec, flag(&q, "deleted")).await?,
+        &q,
     ))
+}
+
+async fn referenced_by(State(r): Reg, Path((s, v)): Path<(String, String)>) -> ApiResult {
+    let spec = VersionSpec::parse(&v)?;
+    ok(json!(r.referenced_by(&s, spec).await?))
 }
 
 async fn version_schema(
@@ -214,7 +292,7 @@ async fn version_schema(
     let sv = r.version(&s, spec, flag(&q, "deleted")).await?;
     Ok((
         [(header::CONTENT_TYPE, CONTENT_TYPE)],
-        sv.schema.text.clone(),
+        schema_text(&sv.schema, &q).into_owned(),
     )
         .into_response())
 }
@@ -239,17 +317,21 @@ fn schema_id(id: &str) -> Result<u32, Error> {
         .map_err(|_| Error::BadRequest(format!("schema id {id:?} is not a number")))
 }
 
-async fn schema_by_id(State(r): Reg, Path(id): Path<String>) -> ApiResult {
+async fn schema_by_id(State(r): Reg, Path(id): Path<String>, Query(q): Params) -> ApiResult {
     let schema = r.schema_by_id(schema_id(&id)?).await?;
     ok(with_type(
-        json!({"schema": schema.text}),
-        schema.schema_type,
+        json!({"schema": schema_text(&schema, &q)}),
+        &schema,
     ))
 }
 
-async fn schema_text_by_id(State(r): Reg, Path(id): Path<String>) -> ApiResult {
+async fn schema_text_by_id(State(r): Reg, Path(id): Path<String>, Query(q): Params) -> ApiResult {
     let schema = r.schema_by_id(schema_id(&id)?).await?;
-    Ok(([(header::CONTENT_TYPE, CONTENT_TYPE)], schema.text.clone()).into_response())
+    Ok((
+        [(header::CONTENT_TYPE, CONTENT_TYPE)],
+        schema_text(&schema, &q).into_owned(),
+    )
+        .into_response())
 }
 
 async fn subjects_by_id(State(r): Reg, Path(id): Path<String>, Query(q): Params) -> ApiResult {
@@ -347,18 +429,41 @@ async fn delete_subject_config(State(r): Reg, Path(s): Path<String>) -> ApiResul
     ok(json!({"compatibilityLevel": previous.as_str()}))
 }
 
-async fn get_mode(State(r): Reg) -> ApiResult {
-    ok(json!({"mode": r.mode().await?.as_str()}))
-}
-
-async fn put_mode(State(r): Reg, body: Bytes) -> ApiResult {
-    let v: Value = serde_json::from_slice(&body)
+fn mode_from(body: &Bytes) -> Result<Mode, Error> {
+    let v: Value = serde_json::from_slice(body)
         .map_err(|e| Error::BadRequest(format!("request body: {e}")))?;
-    let mode: Mode = v
-        .get("mode")
+    v.get("mode")
         .and_then(Value::as_str)
         .ok_or_else(|| Error::InvalidMode("(missing)".into()))?
-        .parse()?;
-    r.set_mode(mode).await?;
+        .parse()
+}
+
+async fn get_mode(State(r): Reg) -> ApiResult {
+    ok(json!({"mode": r.mode(None, true).await?.as_str()}))
+}
+
+async fn put_mode(State(r): Reg, Query(q): Params, body: Bytes) -> ApiResult {
+    let mode = mode_from(&body)?;
+    r.set_mode(None, mode, flag(&q, "force")).await?;
     ok(json!({"mode": mode.as_str()}))
+}
+
+async fn get_subject_mode(State(r): Reg, Path(s): Path<String>, Query(q): Params) -> ApiResult {
+    let mode = r.mode(Some(&s), flag(&q, "defaultToGlobal")).await?;
+    ok(json!({"mode": mode.as_str()}))
+}
+
+async fn put_subject_mode(
+    State(r): Reg,
+    Path(s): Path<String>,
+    Query(q): Params,
+    body: Bytes,
+) -> ApiResult {
+    let mode = mode_from(&body)?;
+    r.set_mode(Some(&s), mode, flag(&q, "force")).await?;
+    ok(json!({"mode": mode.as_str()}))
+}
+
+async fn delete_subject_mode(State(r): Reg, Path(s): Path<String>) -> ApiResult {
+    ok(json!({"mode": r.delete_mode(&s).await?.as_str()}))
 }

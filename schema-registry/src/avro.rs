@@ -17,19 +17,90 @@ use apache_avro::schema::{FixedSchema, Name, RecordSchema, Schema};
 
 use crate::error::{Error, Result};
 
-/// A parsed Avro schema with its normalized text.
-#[derive(Debug)]
+/// A parsed Avro schema with its normalized text and the schemas it references.
+#[derive(Debug, Clone)]
 pub struct AvroSchema {
     pub schema: Schema,
     pub normalized: String,
+    /// The named types of the schema's references (Confluent `references`), which its `Ref`s
+    /// may name. Empty without references.
+    pub refs: Vec<Schema>,
+    /// Whether a record type contains itself, directly or through references: such schemas are
+    /// not decoded (see `framing`). Derived once here, not per record.
+    pub recursive: bool,
 }
 
 /// Parses `text`; invalid JSON or an invalid Avro schema is [`Error::InvalidSchema`].
 pub fn parse(text: &str) -> Result<AvroSchema> {
-    let schema = Schema::parse_str(text).map_err(|e| Error::InvalidSchema(with_sources(&e)))?;
+    parse_with_refs(text, &[])
+}
+
+/// Parses `text` whose named types may come from `refs`: the texts of its referenced schemas
+/// (references of references included), each a named type.
+pub fn parse_with_refs(text: &str, refs: &[String]) -> Result<AvroSchema> {
+    let (schema, refs) = if refs.is_empty() {
+        let schema =
+            Schema::parse_str(text).map_err(|e| Error::InvalidSchema(with_sources(&e)))?;
+        (schema, Vec::new())
+    } else {
+        Schema::parse_str_with_list(text, refs).map_err(|e| {
+            Error::InvalidSchema(format!(
+                "{} (with {} referenced schemas)",
+                with_sources(&e),
+                refs.len()
+            ))
+        })?
+    };
     let normalized = serde_json::to_string(&schema)
         .map_err(|e| Error::InvalidSchema(format!("cannot serialize the parsed schema: {e}")))?;
-    Ok(AvroSchema { schema, normalized })
+    let recursive = {
+        let names = names(&schema, &refs);
+        is_recursive(&schema, &names, &mut Vec::new())
+    };
+    Ok(AvroSchema {
+        schema,
+        normalized,
+        refs,
+        recursive,
+    })
+}
+
+/// Whether a record type refers to itself (directly, or through other types and references).
+fn is_recursive(schema: &Schema, names: &HashMap<String, &Schema>, enclosing: &mut Vec<Name>) -> bool {
+    match schema {
+        Schema::Ref { name } => {
+            if enclosing.contains(name) {
+                return true;
+            }
+            match names.get(&full(name)) {
+                // A named type defined elsewhere in the tree (or in a reference) is walked
+                // as if inline; the enclosing stack bounds the walk.
+                Some(target) if !matches!(target, Schema::Ref { .. }) => {
+                    is_recursive(target, names, enclosing)
+                }
+                _ => false,
+            }
+        }
+        Schema::Record(r) => {
+            if enclosing.contains(&r.name) {
+                return true;
+            }
+            enclosing.push(r.name.clone());
+            let found = r
+                .fields
+                .iter()
+                .any(|f| is_recursive(&f.schema, names, enclosing));
+            enclosing.pop();
+            found
+        }
+        Schema::Array(a) => is_recursive(&a.items, names, enclosing),
+        Schema::Map(m) => is_recursive(&m.types, names, enclosing),
+        Schema::Union(u) => u
+            .variants()
+            .iter()
+            .any(|v| is_recursive(v, names, enclosing)),
+        _ => false,
+    }
 }
 
 /// An error's message followed by those of its sources (apache-avro's own messages often leave
@@ -45,8 +116,8 @@ fn with_sources(e: &dyn std::error::Error) -> String {
     msg
 }
 
-/// Named types of a schema by full name, to resolve `Schema::Ref`.
-fn names(schema: &Schema) -> HashMap<String, &Schema> {
+/// Named types of a schema and its references by full name, to resolve `Schema::Ref`.
+fn names<'a>(schema: &'a Schema, refs: &'a [Schema]) -> HashMap<String, &'a Schema> {
     fn walk<'a>(s: &'a Schema, out: &mut HashMap<String, &'a Schema>) {
         match s {
             Schema::Record(r) => {
@@ -72,6 +143,9 @@ fn names(schema: &Schema) -> HashMap<String, &Schema> {
         }
     }
     let mut out = HashMap::new();
+    for r in refs {
+        walk(r, &mut out);
+    }
     walk(schema, &mut out);
     out
 }
@@ -107,9 +181,23 @@ struct Checker<'a> {
 /// Checks that data written with `writer` can be read with `reader` (Avro specification,
 /// "Schema Resolution"). Returns the reasons it cannot, empty when it can.
 pub fn can_read(writer: &Schema, reader: &Schema) -> Vec<String> {
+    can_read_with_refs(writer, &[], reader, &[])
+}
+
+/// [`can_read`] for parsed schemas, whose references name types too.
+pub fn can_read_parsed(writer: &AvroSchema, reader: &AvroSchema) -> Vec<String> {
+    can_read_with_refs(&writer.schema, &writer.refs, &reader.schema, &reader.refs)
+}
+
+fn can_read_with_refs(
+    writer: &Schema,
+    writer_refs: &[Schema],
+    reader: &Schema,
+    reader_refs: &[Schema],
+) -> Vec<String> {
     let mut c = Checker {
-        writer_names: names(writer),
-        reader_names: names(reader),
+        writer_names: names(writer, writer_refs),
+        reader_names: names(reader, reader_refs),
         in_progress: HashSet::new(),
         errors: Vec::new(),
     };

@@ -6,13 +6,7 @@ use std::sync::Arc;
 
 use parking_lot::Mutex;
 
-use crate::registry::StoredSchema;
-
-/// Estimated memory of a parsed schema: its text several times over (the parsed tree holds
-/// every name and field), plus a fixed overhead.
-pub(crate) fn estimated_bytes(text: &str) -> usize {
-    text.len() * 4 + 256
-}
+use crate::schema::StoredSchema;
 
 #[derive(Debug, Default)]
 struct Inner {
@@ -45,7 +39,7 @@ impl SchemaCache {
     /// Inserts `schema`, evicting the oldest entries past the budget. A schema larger than the
     /// whole budget is not cached.
     pub fn insert(&self, schema: Arc<StoredSchema>) {
-        let size = estimated_bytes(&schema.text);
+        let size = schema.estimated_bytes();
         if size > self.max_bytes || self.max_entries == 0 {
             return;
         }
@@ -58,7 +52,7 @@ impl SchemaCache {
                 break;
             };
             if let Some(s) = inner.map.remove(&old) {
-                inner.bytes -= estimated_bytes(&s.text);
+                inner.bytes -= s.estimated_bytes();
             }
         }
         inner.bytes += size;
@@ -76,12 +70,11 @@ impl SchemaCache {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::registry::SchemaType;
+    use crate::schema::ParsedSchema;
 
     fn schema(id: u32) -> Arc<StoredSchema> {
-        let text = r#""string""#.to_string();
-        let avro = crate::avro::parse(&text).expect("valid").schema;
-        Arc::new(StoredSchema::new(id, SchemaType::Avro, text, avro))
+        let avro = crate::avro::parse(r#""string""#).expect("valid");
+        Arc::new(StoredSchema::new(id, ParsedSchema::Avro(avro), Vec::new()))
     }
 
     #[test]
@@ -92,7 +85,7 @@ mod tests {
         }
         assert_eq!(cache.usage().0, 3);
         assert!(cache.get(1).is_none() && cache.get(5).is_some());
-        let one = estimated_bytes(r#""string""#);
+        let one = schema(1).estimated_bytes();
         let cache = SchemaCache::new(100, one * 2);
         for id in 1..=5 {
             cache.insert(schema(id));

@@ -1,4 +1,5 @@
-//! Compatibility levels and how each is checked from the reader/writer rule ([`avro::can_read`]):
+//! Compatibility levels and how each is checked from the reader/writer rule of the schema's
+//! type ([`ParsedSchema::can_read`]):
 //! BACKWARD means the new schema reads data of the old ones, FORWARD that the old ones read data
 //! of the new one, FULL both; the transitive levels check every earlier live version instead of
 //! only the latest.
@@ -6,10 +7,8 @@
 use std::fmt;
 use std::str::FromStr;
 
-use apache_avro::Schema;
-
-use crate::avro;
 use crate::error::Error;
+use crate::schema::ParsedSchema;
 
 /// A compatibility level, as Confluent names them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -48,8 +47,8 @@ impl Compatibility {
 
     /// Checks `new` against `existing` (live versions, oldest first). Returns the reasons it is
     /// incompatible; empty when it is compatible.
-    pub fn check(self, new: &Schema, existing: &[&Schema]) -> Vec<String> {
-        let against: &[&Schema] = if self.transitive() {
+    pub fn check(self, new: &ParsedSchema, existing: &[&ParsedSchema]) -> Vec<String> {
+        let against: &[&ParsedSchema] = if self.transitive() {
             existing
         } else {
             match existing.last() {
@@ -65,15 +64,15 @@ impl Compatibility {
     }
 
     /// Checks `new` against one `old` schema, non-transitively.
-    pub fn check_pair(self, new: &Schema, old: &Schema) -> Vec<String> {
+    pub fn check_pair(self, new: &ParsedSchema, old: &ParsedSchema) -> Vec<String> {
         let backward = || {
-            avro::can_read(old, new)
+            new.can_read(old)
                 .into_iter()
                 .map(|e| format!("new schema cannot read data written with the old one: {e}"))
                 .collect::<Vec<_>>()
         };
         let forward = || {
-            avro::can_read(new, old)
+            old.can_read(new)
                 .into_iter()
                 .map(|e| format!("old schema cannot read data written with the new one: {e}"))
                 .collect::<Vec<_>>()
@@ -148,8 +147,8 @@ impl FromStr for Mode {
 mod tests {
     use super::*;
 
-    fn p(s: &str) -> Schema {
-        avro::parse(s).expect("valid").schema
+    fn p(s: &str) -> ParsedSchema {
+        ParsedSchema::Avro(crate::avro::parse(s).expect("valid"))
     }
 
     const V1: &str = r#"{"type":"record","name":"r","fields":[{"name":"a","type":"int"}]}"#;
@@ -165,7 +164,7 @@ mod tests {
     fn levels() {
         let (v1, v2, v3, v4) = (p(V1), p(V2), p(V3), p(V4));
         use Compatibility::*;
-        let ok = |lvl: Compatibility, new: &Schema, old: &[&Schema]| lvl.check(new, old).is_empty();
+        let ok = |lvl: Compatibility, new: &ParsedSchema, old: &[&ParsedSchema]| lvl.check(new, old).is_empty();
         assert!(ok(Backward, &v2, &[&v1]));
         assert!(ok(Forward, &v2, &[&v1]));
         assert!(ok(Full, &v2, &[&v1]));

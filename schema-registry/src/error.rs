@@ -25,6 +25,8 @@ pub enum Error {
     VersionNotSoftDeleted { subject: String, version: u32 },
     #[error("Subject '{0}' does not have subject-level compatibility configured")]
     SubjectConfigNotFound(String),
+    #[error("Subject '{0}' does not have subject-level mode configured")]
+    SubjectModeNotFound(String),
     #[error("Schema being registered is incompatible with an earlier schema for subject \"{subject}\": {}", messages.join("; "))]
     Incompatible {
         subject: String,
@@ -40,6 +42,16 @@ pub enum Error {
     InvalidMode(String),
     #[error("Subject {0:?} is in read-only mode")]
     ReadOnly(String),
+    #[error("{0}")]
+    NotPermitted(String),
+    #[error("One or more references exist to the schema {{subject={subject}, version={version}}}: referenced by schema ids {ids:?}")]
+    ReferenceExists {
+        subject: String,
+        version: u32,
+        ids: Vec<u32>,
+    },
+    #[error("{0}")]
+    IdConflict(String),
     #[error("Unrecognized field or malformed request: {0}")]
     BadRequest(String),
     #[error("metadata store error: {0}")]
@@ -60,12 +72,15 @@ impl Error {
             Error::VersionSoftDeleted { .. } => 40406,
             Error::VersionNotSoftDeleted { .. } => 40407,
             Error::SubjectConfigNotFound(_) => 40408,
+            Error::SubjectModeNotFound(_) => 40409,
             Error::Incompatible { .. } => 409,
             Error::InvalidSchema(_) => 42201,
             Error::InvalidVersion(_) => 42202,
             Error::InvalidCompatibility(_) => 42203,
             Error::InvalidMode(_) => 42204,
-            Error::ReadOnly(_) => 42205,
+            Error::ReadOnly(_) | Error::NotPermitted(_) => 42205,
+            Error::ReferenceExists { .. } => 42206,
+            Error::IdConflict(_) => 42207,
             Error::BadRequest(_) => 400,
             Error::Store(_) => 50001,
             Error::Config(_) => 50003,

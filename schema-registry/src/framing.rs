@@ -1,16 +1,25 @@
 //! Decoding a record framed by Confluent's serializers: magic byte 0, the schema id as a
-//! big-endian u32, then the Avro binary datum. The one decoder the broker (produce-time
+//! big-endian u32, then the payload of the schema's type: an Avro binary datum; Protobuf
+//! message indexes then the message; or JSON text. The one decoder the broker (produce-time
 //! validation) and the table workers share.
 //!
 //! Contract: any input bytes give a value or a [`FramingError`], never a panic; a datum must use
-//! the whole payload (trailing bytes are an error, as they mean a wrong schema).
+//! the whole payload (trailing bytes are an error, as they mean a wrong schema); a JSON payload
+//! must satisfy its schema.
 
 use std::sync::Arc;
 
-use apache_avro::types::Value;
-
 use crate::error::Error;
-use crate::registry::{Registry, StoredSchema};
+use crate::registry::Registry;
+use crate::schema::{ParsedSchema, StoredSchema};
+
+/// A decoded payload, typed by its schema's type.
+#[derive(Debug, Clone)]
+pub enum Value {
+    Avro(apache_avro::types::Value),
+    Protobuf(prost_reflect::DynamicMessage),
+    Json(serde_json::Value),
+}
 
 /// Magic byte of Confluent's framing.
 pub const MAGIC: u8 = 0;
@@ -67,55 +76,51 @@ pub fn split(record: &[u8]) -> Result<(u32, &[u8]), FramingError> {
 /// string or bytes field exceeds it is refused as undecodable.
 pub const AVRO_MAX_ALLOCATION_BYTES: usize = 4 << 20;
 
-/// Whether a record type refers to itself (directly or through other types).
-pub(crate) fn is_recursive(
-    schema: &apache_avro::Schema,
-    enclosing: &mut Vec<apache_avro::schema::Name>,
-) -> bool {
-    use apache_avro::Schema as S;
-    match schema {
-        S::Ref { name } => enclosing.contains(name),
-        S::Record(r) => {
-            enclosing.push(r.name.clone());
-            let found = r.fields.iter().any(|f| is_recursive(&f.schema, enclosing));
-            enclosing.pop();
-            found
-        }
-        S::Array(a) => is_recursive(&a.items, enclosing),
-        S::Map(m) => is_recursive(&m.types, enclosing),
-        S::Union(u) => u.variants().iter().any(|v| is_recursive(v, enclosing)),
-        _ => false,
-    }
-}
-
-/// Decodes an Avro `payload` (without header) written with `schema`.
+/// Decodes a `payload` (without header) written with `schema`.
 pub fn decode_payload(schema: &StoredSchema, payload: &[u8]) -> Result<Value, FramingError> {
-    // First call wins for the process (apache-avro's setting is global and set once); every
-    // decode in Inlet comes through here.
-    apache_avro::util::max_allocation_bytes(AVRO_MAX_ALLOCATION_BYTES);
-    // apache-avro decodes recursively, one stack frame per level: a recursive schema (a linked
-    // list) lets a payload nest as deep as it has bytes and overflow the stack, which aborts
-    // the process (found by the fuzz target). Such schemas have no Iceberg mapping either.
-    if schema.recursive {
-        return Err(FramingError::Undecodable {
-            id: schema.id,
-            detail: "recursive schemas are not decoded (a record type that contains itself has no table mapping, and its nesting is unbounded)".into(),
-        });
-    }
-    let mut rest = payload;
-    let value = apache_avro::from_avro_datum(&schema.avro, &mut rest, None).map_err(|e| {
-        FramingError::Undecodable {
-            id: schema.id,
-            detail: e.to_string(),
+    let undecodable = |detail: String| FramingError::Undecodable {
+        id: schema.id,
+        detail,
+    };
+    match &schema.parsed {
+        ParsedSchema::Avro(avro) => {
+            // First call wins for the process (apache-avro's setting is global and set once);
+            // every decode in Inlet comes through here.
+            apache_avro::util::max_allocation_bytes(AVRO_MAX_ALLOCATION_BYTES);
+            // apache-avro decodes recursively, one stack frame per level: a recursive schema (a
+            // linked list) lets a payload nest as deep as it has bytes and overflow the stack,
+            // which aborts the process (found by the fuzz target). Such schemas have no Iceberg
+            // mapping either.
+            if avro.recursive {
+                return Err(undecodable("recursive schemas are not decoded (a record type that contains itself has no table mapping, and its nesting is unbounded)".into()));
+            }
+            let mut rest = payload;
+            let value = if avro.refs.is_empty() {
+                apache_avro::from_avro_datum(&avro.schema, &mut rest, None)
+            } else {
+                apache_avro::from_avro_datum_schemata(
+                    &avro.schema,
+                    avro.refs.iter().collect(),
+                    &mut rest,
+                    None,
+                )
+            }
+            .map_err(|e| undecodable(e.to_string()))?;
+            if !rest.is_empty() {
+                return Err(FramingError::TrailingBytes {
+                    id: schema.id,
+                    extra: rest.len(),
+                });
+            }
+            Ok(Value::Avro(value))
         }
-    })?;
-    if !rest.is_empty() {
-        return Err(FramingError::TrailingBytes {
-            id: schema.id,
-            extra: rest.len(),
-        });
+        ParsedSchema::Protobuf(proto) => crate::protobuf::decode_payload(proto, payload)
+            .map(Value::Protobuf)
+            .map_err(undecodable),
+        ParsedSchema::Json(json) => crate::json_schema::decode_payload(json, payload)
+            .map(Value::Json)
+            .map_err(undecodable),
     }
-    Ok(value)
 }
 
 /// Decodes a framed `record`, finding its schema in `registry` (cached after the first use).
@@ -129,7 +134,7 @@ pub async fn decode(registry: &Registry, record: &[u8]) -> Result<Decoded, Frami
     Ok(Decoded { schema, value })
 }
 
-/// Frames an Avro datum: header then `payload`.
+/// Frames a payload: header then `payload`.
 pub fn frame(id: u32, payload: &[u8]) -> Vec<u8> {
     let mut out = Vec::with_capacity(HEADER_LEN + payload.len());
     out.push(MAGIC);
@@ -144,15 +149,8 @@ mod tests {
     fn recursive_schemas_are_not_decoded() {
         // Found by the fuzz target: a linked list nested as deep as the payload is long
         // overflowed the stack inside apache-avro.
-        let parsed = super::super::avro::parse(
+        let schema = stored(
             r#"{"type":"record","name":"node","fields":[{"name":"v","type":"int"},{"name":"next","type":["null","node"]}]}"#,
-        )
-        .expect("schema");
-        let schema = super::StoredSchema::new(
-            7,
-            super::super::SchemaType::Avro,
-            String::new(),
-            parsed.schema,
         );
         let deep: Vec<u8> = std::iter::repeat_n([0x02u8, 0x02], 200_000)
             .flatten()
@@ -165,14 +163,7 @@ mod tests {
     fn a_huge_array_count_in_a_tiny_payload_is_refused() {
         // Found by the fuzz target: a large count in an 8-byte payload made apache-avro reserve
         // gigabytes for the array's values.
-        let parsed =
-            super::super::avro::parse(r#"{"type":"array","items":"string"}"#).expect("schema");
-        let schema = super::StoredSchema::new(
-            1,
-            super::super::SchemaType::Avro,
-            String::new(),
-            parsed.schema,
-        );
+        let schema = stored(r#"{"type":"array","items":"string"}"#);
         // A block count of 100 million (zig-zag varint), then nothing: under apache-avro's own
         // 512 MiB bound, so only ours refuses it before the reservation.
         let payload = [0x80, 0x84, 0xaf, 0x5f, 0, 0, 0];
@@ -181,7 +172,7 @@ mod tests {
     }
 
     use super::*;
-    use crate::registry::SchemaType;
+    use apache_avro::types::Value as AvroValue;
     use proptest::prelude::*;
 
     const SCHEMAS: &[&str] = &[
@@ -192,9 +183,16 @@ mod tests {
         r#"{"type":"bytes","logicalType":"decimal","precision":10,"scale":2}"#,
     ];
 
-    fn stored(text: &str) -> StoredSchema {
-        let avro = crate::avro::parse(text).expect("valid").schema;
-        StoredSchema::new(7, SchemaType::Avro, text.to_string(), avro)
+    pub(super) fn stored(text: &str) -> StoredSchema {
+        let avro = crate::avro::parse(text).expect("valid");
+        StoredSchema::new(7, ParsedSchema::Avro(avro), Vec::new())
+    }
+
+    fn avro_schema(s: &StoredSchema) -> &apache_avro::Schema {
+        match &s.parsed {
+            ParsedSchema::Avro(a) => &a.schema,
+            _ => unreachable!("an Avro schema"),
+        }
     }
 
     #[test]
@@ -210,21 +208,24 @@ mod tests {
     #[test]
     fn round_trip_and_trailing_bytes() {
         let s = stored(SCHEMAS[2]);
-        let value = Value::Record(vec![
-            ("a".into(), Value::Long(-5)),
+        let value = AvroValue::Record(vec![
+            ("a".into(), AvroValue::Long(-5)),
             (
                 "s".into(),
-                Value::Union(1, Box::new(Value::String("x".into()))),
+                AvroValue::Union(1, Box::new(AvroValue::String("x".into()))),
             ),
-            ("e".into(), Value::Enum(1, "B".into())),
-            ("f".into(), Value::Fixed(3, vec![1, 2, 3])),
-            ("d".into(), Value::Double(1.5)),
+            ("e".into(), AvroValue::Enum(1, "B".into())),
+            ("f".into(), AvroValue::Fixed(3, vec![1, 2, 3])),
+            ("d".into(), AvroValue::Double(1.5)),
         ]);
-        let bytes = apache_avro::to_avro_datum(&s.avro, value.clone()).expect("encode");
+        let bytes = apache_avro::to_avro_datum(avro_schema(&s), value.clone()).expect("encode");
         let framed = frame(7, &bytes);
         let (id, payload) = split(&framed).expect("header");
         assert_eq!(id, 7);
-        assert_eq!(decode_payload(&s, payload).expect("decode"), value);
+        match decode_payload(&s, payload).expect("decode") {
+            Value::Avro(v) => assert_eq!(v, value),
+            other => panic!("not an Avro value: {other:?}"),
+        }
         let mut longer = payload.to_vec();
         longer.push(0);
         assert!(matches!(

@@ -20,14 +20,16 @@ pub mod compat;
 pub mod config;
 pub mod error;
 pub mod framing;
+pub mod json_schema;
+pub mod protobuf;
 pub mod registry;
+pub mod schema;
 mod store;
 
 pub use api::{router, serve};
 pub use compat::{Compatibility, Mode};
 pub use config::RegistryConfig;
 pub use error::{Error, Result};
-pub use framing::{decode, Decoded, FramingError};
-pub use registry::{
-    open, Registry, SchemaRequest, SchemaType, StoredSchema, SubjectVersion, VersionSpec,
-};
+pub use framing::{decode, Decoded, FramingError, Value};
+pub use registry::{open, Deleted, Registry, SchemaRequest, SubjectVersion, VersionSpec};
+pub use schema::{ParsedSchema, Reference, SchemaType, StoredSchema};

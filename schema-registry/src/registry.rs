@@ -8,76 +8,22 @@
 //! primary key: a concurrent registration of the same version on another node fails with a
 //! retryable store error instead of overwriting.
 
+use std::collections::HashSet;
 use std::sync::Arc;
 
-use apache_avro::Schema;
 use inlet_storage::MetaStore;
 
-use crate::avro;
 use crate::cache::SchemaCache;
 use crate::compat::{Compatibility, Mode};
 use crate::config::RegistryConfig;
 use crate::error::{Error, Result};
-use crate::store::{Store, VersionRow};
+use crate::schema::{
+    references_from_key, references_key, ParsedSchema, Reference, SchemaType, StoredSchema,
+};
+use crate::store::{SchemaRow, Store, VersionRow};
 
-/// The type of a schema. Only Avro is supported so far.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum SchemaType {
-    Avro,
-    Protobuf,
-    Json,
-}
-
-impl SchemaType {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            SchemaType::Avro => "AVRO",
-            SchemaType::Protobuf => "PROTOBUF",
-            SchemaType::Json => "JSON",
-        }
-    }
-
-    /// Parses the `schemaType` field (absent: AVRO). PROTOBUF and JSON are recognized but
-    /// answered with [`Error::InvalidSchema`] until they are implemented.
-    pub fn parse(s: Option<&str>) -> Result<Self> {
-        match s.map(str::to_ascii_uppercase).as_deref() {
-            None | Some("AVRO") => Ok(SchemaType::Avro),
-            Some(t @ ("PROTOBUF" | "JSON")) => Err(Error::InvalidSchema(format!(
-                "schemaType {t} is not supported yet by this registry; only AVRO is"
-            ))),
-            Some(other) => Err(Error::InvalidSchema(format!(
-                "unknown schemaType {other:?}"
-            ))),
-        }
-    }
-}
-
-/// A registered schema, parsed.
-#[derive(Debug)]
-pub struct StoredSchema {
-    /// The global id.
-    pub id: u32,
-    pub schema_type: SchemaType,
-    /// The normalized text, as stored and served.
-    pub text: String,
-    pub avro: Schema,
-    /// Whether a record type contains itself: such schemas are not decoded (see
-    /// `framing::decode_payload`). Derived from `avro` once, here, not per record.
-    pub recursive: bool,
-}
-
-impl StoredSchema {
-    pub fn new(id: u32, schema_type: SchemaType, text: String, avro: Schema) -> Self {
-        let recursive = crate::framing::is_recursive(&avro, &mut Vec::new());
-        StoredSchema {
-            id,
-            schema_type,
-            text,
-            avro,
-            recursive,
-        }
-    }
-}
+/// Most schemas one schema may depend on, references of references included.
+const MAX_REFERENCES: usize = 256;
 
 /// A schema to register, look up or test, as a client sends it.
 #[derive(Debug, Clone, Default)]
@@ -85,8 +31,12 @@ pub struct SchemaRequest {
     pub schema: String,
     /// `schemaType`; None is AVRO.
     pub schema_type: Option<String>,
-    /// Number of `references` the request carries (references are not supported yet).
-    pub references: usize,
+    /// `references`; a version of -1 means the subject's latest.
+    pub references: Vec<Reference>,
+    /// `id`, only accepted in IMPORT mode.
+    pub id: Option<u32>,
+    /// `version`, only accepted in IMPORT mode.
+    pub version: Option<u32>,
 }
 
 /// One version of a subject.
@@ -138,20 +88,16 @@ pub async fn open(meta: MetaStore, config: RegistryConfig) -> Result<Registry> {
     })
 }
 
-/// A parsed request: its type and parsed Avro schema.
+/// A parsed request: the schema and its references, resolved to concrete versions.
 struct Parsed {
-    schema_type: SchemaType,
-    avro: avro::AvroSchema,
+    schema: ParsedSchema,
+    references: Vec<Reference>,
+    refs_key: String,
 }
 
 impl Registry {
-    fn parse(&self, req: &SchemaRequest) -> Result<Parsed> {
+    async fn parse(&self, req: &SchemaRequest) -> Result<Parsed> {
         let schema_type = SchemaType::parse(req.schema_type.as_deref())?;
-        if req.references > 0 {
-            return Err(Error::InvalidSchema(
-                "schema references are not supported yet by this registry".into(),
-            ));
-        }
         if req.schema.len() > self.config.max_schema_bytes {
             return Err(Error::InvalidSchema(format!(
                 "schema of {} bytes exceeds the limit of {} bytes",
@@ -159,10 +105,95 @@ impl Registry {
                 self.config.max_schema_bytes
             )));
         }
+        let (references, texts) = self.resolve_references(&req.references).await?;
+        let schema = ParsedSchema::parse(schema_type, &req.schema, &texts)?;
+        let refs_key = references_key(&references);
         Ok(Parsed {
-            schema_type,
-            avro: avro::parse(&req.schema)?,
+            schema,
+            references,
+            refs_key,
         })
+    }
+
+    /// Resolves `refs` to concrete versions, and collects the (name, canonical text) of every
+    /// schema they reach, references of references included, dependencies first.
+    async fn resolve_references(
+        &self,
+        refs: &[Reference],
+    ) -> Result<(Vec<Reference>, Vec<(String, String)>)> {
+        let mut concrete = Vec::with_capacity(refs.len());
+        let mut names = HashSet::new();
+        for r in refs {
+            if r.name.is_empty() || r.subject.is_empty() {
+                return Err(Error::InvalidSchema(
+                    "a reference needs a name, a subject and a version".into(),
+                ));
+            }
+            if !names.insert(r.name.clone()) {
+                return Err(Error::InvalidSchema(format!(
+                    "reference name {:?} appears twice",
+                    r.name
+                )));
+            }
+            let version = self.reference_version(r).await?;
+            concrete.push(Reference {
+                version: i64::from(version.version),
+                ..r.clone()
+            });
+        }
+        // Walk the graph of references; a schema reached twice is collected once.
+        let mut texts: Vec<(String, String)> = Vec::new();
+        let mut seen: HashSet<(String, i64)> = HashSet::new();
+        let mut stack: Vec<(Reference, bool)> =
+            concrete.iter().rev().map(|r| (r.clone(), false)).collect();
+        while let Some((r, expanded)) = stack.pop() {
+            let key = (r.subject.clone(), r.version);
+            if expanded {
+                let row = self.reference_row(&r).await?;
+                texts.push((r.name.clone(), row.text));
+                continue;
+            }
+            if !seen.insert(key) {
+                continue;
+            }
+            if seen.len() > MAX_REFERENCES {
+                return Err(Error::InvalidSchema(format!(
+                    "more than {MAX_REFERENCES} schemas are referenced, directly or not"
+                )));
+            }
+            let row = self.reference_row(&r).await?;
+            stack.push((r, true));
+            for dep in references_from_key(&row.refs)?.into_iter().rev() {
+                stack.push((dep, false));
+            }
+        }
+        Ok((concrete, texts))
+    }
+
+    /// The version a reference names (-1: the latest).
+    async fn reference_version(&self, r: &Reference) -> Result<SubjectVersion> {
+        let spec = match r.version {
+            -1 => VersionSpec::Latest,
+            v if (1..=i64::from(i32::MAX)).contains(&v) => VersionSpec::Number(v as u32),
+            v => return Err(Error::InvalidVersion(v.to_string())),
+        };
+        self.version(&r.subject, spec, false).await.map_err(|e| match e {
+            Error::SubjectNotFound(_) | Error::VersionNotFound { .. } => Error::InvalidSchema(
+                format!(
+                    "reference {:?} names version {} of subject {:?}, which does not exist",
+                    r.name, r.version, r.subject
+                ),
+            ),
+            e => e,
+        })
+    }
+
+    async fn reference_row(&self, r: &Reference) -> Result<SchemaRow> {
+        let sv = self.reference_version(r).await?;
+        self.store
+            .schema(sv.schema.id)
+            .await?
+            .ok_or(Error::SchemaIdNotFound(sv.schema.id))
     }
 
     /// Schema `id`, from the cache or the store.
@@ -170,22 +201,18 @@ impl Registry {
         if let Some(s) = self.cache.get(id) {
             return Ok(s);
         }
-        let (schema_type, text) = self
+        let row = self
             .store
             .schema(id)
             .await?
             .ok_or(Error::SchemaIdNotFound(id))?;
-        let schema_type = match schema_type.as_str() {
-            "AVRO" => SchemaType::Avro,
-            other => {
-                return Err(Error::Store(format!(
-                    "schema {id} has type {other}, which this version cannot read"
-                )))
-            }
-        };
-        let avro = avro::parse(&text)
+        let schema_type = SchemaType::parse(Some(&row.schema_type))
+            .map_err(|_| Error::Store(format!("schema {id} has unknown type {}", row.schema_type)))?;
+        let references = references_from_key(&row.refs)?;
+        let (_, texts) = Box::pin(self.resolve_references(&references)).await?;
+        let parsed = ParsedSchema::parse(schema_type, &row.text, &texts)
             .map_err(|e| Error::Store(format!("stored schema {id} no longer parses: {e}")))?;
-        let stored = Arc::new(StoredSchema::new(id, schema_type, text, avro.schema));
+        let stored = Arc::new(StoredSchema::new(id, parsed, references));
         self.cache.insert(stored.clone());
         Ok(stored)
     }
@@ -216,51 +243,92 @@ impl Registry {
         Ok(rows)
     }
 
-    async fn check_writable(&self) -> Result<()> {
-        if self.mode().await? == Mode::ReadOnly {
-            return Err(Error::ReadOnly(String::new()));
+    async fn check_writable(&self, subject: &str) -> Result<Mode> {
+        let mode = self.mode(Some(subject), true).await?;
+        if mode == Mode::ReadOnly {
+            return Err(Error::ReadOnly(subject.to_string()));
         }
-        Ok(())
+        Ok(mode)
     }
 
     /// Registers `req` under `subject` (or finds it already there) and returns its global id
-    /// and version. Checks compatibility with the subject's live versions at its level.
-    /// Durable when it returns.
+    /// and version. Checks compatibility with the subject's live versions at its level, except
+    /// in IMPORT mode, where the request may also choose the id and version. Durable when it
+    /// returns.
     pub async fn register(&self, subject: &str, req: &SchemaRequest) -> Result<(u32, u32)> {
-        let parsed = self.parse(req)?;
+        let parsed = self.parse(req).await?;
         let _write = self.write.lock().await;
-        self.check_writable().await?;
+        let mode = self.check_writable(subject).await?;
+        let importing = mode == Mode::Import;
+        if !importing && (req.id.is_some() || req.version.is_some()) {
+            return Err(Error::NotPermitted(format!(
+                "Subject {subject:?} is not in IMPORT mode: a schema's id and version can only be given while importing"
+            )));
+        }
         let rows = self.store.versions(subject).await?;
-        let type_name = parsed.schema_type.as_str();
+        let type_name = parsed.schema.schema_type().as_str();
+        let canonical = parsed.schema.canonical();
         if let Some(id) = self
             .store
-            .find_schema(type_name, &parsed.avro.normalized)
+            .find_schema(type_name, canonical, &parsed.refs_key)
             .await?
         {
+            if let Some(wanted) = req.id.filter(|w| *w != id) {
+                return Err(Error::IdConflict(format!(
+                    "Schema already registered with id {id} instead of input id {wanted}"
+                )));
+            }
             if let Some(row) = rows.iter().find(|r| !r.deleted && r.schema_id == id) {
-                return Ok((id, row.version));
+                if req.version.is_none_or(|v| v == row.version) {
+                    return Ok((id, row.version));
+                }
             }
         }
-        let mut existing = Vec::new();
-        for row in rows.iter().filter(|r| !r.deleted) {
-            existing.push(self.schema_by_id(row.schema_id).await?);
+        if !importing {
+            let existing = self.live_schemas(&rows).await?;
+            let level = self.compatibility(Some(subject), true).await?;
+            let olds: Vec<&ParsedSchema> = existing.iter().map(|s| &s.parsed).collect();
+            let reasons = level.check(&parsed.schema, &olds);
+            if !reasons.is_empty() {
+                return Err(Error::Incompatible {
+                    subject: subject.to_string(),
+                    messages: reasons,
+                });
+            }
         }
-        let level = self.compatibility(Some(subject), true).await?;
-        let olds: Vec<&Schema> = existing.iter().map(|s| &s.avro).collect();
-        let reasons = level.check(&parsed.avro.schema, &olds);
-        if !reasons.is_empty() {
-            return Err(Error::Incompatible {
-                subject: subject.to_string(),
-                messages: reasons,
-            });
-        }
-        let version = rows.iter().map(|r| r.version).max().unwrap_or(0) + 1;
+        let version = match req.version {
+            Some(v) => {
+                if v == 0 || v > i32::MAX as u32 {
+                    return Err(Error::InvalidVersion(v.to_string()));
+                }
+                if rows.iter().any(|r| r.version == v) {
+                    return Err(Error::NotPermitted(format!(
+                        "Version {v} of subject {subject:?} already exists"
+                    )));
+                }
+                v
+            }
+            None => rows.iter().map(|r| r.version).max().unwrap_or(0) + 1,
+        };
+        let row = SchemaRow {
+            schema_type: type_name.to_string(),
+            text: canonical.to_string(),
+            refs: parsed.refs_key.clone(),
+        };
         let id = self
             .store
-            .add_version(subject, version, type_name, &parsed.avro.normalized)
+            .add_version(subject, version, &row, &parsed.references, req.id)
             .await?;
         tracing::info!(subject, id, version, "registered schema");
         Ok((id, version))
+    }
+
+    async fn live_schemas(&self, rows: &[VersionRow]) -> Result<Vec<Arc<StoredSchema>>> {
+        let mut out = Vec::new();
+        for row in rows.iter().filter(|r| !r.deleted) {
+            out.push(self.schema_by_id(row.schema_id).await?);
+        }
+        Ok(out)
     }
 
     /// The version of `subject` that holds the schema of `req`.
@@ -270,11 +338,15 @@ impl Registry {
         req: &SchemaRequest,
         deleted: bool,
     ) -> Result<SubjectVersion> {
-        let parsed = self.parse(req)?;
+        let parsed = self.parse(req).await?;
         let rows = self.live_rows(subject, deleted).await?;
         let id = self
             .store
-            .find_schema(parsed.schema_type.as_str(), &parsed.avro.normalized)
+            .find_schema(
+                parsed.schema.schema_type().as_str(),
+                parsed.schema.canonical(),
+                &parsed.refs_key,
+            )
             .await?
             .ok_or_else(|| Error::SchemaNotFound(subject.to_string()))?;
         let row = rows
@@ -289,19 +361,61 @@ impl Registry {
         })
     }
 
-    /// Subjects with live versions (all with any version when `deleted`).
-    pub async fn subjects(&self, deleted: bool) -> Result<Vec<String>> {
-        self.store.subjects(deleted).await
+    /// Subjects starting with `prefix` that have versions the filter keeps, sorted.
+    pub async fn subjects(&self, prefix: &str, filter: Deleted) -> Result<Vec<String>> {
+        let all = self.store.subjects(true).await?;
+        let live: HashSet<String> = match filter {
+            Deleted::Include => HashSet::new(),
+            _ => self.store.subjects(false).await?.into_iter().collect(),
+        };
+        Ok(all
+            .into_iter()
+            .filter(|s| s.starts_with(prefix))
+            .filter(|s| match filter {
+                Deleted::Exclude => live.contains(s),
+                Deleted::Include => true,
+                // Subjects with no live version left.
+                Deleted::Only => !live.contains(s),
+            })
+            .collect())
     }
 
-    /// Version numbers of `subject`.
-    pub async fn versions(&self, subject: &str, deleted: bool) -> Result<Vec<u32>> {
-        Ok(self
-            .live_rows(subject, deleted)
-            .await?
+    /// Version numbers of `subject` the filter keeps.
+    pub async fn versions(&self, subject: &str, filter: Deleted) -> Result<Vec<u32>> {
+        let rows = self.rows(subject).await?;
+        let versions: Vec<u32> = rows
             .iter()
+            .filter(|r| match filter {
+                Deleted::Exclude => !r.deleted,
+                Deleted::Include => true,
+                Deleted::Only => r.deleted,
+            })
             .map(|r| r.version)
-            .collect())
+            .collect();
+        if versions.is_empty() && filter == Deleted::Exclude {
+            return Err(Error::SubjectNotFound(subject.to_string()));
+        }
+        Ok(versions)
+    }
+
+    /// Ids of the schemas that reference version `spec` of `subject`.
+    pub async fn referenced_by(&self, subject: &str, spec: VersionSpec) -> Result<Vec<u32>> {
+        let sv = self.version(subject, spec, true).await?;
+        self.store.referenced_by(subject, sv.version).await
+    }
+
+    /// Refuses to delete version `version` of `subject` while other schemas reference it.
+    async fn check_unreferenced(&self, subject: &str, version: u32) -> Result<()> {
+        let ids = self.store.referenced_by(subject, version).await?;
+        if ids.is_empty() {
+            Ok(())
+        } else {
+            Err(Error::ReferenceExists {
+                subject: subject.to_string(),
+                version,
+                ids,
+            })
+        }
     }
 
     /// One version of `subject` (soft-deleted ones only when `deleted`).
@@ -335,8 +449,11 @@ impl Registry {
     /// permanently. Returns the versions deleted.
     pub async fn delete_subject(&self, subject: &str, permanent: bool) -> Result<Vec<u32>> {
         let _write = self.write.lock().await;
-        self.check_writable().await?;
+        self.check_writable(subject).await?;
         let rows = self.rows(subject).await?;
+        for row in &rows {
+            self.check_unreferenced(subject, row.version).await?;
+        }
         let live: Vec<u32> = rows
             .iter()
             .filter(|r| !r.deleted)
@@ -366,7 +483,7 @@ impl Registry {
         permanent: bool,
     ) -> Result<u32> {
         let _write = self.write.lock().await;
-        self.check_writable().await?;
+        self.check_writable(subject).await?;
         let rows = self.rows(subject).await?;
         let not_found = |v: String| Error::VersionNotFound {
             subject: subject.to_string(),
@@ -384,6 +501,7 @@ impl Registry {
                 .ok_or_else(|| not_found(n.to_string()))?,
         };
         let version = row.version;
+        self.check_unreferenced(subject, version).await?;
         match (permanent, row.deleted) {
             (false, true) => Err(Error::VersionSoftDeleted {
                 subject: subject.to_string(),
@@ -419,12 +537,12 @@ impl Registry {
         spec: Option<VersionSpec>,
         req: &SchemaRequest,
     ) -> Result<Vec<String>> {
-        let parsed = self.parse(req)?;
+        let parsed = self.parse(req).await?;
         let level = self.compatibility(Some(subject), true).await?;
         match spec {
             Some(spec) => {
                 let old = self.version(subject, spec, false).await?;
-                Ok(level.check_pair(&parsed.avro.schema, &old.schema.avro))
+                Ok(level.check_pair(&parsed.schema, &old.schema.parsed))
             }
             None => {
                 let rows = match self.live_rows(subject, false).await {
@@ -432,12 +550,9 @@ impl Registry {
                     Err(Error::SubjectNotFound(_)) => Vec::new(),
                     Err(e) => return Err(e),
                 };
-                let mut existing = Vec::new();
-                for row in rows {
-                    existing.push(self.schema_by_id(row.schema_id).await?);
-                }
-                let olds: Vec<&Schema> = existing.iter().map(|s| &s.avro).collect();
-                Ok(level.check(&parsed.avro.schema, &olds))
+                let existing = self.live_schemas(&rows).await?;
+                let olds: Vec<&ParsedSchema> = existing.iter().map(|s| &s.parsed).collect();
+                Ok(level.check(&parsed.schema, &olds))
             }
         }
     }
@@ -484,16 +599,64 @@ impl Registry {
         Ok(previous)
     }
 
-    /// The global mode.
-    pub async fn mode(&self) -> Result<Mode> {
+    /// The mode of `subject` (None: the global one). A subject without its own mode has the
+    /// global one when `default_to_global`, else 40409.
+    pub async fn mode(&self, subject: Option<&str>, default_to_global: bool) -> Result<Mode> {
+        if let Some(s) = subject {
+            if let Some(m) = self.store.mode(s).await? {
+                return m.parse();
+            }
+            if !default_to_global {
+                return Err(Error::SubjectModeNotFound(s.to_string()));
+            }
+        }
         match self.store.mode("").await? {
             Some(m) => m.parse(),
             None => Ok(Mode::default()),
         }
     }
 
-    /// Sets the global mode. Durable when it returns.
-    pub async fn set_mode(&self, mode: Mode) -> Result<()> {
-        self.store.set_mode("", mode.as_str()).await
+    /// Sets the mode of `subject` (None: the global one). IMPORT is only allowed where no
+    /// version was ever registered (permanently deleted ones aside), unless `force`. Durable
+    /// when it returns.
+    pub async fn set_mode(&self, subject: Option<&str>, mode: Mode, force: bool) -> Result<()> {
+        let _write = self.write.lock().await;
+        if mode == Mode::Import && !force && self.store.has_versions(subject).await? {
+            return Err(Error::NotPermitted(match subject {
+                Some(s) => format!(
+                    "Cannot import since subject {s:?} has versions; delete them permanently first or set force=true"
+                ),
+                None => "Cannot import since found existing subjects; delete them permanently first or set force=true".into(),
+            }));
+        }
+        self.store.set_mode(subject.unwrap_or(""), mode.as_str()).await
+    }
+
+    /// Removes the mode of `subject` and returns the mode it had.
+    pub async fn delete_mode(&self, subject: &str) -> Result<Mode> {
+        let previous = self.mode(Some(subject), true).await?;
+        self.store.delete_mode(subject).await?;
+        Ok(previous)
+    }
+}
+
+/// Which versions a listing keeps: live ones, all, or only soft-deleted ones.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Deleted {
+    Exclude,
+    Include,
+    Only,
+}
+
+impl Deleted {
+    /// From the `deleted` and `deletedOnly` query flags.
+    pub fn from_flags(deleted: bool, deleted_only: bool) -> Self {
+        if deleted_only {
+            Deleted::Only
+        } else if deleted {
+            Deleted::Include
+        } else {
+            Deleted::Exclude
+        }
     }
 }

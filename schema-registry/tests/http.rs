@@ -93,7 +93,7 @@ async fn rest_api_shapes_and_errors() {
 
     assert_eq!(
         s.call("GET", "/schemas/types", None).await.2,
-        json!(["AVRO"])
+        json!(["AVRO", "PROTOBUF", "JSON"])
     );
     let (_, _, raw) = s
         .call("GET", &format!("/schemas/ids/{id}/schema"), None)
@@ -173,17 +173,25 @@ async fn rest_api_shapes_and_errors() {
     assert_eq!((st, code(&v)), (422, 42202));
     let (st, _, v) = s.call("GET", "/subjects/x/versions/0", None).await;
     assert_eq!((st, code(&v)), (422, 42202));
-    for body in [
-        json!({"schema": "message M {}", "schemaType": "PROTOBUF"}),
-        json!({"schema": "{}", "schemaType": "JSON"}),
-        json!({"schema": V1, "references": [{"name": "a", "subject": "b", "version": 1}]}),
+    for (body, says) in [
+        (
+            json!({"schema": "syntax = \"proto3\"; message M {", "schemaType": "PROTOBUF"}),
+            "",
+        ),
+        (json!({"schema": r#"{"type": 5}"#, "schemaType": "JSON"}), ""),
+        (
+            json!({"schema": V1, "schemaType": "XML"}),
+            "unknown schemaType",
+        ),
+        (
+            json!({"schema": V1, "references": [{"name": "a", "subject": "b", "version": 1}]}),
+            "does not exist",
+        ),
     ] {
         let (st, _, v) = s.call("POST", "/subjects/z/versions", Some(body)).await;
-        assert_eq!((st, code(&v)), (422, 42201));
+        assert_eq!((st, code(&v)), (422, 42201), "{v}");
         assert!(
-            v["message"]
-                .as_str()
-                .is_some_and(|m| m.contains("not supported yet")),
+            v["message"].as_str().is_some_and(|m| m.contains(says)),
             "{v}"
         );
     }
@@ -296,4 +304,164 @@ async fn rest_api_shapes_and_errors() {
         200
     );
     s.stop().await;
+}
+
+#[tokio::test]
+async fn avro_references_are_resolved_listed_and_protected() {
+    let s = Server::start().await;
+    let code = |v: &Value| v["error_code"].as_i64().unwrap_or_default();
+    let address = r#"{"type":"record","name":"Address","namespace":"t","fields":[{"name":"city","type":"string"}]}"#;
+    let user = r#"{"type":"record","name":"User","namespace":"t","fields":[{"name":"id","type":"long"},{"name":"home","type":"t.Address"}]}"#;
+    let (st, _, v) = s
+        .call("POST", "/subjects/address/versions", Some(json!({ "schema": address })))
+        .await;
+    assert_eq!(st, 200, "{v}");
+    let address_id = v["id"].as_i64().expect("id");
+
+    // Without the reference the named type is unknown; with it (version -1: the latest) the
+    // schema registers, and the reference is stored with the concrete version.
+    let (st, _, v) = s
+        .call("POST", "/subjects/user/versions", Some(json!({ "schema": user })))
+        .await;
+    assert_eq!((st, code(&v)), (422, 42201), "{v}");
+    let refs = json!([{"name": "t.Address", "subject": "address", "version": -1}]);
+    let (st, _, v) = s
+        .call(
+            "POST",
+            "/subjects/user/versions",
+            Some(json!({"schema": user, "references": refs})),
+        )
+        .await;
+    assert_eq!(st, 200, "{v}");
+    let user_id = v["id"].as_i64().expect("id");
+    assert_ne!(user_id, address_id);
+    let (_, _, v) = s.call("GET", "/subjects/user/versions/latest", None).await;
+    assert_eq!(
+        v["references"],
+        json!([{"name": "t.Address", "subject": "address", "version": 1}]),
+        "{v}"
+    );
+    let (_, _, v) = s.call("GET", &format!("/schemas/ids/{user_id}"), None).await;
+    assert_eq!(v["references"][0]["subject"], "address", "{v}");
+    // The same schema with the same references is the same id; looked up too.
+    let concrete = json!([{"name": "t.Address", "subject": "address", "version": 1}]);
+    let (_, _, v) = s
+        .call(
+            "POST",
+            "/subjects/user/versions",
+            Some(json!({"schema": user, "references": concrete})),
+        )
+        .await;
+    assert_eq!(v["id"].as_i64(), Some(user_id), "{v}");
+    let (st, _, v) = s
+        .call(
+            "POST",
+            "/subjects/user",
+            Some(json!({"schema": user, "references": concrete})),
+        )
+        .await;
+    assert_eq!((st, v["id"].as_i64()), (200, Some(user_id)), "{v}");
+
+    // The referenced version knows who uses it and cannot be deleted while it is used.
+    let (_, _, v) = s
+        .call("GET", "/subjects/address/versions/1/referencedby", None)
+        .await;
+    assert_eq!(v, json!([user_id]));
+    let (st, _, v) = s.call("DELETE", "/subjects/address/versions/1", None).await;
+    assert_eq!((st, code(&v)), (422, 42206), "{v}");
+    let (st, _, v) = s.call("DELETE", "/subjects/address", None).await;
+    assert_eq!((st, code(&v)), (422, 42206), "{v}");
+    // Once the user is gone for good, the address can go.
+    for path in ["/subjects/user", "/subjects/user?permanent=true"] {
+        let (st, _, v) = s.call("DELETE", path, None).await;
+        assert_eq!(st, 200, "{path}: {v}");
+    }
+    let (st, _, v) = s.call("DELETE", "/subjects/address/versions/1", None).await;
+    assert_eq!((st, v), (200, json!(1)));
+}
+
+#[tokio::test]
+async fn modes_listings_and_import() {
+    let s = Server::start().await;
+    let code = |v: &Value| v["error_code"].as_i64().unwrap_or_default();
+    for subject in ["orders-value", "orders-key", "users-value"] {
+        let (st, _, v) = s
+            .call(
+                "POST",
+                &format!("/subjects/{subject}/versions"),
+                Some(json!({ "schema": V1 })),
+            )
+            .await;
+        assert_eq!(st, 200, "{v}");
+    }
+    let (_, _, v) = s.call("GET", "/subjects?subjectPrefix=orders", None).await;
+    assert_eq!(v, json!(["orders-key", "orders-value"]));
+    let (_, _, v) = s.call("GET", "/subjects?offset=1&limit=1", None).await;
+    assert_eq!(v, json!(["orders-value"]));
+    s.call("DELETE", "/subjects/users-value", None).await;
+    let (_, _, v) = s.call("GET", "/subjects?deletedOnly=true", None).await;
+    assert_eq!(v, json!(["users-value"]));
+    let (_, _, v) = s
+        .call("GET", "/subjects/users-value/versions?deletedOnly=true", None)
+        .await;
+    assert_eq!(v, json!([1]));
+
+    // Subject modes: READONLY on one subject refuses its writes only.
+    let (st, _, v) = s.call("GET", "/mode/orders-value", None).await;
+    assert_eq!((st, code(&v)), (404, 40409), "{v}");
+    let (_, _, v) = s
+        .call("GET", "/mode/orders-value?defaultToGlobal=true", None)
+        .await;
+    assert_eq!(v, json!({"mode": "READWRITE"}));
+    let (st, _, _) = s
+        .call("PUT", "/mode/orders-value", Some(json!({"mode": "READONLY"})))
+        .await;
+    assert_eq!(st, 200);
+    let (st, _, v) = s
+        .call(
+            "POST",
+            "/subjects/orders-value/versions",
+            Some(json!({"schema": r#""string""#, "schemaType": "AVRO"})),
+        )
+        .await;
+    assert_eq!((st, code(&v)), (422, 42205), "{v}");
+    let (st, _, v) = s.call("DELETE", "/mode/orders-value", None).await;
+    assert_eq!((st, v), (200, json!({"mode": "READONLY"})));
+
+    // IMPORT needs an empty registry (or force), then takes ids and versions as given.
+    let (st, _, v) = s.call("PUT", "/mode", Some(json!({"mode": "IMPORT"}))).await;
+    assert_eq!((st, code(&v)), (422, 42205), "{v}");
+    let (st, _, v) = s
+        .call("POST", "/subjects/fresh/versions", Some(json!({"schema": V1, "id": 77})))
+        .await;
+    assert_eq!((st, code(&v)), (422, 42205), "not in IMPORT mode: {v}");
+    let (st, _, _) = s
+        .call("PUT", "/mode/fresh", Some(json!({"mode": "IMPORT"})))
+        .await;
+    assert_eq!(st, 200);
+    let (st, _, v) = s
+        .call(
+            "POST",
+            "/subjects/fresh/versions",
+            Some(json!({"schema": r#""bytes""#, "id": 77, "version": 5})),
+        )
+        .await;
+    assert_eq!((st, &v), (200, &json!({"id": 77, "version": 5})), "{v}");
+    // The same id for another schema is a conflict; the imported id is served.
+    let (st, _, v) = s
+        .call(
+            "POST",
+            "/subjects/fresh/versions",
+            Some(json!({"schema": r#""double""#, "id": 77, "version": 6})),
+        )
+        .await;
+    assert_eq!((st, code(&v)), (422, 42207), "{v}");
+    let (_, _, v) = s.call("GET", "/schemas/ids/77", None).await;
+    assert_eq!(v["schema"], r#""bytes""#);
+    // Ids created later do not collide with imported ones.
+    s.call("DELETE", "/mode/fresh", None).await;
+    let (_, _, v) = s
+        .call("POST", "/subjects/later/versions", Some(json!({"schema": r#""float""#})))
+        .await;
+    assert!(v["id"].as_i64().expect("id") > 77, "{v}");
 }

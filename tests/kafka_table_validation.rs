@@ -1,5 +1,5 @@
 //! Produce-time validation of table topics, end to end: `inlet serve` with its Schema
-//! Registry, and Python `confluent-kafka`'s AvroSerializer as the producer. Valid framed
+//! Registry, and Python `confluent-kafka`'s Avro, Protobuf and JSON serializers as producers. Valid framed
 //! records are stored; unframed, unknown-id, truncated and null values are refused with
 //! INVALID_RECORD and not stored; with `errors.tolerance=all` they are accepted.
 
@@ -12,9 +12,11 @@ use common::{python, require, Node};
 
 #[test]
 fn table_topics_refuse_records_that_do_not_match_a_registered_schema() {
-    let python = python::python("import confluent_kafka.schema_registry.avro, fastavro");
+    let python = python::python(
+        "import confluent_kafka.schema_registry.avro, fastavro, confluent_kafka.schema_registry.protobuf",
+    );
     if !require(
-        "python with confluent-kafka[avro,schemaregistry]",
+        "python with confluent-kafka[avro,schemaregistry,protobuf,json]",
         python.is_some(),
     ) {
         return;

@@ -1,4 +1,5 @@
-"""Produce-time validation of table topics with confluent-kafka's AvroSerializer.
+"""Produce-time validation of table topics with confluent-kafka's Avro, Protobuf and JSON
+serializers.
 
 Usage: table_topic_validation.py BOOTSTRAP REGISTRY_URL
 Exits non-zero with a message on the first mismatch; prints OK at the end.
@@ -88,4 +89,45 @@ if [r["id"] for r in seen] != list(range(5)):
 errors = produce("orders_tolerant", good[:1] + bad[:2])
 if any(errors):
     fail(f"errors.tolerance=all should accept everything: {errors}")
+
+# Protobuf and JSON Schema framed records are checked the same way.
+from google.protobuf import descriptor_pb2, descriptor_pool, message_factory  # noqa: E402
+from confluent_kafka.schema_registry.json_schema import JSONSerializer  # noqa: E402
+from confluent_kafka.schema_registry.protobuf import ProtobufSerializer  # noqa: E402
+
+for name in ["shipments", "payments"]:
+    admin.create_topics([NewTopic(name, num_partitions=1, replication_factor=1,
+                                  config={"table.topic.enable": "true"})])[name].result(timeout=30)
+
+F = descriptor_pb2.FieldDescriptorProto
+fdp = descriptor_pb2.FileDescriptorProto(name="shop/shipment.proto", package="shop", syntax="proto3")
+msg = fdp.message_type.add(name="Shipment")
+msg.field.add(name="id", number=1, type=F.TYPE_INT64, label=F.LABEL_OPTIONAL)
+msg.field.add(name="carrier", number=2, type=F.TYPE_STRING, label=F.LABEL_OPTIONAL)
+pool = descriptor_pool.DescriptorPool()
+pool.Add(fdp)
+Shipment = message_factory.GetMessageClass(pool.FindMessageTypeByName("shop.Shipment"))
+pb = ProtobufSerializer(Shipment, registry, {"use.deprecated.format": False})
+ctx = SerializationContext("shipments", MessageField.VALUE)
+pb_good = pb(Shipment(id=1, carrier="post"), ctx)
+# Message index [3] does not exist in the file; field 2 declared as a varint carrying a string
+# is not a valid Shipment.
+pb_bad = [pb_good[:5] + b"\x02\x06" + pb_good[6:], pb_good[:6] + b"\x10\xff"]
+if any(produce("shipments", [pb_good])):
+    fail("a valid Protobuf record was refused")
+for value, err in zip(pb_bad, produce("shipments", pb_bad)):
+    if err is None or err.code() != KafkaError.INVALID_RECORD:
+        fail(f"Protobuf record {value!r} should be refused with INVALID_RECORD, got {err}")
+
+JSON_SCHEMA = """{"type": "object", "properties": {"id": {"type": "integer"},
+ "amount": {"type": "number"}}, "required": ["id", "amount"]}"""
+js = JSONSerializer(JSON_SCHEMA, registry)
+js_good = js({"id": 1, "amount": 2.5}, SerializationContext("payments", MessageField.VALUE))
+# Framed with the right id, but not matching the schema, or not JSON at all.
+js_bad = [js_good[:5] + b'{"id": "one", "amount": 2.5}', js_good[:5] + b"{not json"]
+if any(produce("payments", [js_good])):
+    fail("a valid JSON record was refused")
+for value, err in zip(js_bad, produce("payments", js_bad)):
+    if err is None or err.code() != KafkaError.INVALID_RECORD:
+        fail(f"JSON record {value!r} should be refused with INVALID_RECORD, got {err}")
 print("OK")

@@ -808,10 +808,8 @@ impl<'a> Comparer<'a> {
                 }
             }
             (Shape::Enum(oe), Shape::Enum(ue)) => compare_enum(ctx, oe, ue),
-            (Shape::Const(oc), Shape::Const(uc)) => {
-                if oc != uc {
-                    ctx.add_at("const", Kind::ENUM_ARRAY_CHANGED);
-                }
+            (Shape::Const(oc), Shape::Const(uc)) if oc != uc => {
+                ctx.add_at("const", Kind::ENUM_ARRAY_CHANGED);
             }
             (Shape::Combined(oc, os), Shape::Combined(uc, us)) => {
                 self.compare_combined(ctx, oc, os, uc, us)
@@ -1514,4 +1512,564 @@ fn find_anchor<'a>(root: &'a Value, name: &str) -> Option<&'a Value> {
         }
     }
     None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::{can_read, parse};
+
+    /// (name, old schema, new schema, backward compatible?, forward compatible?): BACKWARD is
+    /// the new schema reading old data, FORWARD the old schema reading new data.
+    const CASES: &[(&str, &str, &str, bool, bool)] = &[
+        (
+            "identical",
+            r#"{"type":"object","properties":{"a":{"type":"string"}}}"#,
+            r#"{"properties":{"a":{"type":"string"}},"type":"object"}"#,
+            true,
+            true,
+        ),
+        (
+            "metadata only (title, description, default, $id)",
+            r#"{"type":"string"}"#,
+            r#"{"$id":"x","title":"T","description":"D","default":"d","type":"string"}"#,
+            true,
+            true,
+        ),
+        (
+            "type changed",
+            r#"{"type":"string"}"#,
+            r#"{"type":"integer"}"#,
+            false,
+            false,
+        ),
+        (
+            "integer to number (extended)",
+            r#"{"type":"integer"}"#,
+            r#"{"type":"number"}"#,
+            true,
+            false,
+        ),
+        (
+            "number to integer (narrowed)",
+            r#"{"type":"number"}"#,
+            r#"{"type":"integer"}"#,
+            false,
+            true,
+        ),
+        (
+            "type made nullable",
+            r#"{"type":"string"}"#,
+            r#"{"type":["string","null"]}"#,
+            true,
+            false,
+        ),
+        (
+            "type list narrowed",
+            r#"{"type":["string","null"]}"#,
+            r#"{"type":"string"}"#,
+            false,
+            true,
+        ),
+        (
+            "anything to string",
+            "true",
+            r#"{"type":"string"}"#,
+            false,
+            true,
+        ),
+        (
+            "nothing to string",
+            "false",
+            r#"{"type":"string"}"#,
+            true,
+            false,
+        ),
+        (
+            "optional property added to open content model",
+            r#"{"type":"object","properties":{"a":{"type":"string"}}}"#,
+            r#"{"type":"object","properties":{"a":{"type":"string"},"b":{"type":"string"}}}"#,
+            false,
+            true,
+        ),
+        (
+            "property with empty schema added to open content model",
+            r#"{"type":"object","properties":{"a":{"type":"string"}}}"#,
+            r#"{"type":"object","properties":{"a":{"type":"string"},"b":{}}}"#,
+            true,
+            true,
+        ),
+        (
+            "optional property added to closed content model",
+            r#"{"type":"object","properties":{"a":{"type":"string"}},"additionalProperties":false}"#,
+            r#"{"type":"object","properties":{"a":{"type":"string"},"b":{"type":"string"}},"additionalProperties":false}"#,
+            true,
+            false,
+        ),
+        (
+            "required property added to closed content model",
+            r#"{"type":"object","properties":{"a":{"type":"string"}},"additionalProperties":false}"#,
+            r#"{"type":"object","properties":{"a":{"type":"string"},"b":{"type":"string"}},"required":["b"],"additionalProperties":false}"#,
+            false,
+            false,
+        ),
+        (
+            "required property with default added to closed content model",
+            r#"{"type":"object","properties":{"a":{"type":"string"}},"additionalProperties":false}"#,
+            r#"{"type":"object","properties":{"a":{"type":"string"},"b":{"type":"string","default":"x"}},"required":["b"],"additionalProperties":false}"#,
+            true,
+            false,
+        ),
+        (
+            "property removed from open content model",
+            r#"{"type":"object","properties":{"a":{"type":"string"},"b":{"type":"string"}}}"#,
+            r#"{"type":"object","properties":{"a":{"type":"string"}}}"#,
+            true,
+            false,
+        ),
+        (
+            "property added, covered by partially open content model",
+            r#"{"type":"object","properties":{"a":{"type":"string"}},"additionalProperties":{"type":"string"}}"#,
+            r#"{"type":"object","properties":{"a":{"type":"string"},"b":{"type":"string"}},"additionalProperties":{"type":"string"}}"#,
+            true,
+            true,
+        ),
+        (
+            "property added, not covered by partially open content model",
+            r#"{"type":"object","properties":{"a":{"type":"string"}},"additionalProperties":{"type":"string"}}"#,
+            r#"{"type":"object","properties":{"a":{"type":"string"},"b":{"type":"integer"}},"additionalProperties":{"type":"string"}}"#,
+            false,
+            false,
+        ),
+        (
+            "property added, covered by patternProperties",
+            r#"{"type":"object","patternProperties":{"^x_":{"type":"integer"}}}"#,
+            r#"{"type":"object","properties":{"x_1":{"type":"integer"}},"patternProperties":{"^x_":{"type":"integer"}}}"#,
+            true,
+            true,
+        ),
+        (
+            "additionalProperties false to true",
+            r#"{"type":"object","additionalProperties":false}"#,
+            r#"{"type":"object","additionalProperties":true}"#,
+            true,
+            false,
+        ),
+        (
+            "additionalProperties schema removed",
+            r#"{"type":"object","additionalProperties":{"type":"string"}}"#,
+            r#"{"type":"object"}"#,
+            true,
+            false,
+        ),
+        (
+            "required attribute added",
+            r#"{"type":"object","properties":{"a":{"type":"string"}}}"#,
+            r#"{"type":"object","properties":{"a":{"type":"string"}},"required":["a"]}"#,
+            false,
+            true,
+        ),
+        (
+            "required attribute with default added",
+            r#"{"type":"object","properties":{"a":{"type":"string","default":""}}}"#,
+            r#"{"type":"object","properties":{"a":{"type":"string","default":""}},"required":["a"]}"#,
+            true,
+            true,
+        ),
+        (
+            "nested object property type changed",
+            r#"{"type":"object","properties":{"p":{"type":"object","properties":{"zip":{"type":"string"}}}}}"#,
+            r#"{"type":"object","properties":{"p":{"type":"object","properties":{"zip":{"type":"integer"}}}}}"#,
+            false,
+            false,
+        ),
+        (
+            "enum extended",
+            r#"{"enum":["a","b"]}"#,
+            r#"{"enum":["b","a","c"]}"#,
+            true,
+            false,
+        ),
+        (
+            "enum reordered",
+            r#"{"enum":["a","b"]}"#,
+            r#"{"enum":["b","a"]}"#,
+            true,
+            true,
+        ),
+        (
+            "enum changed",
+            r#"{"enum":["a","b"]}"#,
+            r#"{"enum":["a","c"]}"#,
+            false,
+            false,
+        ),
+        (
+            "typed enum extended",
+            r#"{"type":"string","enum":["a","b"]}"#,
+            r#"{"type":"string","enum":["a","b","c"]}"#,
+            true,
+            false,
+        ),
+        (
+            "enum dropped from string",
+            r#"{"type":"string","enum":["a"]}"#,
+            r#"{"type":"string"}"#,
+            true,
+            false,
+        ),
+        (
+            "const changed",
+            r#"{"const":1}"#,
+            r#"{"const":2}"#,
+            false,
+            false,
+        ),
+        (
+            "maxLength increased",
+            r#"{"type":"string","maxLength":5}"#,
+            r#"{"type":"string","maxLength":10}"#,
+            true,
+            false,
+        ),
+        (
+            "maxLength added",
+            r#"{"type":"string"}"#,
+            r#"{"type":"string","maxLength":5}"#,
+            false,
+            true,
+        ),
+        (
+            "minLength increased",
+            r#"{"type":"string","minLength":1}"#,
+            r#"{"type":"string","minLength":3}"#,
+            false,
+            true,
+        ),
+        (
+            "pattern added",
+            r#"{"type":"string"}"#,
+            r#"{"type":"string","pattern":"^a"}"#,
+            false,
+            true,
+        ),
+        (
+            "pattern changed",
+            r#"{"type":"string","pattern":"^a"}"#,
+            r#"{"type":"string","pattern":"^b"}"#,
+            false,
+            false,
+        ),
+        (
+            "maximum decreased",
+            r#"{"type":"number","maximum":100}"#,
+            r#"{"type":"number","maximum":50}"#,
+            false,
+            true,
+        ),
+        (
+            "minimum removed",
+            r#"{"type":"integer","minimum":0}"#,
+            r#"{"type":"integer"}"#,
+            true,
+            false,
+        ),
+        (
+            "exclusiveMinimum increased",
+            r#"{"type":"number","exclusiveMinimum":0}"#,
+            r#"{"type":"number","exclusiveMinimum":1}"#,
+            false,
+            true,
+        ),
+        (
+            "multipleOf expanded",
+            r#"{"type":"integer","multipleOf":2}"#,
+            r#"{"type":"integer","multipleOf":4}"#,
+            false,
+            true,
+        ),
+        (
+            "maxItems increased",
+            r#"{"type":"array","maxItems":2}"#,
+            r#"{"type":"array","maxItems":3}"#,
+            true,
+            false,
+        ),
+        (
+            "minItems added",
+            r#"{"type":"array"}"#,
+            r#"{"type":"array","minItems":1}"#,
+            false,
+            true,
+        ),
+        (
+            "uniqueItems added",
+            r#"{"type":"array"}"#,
+            r#"{"type":"array","uniqueItems":true}"#,
+            false,
+            true,
+        ),
+        (
+            "items type changed",
+            r#"{"type":"array","items":{"type":"string"}}"#,
+            r#"{"type":"array","items":{"type":"integer"}}"#,
+            false,
+            false,
+        ),
+        (
+            "items widened",
+            r#"{"type":"array","items":{"type":"integer"}}"#,
+            r#"{"type":"array","items":{"type":"number"}}"#,
+            true,
+            false,
+        ),
+        (
+            "items schema added",
+            r#"{"type":"array"}"#,
+            r#"{"type":"array","items":{"type":"string"}}"#,
+            false,
+            true,
+        ),
+        (
+            "tuple item added to open content model",
+            r#"{"type":"array","items":[{"type":"string"}]}"#,
+            r#"{"type":"array","items":[{"type":"string"},{"type":"integer"}]}"#,
+            false,
+            true,
+        ),
+        (
+            "tuple item added to closed content model",
+            r#"{"type":"array","items":[{"type":"string"}],"additionalItems":false}"#,
+            r#"{"type":"array","items":[{"type":"string"},{"type":"integer"}],"additionalItems":false}"#,
+            true,
+            false,
+        ),
+        (
+            "2020-12 prefixItems item added to closed content model",
+            r#"{"$schema":"https://json-schema.org/draft/2020-12/schema","type":"array","prefixItems":[{"type":"string"}],"items":false}"#,
+            r#"{"$schema":"https://json-schema.org/draft/2020-12/schema","type":"array","prefixItems":[{"type":"string"},{"type":"integer"}],"items":false}"#,
+            true,
+            false,
+        ),
+        (
+            "anyOf subschema added",
+            r#"{"anyOf":[{"type":"string"},{"type":"integer"}]}"#,
+            r#"{"anyOf":[{"type":"string"},{"type":"integer"},{"type":"null"}]}"#,
+            true,
+            false,
+        ),
+        (
+            "oneOf subschema removed",
+            r#"{"oneOf":[{"type":"string"},{"type":"integer"}]}"#,
+            r#"{"oneOf":[{"type":"string"}]}"#,
+            false,
+            true,
+        ),
+        (
+            "oneOf subschemas reordered",
+            r#"{"oneOf":[{"type":"string"},{"type":"integer"}]}"#,
+            r#"{"oneOf":[{"type":"integer"},{"type":"string"}]}"#,
+            true,
+            true,
+        ),
+        (
+            "oneOf subschema changed",
+            r#"{"oneOf":[{"type":"string"},{"type":"integer"}]}"#,
+            r#"{"oneOf":[{"type":"string"},{"type":"boolean"}]}"#,
+            false,
+            false,
+        ),
+        (
+            "allOf subschema added",
+            r#"{"allOf":[{"type":"object"},{"required":["a"]}]}"#,
+            r#"{"allOf":[{"type":"object"},{"required":["a"]},{"maxProperties":3}]}"#,
+            false,
+            true,
+        ),
+        (
+            "anyOf to oneOf",
+            r#"{"anyOf":[{"type":"string"},{"type":"integer"}]}"#,
+            r#"{"oneOf":[{"type":"string"},{"type":"integer"}]}"#,
+            false,
+            true,
+        ),
+        (
+            "schema to singleton anyOf",
+            r#"{"type":"string"}"#,
+            r#"{"anyOf":[{"type":"string"}]}"#,
+            true,
+            true,
+        ),
+        (
+            "not widened",
+            r#"{"not":{"type":"string"}}"#,
+            r#"{"not":{"type":["string","null"]}}"#,
+            false,
+            true,
+        ),
+        (
+            "$ref into definitions followed",
+            r##"{"definitions":{"n":{"type":"integer"}},"type":"object","properties":{"x":{"$ref":"#/definitions/n"}}}"##,
+            r##"{"definitions":{"n":{"type":"number"}},"type":"object","properties":{"x":{"$ref":"#/definitions/n"}}}"##,
+            true,
+            false,
+        ),
+        (
+            "$ref replaced by its target",
+            r##"{"definitions":{"n":{"type":"integer"}},"$ref":"#/definitions/n"}"##,
+            r#"{"type":"integer"}"#,
+            true,
+            true,
+        ),
+        (
+            "recursive schema changed deep down",
+            r##"{"type":"object","properties":{"v":{"type":"integer"},"next":{"$ref":"#"}}}"##,
+            r##"{"type":"object","properties":{"v":{"type":"number"},"next":{"$ref":"#"}}}"##,
+            true,
+            false,
+        ),
+        (
+            "dependency array extended",
+            r#"{"type":"object","dependencies":{"a":["b"]}}"#,
+            r#"{"type":"object","dependencies":{"a":["b","c"]}}"#,
+            false,
+            true,
+        ),
+    ];
+
+    fn check(name: &str, old: &str, new: &str, refs: &[(String, String)], expect: (bool, bool)) {
+        let old_s = parse(old, refs).unwrap_or_else(|e| panic!("{name}: old: {e}"));
+        let new_s = parse(new, refs).unwrap_or_else(|e| panic!("{name}: new: {e}"));
+        let backward = can_read(&new_s, &old_s);
+        let forward = can_read(&old_s, &new_s);
+        assert_eq!(
+            backward.is_empty(),
+            expect.0,
+            "{name}: backward: {backward:?}"
+        );
+        assert_eq!(forward.is_empty(), expect.1, "{name}: forward: {forward:?}");
+    }
+
+    #[test]
+    fn compatibility_table() {
+        assert!(CASES.len() >= 30);
+        for (name, old, new, backward, forward) in CASES {
+            check(name, old, new, &[], (*backward, *forward));
+            // A schema can always read itself.
+            for s in [old, new] {
+                let s = parse(s, &[]).unwrap();
+                assert_eq!(can_read(&s, &s), Vec::<String>::new(), "{name}: self");
+            }
+        }
+    }
+
+    fn reasons(reader: &str, writer: &str) -> Vec<String> {
+        can_read(&parse(reader, &[]).unwrap(), &parse(writer, &[]).unwrap())
+    }
+
+    #[test]
+    fn reasons_name_the_path_and_the_rule() {
+        let old = r#"{"type":"object","properties":{"p":{"type":"object","properties":{"zip":{"type":"string"},"n":{"type":"number"}}}}}"#;
+        let new = r#"{"type":"object","properties":{"p":{"type":"object","properties":{"zip":{"type":"integer"},"n":{"type":"integer"}}}}}"#;
+        assert_eq!(
+            reasons(new, old),
+            vec![
+                "#/properties/p/properties/n: TYPE_NARROWED",
+                "#/properties/p/properties/zip: TYPE_CHANGED",
+            ]
+        );
+        assert_eq!(
+            reasons(
+                r#"{"type":"object","properties":{"a":{}},"required":["a"]}"#,
+                r#"{"type":"object","properties":{"a":{}}}"#
+            ),
+            vec!["#/required/a: REQUIRED_ATTRIBUTE_ADDED"]
+        );
+        assert_eq!(
+            reasons(r#"{"type":"string","maxLength":3}"#, r#"{"type":"string"}"#),
+            vec!["#/maxLength: MAX_LENGTH_ADDED"]
+        );
+        assert_eq!(
+            reasons(r#"{"enum":[1]}"#, r#"{"enum":[1,2]}"#),
+            vec!["#/enum: ENUM_ARRAY_NARROWED"]
+        );
+        assert_eq!(
+            reasons(
+                r#"{"type":"object","properties":{"a/b":{"type":"string"}}}"#,
+                r#"{"type":"object"}"#
+            ),
+            vec!["#/properties/a~1b: PROPERTY_ADDED_TO_OPEN_CONTENT_MODEL"]
+        );
+        let combined = reasons(
+            r#"{"oneOf":[{"type":"string"},{"type":"boolean"}]}"#,
+            r#"{"oneOf":[{"type":"string"},{"type":"integer"}]}"#,
+        );
+        assert_eq!(combined, vec!["#/: COMBINED_TYPE_SUBSCHEMAS_CHANGED"]);
+    }
+
+    #[test]
+    fn references_are_followed() {
+        let r = |text: &str| vec![("address.json".to_string(), text.to_string())];
+        let person = r#"{"type":"object","properties":{"address":{"$ref":"address.json"}}}"#;
+        let v1 = r#"{"type":"object","properties":{"zip":{"type":"integer"}}}"#;
+        let v2 = r#"{"type":"object","properties":{"zip":{"type":"number"}}}"#;
+        let old = parse(person, &r(v1)).unwrap();
+        let new = parse(person, &r(v2)).unwrap();
+        // Same text, different references: not the same schema to the checker.
+        assert_eq!(old.canonical, new.canonical);
+        assert!(can_read(&new, &old).is_empty());
+        assert_eq!(
+            can_read(&old, &new),
+            vec!["#/properties/address/properties/zip: TYPE_NARROWED"]
+        );
+        // A pointer into a reference, and the reference's own `$ref`s into its definitions.
+        let v3 = r##"{"definitions":{"z":{"type":"string"}},"type":"object","properties":{"zip":{"$ref":"#/definitions/z"}}}"##;
+        let pointed =
+            r#"{"type":"object","properties":{"zip":{"$ref":"address.json#/properties/zip"}}}"#;
+        let a = parse(pointed, &r(v1)).unwrap();
+        let b = parse(pointed, &r(v3)).unwrap();
+        assert_eq!(can_read(&b, &a), vec!["#/properties/zip: TYPE_CHANGED"]);
+        // Inline and referenced forms of the same schema are compatible.
+        let inline = parse(
+            r#"{"type":"object","properties":{"address":{"type":"object","properties":{"zip":{"type":"integer"}}}}}"#,
+            &[],
+        )
+        .unwrap();
+        assert!(can_read(&inline, &old).is_empty());
+        assert!(can_read(&old, &inline).is_empty());
+    }
+
+    #[test]
+    fn cycles_terminate() {
+        // Mutually recursive definitions, a self-referencing reference, and a `$ref` chain.
+        let tree = r##"{"definitions":{
+            "node":{"type":"object","properties":{"kids":{"type":"array","items":{"$ref":"#/definitions/node"}},"leaf":{"$ref":"#/definitions/leaf"}}},
+            "leaf":{"anyOf":[{"type":"null"},{"$ref":"#/definitions/node"}]}},
+            "$ref":"#/definitions/node"}"##;
+        check("tree", tree, tree, &[], (true, true));
+        let refs = vec![(
+            "list.json".to_string(),
+            r#"{"type":"object","properties":{"next":{"$ref":"list.json"},"v":{"type":"string"}}}"#
+                .to_string(),
+        )];
+        check(
+            "list",
+            r#"{"$ref":"list.json"}"#,
+            r#"{"$ref":"list.json"}"#,
+            &refs,
+            (true, true),
+        );
+        // Combined schemas over recursive definitions stay cheap (memoized pairs).
+        let wide = r##"{"definitions":{"a":{"oneOf":[{"type":"null"},{"type":"array","items":{"$ref":"#/definitions/b"}},{"type":"object","additionalProperties":{"$ref":"#/definitions/b"}}]},
+            "b":{"anyOf":[{"$ref":"#/definitions/a"},{"type":"string"},{"type":"integer"},{"type":"array","items":{"$ref":"#/definitions/a"}}]}},
+            "$ref":"#/definitions/a"}"##;
+        check("wide", wide, wide, &[], (true, true));
+    }
+
+    #[test]
+    fn huge_combinations_give_up_as_incompatible() {
+        let many: Vec<String> = (0..400).map(|i| format!(r#"{{"const":{i}}}"#)).collect();
+        let old = format!(r#"{{"anyOf":[{}]}}"#, many.join(","));
+        let new = format!(r#"{{"anyOf":[{},{{"const":-1}}]}}"#, many.join(","));
+        assert_eq!(reasons(&new, &old), vec!["#/: COMPARISON_TOO_COMPLEX"]);
+    }
 }

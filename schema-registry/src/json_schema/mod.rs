@@ -206,14 +206,21 @@ fn build_message(e: &jsonschema::ValidationError<'_>) -> String {
     if let jsonschema::error::ValidationErrorKind::Referencing(r) = e.kind() {
         return referencing_message(r);
     }
+    let mut message = e.to_string();
+    // "not valid under any of the schemas listed in 'anyOf'" alone does not say what to fix:
+    // add what the meta-schema's first alternative expected.
+    if let jsonschema::error::ValidationErrorKind::AnyOf { context }
+    | jsonschema::error::ValidationErrorKind::OneOfNotValid { context } = e.kind()
+    {
+        if let Some(first) = context.iter().flatten().next() {
+            message.push_str(&format!(" (e.g. {first})"));
+        }
+    }
     let path = e.instance_path().as_str();
     if path.is_empty() {
-        format!("not a valid JSON Schema: {}", truncate(&e.to_string()))
+        format!("not a valid JSON Schema: {}", truncate(&message))
     } else {
-        format!(
-            "not a valid JSON Schema at {path}: {}",
-            truncate(&e.to_string())
-        )
+        format!("not a valid JSON Schema at {path}: {}", truncate(&message))
     }
 }
 

@@ -74,11 +74,7 @@ pub fn parse(text: &str, refs: &[(String, String)]) -> Result<JsonSchema> {
         })?;
         references.push((name.clone(), ref_value));
     }
-
-    // Each reference is a resource under its name (resolved against the default base URI, as a
-    // relative `$ref` in a schema without `$id` is) and, when the root schema has an absolute
-    // `$id`, also under the name resolved against that `$id`. Anything else a `$ref` names goes
-    // to `ReferenceRetriever`, which only answers from the same references.
+    let references: Arc<[(String, Value)]> = references.into();
     let validator = compile(&value, &references)?;
     let canonical = canonical_text(&value);
     let bytes = estimate(&value, &canonical, &references);
@@ -86,16 +82,21 @@ pub fn parse(text: &str, refs: &[(String, String)]) -> Result<JsonSchema> {
         value,
         canonical,
         validator: Arc::new(validator),
-        references: references.into(),
+        references,
         bytes,
     })
 }
 
 /// Compiles `value` with `references` as the only source of external `$ref`s.
-fn compile(value: &Value, references: &[(String, Value)]) -> Result<jsonschema::Validator> {
+///
+/// Each reference is a resource under its name (resolved against the default base URI, as a
+/// relative `$ref` in a schema without `$id` is) and, when the root schema has an `$id`, also
+/// under the name resolved against that `$id`. Anything else a `$ref` names goes to
+/// [`ReferenceRetriever`], which only answers from the same references.
+fn compile(value: &Value, references: &Arc<[(String, Value)]>) -> Result<jsonschema::Validator> {
     let root_id = value.get("$id").and_then(Value::as_str);
     let mut resources: Vec<(String, &Value)> = Vec::new();
-    for (name, ref_value) in references {
+    for (name, ref_value) in references.iter() {
         resources.push((name.clone(), ref_value));
         if let Some(resolved) = root_id.and_then(|id| resolve_against(id, name)) {
             if resolved != *name {
@@ -104,7 +105,7 @@ fn compile(value: &Value, references: &[(String, Value)]) -> Result<jsonschema::
         }
     }
     let registry = jsonschema::Registry::new()
-        .retriever(ReferenceRetriever(references.to_vec()))
+        .retriever(ReferenceRetriever(references.clone()))
         .extend(resources.iter().map(|(uri, v)| (uri.as_str(), *v)))
         .and_then(|builder| builder.prepare())
         .map_err(|e| Error::InvalidSchema(referencing_message(&e)))?;
@@ -112,7 +113,7 @@ fn compile(value: &Value, references: &[(String, Value)]) -> Result<jsonschema::
     jsonschema::options()
         .with_draft(draft_of(value))
         .with_registry(&registry)
-        .with_retriever(ReferenceRetriever(references.to_vec()))
+        .with_retriever(ReferenceRetriever(references.clone()))
         .build(value)
         .map_err(|e| Error::InvalidSchema(build_message(&e)))
 }
@@ -182,7 +183,7 @@ fn resolve_against(base: &str, name: &str) -> Option<String> {
 /// Answers the `$ref`s the registry did not already hold, from the given references only: by
 /// exact name, or by a name that is the last segments of the requested URI (a relative `$ref`
 /// under a nested `$id`). Never touches the network or the file system.
-struct ReferenceRetriever(Vec<(String, Value)>);
+struct ReferenceRetriever(Arc<[(String, Value)]>);
 
 impl Retrieve for ReferenceRetriever {
     fn retrieve(

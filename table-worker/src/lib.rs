@@ -2,8 +2,13 @@
 //! batches and ~32 MiB Parquet data files, map schemas to Iceberg types, propose schema
 //! evolution, and lend conversion memory from one node-wide budget.
 //!
-//! Not built yet: the table worker issue builds this crate. Until then it only proves that the
-//! pinned `arrow` and `parquet` crates write and read a file with this toolchain.
+//! Built so far:
+//! - [`memory`]: the node-wide conversion memory budget with RAII reservations.
+//!
+//! Not built yet: reading ranges from the stream store, conversion of Protobuf and JSON
+//! records, Parquet data files with statistics, partitioned writes and upserts.
+
+pub mod memory;
 
 #[cfg(test)]
 mod tests {

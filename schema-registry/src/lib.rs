@@ -20,6 +20,7 @@ pub mod compat;
 pub mod config;
 pub mod error;
 pub mod framing;
+pub mod protobuf;
 pub mod registry;
 mod store;
 

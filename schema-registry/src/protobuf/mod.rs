@@ -9,7 +9,7 @@
 //! - The canonical printer ([`print`]): the identity of a Protobuf schema is its canonical
 //!   text, never the text a client sent. Both input forms of one schema, and any two sources
 //!   differing only in whitespace, comments, import order, how type names are qualified or
-//!   defaulted field options, print to the same text. A printer (rather than storing the
+//!   whether default `json_name`s are spelled out, print to the same text. A printer (rather than storing the
 //!   source) is needed because a descriptor has no source to store, and so that identity does
 //!   not depend on formatting. Invariants: the text is deterministic, valid `.proto` that
 //!   protox re-parses to an equivalent descriptor, and printing is a fixpoint:

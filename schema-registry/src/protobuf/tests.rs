@@ -1135,3 +1135,31 @@ proptest! {
         let _ = parse(&text, &[]);
     }
 }
+
+#[test]
+fn deeply_nested_payloads_hit_the_recursion_limit() {
+    let s = schema(&p3("message Node { Node child = 1; int32 v = 2; }"));
+    // 200 levels of `child { ... }`, built inside out.
+    let mut message: Vec<u8> = vec![0x10, 0x01];
+    for _ in 0..200 {
+        let mut outer = vec![0x0a];
+        prost_reflect::prost::encoding::encode_varint(message.len() as u64, &mut outer);
+        outer.extend(message);
+        message = outer;
+    }
+    let mut payload = vec![0];
+    payload.extend(&message);
+    let err = decode_payload(&s, &payload).expect_err("too deep");
+    assert!(err.contains("recursion"), "{err}");
+    // 50 levels are fine.
+    let mut shallow: Vec<u8> = vec![0x10, 0x01];
+    for _ in 0..50 {
+        let mut outer = vec![0x0a];
+        prost_reflect::prost::encoding::encode_varint(shallow.len() as u64, &mut outer);
+        outer.extend(shallow);
+        shallow = outer;
+    }
+    let mut payload = vec![0];
+    payload.extend(&shallow);
+    assert!(decode_payload(&s, &payload).is_ok());
+}

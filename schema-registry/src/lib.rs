@@ -4,14 +4,14 @@
 //!
 //! The main flow, from [`api::router`]:
 //! 1. [`api`]: the REST API (axum), Confluent's JSON shapes and error codes.
-//! 2. [`registry`]: the operations (register, look up, delete, settings), one writer at a time.
-//! 3. [`avro`] parses and normalizes schemas and implements Avro's resolution rules;
-//!    [`compat`] turns them into the compatibility levels.
-//! 4. [`store`]: durable state in the metadata store; `cache`: parsed schemas by id.
-//! 5. [`framing`]: decoding a framed record (magic 0, schema id, Avro datum) to a value.
-//!
-//! Only Avro so far: Protobuf, JSON Schema and schema references are answered with
-//! 422 / 42201 "not supported yet".
+//! 2. [`registry`]: the operations (register, look up, delete, settings, modes), one writer at a
+//!    time; schema references are resolved here.
+//! 3. [`schema`]: a parsed schema of any type. [`avro`], [`protobuf`] and [`json_schema`] each
+//!    parse, normalize and check compatibility for their type; [`compat`] turns the
+//!    reader/writer rule into the compatibility levels.
+//! 4. `store`: durable state in the metadata store; `cache`: parsed schemas by id.
+//! 5. [`framing`]: decoding a framed record (magic 0, schema id, then the payload of the
+//!    schema's type) to a typed value.
 
 pub mod api;
 pub mod avro;

@@ -39,7 +39,8 @@ fn table_topics_refuse_records_that_do_not_match_a_registered_schema() {
         .find_map(|l| l.strip_prefix("inlet_kafka_invalid_records_refused_total "))
         .and_then(|v| v.parse().ok())
         .expect("refused counter");
-    assert_eq!(refused, 4.0, "the four bad records were counted");
+    // Four bad Avro records, two bad Protobuf ones and two bad JSON ones.
+    assert_eq!(refused, 8.0, "the eight bad records were counted");
     node.stop();
 }
 

@@ -78,7 +78,13 @@ fn confluent_schema_registry_client_with_avro() {
             .expect("v2");
         assert_eq!(v2.version, 2);
         assert!(v1.schema.id < v2.schema.id);
-        assert!(registry.subjects("", inlet_schema_registry::Deleted::Include).await.expect("subjects") == vec!["users-value"]);
+        assert!(
+            registry
+                .subjects("", inlet_schema_registry::Deleted::Include)
+                .await
+                .expect("subjects")
+                == vec!["users-value"]
+        );
     });
 }
 

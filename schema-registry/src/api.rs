@@ -103,7 +103,10 @@ fn schema_request(body: &Bytes) -> Result<SchemaRequest, Error> {
 
 /// The schema's text in the asked `format`: a Protobuf schema as base64 of its descriptor
 /// for `serialized`, else the canonical text.
-fn schema_text<'a>(schema: &'a StoredSchema, q: &HashMap<String, String>) -> std::borrow::Cow<'a, str> {
+fn schema_text<'a>(
+    schema: &'a StoredSchema,
+    q: &HashMap<String, String>,
+) -> std::borrow::Cow<'a, str> {
     match (&schema.parsed, q.get("format").map(String::as_str)) {
         (ParsedSchema::Protobuf(p), Some("serialized")) => p.serialized().into(),
         _ => schema.text.as_str().into(),
@@ -164,7 +167,10 @@ pub fn router(registry: Arc<Registry>) -> Router {
             get(version).delete(delete_version),
         )
         .route("/subjects/{s}/versions/{v}/schema", get(version_schema))
-        .route("/subjects/{s}/versions/{v}/referencedby", get(referenced_by))
+        .route(
+            "/subjects/{s}/versions/{v}/referencedby",
+            get(referenced_by),
+        )
         .route("/schemas/ids/{id}", get(schema_by_id))
         .route("/schemas/ids/{id}/schema", get(schema_text_by_id))
         .route("/schemas/ids/{id}/subjects", get(subjects_by_id))

@@ -39,8 +39,7 @@ pub fn parse(text: &str) -> Result<AvroSchema> {
 /// (references of references included), each a named type.
 pub fn parse_with_refs(text: &str, refs: &[String]) -> Result<AvroSchema> {
     let (schema, refs) = if refs.is_empty() {
-        let schema =
-            Schema::parse_str(text).map_err(|e| Error::InvalidSchema(with_sources(&e)))?;
+        let schema = Schema::parse_str(text).map_err(|e| Error::InvalidSchema(with_sources(&e)))?;
         (schema, Vec::new())
     } else {
         Schema::parse_str_with_list(text, refs).map_err(|e| {
@@ -66,7 +65,11 @@ pub fn parse_with_refs(text: &str, refs: &[String]) -> Result<AvroSchema> {
 }
 
 /// Whether a record type refers to itself (directly, or through other types and references).
-fn is_recursive(schema: &Schema, names: &HashMap<String, &Schema>, enclosing: &mut Vec<Name>) -> bool {
+fn is_recursive(
+    schema: &Schema,
+    names: &HashMap<String, &Schema>,
+    enclosing: &mut Vec<Name>,
+) -> bool {
     match schema {
         Schema::Ref { name } => {
             if enclosing.contains(name) {

@@ -164,7 +164,9 @@ mod tests {
     fn levels() {
         let (v1, v2, v3, v4) = (p(V1), p(V2), p(V3), p(V4));
         use Compatibility::*;
-        let ok = |lvl: Compatibility, new: &ParsedSchema, old: &[&ParsedSchema]| lvl.check(new, old).is_empty();
+        let ok = |lvl: Compatibility, new: &ParsedSchema, old: &[&ParsedSchema]| {
+            lvl.check(new, old).is_empty()
+        };
         assert!(ok(Backward, &v2, &[&v1]));
         assert!(ok(Forward, &v2, &[&v1]));
         assert!(ok(Full, &v2, &[&v1]));

@@ -177,15 +177,17 @@ impl Registry {
             v if (1..=i64::from(i32::MAX)).contains(&v) => VersionSpec::Number(v as u32),
             v => return Err(Error::InvalidVersion(v.to_string())),
         };
-        self.version(&r.subject, spec, false).await.map_err(|e| match e {
-            Error::SubjectNotFound(_) | Error::VersionNotFound { .. } => Error::InvalidSchema(
-                format!(
-                    "reference {:?} names version {} of subject {:?}, which does not exist",
-                    r.name, r.version, r.subject
-                ),
-            ),
-            e => e,
-        })
+        self.version(&r.subject, spec, false)
+            .await
+            .map_err(|e| match e {
+                Error::SubjectNotFound(_) | Error::VersionNotFound { .. } => {
+                    Error::InvalidSchema(format!(
+                        "reference {:?} names version {} of subject {:?}, which does not exist",
+                        r.name, r.version, r.subject
+                    ))
+                }
+                e => e,
+            })
     }
 
     async fn reference_row(&self, r: &Reference) -> Result<SchemaRow> {
@@ -206,8 +208,9 @@ impl Registry {
             .schema(id)
             .await?
             .ok_or(Error::SchemaIdNotFound(id))?;
-        let schema_type = SchemaType::parse(Some(&row.schema_type))
-            .map_err(|_| Error::Store(format!("schema {id} has unknown type {}", row.schema_type)))?;
+        let schema_type = SchemaType::parse(Some(&row.schema_type)).map_err(|_| {
+            Error::Store(format!("schema {id} has unknown type {}", row.schema_type))
+        })?;
         let references = references_from_key(&row.refs)?;
         let (_, texts) = Box::pin(self.resolve_references(&references)).await?;
         let parsed = ParsedSchema::parse(schema_type, &row.text, &texts)
@@ -629,7 +632,9 @@ impl Registry {
                 None => "Cannot import since found existing subjects; delete them permanently first or set force=true".into(),
             }));
         }
-        self.store.set_mode(subject.unwrap_or(""), mode.as_str()).await
+        self.store
+            .set_mode(subject.unwrap_or(""), mode.as_str())
+            .await
     }
 
     /// Removes the mode of `subject` and returns the mode it had.

@@ -75,12 +75,11 @@ pub(crate) struct VersionRow {
 fn fingerprint(schema_type: &str, text: &str, refs: &str) -> i64 {
     let mut h: u64 = 0xcbf2_9ce4_8422_2325;
     let refs_part = if refs.is_empty() { None } else { Some(refs) };
-    for b in schema_type
-        .bytes()
-        .chain([0u8])
-        .chain(text.bytes())
-        .chain(refs_part.into_iter().flat_map(|r| [0u8].into_iter().chain(r.bytes())))
-    {
+    for b in schema_type.bytes().chain([0u8]).chain(text.bytes()).chain(
+        refs_part
+            .into_iter()
+            .flat_map(|r| [0u8].into_iter().chain(r.bytes())),
+    ) {
         h ^= u64::from(b);
         h = h.wrapping_mul(0x0000_0100_0000_01b3);
     }

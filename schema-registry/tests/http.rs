@@ -178,7 +178,10 @@ async fn rest_api_shapes_and_errors() {
             json!({"schema": "syntax = \"proto3\"; message M {", "schemaType": "PROTOBUF"}),
             "",
         ),
-        (json!({"schema": r#"{"type": 5}"#, "schemaType": "JSON"}), ""),
+        (
+            json!({"schema": r#"{"type": 5}"#, "schemaType": "JSON"}),
+            "",
+        ),
         (
             json!({"schema": V1, "schemaType": "XML"}),
             "unknown schemaType",
@@ -313,7 +316,11 @@ async fn avro_references_are_resolved_listed_and_protected() {
     let address = r#"{"type":"record","name":"Address","namespace":"t","fields":[{"name":"city","type":"string"}]}"#;
     let user = r#"{"type":"record","name":"User","namespace":"t","fields":[{"name":"id","type":"long"},{"name":"home","type":"t.Address"}]}"#;
     let (st, _, v) = s
-        .call("POST", "/subjects/address/versions", Some(json!({ "schema": address })))
+        .call(
+            "POST",
+            "/subjects/address/versions",
+            Some(json!({ "schema": address })),
+        )
         .await;
     assert_eq!(st, 200, "{v}");
     let address_id = v["id"].as_i64().expect("id");
@@ -321,7 +328,11 @@ async fn avro_references_are_resolved_listed_and_protected() {
     // Without the reference the named type is unknown; with it (version -1: the latest) the
     // schema registers, and the reference is stored with the concrete version.
     let (st, _, v) = s
-        .call("POST", "/subjects/user/versions", Some(json!({ "schema": user })))
+        .call(
+            "POST",
+            "/subjects/user/versions",
+            Some(json!({ "schema": user })),
+        )
         .await;
     assert_eq!((st, code(&v)), (422, 42201), "{v}");
     let refs = json!([{"name": "t.Address", "subject": "address", "version": -1}]);
@@ -341,7 +352,9 @@ async fn avro_references_are_resolved_listed_and_protected() {
         json!([{"name": "t.Address", "subject": "address", "version": 1}]),
         "{v}"
     );
-    let (_, _, v) = s.call("GET", &format!("/schemas/ids/{user_id}"), None).await;
+    let (_, _, v) = s
+        .call("GET", &format!("/schemas/ids/{user_id}"), None)
+        .await;
     assert_eq!(v["references"][0]["subject"], "address", "{v}");
     // The same schema with the same references is the same id; looked up too.
     let concrete = json!([{"name": "t.Address", "subject": "address", "version": 1}]);
@@ -402,7 +415,11 @@ async fn modes_listings_and_import() {
     let (_, _, v) = s.call("GET", "/subjects?deletedOnly=true", None).await;
     assert_eq!(v, json!(["users-value"]));
     let (_, _, v) = s
-        .call("GET", "/subjects/users-value/versions?deletedOnly=true", None)
+        .call(
+            "GET",
+            "/subjects/users-value/versions?deletedOnly=true",
+            None,
+        )
         .await;
     assert_eq!(v, json!([1]));
 
@@ -414,7 +431,11 @@ async fn modes_listings_and_import() {
         .await;
     assert_eq!(v, json!({"mode": "READWRITE"}));
     let (st, _, _) = s
-        .call("PUT", "/mode/orders-value", Some(json!({"mode": "READONLY"})))
+        .call(
+            "PUT",
+            "/mode/orders-value",
+            Some(json!({"mode": "READONLY"})),
+        )
         .await;
     assert_eq!(st, 200);
     let (st, _, v) = s
@@ -429,10 +450,16 @@ async fn modes_listings_and_import() {
     assert_eq!((st, v), (200, json!({"mode": "READONLY"})));
 
     // IMPORT needs an empty registry (or force), then takes ids and versions as given.
-    let (st, _, v) = s.call("PUT", "/mode", Some(json!({"mode": "IMPORT"}))).await;
+    let (st, _, v) = s
+        .call("PUT", "/mode", Some(json!({"mode": "IMPORT"})))
+        .await;
     assert_eq!((st, code(&v)), (422, 42205), "{v}");
     let (st, _, v) = s
-        .call("POST", "/subjects/fresh/versions", Some(json!({"schema": V1, "id": 77})))
+        .call(
+            "POST",
+            "/subjects/fresh/versions",
+            Some(json!({"schema": V1, "id": 77})),
+        )
         .await;
     assert_eq!((st, code(&v)), (422, 42205), "not in IMPORT mode: {v}");
     let (st, _, _) = s
@@ -461,7 +488,11 @@ async fn modes_listings_and_import() {
     // Ids created later do not collide with imported ones.
     s.call("DELETE", "/mode/fresh", None).await;
     let (_, _, v) = s
-        .call("POST", "/subjects/later/versions", Some(json!({"schema": r#""float""#})))
+        .call(
+            "POST",
+            "/subjects/later/versions",
+            Some(json!({"schema": r#""float""#})),
+        )
         .await;
     assert!(v["id"].as_i64().expect("id") > 77, "{v}");
 }

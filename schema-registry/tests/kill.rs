@@ -92,7 +92,10 @@ fn registrations_survive_kill_9() {
             .await
             .expect("meta");
         let registry = open(meta, RegistryConfig::default()).await.expect("reopen");
-        let versions = registry.versions("k-value", inlet_schema_registry::Deleted::Exclude).await.expect("versions");
+        let versions = registry
+            .versions("k-value", inlet_schema_registry::Deleted::Exclude)
+            .await
+            .expect("versions");
         assert_eq!(versions, (1..=VERSIONS).collect::<Vec<_>>());
         for (n, id) in ids.iter().enumerate() {
             let v = registry

@@ -109,7 +109,9 @@ async fn ids_and_restart(url: &str) {
     };
     let r = open_url(url).await;
     assert_eq!(
-        r.versions("a-value", Deleted::Exclude).await.expect("versions"),
+        r.versions("a-value", Deleted::Exclude)
+            .await
+            .expect("versions"),
         vec![1, 2]
     );
     let latest = r
@@ -224,8 +226,14 @@ async fn compatibility_deletes_errors(r: Registry) {
             .error_code(),
         40406
     );
-    assert_eq!(r.versions("s", Deleted::Exclude).await.expect("live"), vec![1]);
-    assert_eq!(r.versions("s", Deleted::Include).await.expect("all"), vec![1, 2]);
+    assert_eq!(
+        r.versions("s", Deleted::Exclude).await.expect("live"),
+        vec![1]
+    );
+    assert_eq!(
+        r.versions("s", Deleted::Include).await.expect("all"),
+        vec![1, 2]
+    );
     assert_eq!(
         r.delete_version("s", VersionSpec::Number(2), true)
             .await
@@ -249,10 +257,23 @@ async fn compatibility_deletes_errors(r: Registry) {
         r.delete_subject("s", false).await.unwrap_err().error_code(),
         40404
     );
-    assert!(r.subjects("", Deleted::Exclude).await.expect("subjects").is_empty());
-    assert_eq!(r.subjects("", Deleted::Include).await.expect("subjects"), vec!["s"]);
+    assert!(r
+        .subjects("", Deleted::Exclude)
+        .await
+        .expect("subjects")
+        .is_empty());
+    assert_eq!(
+        r.subjects("", Deleted::Include).await.expect("subjects"),
+        vec!["s"]
+    );
     assert_eq!(r.delete_subject("s", true).await.expect("hard"), vec![1, 2]);
-    assert_eq!(r.versions("s", Deleted::Include).await.unwrap_err().error_code(), 40401);
+    assert_eq!(
+        r.versions("s", Deleted::Include)
+            .await
+            .unwrap_err()
+            .error_code(),
+        40401
+    );
 
     // Read-only mode refuses writes.
     r.set_mode(None, Mode::ReadOnly, false).await.expect("mode");
@@ -260,7 +281,9 @@ async fn compatibility_deletes_errors(r: Registry) {
         r.register("t", &req(V1)).await.unwrap_err().error_code(),
         42205
     );
-    r.set_mode(None, Mode::ReadWrite, false).await.expect("mode");
+    r.set_mode(None, Mode::ReadWrite, false)
+        .await
+        .expect("mode");
     r.register("t", &req(V1)).await.expect("writable again");
 }
 

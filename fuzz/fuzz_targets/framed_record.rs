@@ -46,7 +46,7 @@ message Other { float f = 1; }
     ),
     (
         SchemaType::Json,
-        r#"{"type":"object","properties":{"id":{"type":"integer"},"tags":{"type":"array","items":{"type":"string","maxLength":8}},"nested":{"$ref":"#"}},"required":["id"],"additionalProperties":false}"#,
+        r##"{"type":"object","properties":{"id":{"type":"integer"},"tags":{"type":"array","items":{"type":"string","maxLength":8}},"nested":{"$ref":"#"}},"required":["id"],"additionalProperties":false}"##,
     ),
 ];
 

@@ -313,3 +313,32 @@ async fn framed_records_decode_through_the_registry() {
         Err(framing::FramingError::BadMagic(1))
     ));
 }
+
+/// Two registries (two nodes) on one PostgreSQL register the same new schemas at the same
+/// time under different subjects: each schema must end up with one id, not two.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn concurrent_nodes_give_a_schema_one_id_on_postgres() {
+    let Some(url) = fresh_postgres_database().await else {
+        return;
+    };
+    let (a, b) = (
+        std::sync::Arc::new(open_url(&url).await),
+        std::sync::Arc::new(open_url(&url).await),
+    );
+    for round in 0..20 {
+        let text = format!(
+            r#"{{"type":"record","name":"R{round}","fields":[{{"name":"x","type":"long"}}]}}"#
+        );
+        let (ra, rb) = (a.clone(), b.clone());
+        let (ta, tb) = (text.clone(), text.clone());
+        let left =
+            tokio::spawn(async move { ra.register(&format!("left-{round}"), &req(&ta)).await });
+        let right =
+            tokio::spawn(async move { rb.register(&format!("right-{round}"), &req(&tb)).await });
+        let (l, r) = (
+            left.await.expect("task").expect("left registers"),
+            right.await.expect("task").expect("right registers"),
+        );
+        assert_eq!(l.0, r.0, "round {round}: one schema, one id");
+    }
+}

@@ -9,6 +9,7 @@
 //! records, Parquet data files with statistics, partitioned writes and upserts.
 
 pub mod error;
+pub mod evolve;
 pub mod memory;
 
 #[cfg(test)]

@@ -20,11 +20,14 @@ pub enum Error {
     Arrow(#[from] arrow::error::ArrowError),
     #[error(transparent)]
     Memory(#[from] crate::memory::MemoryError),
+    /// The stream store failed (reading a range).
+    #[error("stream store: {0}")]
+    Storage(String),
 }
 
 impl Error {
     /// Whether the same call may succeed later (object store or catalog I/O).
     pub fn is_retryable(&self) -> bool {
-        matches!(self, Error::Iceberg(e) if e.retryable())
+        matches!(self, Error::Storage(_)) || matches!(self, Error::Iceberg(e) if e.retryable())
     }
 }

@@ -5,6 +5,9 @@
 //! Not built yet: the table worker issue builds this crate. Until then it only proves that the
 //! pinned `arrow` and `parquet` crates write and read a file with this toolchain.
 
+pub mod avro;
+pub mod error;
+
 #[cfg(test)]
 mod tests {
     use std::sync::Arc;

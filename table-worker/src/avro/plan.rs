@@ -11,6 +11,17 @@
 //! (it must be nullable); a writer field the target lacks is skipped; int → long, float →
 //! double, a decimal's precision may grow (same scale), and a required writer value may go into
 //! a nullable column. Anything else is refused with [`Error::Schema`] naming the field.
+//!
+//! Value conversions: an enum becomes its symbol; timestamps in milliseconds are multiplied to
+//! microseconds (overflow is a decode error), nanoseconds are divided down rounding toward
+//! negative infinity (the microsecond at or before the instant); time-millis becomes
+//! microseconds; a decimal's two's complement bytes become an `i128` (more than 16 bytes only
+//! as sign extension; a value with more digits than the column's precision is a decode error);
+//! big-decimal becomes the text of Java's `BigDecimal.toString()`; a duration stays its 12
+//! bytes; a uuid becomes its 16 bytes. apache-avro 0.21 reads every uuid as a length-prefixed
+//! value (text, or 16 raw bytes) — also one declared on a `fixed(16)`, which its parser turns into
+//! the same `Schema::Uuid` — and so does this decoder, to accept exactly what the broker's
+//! produce-time validation (apache-avro) accepts.
 
 use std::ops::Range;
 
@@ -207,7 +218,13 @@ impl<'a> Compiler<'_, 'a> {
                 .find(|&c| self.cols[c].field.name() == &field.name);
             let op = match target {
                 Some(c) => {
-                    matched[c - children.start] = true;
+                    if std::mem::replace(&mut matched[c - children.start], true) {
+                        return Err(Error::Schema(format!(
+                            "the writer's record `{}` has two fields named `{}`",
+                            record.name.fullname(None),
+                            field.name
+                        )));
+                    }
                     self.value(&field.schema, namespace, c)?
                 }
                 None => self.skip(&field.schema, namespace, &join(path, &field.name))?,

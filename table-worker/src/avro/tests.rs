@@ -273,8 +273,25 @@ fn plain(value: &Value, schema: &Schema, names: &HashMap<Name, &Schema>) -> R {
             } else if non_null == 1 {
                 plain(inner, branch, names)
             } else {
+                // Labels in branch order, a repeated one suffixed _1, _2, ...
+                let mut labels: Vec<String> = Vec::new();
+                for b in u.variants() {
+                    let base = match resolve(b, names) {
+                        Schema::Null => "null".to_string(),
+                        _ => branch_label(b, names),
+                    };
+                    let count = labels
+                        .iter()
+                        .filter(|l| **l == base || l.starts_with(&format!("{base}_")))
+                        .count();
+                    labels.push(if count == 0 {
+                        base
+                    } else {
+                        format!("{base}_{count}")
+                    });
+                }
                 R::Struct(vec![(
-                    branch_label(branch, names),
+                    labels[*i as usize].clone(),
                     plain(inner, branch, names),
                 )])
             }
@@ -663,6 +680,10 @@ fn unions_round_trip() {
             {"name":"three","type":["null","int","string"]},
             {"name":"no_null","type":["int","string",
                 {"type":"record","name":"P","fields":[{"name":"p","type":"long"}]}]},
+            {"name":"same_names","type":["null",
+                {"type":"record","name":"Item","namespace":"a","fields":[{"name":"x","type":"int"}]},
+                {"type":"record","name":"Item","namespace":"b","fields":[{"name":"y","type":"string"}]},
+                {"type":"record","name":"Item","namespace":"c","fields":[{"name":"z","type":"double"}]}]},
             {"name":"complex","type":["null",{"type":"array","items":"int"},
                 {"type":"map","values":"string"},
                 {"type":"enum","name":"E","symbols":["X","Y","Z"]},

@@ -8,6 +8,7 @@
 //! Not built yet: reading ranges from the stream store, conversion of Protobuf and JSON
 //! records, Parquet data files with statistics, partitioned writes and upserts.
 
+pub mod avro;
 pub mod data_file;
 pub mod error;
 pub mod evolve;

@@ -117,7 +117,10 @@ fn flat_value(rng: &mut Rng) -> Value {
     ] {
         fields.push((name.to_string(), Value::String(rng.text(20, 40))));
     }
-    fields.push(("paid".to_string(), Value::Boolean(rng.next().is_multiple_of(2))));
+    fields.push((
+        "paid".to_string(),
+        Value::Boolean(rng.next().is_multiple_of(2)),
+    ));
     fields.push((
         "created".to_string(),
         Value::TimestampMillis(1_700_000_000_000 + (rng.next() % 100_000_000_000) as i64),

@@ -9,7 +9,9 @@
 //! records, Parquet data files with statistics, partitioned writes and upserts.
 
 pub mod error;
+pub mod json;
 pub mod memory;
+pub mod protobuf;
 
 #[cfg(test)]
 mod tests {

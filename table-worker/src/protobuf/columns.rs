@@ -571,3 +571,56 @@ mod tests {
         assert!(matches!(Column::new(&field), Err(Error::Schema(_))));
     }
 }
+
+/// Helpers for the converters' tests.
+#[cfg(test)]
+pub(crate) mod test_support {
+    use arrow::array::{ArrayRef, RecordBatch};
+    use arrow::datatypes::SchemaRef;
+    use bytes::Bytes;
+    use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+    use parquet::arrow::ArrowWriter;
+
+    /// Asserts that `arrays` have exactly the target's types, writes them to Parquet, reads them
+    /// back, asserts that nothing changed and returns the batch read.
+    pub(crate) fn parquet_round_trip(target: &SchemaRef, arrays: Vec<ArrayRef>) -> RecordBatch {
+        assert_eq!(arrays.len(), target.fields().len());
+        for (array, field) in arrays.iter().zip(target.fields()) {
+            assert_eq!(
+                array.data_type(),
+                field.data_type(),
+                "column {}",
+                field.name()
+            );
+        }
+        let batch = RecordBatch::try_new(target.clone(), arrays).expect("batch");
+        let mut file = Vec::new();
+        let mut writer = ArrowWriter::try_new(&mut file, target.clone(), None).expect("writer");
+        writer.write(&batch).expect("write");
+        writer.close().expect("close");
+        let reader = ParquetRecordBatchReaderBuilder::try_new(Bytes::from(file))
+            .expect("reader")
+            .build()
+            .expect("build");
+        let batches: Vec<RecordBatch> = reader.map(|b| b.expect("read")).collect();
+        let read = arrow::compute::concat_batches(target, &batches).expect("concat");
+        assert_eq!(read.columns(), batch.columns());
+        read
+    }
+
+    /// The batch's rows as JSON objects (nulls explicit), for readable expectations of nested
+    /// columns.
+    pub(crate) fn rows_json(batch: &RecordBatch) -> serde_json::Value {
+        let mut out = Vec::new();
+        let mut writer = arrow::json::WriterBuilder::new()
+            .with_explicit_nulls(true)
+            .build::<_, arrow::json::writer::JsonArray>(&mut out);
+        writer.write(batch).expect("json");
+        writer.finish().expect("json");
+        drop(writer);
+        if out.is_empty() {
+            return serde_json::Value::Array(Vec::new());
+        }
+        serde_json::from_slice(&out).expect("json text")
+    }
+}

@@ -17,7 +17,8 @@
 //! - Well-known types: `Timestamp` → timestamptz (microseconds, nanos truncated); `Duration` →
 //!   long (microseconds); the wrappers (`Int32Value` … `BytesValue`) → their optional primitive;
 //!   `Struct`, `Value`, `ListValue` → string holding the JSON text; `Any` → struct {type_url:
-//!   string, value: binary} (it is an ordinary message); `Empty` → boolean, true when set.
+//!   string, value: binary} (it is an ordinary message); `Empty` → boolean, true when set. Any
+//!   other message without fields maps like `Empty` (Parquet cannot store an empty struct).
 //! - A recursive message type has no Iceberg schema: Error::Schema.
 //! - Field ids of [`protobuf_to_iceberg`] are provisional: assigned depth-first (a field, then
 //!   its nested fields, then its next sibling) from 1. The table's stable ids are re-mapped
@@ -185,6 +186,7 @@ enum WellKnown {
     Wrapper,
     /// `Struct`, `Value`, `ListValue`: their JSON text.
     JsonText,
+    /// `Empty`, and any other message without fields: true when set.
     Empty,
 }
 
@@ -206,6 +208,9 @@ impl WellKnown {
                 WellKnown::JsonText
             }
             "google.protobuf.Empty" => WellKnown::Empty,
+            // Any other message without fields is a marker like Empty; Parquet cannot store
+            // an empty struct.
+            _ if message.fields().len() == 0 => WellKnown::Empty,
             _ => return None,
         })
     }

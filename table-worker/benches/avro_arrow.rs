@@ -11,6 +11,9 @@
 //! - `nested`: a record with a nested record, an array of 3 small records and a map of 3
 //!   entries (20 leaf values per record).
 //!
+//! A third measurement, `decoder_zstd_parquet`, adds writing the batch as a zstd Parquet file
+//! in memory: the whole conversion a table worker does per file, object store upload aside.
+//!
 //! One iteration decodes all datums of a schema (one `append` each) and `finish`es the batch,
 //! on one thread; the decoder is compiled once, outside the timing, as the worker does per
 //! writer schema. Criterion reports input bytes per second; a summary line per schema then
@@ -24,8 +27,13 @@ use std::time::{Duration, Instant};
 
 use apache_avro::types::Value;
 use apache_avro::Schema;
+use arrow::array::RecordBatch;
+use arrow::datatypes::SchemaRef;
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use inlet_table_worker::avro::{avro_to_iceberg, AvroDecoder};
+use parquet::arrow::ArrowWriter;
+use parquet::basic::{Compression, ZstdLevel};
+use parquet::file::properties::WriterProperties;
 
 const RECORDS: usize = 100_000;
 
@@ -188,10 +196,13 @@ fn case(name: &'static str, json: &str, leaves: usize, gen: fn(&mut Rng) -> Valu
     }
 }
 
-fn decoder_for(case: &Case) -> AvroDecoder {
+fn target_for(case: &Case) -> SchemaRef {
     let table = avro_to_iceberg(&case.schema, &[]).expect("maps");
-    let target = Arc::new(iceberg::arrow::schema_to_arrow_schema(&table).expect("arrow schema"));
-    AvroDecoder::new(&case.schema, &[], target).expect("compiles")
+    Arc::new(iceberg::arrow::schema_to_arrow_schema(&table).expect("arrow schema"))
+}
+
+fn decoder_for(case: &Case) -> AvroDecoder {
+    AvroDecoder::new(&case.schema, &[], target_for(case)).expect("compiles")
 }
 
 fn decode_all(decoder: &mut AvroDecoder, datums: &[Vec<u8>]) {
@@ -199,6 +210,24 @@ fn decode_all(decoder: &mut AvroDecoder, datums: &[Vec<u8>]) {
         decoder.append(d).expect("decodes");
     }
     black_box(decoder.finish().expect("finish"));
+}
+
+/// Decodes all datums and writes them as one zstd Parquet file in memory, as a conversion job
+/// does (level 3, the table worker's default); returns the file's size.
+fn to_parquet(decoder: &mut AvroDecoder, target: &SchemaRef, datums: &[Vec<u8>]) -> usize {
+    for d in datums {
+        decoder.append(d).expect("decodes");
+    }
+    let columns = decoder.finish().expect("finish");
+    let batch = RecordBatch::try_new(target.clone(), columns).expect("batch");
+    let props = WriterProperties::builder()
+        .set_compression(Compression::ZSTD(ZstdLevel::try_new(3).expect("level")))
+        .build();
+    let mut out = Vec::with_capacity(16 << 20);
+    let mut writer = ArrowWriter::try_new(&mut out, target.clone(), Some(props)).expect("writer");
+    writer.write(&batch).expect("write");
+    writer.close().expect("close");
+    black_box(out.len())
 }
 
 fn values_all(schema: &Schema, datums: &[Vec<u8>]) {
@@ -224,6 +253,11 @@ fn summary(case: &Case) {
     let mut decoder = decoder_for(case);
     let ours = best(5, || decode_all(&mut decoder, &case.datums));
     let theirs = best(5, || values_all(&case.schema, &case.datums));
+    let target = target_for(case);
+    let mut file_bytes = 0;
+    let parquet = best(5, || {
+        file_bytes = to_parquet(&mut decoder, &target, &case.datums)
+    });
     let fields = (case.leaves * RECORDS) as f64;
     let mib = case.bytes as f64 / (1024.0 * 1024.0);
     println!(
@@ -235,6 +269,7 @@ fn summary(case: &Case) {
     );
     for (what, t) in [
         ("AvroDecoder (decode+finish)", ours),
+        ("decode + zstd Parquet", parquet),
         ("apache-avro to Value", theirs),
     ] {
         let s = t.as_secs_f64();
@@ -246,8 +281,10 @@ fn summary(case: &Case) {
         );
     }
     println!(
-        "  ratio: AvroDecoder is {:.1}x apache-avro's Value decoding",
-        theirs.as_secs_f64() / ours.as_secs_f64()
+        "  ratio: AvroDecoder is {:.1}x apache-avro's Value decoding; the Parquet file is {:.1} MiB ({:.0}% of the input)",
+        theirs.as_secs_f64() / ours.as_secs_f64(),
+        file_bytes as f64 / (1024.0 * 1024.0),
+        100.0 * file_bytes as f64 / case.bytes as f64
     );
 }
 
@@ -264,6 +301,10 @@ fn bench(c: &mut Criterion) {
         let mut decoder = decoder_for(case);
         group.bench_function("decoder", |b| {
             b.iter(|| decode_all(&mut decoder, &case.datums))
+        });
+        let target = target_for(case);
+        group.bench_function("decoder_zstd_parquet", |b| {
+            b.iter(|| to_parquet(&mut decoder, &target, &case.datums))
         });
         group.bench_function("apache_avro_value", |b| {
             b.iter(|| values_all(&case.schema, &case.datums))

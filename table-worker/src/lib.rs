@@ -1,19 +1,29 @@
 //! Table workers (DESIGN.md §5): turn ranges of a table topic's records into Arrow record
 //! batches and ~32 MiB Parquet data files, map schemas to Iceberg types, propose schema
-//! evolution, and lend conversion memory from one node-wide budget.
+//! evolution, and lend conversion memory from one node-wide budget (docs/table-worker.md).
 //!
-//! Built so far:
-//! - [`memory`]: the node-wide conversion memory budget with RAII reservations.
+//! The main flow, from [`job::convert_range`]:
+//! 1. [`memory`]: the node-wide conversion budget a job borrows from while it runs.
+//! 2. [`avro`], [`protobuf`], [`json`]: each type's schema → Iceberg mapping and its decoder
+//!    into Arrow columns (all-or-nothing per row).
+//! 3. [`evolve`]: the table's schema with stable field ids, and the changes a new writer
+//!    schema needs.
+//! 4. [`data_file`]: zstd Parquet data files with Iceberg statistics, one per partition
+//!    ([`partition`] parses `table.topic.partition.by`).
 //!
-//! Not built yet: reading ranges from the stream store, conversion of Protobuf and JSON
-//! records, Parquet data files with statistics, partitioned writes and upserts.
+//! Not built yet: the scheduler that starts jobs as topics fill, `flatten` transforms, key
+//! conversion, upserts and the dead-letter table.
 
 pub mod avro;
 pub mod data_file;
 pub mod error;
 pub mod evolve;
+pub mod job;
+pub mod json;
 pub mod memory;
-
+pub mod partition;
+pub mod protobuf;
+pub mod worker;
 #[cfg(test)]
 mod tests {
     use std::sync::Arc;

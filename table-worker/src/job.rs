@@ -1,0 +1,657 @@
+//! A conversion job: one range of a partition's records, read from the stream store, turned
+//! into Arrow rows and written as data files. The unit the node's workers run in turn
+//! (DESIGN.md §5): a job borrows its memory from the node-wide [`MemoryPool`] for as long as it
+//! runs and holds nothing once it returns.
+//!
+//! The flow of [`convert_range`]:
+//! 1. Reserve the input budget, read Kafka record batches from `from` up to about
+//!    `max_input_bytes` (or up to `until`), and decode them into records.
+//! 2. First pass, headers only: the schemas the records were written with. Each is mapped to
+//!    Iceberg and reconciled with the table's schema ([`evolve::reconcile`]), so the whole
+//!    range is written with one table schema, and the changes it needs are proposed once.
+//! 3. Second pass: each record's value goes to the decoder of its schema (Avro straight from
+//!    binary; Protobuf and JSON through the registry's decoder), `_kafka` is filled in, and
+//!    runs of records are cut into record batches. A record that does not decode becomes a
+//!    dead letter and the others go on: produce-time validation already refused such records
+//!    unless the topic tolerates errors.
+//! 4. The batches are written as data files ([`data_file::write`]).
+//!
+//! Invariants:
+//! - Output rows are in offset order; `next_offset` is one past the last record consumed, so
+//!   consecutive jobs cover a partition without gaps or overlaps.
+//! - The job's memory (input, decoder buffers, the Parquet writer) stays within what it reserved
+//!   from the pool; the reservation grows as the decoders' buffers do, waiting when the pool is
+//!   full.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use arrow::array::ArrayBuilder;
+use arrow::array::{
+    ArrayRef, Int32Builder, Int64Builder, LargeBinaryBuilder, RecordBatch, StringBuilder,
+    StructArray, TimestampMicrosecondBuilder,
+};
+use arrow::datatypes::{DataType, Schema as ArrowSchema, SchemaRef};
+use bytes::Bytes;
+use iceberg::spec::{DataFile, NestedField, PrimitiveType, Schema, Type};
+use inlet_schema_registry::framing::{self, Value};
+use inlet_schema_registry::{ParsedSchema, Registry, StoredSchema};
+use inlet_storage::{StreamId, StreamStore};
+use kafka_protocol::records::RecordBatchDecoder;
+use prost_reflect::ReflectMessage;
+
+use crate::data_file::{self, FileSettings, FileTarget};
+use crate::error::{Error, Result};
+use crate::evolve::{self, Change, KAFKA_COLUMN};
+use crate::memory::MemoryPool;
+
+/// How a record's value becomes columns (`table.topic.convert.value.type`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ValueType {
+    /// Schema Registry framed records (magic byte, schema id, payload).
+    BySchemaId,
+    /// Unframed payloads written with the latest schema of this subject.
+    ByLatestSchema { subject: String },
+    /// The value as one UTF-8 `value` column.
+    String,
+    /// The value as one binary `value` column.
+    Raw,
+}
+
+impl ValueType {
+    /// From the topic config's spelling; `subject` is the topic's value subject.
+    pub fn parse(s: &str, subject: &str) -> Result<Self> {
+        Ok(match s {
+            "by_schema_id" => ValueType::BySchemaId,
+            "by_latest_schema" => ValueType::ByLatestSchema {
+                subject: subject.to_string(),
+            },
+            "string" => ValueType::String,
+            "raw" => ValueType::Raw,
+            other => {
+                return Err(Error::Schema(format!(
+                    "unknown table.topic.convert.value.type {other:?}"
+                )))
+            }
+        })
+    }
+}
+
+/// What a job needs to know about its table.
+#[derive(Debug, Clone)]
+pub struct TableContext {
+    pub registry: Arc<Registry>,
+    pub value_type: ValueType,
+    /// The table's current schema; None when the table does not exist yet.
+    pub schema: Option<Schema>,
+    /// Where files go; its `schema` is replaced by the schema the job writes with.
+    pub target: FileTarget,
+    pub settings: FileSettings,
+}
+
+/// One range to convert.
+#[derive(Debug, Clone, Copy)]
+pub struct JobSpec {
+    pub partition: i32,
+    pub stream: StreamId,
+    /// First offset to convert.
+    pub from: u64,
+    /// Stop before this offset (the commit's snapshot of the end); None: wherever the input
+    /// budget ends.
+    pub until: Option<u64>,
+    /// Stop once about this many bytes of record batches were read.
+    pub max_input_bytes: usize,
+}
+
+/// A record that could not be converted, for the dead-letter table.
+#[derive(Debug, Clone)]
+pub struct DeadLetter {
+    pub partition: i32,
+    pub offset: i64,
+    pub timestamp_ms: i64,
+    pub key: Option<Bytes>,
+    pub value: Option<Bytes>,
+    pub error: String,
+}
+
+/// What a job produced.
+#[derive(Debug, Clone)]
+pub struct JobOutput {
+    /// Complete data files, ready to commit.
+    pub data_files: Vec<DataFile>,
+    /// One past the last offset consumed: where the next job of this partition starts.
+    pub next_offset: u64,
+    /// The schema the files were written with.
+    pub schema: Schema,
+    /// Changes from the table's schema to `schema`, for the coordinator to commit first.
+    pub changes: Vec<Change>,
+    pub dead_letters: Vec<DeadLetter>,
+    /// Records converted into rows.
+    pub rows: u64,
+    /// Largest record timestamp among the converted records (epoch ms).
+    pub max_timestamp_ms: Option<i64>,
+    /// Bytes of record batches read.
+    pub input_bytes: usize,
+}
+
+/// One Kafka record of the range.
+struct Rec {
+    offset: i64,
+    timestamp_ms: i64,
+    key: Option<Bytes>,
+    value: Option<Bytes>,
+}
+
+/// Converts one range. See the module docs for the flow.
+pub async fn convert_range(
+    store: &StreamStore,
+    pool: &MemoryPool,
+    table: &TableContext,
+    job: JobSpec,
+) -> Result<JobOutput> {
+    // A job never asks for more than the whole pool: one larger than the budget runs alone,
+    // holding all of it.
+    let cap = pool.budget();
+    let mut reservation = pool.reserve(job.max_input_bytes.clamp(1, cap)).await?;
+    let (records, next_offset, input_bytes) = read_records(store, &job).await?;
+
+    // Pass 1: the schemas of the range, reconciled with the table's.
+    let mut schemas: HashMap<u32, Arc<StoredSchema>> = HashMap::new();
+    let mut incoming: Vec<Schema> = Vec::new();
+    let mut dead_letters = Vec::new();
+    let mut latest: Option<Arc<StoredSchema>> = None;
+    match &table.value_type {
+        ValueType::BySchemaId => {
+            for r in &records {
+                let Some(value) = &r.value else { continue };
+                let Ok((id, _)) = framing::split(value) else {
+                    continue;
+                };
+                if schemas.contains_key(&id) {
+                    continue;
+                }
+                match table.registry.schema_by_id(id).await {
+                    Ok(s) => {
+                        if let Some(m) = iceberg_schema_of(&s, value)? {
+                            incoming.push(m);
+                        }
+                        schemas.insert(id, s);
+                    }
+                    // Unknown ids make dead letters below; store errors end the job.
+                    Err(e) if e.is_retryable() => {
+                        return Err(Error::Schema(format!("schema registry: {e}")))
+                    }
+                    Err(_) => {}
+                }
+            }
+        }
+        ValueType::ByLatestSchema { subject } => {
+            let sv = table
+                .registry
+                .version(subject, inlet_schema_registry::VersionSpec::Latest, false)
+                .await
+                .map_err(|e| Error::Schema(format!("latest schema of {subject:?}: {e}")))?;
+            if let Some(m) = iceberg_schema_of(&sv.schema, &[])? {
+                incoming.push(m);
+            }
+            latest = Some(sv.schema);
+        }
+        ValueType::String | ValueType::Raw => {
+            let t = if table.value_type == ValueType::String {
+                PrimitiveType::String
+            } else {
+                PrimitiveType::Binary
+            };
+            incoming.push(
+                Schema::builder()
+                    .with_fields(vec![Arc::new(NestedField::optional(
+                        1,
+                        "value",
+                        Type::Primitive(t),
+                    ))])
+                    .build()?,
+            );
+        }
+    }
+    let mut current = table.schema.clone();
+    let mut changes = Vec::new();
+    for s in &incoming {
+        let e = evolve::reconcile(current.as_ref(), s)?;
+        changes.extend(e.changes);
+        current = Some(e.schema);
+    }
+    if table.schema.is_none() {
+        // A new table is created with the final schema: nothing to evolve.
+        changes.clear();
+    }
+    let schema = match current {
+        Some(s) => s,
+        // Nothing decodable in the range and no table yet: nothing to write.
+        None => {
+            for r in &records {
+                dead_letters.push(dead(job.partition, r, "no schema for this record".into()));
+            }
+            return Ok(JobOutput {
+                data_files: Vec::new(),
+                next_offset,
+                schema: evolve::reconcile(None, &Schema::builder().build()?)?.schema,
+                changes,
+                dead_letters,
+                rows: 0,
+                max_timestamp_ms: None,
+                input_bytes,
+            });
+        }
+    };
+
+    // Pass 2: rows.
+    let arrow_schema: SchemaRef = Arc::new(iceberg::arrow::schema_to_arrow_schema(&schema)?);
+    let kafka_index = arrow_schema
+        .index_of(KAFKA_COLUMN)
+        .map_err(|_| Error::Schema("the table has no _kafka column".into()))?;
+    let value_target: SchemaRef = Arc::new(ArrowSchema::new(
+        arrow_schema
+            .fields()
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| *i != kafka_index)
+            .map(|(_, f)| f.clone())
+            .collect::<Vec<_>>(),
+    ));
+    let mut rows = RowBuilder::new(
+        arrow_schema.clone(),
+        value_target,
+        kafka_index,
+        job.partition,
+    )?;
+    let mut batches = Vec::new();
+    let mut max_ts: Option<i64> = None;
+    let mut converted = 0u64;
+    for r in &records {
+        let outcome = match &table.value_type {
+            ValueType::BySchemaId => match &r.value {
+                None => Err("a table topic record needs a value".to_string()),
+                Some(v) => match framing::split(v) {
+                    Err(e) => Err(e.to_string()),
+                    Ok((id, payload)) => match schemas.get(&id) {
+                        None => Err(format!("unknown schema id {id}")),
+                        Some(s) => rows.append_framed(s, payload, r, &mut batches),
+                    },
+                },
+            },
+            ValueType::ByLatestSchema { .. } => match (&r.value, &latest) {
+                (Some(v), Some(s)) => rows.append_framed(s, v, r, &mut batches),
+                _ => Err("a table topic record needs a value".to_string()),
+            },
+            ValueType::String => rows.append_plain(r, true, &mut batches),
+            ValueType::Raw => rows.append_plain(r, false, &mut batches),
+        };
+        match outcome {
+            Ok(()) => {
+                converted += 1;
+                max_ts = Some(max_ts.map_or(r.timestamp_ms, |m| m.max(r.timestamp_ms)));
+            }
+            Err(error) => dead_letters.push(dead(job.partition, r, error)),
+        }
+        // Keep the reservation in step with what the decoders hold.
+        let held = input_bytes + rows.buffered_bytes() + batches_bytes(&batches);
+        if held > reservation.size() && reservation.size() < cap {
+            reservation.resize(held.min(cap)).await?;
+        }
+    }
+    rows.cut(&mut batches)?;
+    drop(records);
+    // The Parquet writer holds the batches and about as much again in encoded pages.
+    let writing = (2 * batches_bytes(&batches)).clamp(1, cap);
+    reservation.resize(writing).await?;
+    let mut target = table.target.clone();
+    target.schema = Arc::new(schema.clone());
+    let prefix = format!("p{}-{}-{}", job.partition, job.from, next_offset);
+    let data_files = data_file::write(&target, &prefix, batches, &table.settings).await?;
+    Ok(JobOutput {
+        data_files,
+        next_offset,
+        schema,
+        changes,
+        dead_letters,
+        rows: converted,
+        max_timestamp_ms: max_ts,
+        input_bytes,
+    })
+}
+
+fn batches_bytes(batches: &[RecordBatch]) -> usize {
+    batches.iter().map(|b| b.get_array_memory_size()).sum()
+}
+
+fn dead(partition: i32, r: &Rec, error: String) -> DeadLetter {
+    DeadLetter {
+        partition,
+        offset: r.offset,
+        timestamp_ms: r.timestamp_ms,
+        key: r.key.clone(),
+        value: r.value.clone(),
+        error,
+    }
+}
+
+/// Reads and decodes the range's records. Returns them, the next offset and the bytes read.
+async fn read_records(store: &StreamStore, job: &JobSpec) -> Result<(Vec<Rec>, u64, usize)> {
+    let end = store
+        .end_offset(job.stream)
+        .map_err(|e| Error::Storage(e.to_string()))?;
+    let until = job.until.map_or(end, |u| u.min(end));
+    let mut records = Vec::new();
+    let mut offset = job.from;
+    let mut bytes = 0usize;
+    while offset < until && bytes < job.max_input_bytes {
+        let batches = store
+            .read(job.stream, offset, (job.max_input_bytes - bytes).max(1))
+            .await
+            .map_err(|e| Error::Storage(e.to_string()))?;
+        if batches.is_empty() {
+            break;
+        }
+        for b in batches {
+            if b.base_offset >= until {
+                break;
+            }
+            bytes += b.payload.len();
+            // A stored payload is normally one Kafka batch; decode every batch it holds.
+            let mut buf = b.payload.clone();
+            while !buf.is_empty() {
+                let set = RecordBatchDecoder::decode(&mut buf).map_err(|e| {
+                    Error::Decode(format!(
+                        "stored record batch at offset {} does not decode: {e:#}",
+                        b.base_offset
+                    ))
+                })?;
+                for r in set.records {
+                    let o = r.offset as u64;
+                    if o < job.from || o >= until || r.control {
+                        continue;
+                    }
+                    records.push(Rec {
+                        offset: r.offset,
+                        timestamp_ms: r.timestamp,
+                        key: r.key,
+                        value: r.value,
+                    });
+                }
+            }
+            offset = b.end_offset().min(until);
+            if bytes >= job.max_input_bytes {
+                break;
+            }
+        }
+    }
+    Ok((records, offset.max(job.from), bytes))
+}
+
+/// The Iceberg schema of the values a stored schema describes (for Protobuf, of the message
+/// the payload names); None when the payload cannot tell (it becomes a dead letter).
+fn iceberg_schema_of(schema: &StoredSchema, framed_or_payload: &[u8]) -> Result<Option<Schema>> {
+    Ok(Some(match &schema.parsed {
+        ParsedSchema::Avro(a) => crate::avro::avro_to_iceberg(&a.schema, &a.refs)?,
+        ParsedSchema::Json(j) => crate::json::json_to_iceberg(&j.value)?,
+        ParsedSchema::Protobuf(p) => {
+            let payload = framing::split(framed_or_payload)
+                .map(|(_, p)| p)
+                .unwrap_or(framed_or_payload);
+            match inlet_schema_registry::protobuf::decode_payload(p, payload) {
+                Ok(m) => crate::protobuf::protobuf_to_iceberg(&m.descriptor())?,
+                Err(_) => return Ok(None),
+            }
+        }
+    }))
+}
+
+/// A value decoder for one schema (or the plain `value` column).
+enum Decoder {
+    Avro(crate::avro::AvroDecoder),
+    Protobuf(
+        HashMap<String, crate::protobuf::ProtobufConverter>,
+        Option<String>,
+    ),
+    Json(crate::json::JsonConverter),
+    Plain(PlainColumn),
+}
+
+enum PlainColumn {
+    Str(StringBuilder),
+    Raw(LargeBinaryBuilder),
+}
+
+/// Builds the rows of a range: runs of records with the same decoder become record batches.
+struct RowBuilder {
+    schema: SchemaRef,
+    value_target: SchemaRef,
+    kafka_index: usize,
+    kafka_fields: arrow::datatypes::Fields,
+    partition_number: i32,
+    decoders: HashMap<Option<u32>, Decoder>,
+    current: Option<Option<u32>>,
+    partition: Int32Builder,
+    offset: Int64Builder,
+    timestamp: TimestampMicrosecondBuilder,
+    /// `_kafka.key` is binary in Iceberg: LargeBinary in Arrow.
+    key: LargeBinaryBuilder,
+    schema_id: Int32Builder,
+}
+
+impl RowBuilder {
+    fn new(
+        schema: SchemaRef,
+        value_target: SchemaRef,
+        kafka_index: usize,
+        partition_number: i32,
+    ) -> Result<Self> {
+        let DataType::Struct(kafka_fields) = schema.field(kafka_index).data_type().clone() else {
+            return Err(Error::Schema("_kafka is not a struct".into()));
+        };
+        Ok(RowBuilder {
+            schema,
+            value_target,
+            kafka_index,
+            kafka_fields,
+            partition_number,
+            decoders: HashMap::new(),
+            current: None,
+            partition: Int32Builder::new(),
+            offset: Int64Builder::new(),
+            timestamp: TimestampMicrosecondBuilder::new().with_timezone("+00:00"),
+            key: LargeBinaryBuilder::new(),
+            schema_id: Int32Builder::new(),
+        })
+    }
+
+    fn buffered_bytes(&self) -> usize {
+        let decoders: usize = self
+            .decoders
+            .values()
+            .map(|d| match d {
+                Decoder::Avro(a) => a.buffered_bytes(),
+                Decoder::Protobuf(m, _) => m.values().map(|c| c.buffered_bytes()).sum(),
+                Decoder::Json(j) => j.buffered_bytes(),
+                Decoder::Plain(PlainColumn::Str(b)) => b.values_slice().len(),
+                Decoder::Plain(PlainColumn::Raw(b)) => b.values_slice().len(),
+            })
+            .sum();
+        decoders + self.key.values_slice().len() + self.offset.len() * 32
+    }
+
+    /// Switches to the decoder `id`, cutting the current run into a batch first.
+    fn switch(&mut self, id: Option<u32>, batches: &mut Vec<RecordBatch>) -> Result<(), String> {
+        if self.current != Some(id) {
+            self.cut(batches).map_err(|e| e.to_string())?;
+            self.current = Some(id);
+        }
+        Ok(())
+    }
+
+    fn push_kafka(&mut self, r: &Rec, schema_id: Option<u32>) {
+        self.partition.append_value(self.partition_number);
+        self.offset.append_value(r.offset);
+        self.timestamp
+            .append_value(r.timestamp_ms.saturating_mul(1000));
+        match &r.key {
+            Some(k) => self.key.append_value(k),
+            None => self.key.append_null(),
+        }
+        match schema_id {
+            Some(id) => self.schema_id.append_value(id as i32),
+            None => self.schema_id.append_null(),
+        }
+    }
+
+    fn append_framed(
+        &mut self,
+        schema: &Arc<StoredSchema>,
+        payload: &[u8],
+        r: &Rec,
+        batches: &mut Vec<RecordBatch>,
+    ) -> Result<(), String> {
+        let id = Some(schema.id);
+        self.switch(id, batches)?;
+        if !self.decoders.contains_key(&id) {
+            let d = match &schema.parsed {
+                ParsedSchema::Avro(a) => Decoder::Avro(
+                    crate::avro::AvroDecoder::new(&a.schema, &a.refs, self.value_target.clone())
+                        .map_err(|e| e.to_string())?,
+                ),
+                ParsedSchema::Json(j) => Decoder::Json(
+                    crate::json::JsonConverter::new(&j.value, self.value_target.clone())
+                        .map_err(|e| e.to_string())?,
+                ),
+                ParsedSchema::Protobuf(_) => Decoder::Protobuf(HashMap::new(), None),
+            };
+            self.decoders.insert(id, d);
+        }
+        let target = self.value_target.clone();
+        let decoder = self.decoders.get_mut(&id).ok_or("decoder")?;
+        match decoder {
+            Decoder::Avro(a) => a.append(payload).map_err(|e| e.to_string())?,
+            Decoder::Json(j) => {
+                let v = match framing::decode_payload(schema, payload) {
+                    Ok(Value::Json(v)) => v,
+                    Ok(_) => return Err("not a JSON value".into()),
+                    Err(e) => return Err(e.to_string()),
+                };
+                j.append(&v).map_err(|e| e.to_string())?;
+            }
+            Decoder::Protobuf(converters, last) => {
+                let m = match framing::decode_payload(schema, payload) {
+                    Ok(Value::Protobuf(m)) => m,
+                    Ok(_) => return Err("not a Protobuf message".into()),
+                    Err(e) => return Err(e.to_string()),
+                };
+                let name = m.descriptor().full_name().to_string();
+                if last.as_deref() != Some(name.as_str()) && last.is_some() {
+                    // Another message type: a run of its own.
+                    return Err(format!(
+                        "message type {name} differs from the earlier {} of the same schema in this range",
+                        last.as_deref().unwrap_or_default()
+                    ));
+                }
+                *last = Some(name.clone());
+                if !converters.contains_key(&name) {
+                    let c = crate::protobuf::ProtobufConverter::new(&m.descriptor(), target)
+                        .map_err(|e| e.to_string())?;
+                    converters.insert(name.clone(), c);
+                }
+                converters
+                    .get_mut(&name)
+                    .ok_or("converter")?
+                    .append(&m)
+                    .map_err(|e| e.to_string())?;
+            }
+            Decoder::Plain(_) => return Err("unexpected plain column".into()),
+        }
+        self.push_kafka(r, Some(schema.id));
+        Ok(())
+    }
+
+    fn append_plain(
+        &mut self,
+        r: &Rec,
+        utf8: bool,
+        batches: &mut Vec<RecordBatch>,
+    ) -> Result<(), String> {
+        self.switch(None, batches)?;
+        let d = self.decoders.entry(None).or_insert_with(|| {
+            Decoder::Plain(if utf8 {
+                PlainColumn::Str(StringBuilder::new())
+            } else {
+                PlainColumn::Raw(LargeBinaryBuilder::new())
+            })
+        });
+        match (d, &r.value) {
+            (Decoder::Plain(PlainColumn::Str(b)), Some(v)) => {
+                let s = std::str::from_utf8(v).map_err(|e| format!("value is not UTF-8: {e}"))?;
+                b.append_value(s);
+            }
+            (Decoder::Plain(PlainColumn::Str(b)), None) => b.append_null(),
+            (Decoder::Plain(PlainColumn::Raw(b)), Some(v)) => b.append_value(v),
+            (Decoder::Plain(PlainColumn::Raw(b)), None) => b.append_null(),
+            _ => return Err("unexpected decoder".into()),
+        }
+        self.push_kafka(r, None);
+        Ok(())
+    }
+
+    /// Cuts the current run into a record batch.
+    fn cut(&mut self, batches: &mut Vec<RecordBatch>) -> Result<()> {
+        let Some(id) = self.current else {
+            return Ok(());
+        };
+        if self.offset.is_empty() {
+            return Ok(());
+        }
+        let values: Vec<ArrayRef> = match self.decoders.get_mut(&id) {
+            Some(Decoder::Avro(a)) => a.finish()?,
+            Some(Decoder::Json(j)) => j.finish()?,
+            Some(Decoder::Protobuf(converters, last)) => {
+                let name = last.take().unwrap_or_default();
+                match converters.get_mut(&name) {
+                    Some(c) => c.finish()?,
+                    None => return Err(Error::Schema("no Protobuf converter".into())),
+                }
+            }
+            Some(Decoder::Plain(p)) => {
+                let column: ArrayRef = match p {
+                    PlainColumn::Str(b) => Arc::new(b.finish()),
+                    PlainColumn::Raw(b) => Arc::new(b.finish()),
+                };
+                // The plain column is `value`; other value columns (from an earlier schema of
+                // the table) are null.
+                self.value_target
+                    .fields()
+                    .iter()
+                    .map(|f| {
+                        if f.name() == "value" {
+                            column.clone()
+                        } else {
+                            arrow::array::new_null_array(f.data_type(), column.len())
+                        }
+                    })
+                    .collect()
+            }
+            None => return Err(Error::Schema("no decoder for the current run".into())),
+        };
+        let kafka = StructArray::try_new(
+            self.kafka_fields.clone(),
+            vec![
+                Arc::new(self.partition.finish()),
+                Arc::new(self.offset.finish()),
+                Arc::new(self.timestamp.finish()),
+                Arc::new(self.key.finish()),
+                Arc::new(self.schema_id.finish()),
+            ],
+            None,
+        )?;
+        let mut columns = values;
+        columns.insert(self.kafka_index, Arc::new(kafka));
+        batches.push(RecordBatch::try_new(self.schema.clone(), columns)?);
+        Ok(())
+    }
+}

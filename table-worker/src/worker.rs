@@ -1,0 +1,239 @@
+//! The node's table worker: which ranges to convert, and when (DESIGN.md §5, "time-shared
+//! memory").
+//!
+//! For every table topic partition it serves, the worker knows how far conversion has got
+//! (`synced`, the next offset to convert) and holds the outputs of finished jobs until the
+//! coordinator collects them. It buffers no records: when a partition's unsynced bytes pass
+//! the file target, [`Worker::poll`] converts that range at once, while the records are still
+//! in the stream store's log cache. When the coordinator starts a commit round,
+//! [`Worker::drain`] converts only the small tails up to the round's end offsets and hands over
+//! every output.
+//!
+//! Invariants:
+//! - Per partition, outputs cover consecutive offset ranges from the starting offset the
+//!   coordinator registered (the table's committed offsets), without gaps or overlaps.
+//! - Jobs of one table build on each other's schemas: each job starts from the schema the
+//!   previous one wrote with, so field ids of columns added in the same round agree.
+//! - Jobs run one at a time per table (the table's lock), and all jobs borrow from the one
+//!   memory pool.
+//!
+//! Unsynced bytes are estimated from offsets and the bytes per record the partition's earlier
+//! jobs saw (1 KiB until one ran): the stream store indexes offsets, not bytes.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use inlet_storage::{StreamId, StreamStore};
+use parking_lot::Mutex;
+
+use crate::error::{Error, Result};
+use crate::job::{convert_range, JobOutput, JobSpec, TableContext};
+use crate::memory::MemoryPool;
+
+/// Bytes per record assumed before a partition's first job.
+const DEFAULT_RECORD_BYTES: f64 = 1024.0;
+
+/// One partition of a table the worker serves.
+#[derive(Debug, Clone, Copy)]
+pub struct PartitionSource {
+    pub partition: i32,
+    pub stream: StreamId,
+    /// The next offset to convert: the table's committed offset for this partition.
+    pub start: u64,
+}
+
+#[derive(Debug)]
+struct PartitionState {
+    stream: StreamId,
+    synced: u64,
+    record_bytes: f64,
+}
+
+#[derive(Debug)]
+struct TableState {
+    ctx: TableContext,
+    partitions: BTreeMap<i32, PartitionState>,
+    outputs: Vec<(i32, JobOutput)>,
+}
+
+/// Converts the node's table topics, sharing one memory pool.
+#[derive(Debug)]
+pub struct Worker {
+    store: Arc<StreamStore>,
+    pool: MemoryPool,
+    tables: Mutex<BTreeMap<String, Arc<tokio::sync::Mutex<TableState>>>>,
+}
+
+impl Worker {
+    pub fn new(store: Arc<StreamStore>, pool: MemoryPool) -> Self {
+        Worker {
+            store,
+            pool,
+            tables: Mutex::new(BTreeMap::new()),
+        }
+    }
+
+    pub fn pool(&self) -> &MemoryPool {
+        &self.pool
+    }
+
+    /// Starts serving `table` (replacing an earlier registration and its uncollected outputs).
+    pub fn add_table(&self, table: &str, ctx: TableContext, sources: &[PartitionSource]) {
+        let partitions = sources
+            .iter()
+            .map(|s| {
+                (
+                    s.partition,
+                    PartitionState {
+                        stream: s.stream,
+                        synced: s.start,
+                        record_bytes: DEFAULT_RECORD_BYTES,
+                    },
+                )
+            })
+            .collect();
+        self.tables.lock().insert(
+            table.to_string(),
+            Arc::new(tokio::sync::Mutex::new(TableState {
+                ctx,
+                partitions,
+                outputs: Vec::new(),
+            })),
+        );
+    }
+
+    /// Stops serving `table`; its uncollected outputs are dropped (their files become
+    /// orphans that the next conversion of the same ranges overwrites).
+    pub fn remove_table(&self, table: &str) {
+        self.tables.lock().remove(table);
+    }
+
+    fn table(&self, table: &str) -> Result<Arc<tokio::sync::Mutex<TableState>>> {
+        self.tables
+            .lock()
+            .get(table)
+            .cloned()
+            .ok_or_else(|| Error::Schema(format!("table {table:?} is not served by this worker")))
+    }
+
+    /// Converts every partition whose unsynced bytes passed the file target. Returns how
+    /// many jobs ran.
+    pub async fn poll(&self) -> Result<usize> {
+        let tables: Vec<_> = self.tables.lock().values().cloned().collect();
+        let mut jobs = 0;
+        for t in tables {
+            let mut state = t.lock().await;
+            let target = state.ctx.settings.target_file_bytes;
+            let due: Vec<i32> = state
+                .partitions
+                .iter()
+                .filter(|(_, p)| {
+                    let end = self.store.end_offset(p.stream).unwrap_or(p.synced);
+                    (end.saturating_sub(p.synced) as f64) * p.record_bytes >= target as f64
+                })
+                .map(|(n, _)| *n)
+                .collect();
+            for partition in due {
+                run_job(&self.store, &self.pool, &mut state, partition, None, target).await?;
+                jobs += 1;
+            }
+        }
+        Ok(jobs)
+    }
+
+    /// For a commit round: converts each partition up to `until` (its end offset when the
+    /// round started; partitions not named go to their current end), then returns all the
+    /// table's outputs since the last drain, in the order they were made.
+    pub async fn drain(
+        &self,
+        table: &str,
+        until: &BTreeMap<i32, u64>,
+    ) -> Result<Vec<(i32, JobOutput)>> {
+        let t = self.table(table)?;
+        let mut state = t.lock().await;
+        let target = state.ctx.settings.target_file_bytes;
+        let partitions: Vec<(i32, StreamId, u64)> = state
+            .partitions
+            .iter()
+            .map(|(n, p)| (*n, p.stream, p.synced))
+            .collect();
+        for (partition, stream, synced) in partitions {
+            let end = match until.get(&partition) {
+                Some(u) => *u,
+                None => self
+                    .store
+                    .end_offset(stream)
+                    .map_err(|e| Error::Storage(e.to_string()))?,
+            };
+            let mut at = synced;
+            while at < end {
+                let out = run_job(
+                    &self.store,
+                    &self.pool,
+                    &mut state,
+                    partition,
+                    Some(end),
+                    target,
+                )
+                .await?;
+                if out <= at {
+                    break; // nothing readable below `end` (trimmed or not yet durable)
+                }
+                at = out;
+            }
+        }
+        Ok(std::mem::take(&mut state.outputs))
+    }
+
+    /// The table's schema as the worker's jobs see it (the last job's schema).
+    pub async fn schema(&self, table: &str) -> Result<Option<iceberg::spec::Schema>> {
+        Ok(self.table(table)?.lock().await.ctx.schema.clone())
+    }
+
+    /// The next offset to convert per partition.
+    pub async fn synced(&self, table: &str) -> Result<BTreeMap<i32, u64>> {
+        let t = self.table(table)?;
+        let state = t.lock().await;
+        Ok(state
+            .partitions
+            .iter()
+            .map(|(n, p)| (*n, p.synced))
+            .collect())
+    }
+}
+
+/// Runs one job for `partition` and records its output; returns the new synced offset.
+async fn run_job(
+    store: &StreamStore,
+    pool: &MemoryPool,
+    state: &mut TableState,
+    partition: i32,
+    until: Option<u64>,
+    target: usize,
+) -> Result<u64> {
+    let p = state
+        .partitions
+        .get(&partition)
+        .ok_or_else(|| Error::Schema(format!("partition {partition} is not served")))?;
+    let spec = JobSpec {
+        partition,
+        stream: p.stream,
+        from: p.synced,
+        until,
+        max_input_bytes: target,
+    };
+    let out = convert_range(store, pool, &state.ctx, spec).await?;
+    let records = out.next_offset.saturating_sub(spec.from);
+    let next = out.next_offset;
+    if let Some(p) = state.partitions.get_mut(&partition) {
+        if records > 0 && out.input_bytes > 0 {
+            p.record_bytes = out.input_bytes as f64 / records as f64;
+        }
+        p.synced = next;
+    }
+    if next > spec.from {
+        state.ctx.schema = Some(out.schema.clone());
+        state.outputs.push((partition, out));
+    }
+    Ok(next)
+}

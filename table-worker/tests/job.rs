@@ -1,0 +1,418 @@
+//! Conversion jobs over a real stream store and schema registry: Kafka record batches of
+//! Confluent-framed records in, Parquet data files out, read back with the `parquet` crate.
+//! Also the memory test of DESIGN.md §5: 100 table topics converting at once stay within the
+//! node's one budget.
+
+use std::sync::Arc;
+
+use apache_avro::types::Value as AvroValue;
+use arrow::array::{Array, AsArray, RecordBatch};
+use arrow::datatypes::Int64Type;
+use bytes::Bytes;
+use iceberg::io::FileIO;
+use iceberg::spec::PartitionSpec;
+use inlet_schema_registry::{framing, RegistryConfig, SchemaRequest};
+use inlet_storage::{AppendOptions, MetaStore, StreamId, StreamStore};
+use inlet_table_worker::data_file::{FileSettings, FileTarget};
+use inlet_table_worker::evolve::Change;
+use inlet_table_worker::job::{convert_range, JobSpec, TableContext, ValueType};
+use inlet_table_worker::memory::MemoryPool;
+use kafka_protocol::records::{
+    Compression, Record, RecordBatchEncoder, RecordEncodeOptions, TimestampType,
+};
+use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+
+const V1: &str = r#"{"type":"record","name":"User","namespace":"t","fields":[{"name":"id","type":"long"},{"name":"name","type":"string"}]}"#;
+const V2: &str = r#"{"type":"record","name":"User","namespace":"t","fields":[{"name":"id","type":"long"},{"name":"name","type":"string"},{"name":"email","type":["null","string"],"default":null}]}"#;
+
+struct Fixture {
+    _dir: tempfile::TempDir,
+    store: Arc<StreamStore>,
+    registry: Arc<inlet_schema_registry::Registry>,
+    warehouse: String,
+}
+
+async fn fixture() -> Fixture {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let meta_url = format!("sqlite://{}", dir.path().join("meta.db").display());
+    let store = Arc::new(
+        StreamStore::builder(dir.path().join("wal"))
+            .meta(MetaStore::connect(&meta_url).await.expect("meta"))
+            .object_store_url(format!("file://{}", dir.path().join("objects").display()))
+            .background_tasks(false)
+            .open()
+            .await
+            .expect("store"),
+    );
+    let registry = Arc::new(
+        inlet_schema_registry::open(store.meta().clone(), RegistryConfig::default())
+            .await
+            .expect("registry"),
+    );
+    let warehouse = format!("file://{}/warehouse", dir.path().display());
+    Fixture {
+        _dir: dir,
+        store,
+        registry,
+        warehouse,
+    }
+}
+
+/// One Kafka record batch of `values`, offsets relative to the batch.
+fn kafka_batch(values: &[Option<Bytes>]) -> Bytes {
+    let records: Vec<Record> = values
+        .iter()
+        .enumerate()
+        .map(|(i, value)| Record {
+            transactional: false,
+            control: false,
+            delete_horizon: false,
+            partition_leader_epoch: 0,
+            producer_id: -1,
+            producer_epoch: -1,
+            timestamp_type: TimestampType::Creation,
+            offset: i as i64,
+            sequence: i as i32,
+            timestamp: 1_700_000_000_000 + i as i64,
+            key: Some(Bytes::from(format!("k{i}"))),
+            value: value.clone(),
+            headers: Default::default(),
+        })
+        .collect();
+    let mut buf = bytes::BytesMut::new();
+    RecordBatchEncoder::encode(
+        &mut buf,
+        &records,
+        &RecordEncodeOptions {
+            version: 2,
+            compression: Compression::Zstd,
+        },
+    )
+    .expect("encode");
+    buf.freeze()
+}
+
+async fn append(store: &StreamStore, stream: StreamId, values: &[Option<Bytes>]) {
+    store
+        .append_with(
+            stream,
+            kafka_batch(values),
+            values.len() as u32,
+            AppendOptions {
+                write_base_offset: true,
+                ..AppendOptions::default()
+            },
+        )
+        .await
+        .expect("append");
+}
+
+async fn register(registry: &inlet_schema_registry::Registry, subject: &str, text: &str) -> u32 {
+    let req = SchemaRequest {
+        schema: text.to_string(),
+        ..SchemaRequest::default()
+    };
+    registry.register(subject, &req).await.expect("register").0
+}
+
+fn framed_user(schema_text: &str, id: u32, n: i64, email: Option<&str>) -> Bytes {
+    let schema = apache_avro::Schema::parse_str(schema_text).expect("schema");
+    let mut fields = vec![
+        ("id".to_string(), AvroValue::Long(n)),
+        ("name".to_string(), AvroValue::String(format!("user-{n}"))),
+    ];
+    if schema_text.contains("email") {
+        fields.push((
+            "email".to_string(),
+            match email {
+                Some(e) => AvroValue::Union(1, Box::new(AvroValue::String(e.into()))),
+                None => AvroValue::Union(0, Box::new(AvroValue::Null)),
+            },
+        ));
+    }
+    let datum = apache_avro::to_avro_datum(&schema, AvroValue::Record(fields)).expect("encode");
+    Bytes::from(framing::frame(id, &datum))
+}
+
+fn context(f: &Fixture, table: &str) -> TableContext {
+    TableContext {
+        registry: f.registry.clone(),
+        value_type: ValueType::BySchemaId,
+        schema: None,
+        target: FileTarget {
+            file_io: FileIO::new_with_fs(),
+            schema: Arc::new(iceberg::spec::Schema::builder().build().expect("empty")),
+            spec: Arc::new(PartitionSpec::unpartition_spec()),
+            data_location: format!("{}/{table}/data", f.warehouse),
+        },
+        settings: FileSettings::default(),
+    }
+}
+
+fn read_file(path: &str) -> Vec<RecordBatch> {
+    let file = std::fs::File::open(path.trim_start_matches("file://")).expect("open");
+    ParquetRecordBatchReaderBuilder::try_new(file)
+        .expect("parquet")
+        .build()
+        .expect("reader")
+        .map(|b| b.expect("batch"))
+        .collect()
+}
+
+#[tokio::test]
+async fn a_range_with_two_schema_versions_and_a_bad_record() {
+    let f = fixture().await;
+    let v1 = register(&f.registry, "users-value", V1).await;
+    let v2 = register(&f.registry, "users-value", V2).await;
+    let stream = f
+        .store
+        .create_stream("kafka/users/0")
+        .await
+        .expect("stream")
+        .id;
+    let first: Vec<Option<Bytes>> = (0..10)
+        .map(|n| Some(framed_user(V1, v1, n, None)))
+        .collect();
+    append(&f.store, stream, &first).await;
+    append(&f.store, stream, &[Some(Bytes::from_static(b"not framed"))]).await;
+    let second: Vec<Option<Bytes>> = (10..20)
+        .map(|n| Some(framed_user(V2, v2, n, Some(&format!("u{n}@x")))))
+        .collect();
+    append(&f.store, stream, &second).await;
+
+    let pool = MemoryPool::new(64 << 20);
+    let out = convert_range(
+        &f.store,
+        &pool,
+        &context(&f, "users"),
+        JobSpec {
+            partition: 3,
+            stream,
+            from: 0,
+            until: None,
+            max_input_bytes: 32 << 20,
+        },
+    )
+    .await
+    .expect("convert");
+    assert_eq!(out.next_offset, 21);
+    assert_eq!(out.rows, 20);
+    assert_eq!(out.dead_letters.len(), 1);
+    assert_eq!(out.dead_letters[0].offset, 10);
+    assert!(
+        out.dead_letters[0].error.contains("magic"),
+        "{}",
+        out.dead_letters[0].error
+    );
+    // A new table: the union of both versions is its first schema, no changes to commit.
+    assert!(out.changes.is_empty(), "{:?}", out.changes);
+    assert!(out.schema.field_by_name("email").is_some());
+    assert_eq!(pool.used(), 0, "the job returned its memory");
+
+    let batches: Vec<RecordBatch> = out
+        .data_files
+        .iter()
+        .flat_map(|d| read_file(d.file_path()))
+        .collect();
+    let rows: usize = batches.iter().map(|b| b.num_rows()).sum();
+    assert_eq!(rows, 20);
+    let mut ids: Vec<i64> = Vec::new();
+    let mut emails = 0;
+    let mut offsets: Vec<i64> = Vec::new();
+    for b in &batches {
+        ids.extend(
+            b.column_by_name("id")
+                .expect("id")
+                .as_primitive::<Int64Type>()
+                .values()
+                .iter(),
+        );
+        emails += b.num_rows() - b.column_by_name("email").expect("email").null_count();
+        let kafka = b.column_by_name("_kafka").expect("_kafka").as_struct();
+        offsets.extend(kafka.column(1).as_primitive::<Int64Type>().values().iter());
+        let partitions = kafka
+            .column(0)
+            .as_primitive::<arrow::datatypes::Int32Type>();
+        assert!(partitions.values().iter().all(|p| *p == 3));
+    }
+    assert_eq!(ids, (0..20).collect::<Vec<i64>>());
+    assert_eq!(emails, 10);
+    let expected: Vec<i64> = (0..10).chain(11..21).collect();
+    assert_eq!(offsets, expected);
+
+    // The next range of the same table: a table that exists gets the evolution proposed.
+    let mut ctx = context(&f, "users");
+    let v1_table = inlet_table_worker::evolve::reconcile(
+        None,
+        &inlet_table_worker::avro::avro_to_iceberg(
+            &apache_avro::Schema::parse_str(V1).expect("v1"),
+            &[],
+        )
+        .expect("map"),
+    )
+    .expect("table")
+    .schema;
+    ctx.schema = Some(v1_table);
+    let out = convert_range(
+        &f.store,
+        &pool,
+        &ctx,
+        JobSpec {
+            partition: 3,
+            stream,
+            from: 11,
+            until: Some(15),
+            max_input_bytes: 32 << 20,
+        },
+    )
+    .await
+    .expect("convert");
+    assert_eq!((out.next_offset, out.rows), (15, 4));
+    assert!(
+        matches!(&out.changes[..], [Change::AddColumn { path, .. }] if path == &["email"]),
+        "{:?}",
+        out.changes
+    );
+}
+
+/// 100 table topics converting at once through one small pool: jobs take turns, every job
+/// finishes, and the pool never lends more than its budget.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hundred_table_topics_share_one_memory_budget() {
+    let f = Arc::new(fixture().await);
+    let id = register(&f.registry, "t-value", V1).await;
+    let mut streams = Vec::new();
+    for t in 0..100 {
+        let stream = f
+            .store
+            .create_stream(&format!("kafka/t{t}/0"))
+            .await
+            .expect("stream")
+            .id;
+        let values: Vec<Option<Bytes>> = (0..200)
+            .map(|n| Some(framed_user(V1, id, n, None)))
+            .collect();
+        append(&f.store, stream, &values).await;
+        streams.push(stream);
+    }
+    let budget = 4 << 20;
+    let pool = MemoryPool::new(budget);
+    let rss_before = rss_bytes();
+    let mut jobs = tokio::task::JoinSet::new();
+    for (t, stream) in streams.into_iter().enumerate() {
+        let (f, pool) = (f.clone(), pool.clone());
+        jobs.spawn(async move {
+            let ctx = context(&f, &format!("t{t}"));
+            convert_range(
+                &f.store,
+                &pool,
+                &ctx,
+                JobSpec {
+                    partition: 0,
+                    stream,
+                    from: 0,
+                    until: None,
+                    max_input_bytes: 1 << 20,
+                },
+            )
+            .await
+            .expect("convert")
+            .rows
+        });
+    }
+    let mut total = 0;
+    while let Some(j) = jobs.join_next().await {
+        total += j.expect("job");
+    }
+    assert_eq!(total, 100 * 200);
+    assert!(
+        pool.high_water() <= budget,
+        "{} > {budget}",
+        pool.high_water()
+    );
+    assert!(pool.high_water() > 0);
+    assert_eq!(pool.used(), 0);
+    if let (Some(before), Some(after)) = (rss_before, rss_bytes()) {
+        // 100 topics × the 1 MiB each asked for would be 100 MiB; the pool keeps it to its
+        // 4 MiB plus what the runtime and allocator keep around.
+        let grown = after.saturating_sub(before);
+        assert!(grown < 64 << 20, "RSS grew by {grown} bytes");
+    }
+}
+
+/// Resident set size of this process, from /proc (None elsewhere).
+fn rss_bytes() -> Option<usize> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let kb: usize = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))?
+        .trim()
+        .trim_end_matches("kB")
+        .trim()
+        .parse()
+        .ok()?;
+    Some(kb * 1024)
+}
+
+/// The worker converts a partition as soon as its unsynced bytes pass the file target, leaves
+/// small ones for the commit, and a drain covers every offset exactly once.
+#[tokio::test]
+async fn the_worker_converts_full_partitions_early_and_tails_at_commit() {
+    use inlet_table_worker::worker::{PartitionSource, Worker};
+    let f = fixture().await;
+    let id = register(&f.registry, "w-value", V1).await;
+    let busy = f.store.create_stream("kafka/w/0").await.expect("stream").id;
+    let quiet = f.store.create_stream("kafka/w/1").await.expect("stream").id;
+    for chunk in 0..10 {
+        let values: Vec<Option<Bytes>> = (0..50)
+            .map(|n| Some(framed_user(V1, id, chunk * 50 + n, None)))
+            .collect();
+        append(&f.store, busy, &values).await;
+    }
+    let values: Vec<Option<Bytes>> = (0..3).map(|n| Some(framed_user(V1, id, n, None))).collect();
+    append(&f.store, quiet, &values).await;
+
+    let worker = Worker::new(f.store.clone(), MemoryPool::new(16 << 20));
+    let mut ctx = context(&f, "w");
+    ctx.settings.target_file_bytes = 4096;
+    worker.add_table(
+        "w",
+        ctx,
+        &[
+            PartitionSource {
+                partition: 0,
+                stream: busy,
+                start: 0,
+            },
+            PartitionSource {
+                partition: 1,
+                stream: quiet,
+                start: 0,
+            },
+        ],
+    );
+    let jobs = worker.poll().await.expect("poll");
+    assert!(jobs >= 1, "the busy partition passed the target");
+    let synced = worker.synced("w").await.expect("synced");
+    assert!(synced[&0] > 0, "{synced:?}");
+    assert_eq!(synced[&1], 0, "the quiet partition waits for the commit");
+
+    let until = [(0, 500u64), (1, 3u64)].into_iter().collect();
+    let outputs = worker.drain("w", &until).await.expect("drain");
+    let mut next = std::collections::BTreeMap::new();
+    let mut rows = 0;
+    for (partition, out) in &outputs {
+        rows += out.rows;
+        let from = next.get(partition).copied().unwrap_or(0u64);
+        assert!(out.next_offset > from, "ranges move forward");
+        next.insert(*partition, out.next_offset);
+        assert!(!out.data_files.is_empty());
+    }
+    assert_eq!(rows, 503);
+    assert_eq!(next[&0], 500);
+    assert_eq!(next[&1], 3);
+    assert!(
+        worker.drain("w", &until).await.expect("again").is_empty(),
+        "handed over once"
+    );
+}

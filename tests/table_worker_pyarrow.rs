@@ -1,0 +1,385 @@
+//! Data files of the table workers read by an independent reader: records written with Avro
+//! (nested records, arrays, maps, unions, enums, logical types), Protobuf and JSON Schema are
+//! converted by a real conversion job from a real stream store, and `pyarrow`
+//! (`tests/clients/read_parquet.py`) reads the Parquet files back.
+//!
+//! The interpreter: `INLET_TEST_PYTHON`, else the venv of `scripts/test-env.sh`. Without
+//! pyarrow the test is skipped locally and fails in CI.
+
+mod common;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use apache_avro::types::Value as AvroValue;
+use bytes::Bytes;
+use common::python::{python, run, script};
+use common::require;
+use iceberg::io::FileIO;
+use iceberg::spec::PartitionSpec;
+use inlet_schema_registry::{framing, RegistryConfig, SchemaRequest};
+use inlet_storage::{AppendOptions, MetaStore, StreamStore};
+use inlet_table_worker::data_file::{FileSettings, FileTarget};
+use inlet_table_worker::job::{convert_range, JobSpec, TableContext, ValueType};
+use inlet_table_worker::memory::MemoryPool;
+use kafka_protocol::records::{
+    Compression, Record, RecordBatchEncoder, RecordEncodeOptions, TimestampType,
+};
+use serde_json::{json, Value};
+
+const ORDER: &str = r#"{"type":"record","name":"Order","namespace":"shop","fields":[
+  {"name":"id","type":"long"},
+  {"name":"customer","type":{"type":"record","name":"Customer","fields":[
+     {"name":"name","type":"string"},{"name":"vip","type":"boolean"}]}},
+  {"name":"lines","type":{"type":"array","items":{"type":"record","name":"Line","fields":[
+     {"name":"sku","type":"string"},{"name":"qty","type":"int"}]}}},
+  {"name":"attrs","type":{"type":"map","values":"string"}},
+  {"name":"note","type":["null","string"],"default":null},
+  {"name":"choice","type":["null","int","string"],"default":null},
+  {"name":"status","type":{"type":"enum","name":"Status","symbols":["NEW","PAID"]}},
+  {"name":"day","type":{"type":"int","logicalType":"date"}},
+  {"name":"at","type":{"type":"long","logicalType":"timestamp-millis"}},
+  {"name":"price","type":{"type":"bytes","logicalType":"decimal","precision":9,"scale":2}},
+  {"name":"ref","type":{"type":"string","logicalType":"uuid"}}
+]}"#;
+
+fn order(n: i64) -> AvroValue {
+    AvroValue::Record(vec![
+        ("id".into(), AvroValue::Long(n)),
+        (
+            "customer".into(),
+            AvroValue::Record(vec![
+                ("name".into(), AvroValue::String(format!("c{n}"))),
+                ("vip".into(), AvroValue::Boolean(n % 2 == 0)),
+            ]),
+        ),
+        (
+            "lines".into(),
+            AvroValue::Array(vec![AvroValue::Record(vec![
+                ("sku".into(), AvroValue::String("A-1".into())),
+                ("qty".into(), AvroValue::Int(n as i32 + 1)),
+            ])]),
+        ),
+        (
+            "attrs".into(),
+            AvroValue::Map([("k".to_string(), AvroValue::String("v".into()))].into()),
+        ),
+        (
+            "note".into(),
+            if n == 0 {
+                AvroValue::Union(0, Box::new(AvroValue::Null))
+            } else {
+                AvroValue::Union(1, Box::new(AvroValue::String("hi".into())))
+            },
+        ),
+        (
+            "choice".into(),
+            AvroValue::Union(2, Box::new(AvroValue::String("s".into()))),
+        ),
+        ("status".into(), AvroValue::Enum(1, "PAID".into())),
+        ("day".into(), AvroValue::Date(19_723)),
+        ("at".into(), AvroValue::TimestampMillis(1_704_067_200_123)),
+        (
+            "price".into(),
+            AvroValue::Decimal(apache_avro::Decimal::from(12_345i64.to_be_bytes().to_vec())),
+        ),
+        (
+            "ref".into(),
+            AvroValue::Uuid(
+                "0f8fad5b-d9cb-469f-a165-70867728950e"
+                    .parse()
+                    .expect("uuid"),
+            ),
+        ),
+    ])
+}
+
+fn kafka_batch(values: &[Bytes]) -> Bytes {
+    let records: Vec<Record> = values
+        .iter()
+        .enumerate()
+        .map(|(i, value)| Record {
+            transactional: false,
+            control: false,
+            delete_horizon: false,
+            partition_leader_epoch: 0,
+            producer_id: -1,
+            producer_epoch: -1,
+            timestamp_type: TimestampType::Creation,
+            offset: i as i64,
+            sequence: i as i32,
+            timestamp: 1_700_000_000_000,
+            key: None,
+            value: Some(value.clone()),
+            headers: Default::default(),
+        })
+        .collect();
+    let mut buf = bytes::BytesMut::new();
+    RecordBatchEncoder::encode(
+        &mut buf,
+        &records,
+        &RecordEncodeOptions {
+            version: 2,
+            compression: Compression::Lz4,
+        },
+    )
+    .expect("encode");
+    buf.freeze()
+}
+
+/// Registers `schema` under `subject`, appends the framed `payloads` (built from the id) to a
+/// stream, converts the range with a conversion job, and returns the local paths of the files.
+fn convert(
+    dir: &std::path::Path,
+    schema_type: Option<&str>,
+    schema: &str,
+    payloads: impl FnOnce(u32) -> Vec<Bytes>,
+) -> Vec<String> {
+    let rt = tokio::runtime::Runtime::new().expect("runtime");
+    rt.block_on(async {
+        let meta_url = format!("sqlite://{}", dir.join("meta.db").display());
+        let store = StreamStore::builder(dir.join("wal"))
+            .meta(MetaStore::connect(&meta_url).await.expect("meta"))
+            .object_store_url(format!("file://{}", dir.join("objects").display()))
+            .background_tasks(false)
+            .open()
+            .await
+            .expect("store");
+        let registry = Arc::new(
+            inlet_schema_registry::open(store.meta().clone(), RegistryConfig::default())
+                .await
+                .expect("registry"),
+        );
+        let (id, _) = registry
+            .register(
+                "t-value",
+                &SchemaRequest {
+                    schema: schema.into(),
+                    schema_type: schema_type.map(str::to_string),
+                    ..SchemaRequest::default()
+                },
+            )
+            .await
+            .expect("register");
+        let values = payloads(id);
+        let stream = store.create_stream("kafka/t/0").await.expect("stream").id;
+        store
+            .append_with(
+                stream,
+                kafka_batch(&values),
+                values.len() as u32,
+                AppendOptions {
+                    write_base_offset: true,
+                    ..AppendOptions::default()
+                },
+            )
+            .await
+            .expect("append");
+        let ctx = TableContext {
+            registry,
+            value_type: ValueType::BySchemaId,
+            schema: None,
+            target: FileTarget {
+                file_io: FileIO::new_with_fs(),
+                schema: Arc::new(iceberg::spec::Schema::builder().build().expect("empty")),
+                spec: Arc::new(PartitionSpec::unpartition_spec()),
+                data_location: format!("file://{}/warehouse/t/data", dir.display()),
+            },
+            settings: FileSettings::default(),
+        };
+        let out = convert_range(
+            &store,
+            &MemoryPool::new(64 << 20),
+            &ctx,
+            JobSpec {
+                partition: 0,
+                stream,
+                from: 0,
+                until: None,
+                max_input_bytes: 8 << 20,
+            },
+        )
+        .await
+        .expect("convert");
+        assert!(out.dead_letters.is_empty(), "{:?}", out.dead_letters);
+        assert_eq!(out.rows as usize, values.len());
+        out.data_files
+            .iter()
+            .map(|f| f.file_path().trim_start_matches("file://").to_string())
+            .collect()
+    })
+}
+
+/// Rows and the schema line as pyarrow reads them.
+fn read_with_pyarrow(python: &std::path::Path, files: &[String]) -> (Vec<Value>, Value) {
+    let mut args: Vec<std::ffi::OsString> = vec![script("read_parquet.py").into()];
+    args.extend(files.iter().map(Into::into));
+    let (status, output) = run(python, &args, Duration::from_secs(120));
+    assert!(
+        status.is_some_and(|s| s.success()),
+        "pyarrow failed:\n{output}"
+    );
+    let rows = output
+        .lines()
+        .filter_map(|l| l.strip_prefix("row: "))
+        .map(|l| serde_json::from_str(l).expect("row json"))
+        .collect();
+    let schema = output
+        .lines()
+        .find_map(|l| l.strip_prefix("schema: "))
+        .map(|l| serde_json::from_str(l).expect("schema json"))
+        .expect("schema line");
+    (rows, schema)
+}
+
+fn pyarrow() -> Option<std::path::PathBuf> {
+    let python = python("import pyarrow.parquet");
+    require("python with pyarrow", python.is_some()).then_some(python?)
+}
+
+#[test]
+fn pyarrow_reads_converted_avro_records() {
+    let Some(python) = pyarrow() else { return };
+    let dir = tempfile::tempdir().expect("tempdir");
+    let schema = apache_avro::Schema::parse_str(ORDER).expect("schema");
+    let files = convert(dir.path(), None, ORDER, |id| {
+        (0..3)
+            .map(|n| {
+                let datum = apache_avro::to_avro_datum(&schema, order(n)).expect("datum");
+                Bytes::from(framing::frame(id, &datum))
+            })
+            .collect()
+    });
+    let (rows, schema) = read_with_pyarrow(&python, &files);
+    assert_eq!(rows.len(), 3);
+    let r = &rows[1];
+    assert_eq!(r["id"], 1);
+    assert_eq!(r["customer"], json!({"name": "c1", "vip": false}));
+    assert_eq!(r["lines"], json!([{"sku": "A-1", "qty": 2}]));
+    assert_eq!(r["attrs"], json!([["k", "v"]]));
+    assert_eq!(r["note"], "hi");
+    assert_eq!(rows[0]["note"], Value::Null);
+    assert_eq!(r["choice"]["string"], "s");
+    assert_eq!(r["choice"]["int"], Value::Null);
+    assert_eq!(r["status"], "PAID");
+    assert_eq!(r["day"], "2024-01-01");
+    assert_eq!(r["at"], "2024-01-01T00:00:00.123000+00:00");
+    assert_eq!(r["price"], "123.45");
+    assert_eq!(r["ref"], "0f8fad5bd9cb469fa16570867728950e");
+    assert_eq!(r["_kafka"]["offset"], 1);
+    assert_eq!(
+        schema["ids"]["id"], "1",
+        "Iceberg field ids reach the Parquet schema"
+    );
+}
+
+const PROTO: &str = r#"syntax = "proto3";
+package shop;
+import "google/protobuf/timestamp.proto";
+message Shipment {
+  int64 id = 1;
+  string carrier = 2;
+  repeated string parcels = 3;
+  map<string, int32> weights = 4;
+  Address to = 5;
+  google.protobuf.Timestamp sent = 6;
+  Kind kind = 7;
+  message Address { string city = 1; uint32 zip = 2; }
+  enum Kind { STANDARD = 0; EXPRESS = 1; }
+}
+"#;
+
+#[test]
+fn pyarrow_reads_converted_protobuf_records() {
+    use prost_reflect::{DynamicMessage, MapKey, Value as PValue};
+    let Some(python) = pyarrow() else { return };
+    let dir = tempfile::tempdir().expect("tempdir");
+    let parsed = inlet_schema_registry::protobuf::parse(PROTO, &[]).expect("proto");
+    let desc = parsed
+        .pool
+        .get_message_by_name("shop.Shipment")
+        .expect("message");
+    let files = convert(dir.path(), Some("PROTOBUF"), PROTO, |id| {
+        (0..2)
+            .map(|n| {
+                let mut m = DynamicMessage::new(desc.clone());
+                m.set_field_by_name("id", PValue::I64(n));
+                m.set_field_by_name("carrier", PValue::String("post".into()));
+                m.set_field_by_name(
+                    "parcels",
+                    PValue::List(vec![PValue::String("a".into()), PValue::String("b".into())]),
+                );
+                m.set_field_by_name(
+                    "weights",
+                    PValue::Map([(MapKey::String("a".into()), PValue::I32(7))].into()),
+                );
+                let mut to = DynamicMessage::new(
+                    parsed
+                        .pool
+                        .get_message_by_name("shop.Shipment.Address")
+                        .expect("address"),
+                );
+                to.set_field_by_name("city", PValue::String("oslo".into()));
+                to.set_field_by_name("zip", PValue::U32(150));
+                m.set_field_by_name("to", PValue::Message(to));
+                let ts_desc = parsed
+                    .pool
+                    .get_message_by_name("google.protobuf.Timestamp")
+                    .expect("timestamp");
+                let mut ts = DynamicMessage::new(ts_desc);
+                ts.set_field_by_name("seconds", PValue::I64(1_704_067_200));
+                ts.set_field_by_name("nanos", PValue::I32(5_000));
+                m.set_field_by_name("sent", PValue::Message(ts));
+                m.set_field_by_name("kind", PValue::EnumNumber(1));
+                // Header, message index [0] as the single byte 0, then the message.
+                let mut payload = vec![0u8];
+                payload.extend(prost_reflect::prost::Message::encode_to_vec(&m));
+                Bytes::from(framing::frame(id, &payload))
+            })
+            .collect()
+    });
+    let (rows, _) = read_with_pyarrow(&python, &files);
+    assert_eq!(rows.len(), 2);
+    let r = &rows[1];
+    assert_eq!(r["id"], 1);
+    assert_eq!(r["carrier"], "post");
+    assert_eq!(r["parcels"], json!(["a", "b"]));
+    assert_eq!(r["weights"], json!([["a", 7]]));
+    assert_eq!(r["to"], json!({"city": "oslo", "zip": 150}));
+    assert_eq!(r["sent"], "2024-01-01T00:00:00.000005+00:00");
+    assert_eq!(r["kind"], "EXPRESS");
+    assert_eq!(r["_kafka"]["schema_id"], 1);
+}
+
+const JSON_SCHEMA: &str = r#"{"type":"object","properties":{
+  "id":{"type":"integer"},
+  "amount":{"type":"number"},
+  "paid_at":{"type":"string","format":"date-time"},
+  "tags":{"type":"array","items":{"type":"string"}},
+  "payer":{"type":"object","properties":{"name":{"type":"string"}}},
+  "extra":{"type":"object","additionalProperties":{"type":"integer"}}},
+  "required":["id"]}"#;
+
+#[test]
+fn pyarrow_reads_converted_json_records() {
+    let Some(python) = pyarrow() else { return };
+    let dir = tempfile::tempdir().expect("tempdir");
+    let files = convert(dir.path(), Some("JSON"), JSON_SCHEMA, |id| {
+        (0..2)
+            .map(|n| {
+                let v = json!({"id": n, "amount": 2.5, "paid_at": "2024-01-01T10:00:00.25Z",
+                               "tags": ["x"], "payer": {"name": "ada"}, "extra": {"k": 3}});
+                Bytes::from(framing::frame(id, v.to_string().as_bytes()))
+            })
+            .collect()
+    });
+    let (rows, _) = read_with_pyarrow(&python, &files);
+    assert_eq!(rows.len(), 2);
+    let r = &rows[1];
+    assert_eq!(r["id"], 1);
+    assert_eq!(r["amount"], 2.5);
+    assert_eq!(r["paid_at"], "2024-01-01T10:00:00.250000+00:00");
+    assert_eq!(r["tags"], json!(["x"]));
+    assert_eq!(r["payer"], json!({"name": "ada"}));
+    assert_eq!(r["extra"], json!([["k", 3]]));
+}

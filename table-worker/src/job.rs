@@ -44,6 +44,7 @@ use crate::data_file::{self, FileSettings, FileTarget};
 use crate::error::{Error, Result};
 use crate::evolve::{self, Change, KAFKA_COLUMN};
 use crate::memory::MemoryPool;
+use crate::transform::ValueTransform;
 
 /// How a record's value becomes columns (`table.topic.convert.value.type`).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -82,6 +83,8 @@ impl ValueType {
 pub struct TableContext {
     pub registry: Arc<Registry>,
     pub value_type: ValueType,
+    /// `table.topic.transform.value.type` (ignored for `string` and `raw` values).
+    pub transform: ValueTransform,
     /// The table's current schema; None when the table does not exist yet.
     pub schema: Option<Schema>,
     /// Where files go; its `schema` is replaced by the schema the job writes with.
@@ -173,7 +176,7 @@ pub async fn convert_range(
                 match table.registry.schema_by_id(id).await {
                     Ok(s) => {
                         if let Some(m) = iceberg_schema_of(&s, value)? {
-                            incoming.push(m);
+                            incoming.push(table.transform.table_schema(&m)?);
                         }
                         schemas.insert(id, s);
                     }
@@ -192,7 +195,7 @@ pub async fn convert_range(
                 .await
                 .map_err(|e| Error::Schema(format!("latest schema of {subject:?}: {e}")))?;
             if let Some(m) = iceberg_schema_of(&sv.schema, &[])? {
-                incoming.push(m);
+                incoming.push(table.transform.table_schema(&m)?);
             }
             latest = Some(sv.schema);
         }
@@ -263,6 +266,7 @@ pub async fn convert_range(
         value_target,
         kafka_index,
         job.partition,
+        table.transform,
     )?;
     let mut batches = Vec::new();
     let mut max_ts: Option<i64> = None;
@@ -406,14 +410,16 @@ fn iceberg_schema_of(schema: &StoredSchema, framed_or_payload: &[u8]) -> Result<
     }))
 }
 
-/// A value decoder for one schema (or the plain `value` column).
+/// A value decoder for one schema (or the plain `value` column), with the nested target it
+/// fills (see `transform`).
 enum Decoder {
-    Avro(crate::avro::AvroDecoder),
+    Avro(crate::avro::AvroDecoder, SchemaRef),
+    /// Converters per message type, and the type of the current run.
     Protobuf(
-        HashMap<String, crate::protobuf::ProtobufConverter>,
+        HashMap<String, (crate::protobuf::ProtobufConverter, SchemaRef)>,
         Option<String>,
     ),
-    Json(crate::json::JsonConverter),
+    Json(crate::json::JsonConverter, SchemaRef),
     Plain(PlainColumn),
 }
 
@@ -429,6 +435,7 @@ struct RowBuilder {
     kafka_index: usize,
     kafka_fields: arrow::datatypes::Fields,
     partition_number: i32,
+    transform: ValueTransform,
     decoders: HashMap<Option<u32>, Decoder>,
     current: Option<Option<u32>>,
     partition: Int32Builder,
@@ -445,6 +452,7 @@ impl RowBuilder {
         value_target: SchemaRef,
         kafka_index: usize,
         partition_number: i32,
+        transform: ValueTransform,
     ) -> Result<Self> {
         let DataType::Struct(kafka_fields) = schema.field(kafka_index).data_type().clone() else {
             return Err(Error::Schema("_kafka is not a struct".into()));
@@ -455,6 +463,7 @@ impl RowBuilder {
             kafka_index,
             kafka_fields,
             partition_number,
+            transform,
             decoders: HashMap::new(),
             current: None,
             partition: Int32Builder::new(),
@@ -470,9 +479,9 @@ impl RowBuilder {
             .decoders
             .values()
             .map(|d| match d {
-                Decoder::Avro(a) => a.buffered_bytes(),
-                Decoder::Protobuf(m, _) => m.values().map(|c| c.buffered_bytes()).sum(),
-                Decoder::Json(j) => j.buffered_bytes(),
+                Decoder::Avro(a, _) => a.buffered_bytes(),
+                Decoder::Protobuf(m, _) => m.values().map(|(c, _)| c.buffered_bytes()).sum(),
+                Decoder::Json(j, _) => j.buffered_bytes(),
                 Decoder::Plain(PlainColumn::Str(b)) => b.values_slice().len(),
                 Decoder::Plain(PlainColumn::Raw(b)) => b.values_slice().len(),
             })
@@ -504,6 +513,12 @@ impl RowBuilder {
         }
     }
 
+    /// The nested target a decoder of `writer` (a mapped record schema) fills.
+    fn target_for(&self, writer: &Schema) -> Result<SchemaRef, String> {
+        crate::transform::nested_target(self.transform, &self.value_target, writer)
+            .map_err(|e| e.to_string())
+    }
+
     fn append_framed(
         &mut self,
         schema: &Arc<StoredSchema>,
@@ -515,23 +530,61 @@ impl RowBuilder {
         self.switch(id, batches)?;
         if !self.decoders.contains_key(&id) {
             let d = match &schema.parsed {
-                ParsedSchema::Avro(a) => Decoder::Avro(
-                    crate::avro::AvroDecoder::new(&a.schema, &a.refs, self.value_target.clone())
-                        .map_err(|e| e.to_string())?,
-                ),
-                ParsedSchema::Json(j) => Decoder::Json(
-                    crate::json::JsonConverter::new(&j.value, self.value_target.clone())
-                        .map_err(|e| e.to_string())?,
-                ),
+                ParsedSchema::Avro(a) => {
+                    let writer = crate::avro::avro_to_iceberg(&a.schema, &a.refs)
+                        .map_err(|e| e.to_string())?;
+                    let target = self.target_for(&writer)?;
+                    Decoder::Avro(
+                        crate::avro::AvroDecoder::new(&a.schema, &a.refs, target.clone())
+                            .map_err(|e| e.to_string())?,
+                        target,
+                    )
+                }
+                ParsedSchema::Json(j) => {
+                    let writer =
+                        crate::json::json_to_iceberg(&j.value).map_err(|e| e.to_string())?;
+                    let target = self.target_for(&writer)?;
+                    Decoder::Json(
+                        crate::json::JsonConverter::new(&j.value, target.clone())
+                            .map_err(|e| e.to_string())?,
+                        target,
+                    )
+                }
                 ParsedSchema::Protobuf(_) => Decoder::Protobuf(HashMap::new(), None),
             };
             self.decoders.insert(id, d);
         }
-        let target = self.value_target.clone();
+        // A Protobuf schema may frame several message types: each gets runs of its own.
+        let message = match &schema.parsed {
+            ParsedSchema::Protobuf(_) => match framing::decode_payload(schema, payload) {
+                Ok(Value::Protobuf(m)) => Some(m),
+                Ok(_) => return Err("not a Protobuf message".into()),
+                Err(e) => return Err(e.to_string()),
+            },
+            _ => None,
+        };
+        if let (Some(m), Some(Decoder::Protobuf(_, Some(last)))) =
+            (&message, self.decoders.get(&id))
+        {
+            if last != m.descriptor().full_name() {
+                self.cut(batches).map_err(|e| e.to_string())?;
+                self.current = Some(id);
+            }
+        }
+        let new_target = match (&message, self.decoders.get(&id)) {
+            (Some(m), Some(Decoder::Protobuf(converters, _)))
+                if !converters.contains_key(m.descriptor().full_name()) =>
+            {
+                let writer = crate::protobuf::protobuf_to_iceberg(&m.descriptor())
+                    .map_err(|e| e.to_string())?;
+                Some(self.target_for(&writer)?)
+            }
+            _ => None,
+        };
         let decoder = self.decoders.get_mut(&id).ok_or("decoder")?;
         match decoder {
-            Decoder::Avro(a) => a.append(payload).map_err(|e| e.to_string())?,
-            Decoder::Json(j) => {
+            Decoder::Avro(a, _) => a.append(payload).map_err(|e| e.to_string())?,
+            Decoder::Json(j, _) => {
                 let v = match framing::decode_payload(schema, payload) {
                     Ok(Value::Json(v)) => v,
                     Ok(_) => return Err("not a JSON value".into()),
@@ -540,30 +593,21 @@ impl RowBuilder {
                 j.append(&v).map_err(|e| e.to_string())?;
             }
             Decoder::Protobuf(converters, last) => {
-                let m = match framing::decode_payload(schema, payload) {
-                    Ok(Value::Protobuf(m)) => m,
-                    Ok(_) => return Err("not a Protobuf message".into()),
-                    Err(e) => return Err(e.to_string()),
-                };
+                let m = message.ok_or("no message")?;
                 let name = m.descriptor().full_name().to_string();
-                if last.as_deref() != Some(name.as_str()) && last.is_some() {
-                    // Another message type: a run of its own.
-                    return Err(format!(
-                        "message type {name} differs from the earlier {} of the same schema in this range",
-                        last.as_deref().unwrap_or_default()
-                    ));
-                }
-                *last = Some(name.clone());
-                if !converters.contains_key(&name) {
-                    let c = crate::protobuf::ProtobufConverter::new(&m.descriptor(), target)
-                        .map_err(|e| e.to_string())?;
-                    converters.insert(name.clone(), c);
+                if let Some(target) = new_target {
+                    let c =
+                        crate::protobuf::ProtobufConverter::new(&m.descriptor(), target.clone())
+                            .map_err(|e| e.to_string())?;
+                    converters.insert(name.clone(), (c, target));
                 }
                 converters
                     .get_mut(&name)
                     .ok_or("converter")?
+                    .0
                     .append(&m)
                     .map_err(|e| e.to_string())?;
+                *last = Some(name);
             }
             Decoder::Plain(_) => return Err("unexpected plain column".into()),
         }
@@ -607,13 +651,21 @@ impl RowBuilder {
         if self.offset.is_empty() {
             return Ok(());
         }
+        let transform = self.transform;
+        let value_target = self.value_target.clone();
         let values: Vec<ArrayRef> = match self.decoders.get_mut(&id) {
-            Some(Decoder::Avro(a)) => a.finish()?,
-            Some(Decoder::Json(j)) => j.finish()?,
+            Some(Decoder::Avro(a, t)) => {
+                crate::transform::flatten_columns(transform, t, a.finish()?, &value_target)?
+            }
+            Some(Decoder::Json(j, t)) => {
+                crate::transform::flatten_columns(transform, t, j.finish()?, &value_target)?
+            }
             Some(Decoder::Protobuf(converters, last)) => {
                 let name = last.take().unwrap_or_default();
                 match converters.get_mut(&name) {
-                    Some(c) => c.finish()?,
+                    Some((c, t)) => {
+                        crate::transform::flatten_columns(transform, t, c.finish()?, &value_target)?
+                    }
                     None => return Err(Error::Schema("no Protobuf converter".into())),
                 }
             }

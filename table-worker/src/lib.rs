@@ -23,6 +23,7 @@ pub mod json;
 pub mod memory;
 pub mod partition;
 pub mod protobuf;
+pub mod transform;
 pub mod worker;
 #[cfg(test)]
 mod tests {

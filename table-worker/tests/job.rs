@@ -138,6 +138,7 @@ fn context(f: &Fixture, table: &str) -> TableContext {
     TableContext {
         registry: f.registry.clone(),
         value_type: ValueType::BySchemaId,
+        transform: inlet_table_worker::transform::ValueTransform::None,
         schema: None,
         target: FileTarget {
             file_io: FileIO::new_with_fs(),
@@ -414,5 +415,84 @@ async fn the_worker_converts_full_partitions_early_and_tails_at_commit() {
     assert!(
         worker.drain("w", &until).await.expect("again").is_empty(),
         "handed over once"
+    );
+}
+
+/// `transform.value.type=flatten`: nested record fields become `parent_child` columns, null
+/// where the parent is.
+#[tokio::test]
+async fn flatten_turns_nested_fields_into_columns() {
+    const NESTED: &str = r#"{"type":"record","name":"P","namespace":"t","fields":[
+        {"name":"id","type":"long"},
+        {"name":"address","type":["null",{"type":"record","name":"A","fields":[
+            {"name":"city","type":"string"},{"name":"zip","type":"int"}]}],"default":null}]}"#;
+    let f = fixture().await;
+    let id = register(&f.registry, "p-value", NESTED).await;
+    let schema = apache_avro::Schema::parse_str(NESTED).expect("schema");
+    let values: Vec<Option<Bytes>> = (0..4)
+        .map(|n| {
+            let address = if n % 2 == 0 {
+                AvroValue::Union(
+                    1,
+                    Box::new(AvroValue::Record(vec![
+                        ("city".into(), AvroValue::String(format!("c{n}"))),
+                        ("zip".into(), AvroValue::Int(n as i32)),
+                    ])),
+                )
+            } else {
+                AvroValue::Union(0, Box::new(AvroValue::Null))
+            };
+            let datum = apache_avro::to_avro_datum(
+                &schema,
+                AvroValue::Record(vec![
+                    ("id".into(), AvroValue::Long(n)),
+                    ("address".into(), address),
+                ]),
+            )
+            .expect("datum");
+            Some(Bytes::from(framing::frame(id, &datum)))
+        })
+        .collect();
+    let stream = f.store.create_stream("kafka/p/0").await.expect("stream").id;
+    append(&f.store, stream, &values).await;
+    let mut ctx = context(&f, "p");
+    ctx.transform = inlet_table_worker::transform::ValueTransform::Flatten;
+    let out = convert_range(
+        &f.store,
+        &MemoryPool::new(16 << 20),
+        &ctx,
+        JobSpec {
+            partition: 0,
+            stream,
+            from: 0,
+            until: None,
+            max_input_bytes: 1 << 20,
+        },
+    )
+    .await
+    .expect("convert");
+    let names: Vec<_> = out
+        .schema
+        .as_struct()
+        .fields()
+        .iter()
+        .map(|f| f.name.clone())
+        .collect();
+    assert_eq!(names, vec!["id", "address_city", "address_zip", "_kafka"]);
+    let batches: Vec<RecordBatch> = out
+        .data_files
+        .iter()
+        .flat_map(|d| read_file(d.file_path()))
+        .collect();
+    let b = &batches[0];
+    let city = b
+        .column_by_name("address_city")
+        .expect("city")
+        .as_string::<i32>();
+    assert_eq!(city.value(0), "c0");
+    assert!(city.is_null(1));
+    assert_eq!(
+        b.column_by_name("address_zip").expect("zip").null_count(),
+        2
     );
 }

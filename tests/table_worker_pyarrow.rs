@@ -186,6 +186,7 @@ fn convert(
                 spec: Arc::new(PartitionSpec::unpartition_spec()),
                 data_location: format!("file://{}/warehouse/t/data", dir.display()),
             },
+            dead_letter_target: None,
             settings: FileSettings::default(),
         };
         let out = convert_range(

@@ -89,6 +89,9 @@ pub struct TableContext {
     pub schema: Option<Schema>,
     /// Where files go; its `schema` is replaced by the schema the job writes with.
     pub target: FileTarget,
+    /// Where the dead-letter table's files go (`errors.tolerance=all`); None: dead letters are
+    /// only returned.
+    pub dead_letter_target: Option<FileTarget>,
     pub settings: FileSettings,
 }
 
@@ -129,6 +132,8 @@ pub struct JobOutput {
     /// Changes from the table's schema to `schema`, for the coordinator to commit first.
     pub changes: Vec<Change>,
     pub dead_letters: Vec<DeadLetter>,
+    /// The dead letters as data files of the dead-letter table (when it has a target).
+    pub dead_letter_files: Vec<DataFile>,
     /// Records converted into rows.
     pub rows: u64,
     /// Largest record timestamp among the converted records (epoch ms).
@@ -234,12 +239,15 @@ pub async fn convert_range(
             for r in &records {
                 dead_letters.push(dead(job.partition, r, "no schema for this record".into()));
             }
+            let dead_letter_files =
+                write_dead_letters(table, &job, next_offset, &dead_letters).await?;
             return Ok(JobOutput {
                 data_files: Vec::new(),
                 next_offset,
                 schema: evolve::reconcile(None, &Schema::builder().build()?)?.schema,
                 changes,
                 dead_letters,
+                dead_letter_files,
                 rows: 0,
                 max_timestamp_ms: None,
                 input_bytes,
@@ -312,16 +320,38 @@ pub async fn convert_range(
     target.schema = Arc::new(schema.clone());
     let prefix = format!("p{}-{}-{}", job.partition, job.from, next_offset);
     let data_files = data_file::write(&target, &prefix, batches, &table.settings).await?;
+    let dead_letter_files = write_dead_letters(table, &job, next_offset, &dead_letters).await?;
     Ok(JobOutput {
         data_files,
         next_offset,
         schema,
         changes,
         dead_letters,
+        dead_letter_files,
         rows: converted,
         max_timestamp_ms: max_ts,
         input_bytes,
     })
+}
+
+/// Writes `letters` to the dead-letter table's location, when the table has one.
+async fn write_dead_letters(
+    table: &TableContext,
+    job: &JobSpec,
+    next_offset: u64,
+    letters: &[DeadLetter],
+) -> Result<Vec<DataFile>> {
+    let Some(target) = &table.dead_letter_target else {
+        return Ok(Vec::new());
+    };
+    if letters.is_empty() {
+        return Ok(Vec::new());
+    }
+    let mut target = target.clone();
+    target.schema = Arc::new(crate::dead_letter::schema()?);
+    let batch = crate::dead_letter::batch(letters)?;
+    let prefix = format!("p{}-{}-{}", job.partition, job.from, next_offset);
+    data_file::write(&target, &prefix, [batch], &table.settings).await
 }
 
 fn batches_bytes(batches: &[RecordBatch]) -> usize {

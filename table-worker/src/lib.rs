@@ -16,6 +16,7 @@
 
 pub mod avro;
 pub mod data_file;
+pub mod dead_letter;
 pub mod error;
 pub mod evolve;
 pub mod job;

@@ -146,6 +146,7 @@ fn context(f: &Fixture, table: &str) -> TableContext {
             spec: Arc::new(PartitionSpec::unpartition_spec()),
             data_location: format!("{}/{table}/data", f.warehouse),
         },
+        dead_letter_target: None,
         settings: FileSettings::default(),
     }
 }
@@ -182,10 +183,15 @@ async fn a_range_with_two_schema_versions_and_a_bad_record() {
     append(&f.store, stream, &second).await;
 
     let pool = MemoryPool::new(64 << 20);
+    let mut ctx = context(&f, "users");
+    ctx.dead_letter_target = Some(FileTarget {
+        data_location: format!("{}/users_dlq/data", f.warehouse),
+        ..ctx.target.clone()
+    });
     let out = convert_range(
         &f.store,
         &pool,
-        &context(&f, "users"),
+        &ctx,
         JobSpec {
             partition: 3,
             stream,

@@ -23,6 +23,7 @@ pub mod job;
 pub mod json;
 pub mod memory;
 pub mod partition;
+pub mod position_delete;
 pub mod protobuf;
 pub mod transform;
 pub mod worker;

@@ -375,8 +375,22 @@ async fn read_records(store: &StreamStore, job: &JobSpec) -> Result<(Vec<Rec>, u
         .end_offset(job.stream)
         .map_err(|e| Error::Storage(e.to_string()))?;
     let until = job.until.map_or(end, |u| u.min(end));
+    let start = store
+        .start_offset(job.stream)
+        .map_err(|e| Error::Storage(e.to_string()))?;
     let mut records = Vec::new();
     let mut offset = job.from;
+    if offset < start {
+        // Retention removed records before the table got them: they cannot be converted any
+        // more. Go on from the first one left rather than stall the table.
+        tracing::warn!(
+            partition = job.partition,
+            from = job.from,
+            start,
+            "records were deleted by retention before they reached the table"
+        );
+        offset = start;
+    }
     let mut bytes = 0usize;
     while offset < until && bytes < job.max_input_bytes {
         let batches = store
@@ -402,7 +416,7 @@ async fn read_records(store: &StreamStore, job: &JobSpec) -> Result<(Vec<Rec>, u
                 })?;
                 for r in set.records {
                     let o = r.offset as u64;
-                    if o < job.from || o >= until || r.control {
+                    if o < job.from.max(start) || o >= until || r.control {
                         continue;
                     }
                     records.push(Rec {

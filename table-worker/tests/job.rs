@@ -502,3 +502,33 @@ async fn flatten_turns_nested_fields_into_columns() {
         2
     );
 }
+
+/// Records deleted by retention before they were converted are skipped, not a stall.
+#[tokio::test]
+async fn a_range_trimmed_by_retention_resumes_at_the_first_record_left() {
+    let f = fixture().await;
+    let id = register(&f.registry, "r-value", V1).await;
+    let stream = f.store.create_stream("kafka/r/0").await.expect("stream").id;
+    for chunk in 0..2 {
+        let values: Vec<Option<Bytes>> = (0..10)
+            .map(|n| Some(framed_user(V1, id, chunk * 10 + n, None)))
+            .collect();
+        append(&f.store, stream, &values).await;
+    }
+    f.store.trim(stream, 10).await.expect("trim");
+    let out = convert_range(
+        &f.store,
+        &MemoryPool::new(16 << 20),
+        &context(&f, "r"),
+        JobSpec {
+            partition: 0,
+            stream,
+            from: 0,
+            until: None,
+            max_input_bytes: 1 << 20,
+        },
+    )
+    .await
+    .expect("convert");
+    assert_eq!((out.rows, out.next_offset), (10, 20));
+}

@@ -532,3 +532,54 @@ async fn a_range_trimmed_by_retention_resumes_at_the_first_record_left() {
     .expect("convert");
     assert_eq!((out.rows, out.next_offset), (10, 20));
 }
+
+/// `convert.value.type=by_latest_schema`: unframed Avro datums read with the subject's latest
+/// schema.
+#[tokio::test]
+async fn unframed_values_use_the_latest_schema_of_the_subject() {
+    let f = fixture().await;
+    register(&f.registry, "u-value", V1).await;
+    let schema = apache_avro::Schema::parse_str(V1).expect("schema");
+    let values: Vec<Option<Bytes>> = (0..5)
+        .map(|n| {
+            let v = AvroValue::Record(vec![
+                ("id".into(), AvroValue::Long(n)),
+                ("name".into(), AvroValue::String(format!("n{n}"))),
+            ]);
+            Some(Bytes::from(
+                apache_avro::to_avro_datum(&schema, v).expect("datum"),
+            ))
+        })
+        .collect();
+    let stream = f.store.create_stream("kafka/u/0").await.expect("stream").id;
+    append(&f.store, stream, &values).await;
+    let mut ctx = context(&f, "u");
+    ctx.value_type = ValueType::ByLatestSchema {
+        subject: "u-value".into(),
+    };
+    let out = convert_range(
+        &f.store,
+        &MemoryPool::new(16 << 20),
+        &ctx,
+        JobSpec {
+            partition: 0,
+            stream,
+            from: 0,
+            until: None,
+            max_input_bytes: 1 << 20,
+        },
+    )
+    .await
+    .expect("convert");
+    assert_eq!(out.rows, 5, "{:?}", out.dead_letters);
+    let batches: Vec<RecordBatch> = out
+        .data_files
+        .iter()
+        .flat_map(|d| read_file(d.file_path()))
+        .collect();
+    let names = batches[0]
+        .column_by_name("name")
+        .expect("name")
+        .as_string::<i32>();
+    assert_eq!(names.value(4), "n4");
+}

@@ -300,7 +300,7 @@ mod tests {
             let err = key(root, location).expect_err(location);
             assert_eq!(err.kind(), ErrorKind::DataInvalid, "{location}");
             assert!(!err.retryable(), "{location}");
-            assert!(err.message().contains(location), "{err}");
+            assert!(err.message().contains(&format!("{location:?}")), "{err}");
         }
     }
 

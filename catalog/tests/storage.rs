@@ -449,6 +449,16 @@ async fn file_io_helper_and_factory_serialization() {
     let again: Box<dyn Storage> = serde_json::from_str(&json).expect("deserialize storage");
     assert!(again.exists(&path).await.expect("exists"));
 
+    // Without a store, a factory opens one on first build and keeps it.
+    let factory = ObjectStoreStorageFactory::new("memory://");
+    let first = factory.build(&StorageConfig::new()).expect("build");
+    first
+        .write("memory://a", Bytes::from_static(b"kept"))
+        .await
+        .expect("write");
+    let second = factory.clone().build(&StorageConfig::new()).expect("build");
+    assert_eq!(second.read("memory://a").await.expect("same store"), "kept");
+
     for bad in ["gs://bucket/x", "s3://bucket/x?colour=blue", ""] {
         let err = file_io(bad, None).expect_err(bad);
         assert_eq!(err.kind(), ErrorKind::DataInvalid, "{bad}: {err}");
@@ -463,7 +473,14 @@ async fn file_io_helper_and_factory_serialization() {
 /// With puts failing, writes fail retryably and leave no object; likewise reads and deletes.
 #[tokio::test]
 async fn faults_surface_as_retryable_errors_and_leave_nothing() {
-    for backend in [Backend::memory(), Backend::local()] {
+    for backend in [
+        Some(Backend::memory()),
+        Some(Backend::local()),
+        Backend::s3(),
+    ]
+    .into_iter()
+    .flatten()
+    {
         let faulty = FaultyStore::new(backend.store.clone());
         let io = io_over(&backend, Arc::new(faulty.clone()));
         let path = backend.loc("wh/faults/a.parquet");
@@ -551,7 +568,14 @@ async fn faults_surface_as_retryable_errors_and_leave_nothing() {
 /// A part that fails aborts the multipart upload; a dropped writer leaves nothing visible.
 #[tokio::test]
 async fn failed_and_abandoned_multipart_uploads_leave_nothing() {
-    for backend in [Backend::memory(), Backend::local()] {
+    for backend in [
+        Some(Backend::memory()),
+        Some(Backend::local()),
+        Backend::s3(),
+    ]
+    .into_iter()
+    .flatten()
+    {
         let spy = Arc::new(Spy::new(backend.store.clone(), Some(1)));
         let io = io_over(&backend, spy.clone());
         let path = backend.loc("wh/parts/a.parquet");

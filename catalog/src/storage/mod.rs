@@ -10,9 +10,9 @@
 //! Invariants:
 //! - **Root confinement.** Every location is mapped by [`ObjectStoreStorage::object_key`],
 //!   which refuses (non-retryable `DataInvalid`) any location of another scheme or bucket,
-//!   outside the root's path, or with a `.`/`..` segment. No call reaches the store with a key
-//!   it did not produce, and `delete_prefix` refuses the root itself: the stream store's objects
-//!   live under the same root.
+//!   outside the root's path, or with a `.`/`..` segment, before any call reaches the store.
+//!   The root is the store's whole key space, stream objects included, so `delete_prefix`
+//!   refuses the root itself.
 //! - **Visible on close.** An object appears whole or not at all: `write` is one PUT (or a
 //!   multipart upload completed at the end), and a [`FileWrite`] from `writer` makes its object
 //!   visible only when `close` succeeds. A failed or dropped writer leaves nothing under the
@@ -29,7 +29,7 @@ mod writer;
 
 use std::fmt;
 use std::ops::Range;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use async_trait::async_trait;
 use bytes::Bytes;
@@ -65,10 +65,11 @@ pub fn file_io(base_url: &str, store: Option<Arc<dyn ObjectStore>>) -> Result<Fi
     Ok(FileIOBuilder::new(Arc::new(factory)).build())
 }
 
-/// Builds [`ObjectStoreStorage`]s. Serializes as its base URL and write configuration, so a
-/// deserialized factory reopens the same store from the URL (S3 credentials come from the
-/// environment); an in-process store given with [`with_store`](Self::with_store) is used
-/// instead while present, and is not serialized.
+/// Builds [`ObjectStoreStorage`]s, all over one store: the one given with
+/// [`with_store`](Self::with_store), or else the one the first `build` opens from the base
+/// URL (clones share it). Serializes as its base URL and write configuration only, so a
+/// deserialized factory opens its own store from the URL (S3 credentials come from the
+/// environment; a `memory://` store starts empty).
 #[derive(Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ObjectStoreStorageFactory {
@@ -76,7 +77,7 @@ pub struct ObjectStoreStorageFactory {
     #[serde(default)]
     write: WriteConfig,
     #[serde(skip)]
-    store: Option<Arc<dyn ObjectStore>>,
+    store: Arc<OnceLock<Arc<dyn ObjectStore>>>,
 }
 
 impl ObjectStoreStorageFactory {
@@ -85,14 +86,14 @@ impl ObjectStoreStorageFactory {
         ObjectStoreStorageFactory {
             base_url: base_url.into(),
             write: WriteConfig::default(),
-            store: None,
+            store: Arc::default(),
         }
     }
 
     /// Uses `store` (rooted at the base URL) instead of opening one: the node's shared
     /// client, possibly wrapped in [`inlet_storage::FaultyStore`].
     pub fn with_store(mut self, store: Arc<dyn ObjectStore>) -> Self {
-        self.store = Some(store);
+        self.store = Arc::new(OnceLock::from(store));
         self
     }
 
@@ -112,7 +113,7 @@ impl fmt::Debug for ObjectStoreStorageFactory {
         f.debug_struct("ObjectStoreStorageFactory")
             .field("base_url", &self.base_url)
             .field("write", &self.write)
-            .field("store", &self.store.as_ref().map(|s| s.to_string()))
+            .field("store", &self.store.get().map(|s| s.to_string()))
             .finish()
     }
 }
@@ -122,11 +123,14 @@ impl StorageFactory for ObjectStoreStorageFactory {
     /// Builds the storage. iceberg's storage properties (`s3.*` and the like) are ignored: the
     /// object store is configured by the base URL and the environment, as the stream store's.
     fn build(&self, _config: &StorageConfig) -> Result<Arc<dyn Storage>> {
-        Ok(Arc::new(ObjectStoreStorage::new(
-            &self.base_url,
-            self.store.clone(),
-            self.write,
-        )?))
+        let storage =
+            ObjectStoreStorage::new(&self.base_url, self.store.get().cloned(), self.write)?;
+        // Racing first builds each open a store; all keep the one that lands first.
+        let store = self.store.get_or_init(|| storage.store.clone());
+        Ok(Arc::new(ObjectStoreStorage {
+            store: store.clone(),
+            ..storage
+        }))
     }
 }
 

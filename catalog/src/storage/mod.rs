@@ -144,7 +144,8 @@ struct StorageSpec {
 }
 
 /// iceberg's [`Storage`] over one object store rooted at a base URL; see the module docs for
-/// its invariants.
+/// its invariants. Serializes as its base URL and write configuration; deserializing opens the
+/// store from the URL.
 #[derive(Clone, Serialize, Deserialize)]
 #[serde(try_from = "StorageSpec", into = "StorageSpec")]
 pub struct ObjectStoreStorage {

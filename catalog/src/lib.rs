@@ -1,8 +1,10 @@
 //! Iceberg catalog access (DESIGN.md §6): the embedded SQL catalog on the metadata store,
 //! external REST / Glue catalogs, and the Iceberg REST catalog server engines connect to.
 //!
-//! Not built yet: the catalog issue builds this crate. Until then it only proves that the
-//! pinned iceberg crates work with this toolchain.
+//! Built so far: [`storage`], iceberg's file IO over the node's object store. The catalogs and
+//! the REST server come with the catalog issue.
+
+pub mod storage;
 
 #[cfg(test)]
 mod tests {

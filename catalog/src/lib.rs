@@ -4,6 +4,8 @@
 //! Not built yet: the catalog issue builds this crate. Until then it only proves that the
 //! pinned iceberg crates work with this toolchain.
 
+pub mod rest;
+
 #[cfg(test)]
 mod tests {
     use iceberg::memory::{MemoryCatalogBuilder, MEMORY_CATALOG_WAREHOUSE};

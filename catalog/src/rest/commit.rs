@@ -174,7 +174,7 @@ pub enum Checked {
     /// The commit has no updates and its requirements hold: nothing to write.
     Unchanged(Table),
     /// The new metadata file is written; the swap remains.
-    Staged(StagedCommit),
+    Staged(Box<StagedCommit>),
 }
 
 /// Checks `requirements` against `table`, applies `updates` and writes the new metadata file
@@ -236,7 +236,7 @@ pub async fn stage(
         .write_to(&file_io, &new_location)
         .await
         .map_err(RestError::from_catalog)?;
-    Ok(Checked::Staged(StagedCommit {
+    Ok(Checked::Staged(Box::new(StagedCommit {
         swap: PointerSwap {
             table: table.identifier().clone(),
             expected: current_location,
@@ -244,7 +244,7 @@ pub async fn stage(
         },
         metadata,
         file_io,
-    }))
+    })))
 }
 
 fn invalid_update(table: &Table, err: iceberg::Error) -> RestError {

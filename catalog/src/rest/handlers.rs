@@ -669,6 +669,7 @@ pub async fn commit_table(
             metadata: table.metadata().clone(),
         })),
         Checked::Staged(staged) => {
+            let staged = *staged;
             commit::publish(pointers, std::slice::from_ref(&staged)).await?;
             Ok(Json(CommitTableResponse {
                 metadata_location: staged.swap.new,
@@ -718,6 +719,7 @@ async fn commit_create_transaction(
                 metadata: table.metadata().clone(),
             }),
             Checked::Staged(staged) => {
+                let staged = *staged;
                 commit::publish(pointers, std::slice::from_ref(&staged)).await?;
                 Ok(CommitTableResponse {
                     metadata_location: staged.swap.new,
@@ -850,7 +852,7 @@ pub async fn commit_transaction(
             )
             .await?;
             if let Checked::Staged(commit) = checked {
-                staged.push(commit);
+                staged.push(*commit);
             }
         }
         Ok::<(), RestError>(())

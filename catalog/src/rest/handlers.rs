@@ -460,7 +460,8 @@ pub async fn update_namespace_properties(
     Ok(Json(UpdateNamespacePropertiesResponse {
         updated,
         removed,
-        missing: (!missing.is_empty()).then_some(missing),
+        // Always present: pyiceberg requires the field.
+        missing: Some(missing),
     }))
 }
 

@@ -23,6 +23,8 @@ mod error;
 mod handlers;
 mod model;
 pub mod names;
+mod namespaces;
+mod tables;
 #[cfg(test)]
 mod tests;
 
@@ -128,6 +130,8 @@ fn build(
     mut config: RestConfig,
 ) -> Router {
     use handlers::*;
+    use namespaces::*;
+    use tables::*;
 
     config.max_page_size = config.max_page_size.max(1);
     let body_limit = config.max_body_bytes.max(1);

@@ -983,7 +983,10 @@ async fn staged_creates_commit_as_create_transactions() {
         json!({"action": "set-properties", "updates": {"created-by": "ctas"}}),
     ];
     updates.extend(snapshot_update(7, None, 1));
-    let commit = json!({"requirements": [{"type": "assert-create"}], "updates": updates});
+    let commit = json!({
+        "requirements": [{"type": "assert-create"}, {"type": "assert-table-uuid", "uuid": uuid}],
+        "updates": updates
+    });
     let (status, body) = server
         .post("/v1/namespaces/db/tables/ctas", commit.clone())
         .await;
@@ -1011,6 +1014,24 @@ async fn staged_creates_commit_as_create_transactions() {
         StatusCode::CONFLICT,
         "AlreadyExistsException",
     );
+
+    // Without a location in the request, the namespace's `location` property places it.
+    let base = format!("{}/placed", server.warehouse);
+    let (status, _) = server
+        .post(
+            "/v1/namespaces",
+            json!({"namespace": ["placed"], "properties": {"location": base}}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK);
+    let (status, body) = server
+        .post(
+            "/v1/namespaces/placed/tables",
+            json!({"name": "t", "schema": schema(), "stage-create": true}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(body["metadata"]["location"], format!("{base}/t"));
 
     // A create transaction whose second step fails leaves no table behind.
     let bad = json!({

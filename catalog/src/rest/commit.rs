@@ -52,7 +52,8 @@ pub struct PointerSwap {
 
 /// Where table metadata pointers live: the compare-and-swap that commits need.
 pub trait MetadataPointerStore: Debug + Send + Sync {
-    /// Atomically moves every table's pointer from `expected` to `new`: all or none.
+    /// Atomically moves every table's pointer from `expected` to `new`: all or none. A swap
+    /// whose `new` equals `expected` only asserts that the pointer is still there.
     ///
     /// Fails with `ErrorKind::CatalogCommitConflicts` when any table's pointer is not
     /// `expected` (another commit won, or the table was dropped or renamed): nothing changed.
@@ -93,14 +94,17 @@ impl SqlMetadataPointers {
         }
     }
 
+    fn placeholder(&self, n: usize) -> String {
+        if self.numbered_params {
+            format!("${n}")
+        } else {
+            "?".to_string()
+        }
+    }
+
+    /// The conditional update both this store and `SqlCatalog::update_table` use.
     fn update_statement(&self) -> String {
-        let p = |n: usize| {
-            if self.numbered_params {
-                format!("${n}")
-            } else {
-                "?".to_string()
-            }
-        };
+        let p = |n| self.placeholder(n);
         format!(
             "UPDATE iceberg_tables \
              SET metadata_location = {}, previous_metadata_location = {} \
@@ -116,14 +120,36 @@ impl SqlMetadataPointers {
         )
     }
 
+    /// A write that changes nothing but locks the row and matches only if the pointer is still
+    /// `expected` (a plain read would not hold the row until the transaction commits).
+    fn assert_statement(&self) -> String {
+        let p = |n| self.placeholder(n);
+        format!(
+            "UPDATE iceberg_tables SET metadata_location = metadata_location \
+             WHERE catalog_name = {} AND table_namespace = {} AND table_name = {} \
+             AND (iceberg_type = 'TABLE' OR iceberg_type IS NULL) \
+             AND metadata_location = {}",
+            p(1),
+            p(2),
+            p(3),
+            p(4)
+        )
+    }
+
     async fn swap_all(&self, swaps: &[PointerSwap]) -> iceberg::Result<()> {
-        let statement = self.update_statement();
+        let update = self.update_statement();
+        let assert = self.assert_statement();
         let mut tx = self.pool.begin().await.map_err(sql_error)?;
         for swap in swaps {
             let namespace = swap.table.namespace().join(".");
-            let result: AnyQueryResult = sqlx::query(&statement)
-                .bind(swap.new.as_str())
-                .bind(swap.expected.as_str())
+            let query = if swap.new == swap.expected {
+                sqlx::query(&assert)
+            } else {
+                sqlx::query(&update)
+                    .bind(swap.new.as_str())
+                    .bind(swap.expected.as_str())
+            };
+            let result: AnyQueryResult = query
                 .bind(self.catalog_name.as_str())
                 .bind(namespace.as_str())
                 .bind(swap.table.name())
@@ -158,7 +184,8 @@ fn sql_error(err: sqlx::Error) -> iceberg::Error {
     iceberg::Error::new(ErrorKind::Unexpected, "catalog database error").with_source(err)
 }
 
-/// One table's commit, checked and written, waiting for its pointer swap.
+/// One table's commit, checked and written, waiting for its pointer swap. A commit without
+/// updates wrote nothing: its swap only asserts the current pointer (`new == expected`).
 #[derive(Debug)]
 pub struct StagedCommit {
     /// The swap that makes the commit visible.
@@ -166,6 +193,23 @@ pub struct StagedCommit {
     /// The new metadata, as written to `swap.new`.
     pub metadata: TableMetadata,
     file_io: FileIO,
+}
+
+impl StagedCommit {
+    /// A commit without updates, as part of a multi-table commit: it only asserts that the
+    /// table is still at the metadata its requirements were checked on.
+    pub fn assertion(table: Table) -> Self {
+        let location = table.metadata_location().unwrap_or_default().to_string();
+        Self {
+            swap: PointerSwap {
+                table: table.identifier().clone(),
+                expected: location.clone(),
+                new: location,
+            },
+            metadata: table.metadata().clone(),
+            file_io: table.file_io().clone(),
+        }
+    }
 }
 
 /// The outcome of checking a commit against a table.
@@ -260,7 +304,12 @@ fn invalid_update(table: &Table, err: iceberg::Error) -> RestError {
 pub async fn publish(pointers: &dyn MetadataPointerStore, staged: &[StagedCommit]) -> Result<()> {
     let swaps: Vec<PointerSwap> = staged.iter().map(|s| s.swap.clone()).collect();
     match pointers.swap(&swaps).await {
-        Ok(()) => Ok(()),
+        Ok(()) => {
+            for swap in &swaps {
+                tracing::debug!(table = %swap.table, metadata = %swap.new, "committed");
+            }
+            Ok(())
+        }
         Err(e) if e.kind() == ErrorKind::CatalogCommitConflicts => {
             discard(staged).await;
             Err(RestError::CommitFailed(e.message().to_string()))
@@ -274,7 +323,7 @@ pub async fn publish(pointers: &dyn MetadataPointerStore, staged: &[StagedCommit
 /// Deletes the metadata files of commits that will not be published (best effort: an
 /// unreferenced metadata file is harmless).
 pub async fn discard(staged: &[StagedCommit]) {
-    for commit in staged {
+    for commit in staged.iter().filter(|c| c.swap.new != c.swap.expected) {
         if let Err(err) = commit.file_io.delete(&commit.swap.new).await {
             tracing::warn!(file = %commit.swap.new, %err, "could not delete the metadata file of an abandoned commit");
         }

@@ -54,6 +54,15 @@ pub async fn create_table(
     }
     let mut properties = request.properties;
     let format_version = take_format_version(&mut properties)?;
+    let mut creation = TableCreation::builder()
+        .name(request.name)
+        .location_opt(request.location)
+        .schema(request.schema)
+        .partition_spec_opt(request.partition_spec)
+        .sort_order_opt(request.write_order)
+        .properties(properties)
+        .format_version(format_version)
+        .build();
     let catalog = state.catalog.as_ref();
 
     if request.stage_create == Some(true) {
@@ -61,7 +70,7 @@ pub async fn create_table(
             .get_namespace(&ns)
             .await
             .map_err(RestError::from_catalog)?;
-        let ident = TableIdent::new(ns.clone(), request.name.clone());
+        let ident = TableIdent::new(ns, creation.name.clone());
         if catalog
             .table_exists(&ident)
             .await
@@ -71,38 +80,19 @@ pub async fn create_table(
                 "table {ident} already exists"
             )));
         }
-        let location = match request.location {
-            Some(location) => location,
-            None => default_location(&state.config, namespace.properties(), &ident)?,
-        };
-        check_location(allowed, &location)?;
-        let creation = TableCreation::builder()
-            .name(request.name)
-            .location(location)
-            .schema(request.schema)
-            .partition_spec_opt(request.partition_spec)
-            .sort_order_opt(request.write_order)
-            .properties(properties)
-            .format_version(format_version)
-            .build();
-        let metadata = commit::staged_metadata(creation)?;
+        if creation.location.is_none() {
+            let location = default_location(&state.config, namespace.properties(), &ident)?;
+            check_location(allowed, &location)?;
+            creation.location = Some(location);
+        }
         return Ok(Json(LoadTableResult {
             metadata_location: None,
-            metadata,
+            metadata: commit::staged_metadata(creation)?,
             config: state.table_config(),
             storage_credentials: None,
         }));
     }
 
-    let creation = TableCreation::builder()
-        .name(request.name)
-        .location_opt(request.location)
-        .schema(request.schema)
-        .partition_spec_opt(request.partition_spec)
-        .sort_order_opt(request.write_order)
-        .properties(properties)
-        .format_version(format_version)
-        .build();
     let table = catalog
         .create_table(&ns, creation)
         .await
@@ -372,7 +362,8 @@ pub async fn report_metrics(
 }
 
 /// Commits to several tables at once: every table's requirements are checked and its metadata
-/// written, then all pointers move in one atomic swap (409 if any moved meanwhile). Create
+/// written, then all pointers move in one atomic swap (409 if any moved meanwhile; a table with
+/// requirements but no updates takes part as an assertion that it did not move). Create
 /// transactions are not accepted here (406).
 pub async fn commit_transaction(
     State(state): State<AppState>,
@@ -416,9 +407,10 @@ pub async fn commit_transaction(
                 &state.config.allowed_locations,
             )
             .await?;
-            if let Checked::Staged(commit) = checked {
-                staged.push(*commit);
-            }
+            staged.push(match checked {
+                Checked::Staged(commit) => *commit,
+                Checked::Unchanged(table) => StagedCommit::assertion(table),
+            });
         }
         Ok::<(), RestError>(())
     }

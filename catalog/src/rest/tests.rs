@@ -18,6 +18,8 @@ use super::{router, router_with_commits, RestConfig, SqlMetadataPointers};
 /// A server on 127.0.0.1 over a fresh SQL catalog; stops when dropped.
 struct Server {
     base: String,
+    /// The catalog the server serves, for commits that bypass it (as Inlet's own writers do).
+    catalog: Arc<dyn iceberg::Catalog>,
     warehouse: String,
     dir: TempDir,
     http: reqwest::Client,
@@ -51,13 +53,14 @@ async fn start_with(commits: bool, config: impl FnOnce(&str) -> RestConfig) -> S
         .load("inlet", HashMap::new())
         .await
         .expect("sql catalog");
+    let catalog: Arc<dyn iceberg::Catalog> = Arc::new(catalog);
     let api = if commits {
         let pointers = SqlMetadataPointers::connect(&uri, "inlet")
             .await
             .expect("pointers");
-        router_with_commits(Arc::new(catalog), Arc::new(pointers), config)
+        router_with_commits(catalog.clone(), Arc::new(pointers), config)
     } else {
-        router(Arc::new(catalog), config)
+        router(catalog.clone(), config)
     };
     let app = Router::new().nest("/iceberg", api);
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
@@ -69,6 +72,7 @@ async fn start_with(commits: bool, config: impl FnOnce(&str) -> RestConfig) -> S
     });
     Server {
         base: format!("http://{addr}/iceberg"),
+        catalog,
         warehouse,
         dir,
         http: reqwest::Client::new(),
@@ -867,6 +871,80 @@ async fn concurrent_commits_on_one_base_let_exactly_one_win() {
 }
 
 #[tokio::test]
+async fn pointer_swaps_and_catalog_commits_exclude_each_other() {
+    use iceberg::transaction::{ApplyTransactionAction, Transaction};
+
+    use super::commit::{self, Checked};
+    use super::error::RestError;
+
+    let server = start(RestConfig::default()).await;
+    server.create_namespace(&["db"]).await;
+    server.create_table("db", "t").await;
+    let ident = iceberg::TableIdent::from_strs(["db", "t"]).unwrap();
+    let uri = format!(
+        "sqlite://{}",
+        server.dir.path().join("catalog.db").display()
+    );
+    let pointers = SqlMetadataPointers::connect(&uri, "inlet").await.unwrap();
+    let set = |value: &str| iceberg::TableUpdate::SetProperties {
+        updates: [("writer".to_string(), value.to_string())].into(),
+    };
+    let catalog_commit = |table: iceberg::table::Table, value: &'static str| {
+        let catalog = server.catalog.clone();
+        async move {
+            let tx = Transaction::new(&table);
+            let tx = tx
+                .update_table_properties()
+                .set("writer".to_string(), value.to_string())
+                .apply(tx)
+                .unwrap();
+            tx.commit(catalog.as_ref()).await.unwrap()
+        }
+    };
+
+    // A REST commit is staged; Inlet commits through `Catalog::update_table` before the swap.
+    let base = server.catalog.load_table(&ident).await.unwrap();
+    let Checked::Staged(staged) = commit::stage(base.clone(), &[], vec![set("rest")], &[])
+        .await
+        .unwrap()
+    else {
+        panic!("updates must stage a commit")
+    };
+    let written = staged.swap.new.strip_prefix("file://").unwrap().to_string();
+    assert!(std::path::Path::new(&written).exists());
+    let inlet = catalog_commit(base, "inlet").await;
+    let outcome = commit::publish(&pointers, std::slice::from_ref(&*staged)).await;
+    assert!(
+        matches!(outcome, Err(RestError::CommitFailed(_))),
+        "{outcome:?}"
+    );
+    assert!(
+        !std::path::Path::new(&written).exists(),
+        "the losing file is deleted"
+    );
+    let (_, loaded) = server.get("/v1/namespaces/db/tables/t").await;
+    assert_eq!(
+        loaded["metadata-location"],
+        inlet.metadata_location().unwrap()
+    );
+    assert_eq!(loaded["metadata"]["properties"]["writer"], "inlet");
+
+    // A REST commit lands first; the catalog's commit, built on the older table, reloads and
+    // applies on top of it instead of overwriting it.
+    let older = server.catalog.load_table(&ident).await.unwrap();
+    let (status, body) = server
+        .post(
+            "/v1/namespaces/db/tables/t",
+            json!({"requirements": [], "updates": [{"action": "set-properties", "updates": {"other": "rest"}}]}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let last = catalog_commit(older, "inlet-again").await;
+    assert_eq!(last.metadata().properties()["other"], "rest");
+    assert_eq!(last.metadata().properties()["writer"], "inlet-again");
+}
+
+#[tokio::test]
 async fn transactions_commit_several_tables_atomically() {
     let server = start(RestConfig::default()).await;
     server.create_namespace(&["db"]).await;
@@ -906,6 +984,37 @@ async fn transactions_commit_several_tables_atomically() {
     );
     let (_, loaded) = server.get("/v1/namespaces/db/tables/a").await;
     assert_eq!(loaded["metadata"]["properties"]["round"], "1");
+
+    // A table with requirements but no updates takes part as an assertion.
+    let assert_only = |table: &str, schema_id: i64| {
+        json!({
+            "identifier": {"namespace": ["db"], "name": table},
+            "requirements": [{"type": "assert-current-schema-id", "current-schema-id": schema_id}],
+            "updates": []
+        })
+    };
+    let (_, before) = server.get("/v1/namespaces/db/tables/b").await;
+    let (status, body) = server
+        .post(
+            "/v1/transactions/commit",
+            json!({"table-changes": [change("a", 0, "3"), assert_only("b", 0)]}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::NO_CONTENT, "{body}");
+    let (_, after) = server.get("/v1/namespaces/db/tables/b").await;
+    assert_eq!(before["metadata-location"], after["metadata-location"]);
+    assert_error(
+        &server
+            .post(
+                "/v1/transactions/commit",
+                json!({"table-changes": [change("a", 0, "4"), assert_only("b", 9)]}),
+            )
+            .await,
+        StatusCode::CONFLICT,
+        "CommitFailedException",
+    );
+    let (_, loaded) = server.get("/v1/namespaces/db/tables/a").await;
+    assert_eq!(loaded["metadata"]["properties"]["round"], "3");
 
     assert_error(
         &server

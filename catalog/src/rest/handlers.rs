@@ -1,5 +1,7 @@
-//! One handler per REST route, and the extractors that turn paths, queries and bodies into
-//! checked identifiers and typed requests (answering 400 in the spec's error form otherwise).
+//! What the route handlers share: their state, the extractors that turn paths, queries and
+//! bodies into checked identifiers and typed requests (answering 400 in the spec's error form
+//! otherwise), paging, and the config and fallback routes. The namespace and table routes are
+//! in `namespaces` and `tables`.
 
 use std::collections::HashMap;
 use std::sync::Arc;

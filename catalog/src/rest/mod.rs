@@ -9,14 +9,31 @@
 //! - Every name from a path or body is checked ([`names`]) before it reaches the catalog; bad
 //!   input is a 400 in the spec's `ErrorModel` form, never a catalog error.
 //! - Locations clients choose are confined to [`RestConfig::allowed_locations`] when set.
-//! - Table commits are compare-and-swap on the table's metadata pointer ([`commit`]): a failed
-//!   requirement or a concurrent commit is a 409 `CommitFailedException`, which clients answer
-//!   by refreshing and retrying; an unknown outcome is a 500 `CommitStateUnknownException`.
+//! - Table commits are compare-and-swap on the table's metadata pointer (the `commit`
+//!   module): a failed requirement or a concurrent commit is a 409 `CommitFailedException`,
+//!   which clients answer by refreshing and retrying; an unknown outcome is a 500
+//!   `CommitStateUnknownException`.
 //!   Commits need a [`MetadataPointerStore`]: [`router`] without one answers commits with 501.
 //! - `POST /v1/transactions/commit` is atomic across tables (one SQL transaction).
 //! - Create transactions (`stage-create`) are served, but their commit is two steps (create,
 //!   then commit the rest), so the new table is briefly visible empty; a failed second step
 //!   drops it again.
+//!
+//! What `iceberg::Catalog` and the SQL catalog (`iceberg_catalog_sql::SqlCatalog`, Inlet's
+//! embedded catalog) cannot do, and how this server covers it:
+//! - No public way to build a `TableCommit` (iceberg 0.10.1), so client commits cannot go
+//!   through `Catalog::update_table`: the server applies them itself and swaps the pointer
+//!   through a [`MetadataPointerStore`] ([`SqlMetadataPointers`] for the SQL catalog).
+//! - `update_namespace` only upserts: removing an existing property answers 406, before any
+//!   update is applied.
+//! - `drop_namespace` of a non-empty namespace is a generic error and ignores nested
+//!   namespaces: the server checks both first and answers 409 `NamespaceNotEmptyException`.
+//! - `list_namespaces(parent)` matches by string prefix (`a` lists `ab` and `a.b.c`): the
+//!   server keeps only direct children.
+//! - Namespace levels are stored joined by `.`: levels containing `.` are refused (400).
+//! - `register_table` does not check the namespace (the server does, 404) and cannot
+//!   overwrite (406).
+//! - No staged creates: served as described above.
 
 mod commit;
 mod error;

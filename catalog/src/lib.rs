@@ -6,6 +6,8 @@
 
 pub mod storage;
 
+pub mod rest;
+
 #[cfg(test)]
 mod tests {
     use iceberg::memory::{MemoryCatalogBuilder, MEMORY_CATALOG_WAREHOUSE};

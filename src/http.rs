@@ -1,5 +1,5 @@
-//! The node's HTTP listener: `/healthz` and Prometheus `/metrics` (DESIGN.md §3). The Iceberg
-//! REST catalog, SQL and watermark routes join it with their issues.
+//! The node's HTTP listener (DESIGN.md §3): `/healthz`, Prometheus `/metrics`, and the Iceberg
+//! REST catalog under `/iceberg`. SQL and watermark routes join it with their issues.
 
 use std::fmt::Write;
 use std::sync::Arc;
@@ -13,11 +13,17 @@ use inlet_ingest::Broker;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
-pub async fn serve(listener: TcpListener, broker: Arc<Broker>, stop: CancellationToken) {
+pub async fn serve(
+    listener: TcpListener,
+    broker: Arc<Broker>,
+    iceberg: Router,
+    stop: CancellationToken,
+) {
     let app = Router::new()
         .route("/healthz", get(healthz))
         .route("/metrics", get(metrics))
-        .with_state(broker);
+        .with_state(broker)
+        .nest("/iceberg", iceberg);
     if let Err(e) = axum::serve(listener, app)
         .with_graceful_shutdown(async move { stop.cancelled().await })
         .await

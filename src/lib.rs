@@ -1,7 +1,8 @@
 //! Assembling an Inlet node from its crates (DESIGN.md §2): the stream store, the Kafka
-//! endpoint on top of it, the Schema Registry, and the HTTP listener with `/healthz` and
-//! `/metrics`. The table workers, coordinators, catalog and query engine join as their issues
-//! land.
+//! endpoint on top of it, the Schema Registry, the embedded Iceberg catalog, and the HTTP
+//! listener with `/healthz`, `/metrics` and the Iceberg REST catalog under `/iceberg`. The
+//! table coordinators (which drive the table workers) and the query engine join as their
+//! issues land.
 
 pub mod config;
 mod http;
@@ -21,19 +22,24 @@ use config::NodeConfig;
 /// How long a stopping node waits for in-flight requests before closing the store anyway.
 const DRAIN_TIMEOUT: Duration = Duration::from_secs(10);
 
-/// Opens a node's stream store from its configuration.
-pub async fn open_store(config: &NodeConfig) -> anyhow::Result<StreamStore> {
+/// Opens a node's stream store from its configuration, on `objects` (the node's one
+/// object-store client) when given.
+pub async fn open_store(
+    config: &NodeConfig,
+    objects: Option<Arc<dyn object_store::ObjectStore>>,
+) -> anyhow::Result<StreamStore> {
     let mut storage = config.storage.clone();
     storage.node_id = config.node_id;
     std::fs::create_dir_all(&config.data_dir)
         .with_context(|| format!("creating data dir {}", config.data_dir.display()))?;
-    StreamStore::builder(config.wal_dir())
+    let mut builder = StreamStore::builder(config.wal_dir())
         .config(storage)
         .meta_url(config.meta_url())
-        .object_store_url(config.object_store_url())
-        .open()
-        .await
-        .context("opening the stream store")
+        .object_store_url(config.object_store_url());
+    if let Some(objects) = objects {
+        builder = builder.object_store(objects);
+    }
+    builder.open().await.context("opening the stream store")
 }
 
 /// The Kafka endpoint's settings from the node's: listener, advertised address and the
@@ -75,7 +81,17 @@ pub async fn serve(config: NodeConfig) -> anyhow::Result<()> {
     let http_addr = http_listener.local_addr()?;
     let broker_config = broker_config(&config, kafka_addr)?;
 
-    let store = Arc::new(open_store(&config).await?);
+    // One object-store client for the stream store and the Iceberg tables.
+    let objects = inlet_storage::open_object_store(&config.object_store_url())
+        .context("opening the object store")?;
+    let store = Arc::new(open_store(&config, Some(objects.clone())).await?);
+    let catalog = inlet_catalog::embedded::open(
+        &config.meta_url(),
+        &config.object_store_url(),
+        Some(objects),
+    )
+    .await
+    .context("opening the Iceberg catalog")?;
     let registry = Arc::new(
         inlet_schema_registry::open(store.meta().clone(), config.registry.clone())
             .await
@@ -98,7 +114,12 @@ pub async fn serve(config: NodeConfig) -> anyhow::Result<()> {
         broker.clone(),
         stop.clone(),
     ));
-    tasks.spawn(http::serve(http_listener, broker.clone(), stop.clone()));
+    tasks.spawn(http::serve(
+        http_listener,
+        broker.clone(),
+        catalog.router(inlet_catalog::rest::RestConfig::default()),
+        stop.clone(),
+    ));
     {
         let (registry, stop) = (registry.clone(), stop.clone());
         tasks.spawn(async move {
@@ -114,6 +135,8 @@ pub async fn serve(config: NodeConfig) -> anyhow::Result<()> {
         registry = %registry_addr,
         data_dir = %config.data_dir.display(),
         object_store = %config.object_store_url(),
+        iceberg = %format!("http://{http_addr}/iceberg"),
+        warehouse = %catalog.warehouse,
         topics = broker.topics().list().len(),
         "Inlet node is up"
     );

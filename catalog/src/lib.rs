@@ -1,12 +1,18 @@
 //! Iceberg catalog access (DESIGN.md §6): the embedded SQL catalog on the metadata store,
 //! external REST / Glue catalogs, and the Iceberg REST catalog server engines connect to.
 //!
-//! Built so far: [`storage`], iceberg's file IO over the node's object store. The catalogs and
-//! the REST server come with the catalog issue.
+//! - [`storage`]: iceberg's file IO over the node's object store (one client, one fault
+//!   wrapper for streams and tables).
+//! - [`rest`]: the Iceberg REST catalog server over any `iceberg::Catalog`, with its own
+//!   compare-and-swap commit path.
+//! - [`embedded`]: the node's default catalog: the SQL catalog on the metadata database, files
+//!   under `<object store>/warehouse`, and its REST router.
+//!
+//! Not built yet: external catalogs (another REST catalog, Glue).
 
-pub mod storage;
-
+pub mod embedded;
 pub mod rest;
+pub mod storage;
 
 #[cfg(test)]
 mod tests {

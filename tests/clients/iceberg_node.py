@@ -1,0 +1,40 @@
+"""pyiceberg's RestCatalog against a running `inlet serve` (the embedded catalog).
+
+Usage: iceberg_node.py ICEBERG_URI write|read
+
+write: creates a namespace and a table, appends rows with pyarrow, evolves the schema and
+appends again. read (after the node restarted): the table, its schema and its rows are there.
+Prints OK at the end; any failed check raises.
+"""
+
+import sys
+
+import pyarrow as pa
+from pyiceberg.catalog import load_catalog
+from pyiceberg.types import StringType
+
+URI, PHASE = sys.argv[1], sys.argv[2]
+catalog = load_catalog("inlet", type="rest", uri=URI)
+
+if PHASE == "write":
+    catalog.create_namespace("shop")
+    schema = pa.schema([pa.field("id", pa.int64(), nullable=False), pa.field("amount", pa.float64())])
+    table = catalog.create_table("shop.orders", schema=schema)
+    table.append(pa.table({"id": [1, 2, 3], "amount": [1.5, 2.5, 3.5]}, schema=schema))
+    with table.update_schema() as update:
+        update.add_column("note", StringType())
+    table = catalog.load_table("shop.orders")
+    table.append(pa.table({"id": [4], "amount": [4.5], "note": ["late"]},
+                          schema=table.schema().as_arrow()))
+    location = table.metadata.location
+    assert location.startswith("file://"), location
+    assert "/objects/warehouse/" in location, location
+    print("location:", location)
+else:
+    assert ("shop",) in catalog.list_namespaces(), catalog.list_namespaces()
+    table = catalog.load_table("shop.orders")
+    rows = table.scan().to_arrow().sort_by("id").to_pylist()
+    assert [r["id"] for r in rows] == [1, 2, 3, 4], rows
+    assert rows[3]["note"] == "late" and rows[0]["note"] is None, rows
+    assert len(table.metadata.snapshots) == 2, table.metadata.snapshots
+print("OK")

@@ -1,0 +1,56 @@
+//! The Iceberg REST catalog of a running `inlet serve`, with pyiceberg as the client: create a
+//! namespace and a table, append, evolve the schema and append again; then kill -9 the node,
+//! restart it and read the table back. The table's files must be in the node's object store, under
+//! `objects/warehouse`.
+//!
+//! The interpreter: `INLET_TEST_PYTHON`, else the venv of `scripts/test-env.sh`. Without
+//! pyiceberg the test is skipped locally and fails in CI.
+
+mod common;
+
+use std::time::Duration;
+
+use common::python::{python, run, script};
+use common::{require, Node};
+
+#[test]
+fn pyiceberg_reads_and_writes_through_the_nodes_catalog() {
+    let python = python("import pyiceberg.catalog.rest, pyarrow");
+    if !require("python with pyiceberg", python.is_some()) {
+        return;
+    }
+    let python = python.expect("checked");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut node = Node::start(dir.path(), &[]);
+    for phase in ["write", "read"] {
+        let uri = format!("http://{}/iceberg", node.http);
+        let (status, output) = run(
+            &python,
+            &[script("iceberg_node.py").into(), uri.into(), phase.into()],
+            Duration::from_secs(180),
+        );
+        assert!(
+            status.is_some_and(|s| s.success()) && output.contains("OK"),
+            "the {phase} phase failed ({status:?}):\n{output}"
+        );
+        if phase == "write" {
+            node = node.restart_after_kill9();
+        }
+    }
+    // The table's data files are in the node's object store.
+    let warehouse = dir.path().join("objects/warehouse/shop/orders/data");
+    let files = std::fs::read_dir(&warehouse)
+        .map(|d| {
+            d.filter_map(Result::ok)
+                .filter(|e| e.path().extension().is_some_and(|x| x == "parquet"))
+                .count()
+        })
+        .unwrap_or(0);
+    assert_eq!(
+        files,
+        2,
+        "two appends, two data files under {}",
+        warehouse.display()
+    );
+    node.stop();
+}

@@ -67,6 +67,45 @@ async fn bind(what: &str, addr: &str) -> anyhow::Result<TcpListener> {
         .with_context(|| format!("binding the {what} listener to {addr}"))
 }
 
+/// What the REST catalog tells clients about the object store: with S3, the endpoint, region
+/// and path-style addressing the node itself uses (from the standard `AWS_*` environment), so
+/// engines read the files from the same place. Credentials stay the client's own.
+fn rest_config(object_store_url: &str) -> inlet_catalog::rest::RestConfig {
+    let mut config = inlet_catalog::rest::RestConfig::default();
+    if object_store_url.starts_with("s3://") {
+        // The URL's own parameters (`?endpoint=...&region=...`) win over the environment.
+        let query: Vec<(String, String)> = object_store_url
+            .split_once('?')
+            .map(|(_, q)| {
+                q.split('&')
+                    .filter_map(|kv| kv.split_once('='))
+                    .map(|(k, v)| (k.to_string(), v.to_string()))
+                    .collect()
+            })
+            .unwrap_or_default();
+        let param = |name: &str| {
+            query
+                .iter()
+                .find(|(k, _)| k == name)
+                .map(|(_, v)| v.clone())
+        };
+        let env = |names: &[&str]| names.iter().find_map(|n| std::env::var(n).ok());
+        if let Some(endpoint) =
+            param("endpoint").or_else(|| env(&["AWS_ENDPOINT_URL", "AWS_ENDPOINT"]))
+        {
+            config.overrides.insert("s3.endpoint".into(), endpoint);
+            config
+                .overrides
+                .insert("s3.path-style-access".into(), "true".into());
+        }
+        if let Some(region) = param("region").or_else(|| env(&["AWS_REGION", "AWS_DEFAULT_REGION"]))
+        {
+            config.overrides.insert("s3.region".into(), region);
+        }
+    }
+    config
+}
+
 /// Runs a node until SIGTERM or Ctrl-C, then stops it cleanly: no new requests are read,
 /// in-flight produces are answered (acked or failed), the WAL is synced and the background
 /// tasks end.
@@ -117,7 +156,7 @@ pub async fn serve(config: NodeConfig) -> anyhow::Result<()> {
     tasks.spawn(http::serve(
         http_listener,
         broker.clone(),
-        catalog.router(inlet_catalog::rest::RestConfig::default()),
+        catalog.router(rest_config(&config.object_store_url())),
         stop.clone(),
     ));
     {

@@ -54,3 +54,58 @@ fn pyiceberg_reads_and_writes_through_the_nodes_catalog() {
     );
     node.stop();
 }
+
+/// The cluster setup: metadata (and the catalog) in PostgreSQL, files in S3 (moto). The node
+/// tells clients the S3 endpoint through `/v1/config`, so pyiceberg writes and reads the same
+/// bucket.
+#[test]
+fn pyiceberg_through_a_node_on_postgres_and_s3() {
+    let python = python("import pyiceberg.catalog.rest, pyarrow");
+    if !require("python with pyiceberg", python.is_some()) {
+        return;
+    }
+    let (Ok(pg), Ok(endpoint), Ok(bucket)) = (
+        std::env::var("INLET_TEST_POSTGRES_URL"),
+        std::env::var("INLET_TEST_S3_ENDPOINT"),
+        std::env::var("INLET_TEST_S3_BUCKET"),
+    ) else {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "PostgreSQL and S3 are not set up: run after `source scripts/test-env.sh`"
+        );
+        eprintln!("skipping: no PostgreSQL / S3 test services");
+        return;
+    };
+    let python = python.expect("checked");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let db = common::fresh_postgres_database(&pg);
+    // A prefix of its own in the shared bucket.
+    let prefix = dir
+        .path()
+        .file_name()
+        .map(|n| n.to_string_lossy().to_ascii_lowercase())
+        .unwrap_or_default();
+    let object_store = format!("s3://{bucket}/{prefix}");
+    let node = Node::start_with_env(
+        dir.path(),
+        &["--meta", &db, "--object-store", &object_store],
+        &[("AWS_ENDPOINT", &endpoint), ("AWS_ALLOW_HTTP", "true")],
+    );
+    let uri = format!("http://{}/iceberg", node.http);
+    for phase in ["write", "read"] {
+        let (status, output) = run(
+            &python,
+            &[
+                script("iceberg_node.py").into(),
+                uri.clone().into(),
+                phase.into(),
+            ],
+            Duration::from_secs(180),
+        );
+        assert!(
+            status.is_some_and(|s| s.success()) && output.contains("OK"),
+            "the {phase} phase failed ({status:?}):\n{output}"
+        );
+    }
+    node.stop();
+}

@@ -42,7 +42,11 @@ impl std::fmt::Debug for EmbeddedCatalog {
 /// An object store root as a URL: a plain path becomes an absolute `file://` URL, since
 /// engines read table locations as URLs.
 pub fn root_url(object_store_root: &str) -> String {
-    let root = object_store_root.trim_end_matches('/');
+    // Connection parameters (`s3://bucket/prefix?endpoint=...`) are not part of locations.
+    let root = object_store_root
+        .split_once('?')
+        .map_or(object_store_root, |(r, _)| r)
+        .trim_end_matches('/');
     if root.contains("://") {
         root.to_string()
     } else {
@@ -121,5 +125,9 @@ mod tests {
             "s3://bucket/inlet/warehouse"
         );
         assert!(warehouse_location("rel/objects").starts_with("file:///"));
+        assert_eq!(
+            warehouse_location("s3://b/p?endpoint=http://127.0.0.1:9000&allow_http=true"),
+            "s3://b/p/warehouse"
+        );
     }
 }

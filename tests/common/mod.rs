@@ -34,6 +34,11 @@ fn field(line: &str, name: &str) -> Option<String> {
 impl Node {
     /// Starts a node on `data_dir` with extra `serve` arguments.
     pub fn start(data_dir: &Path, extra: &[&str]) -> Node {
+        Node::start_with_env(data_dir, extra, &[])
+    }
+
+    /// [`Node::start`] with extra environment variables for the node.
+    pub fn start_with_env(data_dir: &Path, extra: &[&str], env: &[(&str, &str)]) -> Node {
         let extra: Vec<String> = extra.iter().map(|s| s.to_string()).collect();
         let mut child = Command::new(env!("CARGO_BIN_EXE_inlet"))
             .args([
@@ -52,6 +57,7 @@ impl Node {
                 "INLET_LOG",
                 std::env::var("INLET_TEST_LOG").unwrap_or_else(|_| "info".into()),
             )
+            .envs(env.iter().copied())
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
             .spawn()
@@ -208,4 +214,27 @@ pub fn require(what: &str, available: bool) -> bool {
     }
     eprintln!("skipping: {what} is not available here (CI installs it)");
     false
+}
+
+/// A new empty database on the PostgreSQL at `url` (made with `psql`); returns its URL.
+pub fn fresh_postgres_database(url: &str) -> String {
+    // A unique name without reading the clock: a fresh temporary directory's name.
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let token: String = tmp
+        .path()
+        .file_name()
+        .map(|n| n.to_string_lossy().to_ascii_lowercase())
+        .unwrap_or_default()
+        .chars()
+        .filter(char::is_ascii_alphanumeric)
+        .collect();
+    let name = format!("inlet_node_{}_{token}", std::process::id());
+    let status = Command::new("psql")
+        .arg(url)
+        .args(["-q", "-c", &format!("CREATE DATABASE {name}")])
+        .status()
+        .expect("psql runs");
+    assert!(status.success(), "CREATE DATABASE {name}");
+    let (base, _) = url.rsplit_once('/').expect("database in URL");
+    format!("{base}/{name}")
 }

@@ -482,7 +482,16 @@ async fn faults_surface_as_retryable_errors_and_leave_nothing() {
     .flatten()
     {
         let faulty = FaultyStore::new(backend.store.clone());
-        let io = io_over(&backend, Arc::new(faulty.clone()));
+        // One attempt: these faults never clear, so retrying would only wait.
+        let io = FileIOBuilder::new(Arc::new(
+            ObjectStoreStorageFactory::new(&backend.base_url)
+                .with_store(Arc::new(faulty.clone()))
+                .with_write_config(WriteConfig {
+                    attempts: 1,
+                    ..WriteConfig::default()
+                }),
+        ))
+        .build();
         let path = backend.loc("wh/faults/a.parquet");
         let visible = |path: String| {
             let storage = ObjectStoreStorage::new(
@@ -749,4 +758,44 @@ impl MultipartUpload for SpyUpload {
         self.aborts.fetch_add(1, Ordering::SeqCst);
         self.inner.abort().await
     }
+}
+
+/// Transient failures (two in a row) are retried away for reads, ranged reads, writes and
+/// deletes; the store sees each failed attempt.
+#[tokio::test]
+async fn transient_faults_are_retried() {
+    let backend = Backend::memory();
+    let faulty = FaultyStore::new(backend.store.clone());
+    let io = FileIOBuilder::new(Arc::new(
+        ObjectStoreStorageFactory::new(&backend.base_url)
+            .with_store(Arc::new(faulty.clone()))
+            .with_write_config(WriteConfig {
+                attempts: 4,
+                initial_backoff_ms: 1,
+                ..WriteConfig::default()
+            }),
+    ))
+    .build();
+    let path = backend.loc("wh/retry/a.bin");
+    faulty.inject(Op::Put, Fault::Fail, Some(2));
+    let out = io.new_output(&path).expect("out");
+    out.write(Bytes::from_static(b"hello"))
+        .await
+        .expect("write after two failures");
+    assert_eq!(faulty.calls(Op::Put), 3);
+    faulty.inject(Op::Get, Fault::Fail, Some(2));
+    let input = io.new_input(&path).expect("in");
+    assert_eq!(
+        input.read().await.expect("read"),
+        Bytes::from_static(b"hello")
+    );
+    faulty.inject(Op::Get, Fault::Fail, Some(2));
+    let reader = input.reader().await.expect("reader");
+    assert_eq!(
+        reader.read(1..3).await.expect("range"),
+        Bytes::from_static(b"el")
+    );
+    faulty.inject(Op::Delete, Fault::Fail, Some(2));
+    io.delete(&path).await.expect("delete after two failures");
+    assert!(!io.exists(&path).await.expect("exists"));
 }

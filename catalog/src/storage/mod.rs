@@ -275,27 +275,39 @@ impl Storage for ObjectStoreStorage {
     /// Whether an object is at `path` (a prefix with objects under it is not one).
     async fn exists(&self, path: &str) -> Result<bool> {
         let key = self.object(path)?;
-        match self.store.head(&key).await {
-            Ok(_) => Ok(true),
-            Err(object_store::Error::NotFound { .. }) => Ok(false),
-            Err(e) => Err(from_object_store("look up", path, e)),
-        }
+        self.write
+            .retrying(|| async {
+                match self.store.head(&key).await {
+                    Ok(_) => Ok(true),
+                    Err(object_store::Error::NotFound { .. }) => Ok(false),
+                    Err(e) => Err(from_object_store("look up", path, e)),
+                }
+            })
+            .await
     }
 
     async fn metadata(&self, path: &str) -> Result<FileMetadata> {
         let key = self.object(path)?;
         let meta = self
-            .store
-            .head(&key)
-            .await
-            .map_err(|e| from_object_store("look up", path, e))?;
+            .write
+            .retrying(|| async {
+                self.store
+                    .head(&key)
+                    .await
+                    .map_err(|e| from_object_store("look up", path, e))
+            })
+            .await?;
         Ok(FileMetadata { size: meta.size })
     }
 
     async fn read(&self, path: &str) -> Result<Bytes> {
         let key = self.object(path)?;
-        let read = async { self.store.get(&key).await?.bytes().await };
-        read.await.map_err(|e| from_object_store("read", path, e))
+        self.write
+            .retrying(|| async {
+                let read = async { self.store.get(&key).await?.bytes().await };
+                read.await.map_err(|e| from_object_store("read", path, e))
+            })
+            .await
     }
 
     /// A reader of ranges of `path`; a missing object is reported by the first read.
@@ -304,6 +316,7 @@ impl Storage for ObjectStoreStorage {
             store: self.store.clone(),
             key: self.object(path)?,
             location: path.to_string(),
+            retry: self.write,
         }))
     }
 
@@ -315,11 +328,15 @@ impl Storage for ObjectStoreStorage {
             return writer.close().await;
         }
         let key = self.object(path)?;
-        self.store
-            .put_opts(&key, bs.into(), PutOptions::default())
+        self.write
+            .retrying(|| async {
+                self.store
+                    .put_opts(&key, bs.clone().into(), PutOptions::default())
+                    .await
+                    .map(|_| ())
+                    .map_err(|e| from_object_store("write", path, e))
+            })
             .await
-            .map(|_| ())
-            .map_err(|e| from_object_store("write", path, e))
     }
 
     /// A streaming writer; the object becomes visible when `close` returns `Ok`.
@@ -330,10 +347,14 @@ impl Storage for ObjectStoreStorage {
     /// Deletes the object at `path`; a missing object is not an error.
     async fn delete(&self, path: &str) -> Result<()> {
         let key = self.object(path)?;
-        match self.store.delete(&key).await {
-            Ok(()) | Err(object_store::Error::NotFound { .. }) => Ok(()),
-            Err(e) => Err(from_object_store("delete", path, e)),
-        }
+        self.write
+            .retrying(|| async {
+                match self.store.delete(&key).await {
+                    Ok(()) | Err(object_store::Error::NotFound { .. }) => Ok(()),
+                    Err(e) => Err(from_object_store("delete", path, e)),
+                }
+            })
+            .await
     }
 
     /// Deletes every object under `path` (as a folder: `a/b` covers `a/b/c`, not `a/bc` nor
@@ -394,11 +415,12 @@ impl Storage for ObjectStoreStorage {
     }
 }
 
-/// Ranged reads of one object, one GET each.
+/// Ranged reads of one object, one GET each (retried).
 struct ObjectReader {
     store: Arc<dyn ObjectStore>,
     key: Path,
     location: String,
+    retry: WriteConfig,
 }
 
 impl ObjectReader {
@@ -416,6 +438,12 @@ impl ObjectReader {
 #[async_trait]
 impl FileRead for ObjectReader {
     async fn read(&self, range: Range<u64>) -> Result<Bytes> {
+        self.retry.retrying(|| self.read_once(range.clone())).await
+    }
+}
+
+impl ObjectReader {
+    async fn read_once(&self, range: Range<u64>) -> Result<Bytes> {
         if range.start > range.end {
             return Err(Error::new(
                 ErrorKind::DataInvalid,

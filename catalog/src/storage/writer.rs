@@ -34,6 +34,13 @@ pub struct WriteConfig {
     /// Parts of one object uploaded at the same time; a writer waits for one to finish
     /// before buffering more. At least 1.
     pub max_concurrent_parts: usize,
+    /// Attempts in total for a call that fails with a retryable error (a HEAD, a GET, a
+    /// ranged read, a single-PUT write, a delete), the first included. Multipart uploads are
+    /// not retried part by part: a failed one is aborted and the caller writes again. At
+    /// least 1.
+    pub attempts: u32,
+    /// Backoff before the second attempt, doubling for each further one (at most 5 s).
+    pub initial_backoff_ms: u64,
 }
 
 impl Default for WriteConfig {
@@ -41,6 +48,35 @@ impl Default for WriteConfig {
         WriteConfig {
             part_bytes: 8 * 1024 * 1024,
             max_concurrent_parts: 2,
+            attempts: 5,
+            initial_backoff_ms: 100,
+        }
+    }
+}
+
+impl WriteConfig {
+    /// Runs `call` until it succeeds, fails with an error that is not retryable, or has used
+    /// `attempts`.
+    pub(crate) async fn retrying<T, F, Fut>(&self, mut call: F) -> Result<T>
+    where
+        F: FnMut() -> Fut,
+        Fut: std::future::Future<Output = Result<T>>,
+    {
+        let mut attempt = 1;
+        loop {
+            match call().await {
+                Err(e) if e.retryable() && attempt < self.attempts => {
+                    let backoff = std::time::Duration::from_millis(
+                        self.initial_backoff_ms
+                            .saturating_mul(1 << (attempt - 1).min(16))
+                            .min(5_000),
+                    );
+                    tracing::warn!(error = %e, attempt, ?backoff, "object store call failed; retrying");
+                    tokio::time::sleep(backoff).await;
+                    attempt += 1;
+                }
+                outcome => return outcome,
+            }
         }
     }
 }
@@ -48,6 +84,12 @@ impl Default for WriteConfig {
 impl WriteConfig {
     /// Checks the limits documented on each field.
     pub fn validate(&self) -> Result<()> {
+        if self.attempts == 0 {
+            return Err(Error::new(
+                ErrorKind::DataInvalid,
+                "object store attempts must be at least 1",
+            ));
+        }
         if !(MIN_PART_BYTES..=MAX_PART_BYTES).contains(&self.part_bytes) {
             return Err(Error::new(
                 ErrorKind::DataInvalid,

@@ -1,0 +1,125 @@
+"""Spark 3.5 with Iceberg's Spark runtime against a running `inlet serve` (the embedded catalog).
+
+Usage: iceberg_spark.py ICEBERG_URI
+
+pyiceberg creates a namespace and a table, appends, evolves the schema and appends again; Spark
+reads that table through Inlet's REST catalog. Then Spark creates a namespace and a table, inserts,
+evolves the schema and inserts again, and appends to pyiceberg's table; pyiceberg reads both back.
+One local Spark session on loopback; the runtime jar is the one the PyPI package
+snowpark-connect-deps-iceberg ships: nothing is downloaded. Prints OK at the end; any failed check
+raises.
+"""
+
+import importlib.util
+import os
+import shutil
+import sys
+import tempfile
+
+import pyarrow as pa
+from pyiceberg.catalog import load_catalog
+from pyiceberg.types import StringType
+
+URI = sys.argv[1]
+JAR_NAME = "iceberg-spark-runtime-3.5_2.12-1.10.2.jar"
+
+
+def runtime_jar():
+    spec = importlib.util.find_spec("snowpark_connect_deps_iceberg")
+    assert spec is not None and spec.origin, "no package snowpark-connect-deps-iceberg"
+    jar = os.path.join(os.path.dirname(spec.origin), "jars", JAR_NAME)
+    assert os.path.isfile(jar), jar
+    return jar
+
+
+# pyiceberg writes shop.orders: two snapshots, the second after a schema change.
+catalog = load_catalog("inlet", type="rest", uri=URI)
+catalog.create_namespace("shop")
+schema = pa.schema([pa.field("id", pa.int64(), nullable=False), pa.field("amount", pa.float64())])
+orders = catalog.create_table("shop.orders", schema=schema)
+orders.append(pa.table({"id": [1, 2, 3], "amount": [1.5, 2.5, 3.5]}, schema=schema))
+with orders.update_schema() as update:
+    update.add_column("note", StringType())
+orders = catalog.load_table("shop.orders")
+orders.append(pa.table({"id": [4], "amount": [4.5], "note": ["late"]},
+                       schema=orders.schema().as_arrow()))
+
+# Spark: loopback only; its working directory (and any spark-warehouse) a temporary one.
+scratch = tempfile.mkdtemp(prefix="inlet-spark-")
+os.chdir(scratch)
+os.environ["SPARK_LOCAL_IP"] = "127.0.0.1"
+os.environ.pop("SPARK_HOME", None)
+from pyspark.sql import SparkSession  # noqa: E402  (after the environment is set)
+
+spark = (
+    SparkSession.builder.master("local[1]")
+    .appName("inlet-iceberg-spark")
+    .config("spark.jars", runtime_jar())
+    .config("spark.driver.memory", "768m")
+    .config("spark.driver.host", "127.0.0.1")
+    .config("spark.driver.bindAddress", "127.0.0.1")
+    .config("spark.ui.enabled", "false")
+    .config("spark.ui.showConsoleProgress", "false")
+    .config("spark.sql.shuffle.partitions", "1")
+    .config("spark.sql.warehouse.dir", os.path.join(scratch, "spark-warehouse"))
+    .config("spark.sql.extensions",
+            "org.apache.iceberg.spark.extensions.IcebergSparkSessionExtensions")
+    .config("spark.sql.catalog.inlet", "org.apache.iceberg.spark.SparkCatalog")
+    .config("spark.sql.catalog.inlet.type", "rest")
+    .config("spark.sql.catalog.inlet.uri", URI)
+    .getOrCreate()
+)
+spark.sparkContext.setLogLevel("WARN")
+print("spark", spark.version)
+
+
+def rows(sql):
+    return [tuple(r) for r in spark.sql(sql).collect()]
+
+
+try:
+    # Spark reads pyiceberg's table.
+    got = rows("SELECT count(*), sum(amount), sum(id) FROM inlet.shop.orders")
+    assert got == [(4, 12.0, 10)], got
+    got = rows("SELECT id, note FROM inlet.shop.orders ORDER BY id")
+    assert got == [(1, None), (2, None), (3, None), (4, "late")], got
+
+    # Spark writes through the catalog: a namespace, a table, inserts and a schema change.
+    spark.sql("CREATE NAMESPACE inlet.spark")
+    spark.sql("CREATE TABLE inlet.spark.clicks (id BIGINT, page STRING, ms DOUBLE) USING iceberg")
+    spark.sql("INSERT INTO inlet.spark.clicks VALUES (1, 'home', 1.5), (2, 'cart', 2.5)")
+    spark.sql("ALTER TABLE inlet.spark.clicks ADD COLUMN referrer STRING")
+    spark.sql("INSERT INTO inlet.spark.clicks "
+              "SELECT id, concat('p', id), id * 0.5, 'ad' FROM range(10, 20)")
+    got = rows("SHOW NAMESPACES IN inlet")
+    assert ("shop",) in got and ("spark",) in got, got
+    got = rows("SHOW TABLES IN inlet.spark")
+    assert [t[1] for t in got] == ["clicks"], got
+    got = rows("SELECT count(*), sum(id), sum(ms), count(referrer) FROM inlet.spark.clicks")
+    assert got == [(12, 148, 76.5, 10)], got
+    # ... and appends to pyiceberg's table.
+    spark.sql("INSERT INTO inlet.shop.orders VALUES (5, 5.5, 'spark')")
+    got = rows("SELECT count(*), sum(amount), sum(id) FROM inlet.shop.orders")
+    assert got == [(5, 17.5, 15)], got
+finally:
+    spark.stop()
+    os.chdir("/")
+    shutil.rmtree(scratch, ignore_errors=True)
+
+# pyiceberg reads what Spark wrote.
+clicks = catalog.load_table("spark.clicks")
+location = clicks.metadata.location
+assert location.startswith("file://") and "/objects/warehouse/" in location, location
+assert [f.name for f in clicks.schema().fields] == ["id", "page", "ms", "referrer"], clicks.schema()
+assert len(clicks.metadata.snapshots) == 2, clicks.metadata.snapshots
+got = clicks.scan().to_arrow().sort_by("id").to_pylist()
+assert [r["id"] for r in got] == [1, 2] + list(range(10, 20)), got
+assert got[0] == {"id": 1, "page": "home", "ms": 1.5, "referrer": None}, got[0]
+assert got[-1] == {"id": 19, "page": "p19", "ms": 9.5, "referrer": "ad"}, got[-1]
+orders = catalog.load_table("shop.orders")
+assert len(orders.metadata.snapshots) == 3, orders.metadata.snapshots
+got = orders.scan().to_arrow().sort_by("id").to_pylist()
+assert [(r["id"], r["note"]) for r in got] == [
+    (1, None), (2, None), (3, None), (4, "late"), (5, "spark")], got
+print("location:", location)
+print("OK")

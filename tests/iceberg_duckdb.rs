@@ -1,0 +1,64 @@
+//! DuckDB (its iceberg extension) against the Iceberg REST catalog of a running `inlet serve`:
+//! DuckDB reads a table that pyiceberg wrote (two snapshots and a schema change), creates a
+//! namespace and a table through the catalog and inserts into it and into pyiceberg's table;
+//! pyiceberg reads all of it back. DuckDB's data files must land in the node's object store, under
+//! `objects/warehouse`.
+//!
+//! The interpreter: `INLET_TEST_PYTHON`, else the venv of `scripts/test-env.sh`. Without
+//! pyiceberg, duckdb and the duckdb-extension-{iceberg,avro,httpfs} packages (whose extension
+//! files are loaded offline) the test is skipped locally and fails in CI.
+
+mod common;
+
+use std::path::Path;
+use std::time::Duration;
+
+use common::python::{python, run, script};
+use common::{require, Node};
+
+/// The Parquet files directly under `dir` (none if it is missing).
+fn parquet_files(dir: &Path) -> usize {
+    std::fs::read_dir(dir)
+        .map(|d| {
+            d.filter_map(Result::ok)
+                .filter(|e| e.path().extension().is_some_and(|x| x == "parquet"))
+                .count()
+        })
+        .unwrap_or(0)
+}
+
+#[test]
+fn duckdb_reads_and_writes_through_the_nodes_catalog() {
+    let python = python(
+        "import pyiceberg.catalog.rest, pyarrow, duckdb, duckdb_extension_iceberg, \
+         duckdb_extension_avro, duckdb_extension_httpfs",
+    );
+    if !require(
+        "python with pyiceberg, duckdb and its iceberg, avro and httpfs extension packages",
+        python.is_some(),
+    ) {
+        return;
+    }
+    let python = python.expect("checked");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let node = Node::start(dir.path(), &[]);
+    let uri = format!("http://{}/iceberg", node.http);
+    let (status, output) = run(
+        &python,
+        &[script("iceberg_duckdb.py").into(), uri.into()],
+        Duration::from_secs(180),
+    );
+    assert!(
+        status.is_some_and(|s| s.success()) && output.contains("OK"),
+        "the DuckDB script failed ({status:?}):\n{output}"
+    );
+    // DuckDB's table is in the node's object store: two inserts, at least a data file each.
+    let data = dir.path().join("objects/warehouse/duck/events/data");
+    let files = parquet_files(&data);
+    assert!(
+        files >= 2,
+        "two inserts, {files} data files under {}",
+        data.display()
+    );
+    node.stop();
+}

@@ -1,0 +1,82 @@
+//! Spark 3.5 with Iceberg's Spark runtime 1.10.2 against the Iceberg REST catalog of a running
+//! `inlet serve`: Spark reads a table that pyiceberg wrote (two snapshots and a schema change),
+//! then `CREATE NAMESPACE`, `CREATE TABLE ... USING iceberg`, `INSERT INTO`, `ALTER TABLE ... ADD
+//! COLUMN` and `SELECT` through the catalog, and appends to pyiceberg's table; pyiceberg reads all
+//! of it back. Spark's data files must land in the node's object store, under `objects/warehouse`.
+//!
+//! Spark's create requests carry no `location`, `partition-spec` or `write-order`, and its commits
+//! no `identifier`: the server must take both.
+//!
+//! The interpreter: `INLET_TEST_PYTHON`, else the venv of `scripts/test-env.sh`. Without
+//! pyiceberg, pyspark and the runtime jar (from the PyPI package snowpark-connect-deps-iceberg),
+//! or without `java`, the test is skipped locally and fails in CI. One local Spark session: about
+//! 20 s.
+
+mod common;
+
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use common::python::{python, run, script};
+use common::{require, Node};
+
+/// The Parquet files directly under `dir` (none if it is missing).
+fn parquet_files(dir: &Path) -> usize {
+    std::fs::read_dir(dir)
+        .map(|d| {
+            d.filter_map(Result::ok)
+                .filter(|e| e.path().extension().is_some_and(|x| x == "parquet"))
+                .count()
+        })
+        .unwrap_or(0)
+}
+
+/// Is there a `java` that runs?
+fn java() -> bool {
+    Command::new("java")
+        .arg("-version")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success())
+}
+
+#[test]
+fn spark_reads_and_writes_through_the_nodes_catalog() {
+    let python = python(
+        "import pyiceberg.catalog.rest, pyarrow, pyspark, snowpark_connect_deps_iceberg, os; \
+         assert os.path.isfile(os.path.join(os.path.dirname(snowpark_connect_deps_iceberg.__file__), \
+         'jars', 'iceberg-spark-runtime-3.5_2.12-1.10.2.jar'))",
+    );
+    if !require(
+        "python with pyiceberg, pyspark and the Iceberg Spark runtime jar",
+        python.is_some(),
+    ) || !require("java (for Spark)", java())
+    {
+        return;
+    }
+    let python = python.expect("checked");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let node = Node::start(dir.path(), &[]);
+    let uri = format!("http://{}/iceberg", node.http);
+    let (status, output) = run(
+        &python,
+        &[script("iceberg_spark.py").into(), uri.into()],
+        Duration::from_secs(300),
+    );
+    assert!(
+        status.is_some_and(|s| s.success()) && output.contains("OK"),
+        "the Spark script failed ({status:?}):\n{output}"
+    );
+    // Spark's table is in the node's object store: two inserts, at least a data file each.
+    let data = dir.path().join("objects/warehouse/spark/clicks/data");
+    let files = parquet_files(&data);
+    assert!(
+        files >= 2,
+        "two inserts, {files} data files under {}",
+        data.display()
+    );
+    node.stop();
+}

@@ -6,6 +6,7 @@
 
 pub mod config;
 mod http;
+mod tables;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -127,10 +128,15 @@ pub async fn serve(config: NodeConfig) -> anyhow::Result<()> {
     let catalog = inlet_catalog::embedded::open(
         &config.meta_url(),
         &config.object_store_url(),
-        Some(objects),
+        Some(objects.clone()),
     )
     .await
     .context("opening the Iceberg catalog")?;
+    let table_io = inlet_catalog::storage::file_io(
+        &inlet_catalog::embedded::root_url(&config.object_store_url()),
+        Some(objects),
+    )
+    .context("opening the tables' file IO")?;
     let registry = Arc::new(
         inlet_schema_registry::open(store.meta().clone(), config.registry.clone())
             .await
@@ -157,6 +163,13 @@ pub async fn serve(config: NodeConfig) -> anyhow::Result<()> {
         http_listener,
         broker.clone(),
         catalog.router(rest_config(&config.object_store_url())),
+        stop.clone(),
+    ));
+    tasks.spawn(tables::run(
+        broker.clone(),
+        registry.clone(),
+        catalog.clone(),
+        table_io,
         stop.clone(),
     ));
     {

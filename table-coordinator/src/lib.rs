@@ -2,7 +2,17 @@
 //! protocol through the table's control stream, exactly-once offsets, watermarks and the
 //! `inlet.*` snapshot summary properties.
 //!
-//! Not built yet: the table coordinator issue builds this crate.
+//! Built so far (a first slice of the coordinator issue):
+//! - [`commit`]: a round as one Iceberg snapshot with `inlet.commit-id`, `inlet.offsets` and
+//!   `inlet.watermark`, schema evolution in the same commit, retried on lost races;
+//! - [`coordinator`]: the per-table loop that collects the worker's conversions every commit
+//!   interval and commits them.
+//!
+//! Not built yet: the control stream's `PRE_COMMIT`/`COMMITTED`, the crash matrix, upsert and
+//! CDC row deltas, the dead-letter table's commits, snapshot expiry, commit-lag metrics.
+
+pub mod commit;
+pub mod coordinator;
 
 #[cfg(test)]
 mod tests {

@@ -53,7 +53,10 @@ use axum::routing::{get, post};
 use axum::Router;
 use serde::{Deserialize, Serialize};
 
-pub use commit::{BoxFuture, MetadataPointerStore, PointerSwap, SqlMetadataPointers};
+pub use commit::{
+    publish, stage, BoxFuture, Checked, MetadataPointerStore, PointerSwap, SqlMetadataPointers,
+    StagedCommit,
+};
 pub use error::RestError;
 
 /// Settings of the REST catalog server.

@@ -1,0 +1,187 @@
+//! Table topics on a node: the table worker (one memory pool for all conversions) and one
+//! coordinator per topic with `table.topic.enable=true`, started and stopped as topics are
+//! created, configured or deleted (DESIGN.md §5).
+//!
+//! Every second the service lets the worker convert partitions that passed the file target,
+//! and reconciles the running coordinators with the topics' configs. A coordinator's table is
+//! `table.topic.namespace`.`table.topic.table` (defaults `default` and the topic's name).
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use iceberg::io::FileIO;
+use iceberg::{NamespaceIdent, TableIdent};
+use inlet_catalog::embedded::EmbeddedCatalog;
+use inlet_ingest::Broker;
+use inlet_schema_registry::Registry;
+use inlet_storage::SystemClock;
+use inlet_table_coordinator::commit::Committer;
+use inlet_table_coordinator::coordinator::{self, TableTopic};
+use inlet_table_worker::data_file::{FileSettings, FileTarget};
+use inlet_table_worker::job::{TableContext, ValueType};
+use inlet_table_worker::memory::MemoryPool;
+use inlet_table_worker::transform::ValueTransform;
+use inlet_table_worker::worker::Worker;
+use tokio_util::sync::CancellationToken;
+
+/// The node-wide conversion memory budget.
+const MEMORY_BUDGET: usize = 512 << 20;
+
+/// What a running coordinator was started with: restarted when it changes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Fingerprint {
+    ident: TableIdent,
+    partitions: usize,
+    configs: Vec<(String, String)>,
+}
+
+/// Runs the table topics of `broker` until `stop`.
+pub async fn run(
+    broker: Arc<Broker>,
+    registry: Arc<Registry>,
+    catalog: EmbeddedCatalog,
+    file_io: FileIO,
+    stop: CancellationToken,
+) {
+    let store = broker.store().clone();
+    let worker = Arc::new(Worker::new(store.clone(), MemoryPool::new(MEMORY_BUDGET)));
+    let committer = Committer::new(catalog.catalog.clone(), catalog.pointers.clone());
+    let mut running: HashMap<String, (Fingerprint, CancellationToken)> = HashMap::new();
+    let mut tasks = tokio::task::JoinSet::new();
+    loop {
+        tokio::select! {
+            _ = stop.cancelled() => break,
+            _ = tokio::time::sleep(Duration::from_secs(1)) => {}
+        }
+        while tasks.try_join_next().is_some() {}
+        let defaults = &broker.config().topic_defaults;
+        let mut wanted: HashMap<String, (Fingerprint, TableTopic)> = HashMap::new();
+        for topic in broker.topics().list() {
+            let get = |name: &str| -> Option<String> {
+                topic
+                    .configs
+                    .get(name)
+                    .or_else(|| defaults.get(name))
+                    .map(str::to_string)
+            };
+            if get("table.topic.enable").as_deref() != Some("true") {
+                continue;
+            }
+            match table_topic(&topic.name, &get, &registry, &catalog, &file_io, &topic) {
+                Ok((fp, t)) => {
+                    wanted.insert(topic.name.clone(), (fp, t));
+                }
+                Err(e) => {
+                    tracing::warn!(topic = %topic.name, error = %e, "table topic is misconfigured")
+                }
+            }
+        }
+        // Stop coordinators of topics that went away or changed.
+        running.retain(|name, (fp, token)| {
+            let keep = wanted.get(name).is_some_and(|(w, _)| w == fp);
+            if !keep {
+                token.cancel();
+            }
+            keep
+        });
+        for (name, (fp, topic)) in wanted {
+            if running.contains_key(&name) {
+                continue;
+            }
+            let token = stop.child_token();
+            running.insert(name, (fp, token.clone()));
+            tasks.spawn(coordinator::run(
+                topic,
+                worker.clone(),
+                committer.clone(),
+                store.clone(),
+                Arc::new(SystemClock),
+                token,
+            ));
+        }
+        if !running.is_empty() {
+            if let Err(e) = worker.poll().await {
+                tracing::warn!(error = %e, "early conversion failed; retrying");
+            }
+        }
+    }
+    for (_, (_, token)) in running {
+        token.cancel();
+    }
+    while tasks.join_next().await.is_some() {}
+    worker.pool().close();
+}
+
+fn table_topic(
+    topic_name: &str,
+    get: &dyn Fn(&str) -> Option<String>,
+    registry: &Arc<Registry>,
+    catalog: &EmbeddedCatalog,
+    file_io: &FileIO,
+    topic: &inlet_ingest::topics::Topic,
+) -> anyhow::Result<(Fingerprint, TableTopic)> {
+    let namespace = get("table.topic.namespace").unwrap_or_else(|| "default".into());
+    let table = get("table.topic.table").unwrap_or_else(|| topic_name.to_string());
+    let ident = TableIdent::new(NamespaceIdent::new(namespace.clone()), table.clone());
+    let subject = format!("{topic_name}-value");
+    let value_type = ValueType::parse(
+        get("table.topic.convert.value.type")
+            .as_deref()
+            .unwrap_or("by_schema_id"),
+        &subject,
+    )?;
+    let transform = ValueTransform::parse(
+        get("table.topic.transform.value.type")
+            .as_deref()
+            .unwrap_or("none"),
+    )?;
+    let interval_ms: u64 = get("table.topic.commit.interval.ms")
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(60_000);
+    let data_location = format!("{}/{namespace}/{table}/data", catalog.warehouse);
+    let ctx = TableContext {
+        registry: registry.clone(),
+        value_type,
+        transform,
+        schema: None,
+        target: FileTarget {
+            file_io: file_io.clone(),
+            schema: Arc::new(iceberg::spec::Schema::builder().build()?),
+            spec: Arc::new(iceberg::spec::PartitionSpec::unpartition_spec()),
+            data_location,
+        },
+        dead_letter_target: None,
+        settings: FileSettings::default(),
+    };
+    let mut configs: Vec<(String, String)> = [
+        "table.topic.namespace",
+        "table.topic.table",
+        "table.topic.convert.value.type",
+        "table.topic.transform.value.type",
+        "table.topic.commit.interval.ms",
+    ]
+    .iter()
+    .filter_map(|k| Some((k.to_string(), get(k)?)))
+    .collect();
+    configs.sort();
+    let fp = Fingerprint {
+        ident: ident.clone(),
+        partitions: topic.partitions.len(),
+        configs,
+    };
+    Ok((
+        fp,
+        TableTopic {
+            name: topic_name.to_string(),
+            ident,
+            partitions: topic
+                .partitions
+                .iter()
+                .map(|p| (p.index, p.stream))
+                .collect(),
+            ctx,
+            commit_interval: Duration::from_millis(interval_ms.max(1)),
+        },
+    ))
+}

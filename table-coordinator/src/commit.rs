@@ -1,0 +1,370 @@
+//! One commit round made durable as one Iceberg snapshot: the round's data files in a new
+//! manifest, a manifest list with every earlier manifest, and a snapshot whose summary carries
+//! `inlet.commit-id`, `inlet.offsets` (JSON partition → next offset) and `inlet.watermark`
+//! (DESIGN.md §5). The schema changes the files need go in the same metadata commit.
+//!
+//! Invariants:
+//! - The table's current snapshot summary is the source of truth for where conversion resumes
+//!   ([`Committer::committed`]): the offsets and the files of a round become visible in one
+//!   atomic metadata-pointer swap, so a round is either entirely in the table or not at all.
+//! - A round is committed at most once: the commit requires the table's `main` branch to still
+//!   be at the snapshot the round was built on, and a round whose commit id is already in the
+//!   table's history is recognised and not committed again.
+//! - A commit that loses a race (another writer committed first) is rebuilt on the new base
+//!   and retried, a bounded number of times.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+
+use iceberg::spec::{
+    DataFile, FormatVersion, ManifestFile, ManifestList, ManifestListWriter, ManifestWriterBuilder,
+    Operation, Schema, Snapshot, SnapshotReference, SnapshotRetention, Summary, TableMetadata,
+};
+use iceberg::table::Table;
+use iceberg::{Catalog, NamespaceIdent, TableCreation, TableIdent, TableRequirement, TableUpdate};
+use inlet_catalog::rest::{publish, stage, Checked, MetadataPointerStore, RestError};
+
+/// Summary keys (DESIGN.md §5).
+pub const COMMIT_ID: &str = "inlet.commit-id";
+pub const OFFSETS: &str = "inlet.offsets";
+pub const WATERMARK: &str = "inlet.watermark";
+
+const MAIN: &str = "main";
+/// Attempts at a round that keeps losing races.
+const MAX_ATTEMPTS: u32 = 8;
+
+/// Why a commit failed.
+#[derive(Debug, thiserror::Error)]
+pub enum CommitError {
+    #[error("iceberg: {0}")]
+    Iceberg(#[from] iceberg::Error),
+    #[error("catalog: {0}")]
+    Catalog(String),
+    #[error("the table kept changing under the commit ({0} attempts)")]
+    Contended(u32),
+}
+
+impl From<RestError> for CommitError {
+    fn from(e: RestError) -> Self {
+        CommitError::Catalog(e.to_string())
+    }
+}
+
+/// One round to commit.
+#[derive(Debug, Clone)]
+pub struct Round {
+    pub commit_id: String,
+    /// The schema the files were written with (the table's, possibly evolved).
+    pub schema: Schema,
+    pub files: Vec<DataFile>,
+    /// Next offset per partition after this round (all partitions, not only those with files).
+    pub offsets: BTreeMap<i32, u64>,
+    /// The table's watermark after this round (epoch ms), if any partition has one.
+    pub watermark_ms: Option<i64>,
+    /// Commit time (epoch ms), from the caller's clock.
+    pub timestamp_ms: i64,
+}
+
+/// What a table's current snapshot says about conversion progress.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Committed {
+    pub offsets: BTreeMap<i32, u64>,
+    pub watermark_ms: Option<i64>,
+    pub commit_id: Option<String>,
+}
+
+/// Commits rounds to tables of one catalog.
+#[derive(Debug, Clone)]
+pub struct Committer {
+    catalog: Arc<dyn Catalog>,
+    pointers: Arc<dyn MetadataPointerStore>,
+}
+
+impl Committer {
+    pub fn new(catalog: Arc<dyn Catalog>, pointers: Arc<dyn MetadataPointerStore>) -> Self {
+        Committer { catalog, pointers }
+    }
+
+    /// The table, if it exists.
+    pub async fn load(&self, ident: &TableIdent) -> Result<Option<Table>, CommitError> {
+        if !self.catalog.table_exists(ident).await? {
+            return Ok(None);
+        }
+        Ok(Some(self.catalog.load_table(ident).await?))
+    }
+
+    /// Creates the table (and its namespace) with `schema` unless it exists; returns it.
+    pub async fn create_if_missing(
+        &self,
+        ident: &TableIdent,
+        schema: &Schema,
+        spec: Option<iceberg::spec::UnboundPartitionSpec>,
+    ) -> Result<Table, CommitError> {
+        if let Some(t) = self.load(ident).await? {
+            return Ok(t);
+        }
+        let ns: &NamespaceIdent = ident.namespace();
+        if !self.catalog.namespace_exists(ns).await? {
+            match self.catalog.create_namespace(ns, HashMap::new()).await {
+                Ok(_) => {}
+                // Another coordinator created it meanwhile.
+                Err(_) if self.catalog.namespace_exists(ns).await? => {}
+                Err(e) => return Err(e.into()),
+            }
+        }
+        let mut creation = TableCreation::builder()
+            .name(ident.name().to_string())
+            .schema(schema.clone())
+            .properties(HashMap::from([(
+                "write.format.default".to_string(),
+                "parquet".to_string(),
+            )]))
+            .build();
+        creation.partition_spec = spec;
+        match self.catalog.create_table(ns, creation).await {
+            Ok(t) => Ok(t),
+            Err(_) if self.catalog.table_exists(ident).await? => {
+                Ok(self.catalog.load_table(ident).await?)
+            }
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// Where the table's current snapshot says conversion got to (empty for a table without
+    /// snapshots or without Inlet's summary keys).
+    pub fn committed(table: &Table) -> Committed {
+        let Some(snapshot) = table.metadata().current_snapshot() else {
+            return Committed::default();
+        };
+        let props = &snapshot.summary().additional_properties;
+        let offsets = props
+            .get(OFFSETS)
+            .and_then(|o| serde_json::from_str::<BTreeMap<String, u64>>(o).ok())
+            .map(|m| {
+                m.into_iter()
+                    .filter_map(|(k, v)| Some((k.parse::<i32>().ok()?, v)))
+                    .collect()
+            })
+            .unwrap_or_default();
+        Committed {
+            offsets,
+            watermark_ms: props.get(WATERMARK).and_then(|w| w.parse().ok()),
+            commit_id: props.get(COMMIT_ID).cloned(),
+        }
+    }
+
+    /// Commits `round` to the table `ident` (created first if missing). Returns the snapshot
+    /// id, or None when the round had already been committed.
+    pub async fn commit(
+        &self,
+        ident: &TableIdent,
+        round: &Round,
+    ) -> Result<Option<i64>, CommitError> {
+        let mut table = self.create_if_missing(ident, &round.schema, None).await?;
+        for attempt in 1..=MAX_ATTEMPTS {
+            if already_committed(table.metadata(), &round.commit_id) {
+                return Ok(None);
+            }
+            match self.try_commit(&table, round).await {
+                Ok(id) => return Ok(Some(id)),
+                Err(CommitError::Catalog(msg))
+                    if msg.contains("requirement failed")
+                        || msg.contains("conflict")
+                        || msg.contains("changed") =>
+                {
+                    tracing::info!(table = %ident, attempt, "commit lost a race; retrying on the new base");
+                    table = self.catalog.load_table(ident).await?;
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        Err(CommitError::Contended(MAX_ATTEMPTS))
+    }
+
+    async fn try_commit(&self, table: &Table, round: &Round) -> Result<i64, CommitError> {
+        let meta = table.metadata();
+        let file_io = table.file_io();
+        let parent = meta.current_snapshot().cloned();
+        let sequence_number = meta.next_sequence_number();
+        let snapshot_id = snapshot_id_for(&round.commit_id, meta);
+        let location = meta.location().trim_end_matches('/').to_string();
+
+        // Schema: the files' schema becomes current when it differs from the table's.
+        let current = meta.current_schema();
+        let evolve = current.as_struct() != round.schema.as_struct();
+        let (schema_for_files, schema_id) = if evolve {
+            let id = meta
+                .schemas_iter()
+                .map(|s| s.schema_id())
+                .max()
+                .unwrap_or(0)
+                + 1;
+            let s = round
+                .schema
+                .clone()
+                .into_builder()
+                .with_schema_id(id)
+                .build()?;
+            (Arc::new(s), id)
+        } else {
+            (current.clone(), current.schema_id())
+        };
+        let spec = meta.default_partition_spec().clone();
+
+        // The round's manifest (files inherit the snapshot's sequence number).
+        let mut manifests: Vec<ManifestFile> = Vec::new();
+        if !round.files.is_empty() {
+            let manifest_path = format!("{location}/metadata/{snapshot_id:016x}-m0.avro");
+            let mut writer = ManifestWriterBuilder::new(
+                file_io.new_output(&manifest_path)?,
+                Some(snapshot_id),
+                schema_for_files.clone(),
+                spec.as_ref().clone(),
+            )
+            .build_v2_data();
+            for f in &round.files {
+                writer.add_file(f.clone(), -1)?;
+            }
+            manifests.push(writer.write_manifest_file().await?);
+        }
+        if let Some(parent) = &parent {
+            let bytes = file_io.new_input(parent.manifest_list())?.read().await?;
+            let list = ManifestList::parse_with_version(&bytes, FormatVersion::V2)?;
+            manifests.extend(list.consume_entries());
+        }
+        let list_path = format!(
+            "{location}/metadata/snap-{snapshot_id}-1-{}.avro",
+            round.commit_id
+        );
+        let mut list_writer = ManifestListWriter::v2(
+            file_io.new_output(&list_path)?.writer().await?,
+            snapshot_id,
+            parent.as_ref().map(|p| p.snapshot_id()),
+            sequence_number,
+        );
+        list_writer.add_manifests(manifests.into_iter())?;
+        list_writer.close().await?;
+
+        // The summary: Iceberg's counts and Inlet's progress.
+        let mut props: HashMap<String, String> = HashMap::new();
+        let added_records: u64 = round.files.iter().map(|f| f.record_count()).sum();
+        let added_size: u64 = round.files.iter().map(|f| f.file_size_in_bytes()).sum();
+        let previous = parent.as_ref().map(|p| &p.summary().additional_properties);
+        let total = |key: &str, added: u64| -> String {
+            let before: u64 = previous
+                .and_then(|p| p.get(key))
+                .and_then(|v| v.parse().ok())
+                .unwrap_or(0);
+            (before + added).to_string()
+        };
+        props.insert("added-data-files".into(), round.files.len().to_string());
+        props.insert("added-records".into(), added_records.to_string());
+        props.insert("added-files-size".into(), added_size.to_string());
+        props.insert(
+            "total-data-files".into(),
+            total("total-data-files", round.files.len() as u64),
+        );
+        props.insert(
+            "total-records".into(),
+            total("total-records", added_records),
+        );
+        props.insert(
+            "total-files-size".into(),
+            total("total-files-size", added_size),
+        );
+        for key in [
+            "total-delete-files",
+            "total-position-deletes",
+            "total-equality-deletes",
+        ] {
+            props.insert(key.into(), "0".into());
+        }
+        props.insert(COMMIT_ID.into(), round.commit_id.clone());
+        let offsets: BTreeMap<String, u64> = round
+            .offsets
+            .iter()
+            .map(|(p, o)| (p.to_string(), *o))
+            .collect();
+        props.insert(
+            OFFSETS.into(),
+            serde_json::to_string(&offsets).unwrap_or_default(),
+        );
+        if let Some(w) = round.watermark_ms {
+            props.insert(WATERMARK.into(), w.to_string());
+        }
+        let snapshot = Snapshot::builder()
+            .with_snapshot_id(snapshot_id)
+            .with_parent_snapshot_id(parent.as_ref().map(|p| p.snapshot_id()))
+            .with_sequence_number(sequence_number)
+            .with_timestamp_ms(round.timestamp_ms.max(meta.last_updated_ms() + 1))
+            .with_manifest_list(list_path)
+            .with_summary(Summary {
+                operation: Operation::Append,
+                additional_properties: props,
+            })
+            .with_schema_id(schema_id)
+            .build();
+
+        let mut requirements = vec![
+            TableRequirement::UuidMatch { uuid: meta.uuid() },
+            TableRequirement::RefSnapshotIdMatch {
+                r#ref: MAIN.to_string(),
+                snapshot_id: parent.as_ref().map(|p| p.snapshot_id()),
+            },
+        ];
+        let mut updates = Vec::new();
+        if evolve {
+            requirements.push(TableRequirement::CurrentSchemaIdMatch {
+                current_schema_id: meta.current_schema_id(),
+            });
+            updates.push(TableUpdate::AddSchema {
+                schema: schema_for_files.as_ref().clone(),
+            });
+            updates.push(TableUpdate::SetCurrentSchema { schema_id: -1 });
+        }
+        updates.push(TableUpdate::AddSnapshot { snapshot });
+        updates.push(TableUpdate::SetSnapshotRef {
+            ref_name: MAIN.to_string(),
+            reference: SnapshotReference::new(
+                snapshot_id,
+                SnapshotRetention::branch(None, None, None),
+            ),
+        });
+        match stage(table.clone(), &requirements, updates, &[]).await? {
+            Checked::Staged(staged) => {
+                publish(
+                    self.pointers.as_ref(),
+                    std::slice::from_ref(staged.as_ref()),
+                )
+                .await?;
+                Ok(snapshot_id)
+            }
+            Checked::Unchanged(_) => Err(CommitError::Catalog("nothing to commit".into())),
+        }
+    }
+}
+
+/// Whether a snapshot of the table carries `commit_id`.
+fn already_committed(meta: &TableMetadata, commit_id: &str) -> bool {
+    meta.snapshots().any(|s| {
+        s.summary()
+            .additional_properties
+            .get(COMMIT_ID)
+            .map(String::as_str)
+            == Some(commit_id)
+    })
+}
+
+/// A snapshot id from the commit id (FNV-1a), positive and not yet used by the table.
+fn snapshot_id_for(commit_id: &str, meta: &TableMetadata) -> i64 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in commit_id.bytes() {
+        h ^= u64::from(b);
+        h = h.wrapping_mul(0x0000_0100_0000_01b3);
+    }
+    let mut id = (h & (i64::MAX as u64)) as i64;
+    while id == 0 || meta.snapshot_by_id(id).is_some() {
+        id = id.wrapping_add(1) & i64::MAX;
+    }
+    id
+}

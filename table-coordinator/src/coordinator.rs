@@ -1,0 +1,173 @@
+//! One table topic's coordinator: every commit interval it collects what the node's table
+//! worker converted (and converts the tails), and commits it as one snapshot ([`commit`]).
+//!
+//! Invariants:
+//! - Conversion resumes where the table's current snapshot says (`inlet.offsets`); partitions
+//!   the table has never seen start at their stream's first offset.
+//! - A round, once built, is committed before any newer output is collected: a failed commit
+//!   is retried with the same files and offsets at the next tick, so nothing is skipped and,
+//!   with the commit id check in [`Committer::commit`], nothing is committed twice.
+//! - The table watermark is the minimum over partitions that have held a record of each
+//!   partition's largest record timestamp (DESIGN.md §5).
+//!
+//! Not built yet: the `PRE_COMMIT`/`COMMITTED` records in a control stream (one node commits
+//! its own conversions, so the snapshot summary alone decides), `event.time.field`,
+//! `watermark.idle.ms`, the dead-letter table's commits, upserts.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use iceberg::TableIdent;
+use inlet_storage::{Clock, StreamId, StreamStore};
+use inlet_table_worker::job::TableContext;
+use inlet_table_worker::worker::{PartitionSource, Worker};
+use tokio_util::sync::CancellationToken;
+
+use crate::commit::{Committer, Round};
+
+/// A table topic as the coordinator needs it.
+#[derive(Debug, Clone)]
+pub struct TableTopic {
+    /// The key the worker knows the table by (the topic's name).
+    pub name: String,
+    pub ident: TableIdent,
+    /// (partition, stream) of every partition.
+    pub partitions: Vec<(i32, StreamId)>,
+    /// How records convert; its `schema` is replaced by the table's.
+    pub ctx: TableContext,
+    pub commit_interval: Duration,
+}
+
+/// Runs the coordinator of `topic` until `stop`.
+pub async fn run(
+    topic: TableTopic,
+    worker: Arc<Worker>,
+    committer: Committer,
+    store: Arc<StreamStore>,
+    clock: Arc<dyn Clock>,
+    stop: CancellationToken,
+) {
+    // Where the table is: retried until the catalog answers (or the node stops).
+    let (committed, schema) = loop {
+        match committer.load(&topic.ident).await {
+            Ok(table) => {
+                let committed = table
+                    .as_ref()
+                    .map(Committer::committed)
+                    .unwrap_or_default();
+                let schema = table.map(|t| t.metadata().current_schema().as_ref().clone());
+                break (committed, schema);
+            }
+            Err(e) => {
+                tracing::warn!(table = %topic.ident, error = %e, "cannot load the table; retrying");
+                tokio::select! {
+                    _ = stop.cancelled() => return,
+                    _ = tokio::time::sleep(Duration::from_secs(1)) => {}
+                }
+            }
+        }
+    };
+    let mut ctx = topic.ctx.clone();
+    ctx.schema = schema;
+    let sources: Vec<PartitionSource> = topic
+        .partitions
+        .iter()
+        .map(|(p, stream)| PartitionSource {
+            partition: *p,
+            stream: *stream,
+            start: committed
+                .offsets
+                .get(p)
+                .copied()
+                .unwrap_or_else(|| store.start_offset(*stream).unwrap_or(0)),
+        })
+        .collect();
+    let mut offsets: BTreeMap<i32, u64> = sources.iter().map(|s| (s.partition, s.start)).collect();
+    worker.add_table(&topic.name, ctx, &sources);
+    tracing::info!(table = %topic.ident, ?offsets, "table coordinator started");
+
+    let mut partition_watermarks: BTreeMap<i32, i64> = BTreeMap::new();
+    let mut pending: Option<Round> = None;
+    loop {
+        tokio::select! {
+            _ = stop.cancelled() => break,
+            _ = tokio::time::sleep(topic.commit_interval) => {}
+        }
+        if pending.is_none() {
+            let until: BTreeMap<i32, u64> = topic
+                .partitions
+                .iter()
+                .filter_map(|(p, s)| Some((*p, store.end_offset(*s).ok()?)))
+                .collect();
+            let outputs = match worker.drain(&topic.name, &until).await {
+                Ok(o) => o,
+                Err(e) => {
+                    tracing::warn!(table = %topic.ident, error = %e, "conversion failed; retrying at the next commit");
+                    continue;
+                }
+            };
+            if outputs.is_empty() {
+                continue;
+            }
+            let mut files = Vec::new();
+            let mut schema = None;
+            for (partition, out) in outputs {
+                files.extend(out.data_files);
+                let next = offsets.entry(partition).or_default();
+                *next = (*next).max(out.next_offset);
+                if let Some(ts) = out.max_timestamp_ms {
+                    let w = partition_watermarks.entry(partition).or_insert(ts);
+                    *w = (*w).max(ts);
+                }
+                schema = Some(out.schema);
+                if !out.dead_letters.is_empty() {
+                    tracing::warn!(
+                        table = %topic.ident,
+                        partition,
+                        records = out.dead_letters.len(),
+                        first_error = %out.dead_letters[0].error,
+                        "records did not convert (the dead-letter table is not committed yet)"
+                    );
+                }
+            }
+            let Some(schema) = schema else { continue };
+            let commit_id = format!(
+                "{}-{}",
+                topic.name,
+                offsets
+                    .iter()
+                    .map(|(p, o)| format!("{p}.{o}"))
+                    .collect::<Vec<_>>()
+                    .join("-")
+            );
+            pending = Some(Round {
+                commit_id,
+                schema,
+                files,
+                offsets: offsets.clone(),
+                watermark_ms: partition_watermarks.values().min().copied(),
+                timestamp_ms: clock.now_ms() as i64,
+            });
+        }
+        if let Some(round) = &pending {
+            match committer.commit(&topic.ident, round).await {
+                Ok(snapshot) => {
+                    tracing::info!(
+                        table = %topic.ident,
+                        ?snapshot,
+                        files = round.files.len(),
+                        offsets = ?round.offsets,
+                        "committed"
+                    );
+                    pending = None;
+                }
+                Err(e) => {
+                    tracing::warn!(table = %topic.ident, error = %e, "commit failed; retrying at the next tick");
+                }
+            }
+        }
+    }
+    worker.remove_table(&topic.name);
+    tracing::info!(table = %topic.ident, "table coordinator stopped");
+}

@@ -1,0 +1,48 @@
+//! Table topics end to end on a running node: confluent-kafka's AvroSerializer produces to a
+//! 3-partition topic with `table.topic.enable=true`; pyiceberg, through the node's REST
+//! catalog, sees exactly the produced records as rows (nested and logical types, `_kafka`),
+//! with `inlet.offsets` and `inlet.watermark` in the snapshot summary; a schema evolution
+//! mid-stream adds a column. Then the node is killed with SIGKILL and restarted: more records
+//! land once each, none twice.
+
+mod common;
+
+use std::time::Duration;
+
+use common::python::{python, run, script};
+use common::{require, Node};
+
+#[test]
+fn produced_records_become_rows_of_the_table() {
+    let python = python("import confluent_kafka.schema_registry.avro, pyiceberg.catalog.rest");
+    if !require(
+        "python with confluent-kafka[avro] and pyiceberg",
+        python.is_some(),
+    ) {
+        return;
+    }
+    let python = python.expect("checked");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut node = Node::start(dir.path(), &[]);
+    for phase in ["first", "after-restart"] {
+        let (status, output) = run(
+            &python,
+            &[
+                script("table_topic_e2e.py").into(),
+                node.kafka.clone().into(),
+                format!("http://{}", node.registry).into(),
+                format!("http://{}/iceberg", node.http).into(),
+                phase.into(),
+            ],
+            Duration::from_secs(240),
+        );
+        assert!(
+            status.is_some_and(|s| s.success()) && output.contains("OK"),
+            "the {phase} phase failed ({status:?}):\n{output}"
+        );
+        if phase == "first" {
+            node = node.restart_after_kill9();
+        }
+    }
+    node.stop();
+}

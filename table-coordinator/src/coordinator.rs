@@ -52,10 +52,7 @@ pub async fn run(
     let (committed, schema) = loop {
         match committer.load(&topic.ident).await {
             Ok(table) => {
-                let committed = table
-                    .as_ref()
-                    .map(Committer::committed)
-                    .unwrap_or_default();
+                let committed = table.as_ref().map(Committer::committed).unwrap_or_default();
                 let schema = table.map(|t| t.metadata().current_schema().as_ref().clone());
                 break (committed, schema);
             }

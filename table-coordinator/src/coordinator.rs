@@ -10,9 +10,13 @@
 //! - The table watermark is the minimum over partitions that have held a record of each
 //!   partition's largest record timestamp (DESIGN.md §5).
 //!
+//! - Records that did not convert go to the dead-letter table `<table>_dlq`, committed just
+//!   before the main table's round under a commit id derived from the round's: a crash between
+//!   the two commits retries both, and the id check keeps the dead letters from landing twice.
+//!
 //! Not built yet: the `PRE_COMMIT`/`COMMITTED` records in a control stream (one node commits
 //! its own conversions, so the snapshot summary alone decides), `event.time.field`,
-//! `watermark.idle.ms`, the dead-letter table's commits, upserts.
+//! `watermark.idle.ms`, upserts.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -67,6 +71,17 @@ pub async fn run(
     };
     let mut ctx = topic.ctx.clone();
     ctx.schema = schema;
+    if ctx.dead_letter_target.is_none() {
+        let mut target = ctx.target.clone();
+        target.data_location = target
+            .data_location
+            .trim_end_matches("/data")
+            .trim_end_matches('/')
+            .to_string()
+            + inlet_table_worker::dead_letter::SUFFIX
+            + "/data";
+        ctx.dead_letter_target = Some(target);
+    }
     let sources: Vec<PartitionSource> = topic
         .partitions
         .iter()
@@ -86,6 +101,7 @@ pub async fn run(
 
     let mut partition_watermarks: BTreeMap<i32, i64> = BTreeMap::new();
     let mut pending: Option<Round> = None;
+    let mut pending_dead_letters: Option<Round> = None;
     loop {
         tokio::select! {
             _ = stop.cancelled() => break,
@@ -108,9 +124,11 @@ pub async fn run(
                 continue;
             }
             let mut files = Vec::new();
+            let mut dead_letter_files = Vec::new();
             let mut schema = None;
             for (partition, out) in outputs {
                 files.extend(out.data_files);
+                dead_letter_files.extend(out.dead_letter_files);
                 let next = offsets.entry(partition).or_default();
                 *next = (*next).max(out.next_offset);
                 if let Some(ts) = out.max_timestamp_ms {
@@ -124,7 +142,7 @@ pub async fn run(
                         partition,
                         records = out.dead_letters.len(),
                         first_error = %out.dead_letters[0].error,
-                        "records did not convert (the dead-letter table is not committed yet)"
+                        "records did not convert; they go to the dead-letter table"
                     );
                 }
             }
@@ -138,14 +156,39 @@ pub async fn run(
                     .collect::<Vec<_>>()
                     .join("-")
             );
+            let timestamp_ms = clock.now_ms() as i64;
+            pending_dead_letters = (!dead_letter_files.is_empty())
+                .then(|| {
+                    Some(Round {
+                        commit_id: format!("{commit_id}-dlq"),
+                        schema: inlet_table_worker::dead_letter::schema().ok()?,
+                        files: dead_letter_files,
+                        offsets: offsets.clone(),
+                        watermark_ms: None,
+                        timestamp_ms,
+                    })
+                })
+                .flatten();
             pending = Some(Round {
                 commit_id,
                 schema,
                 files,
                 offsets: offsets.clone(),
                 watermark_ms: partition_watermarks.values().min().copied(),
-                timestamp_ms: clock.now_ms() as i64,
+                timestamp_ms,
             });
+        }
+        if let Some(round) = &pending_dead_letters {
+            match committer
+                .commit(&dead_letter_table(&topic.ident), round)
+                .await
+            {
+                Ok(_) => pending_dead_letters = None,
+                Err(e) => {
+                    tracing::warn!(table = %topic.ident, error = %e, "dead-letter commit failed; retrying at the next tick");
+                    continue;
+                }
+            }
         }
         if let Some(round) = &pending {
             match committer.commit(&topic.ident, round).await {
@@ -167,4 +210,16 @@ pub async fn run(
     }
     worker.remove_table(&topic.name);
     tracing::info!(table = %topic.ident, "table coordinator stopped");
+}
+
+/// The dead-letter table of `table`: `<table>_dlq` in the same namespace.
+pub fn dead_letter_table(table: &TableIdent) -> TableIdent {
+    TableIdent::new(
+        table.namespace().clone(),
+        format!(
+            "{}{}",
+            table.name(),
+            inlet_table_worker::dead_letter::SUFFIX
+        ),
+    )
 }

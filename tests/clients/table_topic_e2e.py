@@ -107,4 +107,32 @@ notes = {r["id"]: r["note"] for r in rows}
 assert notes[35] == "n35" and notes[5] is None, notes
 keys = {(r["_kafka"]["partition"], r["_kafka"]["offset"]) for r in rows}
 assert len(keys) == 40, "every record once"
+
+# errors.tolerance=all: records that do not convert land in <table>_dlq, raw and with the reason.
+admin.create_topics([NewTopic("payments", num_partitions=1, replication_factor=1, config={
+    "table.topic.enable": "true", "table.topic.commit.interval.ms": "1000",
+    "table.topic.errors.tolerance": "all"})])["payments"].result(30)
+ser = AvroSerializer(registry, V1)
+for i in range(5):
+    value = {"id": i, "customer": {"name": "p", "vip": True},
+             "amount": __import__("decimal").Decimal("1.00"), "at": 1_700_000_000_000}
+    producer.produce("payments", value=ser(value, SerializationContext("payments", MessageField.VALUE)))
+    if i == 2:
+        producer.produce("payments", value=b"not framed at all")
+producer.flush(30)
+deadline = time.time() + 90
+while time.time() < deadline:
+    try:
+        good = catalog.load_table("default.payments").scan().to_arrow().to_pylist()
+        dlq = catalog.load_table("default.payments_dlq").scan().to_arrow().to_pylist()
+        if len(good) >= 5 and len(dlq) >= 1:
+            break
+    except Exception:
+        pass
+    time.sleep(0.5)
+else:
+    raise AssertionError("the payments table and its dead-letter table did not fill")
+assert len(good) == 5 and len(dlq) == 1, (len(good), len(dlq))
+assert dlq[0]["value"] == b"not framed at all" and "magic" in dlq[0]["error"], dlq[0]
+assert dlq[0]["offset"] == 3, dlq[0]
 print("OK")

@@ -10,19 +10,28 @@ use axum::response::IntoResponse;
 use axum::routing::get;
 use axum::Router;
 use inlet_ingest::Broker;
+use inlet_table_coordinator::status::{Statuses, TableStatus};
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
+
+/// What the HTTP handlers read.
+#[derive(Clone)]
+struct Node {
+    broker: Arc<Broker>,
+    tables: Statuses,
+}
 
 pub async fn serve(
     listener: TcpListener,
     broker: Arc<Broker>,
+    tables: Statuses,
     iceberg: Router,
     stop: CancellationToken,
 ) {
     let app = Router::new()
         .route("/healthz", get(healthz))
         .route("/metrics", get(metrics))
-        .with_state(broker)
+        .with_state(Node { broker, tables })
         .nest("/iceberg", iceberg);
     if let Err(e) = axum::serve(listener, app)
         .with_graceful_shutdown(async move { stop.cancelled().await })
@@ -32,13 +41,13 @@ pub async fn serve(
     }
 }
 
-async fn healthz(State(broker): State<Arc<Broker>>) -> impl IntoResponse {
+async fn healthz(State(Node { broker, .. }): State<Node>) -> impl IntoResponse {
     // The store answers from memory; a WAL that failed a sync refuses appends until restart.
     let _ = broker.store().stats();
     (StatusCode::OK, "ok\n")
 }
 
-async fn metrics(State(broker): State<Arc<Broker>>) -> impl IntoResponse {
+async fn metrics(State(Node { broker, tables }): State<Node>) -> impl IntoResponse {
     let mut out = String::new();
     broker.metrics().render(&mut out);
     let s = broker.store().stats();
@@ -149,5 +158,53 @@ async fn metrics(State(broker): State<Arc<Broker>>) -> impl IntoResponse {
         "gauge",
         s.dirty_bytes as f64,
     );
+    render_tables(&mut out, &tables);
     ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], out)
+}
+
+/// Per table topic: commit lag, records behind, watermark, commits.
+fn render_tables(out: &mut String, tables: &Statuses) {
+    let now_ms = inlet_storage::Clock::now_ms(&inlet_storage::SystemClock) as i64;
+    let tables = tables.snapshot();
+    type Value<'a> = &'a dyn Fn(&TableStatus) -> Option<f64>;
+    let families: [(&str, &str, &str, Value); 5] = [
+        (
+            "inlet_table_seconds_since_commit",
+            "Seconds since the table's last commit.",
+            "gauge",
+            &|t| t.last_commit_ms.map(|c| (now_ms - c).max(0) as f64 / 1e3),
+        ),
+        (
+            "inlet_table_records_behind",
+            "Records in the topic not yet in the table.",
+            "gauge",
+            &|t| Some(t.records_behind() as f64),
+        ),
+        (
+            "inlet_table_watermark_ms",
+            "The table's watermark, epoch milliseconds.",
+            "gauge",
+            &|t| t.watermark_ms.map(|w| w as f64),
+        ),
+        (
+            "inlet_table_commits_total",
+            "Commits of the table since the node started.",
+            "counter",
+            &|t| Some(t.commits as f64),
+        ),
+        (
+            "inlet_table_failed_commits_total",
+            "Failed commit attempts since the node started.",
+            "counter",
+            &|t| Some(t.failed_commits as f64),
+        ),
+    ];
+    for (name, help, kind, value) in families {
+        let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} {kind}");
+        for (table, status) in &tables {
+            if let Some(v) = value(status) {
+                let _ = writeln!(out, "{name}{{table=\"{table}\"}} {v}");
+            }
+        }
+    }
 }

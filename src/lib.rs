@@ -159,9 +159,11 @@ pub async fn serve(config: NodeConfig) -> anyhow::Result<()> {
         broker.clone(),
         stop.clone(),
     ));
+    let statuses = inlet_table_coordinator::status::Statuses::default();
     tasks.spawn(http::serve(
         http_listener,
         broker.clone(),
+        statuses.clone(),
         catalog.router(rest_config(&config.object_store_url())),
         stop.clone(),
     ));
@@ -170,6 +172,7 @@ pub async fn serve(config: NodeConfig) -> anyhow::Result<()> {
         registry.clone(),
         catalog.clone(),
         table_io,
+        statuses,
         stop.clone(),
     ));
     {

@@ -18,6 +18,7 @@ use inlet_schema_registry::Registry;
 use inlet_storage::SystemClock;
 use inlet_table_coordinator::commit::Committer;
 use inlet_table_coordinator::coordinator::{self, TableTopic};
+use inlet_table_coordinator::status::Statuses;
 use inlet_table_worker::data_file::{FileSettings, FileTarget};
 use inlet_table_worker::job::{TableContext, ValueType};
 use inlet_table_worker::memory::MemoryPool;
@@ -42,6 +43,7 @@ pub async fn run(
     registry: Arc<Registry>,
     catalog: EmbeddedCatalog,
     file_io: FileIO,
+    statuses: Statuses,
     stop: CancellationToken,
 ) {
     let store = broker.store().clone();
@@ -97,6 +99,7 @@ pub async fn run(
                 committer.clone(),
                 store.clone(),
                 Arc::new(SystemClock),
+                statuses.clone(),
                 token,
             ));
         }

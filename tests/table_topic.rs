@@ -41,6 +41,20 @@ fn produced_records_become_rows_of_the_table() {
             "the {phase} phase failed ({status:?}):\n{output}"
         );
         if phase == "first" {
+            // Commit lag is visible: the table committed, and holds everything produced.
+            let (_, metrics) = node.http_get("/metrics");
+            let value = |name: &str| -> Option<f64> {
+                metrics.lines().find_map(|l| {
+                    l.strip_prefix(&format!("{name}{{table=\"default.orders\"}} "))
+                        .and_then(|v| v.parse().ok())
+                })
+            };
+            assert!(
+                value("inlet_table_commits_total").is_some_and(|c| c >= 1.0),
+                "{metrics}"
+            );
+            assert_eq!(value("inlet_table_records_behind"), Some(0.0), "{metrics}");
+            assert!(value("inlet_table_watermark_ms").is_some(), "{metrics}");
             node = node.restart_after_kill9();
         }
     }

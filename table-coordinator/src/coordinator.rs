@@ -29,6 +29,7 @@ use inlet_table_worker::worker::{PartitionSource, Worker};
 use tokio_util::sync::CancellationToken;
 
 use crate::commit::{Committer, Round};
+use crate::status::Statuses;
 
 /// A table topic as the coordinator needs it.
 #[derive(Debug, Clone)]
@@ -50,8 +51,10 @@ pub async fn run(
     committer: Committer,
     store: Arc<StreamStore>,
     clock: Arc<dyn Clock>,
+    statuses: Statuses,
     stop: CancellationToken,
 ) {
+    let status_key = topic.ident.to_string();
     // Where the table is: retried until the catalog answers (or the node stops).
     let (committed, schema) = loop {
         match committer.load(&topic.ident).await {
@@ -97,6 +100,10 @@ pub async fn run(
         .collect();
     let mut offsets: BTreeMap<i32, u64> = sources.iter().map(|s| (s.partition, s.start)).collect();
     worker.add_table(&topic.name, ctx, &sources);
+    statuses.update(&status_key, |s| {
+        s.committed = offsets.clone();
+        s.watermark_ms = committed.watermark_ms;
+    });
     tracing::info!(table = %topic.ident, ?offsets, "table coordinator started");
 
     let mut partition_watermarks: BTreeMap<i32, i64> = BTreeMap::new();
@@ -113,6 +120,7 @@ pub async fn run(
                 .iter()
                 .filter_map(|(p, s)| Some((*p, store.end_offset(*s).ok()?)))
                 .collect();
+            statuses.update(&status_key, |s| s.ends = until.clone());
             let outputs = match worker.drain(&topic.name, &until).await {
                 Ok(o) => o,
                 Err(e) => {
@@ -200,15 +208,24 @@ pub async fn run(
                         offsets = ?round.offsets,
                         "committed"
                     );
+                    let (committed, watermark) = (round.offsets.clone(), round.watermark_ms);
+                    statuses.update(&status_key, |s| {
+                        s.committed = committed;
+                        s.watermark_ms = watermark.or(s.watermark_ms);
+                        s.last_commit_ms = Some(clock.now_ms() as i64);
+                        s.commits += 1;
+                    });
                     pending = None;
                 }
                 Err(e) => {
+                    statuses.update(&status_key, |s| s.failed_commits += 1);
                     tracing::warn!(table = %topic.ident, error = %e, "commit failed; retrying at the next tick");
                 }
             }
         }
     }
     worker.remove_table(&topic.name);
+    statuses.remove(&status_key);
     tracing::info!(table = %topic.ident, "table coordinator stopped");
 }
 

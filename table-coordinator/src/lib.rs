@@ -13,6 +13,7 @@
 
 pub mod commit;
 pub mod coordinator;
+pub mod status;
 
 #[cfg(test)]
 mod tests {

@@ -155,6 +155,10 @@ fn table_topic(
             data_location,
         },
         dead_letter_target: None,
+        partition_by: match get("table.topic.partition.by") {
+            Some(p) => inlet_table_worker::partition::parse(&p)?,
+            None => Vec::new(),
+        },
         settings: FileSettings::default(),
     };
     let mut configs: Vec<(String, String)> = [
@@ -163,6 +167,7 @@ fn table_topic(
         "table.topic.convert.value.type",
         "table.topic.transform.value.type",
         "table.topic.commit.interval.ms",
+        "table.topic.partition.by",
     ]
     .iter()
     .filter_map(|k| Some((k.to_string(), get(k)?)))

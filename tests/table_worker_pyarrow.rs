@@ -187,6 +187,7 @@ fn convert(
                 data_location: format!("file://{}/warehouse/t/data", dir.display()),
             },
             dead_letter_target: None,
+            partition_by: Vec::new(),
             settings: FileSettings::default(),
         };
         let out = convert_range(

@@ -63,6 +63,9 @@ pub struct Round {
     pub watermark_ms: Option<i64>,
     /// Commit time (epoch ms), from the caller's clock.
     pub timestamp_ms: i64,
+    /// The partition spec a table created by this round gets (the one its files were written
+    /// with); ignored for an existing table.
+    pub partition_spec: Option<iceberg::spec::UnboundPartitionSpec>,
 }
 
 /// What a table's current snapshot says about conversion progress.
@@ -160,7 +163,9 @@ impl Committer {
         ident: &TableIdent,
         round: &Round,
     ) -> Result<Option<i64>, CommitError> {
-        let mut table = self.create_if_missing(ident, &round.schema, None).await?;
+        let mut table = self
+            .create_if_missing(ident, &round.schema, round.partition_spec.clone())
+            .await?;
         for attempt in 1..=MAX_ATTEMPTS {
             if already_committed(table.metadata(), &round.commit_id) {
                 return Ok(None);

@@ -56,12 +56,15 @@ pub async fn run(
 ) {
     let status_key = topic.ident.to_string();
     // Where the table is: retried until the catalog answers (or the node stops).
-    let (committed, schema) = loop {
+    let (committed, schema, spec) = loop {
         match committer.load(&topic.ident).await {
             Ok(table) => {
                 let committed = table.as_ref().map(Committer::committed).unwrap_or_default();
+                let spec = table
+                    .as_ref()
+                    .map(|t| t.metadata().default_partition_spec().clone());
                 let schema = table.map(|t| t.metadata().current_schema().as_ref().clone());
-                break (committed, schema);
+                break (committed, schema, spec);
             }
             Err(e) => {
                 tracing::warn!(table = %topic.ident, error = %e, "cannot load the table; retrying");
@@ -74,6 +77,12 @@ pub async fn run(
     };
     let mut ctx = topic.ctx.clone();
     ctx.schema = schema;
+    if let Some(spec) = spec {
+        // An existing table's spec rules; `partition.by` only shapes a new table.
+        ctx.target.spec = spec;
+        ctx.partition_by.clear();
+    }
+    let partition_by = ctx.partition_by.clone();
     if ctx.dead_letter_target.is_none() {
         let mut target = ctx.target.clone();
         target.data_location = target
@@ -174,9 +183,21 @@ pub async fn run(
                         offsets: offsets.clone(),
                         watermark_ms: None,
                         timestamp_ms,
+                        partition_spec: None,
                     })
                 })
                 .flatten();
+            let partition_spec = if partition_by.is_empty() {
+                None
+            } else {
+                match inlet_table_worker::partition::spec(&schema, &partition_by) {
+                    Ok(s) => Some(s.into_unbound()),
+                    Err(e) => {
+                        tracing::warn!(table = %topic.ident, error = %e, "partition.by does not apply; the table is created unpartitioned");
+                        None
+                    }
+                }
+            };
             pending = Some(Round {
                 commit_id,
                 schema,
@@ -184,6 +205,7 @@ pub async fn run(
                 offsets: offsets.clone(),
                 watermark_ms: partition_watermarks.values().min().copied(),
                 timestamp_ms,
+                partition_spec,
             });
         }
         if let Some(round) = &pending_dead_letters {

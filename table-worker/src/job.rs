@@ -92,6 +92,10 @@ pub struct TableContext {
     /// Where the dead-letter table's files go (`errors.tolerance=all`); None: dead letters are
     /// only returned.
     pub dead_letter_target: Option<FileTarget>,
+    /// `table.topic.partition.by`, for a table that does not exist yet: files are written with
+    /// this spec bound to the job's schema (spec id 0, as the table will be created with it).
+    /// Empty for an existing table, whose spec is `target.spec`.
+    pub partition_by: Vec<crate::partition::Term>,
     pub settings: FileSettings,
 }
 
@@ -318,6 +322,9 @@ pub async fn convert_range(
     reservation.resize(writing).await?;
     let mut target = table.target.clone();
     target.schema = Arc::new(schema.clone());
+    if target.spec.is_unpartitioned() && !table.partition_by.is_empty() {
+        target.spec = Arc::new(crate::partition::spec(&schema, &table.partition_by)?);
+    }
     let prefix = format!("p{}-{}-{}", job.partition, job.from, next_offset);
     let data_files = data_file::write(&target, &prefix, batches, &table.settings).await?;
     let dead_letter_files = write_dead_letters(table, &job, next_offset, &dead_letters).await?;
@@ -349,6 +356,8 @@ async fn write_dead_letters(
     }
     let mut target = target.clone();
     target.schema = Arc::new(crate::dead_letter::schema()?);
+    // The dead-letter table is never partitioned.
+    target.spec = Arc::new(iceberg::spec::PartitionSpec::unpartition_spec());
     let batch = crate::dead_letter::batch(letters)?;
     let prefix = format!("p{}-{}-{}", job.partition, job.from, next_offset);
     data_file::write(&target, &prefix, [batch], &table.settings).await

@@ -147,6 +147,7 @@ fn context(f: &Fixture, table: &str) -> TableContext {
             data_location: format!("{}/{table}/data", f.warehouse),
         },
         dead_letter_target: None,
+        partition_by: Vec::new(),
         settings: FileSettings::default(),
     }
 }

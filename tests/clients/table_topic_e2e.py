@@ -135,4 +135,30 @@ else:
 assert len(good) == 5 and len(dlq) == 1, (len(good), len(dlq))
 assert dlq[0]["value"] == b"not framed at all" and "magic" in dlq[0]["error"], dlq[0]
 assert dlq[0]["offset"] == 3, dlq[0]
+
+# table.topic.partition.by: the table is created with the spec, its files under partitions.
+admin.create_topics([NewTopic("events", num_partitions=1, replication_factor=1, config={
+    "table.topic.enable": "true", "table.topic.commit.interval.ms": "1000",
+    "table.topic.partition.by": "[bucket(id, 4)]"})])["events"].result(30)
+for i in range(20):
+    value = {"id": i, "customer": {"name": "e", "vip": False},
+             "amount": __import__("decimal").Decimal("2.00"), "at": 1_700_000_000_000 + i}
+    producer.produce("events", value=ser(value, SerializationContext("events", MessageField.VALUE)))
+producer.flush(30)
+deadline = time.time() + 90
+while time.time() < deadline:
+    try:
+        events = catalog.load_table("default.events")
+        if len(events.scan().to_arrow()) >= 20:
+            break
+    except Exception:
+        pass
+    time.sleep(0.5)
+else:
+    raise AssertionError("the partitioned table did not fill")
+spec = events.spec()
+assert [str(f.transform) for f in spec.fields] == ["bucket[4]"], spec
+files = [t.file.file_path for t in events.scan().plan_files()]
+assert len(files) > 1 and all("id_bucket_4=" in f for f in files), files
+assert len(events.scan(row_filter="id == 7").to_arrow()) == 1
 print("OK")

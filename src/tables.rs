@@ -190,6 +190,17 @@ fn table_topic(
                 .collect(),
             ctx,
             commit_interval: Duration::from_millis(interval_ms.max(1)),
+            expire: (get("table.topic.expire.snapshot.enable").as_deref() != Some("false")).then(
+                || {
+                    let hours: u64 = get("table.topic.expire.snapshot.older.than.hours")
+                        .and_then(|v| v.parse().ok())
+                        .unwrap_or(24);
+                    let retain: usize = get("table.topic.expire.snapshot.retain.last")
+                        .and_then(|v| v.parse().ok())
+                        .unwrap_or(1);
+                    (Duration::from_secs(hours * 3600), retain)
+                },
+            ),
         },
     ))
 }

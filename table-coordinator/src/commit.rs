@@ -349,6 +349,64 @@ impl Committer {
     }
 }
 
+impl Committer {
+    /// Expires the snapshots of `ident` older than `older_than_ms` (epoch ms), keeping the
+    /// newest `retain_last` (at least 1: the current one) whatever their age, and deletes the
+    /// expired snapshots' manifest lists. Data files and manifests stay: in an append-only
+    /// table every later snapshot still lists them. Returns how many snapshots were expired.
+    pub async fn expire(
+        &self,
+        ident: &TableIdent,
+        older_than_ms: i64,
+        retain_last: usize,
+    ) -> Result<usize, CommitError> {
+        let Some(table) = self.load(ident).await? else {
+            return Ok(0);
+        };
+        let meta = table.metadata();
+        let Some(current) = meta.current_snapshot() else {
+            return Ok(0);
+        };
+        let mut snapshots: Vec<_> = meta.snapshots().cloned().collect();
+        snapshots.sort_by_key(|s| std::cmp::Reverse(s.timestamp_ms()));
+        let expired: Vec<_> = snapshots
+            .iter()
+            .skip(retain_last.max(1))
+            .filter(|s| {
+                s.timestamp_ms() < older_than_ms && s.snapshot_id() != current.snapshot_id()
+            })
+            .cloned()
+            .collect();
+        if expired.is_empty() {
+            return Ok(0);
+        }
+        let requirements = vec![TableRequirement::RefSnapshotIdMatch {
+            r#ref: MAIN.to_string(),
+            snapshot_id: Some(current.snapshot_id()),
+        }];
+        let updates = vec![TableUpdate::RemoveSnapshots {
+            snapshot_ids: expired.iter().map(|s| s.snapshot_id()).collect(),
+        }];
+        match stage(table.clone(), &requirements, updates, &[]).await? {
+            Checked::Staged(staged) => {
+                publish(
+                    self.pointers.as_ref(),
+                    std::slice::from_ref(staged.as_ref()),
+                )
+                .await?
+            }
+            Checked::Unchanged(_) => return Ok(0),
+        }
+        // Best effort: an unreferenced manifest list is harmless.
+        for s in &expired {
+            if let Err(e) = table.file_io().delete(s.manifest_list()).await {
+                tracing::debug!(file = s.manifest_list(), error = %e, "could not delete an expired manifest list");
+            }
+        }
+        Ok(expired.len())
+    }
+}
+
 /// Whether a snapshot of the table carries `commit_id`.
 fn already_committed(meta: &TableMetadata, commit_id: &str) -> bool {
     meta.snapshots().any(|s| {

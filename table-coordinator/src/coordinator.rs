@@ -42,7 +42,13 @@ pub struct TableTopic {
     /// How records convert; its `schema` is replaced by the table's.
     pub ctx: TableContext,
     pub commit_interval: Duration,
+    /// Snapshot expiry (`table.topic.expire.snapshot.*`): snapshots older than this, beyond
+    /// the newest `retain_last`, are expired every [`EXPIRE_EVERY`] commits. None: off.
+    pub expire: Option<(Duration, usize)>,
 }
+
+/// Commits between two expiry runs.
+pub const EXPIRE_EVERY: u64 = 20;
 
 /// Runs the coordinator of `topic` until `stop`.
 pub async fn run(
@@ -118,6 +124,7 @@ pub async fn run(
     let mut partition_watermarks: BTreeMap<i32, i64> = BTreeMap::new();
     let mut pending: Option<Round> = None;
     let mut pending_dead_letters: Option<Round> = None;
+    let mut commits = 0u64;
     loop {
         tokio::select! {
             _ = stop.cancelled() => break,
@@ -238,6 +245,21 @@ pub async fn run(
                         s.commits += 1;
                     });
                     pending = None;
+                    commits += 1;
+                    if let Some((older_than, retain_last)) = topic.expire {
+                        if commits.is_multiple_of(EXPIRE_EVERY) {
+                            let cutoff = clock.now_ms() as i64 - older_than.as_millis() as i64;
+                            match committer.expire(&topic.ident, cutoff, retain_last).await {
+                                Ok(0) => {}
+                                Ok(n) => {
+                                    tracing::info!(table = %topic.ident, snapshots = n, "expired snapshots")
+                                }
+                                Err(e) => {
+                                    tracing::warn!(table = %topic.ident, error = %e, "snapshot expiry failed")
+                                }
+                            }
+                        }
+                    }
                 }
                 Err(e) => {
                     statuses.update(&status_key, |s| s.failed_commits += 1);

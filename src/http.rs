@@ -1,5 +1,6 @@
-//! The node's HTTP listener (DESIGN.md §3): `/healthz`, Prometheus `/metrics`, and the Iceberg
-//! REST catalog under `/iceberg`. SQL and watermark routes join it with their issues.
+//! The node's HTTP listener (DESIGN.md §3): `/healthz`, Prometheus `/metrics`, watermarks at
+//! `/v1/watermarks/{namespace}/{table}`, and the Iceberg REST catalog under `/iceberg`. SQL
+//! joins it with its issue.
 
 use std::fmt::Write;
 use std::sync::Arc;
@@ -25,13 +26,21 @@ pub async fn serve(
     listener: TcpListener,
     broker: Arc<Broker>,
     tables: Statuses,
+    catalog: Arc<dyn iceberg::Catalog>,
     iceberg: Router,
     stop: CancellationToken,
 ) {
+    let watermarks = Router::new()
+        .route(
+            "/v1/watermarks/{namespace}/{table}",
+            get(crate::watermark::get),
+        )
+        .with_state(catalog);
     let app = Router::new()
         .route("/healthz", get(healthz))
         .route("/metrics", get(metrics))
         .with_state(Node { broker, tables })
+        .merge(watermarks)
         .nest("/iceberg", iceberg);
     if let Err(e) = axum::serve(listener, app)
         .with_graceful_shutdown(async move { stop.cancelled().await })

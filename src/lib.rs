@@ -7,6 +7,7 @@
 pub mod config;
 mod http;
 mod tables;
+pub mod watermark;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -164,6 +165,7 @@ pub async fn serve(config: NodeConfig) -> anyhow::Result<()> {
         http_listener,
         broker.clone(),
         statuses.clone(),
+        catalog.catalog.clone(),
         catalog.router(rest_config(&config.object_store_url())),
         stop.clone(),
     ));

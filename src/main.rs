@@ -22,6 +22,35 @@ struct Cli {
 enum Command {
     /// Run a node (embedded default: one process, data under ./inlet-data).
     Serve(ServeArgs),
+    /// A table's watermark: how far its event time is complete.
+    #[command(subcommand)]
+    Watermark(WatermarkCommand),
+}
+
+#[derive(Subcommand, Debug)]
+enum WatermarkCommand {
+    /// Print the table's watermark as JSON.
+    Get {
+        /// NAMESPACE.TABLE
+        #[arg(long)]
+        table: String,
+        #[arg(long, env = "INLET_SERVER", default_value = "http://127.0.0.1:8181")]
+        server: String,
+    },
+    /// Wait until the table's watermark reaches a time; exit 0 then, 1 on timeout.
+    Wait {
+        /// NAMESPACE.TABLE
+        #[arg(long)]
+        table: String,
+        /// RFC 3339 time (or a date, meaning its midnight UTC).
+        #[arg(long)]
+        until: String,
+        /// Give up after this many seconds.
+        #[arg(long, default_value_t = 3600)]
+        timeout: u64,
+        #[arg(long, env = "INLET_SERVER", default_value = "http://127.0.0.1:8181")]
+        server: String,
+    },
 }
 
 #[derive(Args, Debug)]
@@ -99,5 +128,40 @@ fn main() -> anyhow::Result<()> {
         .context("starting the async runtime")?;
     match cli.command {
         Command::Serve(args) => runtime.block_on(inlet::serve(args.into_config()?)),
+        Command::Watermark(WatermarkCommand::Get { table, server }) => {
+            let w = runtime.block_on(inlet::watermark::fetch(&server, &table, None))?;
+            println!("{}", serde_json::to_string_pretty(&w)?);
+            Ok(())
+        }
+        Command::Watermark(WatermarkCommand::Wait {
+            table,
+            until,
+            timeout,
+            server,
+        }) => {
+            let until_ms = inlet::watermark::parse_rfc3339(&until).ok_or_else(|| {
+                anyhow::anyhow!(
+                    "--until {until:?} is not an RFC 3339 time (e.g. 2024-01-02T00:00:00Z)"
+                )
+            })?;
+            match runtime.block_on(inlet::watermark::wait(
+                &server,
+                &table,
+                until_ms,
+                std::time::Duration::from_secs(timeout),
+            )) {
+                Ok(w) => {
+                    println!(
+                        "{table} is complete up to {}",
+                        w.watermark.unwrap_or_default()
+                    );
+                    Ok(())
+                }
+                Err(e) => {
+                    eprintln!("{e}");
+                    std::process::exit(1);
+                }
+            }
+        }
     }
 }

@@ -55,8 +55,75 @@ fn produced_records_become_rows_of_the_table() {
             );
             assert_eq!(value("inlet_table_records_behind"), Some(0.0), "{metrics}");
             assert!(value("inlet_table_watermark_ms").is_some(), "{metrics}");
+            watermark_cli(&node);
             node = node.restart_after_kill9();
         }
     }
     node.stop();
+}
+
+/// `inlet watermark get` and `wait` against the node: the watermark is the records' time; a
+/// past time is reached at once, a far-future one times out with a clear message and exit 1.
+fn watermark_cli(node: &Node) {
+    let server = format!("http://{}", node.http);
+    let inlet = env!("CARGO_BIN_EXE_inlet");
+    let out = std::process::Command::new(inlet)
+        .args([
+            "watermark",
+            "get",
+            "--table",
+            "default.orders",
+            "--server",
+            &server,
+        ])
+        .output()
+        .expect("inlet watermark get");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let w: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    let ms = w["watermark_ms"].as_i64().expect("a watermark");
+    assert!(ms > 1_600_000_000_000, "{w}");
+    assert!(
+        w["watermark"].as_str().is_some_and(|s| s.ends_with('Z')),
+        "{w}"
+    );
+    assert_eq!(w["partitions"].as_object().map(|p| p.len()), Some(3), "{w}");
+    assert!(w["snapshot_id"].is_i64(), "{w}");
+
+    let wait = |until: &str, timeout: &str| {
+        std::process::Command::new(inlet)
+            .args([
+                "watermark",
+                "wait",
+                "--table",
+                "default.orders",
+                "--until",
+                until,
+                "--timeout",
+                timeout,
+                "--server",
+                &server,
+            ])
+            .output()
+            .expect("inlet watermark wait")
+    };
+    let past = wait("2020-01-01T00:00:00Z", "10");
+    assert!(
+        past.status.success(),
+        "{}",
+        String::from_utf8_lossy(&past.stderr)
+    );
+    let future = wait("2999-01-01", "1");
+    assert_eq!(future.status.code(), Some(1));
+    let message = String::from_utf8_lossy(&future.stderr);
+    assert!(
+        message.contains("timed out") && message.contains("2999-01-01"),
+        "{message}"
+    );
+    let bad = wait("tomorrow", "1");
+    assert!(!bad.status.success());
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("RFC 3339"));
 }

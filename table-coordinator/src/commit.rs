@@ -28,6 +28,9 @@ use inlet_catalog::rest::{publish, stage, Checked, MetadataPointerStore, RestErr
 pub const COMMIT_ID: &str = "inlet.commit-id";
 pub const OFFSETS: &str = "inlet.offsets";
 pub const WATERMARK: &str = "inlet.watermark";
+/// Each partition's watermark (JSON partition → epoch ms): an addition to DESIGN.md's keys, so
+/// the watermark API can answer per partition and a restarted coordinator keeps them.
+pub const PARTITION_WATERMARKS: &str = "inlet.partition-watermarks";
 
 const MAIN: &str = "main";
 /// Attempts at a round that keeps losing races.
@@ -61,6 +64,8 @@ pub struct Round {
     pub offsets: BTreeMap<i32, u64>,
     /// The table's watermark after this round (epoch ms), if any partition has one.
     pub watermark_ms: Option<i64>,
+    /// Each partition's watermark after this round (epoch ms).
+    pub partition_watermarks: BTreeMap<i32, i64>,
     /// Commit time (epoch ms), from the caller's clock.
     pub timestamp_ms: i64,
     /// The partition spec a table created by this round gets (the one its files were written
@@ -73,6 +78,7 @@ pub struct Round {
 pub struct Committed {
     pub offsets: BTreeMap<i32, u64>,
     pub watermark_ms: Option<i64>,
+    pub partition_watermarks: BTreeMap<i32, i64>,
     pub commit_id: Option<String>,
 }
 
@@ -149,8 +155,18 @@ impl Committer {
                     .collect()
             })
             .unwrap_or_default();
+        let partition_watermarks = props
+            .get(PARTITION_WATERMARKS)
+            .and_then(|o| serde_json::from_str::<BTreeMap<String, i64>>(o).ok())
+            .map(|m| {
+                m.into_iter()
+                    .filter_map(|(k, v)| Some((k.parse::<i32>().ok()?, v)))
+                    .collect()
+            })
+            .unwrap_or_default();
         Committed {
             offsets,
+            partition_watermarks,
             watermark_ms: props.get(WATERMARK).and_then(|w| w.parse().ok()),
             commit_id: props.get(COMMIT_ID).cloned(),
         }
@@ -296,6 +312,17 @@ impl Committer {
         );
         if let Some(w) = round.watermark_ms {
             props.insert(WATERMARK.into(), w.to_string());
+        }
+        if !round.partition_watermarks.is_empty() {
+            let per: BTreeMap<String, i64> = round
+                .partition_watermarks
+                .iter()
+                .map(|(p, w)| (p.to_string(), *w))
+                .collect();
+            props.insert(
+                PARTITION_WATERMARKS.into(),
+                serde_json::to_string(&per).unwrap_or_default(),
+            );
         }
         let snapshot = Snapshot::builder()
             .with_snapshot_id(snapshot_id)

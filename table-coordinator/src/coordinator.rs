@@ -8,7 +8,8 @@
 //!   is retried with the same files and offsets at the next tick, so nothing is skipped and,
 //!   with the commit id check in [`Committer::commit`], nothing is committed twice.
 //! - The table watermark is the minimum over partitions that have held a record of each
-//!   partition's largest record timestamp (DESIGN.md §5).
+//!   partition's largest record timestamp (DESIGN.md §5). Each partition's watermark is kept
+//!   in the snapshot summary too, so a restart does not forget them.
 //!
 //! - Records that did not convert go to the dead-letter table `<table>_dlq`, committed just
 //!   before the main table's round under a commit id derived from the round's: a crash between
@@ -121,7 +122,7 @@ pub async fn run(
     });
     tracing::info!(table = %topic.ident, ?offsets, "table coordinator started");
 
-    let mut partition_watermarks: BTreeMap<i32, i64> = BTreeMap::new();
+    let mut partition_watermarks: BTreeMap<i32, i64> = committed.partition_watermarks.clone();
     let mut pending: Option<Round> = None;
     let mut pending_dead_letters: Option<Round> = None;
     let mut commits = 0u64;
@@ -189,6 +190,7 @@ pub async fn run(
                         files: dead_letter_files,
                         offsets: offsets.clone(),
                         watermark_ms: None,
+                        partition_watermarks: BTreeMap::new(),
                         timestamp_ms,
                         partition_spec: None,
                     })
@@ -211,6 +213,7 @@ pub async fn run(
                 files,
                 offsets: offsets.clone(),
                 watermark_ms: partition_watermarks.values().min().copied(),
+                partition_watermarks: partition_watermarks.clone(),
                 timestamp_ms,
                 partition_spec,
             });

@@ -45,6 +45,7 @@ fn round(n: u64, extra: bool, timestamp_ms: i64) -> Round {
         files: Vec::new(),
         offsets: BTreeMap::from([(0, n * 10), (1, n)]),
         watermark_ms: Some(1_000 + n as i64),
+        partition_watermarks: BTreeMap::from([(0, 1_000 + n as i64), (1, 2_000)]),
         timestamp_ms,
         partition_spec: None,
     }
@@ -74,6 +75,10 @@ async fn rounds_become_snapshots_once_each_and_expire() {
     let committed = Committer::committed(&table);
     assert_eq!(committed.offsets, BTreeMap::from([(0, 10), (1, 1)]));
     assert_eq!(committed.watermark_ms, Some(1_001));
+    assert_eq!(
+        committed.partition_watermarks,
+        BTreeMap::from([(0, 1_001), (1, 2_000)])
+    );
     assert_eq!(committed.commit_id.as_deref(), Some("t-1"));
 
     // A round written with an evolved schema makes it current in the same commit.

@@ -1,6 +1,6 @@
 //! The node's HTTP listener (DESIGN.md §3): `/healthz`, Prometheus `/metrics`, watermarks at
-//! `/v1/watermarks/{namespace}/{table}`, and the Iceberg REST catalog under `/iceberg`. SQL
-//! joins it with its issue.
+//! `/v1/watermarks/{namespace}/{table}`, read-only SQL at `POST /v1/query`, and the Iceberg REST
+//! catalog under `/iceberg`.
 
 use std::fmt::Write;
 use std::sync::Arc;
@@ -35,6 +35,7 @@ pub async fn serve(
             "/v1/watermarks/{namespace}/{table}",
             get(crate::watermark::get),
         )
+        .route("/v1/query", axum::routing::post(crate::sql::post))
         .with_state(catalog);
     let app = Router::new()
         .route("/healthz", get(healthz))

@@ -6,6 +6,7 @@
 
 pub mod config;
 mod http;
+pub mod sql;
 mod tables;
 pub mod watermark;
 

@@ -25,6 +25,15 @@ enum Command {
     /// A table's watermark: how far its event time is complete.
     #[command(subcommand)]
     Watermark(WatermarkCommand),
+    /// Run a read-only SQL query on a node's tables (`namespace.table`).
+    Query {
+        #[arg(long, env = "INLET_SERVER", default_value = "http://127.0.0.1:8181")]
+        server: String,
+        /// table, csv or json.
+        #[arg(long, default_value = "table")]
+        format: String,
+        sql: String,
+    },
 }
 
 #[derive(Subcommand, Debug)]
@@ -128,6 +137,23 @@ fn main() -> anyhow::Result<()> {
         .context("starting the async runtime")?;
     match cli.command {
         Command::Serve(args) => runtime.block_on(inlet::serve(args.into_config()?)),
+        Command::Query {
+            server,
+            format,
+            sql,
+        } => match runtime.block_on(inlet::sql::remote(&server, &sql, &format)) {
+            Ok(out) => {
+                print!("{out}");
+                if !out.ends_with('\n') {
+                    println!();
+                }
+                Ok(())
+            }
+            Err(e) => {
+                eprintln!("{e}");
+                std::process::exit(1);
+            }
+        },
         Command::Watermark(WatermarkCommand::Get { table, server }) => {
             let w = runtime.block_on(inlet::watermark::fetch(&server, &table, None))?;
             println!("{}", serde_json::to_string_pretty(&w)?);

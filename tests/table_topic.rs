@@ -56,6 +56,7 @@ fn produced_records_become_rows_of_the_table() {
             assert_eq!(value("inlet_table_records_behind"), Some(0.0), "{metrics}");
             assert!(value("inlet_table_watermark_ms").is_some(), "{metrics}");
             watermark_cli(&node);
+            query_cli(&node);
             node = node.restart_after_kill9();
         }
     }
@@ -126,4 +127,49 @@ fn watermark_cli(node: &Node) {
     let bad = wait("tomorrow", "1");
     assert!(!bad.status.success());
     assert!(String::from_utf8_lossy(&bad.stderr).contains("RFC 3339"));
+}
+
+/// `inlet query` (and so `POST /v1/query`) over the table: an aggregate in JSON, CSV and the
+/// boxed table (Arrow IPC underneath); writes are refused with a message and exit 1.
+fn query_cli(node: &Node) {
+    let server = format!("http://{}", node.http);
+    let query = |format: &str, sql: &str| {
+        std::process::Command::new(env!("CARGO_BIN_EXE_inlet"))
+            .args(["query", "--server", &server, "--format", format, sql])
+            .output()
+            .expect("inlet query")
+    };
+    let sql = "SELECT count(*) AS n, sum(id) AS s FROM default.orders WHERE id >= 10";
+    let json = query("json", sql);
+    assert!(
+        json.status.success(),
+        "{}",
+        String::from_utf8_lossy(&json.stderr)
+    );
+    let rows: serde_json::Value = serde_json::from_slice(&json.stdout).expect("JSON rows");
+    // ids 0..40 were produced; 10..40 sum to 735.
+    assert_eq!(rows, serde_json::json!([{"n": 30, "s": 735}]));
+    let csv = query("csv", sql);
+    assert_eq!(String::from_utf8_lossy(&csv.stdout).trim(), "n,s\n30,735");
+    let table = query(
+        "table",
+        "SELECT customer.name AS name FROM default.orders WHERE id = 7",
+    );
+    let text = String::from_utf8_lossy(&table.stdout);
+    assert!(
+        text.contains("| name |") && text.contains("| c7   |"),
+        "{text}"
+    );
+    for write in [
+        "DROP TABLE default.orders",
+        "INSERT INTO default.orders (id) VALUES (1)",
+        "CREATE EXTERNAL TABLE x STORED AS PARQUET LOCATION '/etc'",
+    ] {
+        let out = query("json", write);
+        assert_eq!(out.status.code(), Some(1), "{write}");
+        assert!(!out.stderr.is_empty(), "{write}: a message");
+    }
+    let bad = query("json", "SELEC 1");
+    assert_eq!(bad.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("SELEC"));
 }

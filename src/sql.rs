@@ -1,0 +1,90 @@
+//! `POST /v1/query` and `inlet query` (DESIGN.md §6): read-only SQL over the node's tables.
+//! The body is `{"sql": "..."}`; the answer's format follows `Accept`: `application/json` (an
+//! array of row objects, the default), `text/csv`, or `application/vnd.apache.arrow.stream`.
+//! Refused and failing statements answer 4xx with `{"error": "..."}`.
+
+use std::sync::Arc;
+
+use axum::extract::State;
+use axum::http::{header, HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+use inlet_query::{QueryConfig, QueryError};
+use serde::Deserialize;
+
+#[derive(Debug, Deserialize)]
+pub struct QueryBody {
+    sql: String,
+}
+
+const ARROW: &str = "application/vnd.apache.arrow.stream";
+
+fn error(status: u16, message: String) -> Response {
+    let status = StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    (status, Json(serde_json::json!({ "error": message }))).into_response()
+}
+
+/// `POST /v1/query`.
+pub async fn post(
+    State(catalog): State<Arc<dyn iceberg::Catalog>>,
+    headers: HeaderMap,
+    body: axum::body::Bytes,
+) -> Response {
+    let body: QueryBody = match serde_json::from_slice(&body) {
+        Ok(b) => b,
+        Err(e) => return error(400, format!("the body must be {{\"sql\": \"...\"}}: {e}")),
+    };
+    let accept = headers
+        .get(header::ACCEPT)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("application/json");
+    let (format, content_type) = if accept.contains(ARROW) {
+        ("arrow", ARROW)
+    } else if accept.contains("text/csv") {
+        ("csv", "text/csv")
+    } else {
+        ("json", "application/json")
+    };
+    let result = inlet_query::run(catalog, &body.sql, &QueryConfig::default()).await;
+    match result.and_then(|(schema, batches)| inlet_query::format(&schema, &batches, format)) {
+        Ok(bytes) => ([(header::CONTENT_TYPE, content_type)], bytes).into_response(),
+        Err(e) => error(e.status(), e.to_string()),
+    }
+}
+
+/// `inlet query`: runs `sql` on the node at `server` and returns the answer in `format`
+/// (`table`, `csv` or `json`).
+pub async fn remote(server: &str, sql: &str, format: &str) -> anyhow::Result<String> {
+    let accept = match format {
+        "csv" => "text/csv",
+        "json" => "application/json",
+        "table" => ARROW,
+        other => anyhow::bail!("--format must be table, csv or json, not {other:?}"),
+    };
+    let response = reqwest::Client::new()
+        .post(format!("{}/v1/query", server.trim_end_matches('/')))
+        .header(header::ACCEPT, accept)
+        .json(&serde_json::json!({ "sql": sql }))
+        .send()
+        .await
+        .map_err(|e| anyhow::anyhow!("cannot reach {server}: {e}"))?;
+    let status = response.status();
+    let bytes = response.bytes().await?;
+    if !status.is_success() {
+        let message = serde_json::from_slice::<serde_json::Value>(&bytes)
+            .ok()
+            .and_then(|v| v["error"].as_str().map(str::to_string))
+            .unwrap_or_else(|| String::from_utf8_lossy(&bytes).into_owned());
+        anyhow::bail!("{message}");
+    }
+    if format != "table" {
+        return Ok(String::from_utf8_lossy(&bytes).into_owned());
+    }
+    let reader =
+        inlet_query::arrow::ipc::reader::StreamReader::try_new(std::io::Cursor::new(bytes), None)?;
+    let schema = reader.schema();
+    let batches = reader.collect::<Result<Vec<_>, _>>()?;
+    let out = inlet_query::format(&schema, &batches, "table")
+        .map_err(|e: QueryError| anyhow::anyhow!(e))?;
+    Ok(String::from_utf8_lossy(&out).into_owned())
+}

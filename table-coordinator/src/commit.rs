@@ -369,6 +369,7 @@ impl Committer {
                     std::slice::from_ref(staged.as_ref()),
                 )
                 .await?;
+                delete_dropped_metadata(table, &staged.metadata).await;
                 Ok(snapshot_id)
             }
             Checked::Unchanged(_) => Err(CommitError::Catalog("nothing to commit".into())),
@@ -377,6 +378,27 @@ impl Committer {
 }
 
 impl Committer {
+    /// Sets table properties of `ident` through the same commit path.
+    pub async fn set_properties(
+        &self,
+        ident: &TableIdent,
+        properties: HashMap<String, String>,
+    ) -> Result<(), CommitError> {
+        let table = self.catalog.load_table(ident).await?;
+        let updates = vec![TableUpdate::SetProperties {
+            updates: properties,
+        }];
+        if let Checked::Staged(staged) = stage(table.clone(), &[], updates, &[]).await? {
+            publish(
+                self.pointers.as_ref(),
+                std::slice::from_ref(staged.as_ref()),
+            )
+            .await?;
+            delete_dropped_metadata(&table, &staged.metadata).await;
+        }
+        Ok(())
+    }
+
     /// Expires the snapshots of `ident` older than `older_than_ms` (epoch ms), keeping the
     /// newest `retain_last` (at least 1: the current one) whatever their age, and deletes the
     /// expired snapshots' manifest lists. Data files and manifests stay: in an append-only
@@ -420,7 +442,8 @@ impl Committer {
                     self.pointers.as_ref(),
                     std::slice::from_ref(staged.as_ref()),
                 )
-                .await?
+                .await?;
+                delete_dropped_metadata(&table, &staged.metadata).await;
             }
             Checked::Unchanged(_) => return Ok(0),
         }
@@ -431,6 +454,31 @@ impl Committer {
             }
         }
         Ok(expired.len())
+    }
+}
+
+/// Deletes the metadata files the new metadata's log no longer lists (Iceberg keeps the
+/// newest `write.metadata.previous-versions-max`, 100 by default), as
+/// `write.metadata.delete-after-commit.enabled` does: a table committing every second would
+/// otherwise keep every metadata file it ever wrote. Best effort: a leftover file is harmless.
+async fn delete_dropped_metadata(before: &Table, after: &TableMetadata) {
+    let kept: std::collections::HashSet<&str> = after
+        .metadata_log()
+        .iter()
+        .map(|l| l.metadata_file.as_str())
+        .collect();
+    let previous = before
+        .metadata()
+        .metadata_log()
+        .iter()
+        .map(|l| l.metadata_file.clone())
+        .chain(before.metadata_location().map(str::to_string));
+    for file in previous {
+        if !kept.contains(file.as_str()) {
+            if let Err(e) = before.file_io().delete(&file).await {
+                tracing::debug!(%file, error = %e, "could not delete an old metadata file");
+            }
+        }
     }
 }
 

@@ -99,14 +99,53 @@ async fn rounds_become_snapshots_once_each_and_expire() {
         BTreeMap::from([(0, 50), (1, 5)])
     );
 
+    // Old metadata files are deleted once the metadata log drops them (here: a log of 2).
+    let metadata_files = || {
+        std::fs::read_dir(dir.path().join("objects/warehouse/default/t/metadata"))
+            .map(|d| {
+                d.filter_map(Result::ok)
+                    .filter(|e| e.file_name().to_string_lossy().ends_with(".metadata.json"))
+                    .count()
+            })
+            .unwrap_or(0)
+    };
+    assert_eq!(
+        metadata_files(),
+        6,
+        "the creation's and one per commit so far"
+    );
+    c.set_properties(
+        &ident,
+        [(
+            "write.metadata.previous-versions-max".to_string(),
+            "2".to_string(),
+        )]
+        .into(),
+    )
+    .await
+    .expect("set properties");
+    assert_eq!(
+        metadata_files(),
+        3,
+        "setting the property already trims the log"
+    );
+    c.commit(&ident, &round(6, true, 6_000))
+        .await
+        .expect("commit");
+    assert_eq!(
+        metadata_files(),
+        3,
+        "the current file and the two the log keeps"
+    );
+
     // Expire everything older than the newest two.
     let expired = c.expire(&ident, i64::MAX, 2).await.expect("expire");
-    assert_eq!(expired, 3);
+    assert_eq!(expired, 4);
     let table = c.load(&ident).await.expect("load").expect("table");
     assert_eq!(table.metadata().snapshots().len(), 2);
     assert_eq!(
         Committer::committed(&table).offsets,
-        BTreeMap::from([(0, 50), (1, 5)]),
+        BTreeMap::from([(0, 60), (1, 6)]),
         "the current snapshot stays"
     );
     // Nothing old enough: nothing expires.

@@ -1,5 +1,6 @@
-//! Table topics end to end on a running node: confluent-kafka's AvroSerializer produces to a
-//! 3-partition topic with `table.topic.enable=true`; pyiceberg, through the node's REST
+//! Table topics end to end on a running node: confluent-kafka's AvroSerializer (and its
+//! ProtobufSerializer, on another topic) produces to a 3-partition topic with
+//! `table.topic.enable=true`; pyiceberg, through the node's REST
 //! catalog, sees exactly the produced records as rows (nested and logical types, `_kafka`),
 //! with `inlet.offsets` and `inlet.watermark` in the snapshot summary; a schema evolution
 //! mid-stream adds a column. Then the node is killed with SIGKILL and restarted: more records
@@ -14,7 +15,9 @@ use common::{require, Node};
 
 #[test]
 fn produced_records_become_rows_of_the_table() {
-    let python = python("import confluent_kafka.schema_registry.avro, pyiceberg.catalog.rest");
+    let python = python(
+        "import confluent_kafka.schema_registry.avro, confluent_kafka.schema_registry.protobuf, pyiceberg.catalog.rest",
+    );
     if !require(
         "python with confluent-kafka[avro] and pyiceberg",
         python.is_some(),

@@ -161,4 +161,51 @@ assert [str(f.transform) for f in spec.fields] == ["bucket[4]"], spec
 files = [t.file.file_path for t in events.scan().plan_files()]
 assert len(files) > 1 and all("id_bucket_4=" in f for f in files), files
 assert len(events.scan(row_filter="id == 7").to_arrow()) == 1
+
+# Protobuf: ProtobufSerializer's records become rows too (nested message, repeated, Timestamp).
+from google.protobuf import descriptor_pb2, descriptor_pool, message_factory  # noqa: E402
+from confluent_kafka.schema_registry.protobuf import ProtobufSerializer  # noqa: E402
+
+F = descriptor_pb2.FieldDescriptorProto
+fdp = descriptor_pb2.FileDescriptorProto(name="shop/shipment.proto", package="shop", syntax="proto3",
+                                         dependency=["google/protobuf/timestamp.proto"])
+msg = fdp.message_type.add(name="Shipment")
+msg.field.add(name="id", number=1, type=F.TYPE_INT64, label=F.LABEL_OPTIONAL)
+msg.field.add(name="parcels", number=2, type=F.TYPE_STRING, label=F.LABEL_REPEATED)
+msg.field.add(name="sent", number=3, type=F.TYPE_MESSAGE, label=F.LABEL_OPTIONAL,
+              type_name=".google.protobuf.Timestamp")
+dest = msg.nested_type.add(name="Address")
+dest.field.add(name="city", number=1, type=F.TYPE_STRING, label=F.LABEL_OPTIONAL)
+msg.field.add(name="to", number=4, type=F.TYPE_MESSAGE, label=F.LABEL_OPTIONAL,
+              type_name=".shop.Shipment.Address")
+pool = descriptor_pool.DescriptorPool()
+from google.protobuf import timestamp_pb2  # noqa: E402
+pool.AddSerializedFile(timestamp_pb2.DESCRIPTOR.serialized_pb)
+pool.Add(fdp)
+Shipment = message_factory.GetMessageClass(pool.FindMessageTypeByName("shop.Shipment"))
+admin.create_topics([NewTopic("shipments", num_partitions=3, replication_factor=1, config={
+    "table.topic.enable": "true", "table.topic.commit.interval.ms": "1000"})])["shipments"].result(30)
+pb = ProtobufSerializer(Shipment, registry, {"use.deprecated.format": False})
+for i in range(10):
+    m = Shipment(id=i, parcels=["a", "b"][: i % 3])
+    m.sent.seconds = 1_704_067_200 + i
+    getattr(m, "to").city = f"city{i}"
+    producer.produce("shipments", key=str(i).encode(),
+                     value=pb(m, SerializationContext("shipments", MessageField.VALUE)))
+producer.flush(30)
+deadline = time.time() + 90
+while time.time() < deadline:
+    try:
+        shipments = catalog.load_table("default.shipments").scan().to_arrow().to_pylist()
+        if len(shipments) >= 10:
+            break
+    except Exception:
+        pass
+    time.sleep(0.5)
+else:
+    raise AssertionError("the Protobuf table did not fill")
+assert sorted(r["id"] for r in shipments) == list(range(10)), shipments
+s4 = next(r for r in shipments if r["id"] == 4)
+assert s4["parcels"] == ["a"] and s4["to"] == {"city": "city4"}, s4
+assert s4["sent"].isoformat().startswith("2024-01-01T00:00:04"), s4
 print("OK")

@@ -60,6 +60,7 @@ fn produced_records_become_rows_of_the_table() {
             assert!(value("inlet_table_watermark_ms").is_some(), "{metrics}");
             watermark_cli(&node);
             query_cli(&node);
+            watermark_wait_until_a_commit(&node, &python);
             node = node.restart_after_kill9();
         }
     }
@@ -175,4 +176,63 @@ fn query_cli(node: &Node) {
     let bad = query("json", "SELEC 1");
     assert_eq!(bad.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&bad.stderr).contains("SELEC"));
+}
+
+/// `inlet watermark wait` blocks until a commit moves the watermark past the asked time: the
+/// one-partition `events` table waits for a time after all its records; a record stamped after
+/// that time arrives, its commit lands, and the waiter exits 0.
+fn watermark_wait_until_a_commit(node: &Node, python: &std::path::Path) {
+    let server = format!("http://{}", node.http);
+    let get = std::process::Command::new(env!("CARGO_BIN_EXE_inlet"))
+        .args([
+            "watermark",
+            "get",
+            "--table",
+            "default.events",
+            "--server",
+            &server,
+        ])
+        .output()
+        .expect("inlet watermark get");
+    let w: serde_json::Value = serde_json::from_slice(&get.stdout).expect("JSON");
+    let now = w["watermark_ms"].as_i64().expect("events has a watermark");
+    let until = now + 60_000;
+    let until_text = inlet::watermark::rfc3339(until);
+    let mut waiter = std::process::Command::new(env!("CARGO_BIN_EXE_inlet"))
+        .args([
+            "watermark",
+            "wait",
+            "--table",
+            "default.events",
+            "--until",
+            &until_text,
+            "--timeout",
+            "120",
+            "--server",
+            &server,
+        ])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("inlet watermark wait");
+    let (status, output) = run(
+        python,
+        &[
+            script("produce_at.py").into(),
+            node.kafka.clone().into(),
+            format!("http://{}", node.registry).into(),
+            "events".into(),
+            "1000".into(),
+            (until + 1_000).to_string().into(),
+        ],
+        Duration::from_secs(60),
+    );
+    assert!(status.is_some_and(|s| s.success()), "{output}");
+    let out = waiter.wait_with_output().expect("the waiter ends");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(String::from_utf8_lossy(&out.stdout).contains("complete up to"));
 }

@@ -198,7 +198,7 @@ fn watermark_wait_until_a_commit(node: &Node, python: &std::path::Path) {
     let now = w["watermark_ms"].as_i64().expect("events has a watermark");
     let until = now + 60_000;
     let until_text = inlet::watermark::rfc3339(until);
-    let mut waiter = std::process::Command::new(env!("CARGO_BIN_EXE_inlet"))
+    let waiter = std::process::Command::new(env!("CARGO_BIN_EXE_inlet"))
         .args([
             "watermark",
             "wait",

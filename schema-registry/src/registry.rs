@@ -141,19 +141,19 @@ impl Registry {
                 ..r.clone()
             });
         }
-        // Walk the graph of references; a schema reached twice is collected once.
+        // Walk the graph of references, dependencies first; a schema reached twice is
+        // collected once, and each is read from the store once.
         let mut texts: Vec<(String, String)> = Vec::new();
         let mut seen: HashSet<(String, i64)> = HashSet::new();
-        let mut stack: Vec<(Reference, bool)> =
-            concrete.iter().rev().map(|r| (r.clone(), false)).collect();
-        while let Some((r, expanded)) = stack.pop() {
-            let key = (r.subject.clone(), r.version);
-            if expanded {
-                let row = self.reference_row(&r).await?;
-                texts.push((r.name.clone(), row.text));
+        // (reference, its text once its own references are queued).
+        let mut stack: Vec<(Reference, Option<String>)> =
+            concrete.iter().rev().map(|r| (r.clone(), None)).collect();
+        while let Some((r, text)) = stack.pop() {
+            if let Some(text) = text {
+                texts.push((r.name.clone(), text));
                 continue;
             }
-            if !seen.insert(key) {
+            if !seen.insert((r.subject.clone(), r.version)) {
                 continue;
             }
             if seen.len() > MAX_REFERENCES {
@@ -161,10 +161,12 @@ impl Registry {
                     "more than {MAX_REFERENCES} schemas are referenced, directly or not"
                 )));
             }
-            let row = self.reference_row(&r).await?;
-            stack.push((r, true));
-            for dep in references_from_key(&row.refs)?.into_iter().rev() {
-                stack.push((dep, false));
+            // The referenced schema, parsed and cached like any other.
+            let schema = self.reference_version(&r).await?.schema;
+            let deps = schema.references.clone();
+            stack.push((r, Some(schema.text.clone())));
+            for dep in deps.into_iter().rev() {
+                stack.push((dep, None));
             }
         }
         Ok((concrete, texts))
@@ -188,14 +190,6 @@ impl Registry {
                 }
                 e => e,
             })
-    }
-
-    async fn reference_row(&self, r: &Reference) -> Result<SchemaRow> {
-        let sv = self.reference_version(r).await?;
-        self.store
-            .schema(sv.schema.id)
-            .await?
-            .ok_or(Error::SchemaIdNotFound(sv.schema.id))
     }
 
     /// Schema `id`, from the cache or the store.

@@ -52,7 +52,7 @@ use serde_json::{Map, Number, Value};
 
 use self::schema::{root_fields, JType};
 use crate::error::{Error, Result};
-use crate::protobuf::columns::{finish_columns, Column};
+use crate::protobuf::columns::{Column, RowBuffer};
 
 /// The Iceberg schema of a JSON Schema document (`schema` is the whole root document): its
 /// root's properties become the table's columns. Provisional field ids assigned depth-first
@@ -120,8 +120,7 @@ fn iceberg_type(jtype: &JType, ids: &mut i32) -> Type {
 pub struct JsonConverter {
     /// One per target column, in the target's order.
     plans: Vec<FieldPlan>,
-    columns: Vec<Column>,
-    rows: usize,
+    buffer: RowBuffer,
 }
 
 /// How one target column (or nested field) is filled from an object.
@@ -168,8 +167,7 @@ impl JsonConverter {
             .collect::<Result<Vec<_>>>()?;
         Ok(JsonConverter {
             plans,
-            columns,
-            rows: 0,
+            buffer: RowBuffer::new(columns),
         })
     }
 
@@ -182,39 +180,29 @@ impl JsonConverter {
                 kind_of(value)
             )));
         };
-        match write_fields(&self.plans, &mut self.columns, object) {
-            Ok(()) => {
-                self.rows += 1;
-                Ok(())
-            }
-            Err(e) => {
-                for column in &mut self.columns {
-                    column.truncate(self.rows);
-                }
-                Err(e)
-            }
-        }
+        let plans = &self.plans;
+        self.buffer
+            .append(|columns| write_fields(plans, columns, object))
     }
 
     /// Rows appended since the last [`finish`](Self::finish).
     pub fn len(&self) -> usize {
-        self.rows
+        self.buffer.len()
     }
 
     pub fn is_empty(&self) -> bool {
-        self.rows == 0
+        self.buffer.len() == 0
     }
 
     /// Bytes currently buffered (for a memory budget).
     pub fn buffered_bytes(&self) -> usize {
-        self.columns.iter().map(Column::buffered_bytes).sum()
+        self.buffer.buffered_bytes()
     }
 
     /// The rows so far as arrays in the target's column order, of exactly the target's types
     /// (nested field metadata included); the converter is empty afterwards, also on error.
     pub fn finish(&mut self) -> Result<Vec<ArrayRef>> {
-        let rows = std::mem::take(&mut self.rows);
-        finish_columns(&mut self.columns, rows)
+        self.buffer.finish()
     }
 }
 

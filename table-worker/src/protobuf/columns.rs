@@ -489,6 +489,51 @@ pub(crate) fn finish_columns(columns: &mut [Column], rows: usize) -> Result<Vec<
     Ok(arrays)
 }
 
+/// The columns of a converter and how many complete rows they hold: a row is appended whole
+/// or not at all.
+#[derive(Debug)]
+pub(crate) struct RowBuffer {
+    pub(crate) columns: Vec<Column>,
+    rows: usize,
+}
+
+impl RowBuffer {
+    pub(crate) fn new(columns: Vec<Column>) -> Self {
+        RowBuffer { columns, rows: 0 }
+    }
+
+    /// Runs `write` over the columns as one row; on error every column is cut back to the rows
+    /// before it.
+    pub(crate) fn append(&mut self, write: impl FnOnce(&mut [Column]) -> Result<()>) -> Result<()> {
+        match write(&mut self.columns) {
+            Ok(()) => {
+                self.rows += 1;
+                Ok(())
+            }
+            Err(e) => {
+                for column in &mut self.columns {
+                    column.truncate(self.rows);
+                }
+                Err(e)
+            }
+        }
+    }
+
+    pub(crate) fn len(&self) -> usize {
+        self.rows
+    }
+
+    pub(crate) fn buffered_bytes(&self) -> usize {
+        self.columns.iter().map(Column::buffered_bytes).sum()
+    }
+
+    /// The rows as arrays, then empty (also on error).
+    pub(crate) fn finish(&mut self) -> Result<Vec<ArrayRef>> {
+        let rows = std::mem::take(&mut self.rows);
+        finish_columns(&mut self.columns, rows)
+    }
+}
+
 fn last_offset(offsets: &[i32]) -> usize {
     offsets
         .last()

@@ -51,7 +51,7 @@ use prost_reflect::{
     ReflectMessage as _, Value,
 };
 
-use self::columns::{finish_columns, Column};
+use self::columns::{Column, RowBuffer};
 use crate::error::{Error, Result};
 
 /// The Iceberg schema of a message type: its fields become the table's columns. Provisional
@@ -229,8 +229,7 @@ pub struct ProtobufConverter {
     message: MessageDescriptor,
     /// One per target column, in the target's order.
     plans: Vec<FieldPlan>,
-    columns: Vec<Column>,
-    rows: usize,
+    buffer: RowBuffer,
 }
 
 /// How one target column (or nested field) is filled from a message.
@@ -304,8 +303,7 @@ impl ProtobufConverter {
         Ok(ProtobufConverter {
             message: message.clone(),
             plans,
-            columns,
-            rows: 0,
+            buffer: RowBuffer::new(columns),
         })
     }
 
@@ -320,39 +318,29 @@ impl ProtobufConverter {
                 self.message.full_name()
             )));
         }
-        match write_fields(&self.plans, &mut self.columns, message) {
-            Ok(()) => {
-                self.rows += 1;
-                Ok(())
-            }
-            Err(e) => {
-                for column in &mut self.columns {
-                    column.truncate(self.rows);
-                }
-                Err(e)
-            }
-        }
+        let plans = &self.plans;
+        self.buffer
+            .append(|columns| write_fields(plans, columns, message))
     }
 
     /// Rows appended since the last [`finish`](Self::finish).
     pub fn len(&self) -> usize {
-        self.rows
+        self.buffer.len()
     }
 
     pub fn is_empty(&self) -> bool {
-        self.rows == 0
+        self.buffer.len() == 0
     }
 
     /// Bytes currently buffered (for a memory budget).
     pub fn buffered_bytes(&self) -> usize {
-        self.columns.iter().map(Column::buffered_bytes).sum()
+        self.buffer.buffered_bytes()
     }
 
     /// The rows so far as arrays in the target's column order, of exactly the target's types
     /// (nested field metadata included); the converter is empty afterwards, also on error.
     pub fn finish(&mut self) -> Result<Vec<ArrayRef>> {
-        let rows = std::mem::take(&mut self.rows);
-        finish_columns(&mut self.columns, rows)
+        self.buffer.finish()
     }
 }
 

@@ -1,5 +1,5 @@
 //! Fixtures for the query tests and benchmark: Iceberg tables in an in-memory catalog whose
-//! files live in a temporary directory, written the way table topics are (the table worker's
+//! metadata and data files live on the local disk in a temporary directory, written the way table topics are (the table worker's
 //! data-file writer, fast appends).
 
 #![allow(dead_code)]
@@ -9,8 +9,9 @@ use std::sync::Arc;
 
 use datafusion::arrow::array::{ArrayRef, RecordBatch};
 use iceberg::arrow::schema_to_arrow_schema;
+use iceberg::io::LocalFsStorageFactory;
 use iceberg::memory::{MemoryCatalogBuilder, MEMORY_CATALOG_WAREHOUSE};
-use iceberg::spec::{Schema, UnboundPartitionSpec};
+use iceberg::spec::{DataFile, Schema, UnboundPartitionSpec};
 use iceberg::table::Table;
 use iceberg::transaction::{ApplyTransactionAction, Transaction};
 use iceberg::{Catalog, CatalogBuilder, NamespaceIdent, TableCreation, TableIdent};
@@ -25,11 +26,12 @@ impl Fixture {
     pub async fn new() -> Fixture {
         let dir = tempfile::tempdir().expect("tempdir");
         let catalog = MemoryCatalogBuilder::default()
+            .with_storage_factory(Arc::new(LocalFsStorageFactory))
             .load(
                 "test",
                 HashMap::from([(
                     MEMORY_CATALOG_WAREHOUSE.to_string(),
-                    dir.path().to_string_lossy().into_owned(),
+                    format!("file://{}", dir.path().display()),
                 )]),
             )
             .await
@@ -87,6 +89,20 @@ impl Fixture {
         target_file_bytes: usize,
         prefix: &str,
     ) -> Table {
+        let files = self
+            .write_files(table, columns, target_file_bytes, prefix)
+            .await;
+        self.commit_files(table, files).await
+    }
+
+    /// Writes `columns` (in schema order) as data files named `<prefix>-…`.
+    pub async fn write_files(
+        &self,
+        table: &Table,
+        columns: Vec<ArrayRef>,
+        target_file_bytes: usize,
+        prefix: &str,
+    ) -> Vec<DataFile> {
         let meta = table.metadata();
         let schema = meta.current_schema().clone();
         let arrow_schema = Arc::new(schema_to_arrow_schema(&schema).expect("arrow schema"));
@@ -108,9 +124,13 @@ impl Fixture {
             batches.push(batch.slice(offset, len));
             offset += len;
         }
-        let files = data_file::write(&target, prefix, batches, &settings)
+        data_file::write(&target, prefix, batches, &settings)
             .await
-            .expect("write files");
+            .expect("write files")
+    }
+
+    /// Commits `files` as one fast-append snapshot.
+    pub async fn commit_files(&self, table: &Table, files: Vec<DataFile>) -> Table {
         let tx = Transaction::new(table);
         let tx = tx
             .fast_append()

@@ -160,6 +160,17 @@ fn table_topic(
             None => Vec::new(),
         },
         settings: FileSettings::default(),
+        event_time_field: get("table.topic.event.time.field").filter(|f| !f.is_empty()),
+    };
+    let watermark_idle = match get("table.topic.watermark.idle.ms") {
+        None => None,
+        Some(v) => match v.parse::<u64>() {
+            Ok(0) => None,
+            Ok(ms) => Some(Duration::from_millis(ms)),
+            Err(_) => {
+                anyhow::bail!("table.topic.watermark.idle.ms must be a number of ms, not {v:?}")
+            }
+        },
     };
     let mut configs: Vec<(String, String)> = [
         "table.topic.namespace",
@@ -168,6 +179,11 @@ fn table_topic(
         "table.topic.transform.value.type",
         "table.topic.commit.interval.ms",
         "table.topic.partition.by",
+        "table.topic.event.time.field",
+        "table.topic.watermark.idle.ms",
+        "table.topic.expire.snapshot.enable",
+        "table.topic.expire.snapshot.older.than.hours",
+        "table.topic.expire.snapshot.retain.last",
     ]
     .iter()
     .filter_map(|k| Some((k.to_string(), get(k)?)))
@@ -190,6 +206,7 @@ fn table_topic(
                 .collect(),
             ctx,
             commit_interval: Duration::from_millis(interval_ms.max(1)),
+            watermark_idle,
             expire: (get("table.topic.expire.snapshot.enable").as_deref() != Some("false")).then(
                 || {
                     let hours: u64 = get("table.topic.expire.snapshot.older.than.hours")

@@ -68,6 +68,35 @@ fn produced_records_become_rows_of_the_table() {
     node.stop();
 }
 
+/// `table.topic.event.time.field` and `table.topic.watermark.idle.ms` on a running node: the
+/// watermark is the payload's event time, a silent partition holds it back until it is idle,
+/// and it never goes back (tests/clients/table_topic_watermarks.py).
+#[test]
+fn watermarks_follow_event_time_and_idleness() {
+    let python = python("import confluent_kafka.schema_registry.avro");
+    if !require("python with confluent-kafka[avro]", python.is_some()) {
+        return;
+    }
+    let python = python.expect("checked");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let node = Node::start(dir.path(), &[]);
+    let (status, output) = run(
+        &python,
+        &[
+            script("table_topic_watermarks.py").into(),
+            node.kafka.clone().into(),
+            format!("http://{}", node.registry).into(),
+            format!("http://{}", node.http).into(),
+        ],
+        Duration::from_secs(180),
+    );
+    assert!(
+        status.is_some_and(|s| s.success()) && output.contains("OK"),
+        "table_topic_watermarks.py failed ({status:?}):\n{output}"
+    );
+    node.stop();
+}
+
 /// `inlet watermark get` and `wait` against the node: the watermark is the records' time; a
 /// past time is reached at once, a far-future one times out with a clear message and exit 1.
 fn watermark_cli(node: &Node) {

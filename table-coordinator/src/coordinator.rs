@@ -7,17 +7,18 @@
 //! - A round, once built, is committed before any newer output is collected: a failed commit
 //!   is retried with the same files and offsets at the next tick, so nothing is skipped and,
 //!   with the commit id check in [`Committer::commit`], nothing is committed twice.
-//! - The table watermark is the minimum over partitions that have held a record of each
-//!   partition's largest record timestamp (DESIGN.md §5). Each partition's watermark is kept
-//!   in the snapshot summary too, so a restart does not forget them.
+//! - The table watermark follows [`crate::watermark`]: the minimum over partitions that have
+//!   held a record of each partition's largest event time (`event.time.field`, else the record
+//!   timestamp), idle partitions excluded with `watermark.idle.ms`, never going back. Each
+//!   partition's watermark is kept in the snapshot summary too, so a restart does not forget
+//!   them.
 //!
 //! - Records that did not convert go to the dead-letter table `<table>_dlq`, committed just
 //!   before the main table's round under a commit id derived from the round's: a crash between
 //!   the two commits retries both, and the id check keeps the dead letters from landing twice.
 //!
 //! Not built yet: the `PRE_COMMIT`/`COMMITTED` records in a control stream (one node commits
-//! its own conversions, so the snapshot summary alone decides), `event.time.field`,
-//! `watermark.idle.ms`, upserts.
+//! its own conversions, so the snapshot summary alone decides), upserts.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -31,6 +32,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::commit::{Committer, Round};
 use crate::status::Statuses;
+use crate::watermark::Watermarks;
 
 /// A table topic as the coordinator needs it.
 #[derive(Debug, Clone)]
@@ -43,6 +45,9 @@ pub struct TableTopic {
     /// How records convert; its `schema` is replaced by the table's.
     pub ctx: TableContext,
     pub commit_interval: Duration,
+    /// `table.topic.watermark.idle.ms`: a partition without new records this long stops
+    /// holding the table watermark back. None: off.
+    pub watermark_idle: Option<Duration>,
     /// Snapshot expiry (`table.topic.expire.snapshot.*`): snapshots older than this, beyond
     /// the newest `retain_last`, are expired every [`EXPIRE_EVERY`] commits. None: off.
     pub expire: Option<(Duration, usize)>,
@@ -122,7 +127,13 @@ pub async fn run(
     });
     tracing::info!(table = %topic.ident, ?offsets, "table coordinator started");
 
-    let mut partition_watermarks: BTreeMap<i32, i64> = committed.partition_watermarks.clone();
+    let mut watermarks = Watermarks {
+        partitions: committed.partition_watermarks.clone(),
+        table: committed.watermark_ms,
+        ..Watermarks::default()
+    };
+    watermarks.start(offsets.keys().copied(), clock.now_ms() as i64);
+    let idle_ms = topic.watermark_idle.map(|d| d.as_millis() as i64);
     let mut pending: Option<Round> = None;
     let mut pending_dead_letters: Option<Round> = None;
     let mut commits = 0u64;
@@ -151,15 +162,15 @@ pub async fn run(
             let mut files = Vec::new();
             let mut dead_letter_files = Vec::new();
             let mut schema = None;
+            let now_ms = clock.now_ms() as i64;
             for (partition, out) in outputs {
                 files.extend(out.data_files);
                 dead_letter_files.extend(out.dead_letter_files);
                 let next = offsets.entry(partition).or_default();
-                *next = (*next).max(out.next_offset);
-                if let Some(ts) = out.max_timestamp_ms {
-                    let w = partition_watermarks.entry(partition).or_insert(ts);
-                    *w = (*w).max(ts);
+                if out.next_offset > *next {
+                    watermarks.observe(partition, out.max_timestamp_ms, now_ms);
                 }
+                *next = (*next).max(out.next_offset);
                 schema = Some(out.schema);
                 if !out.dead_letters.is_empty() {
                     tracing::warn!(
@@ -212,8 +223,8 @@ pub async fn run(
                 schema,
                 files,
                 offsets: offsets.clone(),
-                watermark_ms: partition_watermarks.values().min().copied(),
-                partition_watermarks: partition_watermarks.clone(),
+                watermark_ms: watermarks.advance(now_ms, idle_ms),
+                partition_watermarks: watermarks.partitions.clone(),
                 timestamp_ms,
                 partition_spec,
             });

@@ -14,6 +14,7 @@
 pub mod commit;
 pub mod coordinator;
 pub mod status;
+pub mod watermark;
 
 #[cfg(test)]
 mod tests {

@@ -100,6 +100,9 @@ pub struct TableContext {
     /// Empty for an existing table, whose spec is `target.spec`.
     pub partition_by: Vec<crate::partition::Term>,
     pub settings: FileSettings,
+    /// `table.topic.event.time.field`: the column whose largest value is a job's event time
+    /// ([`JobOutput::max_timestamp_ms`]); None: the records' Kafka timestamps.
+    pub event_time_field: Option<String>,
 }
 
 /// One range to convert.
@@ -143,7 +146,8 @@ pub struct JobOutput {
     pub dead_letter_files: Vec<DataFile>,
     /// Records converted into rows.
     pub rows: u64,
-    /// Largest record timestamp among the converted records (epoch ms).
+    /// Largest event time among the converted records (epoch ms): the `event_time_field`
+    /// column's, else the records' Kafka timestamps.
     pub max_timestamp_ms: Option<i64>,
     /// Bytes of record batches read.
     pub input_bytes: usize,
@@ -323,6 +327,15 @@ pub async fn convert_range(
     }
     rows.cut(&mut batches)?;
     drop(records);
+    if let Some(field) = &table.event_time_field {
+        max_ts = match crate::event_time::max_ms(&batches, field) {
+            Ok(t) => t,
+            Err(e) => {
+                tracing::warn!(partition = job.partition, error = %e, "no event time; the partition's watermark does not move");
+                None
+            }
+        };
+    }
     // The Parquet writer holds the batches and about as much again in encoded pages.
     let writing = (2 * batches_bytes(&batches)).clamp(1, cap);
     reservation.resize(writing).await?;

@@ -18,6 +18,7 @@ pub mod avro;
 pub mod data_file;
 pub mod dead_letter;
 pub mod error;
+pub mod event_time;
 pub mod evolve;
 pub mod job;
 pub mod json;

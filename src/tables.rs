@@ -160,6 +160,7 @@ fn table_topic(
             None => Vec::new(),
         },
         settings: FileSettings::default(),
+        dead_letter_floor: Default::default(),
         event_time_field: get("table.topic.event.time.field").filter(|f| !f.is_empty()),
     };
     let watermark_idle = match get("table.topic.watermark.idle.ms") {

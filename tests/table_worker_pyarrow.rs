@@ -190,6 +190,7 @@ fn convert(
             partition_by: Vec::new(),
             settings: FileSettings::default(),
             event_time_field: None,
+            dead_letter_floor: Default::default(),
         };
         let out = convert_range(
             &store,

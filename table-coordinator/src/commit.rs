@@ -364,11 +364,13 @@ impl Committer {
         });
         match stage(table.clone(), &requirements, updates, &[]).await? {
             Checked::Staged(staged) => {
+                crate::failpoint::hit("metadata-staged");
                 publish(
                     self.pointers.as_ref(),
                     std::slice::from_ref(staged.as_ref()),
                 )
                 .await?;
+                crate::failpoint::hit("committed");
                 delete_dropped_metadata(table, &staged.metadata).await;
                 Ok(snapshot_id)
             }

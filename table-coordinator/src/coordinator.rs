@@ -14,8 +14,10 @@
 //!   them.
 //!
 //! - Records that did not convert go to the dead-letter table `<table>_dlq`, committed just
-//!   before the main table's round under a commit id derived from the round's: a crash between
-//!   the two commits retries both, and the id check keeps the dead letters from landing twice.
+//!   before the main table's round, with the round's offsets. After a crash between the two
+//!   commits the range is converted again, but dead letters below the dead-letter table's
+//!   committed offsets are not written again (`TableContext::dead_letter_floor`): the
+//!   dead letters land once, whatever the new round's extent.
 //!
 //! Not built yet: the `PRE_COMMIT`/`COMMITTED` records in a control stream (one node commits
 //! its own conversions, so the snapshot summary alone decides), upserts.
@@ -68,15 +70,26 @@ pub async fn run(
 ) {
     let status_key = topic.ident.to_string();
     // Where the table is: retried until the catalog answers (or the node stops).
-    let (committed, schema, spec) = loop {
-        match committer.load(&topic.ident).await {
-            Ok(table) => {
+    // And how far its dead letters are committed: a crash between a round's dead-letter
+    // commit and its main commit leaves the dead-letter table ahead.
+    let (committed, schema, spec, dead_letter_floor) = loop {
+        let loaded = async {
+            let table = committer.load(&topic.ident).await?;
+            let dead = committer.load(&dead_letter_table(&topic.ident)).await?;
+            Ok::<_, crate::commit::CommitError>((table, dead))
+        };
+        match loaded.await {
+            Ok((table, dead)) => {
                 let committed = table.as_ref().map(Committer::committed).unwrap_or_default();
                 let spec = table
                     .as_ref()
                     .map(|t| t.metadata().default_partition_spec().clone());
                 let schema = table.map(|t| t.metadata().current_schema().as_ref().clone());
-                break (committed, schema, spec);
+                let floor = dead
+                    .as_ref()
+                    .map(|t| Committer::committed(t).offsets)
+                    .unwrap_or_default();
+                break (committed, schema, spec, floor);
             }
             Err(e) => {
                 tracing::warn!(table = %topic.ident, error = %e, "cannot load the table; retrying");
@@ -89,6 +102,8 @@ pub async fn run(
     };
     let mut ctx = topic.ctx.clone();
     ctx.schema = schema;
+    ctx.dead_letter_floor = dead_letter_floor;
+    let ctx_floor = ctx.dead_letter_floor.clone();
     if let Some(spec) = spec {
         // An existing table's spec rules; `partition.by` only shapes a new table.
         ctx.target.spec = spec;
@@ -125,7 +140,7 @@ pub async fn run(
         s.committed = offsets.clone();
         s.watermark_ms = committed.watermark_ms;
     });
-    tracing::info!(table = %topic.ident, ?offsets, "table coordinator started");
+    tracing::info!(table = %topic.ident, ?offsets, dead_letter_floor = ?ctx_floor, "table coordinator started");
 
     let mut watermarks = Watermarks {
         partitions: committed.partition_watermarks.clone(),
@@ -229,12 +244,18 @@ pub async fn run(
                 partition_spec,
             });
         }
+        if pending.is_some() {
+            crate::failpoint::hit("round-built");
+        }
         if let Some(round) = &pending_dead_letters {
             match committer
                 .commit(&dead_letter_table(&topic.ident), round)
                 .await
             {
-                Ok(_) => pending_dead_letters = None,
+                Ok(_) => {
+                    pending_dead_letters = None;
+                    crate::failpoint::hit("dlq-committed");
+                }
                 Err(e) => {
                     tracing::warn!(table = %topic.ident, error = %e, "dead-letter commit failed; retrying at the next tick");
                     continue;

@@ -13,6 +13,7 @@
 
 pub mod commit;
 pub mod coordinator;
+pub mod failpoint;
 pub mod status;
 pub mod watermark;
 

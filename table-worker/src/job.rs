@@ -23,7 +23,7 @@
 //!   from the pool; the reservation grows as the decoders' buffers do, waiting when the pool is
 //!   full.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
 use arrow::array::ArrayBuilder;
@@ -100,6 +100,10 @@ pub struct TableContext {
     /// Empty for an existing table, whose spec is `target.spec`.
     pub partition_by: Vec<crate::partition::Term>,
     pub settings: FileSettings,
+    /// Per partition, the offset below which dead letters are already in the dead-letter table
+    /// (its committed `inlet.offsets`): a range converted again after a crash between the
+    /// dead-letter commit and the main commit does not write them twice.
+    pub dead_letter_floor: BTreeMap<i32, u64>,
     /// `table.topic.event.time.field`: the column whose largest value is a job's event time
     /// ([`JobOutput::max_timestamp_ms`]); None: the records' Kafka timestamps.
     pub event_time_field: Option<String>,
@@ -370,6 +374,17 @@ async fn write_dead_letters(
     let Some(target) = &table.dead_letter_target else {
         return Ok(Vec::new());
     };
+    let floor = table
+        .dead_letter_floor
+        .get(&job.partition)
+        .copied()
+        .unwrap_or(0);
+    let letters: Vec<DeadLetter> = letters
+        .iter()
+        .filter(|l| l.offset >= floor as i64)
+        .cloned()
+        .collect();
+    let letters = letters.as_slice();
     if letters.is_empty() {
         return Ok(Vec::new());
     }

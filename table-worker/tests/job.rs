@@ -150,6 +150,7 @@ fn context(f: &Fixture, table: &str) -> TableContext {
         partition_by: Vec::new(),
         settings: FileSettings::default(),
         event_time_field: None,
+        dead_letter_floor: Default::default(),
     }
 }
 

@@ -130,6 +130,20 @@ impl Node {
         self.data_dir.clone()
     }
 
+    /// Whether the process has ended by itself.
+    pub fn exited(&mut self) -> bool {
+        self.child.try_wait().expect("try_wait").is_some()
+    }
+
+    /// Waits up to `secs` for the process to end by itself (a fail point aborting it);
+    /// returns its exit status and data directory.
+    pub fn wait_for_exit(mut self, secs: u64) -> (std::process::ExitStatus, PathBuf) {
+        let status = wait_until(secs, "the node to exit", || {
+            self.child.try_wait().expect("try_wait")
+        });
+        (status, self.data_dir.clone())
+    }
+
     /// Starts a node again on the same data directory and arguments.
     pub fn restart_after_kill9(self) -> Node {
         let extra = self.extra.clone();

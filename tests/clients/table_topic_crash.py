@@ -1,0 +1,145 @@
+"""The crash matrix's client: produces to a table topic and checks the table holds every
+acknowledged record exactly once.
+
+Usage:
+  table_topic_crash.py create  BOOTSTRAP
+  table_topic_crash.py produce BOOTSTRAP REGISTRY_URL LEDGER FIRST_ID COUNT
+      produces COUNT good records (ids FIRST_ID...) and one unframed record (a dead letter)
+      to the 3-partition topic `crashy`, and appends each acknowledged record's
+      "good|bad partition offset id" to LEDGER.
+  table_topic_crash.py verify  ICEBERG_URI LEDGER
+      waits until default.crashy and default.crashy_dlq hold every ledger record, then checks
+      each (partition, offset) is there exactly once and nothing else is.
+"""
+
+import json
+import sys
+import time
+
+TOPIC = "crashy"
+SCHEMA = json.dumps({"type": "record", "name": "Event", "fields": [
+    {"name": "id", "type": "long"},
+    {"name": "note", "type": "string"},
+]})
+
+action = sys.argv[1]
+
+if action == "create":
+    from confluent_kafka.admin import AdminClient, NewTopic
+    admin = AdminClient({"bootstrap.servers": sys.argv[2]})
+    admin.create_topics([NewTopic(TOPIC, num_partitions=3, replication_factor=1, config={
+        "table.topic.enable": "true",
+        "table.topic.commit.interval.ms": "1000",
+        "table.topic.errors.tolerance": "all",
+    })])[TOPIC].result(30)
+    print("OK")
+
+elif action == "produce":
+    from confluent_kafka import Producer
+    from confluent_kafka.schema_registry import SchemaRegistryClient
+    from confluent_kafka.schema_registry.avro import AvroSerializer
+    from confluent_kafka.serialization import MessageField, SerializationContext
+
+    bootstrap, registry_url, ledger, first, count = sys.argv[2:7]
+    first, count = int(first), int(count)
+    ser = AvroSerializer(SchemaRegistryClient({"url": registry_url}), SCHEMA)
+    # The node may die while we produce (a fail point fires): records not acknowledged by
+    # then are "maybe" records, which may or may not be in the table, but never twice.
+    producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 5,
+                         "enable.idempotence": True, "message.timeout.ms": 10000})
+    lines = []
+
+    def on_delivery(kind, ident):
+        def cb(err, msg):
+            if err is None:
+                lines.append(f"{kind} {msg.partition()} {msg.offset()} {ident}")
+            else:
+                lines.append(f"maybe-{kind} - - {ident}")
+        return cb
+
+    try:
+        # The first call registers the schema with the node's registry.
+        ser({"id": 0, "note": ""}, SerializationContext(TOPIC, MessageField.VALUE))
+    except Exception as e:
+        print(f"OK nothing produced: the node is down ({e})")
+        sys.exit(0)
+    for i in range(first, first + count):
+        value = ser({"id": i, "note": f"n{i}"}, SerializationContext(TOPIC, MessageField.VALUE))
+        producer.produce(TOPIC, key=str(i).encode(), value=value,
+                         on_delivery=on_delivery("good", i))
+    bad = first + count
+    producer.produce(TOPIC, key=b"bad", value=f"not a framed record {bad}".encode(),
+                     partition=bad % 3, on_delivery=on_delivery("bad", bad))
+    producer.flush(60)
+    assert len(lines) == count + 1, lines
+    with open(ledger, "a") as f:
+        f.write("".join(line + "\n" for line in lines))
+    partial = sum(1 for line in lines if line.startswith("maybe"))
+    print(f"OK {count + 1 - partial} acknowledged, {partial} not")
+
+elif action == "verify":
+    from pyiceberg.catalog import load_catalog
+
+    uri, ledger = sys.argv[2:4]
+    good, bad = {}, {}  # acknowledged: (partition, offset) -> id
+    maybe_good, maybe_bad = set(), set()  # ids
+    for line in open(ledger):
+        kind, p, o, ident = line.split()
+        if kind == "good":
+            good[(int(p), int(o))] = int(ident)
+        elif kind == "bad":
+            bad[(int(p), int(o))] = int(ident)
+        elif kind == "maybe-good":
+            maybe_good.add(int(ident))
+        else:
+            maybe_bad.add(int(ident))
+    catalog = load_catalog("inlet", type="rest", uri=uri)
+
+    def rows(table, columns):
+        return catalog.load_table(table).scan(selected_fields=columns).to_arrow().to_pylist()
+
+    deadline = time.monotonic() + 120
+    while True:
+        try:
+            main = rows("default.crashy", ("id", "_kafka"))
+            dlq = rows("default.crashy_dlq", ("partition", "offset", "value"))
+        except Exception:  # the tables may not exist yet
+            main, dlq = [], []
+        got = {}
+        for r in main:
+            got.setdefault((r["_kafka"]["partition"], r["_kafka"]["offset"]), []).append(r["id"])
+        got_bad = {}
+        for r in dlq:
+            got_bad.setdefault((r["partition"], r["offset"]), []).append(r["value"])
+        if set(got) >= set(good) and set(got_bad) >= set(bad):
+            break
+        assert time.monotonic() < deadline, (
+            f"missing {len(set(good) - set(got))} good and {len(set(bad) - set(got_bad))} bad")
+        time.sleep(0.5)
+    # Exactly once: no position twice, no id twice, every acknowledged record with its id,
+    # and nothing that was never produced.
+    dup = {k: v for k, v in got.items() if len(v) > 1}
+    assert not dup, f"duplicate rows: {dup}"
+    ids = [v[0] for v in got.values()]
+    assert len(ids) == len(set(ids)), "an id is in the table twice"
+    for key, ident in good.items():
+        assert got[key] == [ident], (key, got[key], ident)
+    unknown = set(ids) - set(good.values()) - maybe_good
+    assert not unknown, f"rows never produced: {unknown}"
+    dup = {k: v for k, v in got_bad.items() if len(v) > 1}
+    if dup:
+        for name in ("default.crashy_dlq", "default.crashy"):
+            for snap in catalog.load_table(name).snapshots():
+                props = snap.summary.additional_properties if snap.summary else {}
+                print(name, snap.snapshot_id, props.get("inlet.commit-id"),
+                      props.get("inlet.offsets"), props.get("added-records"), file=sys.stderr)
+    assert not dup, f"duplicate dead letters: {dup}"
+    bad_ids = [int(v[0].decode().rsplit(" ", 1)[1]) for v in got_bad.values()]
+    assert len(bad_ids) == len(set(bad_ids)), "a dead letter is there twice"
+    for key, ident in bad.items():
+        assert bad_ids[list(got_bad).index(key)] == ident, (key, ident)
+    unknown = set(bad_ids) - set(bad.values()) - maybe_bad
+    assert not unknown, f"dead letters never produced: {unknown}"
+    maybe_in = len(set(ids) & maybe_good)
+    print(f"OK {len(got)} rows ({maybe_in} of {len(maybe_good)} unacknowledged), "
+          f"{len(got_bad)} dead letters")

@@ -189,6 +189,7 @@ fn convert(
             dead_letter_target: None,
             partition_by: Vec::new(),
             settings: FileSettings::default(),
+            upsert: None,
         };
         let out = convert_range(
             &store,

@@ -149,6 +149,7 @@ fn context(f: &Fixture, table: &str) -> TableContext {
         dead_letter_target: None,
         partition_by: Vec::new(),
         settings: FileSettings::default(),
+        upsert: None,
     }
 }
 

@@ -318,7 +318,11 @@ pub async fn convert_range_indexed(
             ValueType::BySchemaId | ValueType::ByLatestSchema { .. }
                 if r.value.is_none() && table.upsert.is_some() =>
             {
-                tracing::debug!(partition = job.partition, offset = r.offset, "tombstone skipped");
+                tracing::debug!(
+                    partition = job.partition,
+                    offset = r.offset,
+                    "tombstone skipped"
+                );
                 continue;
             }
             ValueType::BySchemaId => match &r.value {

@@ -26,7 +26,7 @@
 use std::collections::HashMap;
 use std::fs::File;
 use std::io::{BufReader, BufWriter, Read, Write};
-use std::path::{PathBuf};
+use std::path::PathBuf;
 
 use iceberg::spec::Struct;
 
@@ -367,10 +367,7 @@ fn read_exact_at(file: &File, buf: &mut [u8], offset: u64) -> std::io::Result<()
 }
 
 fn io(what: &str, path: &std::path::Path, e: std::io::Error) -> Error {
-    Error::Storage(format!(
-        "primary-key index: {what} {}: {e}",
-        path.display()
-    ))
+    Error::Storage(format!("primary-key index: {what} {}: {e}", path.display()))
 }
 
 #[cfg(test)]
@@ -385,20 +382,28 @@ mod tests {
     fn spills_beyond_the_budget_and_still_finds_every_key() {
         let dir = tempfile::tempdir().expect("tempdir");
         // About 20 entries fit: everything else goes to runs, which get merged.
-        let mut index = KeyIndex::new(20 * (10 + ENTRY_OVERHEAD), dir.path().join("idx"))
-            .expect("index");
+        let mut index =
+            KeyIndex::new(20 * (10 + ENTRY_OVERHEAD), dir.path().join("idx")).expect("index");
         let f = index.file_id(FileRef {
             path: "a.parquet".into(),
             partition: Struct::empty(),
             spec_id: 0,
         });
         for i in 0..2_000 {
-            index.put(key(i), Location { file: f, pos: i }).expect("put");
+            index
+                .put(key(i), Location { file: f, pos: i })
+                .expect("put");
         }
         // Updates and deletes after the spills shadow the spilled entries.
         for i in (0..2_000).step_by(3) {
             index
-                .put(key(i), Location { file: f, pos: 10_000 + i })
+                .put(
+                    key(i),
+                    Location {
+                        file: f,
+                        pos: 10_000 + i,
+                    },
+                )
                 .expect("update");
         }
         for i in (0..2_000).step_by(7) {
@@ -411,7 +416,10 @@ mod tests {
             let want = if i % 7 == 0 {
                 None
             } else if i % 3 == 0 {
-                Some(Location { file: f, pos: 10_000 + i })
+                Some(Location {
+                    file: f,
+                    pos: 10_000 + i,
+                })
             } else {
                 Some(Location { file: f, pos: i })
             };
@@ -419,10 +427,15 @@ mod tests {
         }
         assert_eq!(index.get(b"absent").expect("get"), None);
         assert_eq!(index.get(b"zzz").expect("get"), None);
-        let run_files = std::fs::read_dir(dir.path().join("idx")).expect("dir").count();
+        let run_files = std::fs::read_dir(dir.path().join("idx"))
+            .expect("dir")
+            .count();
         assert_eq!(run_files, index.runs(), "merged runs are deleted");
         drop(index);
-        assert!(!dir.path().join("idx").exists(), "the index removes its spill directory");
+        assert!(
+            !dir.path().join("idx").exists(),
+            "the index removes its spill directory"
+        );
     }
 
     #[test]

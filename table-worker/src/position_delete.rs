@@ -216,9 +216,11 @@ mod tests {
         .await
         .expect("write");
         assert_eq!(one[0].referenced_data_file(), Some(a));
-        assert!(write(&target, "none", None, Vec::new(), &FileSettings::default())
-            .await
-            .expect("empty")
-            .is_empty());
+        assert!(
+            write(&target, "none", None, Vec::new(), &FileSettings::default())
+                .await
+                .expect("empty")
+                .is_empty()
+        );
     }
 }

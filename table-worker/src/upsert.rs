@@ -175,7 +175,9 @@ fn ops_of(spec: &UpsertSpec, batch: &RecordBatch) -> Result<Vec<Op>> {
         return Ok(vec![Op::Upsert; batch.num_rows()]);
     };
     let column = batch.column_by_name(field).ok_or_else(|| {
-        Error::Schema(format!("table.topic.cdc.field: the rows have no column {field:?}"))
+        Error::Schema(format!(
+            "table.topic.cdc.field: the rows have no column {field:?}"
+        ))
     })?;
     let column = arrow::compute::cast(column, &DataType::Utf8)?;
     let strings = column.as_string::<i32>();
@@ -240,7 +242,8 @@ fn encode_value(column: &ArrayRef, row: usize, out: &mut Vec<u8>) -> Result<()> 
 /// Reads the keys of a data file, one per row position.
 pub async fn read_keys(file_io: &FileIO, path: &str, id_field_ids: &[i32]) -> Result<Vec<Vec<u8>>> {
     let input = file_io.new_input(path)?;
-    let reader = iceberg::arrow::ArrowFileReader::new(input.metadata().await?, input.reader().await?);
+    let reader =
+        iceberg::arrow::ArrowFileReader::new(input.metadata().await?, input.reader().await?);
     let builder = ParquetRecordBatchStreamBuilder::new(reader).await?;
     // Top-level columns by field id.
     let fields = builder.schema().fields().clone();
@@ -255,7 +258,9 @@ pub async fn read_keys(file_io: &FileIO, path: &str, id_field_ids: &[i32]) -> Re
                     == Some(*id)
             })
             .ok_or_else(|| {
-                Error::Schema(format!("data file {path} has no id column with field id {id}"))
+                Error::Schema(format!(
+                    "data file {path} has no id column with field id {id}"
+                ))
             })?;
         roots.push(index);
     }
@@ -269,7 +274,11 @@ pub async fn read_keys(file_io: &FileIO, path: &str, id_field_ids: &[i32]) -> Re
     for batch in batches {
         let columns: Vec<ArrayRef> = roots
             .iter()
-            .map(|r| batch.column(sorted.binary_search(r).unwrap_or_default()).clone())
+            .map(|r| {
+                batch
+                    .column(sorted.binary_search(r).unwrap_or_default())
+                    .clone()
+            })
             .collect();
         keys.extend(encode_keys(&columns, batch.num_rows())?);
     }
@@ -301,7 +310,13 @@ pub async fn apply(
             .into_iter()
             .enumerate()
         {
-            new_rows.insert(key, Location { file, pos: pos as u64 });
+            new_rows.insert(
+                key,
+                Location {
+                    file,
+                    pos: pos as u64,
+                },
+            );
         }
     }
     // The rows the keys had, grouped by the partition of their data file.
@@ -405,8 +420,11 @@ pub async fn rebuild(
 
 async fn read_position_deletes(file_io: &FileIO, path: &str) -> Result<Vec<(String, u64)>> {
     let input = file_io.new_input(path)?;
-    let reader = iceberg::arrow::ArrowFileReader::new(input.metadata().await?, input.reader().await?);
-    let stream = ParquetRecordBatchStreamBuilder::new(reader).await?.build()?;
+    let reader =
+        iceberg::arrow::ArrowFileReader::new(input.metadata().await?, input.reader().await?);
+    let stream = ParquetRecordBatchStreamBuilder::new(reader)
+        .await?
+        .build()?;
     let batches: Vec<RecordBatch> = stream.try_collect().await?;
     let mut out = Vec::new();
     for b in batches {

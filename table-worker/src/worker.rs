@@ -66,6 +66,17 @@ struct TableState {
     base: Option<LiveFiles>,
 }
 
+/// Figures of an upsert table's primary-key index.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct IndexStats {
+    /// Bytes held in memory (entries, sparse indexes, file table).
+    pub memory_bytes: usize,
+    /// Times the in-memory entries were spilled to a run on disk.
+    pub spills: u64,
+    /// Runs on disk now.
+    pub runs: usize,
+}
+
 /// Converts the node's table topics, sharing one memory pool.
 #[derive(Debug)]
 pub struct Worker {
@@ -213,6 +224,17 @@ impl Worker {
     /// The table's schema as the worker's jobs see it (the last job's schema).
     pub async fn schema(&self, table: &str) -> Result<Option<iceberg::spec::Schema>> {
         Ok(self.table(table)?.lock().await.ctx.schema.clone())
+    }
+
+    /// An upsert table's primary-key index figures; None before the index is built.
+    pub async fn index_stats(&self, table: &str) -> Result<Option<IndexStats>> {
+        let t = self.table(table)?;
+        let state = t.lock().await;
+        Ok(state.index.as_ref().map(|i| IndexStats {
+            memory_bytes: i.memory_bytes(),
+            spills: i.spills(),
+            runs: i.runs(),
+        }))
     }
 
     /// The next offset to convert per partition.

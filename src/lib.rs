@@ -176,6 +176,7 @@ pub async fn serve(config: NodeConfig) -> anyhow::Result<()> {
         catalog.clone(),
         table_io,
         statuses,
+        config.data_dir.join("table-index"),
         stop.clone(),
     ));
     {

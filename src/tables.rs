@@ -5,8 +5,13 @@
 //! Every second the service lets the worker convert partitions that passed the file target,
 //! and reconciles the running coordinators with the topics' configs. A coordinator's table is
 //! `table.topic.namespace`.`table.topic.table` (defaults `default` and the topic's name).
+//!
+//! Upsert tables (`table.topic.id.columns` with `upsert.enable=true` or a `cdc.field`) each
+//! get a primary-key index of [`UPSERT_INDEX_BUDGET`] bytes in memory, spilling under
+//! `<index_dir>/<topic>`.
 
 use std::collections::HashMap;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -23,11 +28,14 @@ use inlet_table_worker::data_file::{FileSettings, FileTarget};
 use inlet_table_worker::job::{TableContext, ValueType};
 use inlet_table_worker::memory::MemoryPool;
 use inlet_table_worker::transform::ValueTransform;
+use inlet_table_worker::upsert::UpsertSpec;
 use inlet_table_worker::worker::Worker;
 use tokio_util::sync::CancellationToken;
 
 /// The node-wide conversion memory budget.
 const MEMORY_BUDGET: usize = 512 << 20;
+/// Memory for each upsert table's primary-key index (beyond it, the index spills to disk).
+const UPSERT_INDEX_BUDGET: usize = inlet_table_worker::upsert::DEFAULT_INDEX_BUDGET;
 
 /// What a running coordinator was started with: restarted when it changes.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -44,8 +52,15 @@ pub async fn run(
     catalog: EmbeddedCatalog,
     file_io: FileIO,
     statuses: Statuses,
+    index_dir: PathBuf,
     stop: CancellationToken,
 ) {
+    // Indexes of an earlier run of the node are rebuilt from the tables: their spills go.
+    if index_dir.exists() {
+        if let Err(e) = std::fs::remove_dir_all(&index_dir) {
+            tracing::warn!(dir = %index_dir.display(), error = %e, "cannot clear old primary-key index spills");
+        }
+    }
     let store = broker.store().clone();
     let worker = Arc::new(Worker::new(store.clone(), MemoryPool::new(MEMORY_BUDGET)));
     let committer = Committer::new(catalog.catalog.clone(), catalog.pointers.clone());
@@ -70,7 +85,15 @@ pub async fn run(
             if get("table.topic.enable").as_deref() != Some("true") {
                 continue;
             }
-            match table_topic(&topic.name, &get, &registry, &catalog, &file_io, &topic) {
+            match table_topic(
+                &topic.name,
+                &get,
+                &registry,
+                &catalog,
+                &file_io,
+                &index_dir,
+                &topic,
+            ) {
                 Ok((fp, t)) => {
                     wanted.insert(topic.name.clone(), (fp, t));
                 }
@@ -122,6 +145,7 @@ fn table_topic(
     registry: &Arc<Registry>,
     catalog: &EmbeddedCatalog,
     file_io: &FileIO,
+    index_dir: &Path,
     topic: &inlet_ingest::topics::Topic,
 ) -> anyhow::Result<(Fingerprint, TableTopic)> {
     let namespace = get("table.topic.namespace").unwrap_or_else(|| "default".into());
@@ -160,6 +184,7 @@ fn table_topic(
             None => Vec::new(),
         },
         settings: FileSettings::default(),
+        upsert: upsert_spec(get, &index_dir.join(topic_name))?,
     };
     let mut configs: Vec<(String, String)> = [
         "table.topic.namespace",
@@ -168,6 +193,9 @@ fn table_topic(
         "table.topic.transform.value.type",
         "table.topic.commit.interval.ms",
         "table.topic.partition.by",
+        "table.topic.id.columns",
+        "table.topic.upsert.enable",
+        "table.topic.cdc.field",
     ]
     .iter()
     .filter_map(|k| Some((k.to_string(), get(k)?)))
@@ -203,4 +231,28 @@ fn table_topic(
             ),
         },
     ))
+}
+
+/// Upsert mode from the topic's configs: id columns with `upsert.enable=true` or a
+/// `cdc.field`. Id columns alone keep the table append-only.
+fn upsert_spec(
+    get: &dyn Fn(&str) -> Option<String>,
+    index_dir: &Path,
+) -> anyhow::Result<Option<UpsertSpec>> {
+    let id_columns = UpsertSpec::parse_columns(&get("table.topic.id.columns").unwrap_or_default());
+    let cdc_field = get("table.topic.cdc.field").filter(|f| !f.trim().is_empty());
+    let enabled = get("table.topic.upsert.enable").as_deref() == Some("true");
+    if !enabled && cdc_field.is_none() {
+        return Ok(None);
+    }
+    anyhow::ensure!(
+        !id_columns.is_empty(),
+        "table.topic.upsert.enable and table.topic.cdc.field need table.topic.id.columns"
+    );
+    Ok(Some(UpsertSpec {
+        id_columns,
+        cdc_field: cdc_field.map(|f| f.trim().to_string()),
+        index_budget: UPSERT_INDEX_BUDGET,
+        index_dir: index_dir.to_path_buf(),
+    }))
 }

@@ -307,7 +307,13 @@ async fn build_index(
     ctx: &TableContext,
     base: Option<LiveFiles>,
 ) -> Result<KeyIndex> {
-    let mut index = KeyIndex::new(upsert.index_budget, upsert.index_dir.clone())?;
+    // A directory of its own: an index being replaced may still be dropping its own.
+    static GENERATION: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let generation = GENERATION.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let mut index = KeyIndex::new(
+        upsert.index_budget,
+        upsert.index_dir.join(format!("index-{generation}")),
+    )?;
     let base = base.ok_or_else(|| {
         Error::Schema(
             "the primary-key index must be rebuilt: register the table again with its live files"

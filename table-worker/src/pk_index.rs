@@ -198,32 +198,28 @@ impl KeyIndex {
         &mut self,
         entries: impl Iterator<Item = (Vec<u8>, Option<Location>)>,
     ) -> Result<Run> {
+        let mut w = self.run_writer()?;
+        for (key, entry) in entries {
+            w.push(&key, entry)?;
+        }
+        w.finish()
+    }
+
+    fn run_writer(&mut self) -> Result<RunWriter> {
         let path = self.dir.join(format!("run-{:08}.idx", self.next_run));
         self.next_run += 1;
         let file = File::create(&path).map_err(|e| io("creating", &path, e))?;
-        let mut out = BufWriter::new(file);
-        let mut sparse = Vec::new();
-        let mut offset = 0u64;
-        for (i, (key, entry)) in entries.enumerate() {
-            if i % BLOCK_ENTRIES == 0 {
-                sparse.push((key.clone(), offset));
-            }
-            let bytes = encode_entry(&key, entry);
-            out.write_all(&bytes).map_err(|e| io("writing", &path, e))?;
-            offset += bytes.len() as u64;
-        }
-        out.flush().map_err(|e| io("writing", &path, e))?;
-        drop(out);
-        let file = File::open(&path).map_err(|e| io("opening", &path, e))?;
-        Ok(Run {
+        Ok(RunWriter {
+            out: BufWriter::new(file),
             path,
-            file,
-            sparse,
-            len: offset,
+            sparse: Vec::new(),
+            offset: 0,
+            entries: 0,
         })
     }
 
-    /// Merges every run into one: the newest entry of each key, tombstones dropped.
+    /// Merges every run into one, streaming (memory: one entry per run, plus the new sparse
+    /// index): the newest entry of each key, tombstones dropped.
     fn merge_runs(&mut self) -> Result<()> {
         let runs = std::mem::take(&mut self.runs);
         let mut readers: Vec<RunReader> = runs
@@ -234,12 +230,9 @@ impl KeyIndex {
             .iter_mut()
             .map(RunReader::next)
             .collect::<Result<_>>()?;
-        let mut merged = Vec::new();
-        loop {
-            // The smallest key; among equal keys the newest run's (the highest index) wins.
-            let Some(min) = heads.iter().flatten().map(|(k, _)| k).min().cloned() else {
-                break;
-            };
+        let mut w = self.run_writer()?;
+        // The smallest key; among equal keys the newest run's (the highest index) wins.
+        while let Some(min) = heads.iter().flatten().map(|(k, _)| k).min().cloned() {
             let mut winner = None;
             for (i, head) in heads.iter_mut().enumerate() {
                 if head.as_ref().is_some_and(|(k, _)| *k == min) {
@@ -248,15 +241,51 @@ impl KeyIndex {
                 }
             }
             if let Some(Some(at)) = winner {
-                merged.push((min, Some(at)));
+                w.push(&min, Some(at))?;
             }
         }
-        let run = self.write_run(merged.into_iter())?;
+        let run = w.finish()?;
         for r in runs {
             let _ = std::fs::remove_file(&r.path);
         }
         self.runs.push(run);
         Ok(())
+    }
+}
+
+/// Writes one run, entries in key order.
+struct RunWriter {
+    out: BufWriter<File>,
+    path: PathBuf,
+    sparse: Vec<(Vec<u8>, u64)>,
+    offset: u64,
+    entries: usize,
+}
+
+impl RunWriter {
+    fn push(&mut self, key: &[u8], entry: Option<Location>) -> Result<()> {
+        if self.entries.is_multiple_of(BLOCK_ENTRIES) {
+            self.sparse.push((key.to_vec(), self.offset));
+        }
+        let bytes = encode_entry(key, entry);
+        self.out
+            .write_all(&bytes)
+            .map_err(|e| io("writing", &self.path, e))?;
+        self.offset += bytes.len() as u64;
+        self.entries += 1;
+        Ok(())
+    }
+
+    fn finish(mut self) -> Result<Run> {
+        self.out.flush().map_err(|e| io("writing", &self.path, e))?;
+        drop(self.out);
+        let file = File::open(&self.path).map_err(|e| io("opening", &self.path, e))?;
+        Ok(Run {
+            path: self.path,
+            file,
+            sparse: self.sparse,
+            len: self.offset,
+        })
     }
 }
 

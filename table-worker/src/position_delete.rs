@@ -64,7 +64,7 @@ pub async fn write(
     if deletes.is_empty() {
         return Ok(Vec::new());
     }
-    let partition = partition.filter(|p| p.fields().len() > 0);
+    let partition = partition.filter(|p| !p.fields().is_empty());
     if partition.is_some() == target.spec.is_unpartitioned() {
         return Err(Error::Schema(format!(
             "position deletes: a partition tuple is needed exactly when the table is partitioned (spec {})",

@@ -184,7 +184,14 @@ fn table_topic(
             None => Vec::new(),
         },
         settings: FileSettings::default(),
-        upsert: upsert_spec(get, &index_dir.join(topic_name))?,
+        upsert: UpsertSpec::from_configs(
+            &get("table.topic.id.columns").unwrap_or_default(),
+            get("table.topic.upsert.enable").as_deref() == Some("true"),
+            get("table.topic.cdc.field").as_deref(),
+            transform,
+            UPSERT_INDEX_BUDGET,
+            index_dir.join(topic_name),
+        )?,
     };
     let mut configs: Vec<(String, String)> = [
         "table.topic.namespace",
@@ -231,28 +238,4 @@ fn table_topic(
             ),
         },
     ))
-}
-
-/// Upsert mode from the topic's configs: id columns with `upsert.enable=true` or a
-/// `cdc.field`. Id columns alone keep the table append-only.
-fn upsert_spec(
-    get: &dyn Fn(&str) -> Option<String>,
-    index_dir: &Path,
-) -> anyhow::Result<Option<UpsertSpec>> {
-    let id_columns = UpsertSpec::parse_columns(&get("table.topic.id.columns").unwrap_or_default());
-    let cdc_field = get("table.topic.cdc.field").filter(|f| !f.trim().is_empty());
-    let enabled = get("table.topic.upsert.enable").as_deref() == Some("true");
-    if !enabled && cdc_field.is_none() {
-        return Ok(None);
-    }
-    anyhow::ensure!(
-        !id_columns.is_empty(),
-        "table.topic.upsert.enable and table.topic.cdc.field need table.topic.id.columns"
-    );
-    Ok(Some(UpsertSpec {
-        id_columns,
-        cdc_field: cdc_field.map(|f| f.trim().to_string()),
-        index_budget: UPSERT_INDEX_BUDGET,
-        index_dir: index_dir.to_path_buf(),
-    }))
 }

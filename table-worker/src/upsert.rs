@@ -42,6 +42,7 @@ use parquet::arrow::{ParquetRecordBatchStreamBuilder, ProjectionMask};
 use crate::data_file::{FileSettings, FileTarget};
 use crate::error::{Error, Result};
 use crate::pk_index::{FileRef, KeyIndex, Location};
+use crate::transform::{ValueTransform, OP_COLUMN};
 
 /// The default memory budget of one table's primary-key index.
 pub const DEFAULT_INDEX_BUDGET: usize = 64 << 20;
@@ -71,6 +72,45 @@ impl UpsertSpec {
             .map(|c| c.trim().trim_matches('`').to_string())
             .filter(|c| !c.is_empty())
             .collect()
+    }
+
+    /// Upsert mode from a topic's configs: id columns with `upsert.enable=true` or a
+    /// `cdc.field`; None when neither is set (id columns alone keep a table append-only).
+    /// With `flatten_debezium`, the operation is the `_op` column the transform adds: it is
+    /// the CDC field when none is given, and `op` (the envelope's name for it) means it too.
+    pub fn from_configs(
+        id_columns: &str,
+        upsert_enable: bool,
+        cdc_field: Option<&str>,
+        transform: ValueTransform,
+        index_budget: usize,
+        index_dir: PathBuf,
+    ) -> Result<Option<Self>> {
+        let id_columns = Self::parse_columns(id_columns);
+        let mut cdc_field = cdc_field
+            .map(str::trim)
+            .filter(|f| !f.is_empty())
+            .map(str::to_string);
+        if !upsert_enable && cdc_field.is_none() {
+            return Ok(None);
+        }
+        if id_columns.is_empty() {
+            return Err(Error::Schema(
+                "table.topic.upsert.enable and table.topic.cdc.field need table.topic.id.columns"
+                    .into(),
+            ));
+        }
+        if transform == ValueTransform::FlattenDebezium
+            && cdc_field.as_deref().is_none_or(|f| f == "op")
+        {
+            cdc_field = Some(OP_COLUMN.to_string());
+        }
+        Ok(Some(UpsertSpec {
+            id_columns,
+            cdc_field,
+            index_budget,
+            index_dir,
+        }))
     }
 
     /// The field ids of the id columns in `schema`; an error names a missing or nested column.
@@ -331,6 +371,15 @@ pub async fn apply(
         let f = index
             .file(file)
             .ok_or_else(|| Error::Schema(format!("primary-key index: unknown file id {file}")))?;
+        if f.spec_id != target.spec.spec_id() {
+            // Inlet never evolves a table's spec; another writer did.
+            return Err(Error::Schema(format!(
+                "{} was written with partition spec {}, the table's is now {}: upserts across a partition spec change are not supported",
+                f.path,
+                f.spec_id,
+                target.spec.spec_id()
+            )));
+        }
         by_partition
             .entry((f.spec_id, f.partition.clone()))
             .or_default()
@@ -436,4 +485,74 @@ async fn read_position_deletes(file_io: &FileIO, path: &str) -> Result<Vec<(Stri
         }
     }
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::Arc;
+
+    #[test]
+    fn configs_choose_the_mode_and_the_cdc_column() {
+        let dir = PathBuf::from("idx");
+        let spec = |ids: &str, upsert: bool, cdc: Option<&str>, t: ValueTransform| {
+            UpsertSpec::from_configs(ids, upsert, cdc, t, 1, dir.clone())
+        };
+        assert_eq!(
+            spec("[id]", false, None, ValueTransform::None).expect("ok"),
+            None,
+            "id columns alone: append only"
+        );
+        let s = spec("[a, b]", true, None, ValueTransform::None)
+            .expect("ok")
+            .expect("upsert");
+        assert_eq!(s.id_columns, vec!["a", "b"]);
+        assert_eq!(s.cdc_field, None);
+        let s = spec("id", false, Some(" op "), ValueTransform::None)
+            .expect("ok")
+            .expect("cdc");
+        assert_eq!(s.cdc_field.as_deref(), Some("op"));
+        for cdc in [None, Some("op"), Some("_op")] {
+            let s = spec("[id]", true, cdc, ValueTransform::FlattenDebezium)
+                .expect("ok")
+                .expect("cdc");
+            assert_eq!(s.cdc_field.as_deref(), Some(OP_COLUMN), "{cdc:?}");
+        }
+        assert!(spec("", true, None, ValueTransform::None).is_err());
+        assert!(spec("[]", false, Some("op"), ValueTransform::None).is_err());
+    }
+
+    #[test]
+    fn operations() {
+        for d in ["D", "d", " d "] {
+            assert_eq!(Op::parse(Some(d)), Op::Delete);
+        }
+        for u in ["I", "U", "c", "r", "u", "x"] {
+            assert_eq!(Op::parse(Some(u)), Op::Upsert);
+        }
+        assert_eq!(Op::parse(None), Op::Upsert);
+    }
+
+    #[test]
+    fn keys_are_equal_across_integer_widths_and_distinct_across_columns() {
+        use arrow::array::{Int32Array, Int64Array, StringArray};
+        let narrow: Vec<ArrayRef> = vec![Arc::new(Int32Array::from(vec![7, 8]))];
+        let wide: Vec<ArrayRef> = vec![Arc::new(Int64Array::from(vec![7, 8]))];
+        assert_eq!(
+            encode_keys(&narrow, 2).expect("keys"),
+            encode_keys(&wide, 2).expect("keys")
+        );
+        // ("ab", "c") and ("a", "bc") are different keys.
+        let two = |a: &str, b: &str| -> Vec<u8> {
+            let cols: Vec<ArrayRef> = vec![
+                Arc::new(StringArray::from(vec![a])),
+                Arc::new(StringArray::from(vec![b])),
+            ];
+            encode_keys(&cols, 1).expect("keys").remove(0)
+        };
+        assert_ne!(two("ab", "c"), two("a", "bc"));
+        let nulls: Vec<ArrayRef> = vec![Arc::new(Int64Array::from(vec![None, Some(0)]))];
+        let k = encode_keys(&nulls, 2).expect("keys");
+        assert_ne!(k[0], k[1], "null is not zero");
+    }
 }

@@ -3,7 +3,8 @@
 //! reader sees — every committed data file's rows minus the rows the committed position
 //! delete files name. Covers de-duplication within a job and across the jobs of one round,
 //! updates across rounds, CDC deletes, partitioned position deletes, an index spilling past a
-//! tiny budget, and an index rebuilt from the table by a new worker (a restart).
+//! tiny budget, an index rebuilt from the table by a new worker (a restart), and Debezium
+//! envelopes (`flatten_debezium`) whose `d` events delete.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
@@ -38,6 +39,10 @@ struct Fixture {
 }
 
 async fn fixture() -> Fixture {
+    fixture_with(SCHEMA).await
+}
+
+async fn fixture_with(schema: &str) -> Fixture {
     let dir = tempfile::tempdir().expect("tempdir");
     let meta_url = format!("sqlite://{}", dir.path().join("meta.db").display());
     let store = Arc::new(
@@ -55,7 +60,7 @@ async fn fixture() -> Fixture {
             .expect("registry"),
     );
     let req = SchemaRequest {
-        schema: SCHEMA.to_string(),
+        schema: schema.to_string(),
         ..SchemaRequest::default()
     };
     let schema_id = registry
@@ -453,4 +458,86 @@ async fn partitioned_tables_get_position_deletes_in_the_data_files_partition() {
         .map(|i| (i, if i % 2 == 0 { "v2" } else { "v1" }.to_string()))
         .collect();
     assert_eq!(rows, want);
+}
+
+const ENVELOPE: &str = r#"{"type":"record","name":"Envelope","namespace":"db.users","fields":[
+  {"name":"before","type":["null",{"type":"record","name":"Value","fields":[{"name":"id","type":"long"},{"name":"name","type":"string"}]}],"default":null},
+  {"name":"after","type":["null","Value"],"default":null},
+  {"name":"op","type":"string"},
+  {"name":"ts_ms","type":["null","long"],"default":null}]}"#;
+
+/// A Debezium change event: `op` with the row before and after.
+fn event(f: &Fixture, op: &str, before: Option<(i64, &str)>, after: Option<(i64, &str)>) -> Bytes {
+    let schema = apache_avro::Schema::parse_str(ENVELOPE).expect("schema");
+    let row = |r: Option<(i64, &str)>| match r {
+        Some((id, name)) => AvroValue::Union(
+            1,
+            Box::new(AvroValue::Record(vec![
+                ("id".into(), AvroValue::Long(id)),
+                ("name".into(), AvroValue::String(name.into())),
+            ])),
+        ),
+        None => AvroValue::Union(0, Box::new(AvroValue::Null)),
+    };
+    let datum = apache_avro::to_avro_datum(
+        &schema,
+        AvroValue::Record(vec![
+            ("before".into(), row(before)),
+            ("after".into(), row(after)),
+            ("op".into(), AvroValue::String(op.into())),
+            (
+                "ts_ms".into(),
+                AvroValue::Union(1, Box::new(AvroValue::Long(1_700_000_000_000))),
+            ),
+        ]),
+    )
+    .expect("encode");
+    Bytes::from(framing::frame(f.schema_id, &datum))
+}
+
+#[tokio::test]
+async fn debezium_change_events_upsert_and_delete_by_their_op() {
+    let f = fixture_with(ENVELOPE).await;
+    let worker = Worker::new(f.store.clone(), MemoryPool::new(64 << 20));
+    let mut ctx = context(&f, false, 64 << 20, "");
+    ctx.transform = inlet_table_worker::transform::ValueTransform::FlattenDebezium;
+    // What the node makes of `upsert.enable=true` with `flatten_debezium` and no cdc.field.
+    ctx.upsert = UpsertSpec::from_configs(
+        "[id]",
+        true,
+        None,
+        ctx.transform,
+        64 << 20,
+        f.dir.path().join("index"),
+    )
+    .expect("configs");
+    worker.add_table_with_base("t", ctx, &source(&f, 0), LiveFiles::default());
+    let mut table = Table::default();
+    append(
+        &f,
+        vec![
+            event(&f, "r", None, Some((1, "snapshot"))),
+            event(&f, "c", None, Some((2, "created"))),
+            event(&f, "c", None, Some((3, "created"))),
+        ],
+    )
+    .await;
+    round(&f, &worker, &mut table).await;
+    assert_eq!(
+        table.rows(),
+        names(&[(1, "snapshot"), (2, "created"), (3, "created")])
+    );
+    append(
+        &f,
+        vec![
+            event(&f, "u", Some((1, "snapshot")), Some((1, "updated"))),
+            // A delete carries its row (and so its key) in `before`.
+            event(&f, "d", Some((2, "created")), None),
+            event(&f, "c", None, Some((4, "created"))),
+            event(&f, "d", Some((4, "created")), None),
+        ],
+    )
+    .await;
+    round(&f, &worker, &mut table).await;
+    assert_eq!(table.rows(), names(&[(1, "updated"), (3, "created")]));
 }

@@ -380,4 +380,57 @@ async fn upsert_rounds_are_row_deltas_on_their_base_only() {
 
     // A repeated round (unknown outcome) is recognised, whatever its base says.
     assert_eq!(c.commit(&ident, &round2).await.expect("retry"), None);
+
+    // A schema evolution keeps the identifier fields.
+    let mut evolved = upsert_schema().as_struct().fields().to_vec();
+    evolved.push(Arc::new(NestedField::optional(
+        3,
+        "note",
+        Type::Primitive(PrimitiveType::String),
+    )));
+    let round3 = Round {
+        schema: Schema::builder()
+            .with_fields(evolved)
+            .build()
+            .expect("schema"),
+        ..upsert_round(3, Vec::new(), Vec::new(), RoundBase::Snapshot(Some(s2)))
+    };
+    c.commit(&ident, &round3)
+        .await
+        .expect("commit")
+        .expect("a snapshot");
+    let table = c.load(&ident).await.expect("load").expect("table");
+    let schema = table.metadata().current_schema();
+    assert!(schema.field_by_name("note").is_some());
+    assert_eq!(schema.identifier_field_ids().collect::<Vec<_>>(), vec![1]);
+}
+
+#[tokio::test]
+async fn optional_id_columns_sort_the_table_but_are_not_identifier_fields() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let c = committer(&dir).await;
+    let ident = TableIdent::new(NamespaceIdent::new("default".into()), "cdc".into());
+    // `flatten_debezium` makes every column optional.
+    let schema = Schema::builder()
+        .with_fields(vec![Arc::new(NestedField::optional(
+            1,
+            "id",
+            Type::Primitive(PrimitiveType::Long),
+        ))])
+        .build()
+        .expect("schema");
+    let table = c
+        .create_with_ids_if_missing(&ident, &schema, None, &["id".to_string()])
+        .await
+        .expect("create");
+    let meta = table.metadata();
+    assert_eq!(meta.current_schema().identifier_field_ids().count(), 0);
+    assert_eq!(meta.default_sort_order().fields.len(), 1);
+    // An id column the schema lacks is a clear error.
+    let missing = TableIdent::new(NamespaceIdent::new("default".into()), "bad".into());
+    let err = c
+        .create_with_ids_if_missing(&missing, &schema, None, &["nope".to_string()])
+        .await
+        .expect_err("no such column");
+    assert!(err.to_string().contains("nope"), "{err}");
 }

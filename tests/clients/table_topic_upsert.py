@@ -9,8 +9,10 @@ Two 3-partition topics with a 1 s commit interval and table.topic.id.columns=[id
 - `accounts`: table.topic.cdc.field=op; `I`/`U` upsert, `D` deletes the key's row.
 
 first: three steps, each waited for until the tables hold exactly the expected latest row per
-key (inserts; then updates, a key updated twice in one burst, and deletes). A fourth step is
-produced (acked) but not waited for: the node is killed with SIGKILL right after.
+key (inserts; then updates, a key updated twice in one burst, and deletes). Between the second
+and the third, another writer (pyiceberg) appends a row to `users`: the node's next round was
+built on the snapshot before, so it must be dropped and redone on the new base. A fourth step
+is produced (acked) but not waited for: the node is killed with SIGKILL right after.
 after-restart: a fifth step updates and deletes keys written before the kill (the node rebuilt
 its primary-key indexes from the tables), then the tables must hold exactly the result of all
 five steps. Prints OK at the end; raises on a mismatch.
@@ -55,14 +57,20 @@ STEPS = [
     ([(i, f"u{i}-v4") for i in range(10, 15)],
      [(0, 0, "D"), (8, 408, "U"), (14, 114, "I")]),
     # After the restart.
-    ([(1, "u1-v5"), (10, "u10-v5"), (21, "u21-v1")],
+    ([(1, "u1-v5"), (10, "u10-v5"), (21, "u21-v1"), (100, "u100-v5")],
      [(1, 0, "D"), (8, 508, "U"), (5, 505, "U"), (15, 115, "I")]),
 ]
 
 
+# The row another writer appends to `users` after the second step.
+EXTERNAL = (100, "external")
+
+
 def expected(steps):
     users, accounts = {}, {}
-    for u, a in steps:
+    for n, (u, a) in enumerate(steps):
+        if n == 2:
+            users[EXTERNAL[0]] = EXTERNAL[1]
         for i, name in u:
             users[i] = name
         for i, balance, op in a:
@@ -185,8 +193,19 @@ def check_duckdb(steps):
     print("DuckDB OK")
 
 
+def external_append():
+    import pyarrow as pa
+    users = catalog.load_table("default.users")
+    schema = users.schema().as_arrow()
+    data = {f.name: [None] for f in schema}
+    data.update({"id": [EXTERNAL[0]], "name": [EXTERNAL[1]], "version": [1]})
+    users.append(pa.Table.from_pydict(data, schema=schema))
+
+
 if phase == "first":
     for n in range(3):
+        if n == 2:
+            external_append()
         produce(STEPS[n])
         wait_for(STEPS[: n + 1])
         print(f"step {n + 1} OK")

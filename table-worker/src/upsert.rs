@@ -230,6 +230,15 @@ fn ops_of(spec: &UpsertSpec, batch: &RecordBatch) -> Result<Vec<Op>> {
 pub fn encode_keys(columns: &[ArrayRef], rows: usize) -> Result<Vec<Vec<u8>>> {
     let mut keys = vec![Vec::new(); rows];
     for column in columns {
+        // Dates, times, timestamps and decimals are keyed by their text (stable within a
+        // table: a column always has the same Arrow type), cast once per column.
+        let column = &match column.data_type() {
+            DataType::Date32
+            | DataType::Time64(_)
+            | DataType::Timestamp(_, _)
+            | DataType::Decimal128(_, _) => arrow::compute::cast(column, &DataType::Utf8)?,
+            _ => column.clone(),
+        };
         for (row, key) in keys.iter_mut().enumerate() {
             encode_value(column, row, key)?;
         }
@@ -262,14 +271,6 @@ fn encode_value(column: &ArrayRef, row: usize, out: &mut Vec<u8>) -> Result<()> 
         DataType::Binary => bytes(out, column.as_binary::<i32>().value(row)),
         DataType::LargeBinary => bytes(out, column.as_binary::<i64>().value(row)),
         DataType::FixedSizeBinary(_) => bytes(out, column.as_fixed_size_binary().value(row)),
-        DataType::Date32
-        | DataType::Time64(_)
-        | DataType::Timestamp(_, _)
-        | DataType::Decimal128(_, _) => {
-            // Stable within a table: the same column always has the same Arrow type.
-            let as_string = arrow::compute::cast(&column.slice(row, 1), &DataType::Utf8)?;
-            bytes(out, as_string.as_string::<i32>().value(0).as_bytes());
-        }
         other => {
             return Err(Error::Schema(format!(
                 "table.topic.id.columns: a column of type {other} cannot be a key"
@@ -535,6 +536,13 @@ mod tests {
 
     #[test]
     fn keys_are_equal_across_integer_widths_and_distinct_across_columns() {
+        use arrow::array::TimestampMicrosecondArray;
+        let ts: Vec<ArrayRef> = vec![Arc::new(
+            TimestampMicrosecondArray::from(vec![1, 2, 1]).with_timezone("+00:00"),
+        )];
+        let k = encode_keys(&ts, 3).expect("timestamp keys");
+        assert_eq!(k[0], k[2]);
+        assert_ne!(k[0], k[1]);
         use arrow::array::{Int32Array, Int64Array, StringArray};
         let narrow: Vec<ArrayRef> = vec![Arc::new(Int32Array::from(vec![7, 8]))];
         let wide: Vec<ArrayRef> = vec![Arc::new(Int64Array::from(vec![7, 8]))];

@@ -177,6 +177,7 @@ pub async fn serve(config: NodeConfig) -> anyhow::Result<()> {
         table_io,
         statuses,
         config.data_dir.join("table-index"),
+        config.tables.upsert_index_memory_bytes,
         stop.clone(),
     ));
     {

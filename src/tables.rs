@@ -7,8 +7,8 @@
 //! `table.topic.namespace`.`table.topic.table` (defaults `default` and the topic's name).
 //!
 //! Upsert tables (`table.topic.id.columns` with `upsert.enable=true` or a `cdc.field`) each
-//! get a primary-key index of [`UPSERT_INDEX_BUDGET`] bytes in memory, spilling under
-//! `<index_dir>/<topic>`.
+//! get a primary-key index of `tables.upsert_index_memory_bytes` (64 MiB) in memory, spilling
+//! under `<index_dir>/<topic>`.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -34,8 +34,6 @@ use tokio_util::sync::CancellationToken;
 
 /// The node-wide conversion memory budget.
 const MEMORY_BUDGET: usize = 512 << 20;
-/// Memory for each upsert table's primary-key index (beyond it, the index spills to disk).
-const UPSERT_INDEX_BUDGET: usize = inlet_table_worker::upsert::DEFAULT_INDEX_BUDGET;
 
 /// What a running coordinator was started with: restarted when it changes.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -53,6 +51,7 @@ pub async fn run(
     file_io: FileIO,
     statuses: Statuses,
     index_dir: PathBuf,
+    index_budget: usize,
     stop: CancellationToken,
 ) {
     // Indexes of an earlier run of the node are rebuilt from the tables: their spills go.
@@ -92,6 +91,7 @@ pub async fn run(
                 &catalog,
                 &file_io,
                 &index_dir,
+                index_budget,
                 &topic,
             ) {
                 Ok((fp, t)) => {
@@ -146,6 +146,7 @@ fn table_topic(
     catalog: &EmbeddedCatalog,
     file_io: &FileIO,
     index_dir: &Path,
+    index_budget: usize,
     topic: &inlet_ingest::topics::Topic,
 ) -> anyhow::Result<(Fingerprint, TableTopic)> {
     let namespace = get("table.topic.namespace").unwrap_or_else(|| "default".into());
@@ -189,7 +190,7 @@ fn table_topic(
             get("table.topic.upsert.enable").as_deref() == Some("true"),
             get("table.topic.cdc.field").as_deref(),
             transform,
-            UPSERT_INDEX_BUDGET,
+            index_budget,
             index_dir.join(topic_name),
         )?,
     };

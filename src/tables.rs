@@ -11,7 +11,7 @@
 //! under `<index_dir>/<topic>`.
 
 use std::collections::HashMap;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -35,6 +35,14 @@ use tokio_util::sync::CancellationToken;
 /// The node-wide conversion memory budget.
 const MEMORY_BUDGET: usize = 512 << 20;
 
+/// Where upsert tables' primary-key indexes spill, and their memory budget (each).
+#[derive(Debug, Clone)]
+pub struct IndexSettings {
+    /// Emptied at start: indexes are rebuilt from their tables.
+    pub dir: PathBuf,
+    pub budget: usize,
+}
+
 /// What a running coordinator was started with: restarted when it changes.
 #[derive(Debug, Clone, PartialEq, Eq)]
 struct Fingerprint {
@@ -50,13 +58,13 @@ pub async fn run(
     catalog: EmbeddedCatalog,
     file_io: FileIO,
     statuses: Statuses,
-    index_dir: PathBuf,
-    index_budget: usize,
+    indexes: IndexSettings,
     stop: CancellationToken,
 ) {
+    let index_dir = &indexes.dir;
     // Indexes of an earlier run of the node are rebuilt from the tables: their spills go.
     if index_dir.exists() {
-        if let Err(e) = std::fs::remove_dir_all(&index_dir) {
+        if let Err(e) = std::fs::remove_dir_all(index_dir) {
             tracing::warn!(dir = %index_dir.display(), error = %e, "cannot clear old primary-key index spills");
         }
     }
@@ -90,8 +98,7 @@ pub async fn run(
                 &registry,
                 &catalog,
                 &file_io,
-                &index_dir,
-                index_budget,
+                &indexes,
                 &topic,
             ) {
                 Ok((fp, t)) => {
@@ -145,8 +152,7 @@ fn table_topic(
     registry: &Arc<Registry>,
     catalog: &EmbeddedCatalog,
     file_io: &FileIO,
-    index_dir: &Path,
-    index_budget: usize,
+    indexes: &IndexSettings,
     topic: &inlet_ingest::topics::Topic,
 ) -> anyhow::Result<(Fingerprint, TableTopic)> {
     let namespace = get("table.topic.namespace").unwrap_or_else(|| "default".into());
@@ -190,8 +196,8 @@ fn table_topic(
             get("table.topic.upsert.enable").as_deref() == Some("true"),
             get("table.topic.cdc.field").as_deref(),
             transform,
-            index_budget,
-            index_dir.join(topic_name),
+            indexes.budget,
+            indexes.dir.join(topic_name),
         )?,
     };
     let mut configs: Vec<(String, String)> = [

@@ -7,7 +7,8 @@
 //! indexes are rebuilt from the tables, and a last step of updates and deletes of keys
 //! written before the kill must land exactly (no key with two live rows, no lost update).
 //! Another writer (pyiceberg) appends to the upsert table in between: the node's round built
-//! on the earlier snapshot is dropped and redone on the new base.
+//! on the earlier snapshot is dropped and redone on the new base. A third topic, partitioned
+//! by `bucket(id, 2)`, checks position deletes in partitions, before and after the restart.
 
 mod common;
 

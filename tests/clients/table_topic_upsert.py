@@ -4,9 +4,11 @@ through the node's REST catalog.
 
 Usage: table_topic_upsert.py BOOTSTRAP REGISTRY_URL ICEBERG_URI first|after-restart
 
-Two 3-partition topics with a 1 s commit interval and table.topic.id.columns=[id]:
+Three 3-partition topics with a 1 s commit interval and table.topic.id.columns=[id]:
 - `users`: table.topic.upsert.enable=true; every record upserts its key.
 - `accounts`: table.topic.cdc.field=op; `I`/`U` upsert, `D` deletes the key's row.
+- `items`: upsert, partitioned by bucket(id, 2): a round's position deletes in each partition
+  point into several data files of that partition (readers match them by partition).
 
 first: three steps, each waited for until the tables hold exactly the expected latest row per
 key (inserts; then updates, a key updated twice in one burst, and deletes). Between the second
@@ -90,6 +92,9 @@ if phase == "first":
                  config={**common, "table.topic.upsert.enable": "true"}),
         NewTopic("accounts", num_partitions=3, replication_factor=1,
                  config={**common, "table.topic.cdc.field": "op"}),
+        NewTopic("items", num_partitions=3, replication_factor=1,
+                 config={**common, "table.topic.upsert.enable": "true",
+                         "table.topic.partition.by": "[bucket(id, 2)]"}),
     ])
     for f in futures.values():
         f.result(30)
@@ -143,6 +148,44 @@ def wait_for(steps, timeout=90):
                          f"want {want_users}\n     {want_accounts}\ngot  {got}")
 
 
+# `items`: (id, name) steps; the first three before the kill, the last after the restart.
+ITEM_STEPS = [
+    [(i, f"i{i}-v1") for i in range(10)],
+    [(i, f"i{i}-v1") for i in range(10, 20)],
+    [(i, f"i{i}-v2") for i in range(20)],
+    [(5, "i5-v3"), (15, "i15-v3")],
+]
+
+
+def produce_items(step):
+    for i, name in step:
+        version = int(name.rsplit("-v", 1)[1])
+        value = user_ser({"id": i, "name": name, "version": version},
+                         SerializationContext("items", MessageField.VALUE))
+        producer.produce("items", key=str(i).encode(), value=value)
+    assert producer.flush(30) == 0, "every record acked"
+
+
+def wait_for_items(steps, timeout=90):
+    want = {}
+    for step in steps:
+        want.update(dict(step))
+    deadline = time.time() + timeout
+    got = None
+    while time.time() < deadline:
+        try:
+            got = table_rows("items", "name")
+            if got == want:
+                return
+        except AssertionError:
+            raise
+        except Exception as e:
+            got = e
+        time.sleep(0.5)
+    raise AssertionError(f"items did not reach the expected rows in {timeout}s:\n"
+                         f"want {want}\ngot  {got}")
+
+
 def check_snapshot():
     users = catalog.load_table("default.users")
     summary = users.metadata.current_snapshot().summary
@@ -186,6 +229,11 @@ def check_duckdb(steps):
     want_users, want_accounts = expected(steps)
     users = dict(con.execute("SELECT id, name FROM inlet.default.users").fetchall())
     accounts = dict(con.execute("SELECT id, balance FROM inlet.default.accounts").fetchall())
+    items = dict(con.execute("SELECT id, name FROM inlet.default.items").fetchall())
+    want_items = {}
+    for step in ITEM_STEPS:
+        want_items.update(dict(step))
+    assert items == want_items, items
     count = con.execute("SELECT count(*) FROM inlet.default.users").fetchone()[0]
     assert count == len(want_users), (count, len(want_users))
     assert users == want_users, users
@@ -210,13 +258,23 @@ if phase == "first":
         wait_for(STEPS[: n + 1])
         print(f"step {n + 1} OK")
     check_snapshot()
+    for n in range(3):
+        produce_items(ITEM_STEPS[n])
+        wait_for_items(ITEM_STEPS[: n + 1])
+    items = catalog.load_table("default.items")
+    assert [str(f.transform) for f in items.spec().fields] == ["bucket[2]"], items.spec()
+    deletes = [d for t in items.scan().plan_files() for d in t.delete_files]
+    assert deletes and all(d.partition is not None for d in deletes), deletes
+    print("items OK")
     # Acked, then the node is killed before (or while) it commits these.
     produce(STEPS[3])
     print("OK")
     sys.exit(0)
 
 produce(STEPS[4])
+produce_items(ITEM_STEPS[3])
 wait_for(STEPS)
+wait_for_items(ITEM_STEPS)
 check_snapshot()
 check_duckdb(STEPS)
 print("OK")

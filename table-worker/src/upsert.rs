@@ -29,7 +29,7 @@
 //!   (committed or not). When outputs are discarded, the index is rebuilt from the table
 //!   ([`rebuild`]).
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
 
 use arrow::array::{Array, ArrayRef, AsArray, BooleanArray, RecordBatch};
@@ -441,11 +441,16 @@ pub async fn rebuild(
     live: &LiveFiles,
     id_field_ids: &[i32],
 ) -> Result<u64> {
-    let mut deleted: HashMap<String, HashSet<u64>> = HashMap::new();
+    // Deleted positions per data file, sorted (8 bytes a delete).
+    let mut deleted: HashMap<String, Vec<u64>> = HashMap::new();
     for path in &live.position_deletes {
         for (file, pos) in read_position_deletes(file_io, path).await? {
-            deleted.entry(file).or_default().insert(pos);
+            deleted.entry(file).or_default().push(pos);
         }
+    }
+    for positions in deleted.values_mut() {
+        positions.sort_unstable();
+        positions.dedup();
     }
     let mut data = live.data.clone();
     data.sort_by_key(|f| f.sequence_number);
@@ -456,7 +461,7 @@ pub async fn rebuild(
         let file = index.file_id(f.file);
         for (pos, key) in keys.into_iter().enumerate() {
             let pos = pos as u64;
-            if gone.is_some_and(|g| g.contains(&pos)) {
+            if gone.is_some_and(|g| g.binary_search(&pos).is_ok()) {
                 continue;
             }
             if index.get(&key)?.is_some() {

@@ -37,6 +37,37 @@ pub struct NodeConfig {
     pub registry: inlet_schema_registry::RegistryConfig,
     /// Table topics' settings.
     pub tables: TablesConfig,
+    /// Limits of each SQL query (`POST /v1/query`, `inlet query`).
+    pub query: QuerySettings,
+}
+
+/// `[query]`: limits of each SQL query.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct QuerySettings {
+    /// Memory a query's sorts, joins and aggregates may hold before it fails.
+    pub memory_limit_bytes: usize,
+    /// Wall time, streaming the result included, before a query is cancelled.
+    pub timeout_secs: u64,
+}
+
+impl Default for QuerySettings {
+    fn default() -> Self {
+        let d = inlet_query::QueryConfig::default();
+        QuerySettings {
+            memory_limit_bytes: d.memory_limit_bytes,
+            timeout_secs: d.timeout.as_secs(),
+        }
+    }
+}
+
+impl QuerySettings {
+    pub fn to_config(&self) -> inlet_query::QueryConfig {
+        inlet_query::QueryConfig {
+            memory_limit_bytes: self.memory_limit_bytes,
+            timeout: std::time::Duration::from_secs(self.timeout_secs),
+        }
+    }
 }
 
 /// Settings of the node's table topics (`[tables]` in `inlet.toml`).
@@ -71,6 +102,7 @@ impl Default for NodeConfig {
             storage: StorageConfig::default(),
             registry: inlet_schema_registry::RegistryConfig::default(),
             tables: TablesConfig::default(),
+            query: QuerySettings::default(),
         }
     }
 }

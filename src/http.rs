@@ -27,6 +27,7 @@ pub async fn serve(
     broker: Arc<Broker>,
     tables: Statuses,
     catalog: Arc<dyn iceberg::Catalog>,
+    query: inlet_query::QueryConfig,
     iceberg: Router,
     stop: CancellationToken,
 ) {
@@ -35,13 +36,16 @@ pub async fn serve(
             "/v1/watermarks/{namespace}/{table}",
             get(crate::watermark::get),
         )
+        .with_state(catalog.clone());
+    let sql = Router::new()
         .route("/v1/query", axum::routing::post(crate::sql::post))
-        .with_state(catalog);
+        .with_state((catalog, query));
     let app = Router::new()
         .route("/healthz", get(healthz))
         .route("/metrics", get(metrics))
         .with_state(Node { broker, tables })
         .merge(watermarks)
+        .merge(sql)
         .nest("/iceberg", iceberg);
     if let Err(e) = axum::serve(listener, app)
         .with_graceful_shutdown(async move { stop.cancelled().await })

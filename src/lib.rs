@@ -167,6 +167,7 @@ pub async fn serve(config: NodeConfig) -> anyhow::Result<()> {
         broker.clone(),
         statuses.clone(),
         catalog.catalog.clone(),
+        config.query.to_config(),
         catalog.router(rest_config(&config.object_store_url())),
         stop.clone(),
     ));

@@ -9,7 +9,9 @@ use axum::extract::State;
 use axum::http::{header, HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
-use inlet_query::{QueryConfig, QueryError};
+use futures::StreamExt;
+use inlet_query::arrow::array::RecordBatch;
+use inlet_query::{Encoder, QueryConfig, QueryError, QueryStream};
 use serde::Deserialize;
 
 #[derive(Debug, Deserialize)]
@@ -26,7 +28,7 @@ fn error(status: u16, message: String) -> Response {
 
 /// `POST /v1/query`.
 pub async fn post(
-    State(catalog): State<Arc<dyn iceberg::Catalog>>,
+    State((catalog, config)): State<(Arc<dyn iceberg::Catalog>, QueryConfig)>,
     headers: HeaderMap,
     body: axum::body::Bytes,
 ) -> Response {
@@ -45,11 +47,54 @@ pub async fn post(
     } else {
         ("json", "application/json")
     };
-    let result = inlet_query::run(catalog, &body.sql, &QueryConfig::default()).await;
-    match result.and_then(|(schema, batches)| inlet_query::format(&schema, &batches, format)) {
-        Ok(bytes) => ([(header::CONTENT_TYPE, content_type)], bytes).into_response(),
-        Err(e) => error(e.status(), e.to_string()),
-    }
+    let mut output = match inlet_query::run(catalog, &body.sql, &config).await {
+        Ok(output) => output,
+        Err(e) => return error(e.status(), e.to_string()),
+    };
+    // The first batch decides the status: most failures (bad data, a missing file, the
+    // memory limit) show up before any row, and get a 4xx/5xx with a message. A failure
+    // after rows were sent ends the body early, so the client sees a truncated answer.
+    let first = match output.next().await {
+        Some(Err(e)) => return error(e.status(), e.to_string()),
+        other => other,
+    };
+    let (mut encoder, head) = match Encoder::new(&output.schema, format) {
+        Ok(e) => e,
+        Err(e) => return error(e.status(), e.to_string()),
+    };
+    let body = async_stream(head, first, output, move |item| match item {
+        Chunk::Batch(b) => encoder.batch(&b),
+        Chunk::End => encoder.finish(),
+    });
+    (
+        [(header::CONTENT_TYPE, content_type)],
+        axum::body::Body::from_stream(body),
+    )
+        .into_response()
+}
+
+enum Chunk {
+    Batch(RecordBatch),
+    End,
+}
+
+/// The response body: `head`, then each batch encoded, then the closing bytes.
+fn async_stream(
+    head: Vec<u8>,
+    first: Option<Result<RecordBatch, QueryError>>,
+    rest: QueryStream,
+    mut encode: impl FnMut(Chunk) -> Result<Vec<u8>, QueryError> + Send + 'static,
+) -> impl futures::Stream<Item = Result<Vec<u8>, QueryError>> + Send {
+    let batches = futures::stream::iter(first).chain(rest);
+    let encoded = batches
+        .map(move |b| b.map(Chunk::Batch))
+        .chain(futures::stream::once(async { Ok(Chunk::End) }))
+        .map(move |chunk| {
+            chunk.and_then(&mut encode).inspect_err(
+                |e| tracing::warn!(error = %e, "query failed while streaming its result"),
+            )
+        });
+    futures::stream::once(async move { Ok(head) }).chain(encoded)
 }
 
 /// `inlet query`: runs `sql` on the node at `server` and returns the answer in `format`

@@ -60,6 +60,7 @@ fn produced_records_become_rows_of_the_table() {
             assert!(value("inlet_table_watermark_ms").is_some(), "{metrics}");
             watermark_cli(&node);
             query_cli(&node);
+            query_http(&node, &python);
             watermark_wait_until_a_commit(&node, &python);
             node = node.restart_after_kill9();
         }
@@ -176,6 +177,22 @@ fn query_cli(node: &Node) {
     let bad = query("json", "SELEC 1");
     assert_eq!(bad.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&bad.stderr).contains("SELEC"));
+}
+
+/// `POST /v1/query` from Python: Arrow IPC read by pyarrow, CSV, time travel, a refusal.
+fn query_http(node: &Node, python: &std::path::Path) {
+    let (status, output) = run(
+        python,
+        &[
+            script("query_http.py").into(),
+            format!("http://{}", node.http).into(),
+        ],
+        Duration::from_secs(120),
+    );
+    assert!(
+        status.is_some_and(|s| s.success()) && output.contains("OK"),
+        "query_http.py failed ({status:?}):\n{output}"
+    );
 }
 
 /// `inlet watermark wait` blocks until a commit moves the watermark past the asked time: the

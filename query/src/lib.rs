@@ -1,6 +1,7 @@
 //! Embedded DataFusion SQL over the Iceberg catalog (DESIGN.md §6): what `POST /v1/query` and
-//! `inlet query` run. Tables are `namespace.table`, read through `iceberg-datafusion` (Iceberg
-//! scan planning with projection and filter pushdown).
+//! `inlet query` run. Tables are `namespace.table` ([`provider`]: Iceberg scan planning with
+//! projection and filter pushdown, files read in parallel); `as_of(...)` and `snapshots(...)`
+//! travel in time ([`time_travel`]).
 //!
 //! Invariants:
 //! - Read-only: DataFusion's own statement checks refuse DDL (`CREATE`, `DROP`, `CREATE
@@ -9,18 +10,26 @@
 //!   [`QueryError::Refused`] / [`QueryError::Invalid`] with the parser's or planner's message.
 //! - Each query sees the catalog as it is when it starts (a fresh catalog provider per query),
 //!   and runs within a memory limit and a timeout from [`QueryConfig`].
-//!
-//! Not built yet: streaming results to the client (they are collected, up to
-//! `max_result_bytes`), time travel syntax, a benchmark against DuckDB.
+//! - Results stream: [`run`] answers once the query is planned, and batches flow to the caller
+//!   as they are computed ([`Encoder`] turns them into JSON, CSV or Arrow IPC chunks); the
+//!   timeout covers the whole stream.
 
+mod provider;
+mod time_travel;
+
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
+use std::task::{Context, Poll};
 use std::time::Duration;
 
 use datafusion::arrow::array::RecordBatch;
 use datafusion::arrow::datatypes::SchemaRef;
+use datafusion::error::DataFusionError;
 use datafusion::execution::runtime_env::RuntimeEnvBuilder;
+use datafusion::execution::SendableRecordBatchStream;
 use datafusion::prelude::{SQLOptions, SessionConfig, SessionContext};
-use iceberg_datafusion::IcebergCatalogProvider;
+use futures::{Stream, StreamExt};
 
 pub use datafusion::arrow;
 
@@ -29,10 +38,8 @@ pub use datafusion::arrow;
 pub struct QueryConfig {
     /// Execution memory (sorts, joins, aggregates) before the query fails.
     pub memory_limit_bytes: usize,
-    /// Wall time before the query is cancelled.
+    /// Wall time, planning and streaming the result included, before the query is cancelled.
     pub timeout: Duration,
-    /// Largest result a query may return.
-    pub max_result_bytes: usize,
 }
 
 impl Default for QueryConfig {
@@ -40,7 +47,6 @@ impl Default for QueryConfig {
         QueryConfig {
             memory_limit_bytes: 512 << 20,
             timeout: Duration::from_secs(300),
-            max_result_bytes: 256 << 20,
         }
     }
 }
@@ -56,8 +62,9 @@ pub enum QueryError {
     Invalid(String),
     #[error("the query ran longer than {0:?}")]
     Timeout(Duration),
-    #[error("the result is larger than {0} bytes; add a LIMIT or aggregate")]
-    TooLarge(usize),
+    /// The query needed more memory than its limit.
+    #[error("{0}")]
+    ResourcesExhausted(String),
     /// The catalog or storage failed.
     #[error("{0}")]
     Failed(String),
@@ -70,16 +77,16 @@ impl QueryError {
             QueryError::Refused(_) => 403,
             QueryError::Invalid(_) => 400,
             QueryError::Timeout(_) => 408,
-            QueryError::TooLarge(_) => 413,
+            QueryError::ResourcesExhausted(_) => 413,
             QueryError::Failed(_) => 500,
         }
     }
 }
 
-fn classify(e: datafusion::error::DataFusionError) -> QueryError {
+fn classify(e: DataFusionError) -> QueryError {
     use datafusion::error::DataFusionError as E;
     let msg = e.to_string();
-    match e {
+    match e.find_root() {
         E::SQL(..) | E::Plan(_) | E::SchemaError(..) | E::NotImplemented(_) => {
             if msg.contains("not supported")
                 && (msg.contains("DDL") || msg.contains("DML") || msg.contains("Statement"))
@@ -89,45 +96,207 @@ fn classify(e: datafusion::error::DataFusionError) -> QueryError {
                 QueryError::Invalid(msg)
             }
         }
+        E::ResourcesExhausted(_) => QueryError::ResourcesExhausted(msg),
         _ => QueryError::Failed(msg),
     }
 }
 
-/// Runs `sql` over `catalog` and returns its result.
+/// A planned query: its result's schema and the stream of its batches.
+pub struct QueryStream {
+    pub schema: SchemaRef,
+    stream: SendableRecordBatchStream,
+    deadline: Pin<Box<tokio::time::Sleep>>,
+    timeout: Duration,
+    done: bool,
+}
+
+impl Stream for QueryStream {
+    type Item = Result<RecordBatch, QueryError>;
+
+    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        if self.done {
+            return Poll::Ready(None);
+        }
+        if self.deadline.as_mut().poll(cx).is_ready() {
+            self.done = true;
+            return Poll::Ready(Some(Err(QueryError::Timeout(self.timeout))));
+        }
+        match self.stream.poll_next_unpin(cx) {
+            Poll::Ready(Some(Err(e))) => {
+                self.done = true;
+                Poll::Ready(Some(Err(classify(e))))
+            }
+            Poll::Ready(None) => {
+                self.done = true;
+                Poll::Ready(None)
+            }
+            other => other.map(|o| o.map(|r| r.map_err(classify))),
+        }
+    }
+}
+
+impl QueryStream {
+    /// Every batch of the result.
+    pub async fn collect(mut self) -> Result<Vec<RecordBatch>, QueryError> {
+        let mut batches = Vec::new();
+        while let Some(batch) = self.next().await {
+            batches.push(batch?);
+        }
+        Ok(batches)
+    }
+}
+
+/// Plans `sql` over `catalog` and returns its result as a stream.
 pub async fn run(
     catalog: Arc<dyn iceberg::Catalog>,
     sql: &str,
     config: &QueryConfig,
-) -> Result<(SchemaRef, Vec<RecordBatch>), QueryError> {
-    let provider = IcebergCatalogProvider::try_new(catalog)
-        .await
-        .map_err(|e| QueryError::Failed(e.to_string()))?;
-    let runtime = RuntimeEnvBuilder::new()
-        .with_memory_limit(config.memory_limit_bytes, 1.0)
-        .build_arc()
-        .map_err(|e| QueryError::Failed(e.to_string()))?;
-    let session = SessionConfig::new()
-        .with_default_catalog_and_schema("inlet", "default")
-        .with_information_schema(true);
-    let ctx = SessionContext::new_with_config_rt(session, runtime);
-    ctx.register_catalog("inlet", Arc::new(provider));
-    let options = SQLOptions::new()
-        .with_allow_ddl(false)
-        .with_allow_dml(false)
-        .with_allow_statements(false);
-    let work = async {
+) -> Result<QueryStream, QueryError> {
+    let deadline = tokio::time::Instant::now() + config.timeout;
+    let plan = async {
+        let inlet = provider::InletCatalog::list(catalog.clone())
+            .await
+            .map_err(|e| QueryError::Failed(e.to_string()))?;
+        let runtime = RuntimeEnvBuilder::new()
+            .with_memory_limit(config.memory_limit_bytes, 1.0)
+            .build_arc()
+            .map_err(|e| QueryError::Failed(e.to_string()))?;
+        let session = SessionConfig::new()
+            .with_default_catalog_and_schema("inlet", "default")
+            .with_information_schema(true);
+        let ctx = SessionContext::new_with_config_rt(session, runtime);
+        ctx.register_catalog("inlet", Arc::new(inlet));
+        time_travel::resolve(&ctx, catalog.as_ref(), sql).await?;
+        let options = SQLOptions::new()
+            .with_allow_ddl(false)
+            .with_allow_dml(false)
+            .with_allow_statements(false);
         let df = ctx.sql_with_options(sql, options).await.map_err(classify)?;
         let schema: SchemaRef = Arc::new(df.schema().as_arrow().clone());
-        let batches = df.collect().await.map_err(classify)?;
-        let bytes: usize = batches.iter().map(|b| b.get_array_memory_size()).sum();
-        if bytes > config.max_result_bytes {
-            return Err(QueryError::TooLarge(config.max_result_bytes));
-        }
-        Ok((schema, batches))
+        let stream = df.execute_stream().await.map_err(classify)?;
+        Ok::<_, QueryError>((schema, stream))
     };
-    tokio::time::timeout(config.timeout, work)
+    let (schema, stream) = tokio::time::timeout_at(deadline, plan)
         .await
-        .map_err(|_| QueryError::Timeout(config.timeout))?
+        .map_err(|_| QueryError::Timeout(config.timeout))??;
+    Ok(QueryStream {
+        schema,
+        stream,
+        deadline: Box::pin(tokio::time::sleep_until(deadline)),
+        timeout: config.timeout,
+        done: false,
+    })
+}
+
+/// Turns a result's batches into the bytes of one of the streamed formats, chunk by chunk:
+/// `json` (one array of row objects), `csv` (with a header row) or `arrow` (an Arrow IPC
+/// stream).
+pub struct Encoder {
+    format: Format,
+    rows_written: bool,
+}
+
+enum Format {
+    Json,
+    Csv,
+    Arrow(Box<arrow::ipc::writer::StreamWriter<Vec<u8>>>),
+}
+
+impl Encoder {
+    /// An encoder for `format`, and the bytes that open the output.
+    pub fn new(schema: &SchemaRef, format: &str) -> Result<(Encoder, Vec<u8>), QueryError> {
+        let err = |e: arrow::error::ArrowError| QueryError::Failed(e.to_string());
+        let (format, head) = match format {
+            "json" => (Format::Json, b"[".to_vec()),
+            "csv" => {
+                let names: Vec<String> = schema
+                    .fields()
+                    .iter()
+                    .map(|f| csv_field(f.name()))
+                    .collect();
+                let mut head = names.join(",").into_bytes();
+                head.push(b'\n');
+                (Format::Csv, head)
+            }
+            "arrow" => {
+                let mut w =
+                    arrow::ipc::writer::StreamWriter::try_new(Vec::new(), schema).map_err(err)?;
+                let head = std::mem::take(w.get_mut());
+                (Format::Arrow(Box::new(w)), head)
+            }
+            other => {
+                return Err(QueryError::Invalid(format!(
+                    "unknown format {other:?} (json, csv or arrow)"
+                )))
+            }
+        };
+        Ok((
+            Encoder {
+                format,
+                rows_written: false,
+            },
+            head,
+        ))
+    }
+
+    /// The bytes of one batch.
+    pub fn batch(&mut self, batch: &RecordBatch) -> Result<Vec<u8>, QueryError> {
+        let err = |e: arrow::error::ArrowError| QueryError::Failed(e.to_string());
+        match &mut self.format {
+            Format::Json => {
+                let mut w = arrow::json::LineDelimitedWriter::new(Vec::new());
+                w.write(batch).map_err(err)?;
+                w.finish().map_err(err)?;
+                let lines = w.into_inner();
+                let mut out = Vec::with_capacity(lines.len() + 1);
+                // Row objects never hold a raw newline (JSON escapes it), so lines are rows.
+                for row in lines.split(|b| *b == b'\n').filter(|r| !r.is_empty()) {
+                    if self.rows_written {
+                        out.push(b',');
+                    }
+                    out.extend_from_slice(row);
+                    self.rows_written = true;
+                }
+                Ok(out)
+            }
+            Format::Csv => {
+                let mut out = Vec::new();
+                csv_writer(&mut out, false).write(batch).map_err(err)?;
+                Ok(out)
+            }
+            Format::Arrow(w) => {
+                w.write(batch).map_err(err)?;
+                Ok(std::mem::take(w.get_mut()))
+            }
+        }
+    }
+
+    /// The bytes that close the output.
+    pub fn finish(&mut self) -> Result<Vec<u8>, QueryError> {
+        match &mut self.format {
+            Format::Json => Ok(b"]".to_vec()),
+            Format::Csv => Ok(Vec::new()),
+            Format::Arrow(w) => {
+                w.finish().map_err(|e| QueryError::Failed(e.to_string()))?;
+                Ok(std::mem::take(w.get_mut()))
+            }
+        }
+    }
+}
+
+fn csv_writer<W: std::io::Write>(out: W, header: bool) -> arrow::csv::Writer<W> {
+    arrow::csv::WriterBuilder::new()
+        .with_header(header)
+        .build(out)
+}
+
+/// A column name as a CSV field: quoted when it holds a separator, a quote or a line break.
+fn csv_field(name: &str) -> String {
+    if name.contains([',', '"', '\n', '\r']) {
+        format!("\"{}\"", name.replace('"', "\"\""))
+    } else {
+        name.to_string()
+    }
 }
 
 /// A result as text in one of `inlet query`'s formats: `table` (boxed), `csv` or `json`.
@@ -136,54 +305,18 @@ pub fn format(
     batches: &[RecordBatch],
     format: &str,
 ) -> Result<Vec<u8>, QueryError> {
-    let err = |e: arrow::error::ArrowError| QueryError::Failed(e.to_string());
-    match format {
-        "table" => Ok(arrow::util::pretty::pretty_format_batches(batches)
-            .map_err(err)?
+    if format == "table" {
+        return Ok(arrow::util::pretty::pretty_format_batches(batches)
+            .map_err(|e| QueryError::Failed(e.to_string()))?
             .to_string()
-            .into_bytes()),
-        "csv" => {
-            let mut out = Vec::new();
-            {
-                let mut w = arrow::csv::WriterBuilder::new()
-                    .with_header(true)
-                    .build(&mut out);
-                for b in batches {
-                    w.write(b).map_err(err)?;
-                }
-            }
-            if batches.is_empty() {
-                let names: Vec<&str> = schema.fields().iter().map(|f| f.name().as_str()).collect();
-                out.extend_from_slice(names.join(",").as_bytes());
-                out.push(b'\n');
-            }
-            Ok(out)
-        }
-        "json" => {
-            let mut w = arrow::json::ArrayWriter::new(Vec::new());
-            for b in batches {
-                w.write(b).map_err(err)?;
-            }
-            w.finish().map_err(err)?;
-            let out = w.into_inner();
-            Ok(if out.is_empty() { b"[]".to_vec() } else { out })
-        }
-        "arrow" => {
-            let mut out = Vec::new();
-            {
-                let mut w =
-                    arrow::ipc::writer::StreamWriter::try_new(&mut out, schema).map_err(err)?;
-                for b in batches {
-                    w.write(b).map_err(err)?;
-                }
-                w.finish().map_err(err)?;
-            }
-            Ok(out)
-        }
-        other => Err(QueryError::Invalid(format!(
-            "unknown format {other:?} (table, csv, json or arrow)"
-        ))),
+            .into_bytes());
     }
+    let (mut encoder, mut out) = Encoder::new(schema, format)?;
+    for b in batches {
+        out.extend(encoder.batch(b)?);
+    }
+    out.extend(encoder.finish()?);
+    Ok(out)
 }
 
 #[cfg(test)]

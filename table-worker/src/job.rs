@@ -19,9 +19,9 @@
 //! Invariants:
 //! - Output rows are in offset order; `next_offset` is one past the last record consumed, so
 //!   consecutive jobs cover a partition without gaps or overlaps.
-//! - The job's memory (input, decoder buffers, the Parquet writer) stays within what it reserved
-//!   from the pool; the reservation grows as the decoders' buffers do, waiting when the pool is
-//!   full.
+//! - The job's memory (input, decoder buffers, the Parquet writer, an upsert job's keys) stays
+//!   within what it reserved from the pool; the reservation grows as the decoders' buffers do,
+//!   waiting when the pool is full.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -372,6 +372,10 @@ pub async fn convert_range_indexed(
     let (batches, key_ops) = match &table.upsert {
         Some(spec) => {
             let (b, ops) = upsert::dedupe(spec, batches)?;
+            // The keys are held until the index has them, and once more as the new rows'
+            // positions read back from the files.
+            let keys: usize = ops.iter().map(|(k, _)| k.len() + 64).sum();
+            reservation.resize((writing + 2 * keys).clamp(1, cap)).await?;
             (b, Some((spec, ops)))
         }
         None => (batches, None),

@@ -375,7 +375,9 @@ pub async fn convert_range_indexed(
             // The keys are held until the index has them, and once more as the new rows'
             // positions read back from the files.
             let keys: usize = ops.iter().map(|(k, _)| k.len() + 64).sum();
-            reservation.resize((writing + 2 * keys).clamp(1, cap)).await?;
+            reservation
+                .resize((writing + 2 * keys).clamp(1, cap))
+                .await?;
             (b, Some((spec, ops)))
         }
         None => (batches, None),

@@ -3,8 +3,9 @@
 //! reader sees — every committed data file's rows minus the rows the committed position
 //! delete files name. Covers de-duplication within a job and across the jobs of one round,
 //! updates across rounds, CDC deletes, partitioned position deletes, an index spilling past a
-//! tiny budget, an index rebuilt from the table by a new worker (a restart), and Debezium
-//! envelopes (`flatten_debezium`) whose `d` events delete.
+//! tiny budget, an index rebuilt from the table by a new worker (a restart), Debezium
+//! envelopes (`flatten_debezium`) whose `d` events delete, and a failed job that makes the
+//! table need re-registration (as the coordinator does) without losing or doubling a record.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
@@ -540,4 +541,47 @@ async fn debezium_change_events_upsert_and_delete_by_their_op() {
     .await;
     round(&f, &worker, &mut table).await;
     assert_eq!(table.rows(), names(&[(1, "updated"), (3, "created")]));
+}
+
+#[tokio::test]
+async fn a_failed_upsert_job_needs_a_rebuild_and_loses_nothing() {
+    let f = fixture().await;
+    let worker = Worker::new(f.store.clone(), MemoryPool::new(64 << 20));
+    let mut ctx = context(&f, true, 64 << 20, "");
+    worker.add_table_with_base("t", ctx.clone(), &source(&f, 0), LiveFiles::default());
+    let mut table = Table::default();
+    append(&f, vec![row(&f, 1, "a", None), row(&f, 2, "b", None)]).await;
+    round(&f, &worker, &mut table).await;
+    let committed = f.store.end_offset(f.stream).expect("end");
+
+    // The next job cannot write (its data location is under a regular file).
+    let blocker = f.dir.path().join("not-a-dir");
+    std::fs::write(&blocker, b"x").expect("file");
+    let mut broken = ctx.clone();
+    broken.schema = table.schema.clone();
+    broken.target.data_location = format!("file://{}/data", blocker.display());
+    worker.add_table_with_base("t", broken, &source(&f, committed), table.live());
+    append(
+        &f,
+        vec![row(&f, 1, "a2", Some("U")), row(&f, 2, "", Some("D"))],
+    )
+    .await;
+    let end = f.store.end_offset(f.stream).expect("end");
+    assert!(worker
+        .drain("t", &BTreeMap::from([(0, end)]))
+        .await
+        .is_err());
+    // The index was dropped with the failed job: nothing converts until the table is
+    // registered again with its live files.
+    let err = worker
+        .drain("t", &BTreeMap::from([(0, end)]))
+        .await
+        .expect_err("needs a rebuild");
+    assert!(err.to_string().contains("rebuilt"), "{err}");
+
+    // Registered again (as the coordinator does), the same records convert once.
+    ctx.schema = table.schema.clone();
+    worker.add_table_with_base("t", ctx, &source(&f, committed), table.live());
+    round(&f, &worker, &mut table).await;
+    assert_eq!(table.rows(), names(&[(1, "a2")]));
 }

@@ -467,6 +467,40 @@ mod tests {
         );
     }
 
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(64))]
+        /// Any sequence of puts and removes, with spills and merges along the way, answers
+        /// like a hash map.
+        #[test]
+        fn behaves_like_a_map(
+            ops in proptest::collection::vec((0u8..3, 0u16..200, 0u64..1000), 1..600),
+            budget in 1usize..3000,
+        ) {
+            let dir = tempfile::tempdir().expect("tempdir");
+            let mut index = KeyIndex::new(budget, dir.path().join("idx")).expect("index");
+            let mut model: HashMap<Vec<u8>, Location> = HashMap::new();
+            for (op, k, pos) in ops {
+                let key = format!("k{k}").into_bytes();
+                match op {
+                    0 | 1 => {
+                        let at = Location { file: (k % 3) as u32, pos };
+                        index.put(key.clone(), at).expect("put");
+                        model.insert(key, at);
+                    }
+                    _ => {
+                        index.remove(&key).expect("remove");
+                        model.remove(&key);
+                    }
+                }
+            }
+            for k in 0u16..200 {
+                let key = format!("k{k}").into_bytes();
+                proptest::prop_assert_eq!(index.get(&key).expect("get"), model.get(&key).copied());
+            }
+            proptest::prop_assert!(index.runs() <= MAX_RUNS);
+        }
+    }
+
     #[test]
     fn a_new_index_starts_empty_even_over_old_runs() {
         let dir = tempfile::tempdir().expect("tempdir");

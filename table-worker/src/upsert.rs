@@ -280,45 +280,40 @@ fn encode_value(column: &ArrayRef, row: usize, out: &mut Vec<u8>) -> Result<()> 
     Ok(())
 }
 
-/// Reads the keys of a data file, one per row position.
+/// Reads the keys of a data file, one per row position. An id column the file lacks (written
+/// before the column was added) is null in every row, as readers see it.
 pub async fn read_keys(file_io: &FileIO, path: &str, id_field_ids: &[i32]) -> Result<Vec<Vec<u8>>> {
     let input = file_io.new_input(path)?;
     let reader =
         iceberg::arrow::ArrowFileReader::new(input.metadata().await?, input.reader().await?);
     let builder = ParquetRecordBatchStreamBuilder::new(reader).await?;
-    // Top-level columns by field id.
+    // Top-level columns by field id (top-level Arrow fields are the Parquet roots).
     let fields = builder.schema().fields().clone();
-    let mut roots = Vec::new();
-    for id in id_field_ids {
-        let index = fields
-            .iter()
-            .position(|f| {
+    let roots: Vec<Option<usize>> = id_field_ids
+        .iter()
+        .map(|id| {
+            fields.iter().position(|f| {
                 f.metadata()
                     .get(parquet::arrow::PARQUET_FIELD_ID_META_KEY)
                     .and_then(|v| v.parse::<i32>().ok())
                     == Some(*id)
             })
-            .ok_or_else(|| {
-                Error::Schema(format!(
-                    "data file {path} has no id column with field id {id}"
-                ))
-            })?;
-        roots.push(index);
-    }
-    let mask = ProjectionMask::roots(builder.parquet_schema(), roots.iter().copied());
+        })
+        .collect();
+    let mut projected: Vec<usize> = roots.iter().flatten().copied().collect();
+    projected.sort_unstable();
+    projected.dedup();
+    let mask = ProjectionMask::roots(builder.parquet_schema(), projected.iter().copied());
     let stream = builder.with_projection(mask).build()?;
     let batches: Vec<RecordBatch> = stream.try_collect().await?;
-    // The projection keeps file order: put the columns in id-column order.
-    let mut sorted = roots.clone();
-    sorted.sort_unstable();
     let mut keys = Vec::new();
     for batch in batches {
+        // The projection keeps file order: put the columns in id-column order.
         let columns: Vec<ArrayRef> = roots
             .iter()
-            .map(|r| {
-                batch
-                    .column(sorted.binary_search(r).unwrap_or_default())
-                    .clone()
+            .map(|r| match r.and_then(|r| projected.binary_search(&r).ok()) {
+                Some(i) => batch.column(i).clone(),
+                None => arrow::array::new_null_array(&DataType::Int64, batch.num_rows()),
             })
             .collect();
         keys.extend(encode_keys(&columns, batch.num_rows())?);

@@ -35,6 +35,8 @@ pub struct NodeConfig {
     pub storage: StorageConfig,
     /// The Schema Registry's settings.
     pub registry: inlet_schema_registry::RegistryConfig,
+    /// Table topics' settings.
+    pub tables: TablesConfig,
     /// Limits of each SQL query (`POST /v1/query`, `inlet query`).
     pub query: QuerySettings,
 }
@@ -68,6 +70,23 @@ impl QuerySettings {
     }
 }
 
+/// Settings of the node's table topics (`[tables]` in `inlet.toml`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct TablesConfig {
+    /// Bytes of primary-key index entries each upsert table keeps in memory; beyond them its
+    /// index spills to sorted runs under `<data_dir>/table-index` (docs/table-worker.md).
+    pub upsert_index_memory_bytes: usize,
+}
+
+impl Default for TablesConfig {
+    fn default() -> Self {
+        TablesConfig {
+            upsert_index_memory_bytes: inlet_table_worker::upsert::DEFAULT_INDEX_BUDGET,
+        }
+    }
+}
+
 impl Default for NodeConfig {
     fn default() -> Self {
         NodeConfig {
@@ -82,6 +101,7 @@ impl Default for NodeConfig {
             kafka: BTreeMap::new(),
             storage: StorageConfig::default(),
             registry: inlet_schema_registry::RegistryConfig::default(),
+            tables: TablesConfig::default(),
             query: QuerySettings::default(),
         }
     }
@@ -130,6 +150,9 @@ impl NodeConfig {
         storage.node_id = self.node_id;
         storage.validate()?;
         self.registry.validate().map_err(anyhow::Error::msg)?;
+        if self.tables.upsert_index_memory_bytes == 0 {
+            bail!("tables.upsert_index_memory_bytes must be positive");
+        }
         Ok(())
     }
 }
@@ -152,12 +175,18 @@ mod tests {
         let path = dir.path().join("inlet.toml");
         std::fs::write(
             &path,
-            "data_dir = \"/srv/inlet\"\n[storage]\nlog_cache_bytes = 1073741824\n",
+            "data_dir = \"/srv/inlet\"\n[storage]\nlog_cache_bytes = 1073741824\n\
+             [tables]\nupsert_index_memory_bytes = 1048576\n",
         )
         .expect("write");
         let config = NodeConfig::from_file(&path).expect("parses");
         assert_eq!(config.data_dir, PathBuf::from("/srv/inlet"));
         assert_eq!(config.storage.log_cache_bytes, 1 << 30);
+        assert_eq!(config.tables.upsert_index_memory_bytes, 1 << 20);
+        assert_eq!(
+            NodeConfig::default().tables.upsert_index_memory_bytes,
+            64 << 20
+        );
         assert_eq!(config.kafka_listen, "127.0.0.1:9092");
         std::fs::write(&path, "colour = \"blue\"\n").expect("write");
         let err = NodeConfig::from_file(&path).unwrap_err();

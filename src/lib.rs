@@ -177,6 +177,10 @@ pub async fn serve(config: NodeConfig) -> anyhow::Result<()> {
         catalog.clone(),
         table_io,
         statuses,
+        tables::IndexSettings {
+            dir: config.data_dir.join("table-index"),
+            budget: config.tables.upsert_index_memory_bytes,
+        },
         stop.clone(),
     ));
     {

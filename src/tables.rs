@@ -5,8 +5,13 @@
 //! Every second the service lets the worker convert partitions that passed the file target,
 //! and reconciles the running coordinators with the topics' configs. A coordinator's table is
 //! `table.topic.namespace`.`table.topic.table` (defaults `default` and the topic's name).
+//!
+//! Upsert tables (`table.topic.id.columns` with `upsert.enable=true` or a `cdc.field`) each
+//! get a primary-key index of `tables.upsert_index_memory_bytes` (64 MiB) in memory, spilling
+//! under `<index_dir>/<topic>`.
 
 use std::collections::HashMap;
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -23,11 +28,20 @@ use inlet_table_worker::data_file::{FileSettings, FileTarget};
 use inlet_table_worker::job::{TableContext, ValueType};
 use inlet_table_worker::memory::MemoryPool;
 use inlet_table_worker::transform::ValueTransform;
+use inlet_table_worker::upsert::UpsertSpec;
 use inlet_table_worker::worker::Worker;
 use tokio_util::sync::CancellationToken;
 
 /// The node-wide conversion memory budget.
 const MEMORY_BUDGET: usize = 512 << 20;
+
+/// Where upsert tables' primary-key indexes spill, and their memory budget (each).
+#[derive(Debug, Clone)]
+pub struct IndexSettings {
+    /// Emptied at start: indexes are rebuilt from their tables.
+    pub dir: PathBuf,
+    pub budget: usize,
+}
 
 /// What a running coordinator was started with: restarted when it changes.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -44,8 +58,16 @@ pub async fn run(
     catalog: EmbeddedCatalog,
     file_io: FileIO,
     statuses: Statuses,
+    indexes: IndexSettings,
     stop: CancellationToken,
 ) {
+    let index_dir = &indexes.dir;
+    // Indexes of an earlier run of the node are rebuilt from the tables: their spills go.
+    if index_dir.exists() {
+        if let Err(e) = std::fs::remove_dir_all(index_dir) {
+            tracing::warn!(dir = %index_dir.display(), error = %e, "cannot clear old primary-key index spills");
+        }
+    }
     let store = broker.store().clone();
     let worker = Arc::new(Worker::new(store.clone(), MemoryPool::new(MEMORY_BUDGET)));
     let committer = Committer::new(catalog.catalog.clone(), catalog.pointers.clone());
@@ -70,7 +92,15 @@ pub async fn run(
             if get("table.topic.enable").as_deref() != Some("true") {
                 continue;
             }
-            match table_topic(&topic.name, &get, &registry, &catalog, &file_io, &topic) {
+            match table_topic(
+                &topic.name,
+                &get,
+                &registry,
+                &catalog,
+                &file_io,
+                &indexes,
+                &topic,
+            ) {
                 Ok((fp, t)) => {
                     wanted.insert(topic.name.clone(), (fp, t));
                 }
@@ -122,6 +152,7 @@ fn table_topic(
     registry: &Arc<Registry>,
     catalog: &EmbeddedCatalog,
     file_io: &FileIO,
+    indexes: &IndexSettings,
     topic: &inlet_ingest::topics::Topic,
 ) -> anyhow::Result<(Fingerprint, TableTopic)> {
     let namespace = get("table.topic.namespace").unwrap_or_else(|| "default".into());
@@ -162,6 +193,14 @@ fn table_topic(
         settings: FileSettings::default(),
         dead_letter_floor: Default::default(),
         event_time_field: get("table.topic.event.time.field").filter(|f| !f.is_empty()),
+        upsert: UpsertSpec::from_configs(
+            &get("table.topic.id.columns").unwrap_or_default(),
+            get("table.topic.upsert.enable").as_deref() == Some("true"),
+            get("table.topic.cdc.field").as_deref(),
+            transform,
+            indexes.budget,
+            indexes.dir.join(topic_name),
+        )?,
     };
     let watermark_idle = match get("table.topic.watermark.idle.ms") {
         None => None,
@@ -185,6 +224,9 @@ fn table_topic(
         "table.topic.expire.snapshot.enable",
         "table.topic.expire.snapshot.older.than.hours",
         "table.topic.expire.snapshot.retain.last",
+        "table.topic.id.columns",
+        "table.topic.upsert.enable",
+        "table.topic.cdc.field",
     ]
     .iter()
     .filter_map(|k| Some((k.to_string(), get(k)?)))

@@ -191,6 +191,7 @@ fn convert(
             settings: FileSettings::default(),
             event_time_field: None,
             dead_letter_floor: Default::default(),
+            upsert: None,
         };
         let out = convert_range(
             &store,

@@ -12,17 +12,30 @@
 //!   table's history is recognised and not committed again.
 //! - A commit that loses a race (another writer committed first) is rebuilt on the new base
 //!   and retried, a bounded number of times.
+//! - An upsert round (position deletes, computed from a primary-key index that reflects one
+//!   snapshot) commits only on that snapshot ([`RoundBase::Snapshot`]): when `main` moved
+//!   elsewhere, the commit fails with [`CommitError::BaseChanged`] instead of retrying, and
+//!   the coordinator rebuilds the index from the new base and converts the records again.
+//!   Retrying the same deletes on a base it has not seen could leave two live rows for a key
+//!   (another writer's row) or delete rows another writer rewrote.
+//!
+//! A round with delete files is one *row-delta* snapshot (operation `overwrite`): a data
+//! manifest for the new data files and a delete manifest for the position delete files, in
+//! one manifest list.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
 use iceberg::spec::{
-    DataFile, FormatVersion, ManifestFile, ManifestList, ManifestListWriter, ManifestWriterBuilder,
-    Operation, Schema, Snapshot, SnapshotReference, SnapshotRetention, Summary, TableMetadata,
+    DataContentType, DataFile, FormatVersion, ManifestFile, ManifestList, ManifestListWriter,
+    ManifestWriterBuilder, NullOrder, Operation, Schema, Snapshot, SnapshotReference,
+    SnapshotRetention, SortDirection, SortField, SortOrder, Summary, TableMetadata, Transform,
 };
 use iceberg::table::Table;
 use iceberg::{Catalog, NamespaceIdent, TableCreation, TableIdent, TableRequirement, TableUpdate};
 use inlet_catalog::rest::{publish, stage, Checked, MetadataPointerStore, RestError};
+use inlet_table_worker::pk_index::FileRef;
+use inlet_table_worker::upsert::{LiveDataFile, LiveFiles};
 
 /// Summary keys (DESIGN.md §5).
 pub const COMMIT_ID: &str = "inlet.commit-id";
@@ -45,6 +58,22 @@ pub enum CommitError {
     Catalog(String),
     #[error("the table kept changing under the commit ({0} attempts)")]
     Contended(u32),
+    /// An upsert round's base snapshot is no longer `main`'s: the round must be rebuilt.
+    #[error("the table moved from snapshot {expected:?} to {found:?} under an upsert round; the round must be rebuilt on the new base")]
+    BaseChanged {
+        expected: Option<i64>,
+        found: Option<i64>,
+    },
+}
+
+/// Which snapshot a round may be committed on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum RoundBase {
+    /// Whatever `main` is (append-only rounds: appending is right on any base).
+    #[default]
+    Latest,
+    /// Only this snapshot of `main` (None: the table has no snapshot yet).
+    Snapshot(Option<i64>),
 }
 
 impl From<RestError> for CommitError {
@@ -60,6 +89,13 @@ pub struct Round {
     /// The schema the files were written with (the table's, possibly evolved).
     pub schema: Schema,
     pub files: Vec<DataFile>,
+    /// Position delete files (upsert tables): committed with `files` as one row delta.
+    pub delete_files: Vec<DataFile>,
+    /// Which snapshot the round may be committed on.
+    pub base: RoundBase,
+    /// `table.topic.id.columns`: a table created by this round gets them as its sort order,
+    /// and as identifier fields when they are all required columns.
+    pub id_columns: Vec<String>,
     /// Next offset per partition after this round (all partitions, not only those with files).
     pub offsets: BTreeMap<i32, u64>,
     /// The table's watermark after this round (epoch ms), if any partition has one.
@@ -109,6 +145,22 @@ impl Committer {
         schema: &Schema,
         spec: Option<iceberg::spec::UnboundPartitionSpec>,
     ) -> Result<Table, CommitError> {
+        self.create_with_ids_if_missing(ident, schema, spec, &[])
+            .await
+    }
+
+    /// Creates the table unless it exists, like [`Committer::create_if_missing`]; with
+    /// `id_columns` (top-level columns), the table is sorted by them and, when they are all
+    /// required, they are its identifier fields (Iceberg requires identifier fields to be
+    /// required: optional ones, e.g. every column of `flatten_debezium`, are left out and a
+    /// warning says so; upserts work the same, by Inlet's own index).
+    pub async fn create_with_ids_if_missing(
+        &self,
+        ident: &TableIdent,
+        schema: &Schema,
+        spec: Option<iceberg::spec::UnboundPartitionSpec>,
+        id_columns: &[String],
+    ) -> Result<Table, CommitError> {
         if let Some(t) = self.load(ident).await? {
             return Ok(t);
         }
@@ -121,15 +173,17 @@ impl Committer {
                 Err(e) => return Err(e.into()),
             }
         }
+        let (schema, sort_order) = with_ids(ident, schema, id_columns)?;
         let mut creation = TableCreation::builder()
             .name(ident.name().to_string())
-            .schema(schema.clone())
+            .schema(schema)
             .properties(HashMap::from([(
                 "write.format.default".to_string(),
                 "parquet".to_string(),
             )]))
             .build();
         creation.partition_spec = spec;
+        creation.sort_order = sort_order;
         match self.catalog.create_table(ns, creation).await {
             Ok(t) => Ok(t),
             Err(_) if self.catalog.table_exists(ident).await? => {
@@ -180,11 +234,22 @@ impl Committer {
         round: &Round,
     ) -> Result<Option<i64>, CommitError> {
         let mut table = self
-            .create_if_missing(ident, &round.schema, round.partition_spec.clone())
+            .create_with_ids_if_missing(
+                ident,
+                &round.schema,
+                round.partition_spec.clone(),
+                &round.id_columns,
+            )
             .await?;
         for attempt in 1..=MAX_ATTEMPTS {
             if already_committed(table.metadata(), &round.commit_id) {
                 return Ok(None);
+            }
+            if let RoundBase::Snapshot(expected) = round.base {
+                let found = table.metadata().current_snapshot().map(|s| s.snapshot_id());
+                if found != expected {
+                    return Err(CommitError::BaseChanged { expected, found });
+                }
             }
             match self.try_commit(&table, round).await {
                 Ok(id) => return Ok(Some(id)),
@@ -220,11 +285,13 @@ impl Committer {
                 .max()
                 .unwrap_or(0)
                 + 1;
+            // The table's identifier fields stay (the worker's schemas do not carry them).
             let s = round
                 .schema
                 .clone()
                 .into_builder()
                 .with_schema_id(id)
+                .with_identifier_field_ids(current.identifier_field_ids())
                 .build()?;
             (Arc::new(s), id)
         } else {
@@ -244,6 +311,20 @@ impl Committer {
             )
             .build_v2_data();
             for f in &round.files {
+                writer.add_file(f.clone(), -1)?;
+            }
+            manifests.push(writer.write_manifest_file().await?);
+        }
+        if !round.delete_files.is_empty() {
+            let manifest_path = format!("{location}/metadata/{snapshot_id:016x}-m1.avro");
+            let mut writer = ManifestWriterBuilder::new(
+                file_io.new_output(&manifest_path)?,
+                Some(snapshot_id),
+                schema_for_files.clone(),
+                spec.as_ref().clone(),
+            )
+            .build_v2_deletes();
+            for f in &round.delete_files {
                 writer.add_file(f.clone(), -1)?;
             }
             manifests.push(writer.write_manifest_file().await?);
@@ -293,13 +374,36 @@ impl Committer {
             "total-files-size".into(),
             total("total-files-size", added_size),
         );
-        for key in [
-            "total-delete-files",
-            "total-position-deletes",
-            "total-equality-deletes",
-        ] {
-            props.insert(key.into(), "0".into());
+        let added_deletes: u64 = round.delete_files.iter().map(|f| f.record_count()).sum();
+        let added_delete_size: u64 = round
+            .delete_files
+            .iter()
+            .map(|f| f.file_size_in_bytes())
+            .sum();
+        if !round.delete_files.is_empty() {
+            props.insert(
+                "added-delete-files".into(),
+                round.delete_files.len().to_string(),
+            );
+            props.insert(
+                "added-position-delete-files".into(),
+                round.delete_files.len().to_string(),
+            );
+            props.insert("added-position-deletes".into(), added_deletes.to_string());
+            props.insert(
+                "total-files-size".into(),
+                total("total-files-size", added_size + added_delete_size),
+            );
         }
+        props.insert(
+            "total-delete-files".into(),
+            total("total-delete-files", round.delete_files.len() as u64),
+        );
+        props.insert(
+            "total-position-deletes".into(),
+            total("total-position-deletes", added_deletes),
+        );
+        props.insert("total-equality-deletes".into(), "0".into());
         props.insert(COMMIT_ID.into(), round.commit_id.clone());
         let offsets: BTreeMap<String, u64> = round
             .offsets
@@ -331,7 +435,13 @@ impl Committer {
             .with_timestamp_ms(round.timestamp_ms.max(meta.last_updated_ms() + 1))
             .with_manifest_list(list_path)
             .with_summary(Summary {
-                operation: Operation::Append,
+                // A row delta (data and position deletes) is an overwrite, as Iceberg's
+                // RowDelta commits it.
+                operation: if round.delete_files.is_empty() {
+                    Operation::Append
+                } else {
+                    Operation::Overwrite
+                },
                 additional_properties: props,
             })
             .with_schema_id(schema_id)
@@ -507,4 +617,97 @@ fn snapshot_id_for(commit_id: &str, meta: &TableMetadata) -> i64 {
         id = id.wrapping_add(1) & i64::MAX;
     }
     id
+}
+
+/// `schema` with `id_columns` as identifier fields (when all are required), and the sort order
+/// by them; the schema unchanged and no sort order without id columns.
+fn with_ids(
+    ident: &TableIdent,
+    schema: &Schema,
+    id_columns: &[String],
+) -> Result<(Schema, Option<SortOrder>), CommitError> {
+    if id_columns.is_empty() {
+        return Ok((schema.clone(), None));
+    }
+    let mut fields = Vec::new();
+    for c in id_columns {
+        let f = schema.as_struct().field_by_name(c).ok_or_else(|| {
+            CommitError::Catalog(format!(
+                "table.topic.id.columns: {c:?} is not a top-level column of {ident}"
+            ))
+        })?;
+        fields.push(f.clone());
+    }
+    let sort_order = SortOrder::builder()
+        .with_order_id(1)
+        .with_fields(
+            fields
+                .iter()
+                .map(|f| SortField {
+                    source_id: f.id,
+                    transform: Transform::Identity,
+                    direction: SortDirection::Ascending,
+                    null_order: NullOrder::First,
+                })
+                .collect(),
+        )
+        .build_unbound()?;
+    if fields.iter().all(|f| f.required) {
+        let schema = schema
+            .clone()
+            .into_builder()
+            .with_identifier_field_ids(fields.iter().map(|f| f.id))
+            .build()?;
+        Ok((schema, Some(sort_order)))
+    } else {
+        tracing::warn!(
+            table = %ident,
+            ?id_columns,
+            "id columns that are optional cannot be Iceberg identifier fields; the table gets none (upserts still apply)"
+        );
+        Ok((schema.clone(), Some(sort_order)))
+    }
+}
+
+/// The live files of the table's current snapshot: data files (with their partition, spec id
+/// and data sequence number) and position delete files, to rebuild an upsert table's
+/// primary-key index from.
+pub async fn live_files(table: &Table) -> Result<LiveFiles, CommitError> {
+    let meta = table.metadata();
+    let mut live = LiveFiles::default();
+    let Some(snapshot) = meta.current_snapshot() else {
+        return Ok(live);
+    };
+    let file_io = table.file_io();
+    let bytes = file_io.new_input(snapshot.manifest_list())?.read().await?;
+    let list = ManifestList::parse_with_version(&bytes, meta.format_version())?;
+    for m in list.entries() {
+        let manifest = m.load_manifest(file_io).await?;
+        for entry in manifest.entries() {
+            if !entry.is_alive() {
+                continue;
+            }
+            let f = entry.data_file();
+            match f.content_type() {
+                DataContentType::Data => live.data.push(LiveDataFile {
+                    file: FileRef {
+                        path: f.file_path().to_string(),
+                        partition: f.partition().clone(),
+                        spec_id: m.partition_spec_id,
+                    },
+                    sequence_number: entry.sequence_number().unwrap_or(m.sequence_number),
+                }),
+                DataContentType::PositionDeletes => {
+                    live.position_deletes.push(f.file_path().to_string())
+                }
+                DataContentType::EqualityDeletes => {
+                    return Err(CommitError::Catalog(format!(
+                        "{} has equality deletes, which upsert tables do not apply",
+                        f.file_path()
+                    )))
+                }
+            }
+        }
+    }
+    Ok(live)
 }

@@ -14,13 +14,23 @@
 //!   them.
 //!
 //! - Records that did not convert go to the dead-letter table `<table>_dlq`, committed just
-//!   before the main table's round, with the round's offsets. After a crash between the two
-//!   commits the range is converted again, but dead letters below the dead-letter table's
-//!   committed offsets are not written again (`TableContext::dead_letter_floor`): the
-//!   dead letters land once, whatever the new round's extent.
+//!   before the main table's round, with the round's offsets. After a crash (or a re-register)
+//!   between the two commits the range is converted again, but dead letters below the
+//!   dead-letter table's committed offsets are not written again
+//!   (`TableContext::dead_letter_floor`): the dead letters land once, whatever the new round's
+//!   extent.
+//!
+//! - Upsert tables: the worker's primary-key index reflects the registered snapshot plus every
+//!   round collected since. Each round is pinned to the snapshot it was built on
+//!   ([`RoundBase::Snapshot`]). Whenever that chain breaks — the table moved under a round
+//!   (another writer), a commit whose outcome was unknown turned out to have landed, or a
+//!   conversion failed — the coordinator *re-registers*: it reloads the table, drops the
+//!   uncollected outputs and the pending round, and the worker rebuilds the index from the
+//!   table's live files before converting again from the committed offsets. The files of
+//!   the dropped round are orphans (the same ranges are converted again under the same names).
 //!
 //! Not built yet: the `PRE_COMMIT`/`COMMITTED` records in a control stream (one node commits
-//! its own conversions, so the snapshot summary alone decides), upserts.
+//! its own conversions, so the snapshot summary alone decides).
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -32,7 +42,7 @@ use inlet_table_worker::job::TableContext;
 use inlet_table_worker::worker::{PartitionSource, Worker};
 use tokio_util::sync::CancellationToken;
 
-use crate::commit::{Committer, Round};
+use crate::commit::{CommitError, Committed, Committer, Round, RoundBase};
 use crate::status::Statuses;
 use crate::watermark::Watermarks;
 
@@ -70,85 +80,38 @@ pub async fn run(
 ) {
     let status_key = topic.ident.to_string();
     // Where the table is: retried until the catalog answers (or the node stops).
-    // And how far its dead letters are committed: a crash between a round's dead-letter
-    // commit and its main commit leaves the dead-letter table ahead.
-    let (committed, schema, spec, dead_letter_floor) = loop {
-        let loaded = async {
-            let table = committer.load(&topic.ident).await?;
-            let dead = committer.load(&dead_letter_table(&topic.ident)).await?;
-            Ok::<_, crate::commit::CommitError>((table, dead))
-        };
-        match loaded.await {
-            Ok((table, dead)) => {
-                let committed = table.as_ref().map(Committer::committed).unwrap_or_default();
-                let spec = table
-                    .as_ref()
-                    .map(|t| t.metadata().default_partition_spec().clone());
-                let schema = table.map(|t| t.metadata().current_schema().as_ref().clone());
-                let floor = dead
-                    .as_ref()
-                    .map(|t| Committer::committed(t).offsets)
-                    .unwrap_or_default();
-                break (committed, schema, spec, floor);
-            }
-            Err(e) => {
-                tracing::warn!(table = %topic.ident, error = %e, "cannot load the table; retrying");
-                tokio::select! {
-                    _ = stop.cancelled() => return,
-                    _ = tokio::time::sleep(Duration::from_secs(1)) => {}
-                }
-            }
-        }
+    let Some(mut reg) = register_until_ready(&topic, &worker, &committer, &store, &stop).await
+    else {
+        return;
     };
-    let mut ctx = topic.ctx.clone();
-    ctx.schema = schema;
-    ctx.dead_letter_floor = dead_letter_floor;
-    let ctx_floor = ctx.dead_letter_floor.clone();
-    if let Some(spec) = spec {
-        // An existing table's spec rules; `partition.by` only shapes a new table.
-        ctx.target.spec = spec;
-        ctx.partition_by.clear();
-    }
-    let partition_by = ctx.partition_by.clone();
-    if ctx.dead_letter_target.is_none() {
-        let mut target = ctx.target.clone();
-        target.data_location = target
-            .data_location
-            .trim_end_matches("/data")
-            .trim_end_matches('/')
-            .to_string()
-            + inlet_table_worker::dead_letter::SUFFIX
-            + "/data";
-        ctx.dead_letter_target = Some(target);
-    }
-    let sources: Vec<PartitionSource> = topic
-        .partitions
-        .iter()
-        .map(|(p, stream)| PartitionSource {
-            partition: *p,
-            stream: *stream,
-            start: committed
-                .offsets
-                .get(p)
-                .copied()
-                .unwrap_or_else(|| store.start_offset(*stream).unwrap_or(0)),
-        })
-        .collect();
-    let mut offsets: BTreeMap<i32, u64> = sources.iter().map(|s| (s.partition, s.start)).collect();
-    worker.add_table(&topic.name, ctx, &sources);
+    let upsert = topic.ctx.upsert.is_some();
+    let id_columns: Vec<String> = topic
+        .ctx
+        .upsert
+        .as_ref()
+        .map(|u| u.id_columns.clone())
+        .unwrap_or_default();
+    let partition_by = reg.partition_by.clone();
+    let mut offsets = reg.offsets.clone();
     statuses.update(&status_key, |s| {
         s.committed = offsets.clone();
-        s.watermark_ms = committed.watermark_ms;
+        s.watermark_ms = reg.committed.watermark_ms;
     });
-    tracing::info!(table = %topic.ident, ?offsets, dead_letter_floor = ?ctx_floor, "table coordinator started");
+    tracing::info!(table = %topic.ident, ?offsets, dead_letter_floor = ?reg.dead_letter_floor, "table coordinator started");
 
-    let mut watermarks = Watermarks {
-        partitions: committed.partition_watermarks.clone(),
-        table: committed.watermark_ms,
-        ..Watermarks::default()
-    };
-    watermarks.start(offsets.keys().copied(), clock.now_ms() as i64);
     let idle_ms = topic.watermark_idle.map(|d| d.as_millis() as i64);
+    let watermarks_from = |reg: &Registered| {
+        let mut w = Watermarks {
+            partitions: reg.committed.partition_watermarks.clone(),
+            table: reg.committed.watermark_ms,
+            ..Watermarks::default()
+        };
+        w.start(reg.offsets.keys().copied(), clock.now_ms() as i64);
+        w
+    };
+    let mut watermarks = watermarks_from(&reg);
+    // Set when an upsert table's index no longer matches the table (see the module docs).
+    let mut resync = false;
     let mut pending: Option<Round> = None;
     let mut pending_dead_letters: Option<Round> = None;
     let mut commits = 0u64;
@@ -156,6 +119,23 @@ pub async fn run(
         tokio::select! {
             _ = stop.cancelled() => break,
             _ = tokio::time::sleep(topic.commit_interval) => {}
+        }
+        if resync {
+            match register(&topic, &worker, &committer, &store).await {
+                Ok(r) => {
+                    tracing::info!(table = %topic.ident, offsets = ?r.offsets, "re-registered: the primary-key index is rebuilt from the table");
+                    reg = r;
+                    offsets = reg.offsets.clone();
+                    watermarks = watermarks_from(&reg);
+                    pending = None;
+                    pending_dead_letters = None;
+                    resync = false;
+                }
+                Err(e) => {
+                    tracing::warn!(table = %topic.ident, error = %e, "cannot reload the table; retrying");
+                    continue;
+                }
+            }
         }
         if pending.is_none() {
             let until: BTreeMap<i32, u64> = topic
@@ -168,6 +148,8 @@ pub async fn run(
                 Ok(o) => o,
                 Err(e) => {
                     tracing::warn!(table = %topic.ident, error = %e, "conversion failed; retrying at the next commit");
+                    // An upsert job that failed may have moved the index part way.
+                    resync = upsert;
                     continue;
                 }
             };
@@ -175,11 +157,13 @@ pub async fn run(
                 continue;
             }
             let mut files = Vec::new();
+            let mut delete_files = Vec::new();
             let mut dead_letter_files = Vec::new();
             let mut schema = None;
             let now_ms = clock.now_ms() as i64;
             for (partition, out) in outputs {
                 files.extend(out.data_files);
+                delete_files.extend(out.delete_files);
                 dead_letter_files.extend(out.dead_letter_files);
                 let next = offsets.entry(partition).or_default();
                 if out.next_offset > *next {
@@ -214,6 +198,9 @@ pub async fn run(
                         commit_id: format!("{commit_id}-dlq"),
                         schema: inlet_table_worker::dead_letter::schema().ok()?,
                         files: dead_letter_files,
+                        delete_files: Vec::new(),
+                        base: RoundBase::Latest,
+                        id_columns: Vec::new(),
                         offsets: offsets.clone(),
                         watermark_ms: None,
                         partition_watermarks: BTreeMap::new(),
@@ -237,6 +224,13 @@ pub async fn run(
                 commit_id,
                 schema,
                 files,
+                delete_files,
+                base: if upsert {
+                    RoundBase::Snapshot(reg.base)
+                } else {
+                    RoundBase::Latest
+                },
+                id_columns: id_columns.clone(),
                 offsets: offsets.clone(),
                 watermark_ms: watermarks.advance(now_ms, idle_ms),
                 partition_watermarks: watermarks.partitions.clone(),
@@ -265,10 +259,19 @@ pub async fn run(
         if let Some(round) = &pending {
             match committer.commit(&topic.ident, round).await {
                 Ok(snapshot) => {
+                    if upsert {
+                        match snapshot {
+                            Some(id) => reg.base = Some(id),
+                            // Landed earlier (an unknown outcome): its snapshot may not be
+                            // `main` any more; the index is rebuilt from the table.
+                            None => resync = true,
+                        }
+                    }
                     tracing::info!(
                         table = %topic.ident,
                         ?snapshot,
                         files = round.files.len(),
+                        delete_files = round.delete_files.len(),
                         offsets = ?round.offsets,
                         "committed"
                     );
@@ -296,6 +299,11 @@ pub async fn run(
                         }
                     }
                 }
+                Err(e @ CommitError::BaseChanged { .. }) => {
+                    statuses.update(&status_key, |s| s.failed_commits += 1);
+                    tracing::warn!(table = %topic.ident, error = %e, "upsert round dropped; converting again on the new base");
+                    resync = true;
+                }
                 Err(e) => {
                     statuses.update(&status_key, |s| s.failed_commits += 1);
                     tracing::warn!(table = %topic.ident, error = %e, "commit failed; retrying at the next tick");
@@ -318,4 +326,110 @@ pub fn dead_letter_table(table: &TableIdent) -> TableIdent {
             inlet_table_worker::dead_letter::SUFFIX
         ),
     )
+}
+
+/// What registering a table with the worker found.
+struct Registered {
+    committed: Committed,
+    /// Next offset per partition to convert.
+    offsets: BTreeMap<i32, u64>,
+    /// The snapshot the worker's view (and an upsert table's index) starts from.
+    base: Option<i64>,
+    /// `partition.by` terms for a table that does not exist yet (empty otherwise).
+    partition_by: Vec<inlet_table_worker::partition::Term>,
+    /// The dead-letter table's committed offsets (see the module docs).
+    dead_letter_floor: BTreeMap<i32, u64>,
+}
+
+/// [`register`], retried every second until the catalog answers; None when stopped first.
+async fn register_until_ready(
+    topic: &TableTopic,
+    worker: &Worker,
+    committer: &Committer,
+    store: &StreamStore,
+    stop: &CancellationToken,
+) -> Option<Registered> {
+    loop {
+        match register(topic, worker, committer, store).await {
+            Ok(r) => return Some(r),
+            Err(e) => {
+                tracing::warn!(table = %topic.ident, error = %e, "cannot load the table; retrying");
+                tokio::select! {
+                    _ = stop.cancelled() => return None,
+                    _ = tokio::time::sleep(Duration::from_secs(1)) => {}
+                }
+            }
+        }
+    }
+}
+
+/// Loads the table and (re)registers it with the worker from its current snapshot: the
+/// committed offsets, the table's schema and spec, and for an upsert table its live files,
+/// from which the worker rebuilds the primary-key index. Uncollected outputs are dropped.
+async fn register(
+    topic: &TableTopic,
+    worker: &Worker,
+    committer: &Committer,
+    store: &StreamStore,
+) -> Result<Registered, CommitError> {
+    let table = committer.load(&topic.ident).await?;
+    let committed = table.as_ref().map(Committer::committed).unwrap_or_default();
+    // How far the dead letters are committed: a crash between a round's dead-letter commit
+    // and its main commit leaves the dead-letter table ahead.
+    let dead_letter_floor = committer
+        .load(&dead_letter_table(&topic.ident))
+        .await?
+        .map(|t| Committer::committed(&t).offsets)
+        .unwrap_or_default();
+    let live = match (&table, &topic.ctx.upsert) {
+        (Some(t), Some(_)) => crate::commit::live_files(t).await?,
+        _ => Default::default(),
+    };
+    let base = table
+        .as_ref()
+        .and_then(|t| t.metadata().current_snapshot().map(|s| s.snapshot_id()));
+    let mut ctx = topic.ctx.clone();
+    if let Some(t) = &table {
+        ctx.schema = Some(t.metadata().current_schema().as_ref().clone());
+        // An existing table's spec rules; `partition.by` only shapes a new table.
+        ctx.target.spec = t.metadata().default_partition_spec().clone();
+        ctx.partition_by.clear();
+    } else {
+        ctx.schema = None;
+    }
+    let partition_by = ctx.partition_by.clone();
+    ctx.dead_letter_floor = dead_letter_floor.clone();
+    if ctx.dead_letter_target.is_none() {
+        let mut target = ctx.target.clone();
+        target.data_location = target
+            .data_location
+            .trim_end_matches("/data")
+            .trim_end_matches('/')
+            .to_string()
+            + inlet_table_worker::dead_letter::SUFFIX
+            + "/data";
+        ctx.dead_letter_target = Some(target);
+    }
+    let sources: Vec<PartitionSource> = topic
+        .partitions
+        .iter()
+        .map(|(p, stream)| PartitionSource {
+            partition: *p,
+            stream: *stream,
+            start: committed
+                .offsets
+                .get(p)
+                .copied()
+                .unwrap_or_else(|| store.start_offset(*stream).unwrap_or(0)),
+        })
+        .collect();
+    let offsets = sources.iter().map(|s| (s.partition, s.start)).collect();
+    worker.add_table_with_base(&topic.name, ctx, &sources, live);
+    Ok(Registered {
+        committed,
+        offsets,
+        base,
+        partition_by,
+        dead_letter_floor,
+    })
 }

@@ -4,12 +4,12 @@
 //!
 //! Built so far (a first slice of the coordinator issue):
 //! - [`commit`]: a round as one Iceberg snapshot with `inlet.commit-id`, `inlet.offsets` and
-//!   `inlet.watermark`, schema evolution in the same commit, retried on lost races;
+//!   `inlet.watermark`, schema evolution in the same commit, retried on lost races; upsert
+//!   rounds as row deltas (data and position delete manifests) pinned to their base snapshot;
 //! - [`coordinator`]: the per-table loop that collects the worker's conversions every commit
 //!   interval and commits them.
 //!
-//! Not built yet: the control stream's `PRE_COMMIT`/`COMMITTED`, the crash matrix, upsert and
-//! CDC row deltas, the dead-letter table's commits, snapshot expiry, commit-lag metrics.
+//! Not built yet: the control stream's `PRE_COMMIT`/`COMMITTED` and the crash matrix.
 
 pub mod commit;
 pub mod coordinator;

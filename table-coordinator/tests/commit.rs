@@ -1,13 +1,14 @@
 //! The committer over the node's embedded catalog (SQLite and a local object store): rounds
 //! become snapshots with Inlet's summary, a round is never committed twice, schema evolution
-//! lands with the files that need it, and expiry keeps the metadata bounded.
+//! lands with the files that need it, and expiry keeps the metadata bounded. Upsert rounds
+//! commit as row deltas that iceberg-rust's own reader applies, only on their base snapshot.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use iceberg::spec::{NestedField, PrimitiveType, Schema, Type};
 use iceberg::{NamespaceIdent, TableIdent};
-use inlet_table_coordinator::commit::{Committer, Round};
+use inlet_table_coordinator::commit::{CommitError, Committer, Round, RoundBase};
 
 async fn committer(dir: &tempfile::TempDir) -> Committer {
     let meta = format!("sqlite://{}?mode=rwc", dir.path().join("meta.db").display());
@@ -43,6 +44,9 @@ fn round(n: u64, extra: bool, timestamp_ms: i64) -> Round {
         commit_id: format!("t-{n}"),
         schema: schema(extra),
         files: Vec::new(),
+        delete_files: Vec::new(),
+        base: RoundBase::Latest,
+        id_columns: Vec::new(),
         offsets: BTreeMap::from([(0, n * 10), (1, n)]),
         watermark_ms: Some(1_000 + n as i64),
         partition_watermarks: BTreeMap::from([(0, 1_000 + n as i64), (1, 2_000)]),
@@ -150,4 +154,283 @@ async fn rounds_become_snapshots_once_each_and_expire() {
     );
     // Nothing old enough: nothing expires.
     assert_eq!(c.expire(&ident, 0, 1).await.expect("expire"), 0);
+}
+
+fn upsert_schema() -> Schema {
+    Schema::builder()
+        .with_fields(vec![
+            Arc::new(NestedField::required(
+                1,
+                "id",
+                Type::Primitive(PrimitiveType::Long),
+            )),
+            Arc::new(NestedField::optional(
+                2,
+                "name",
+                Type::Primitive(PrimitiveType::String),
+            )),
+        ])
+        .build()
+        .expect("schema")
+}
+
+/// Writes rows (id, name) as one data file of `table`.
+async fn data_file(
+    table: &iceberg::table::Table,
+    prefix: &str,
+    rows: &[(i64, &str)],
+) -> iceberg::spec::DataFile {
+    use arrow::array::{Int64Array, RecordBatch, StringArray};
+    use inlet_table_worker::data_file::{write, FileSettings, FileTarget};
+    let schema = table.metadata().current_schema().clone();
+    let arrow_schema = Arc::new(iceberg::arrow::schema_to_arrow_schema(&schema).expect("arrow"));
+    let batch = RecordBatch::try_new(
+        arrow_schema,
+        vec![
+            Arc::new(Int64Array::from_iter_values(rows.iter().map(|r| r.0))),
+            Arc::new(StringArray::from_iter_values(rows.iter().map(|r| r.1))),
+        ],
+    )
+    .expect("batch");
+    let target = FileTarget {
+        file_io: table.file_io().clone(),
+        schema,
+        spec: table.metadata().default_partition_spec().clone(),
+        data_location: format!("{}/data", table.metadata().location()),
+    };
+    let mut files = write(&target, prefix, [batch], &FileSettings::default())
+        .await
+        .expect("write");
+    assert_eq!(files.len(), 1);
+    files.remove(0)
+}
+
+async fn scan(table: &iceberg::table::Table) -> BTreeMap<i64, String> {
+    use arrow::array::AsArray;
+    use futures::TryStreamExt;
+    let batches: Vec<arrow::array::RecordBatch> = table
+        .scan()
+        .build()
+        .expect("scan")
+        .to_arrow()
+        .await
+        .expect("arrow")
+        .try_collect()
+        .await
+        .expect("batches");
+    let mut rows = BTreeMap::new();
+    for b in batches {
+        let ids = b.column(0).as_primitive::<arrow::datatypes::Int64Type>();
+        let names = b.column(1).as_string::<i32>();
+        for i in 0..b.num_rows() {
+            assert!(
+                rows.insert(ids.value(i), names.value(i).to_string())
+                    .is_none(),
+                "id {} twice",
+                ids.value(i)
+            );
+        }
+    }
+    rows
+}
+
+#[tokio::test]
+async fn upsert_rounds_are_row_deltas_on_their_base_only() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let c = committer(&dir).await;
+    let ident = TableIdent::new(NamespaceIdent::new("default".into()), "u".into());
+    let table = c
+        .create_with_ids_if_missing(&ident, &upsert_schema(), None, &["id".to_string()])
+        .await
+        .expect("create");
+    let meta = table.metadata();
+    assert_eq!(
+        meta.current_schema()
+            .identifier_field_ids()
+            .collect::<Vec<_>>(),
+        vec![1],
+        "the id column is the identifier field"
+    );
+    let order = meta.default_sort_order();
+    assert_eq!(order.fields.len(), 1);
+    assert_eq!(order.fields[0].source_id, 1);
+
+    let first = data_file(&table, "r1", &[(1, "a"), (2, "b"), (3, "c")]).await;
+    let first_path = first.file_path().to_string();
+    let upsert_round = |n: u64, files, deletes, base| Round {
+        commit_id: format!("u-{n}"),
+        schema: upsert_schema(),
+        files,
+        delete_files: deletes,
+        base,
+        id_columns: vec!["id".into()],
+        offsets: BTreeMap::from([(0, n * 10)]),
+        watermark_ms: Some(n as i64),
+        partition_watermarks: BTreeMap::from([(0, n as i64)]),
+        timestamp_ms: 1_000 * n as i64,
+        partition_spec: None,
+    };
+    let s1 = c
+        .commit(
+            &ident,
+            &upsert_round(1, vec![first], Vec::new(), RoundBase::Snapshot(None)),
+        )
+        .await
+        .expect("commit")
+        .expect("a snapshot");
+
+    // Round 2: id 2 updated, id 3 deleted: a new data file and position deletes against the
+    // first file, in one snapshot.
+    let table = c.load(&ident).await.expect("load").expect("table");
+    let second = data_file(&table, "r2", &[(2, "b2")]).await;
+    let target = inlet_table_worker::data_file::FileTarget {
+        file_io: table.file_io().clone(),
+        schema: table.metadata().current_schema().clone(),
+        spec: table.metadata().default_partition_spec().clone(),
+        data_location: format!("{}/data", table.metadata().location()),
+    };
+    let deletes = inlet_table_worker::position_delete::write(
+        &target,
+        "r2",
+        None,
+        vec![(first_path.clone(), 1), (first_path.clone(), 2)],
+        &Default::default(),
+    )
+    .await
+    .expect("deletes");
+    let round2 = upsert_round(2, vec![second], deletes, RoundBase::Snapshot(Some(s1)));
+    // On a base it was not built on, the round is refused, not retried.
+    let stale = Round {
+        base: RoundBase::Snapshot(None),
+        ..round2.clone()
+    };
+    match c.commit(&ident, &stale).await {
+        Err(CommitError::BaseChanged { expected, found }) => {
+            assert_eq!((expected, found), (None, Some(s1)))
+        }
+        other => panic!("expected BaseChanged, got {other:?}"),
+    }
+    let s2 = c
+        .commit(&ident, &round2)
+        .await
+        .expect("commit")
+        .expect("a snapshot");
+
+    let table = c.load(&ident).await.expect("load").expect("table");
+    let snapshot = table.metadata().current_snapshot().expect("snapshot");
+    assert_eq!(snapshot.snapshot_id(), s2);
+    let summary = snapshot.summary();
+    assert_eq!(summary.operation, iceberg::spec::Operation::Overwrite);
+    let props = &summary.additional_properties;
+    assert_eq!(
+        props.get("inlet.commit-id").map(String::as_str),
+        Some("u-2")
+    );
+    assert_eq!(
+        props.get("inlet.offsets").map(String::as_str),
+        Some(r#"{"0":20}"#)
+    );
+    assert_eq!(props.get("inlet.watermark").map(String::as_str), Some("2"));
+    assert_eq!(
+        props.get("added-position-deletes").map(String::as_str),
+        Some("2")
+    );
+    assert_eq!(
+        props.get("total-position-deletes").map(String::as_str),
+        Some("2")
+    );
+    assert_eq!(
+        props.get("total-delete-files").map(String::as_str),
+        Some("1")
+    );
+    // One manifest list: the earlier data manifest, the new data manifest, the delete manifest.
+    let bytes = table
+        .file_io()
+        .new_input(snapshot.manifest_list())
+        .expect("input")
+        .read()
+        .await
+        .expect("read");
+    let list =
+        iceberg::spec::ManifestList::parse_with_version(&bytes, iceberg::spec::FormatVersion::V2)
+            .expect("manifest list");
+    let contents: Vec<_> = list.entries().iter().map(|m| m.content).collect();
+    assert_eq!(contents.len(), 3, "{contents:?}");
+    assert_eq!(
+        contents
+            .iter()
+            .filter(|c| **c == iceberg::spec::ManifestContentType::Deletes)
+            .count(),
+        1
+    );
+
+    // Iceberg's own reader applies the deletes.
+    assert_eq!(
+        scan(&table).await,
+        BTreeMap::from([(1, "a".to_string()), (2, "b2".to_string())])
+    );
+    // The live files, as an index rebuild reads them.
+    let live = inlet_table_coordinator::commit::live_files(&table)
+        .await
+        .expect("live");
+    assert_eq!(live.data.len(), 2);
+    assert_eq!(live.position_deletes.len(), 1);
+    let seqs: Vec<i64> = live.data.iter().map(|d| d.sequence_number).collect();
+    assert!(seqs.contains(&1) && seqs.contains(&2), "{seqs:?}");
+
+    // A repeated round (unknown outcome) is recognised, whatever its base says.
+    assert_eq!(c.commit(&ident, &round2).await.expect("retry"), None);
+
+    // A schema evolution keeps the identifier fields.
+    let mut evolved = upsert_schema().as_struct().fields().to_vec();
+    evolved.push(Arc::new(NestedField::optional(
+        3,
+        "note",
+        Type::Primitive(PrimitiveType::String),
+    )));
+    let round3 = Round {
+        schema: Schema::builder()
+            .with_fields(evolved)
+            .build()
+            .expect("schema"),
+        ..upsert_round(3, Vec::new(), Vec::new(), RoundBase::Snapshot(Some(s2)))
+    };
+    c.commit(&ident, &round3)
+        .await
+        .expect("commit")
+        .expect("a snapshot");
+    let table = c.load(&ident).await.expect("load").expect("table");
+    let schema = table.metadata().current_schema();
+    assert!(schema.field_by_name("note").is_some());
+    assert_eq!(schema.identifier_field_ids().collect::<Vec<_>>(), vec![1]);
+}
+
+#[tokio::test]
+async fn optional_id_columns_sort_the_table_but_are_not_identifier_fields() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let c = committer(&dir).await;
+    let ident = TableIdent::new(NamespaceIdent::new("default".into()), "cdc".into());
+    // `flatten_debezium` makes every column optional.
+    let schema = Schema::builder()
+        .with_fields(vec![Arc::new(NestedField::optional(
+            1,
+            "id",
+            Type::Primitive(PrimitiveType::Long),
+        ))])
+        .build()
+        .expect("schema");
+    let table = c
+        .create_with_ids_if_missing(&ident, &schema, None, &["id".to_string()])
+        .await
+        .expect("create");
+    let meta = table.metadata();
+    assert_eq!(meta.current_schema().identifier_field_ids().count(), 0);
+    assert_eq!(meta.default_sort_order().fields.len(), 1);
+    // An id column the schema lacks is a clear error.
+    let missing = TableIdent::new(NamespaceIdent::new("default".into()), "bad".into());
+    let err = c
+        .create_with_ids_if_missing(&missing, &schema, None, &["nope".to_string()])
+        .await
+        .expect_err("no such column");
+    assert!(err.to_string().contains("nope"), "{err}");
 }

@@ -18,6 +18,8 @@ pub enum Error {
     Iceberg(#[from] iceberg::Error),
     #[error("arrow: {0}")]
     Arrow(#[from] arrow::error::ArrowError),
+    #[error("parquet: {0}")]
+    Parquet(#[from] parquet::errors::ParquetError),
     #[error(transparent)]
     Memory(#[from] crate::memory::MemoryError),
     /// The stream store failed (reading a range).

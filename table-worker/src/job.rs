@@ -19,9 +19,9 @@
 //! Invariants:
 //! - Output rows are in offset order; `next_offset` is one past the last record consumed, so
 //!   consecutive jobs cover a partition without gaps or overlaps.
-//! - The job's memory (input, decoder buffers, the Parquet writer) stays within what it reserved
-//!   from the pool; the reservation grows as the decoders' buffers do, waiting when the pool is
-//!   full.
+//! - The job's memory (input, decoder buffers, the Parquet writer, an upsert job's keys) stays
+//!   within what it reserved from the pool; the reservation grows as the decoders' buffers do,
+//!   waiting when the pool is full.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
@@ -44,7 +44,9 @@ use crate::data_file::{self, FileSettings, FileTarget};
 use crate::error::{Error, Result};
 use crate::evolve::{self, Change, KAFKA_COLUMN};
 use crate::memory::MemoryPool;
+use crate::pk_index::KeyIndex;
 use crate::transform::ValueTransform;
+use crate::upsert::{self, UpsertSpec};
 
 /// Records between two checks of a job's memory use against its reservation.
 const RESERVE_EVERY: usize = 256;
@@ -107,6 +109,9 @@ pub struct TableContext {
     /// `table.topic.event.time.field`: the column whose largest value is a job's event time
     /// ([`JobOutput::max_timestamp_ms`]); None: the records' Kafka timestamps.
     pub event_time_field: Option<String>,
+    /// Upsert or CDC mode (`table.topic.id.columns` with `upsert.enable` or `cdc.field`);
+    /// None: append only. Jobs of such a table need the table's [`KeyIndex`].
+    pub upsert: Option<UpsertSpec>,
 }
 
 /// One range to convert.
@@ -148,6 +153,8 @@ pub struct JobOutput {
     pub dead_letters: Vec<DeadLetter>,
     /// The dead letters as data files of the dead-letter table (when it has a target).
     pub dead_letter_files: Vec<DataFile>,
+    /// Position delete files (upsert tables): the rows this job's keys replaced or deleted.
+    pub delete_files: Vec<DataFile>,
     /// Records converted into rows.
     pub rows: u64,
     /// Largest event time among the converted records (epoch ms): the `event_time_field`
@@ -165,13 +172,30 @@ struct Rec {
     value: Option<Bytes>,
 }
 
-/// Converts one range. See the module docs for the flow.
+/// Converts one range of an append-only table. See the module docs for the flow.
 pub async fn convert_range(
     store: &StreamStore,
     pool: &MemoryPool,
     table: &TableContext,
     job: JobSpec,
 ) -> Result<JobOutput> {
+    convert_range_indexed(store, pool, table, job, None).await
+}
+
+/// Converts one range; an upsert table (`table.upsert`) needs its primary-key `index`, which
+/// the job moves to the rows it writes (see `upsert`).
+pub async fn convert_range_indexed(
+    store: &StreamStore,
+    pool: &MemoryPool,
+    table: &TableContext,
+    job: JobSpec,
+    index: Option<&mut KeyIndex>,
+) -> Result<JobOutput> {
+    if table.upsert.is_some() && index.is_none() {
+        return Err(Error::Schema(
+            "an upsert table's job needs its primary-key index".into(),
+        ));
+    }
     // A job never asks for more than the whole pool: one larger than the budget runs alone,
     // holding all of it.
     let cap = pool.budget();
@@ -263,6 +287,7 @@ pub async fn convert_range(
                 changes,
                 dead_letters,
                 dead_letter_files,
+                delete_files: Vec::new(),
                 rows: 0,
                 max_timestamp_ms: None,
                 input_bytes,
@@ -296,6 +321,18 @@ pub async fn convert_range(
     let mut converted = 0u64;
     for (i, r) in records.iter().enumerate() {
         let outcome = match &table.value_type {
+            // A tombstone (null value) of an upsert topic names its key only in the Kafka key,
+            // which is not converted yet: it is skipped.
+            ValueType::BySchemaId | ValueType::ByLatestSchema { .. }
+                if r.value.is_none() && table.upsert.is_some() =>
+            {
+                tracing::debug!(
+                    partition = job.partition,
+                    offset = r.offset,
+                    "tombstone skipped"
+                );
+                continue;
+            }
             ValueType::BySchemaId => match &r.value {
                 None => Err("a table topic record needs a value".to_string()),
                 Some(v) => match framing::split(v) {
@@ -349,7 +386,36 @@ pub async fn convert_range(
         target.spec = Arc::new(crate::partition::spec(&schema, &table.partition_by)?);
     }
     let prefix = format!("p{}-{}-{}", job.partition, job.from, next_offset);
+    let (batches, key_ops) = match &table.upsert {
+        Some(spec) => {
+            let (b, ops) = upsert::dedupe(spec, batches)?;
+            // The keys are held until the index has them, and once more as the new rows'
+            // positions read back from the files.
+            let keys: usize = ops.iter().map(|(k, _)| k.len() + 64).sum();
+            reservation
+                .resize((writing + 2 * keys).clamp(1, cap))
+                .await?;
+            (b, Some((spec, ops)))
+        }
+        None => (batches, None),
+    };
     let data_files = data_file::write(&target, &prefix, batches, &table.settings).await?;
+    let delete_files = match (key_ops, index) {
+        (Some((spec, ops)), Some(index)) => {
+            let ids = spec.id_field_ids(&schema)?;
+            upsert::apply(
+                index,
+                &target,
+                &prefix,
+                &ids,
+                &data_files,
+                ops,
+                &table.settings,
+            )
+            .await?
+        }
+        _ => Vec::new(),
+    };
     let dead_letter_files = write_dead_letters(table, &job, next_offset, &dead_letters).await?;
     Ok(JobOutput {
         data_files,
@@ -358,6 +424,7 @@ pub async fn convert_range(
         changes,
         dead_letters,
         dead_letter_files,
+        delete_files,
         rows: converted,
         max_timestamp_ms: max_ts,
         input_bytes,

@@ -10,9 +10,13 @@
 //!    schema needs.
 //! 4. [`data_file`]: zstd Parquet data files with Iceberg statistics, one per partition
 //!    ([`partition`] parses `table.topic.partition.by`).
+//! 5. Upsert and CDC tables: [`upsert`] de-duplicates a job's rows by key and turns replaced
+//!    or deleted rows into [`position_delete`] files, found through the table's primary-key
+//!    index ([`pk_index`], memory-bounded, spilling to local disk, rebuilt from the table).
 //!
-//! Not built yet: the scheduler that starts jobs as topics fill, `flatten` transforms, key
-//! conversion, upserts and the dead-letter table.
+//! [`worker`] decides which ranges to convert and when, and holds each upsert table's index.
+//!
+//! Not built yet: key conversion (`convert.key.type`).
 
 pub mod avro;
 pub mod data_file;
@@ -24,9 +28,11 @@ pub mod job;
 pub mod json;
 pub mod memory;
 pub mod partition;
+pub mod pk_index;
 pub mod position_delete;
 pub mod protobuf;
 pub mod transform;
+pub mod upsert;
 pub mod worker;
 #[cfg(test)]
 mod tests {

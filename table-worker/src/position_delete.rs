@@ -6,12 +6,16 @@
 //! `pos` (2147483545, long), both required; rows are sorted by path, then position; the
 //! `DataFile` says `PositionDeletes`, and names the one data file it applies to when all its
 //! rows point at the same file (`referenced_data_file`), which lets readers skip it for others.
+//! In a partitioned table a delete file belongs to the partition of the data files it deletes
+//! from: it carries that partition tuple and the table's spec id, and lives under that
+//! partition's path (readers such as pyiceberg match deletes to data files by partition).
 
 use std::sync::Arc;
 
 use arrow::array::{Int64Array, RecordBatch, StringArray};
 use iceberg::spec::{
-    DataContentType, DataFile, DataFileFormat, NestedField, PrimitiveType, Schema, Type,
+    DataContentType, DataFile, DataFileFormat, NestedField, PartitionKey, PrimitiveType, Schema,
+    Struct, Type,
 };
 use iceberg::writer::file_writer::location_generator::{
     DefaultFileNameGenerator, DefaultLocationGenerator,
@@ -46,22 +50,34 @@ pub fn schema() -> Result<Schema> {
 }
 
 /// Writes `deletes` (any order, duplicates allowed) as position delete files of the table at
-/// `target` (its `schema` is ignored; its partition spec is not applied: the files are written
-/// unpartitioned, for tables whose spec is unpartitioned). Returns the files once complete.
+/// `target`. `partition` is the partition tuple (under `target.spec`, bound to
+/// `target.schema`) of the data files the deletes point into: every row of one call must
+/// point into data files of that partition. None (or an empty tuple) for an unpartitioned
+/// table. Returns the files once complete.
 pub async fn write(
     target: &FileTarget,
     prefix: &str,
+    partition: Option<Struct>,
     mut deletes: Vec<(String, u64)>,
     settings: &FileSettings,
 ) -> Result<Vec<DataFile>> {
     if deletes.is_empty() {
         return Ok(Vec::new());
     }
-    if !target.spec.is_unpartitioned() {
-        return Err(Error::Schema(
-            "position deletes for partitioned tables are not supported yet".into(),
-        ));
+    let partition = partition.filter(|p| !p.fields().is_empty());
+    if partition.is_some() == target.spec.is_unpartitioned() {
+        return Err(Error::Schema(format!(
+            "position deletes: a partition tuple is needed exactly when the table is partitioned (spec {})",
+            target.spec.spec_id()
+        )));
     }
+    let key = partition.as_ref().map(|p| {
+        PartitionKey::new(
+            target.spec.as_ref().clone(),
+            target.schema.clone(),
+            p.clone(),
+        )
+    });
     deletes.sort();
     deletes.dedup();
     let schema = Arc::new(schema()?);
@@ -90,12 +106,16 @@ pub async fn write(
         DefaultFileNameGenerator::new(format!("{prefix}-deletes"), None, DataFileFormat::Parquet),
     )
     .build();
-    writer.write(&None, &batch).await?;
+    writer.write(&key, &batch).await?;
     let builders = writer.close().await?;
     builders
         .into_iter()
         .map(|mut b| {
             b.content(DataContentType::PositionDeletes);
+            b.partition_spec_id(target.spec.spec_id());
+            if let Some(p) = &partition {
+                b.partition(p.clone());
+            }
             if let Some(path) = &single {
                 b.referenced_data_file(Some(path.clone()));
             }
@@ -136,6 +156,7 @@ mod tests {
         let files = write(
             &target,
             "p0-0-10",
+            None,
             vec![
                 (b.clone(), 3),
                 (a.clone(), 9),
@@ -188,15 +209,18 @@ mod tests {
         let one = write(
             &target,
             "p0-10-20",
+            None,
             vec![(a.clone(), 4)],
             &FileSettings::default(),
         )
         .await
         .expect("write");
         assert_eq!(one[0].referenced_data_file(), Some(a));
-        assert!(write(&target, "none", Vec::new(), &FileSettings::default())
-            .await
-            .expect("empty")
-            .is_empty());
+        assert!(
+            write(&target, "none", None, Vec::new(), &FileSettings::default())
+                .await
+                .expect("empty")
+                .is_empty()
+        );
     }
 }

@@ -17,6 +17,10 @@
 //! - Jobs run one at a time per table (the table's lock), and all jobs borrow from the one
 //!   memory pool.
 //!
+//! - An upsert table's primary-key index lives here, beside the outputs it describes: it is
+//!   built (from the table's live files given at registration) before the table's first job,
+//!   and dropped with the uncollected outputs when the table is registered again.
+//!
 //! Unsynced bytes are estimated from offsets and the bytes per record the partition's earlier
 //! jobs saw (1 KiB until one ran): the stream store indexes offsets, not bytes.
 
@@ -27,8 +31,10 @@ use inlet_storage::{StreamId, StreamStore};
 use parking_lot::Mutex;
 
 use crate::error::{Error, Result};
-use crate::job::{convert_range, JobOutput, JobSpec, TableContext};
+use crate::job::{convert_range_indexed, JobOutput, JobSpec, TableContext};
 use crate::memory::MemoryPool;
+use crate::pk_index::KeyIndex;
+use crate::upsert::{LiveFiles, UpsertSpec};
 
 /// Bytes per record assumed before a partition's first job.
 const DEFAULT_RECORD_BYTES: f64 = 1024.0;
@@ -54,6 +60,21 @@ struct TableState {
     ctx: TableContext,
     partitions: BTreeMap<i32, PartitionState>,
     outputs: Vec<(i32, JobOutput)>,
+    /// Upsert tables: the primary-key index, once built.
+    index: Option<KeyIndex>,
+    /// Upsert tables: the table's live files to build the index from, until it is built.
+    base: Option<LiveFiles>,
+}
+
+/// Figures of an upsert table's primary-key index.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct IndexStats {
+    /// Bytes held in memory (entries, sparse indexes, file table).
+    pub memory_bytes: usize,
+    /// Times the in-memory entries were spilled to a run on disk.
+    pub spills: u64,
+    /// Runs on disk now.
+    pub runs: usize,
 }
 
 /// Converts the node's table topics, sharing one memory pool.
@@ -79,6 +100,19 @@ impl Worker {
 
     /// Starts serving `table` (replacing an earlier registration and its uncollected outputs).
     pub fn add_table(&self, table: &str, ctx: TableContext, sources: &[PartitionSource]) {
+        self.add_table_with_base(table, ctx, sources, LiveFiles::default());
+    }
+
+    /// Starts serving `table`, an upsert table whose current snapshot has the live files
+    /// `base` (replacing an earlier registration, its uncollected outputs and its index). The
+    /// primary-key index is rebuilt from `base` before the table's next job.
+    pub fn add_table_with_base(
+        &self,
+        table: &str,
+        ctx: TableContext,
+        sources: &[PartitionSource],
+        base: LiveFiles,
+    ) {
         let partitions = sources
             .iter()
             .map(|s| {
@@ -98,6 +132,8 @@ impl Worker {
                 ctx,
                 partitions,
                 outputs: Vec::new(),
+                index: None,
+                base: Some(base),
             })),
         );
     }
@@ -190,6 +226,17 @@ impl Worker {
         Ok(self.table(table)?.lock().await.ctx.schema.clone())
     }
 
+    /// An upsert table's primary-key index figures; None before the index is built.
+    pub async fn index_stats(&self, table: &str) -> Result<Option<IndexStats>> {
+        let t = self.table(table)?;
+        let state = t.lock().await;
+        Ok(state.index.as_ref().map(|i| IndexStats {
+            memory_bytes: i.memory_bytes(),
+            spills: i.spills(),
+            runs: i.runs(),
+        }))
+    }
+
     /// The next offset to convert per partition.
     pub async fn synced(&self, table: &str) -> Result<BTreeMap<i32, u64>> {
         let t = self.table(table)?;
@@ -222,7 +269,23 @@ async fn run_job(
         until,
         max_input_bytes: target,
     };
-    let out = convert_range(store, pool, &state.ctx, spec).await?;
+    if let Some(upsert) = &state.ctx.upsert {
+        if state.index.is_none() {
+            state.index = Some(build_index(upsert, &state.ctx, state.base.take()).await?);
+        }
+    }
+    let out = match convert_range_indexed(store, pool, &state.ctx, spec, state.index.as_mut()).await
+    {
+        Ok(out) => out,
+        Err(e) => {
+            // A failed upsert job may have spilled part of its changes: rebuild before the
+            // next job (the coordinator registers the table again with its live files).
+            if state.ctx.upsert.is_some() {
+                state.index = None;
+            }
+            return Err(e);
+        }
+    };
     let records = out.next_offset.saturating_sub(spec.from);
     let next = out.next_offset;
     if let Some(p) = state.partitions.get_mut(&partition) {
@@ -236,4 +299,46 @@ async fn run_job(
         state.outputs.push((partition, out));
     }
     Ok(next)
+}
+
+/// A new index for an upsert table, rebuilt from the table's live files.
+async fn build_index(
+    upsert: &UpsertSpec,
+    ctx: &TableContext,
+    base: Option<LiveFiles>,
+) -> Result<KeyIndex> {
+    // A directory of its own: an index being replaced may still be dropping its own.
+    static GENERATION: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let generation = GENERATION.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let mut index = KeyIndex::new(
+        upsert.index_budget,
+        upsert.index_dir.join(format!("index-{generation}")),
+    )?;
+    let base = base.ok_or_else(|| {
+        Error::Schema(
+            "the primary-key index must be rebuilt: register the table again with its live files"
+                .into(),
+        )
+    })?;
+    if let Some(schema) = &ctx.schema {
+        if !base.data.is_empty() {
+            let ids = upsert.id_field_ids(schema)?;
+            let duplicates =
+                crate::upsert::rebuild(&mut index, &ctx.target.file_io, &base, &ids).await?;
+            if duplicates > 0 {
+                tracing::warn!(
+                    duplicates,
+                    "keys with more than one live row in the table; the latest is indexed"
+                );
+            }
+            tracing::info!(
+                files = base.data.len(),
+                delete_files = base.position_deletes.len(),
+                memory_bytes = index.memory_bytes(),
+                spills = index.spills(),
+                "primary-key index rebuilt from the table"
+            );
+        }
+    }
+    Ok(index)
 }

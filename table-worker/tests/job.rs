@@ -151,6 +151,7 @@ fn context(f: &Fixture, table: &str) -> TableContext {
         settings: FileSettings::default(),
         event_time_field: None,
         dead_letter_floor: Default::default(),
+        upsert: None,
     }
 }
 

@@ -1,0 +1,566 @@
+//! Upsert and CDC table topics (`table.topic.id.columns` with `table.topic.upsert.enable` or
+//! `table.topic.cdc.field`): the table holds the latest row per key. A later record with the
+//! same key removes the earlier row; a CDC delete (`D`, Debezium `d`) removes it and writes
+//! no row. Removed rows become *position deletes* (data file path, row position), which every
+//! engine Inlet is tested with reads (docs/table-worker.md, "Upsert and CDC").
+//!
+//! How a job applies its records ([`dedupe`], then [`apply`]):
+//! 1. Before writing, the rows of the job are de-duplicated: per key only the last record
+//!    counts (last write wins); earlier rows and delete rows are dropped, so a key written
+//!    twice in one job leaves one row in the files.
+//! 2. The rows are written as data files; then the id columns of the new files are read back
+//!    to learn each new row's (file, position).
+//! 3. Each key's previous live row (from the [`KeyIndex`]) gets a position delete, written
+//!    in the partition of the data file it points into.
+//! 4. Only once the delete files are written, the index is moved to the new rows (or forgets
+//!    deleted keys). A job that fails before leaves the index as it was.
+//!
+//! Jobs of a table run one at a time, so a later job of the same round sees the earlier
+//! job's rows in the index: its position deletes may point into a file of the same round,
+//! which Iceberg applies (a position delete applies to data files with a sequence number up
+//! to its own).
+//!
+//! Keys are the id columns' values, encoded with a type tag per value (integers of any width
+//! as i64, so widening int→long keeps keys equal). A null id value is a value like any other.
+//!
+//! Invariants:
+//! - Per key, at most one live row in the table: the one the index points at.
+//! - The index reflects every job handed to the coordinator since the table was registered
+//!   (committed or not). When outputs are discarded, the index is rebuilt from the table
+//!   ([`rebuild`]).
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::PathBuf;
+
+use arrow::array::{Array, ArrayRef, AsArray, BooleanArray, RecordBatch};
+use arrow::datatypes::{DataType, Int16Type, Int32Type, Int64Type, Int8Type};
+use futures::TryStreamExt;
+use iceberg::io::FileIO;
+use iceberg::spec::{DataFile, Schema, Struct};
+use parquet::arrow::{ParquetRecordBatchStreamBuilder, ProjectionMask};
+
+use crate::data_file::{FileSettings, FileTarget};
+use crate::error::{Error, Result};
+use crate::pk_index::{FileRef, KeyIndex, Location};
+use crate::transform::{ValueTransform, OP_COLUMN};
+
+/// The default memory budget of one table's primary-key index.
+pub const DEFAULT_INDEX_BUDGET: usize = 64 << 20;
+
+/// How a table topic upserts.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UpsertSpec {
+    /// `table.topic.id.columns`: top-level columns of the table.
+    pub id_columns: Vec<String>,
+    /// `table.topic.cdc.field`: the column holding the operation; None: every record upserts.
+    pub cdc_field: Option<String>,
+    /// Bytes of index entries kept in memory before spilling to `index_dir`.
+    pub index_budget: usize,
+    /// Where the index spills (owned by the index: emptied when it is built).
+    pub index_dir: PathBuf,
+}
+
+impl UpsertSpec {
+    /// Parses `table.topic.id.columns` (`[id]`, `[a, b]`, or `id`).
+    pub fn parse_columns(value: &str) -> Vec<String> {
+        let v = value.trim();
+        let v = v
+            .strip_prefix('[')
+            .and_then(|r| r.strip_suffix(']'))
+            .unwrap_or(v);
+        v.split(',')
+            .map(|c| c.trim().trim_matches('`').to_string())
+            .filter(|c| !c.is_empty())
+            .collect()
+    }
+
+    /// Upsert mode from a topic's configs: id columns with `upsert.enable=true` or a
+    /// `cdc.field`; None when neither is set (id columns alone keep a table append-only).
+    /// With `flatten_debezium`, the operation is the `_op` column the transform adds: it is
+    /// the CDC field when none is given, and `op` (the envelope's name for it) means it too.
+    pub fn from_configs(
+        id_columns: &str,
+        upsert_enable: bool,
+        cdc_field: Option<&str>,
+        transform: ValueTransform,
+        index_budget: usize,
+        index_dir: PathBuf,
+    ) -> Result<Option<Self>> {
+        let id_columns = Self::parse_columns(id_columns);
+        let mut cdc_field = cdc_field
+            .map(str::trim)
+            .filter(|f| !f.is_empty())
+            .map(str::to_string);
+        if !upsert_enable && cdc_field.is_none() {
+            return Ok(None);
+        }
+        if id_columns.is_empty() {
+            return Err(Error::Schema(
+                "table.topic.upsert.enable and table.topic.cdc.field need table.topic.id.columns"
+                    .into(),
+            ));
+        }
+        if transform == ValueTransform::FlattenDebezium
+            && cdc_field.as_deref().is_none_or(|f| f == "op")
+        {
+            cdc_field = Some(OP_COLUMN.to_string());
+        }
+        Ok(Some(UpsertSpec {
+            id_columns,
+            cdc_field,
+            index_budget,
+            index_dir,
+        }))
+    }
+
+    /// The field ids of the id columns in `schema`; an error names a missing or nested column.
+    pub fn id_field_ids(&self, schema: &Schema) -> Result<Vec<i32>> {
+        self.id_columns
+            .iter()
+            .map(|c| {
+                schema
+                    .as_struct()
+                    .field_by_name(c)
+                    .filter(|f| f.field_type.is_primitive())
+                    .map(|f| f.id)
+                    .ok_or_else(|| {
+                        Error::Schema(format!(
+                            "table.topic.id.columns: {c:?} is not a top-level primitive column of the table"
+                        ))
+                    })
+            })
+            .collect()
+    }
+}
+
+/// What a record does to its key.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Op {
+    /// Insert or update: the record's row becomes the key's row.
+    Upsert,
+    /// Delete: the key's row goes away, no row is written.
+    Delete,
+}
+
+impl Op {
+    /// The operation a CDC field's value names: `D`/`d` delete; `I`, `U`, Debezium `c`, `r`,
+    /// `u`, a null or anything else upsert.
+    pub fn parse(value: Option<&str>) -> Op {
+        match value.map(str::trim) {
+            Some("D" | "d") => Op::Delete,
+            _ => Op::Upsert,
+        }
+    }
+}
+
+/// The keys of one job, after [`dedupe`]: each key once, with the operation of its last
+/// record, in the order of those records.
+pub type KeyOps = Vec<(Vec<u8>, Op)>;
+
+/// Keeps, per key, only the last record's row (and none for a delete). Returns the remaining
+/// rows and each key's final operation.
+pub fn dedupe(spec: &UpsertSpec, batches: Vec<RecordBatch>) -> Result<(Vec<RecordBatch>, KeyOps)> {
+    let mut keys_per_batch = Vec::with_capacity(batches.len());
+    let mut ops_per_batch = Vec::with_capacity(batches.len());
+    // key → (batch, row) of its last record.
+    let mut last: HashMap<Vec<u8>, (usize, usize)> = HashMap::new();
+    for (b, batch) in batches.iter().enumerate() {
+        let keys = encode_keys(&id_columns(spec, batch)?, batch.num_rows())?;
+        let ops = ops_of(spec, batch)?;
+        for (row, key) in keys.iter().enumerate() {
+            last.insert(key.clone(), (b, row));
+        }
+        keys_per_batch.push(keys);
+        ops_per_batch.push(ops);
+    }
+    let mut order: Vec<(usize, usize, Vec<u8>)> =
+        last.into_iter().map(|(k, (b, r))| (b, r, k)).collect();
+    order.sort_unstable_by_key(|(b, r, _)| (*b, *r));
+    let mut keep: Vec<Vec<bool>> = batches.iter().map(|b| vec![false; b.num_rows()]).collect();
+    let mut key_ops = Vec::with_capacity(order.len());
+    for (b, r, key) in order {
+        let op = ops_per_batch[b][r];
+        keep[b][r] = op == Op::Upsert;
+        key_ops.push((key, op));
+    }
+    let mut out = Vec::with_capacity(batches.len());
+    for (batch, mask) in batches.into_iter().zip(keep) {
+        if mask.iter().all(|k| *k) {
+            out.push(batch);
+        } else if mask.iter().any(|k| *k) {
+            out.push(arrow::compute::filter_record_batch(
+                &batch,
+                &BooleanArray::from(mask),
+            )?);
+        }
+    }
+    Ok((out, key_ops))
+}
+
+fn id_columns(spec: &UpsertSpec, batch: &RecordBatch) -> Result<Vec<ArrayRef>> {
+    spec.id_columns
+        .iter()
+        .map(|c| {
+            batch.column_by_name(c).cloned().ok_or_else(|| {
+                Error::Schema(format!(
+                    "table.topic.id.columns: the rows have no column {c:?}"
+                ))
+            })
+        })
+        .collect()
+}
+
+fn ops_of(spec: &UpsertSpec, batch: &RecordBatch) -> Result<Vec<Op>> {
+    let Some(field) = &spec.cdc_field else {
+        return Ok(vec![Op::Upsert; batch.num_rows()]);
+    };
+    let column = batch.column_by_name(field).ok_or_else(|| {
+        Error::Schema(format!(
+            "table.topic.cdc.field: the rows have no column {field:?}"
+        ))
+    })?;
+    let column = arrow::compute::cast(column, &DataType::Utf8)?;
+    let strings = column.as_string::<i32>();
+    Ok((0..strings.len())
+        .map(|i| Op::parse((!strings.is_null(i)).then(|| strings.value(i))))
+        .collect())
+}
+
+/// The key of every row: the id columns' values, each with a type tag.
+pub fn encode_keys(columns: &[ArrayRef], rows: usize) -> Result<Vec<Vec<u8>>> {
+    let mut keys = vec![Vec::new(); rows];
+    for column in columns {
+        // Dates, times, timestamps and decimals are keyed by their text (stable within a
+        // table: a column always has the same Arrow type), cast once per column.
+        let column = &match column.data_type() {
+            DataType::Date32
+            | DataType::Time64(_)
+            | DataType::Timestamp(_, _)
+            | DataType::Decimal128(_, _) => arrow::compute::cast(column, &DataType::Utf8)?,
+            _ => column.clone(),
+        };
+        for (row, key) in keys.iter_mut().enumerate() {
+            encode_value(column, row, key)?;
+        }
+    }
+    Ok(keys)
+}
+
+fn encode_value(column: &ArrayRef, row: usize, out: &mut Vec<u8>) -> Result<()> {
+    if column.is_null(row) {
+        out.push(0);
+        return Ok(());
+    }
+    let int = |out: &mut Vec<u8>, v: i64| {
+        out.push(1);
+        out.extend_from_slice(&v.to_be_bytes());
+    };
+    let bytes = |out: &mut Vec<u8>, v: &[u8]| {
+        out.push(2);
+        out.extend_from_slice(&(v.len() as u32).to_be_bytes());
+        out.extend_from_slice(v);
+    };
+    match column.data_type() {
+        DataType::Int8 => int(out, column.as_primitive::<Int8Type>().value(row).into()),
+        DataType::Int16 => int(out, column.as_primitive::<Int16Type>().value(row).into()),
+        DataType::Int32 => int(out, column.as_primitive::<Int32Type>().value(row).into()),
+        DataType::Int64 => int(out, column.as_primitive::<Int64Type>().value(row)),
+        DataType::Boolean => int(out, column.as_boolean().value(row).into()),
+        DataType::Utf8 => bytes(out, column.as_string::<i32>().value(row).as_bytes()),
+        DataType::LargeUtf8 => bytes(out, column.as_string::<i64>().value(row).as_bytes()),
+        DataType::Binary => bytes(out, column.as_binary::<i32>().value(row)),
+        DataType::LargeBinary => bytes(out, column.as_binary::<i64>().value(row)),
+        DataType::FixedSizeBinary(_) => bytes(out, column.as_fixed_size_binary().value(row)),
+        other => {
+            return Err(Error::Schema(format!(
+                "table.topic.id.columns: a column of type {other} cannot be a key"
+            )))
+        }
+    }
+    Ok(())
+}
+
+/// Reads the keys of a data file, one per row position. An id column the file lacks (written
+/// before the column was added) is null in every row, as readers see it.
+pub async fn read_keys(file_io: &FileIO, path: &str, id_field_ids: &[i32]) -> Result<Vec<Vec<u8>>> {
+    let input = file_io.new_input(path)?;
+    let reader =
+        iceberg::arrow::ArrowFileReader::new(input.metadata().await?, input.reader().await?);
+    let builder = ParquetRecordBatchStreamBuilder::new(reader).await?;
+    // Top-level columns by field id (top-level Arrow fields are the Parquet roots).
+    let fields = builder.schema().fields().clone();
+    let roots: Vec<Option<usize>> = id_field_ids
+        .iter()
+        .map(|id| {
+            fields.iter().position(|f| {
+                f.metadata()
+                    .get(parquet::arrow::PARQUET_FIELD_ID_META_KEY)
+                    .and_then(|v| v.parse::<i32>().ok())
+                    == Some(*id)
+            })
+        })
+        .collect();
+    let mut projected: Vec<usize> = roots.iter().flatten().copied().collect();
+    projected.sort_unstable();
+    projected.dedup();
+    let mask = ProjectionMask::roots(builder.parquet_schema(), projected.iter().copied());
+    let stream = builder.with_projection(mask).build()?;
+    let batches: Vec<RecordBatch> = stream.try_collect().await?;
+    let mut keys = Vec::new();
+    for batch in batches {
+        // The projection keeps file order: put the columns in id-column order.
+        let columns: Vec<ArrayRef> = roots
+            .iter()
+            .map(|r| match r.and_then(|r| projected.binary_search(&r).ok()) {
+                Some(i) => batch.column(i).clone(),
+                None => arrow::array::new_null_array(&DataType::Int64, batch.num_rows()),
+            })
+            .collect();
+        keys.extend(encode_keys(&columns, batch.num_rows())?);
+    }
+    Ok(keys)
+}
+
+/// Applies a job's keys to the index: writes the position deletes of the rows they replace or
+/// delete, then points the index at the job's new rows. Returns the delete files.
+#[allow(clippy::too_many_arguments)]
+pub async fn apply(
+    index: &mut KeyIndex,
+    target: &FileTarget,
+    prefix: &str,
+    id_field_ids: &[i32],
+    new_files: &[DataFile],
+    key_ops: KeyOps,
+    settings: &FileSettings,
+) -> Result<Vec<DataFile>> {
+    // Where each new row is.
+    let mut new_rows: HashMap<Vec<u8>, Location> = HashMap::new();
+    for f in new_files {
+        let file = index.file_id(FileRef {
+            path: f.file_path().to_string(),
+            partition: f.partition().clone(),
+            spec_id: target.spec.spec_id(),
+        });
+        for (pos, key) in read_keys(&target.file_io, f.file_path(), id_field_ids)
+            .await?
+            .into_iter()
+            .enumerate()
+        {
+            new_rows.insert(
+                key,
+                Location {
+                    file,
+                    pos: pos as u64,
+                },
+            );
+        }
+    }
+    // The rows the keys had, grouped by the partition of their data file.
+    let mut deletes: BTreeMap<u32, Vec<u64>> = BTreeMap::new();
+    for (key, _) in &key_ops {
+        if let Some(old) = index.get(key)? {
+            deletes.entry(old.file).or_default().push(old.pos);
+        }
+    }
+    let mut by_partition: HashMap<(i32, Struct), Vec<(String, u64)>> = HashMap::new();
+    for (file, positions) in deletes {
+        let f = index
+            .file(file)
+            .ok_or_else(|| Error::Schema(format!("primary-key index: unknown file id {file}")))?;
+        if f.spec_id != target.spec.spec_id() {
+            // Inlet never evolves a table's spec; another writer did.
+            return Err(Error::Schema(format!(
+                "{} was written with partition spec {}, the table's is now {}: upserts across a partition spec change are not supported",
+                f.path,
+                f.spec_id,
+                target.spec.spec_id()
+            )));
+        }
+        by_partition
+            .entry((f.spec_id, f.partition.clone()))
+            .or_default()
+            .extend(positions.into_iter().map(|p| (f.path.clone(), p)));
+    }
+    let mut delete_files = Vec::new();
+    let mut groups: Vec<_> = by_partition.into_iter().collect();
+    groups.sort_by(|a, b| a.1.cmp(&b.1));
+    for (n, ((_, partition), rows)) in groups.into_iter().enumerate() {
+        delete_files.extend(
+            crate::position_delete::write(
+                target,
+                &format!("{prefix}-g{n:03}"),
+                Some(partition),
+                rows,
+                settings,
+            )
+            .await?,
+        );
+    }
+    // Only now, with the delete files written, does the index move.
+    for (key, op) in key_ops {
+        match (op, new_rows.remove(&key)) {
+            (Op::Upsert, Some(at)) => index.put(key, at)?,
+            (Op::Upsert, None) => {
+                return Err(Error::Schema(
+                    "an upserted row is missing from the files just written".into(),
+                ))
+            }
+            (Op::Delete, _) => index.remove(&key)?,
+        }
+    }
+    Ok(delete_files)
+}
+
+/// A live data file of the table, for [`rebuild`].
+#[derive(Debug, Clone)]
+pub struct LiveDataFile {
+    pub file: FileRef,
+    /// Its data sequence number: later files win when a key has two live rows.
+    pub sequence_number: i64,
+}
+
+/// The table's live files, as its current snapshot lists them.
+#[derive(Debug, Clone, Default)]
+pub struct LiveFiles {
+    pub data: Vec<LiveDataFile>,
+    /// Paths of the live position delete files.
+    pub position_deletes: Vec<String>,
+}
+
+/// Builds the index from the table: every live data file's id columns, minus the rows its
+/// position deletes remove. Returns how many keys had more than one live row (the later one
+/// is indexed; the earlier stays visible, e.g. rows appended before upsert was enabled).
+pub async fn rebuild(
+    index: &mut KeyIndex,
+    file_io: &FileIO,
+    live: &LiveFiles,
+    id_field_ids: &[i32],
+) -> Result<u64> {
+    // Deleted positions per data file, sorted (8 bytes a delete).
+    let mut deleted: HashMap<String, Vec<u64>> = HashMap::new();
+    for path in &live.position_deletes {
+        for (file, pos) in read_position_deletes(file_io, path).await? {
+            deleted.entry(file).or_default().push(pos);
+        }
+    }
+    for positions in deleted.values_mut() {
+        positions.sort_unstable();
+        positions.dedup();
+    }
+    let mut data = live.data.clone();
+    data.sort_by_key(|f| f.sequence_number);
+    let mut duplicates = 0u64;
+    for f in data {
+        let gone = deleted.get(&f.file.path);
+        let keys = read_keys(file_io, &f.file.path, id_field_ids).await?;
+        let file = index.file_id(f.file);
+        for (pos, key) in keys.into_iter().enumerate() {
+            let pos = pos as u64;
+            if gone.is_some_and(|g| g.binary_search(&pos).is_ok()) {
+                continue;
+            }
+            if index.get(&key)?.is_some() {
+                duplicates += 1;
+            }
+            index.put(key, Location { file, pos })?;
+        }
+    }
+    Ok(duplicates)
+}
+
+async fn read_position_deletes(file_io: &FileIO, path: &str) -> Result<Vec<(String, u64)>> {
+    let input = file_io.new_input(path)?;
+    let reader =
+        iceberg::arrow::ArrowFileReader::new(input.metadata().await?, input.reader().await?);
+    let stream = ParquetRecordBatchStreamBuilder::new(reader)
+        .await?
+        .build()?;
+    let batches: Vec<RecordBatch> = stream.try_collect().await?;
+    let mut out = Vec::new();
+    for b in batches {
+        let paths = arrow::compute::cast(b.column(0), &DataType::Utf8)?;
+        let paths = paths.as_string::<i32>();
+        let pos = b.column(1).as_primitive::<Int64Type>();
+        for i in 0..b.num_rows() {
+            out.push((paths.value(i).to_string(), pos.value(i) as u64));
+        }
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::Arc;
+
+    #[test]
+    fn configs_choose_the_mode_and_the_cdc_column() {
+        let dir = PathBuf::from("idx");
+        let spec = |ids: &str, upsert: bool, cdc: Option<&str>, t: ValueTransform| {
+            UpsertSpec::from_configs(ids, upsert, cdc, t, 1, dir.clone())
+        };
+        assert_eq!(
+            spec("[id]", false, None, ValueTransform::None).expect("ok"),
+            None,
+            "id columns alone: append only"
+        );
+        let s = spec("[a, b]", true, None, ValueTransform::None)
+            .expect("ok")
+            .expect("upsert");
+        assert_eq!(s.id_columns, vec!["a", "b"]);
+        assert_eq!(s.cdc_field, None);
+        let s = spec("id", false, Some(" op "), ValueTransform::None)
+            .expect("ok")
+            .expect("cdc");
+        assert_eq!(s.cdc_field.as_deref(), Some("op"));
+        for cdc in [None, Some("op"), Some("_op")] {
+            let s = spec("[id]", true, cdc, ValueTransform::FlattenDebezium)
+                .expect("ok")
+                .expect("cdc");
+            assert_eq!(s.cdc_field.as_deref(), Some(OP_COLUMN), "{cdc:?}");
+        }
+        assert!(spec("", true, None, ValueTransform::None).is_err());
+        assert!(spec("[]", false, Some("op"), ValueTransform::None).is_err());
+    }
+
+    #[test]
+    fn operations() {
+        for d in ["D", "d", " d "] {
+            assert_eq!(Op::parse(Some(d)), Op::Delete);
+        }
+        for u in ["I", "U", "c", "r", "u", "x"] {
+            assert_eq!(Op::parse(Some(u)), Op::Upsert);
+        }
+        assert_eq!(Op::parse(None), Op::Upsert);
+    }
+
+    #[test]
+    fn keys_are_equal_across_integer_widths_and_distinct_across_columns() {
+        use arrow::array::TimestampMicrosecondArray;
+        let ts: Vec<ArrayRef> = vec![Arc::new(
+            TimestampMicrosecondArray::from(vec![1, 2, 1]).with_timezone("+00:00"),
+        )];
+        let k = encode_keys(&ts, 3).expect("timestamp keys");
+        assert_eq!(k[0], k[2]);
+        assert_ne!(k[0], k[1]);
+        use arrow::array::{Int32Array, Int64Array, StringArray};
+        let narrow: Vec<ArrayRef> = vec![Arc::new(Int32Array::from(vec![7, 8]))];
+        let wide: Vec<ArrayRef> = vec![Arc::new(Int64Array::from(vec![7, 8]))];
+        assert_eq!(
+            encode_keys(&narrow, 2).expect("keys"),
+            encode_keys(&wide, 2).expect("keys")
+        );
+        // ("ab", "c") and ("a", "bc") are different keys.
+        let two = |a: &str, b: &str| -> Vec<u8> {
+            let cols: Vec<ArrayRef> = vec![
+                Arc::new(StringArray::from(vec![a])),
+                Arc::new(StringArray::from(vec![b])),
+            ];
+            encode_keys(&cols, 1).expect("keys").remove(0)
+        };
+        assert_ne!(two("ab", "c"), two("a", "bc"));
+        let nulls: Vec<ArrayRef> = vec![Arc::new(Int64Array::from(vec![None, Some(0)]))];
+        let k = encode_keys(&nulls, 2).expect("keys");
+        assert_ne!(k[0], k[1], "null is not zero");
+    }
+}

@@ -1,0 +1,589 @@
+//! Upsert and CDC tables through the worker, over a real stream store and schema registry:
+//! each commit round is the outputs of one `Worker::drain`, and "the table" is what an Iceberg
+//! reader sees — every committed data file's rows minus the rows the committed position
+//! delete files name. Covers de-duplication within a job and across the jobs of one round,
+//! updates across rounds, CDC deletes, partitioned position deletes, an index spilling past a
+//! tiny budget, an index rebuilt from the table by a new worker (a restart), Debezium
+//! envelopes (`flatten_debezium`) whose `d` events delete, and a failed job that makes the
+//! table need re-registration (as the coordinator does) without losing or doubling a record.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::sync::Arc;
+
+use apache_avro::types::Value as AvroValue;
+use arrow::array::{AsArray, RecordBatch};
+use arrow::datatypes::Int64Type;
+use bytes::Bytes;
+use iceberg::io::FileIO;
+use iceberg::spec::{DataContentType, DataFile, PartitionSpec};
+use inlet_schema_registry::{framing, RegistryConfig, SchemaRequest};
+use inlet_storage::{AppendOptions, MetaStore, StreamId, StreamStore};
+use inlet_table_worker::data_file::{FileSettings, FileTarget};
+use inlet_table_worker::job::{JobOutput, TableContext, ValueType};
+use inlet_table_worker::memory::MemoryPool;
+use inlet_table_worker::pk_index::FileRef;
+use inlet_table_worker::upsert::{LiveDataFile, LiveFiles, UpsertSpec};
+use inlet_table_worker::worker::{PartitionSource, Worker};
+use kafka_protocol::records::{
+    Compression, Record, RecordBatchEncoder, RecordEncodeOptions, TimestampType,
+};
+use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+
+const SCHEMA: &str = r#"{"type":"record","name":"Row","namespace":"t","fields":[{"name":"id","type":"long"},{"name":"name","type":"string"},{"name":"op","type":["null","string"],"default":null}]}"#;
+
+struct Fixture {
+    dir: tempfile::TempDir,
+    store: Arc<StreamStore>,
+    registry: Arc<inlet_schema_registry::Registry>,
+    stream: StreamId,
+    schema_id: u32,
+}
+
+async fn fixture() -> Fixture {
+    fixture_with(SCHEMA).await
+}
+
+async fn fixture_with(schema: &str) -> Fixture {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let meta_url = format!("sqlite://{}", dir.path().join("meta.db").display());
+    let store = Arc::new(
+        StreamStore::builder(dir.path().join("wal"))
+            .meta(MetaStore::connect(&meta_url).await.expect("meta"))
+            .object_store_url(format!("file://{}", dir.path().join("objects").display()))
+            .background_tasks(false)
+            .open()
+            .await
+            .expect("store"),
+    );
+    let registry = Arc::new(
+        inlet_schema_registry::open(store.meta().clone(), RegistryConfig::default())
+            .await
+            .expect("registry"),
+    );
+    let req = SchemaRequest {
+        schema: schema.to_string(),
+        ..SchemaRequest::default()
+    };
+    let schema_id = registry
+        .register("t-value", &req)
+        .await
+        .expect("register")
+        .0;
+    let stream = store.create_stream("kafka/t/0").await.expect("stream").id;
+    Fixture {
+        dir,
+        store,
+        registry,
+        stream,
+        schema_id,
+    }
+}
+
+/// A record: id, name, and the CDC op (None: no op).
+fn row(f: &Fixture, id: i64, name: &str, op: Option<&str>) -> Bytes {
+    let schema = apache_avro::Schema::parse_str(SCHEMA).expect("schema");
+    let op = match op {
+        Some(o) => AvroValue::Union(1, Box::new(AvroValue::String(o.into()))),
+        None => AvroValue::Union(0, Box::new(AvroValue::Null)),
+    };
+    let datum = apache_avro::to_avro_datum(
+        &schema,
+        AvroValue::Record(vec![
+            ("id".into(), AvroValue::Long(id)),
+            ("name".into(), AvroValue::String(name.into())),
+            ("op".into(), op),
+        ]),
+    )
+    .expect("encode");
+    Bytes::from(framing::frame(f.schema_id, &datum))
+}
+
+/// Appends `values` as one Kafka record batch.
+async fn append(f: &Fixture, values: Vec<Bytes>) {
+    let records: Vec<Record> = values
+        .iter()
+        .enumerate()
+        .map(|(i, value)| Record {
+            transactional: false,
+            control: false,
+            delete_horizon: false,
+            partition_leader_epoch: 0,
+            producer_id: -1,
+            producer_epoch: -1,
+            timestamp_type: TimestampType::Creation,
+            offset: i as i64,
+            sequence: i as i32,
+            timestamp: 1_700_000_000_000 + i as i64,
+            key: None,
+            value: Some(value.clone()),
+            headers: Default::default(),
+        })
+        .collect();
+    let mut buf = bytes::BytesMut::new();
+    RecordBatchEncoder::encode(
+        &mut buf,
+        &records,
+        &RecordEncodeOptions {
+            version: 2,
+            compression: Compression::None,
+        },
+    )
+    .expect("encode");
+    f.store
+        .append_with(
+            f.stream,
+            buf.freeze(),
+            values.len() as u32,
+            AppendOptions {
+                write_base_offset: true,
+                ..AppendOptions::default()
+            },
+        )
+        .await
+        .expect("append");
+}
+
+fn context(f: &Fixture, cdc: bool, budget: usize, partition_by: &str) -> TableContext {
+    TableContext {
+        registry: f.registry.clone(),
+        value_type: ValueType::BySchemaId,
+        transform: inlet_table_worker::transform::ValueTransform::None,
+        schema: None,
+        target: FileTarget {
+            file_io: FileIO::new_with_fs(),
+            schema: Arc::new(iceberg::spec::Schema::builder().build().expect("empty")),
+            spec: Arc::new(PartitionSpec::unpartition_spec()),
+            data_location: format!("file://{}/warehouse/t/data", f.dir.path().display()),
+        },
+        dead_letter_target: None,
+        partition_by: inlet_table_worker::partition::parse(partition_by).expect("partition.by"),
+        settings: FileSettings::default(),
+        event_time_field: None,
+        dead_letter_floor: Default::default(),
+        upsert: Some(UpsertSpec {
+            id_columns: vec!["id".into()],
+            cdc_field: cdc.then(|| "op".to_string()),
+            index_budget: budget,
+            index_dir: f.dir.path().join("index"),
+        }),
+    }
+}
+
+/// What has been "committed": every round's files, with the round's sequence number.
+#[derive(Default)]
+struct Table {
+    data: Vec<(DataFile, i64)>,
+    deletes: Vec<DataFile>,
+    rounds: i64,
+    schema: Option<iceberg::spec::Schema>,
+}
+
+impl Table {
+    fn commit(&mut self, outputs: Vec<(i32, JobOutput)>) -> (usize, usize) {
+        self.rounds += 1;
+        let (mut data, mut deletes) = (0, 0);
+        for (_, out) in outputs {
+            for d in out.data_files {
+                self.data.push((d, self.rounds));
+                data += 1;
+            }
+            for d in out.delete_files {
+                assert_eq!(d.content_type(), DataContentType::PositionDeletes);
+                self.deletes.push(d);
+                deletes += 1;
+            }
+            self.schema = Some(out.schema);
+        }
+        (data, deletes)
+    }
+
+    /// The rows an Iceberg reader sees: id → name.
+    fn rows(&self) -> BTreeMap<i64, String> {
+        let mut gone: HashSet<(String, i64)> = HashSet::new();
+        for d in &self.deletes {
+            for b in read(d.file_path()) {
+                let paths = b.column(0).as_string::<i32>();
+                let pos = b.column(1).as_primitive::<Int64Type>();
+                for i in 0..b.num_rows() {
+                    assert!(
+                        gone.insert((paths.value(i).to_string(), pos.value(i))),
+                        "a row deleted twice"
+                    );
+                }
+            }
+        }
+        let mut rows = BTreeMap::new();
+        for (d, _) in &self.data {
+            let mut pos = 0i64;
+            for b in read(d.file_path()) {
+                let ids = b
+                    .column_by_name("id")
+                    .expect("id")
+                    .as_primitive::<Int64Type>();
+                let names = b.column_by_name("name").expect("name").as_string::<i32>();
+                for i in 0..b.num_rows() {
+                    if !gone.contains(&(d.file_path().to_string(), pos)) {
+                        let old = rows.insert(ids.value(i), names.value(i).to_string());
+                        assert!(old.is_none(), "id {} has two live rows", ids.value(i));
+                    }
+                    pos += 1;
+                }
+            }
+        }
+        rows
+    }
+
+    /// The table's live files, as a coordinator reads them from the current snapshot.
+    fn live(&self) -> LiveFiles {
+        LiveFiles {
+            data: self
+                .data
+                .iter()
+                .map(|(d, seq)| LiveDataFile {
+                    file: FileRef {
+                        path: d.file_path().to_string(),
+                        partition: d.partition().clone(),
+                        spec_id: 0,
+                    },
+                    sequence_number: *seq,
+                })
+                .collect(),
+            position_deletes: self
+                .deletes
+                .iter()
+                .map(|d| d.file_path().to_string())
+                .collect(),
+        }
+    }
+}
+
+fn read(path: &str) -> Vec<RecordBatch> {
+    let file = std::fs::File::open(path.trim_start_matches("file://")).expect("open");
+    ParquetRecordBatchReaderBuilder::try_new(file)
+        .expect("parquet")
+        .build()
+        .expect("reader")
+        .map(|b| b.expect("batch"))
+        .collect()
+}
+
+fn source(f: &Fixture, start: u64) -> Vec<PartitionSource> {
+    vec![PartitionSource {
+        partition: 0,
+        stream: f.stream,
+        start,
+    }]
+}
+
+async fn round(f: &Fixture, worker: &Worker, table: &mut Table) -> (usize, usize) {
+    let end = f.store.end_offset(f.stream).expect("end");
+    let outputs = worker
+        .drain("t", &BTreeMap::from([(0, end)]))
+        .await
+        .expect("drain");
+    table.commit(outputs)
+}
+
+fn names(pairs: &[(i64, &str)]) -> BTreeMap<i64, String> {
+    pairs.iter().map(|(i, n)| (*i, n.to_string())).collect()
+}
+
+#[tokio::test]
+async fn latest_row_per_key_across_jobs_rounds_deletes_and_a_restart() {
+    let f = fixture().await;
+    let worker = Worker::new(f.store.clone(), MemoryPool::new(64 << 20));
+    let mut ctx = context(&f, true, 64 << 20, "");
+    // One job per stored batch: a round of several batches is several jobs.
+    ctx.settings.target_file_bytes = 1;
+    worker.add_table_with_base("t", ctx.clone(), &source(&f, 0), LiveFiles::default());
+    let mut table = Table::default();
+
+    // Round 1, one job: key 1 twice in the same batch; the later row wins and the earlier one
+    // is never written.
+    append(
+        &f,
+        vec![
+            row(&f, 1, "a", None),
+            row(&f, 2, "b", Some("I")),
+            row(&f, 3, "c", Some("c")),
+            row(&f, 1, "a2", Some("U")),
+        ],
+    )
+    .await;
+    let (data, deletes) = round(&f, &worker, &mut table).await;
+    assert_eq!((data, deletes), (1, 0));
+    assert_eq!(
+        table.data[0].0.record_count(),
+        3,
+        "the earlier row of key 1 is dropped"
+    );
+    assert_eq!(table.rows(), names(&[(1, "a2"), (2, "b"), (3, "c")]));
+
+    // Round 2, two jobs: key 2 updated by both (the second job's position delete points into
+    // the first job's file of the same round), key 3 deleted, key 4 new then deleted again.
+    append(&f, vec![row(&f, 2, "b2", Some("u")), row(&f, 4, "d", None)]).await;
+    append(
+        &f,
+        vec![
+            row(&f, 2, "b3", Some("U")),
+            row(&f, 3, "ignored", Some("D")),
+            row(&f, 5, "e", Some("r")),
+        ],
+    )
+    .await;
+    let (_, deletes) = round(&f, &worker, &mut table).await;
+    assert!(deletes >= 2, "{deletes} delete files");
+    assert_eq!(
+        table.rows(),
+        names(&[(1, "a2"), (2, "b3"), (4, "d"), (5, "e")])
+    );
+
+    // A delete of a key written in the same job: neither row stays.
+    append(&f, vec![row(&f, 6, "f", None), row(&f, 6, "f", Some("d"))]).await;
+    round(&f, &worker, &mut table).await;
+    assert_eq!(
+        table.rows(),
+        names(&[(1, "a2"), (2, "b3"), (4, "d"), (5, "e")])
+    );
+
+    // A restart: a new worker rebuilds the index from the table's live files.
+    drop(worker);
+    let worker = Worker::new(f.store.clone(), MemoryPool::new(64 << 20));
+    ctx.schema = table.schema.clone();
+    let end = f.store.end_offset(f.stream).expect("end");
+    worker.add_table_with_base("t", ctx.clone(), &source(&f, end), table.live());
+    append(
+        &f,
+        vec![
+            row(&f, 4, "d2", Some("U")),
+            row(&f, 1, "gone", Some("D")),
+            row(&f, 7, "g", None),
+        ],
+    )
+    .await;
+    round(&f, &worker, &mut table).await;
+    assert_eq!(
+        table.rows(),
+        names(&[(2, "b3"), (4, "d2"), (5, "e"), (7, "g")]),
+        "the rebuilt index found the rows written before the restart"
+    );
+}
+
+#[tokio::test]
+async fn an_index_past_its_budget_spills_and_stays_exact() {
+    let f = fixture().await;
+    let worker = Worker::new(f.store.clone(), MemoryPool::new(64 << 20));
+    // A budget of about ten keys for 500 keys.
+    let ctx = context(&f, false, 1_000, "");
+    worker.add_table_with_base("t", ctx, &source(&f, 0), LiveFiles::default());
+    let mut table = Table::default();
+    append(&f, (0..500).map(|i| row(&f, i, "v1", None)).collect()).await;
+    round(&f, &worker, &mut table).await;
+    append(
+        &f,
+        (0..500)
+            .filter(|i| i % 2 == 0)
+            .map(|i| row(&f, i, "v2", None))
+            .collect(),
+    )
+    .await;
+    round(&f, &worker, &mut table).await;
+    append(
+        &f,
+        (0..500)
+            .filter(|i| i % 3 == 0)
+            .map(|i| row(&f, i, "v3", None))
+            .collect(),
+    )
+    .await;
+    round(&f, &worker, &mut table).await;
+    let stats = worker
+        .index_stats("t")
+        .await
+        .expect("stats")
+        .expect("index");
+    assert!(stats.spills > 0, "{stats:?}");
+    assert!(
+        stats.runs <= inlet_table_worker::pk_index::MAX_RUNS,
+        "{stats:?}"
+    );
+    let rows = table.rows();
+    assert_eq!(rows.len(), 500);
+    for (id, name) in rows {
+        let want = if id % 3 == 0 {
+            "v3"
+        } else if id % 2 == 0 {
+            "v2"
+        } else {
+            "v1"
+        };
+        assert_eq!(name, want, "id {id}");
+    }
+}
+
+#[tokio::test]
+async fn partitioned_tables_get_position_deletes_in_the_data_files_partition() {
+    let f = fixture().await;
+    let worker = Worker::new(f.store.clone(), MemoryPool::new(64 << 20));
+    let ctx = context(&f, true, 64 << 20, "[bucket(id, 4)]");
+    worker.add_table_with_base("t", ctx, &source(&f, 0), LiveFiles::default());
+    let mut table = Table::default();
+    append(&f, (0..20).map(|i| row(&f, i, "v1", None)).collect()).await;
+    let (data, _) = round(&f, &worker, &mut table).await;
+    assert!(data > 1, "one file per bucket");
+    append(
+        &f,
+        (0..20)
+            .filter(|i| i % 2 == 0)
+            .map(|i| row(&f, i, "v2", if i % 4 == 0 { Some("D") } else { None }))
+            .collect(),
+    )
+    .await;
+    let (_, deletes) = round(&f, &worker, &mut table).await;
+    assert!(deletes > 1, "one delete file per partition: {deletes}");
+    // Each delete file is in the partition (tuple and path) of every data file it names.
+    let partition_of: HashMap<&str, &DataFile> =
+        table.data.iter().map(|(d, _)| (d.file_path(), d)).collect();
+    for d in &table.deletes {
+        assert!(d.file_path().contains("/id_bucket_4="), "{}", d.file_path());
+        for b in read(d.file_path()) {
+            let paths = b.column(0).as_string::<i32>();
+            for p in paths.iter().flatten() {
+                let target = partition_of.get(p).expect("a known data file");
+                assert_eq!(target.partition(), d.partition(), "{p}");
+                assert!(!target.partition().fields().is_empty());
+            }
+        }
+    }
+    let rows = table.rows();
+    let want: BTreeMap<i64, String> = (0..20)
+        .filter(|i| i % 4 != 0)
+        .map(|i| (i, if i % 2 == 0 { "v2" } else { "v1" }.to_string()))
+        .collect();
+    assert_eq!(rows, want);
+}
+
+const ENVELOPE: &str = r#"{"type":"record","name":"Envelope","namespace":"db.users","fields":[
+  {"name":"before","type":["null",{"type":"record","name":"Value","fields":[{"name":"id","type":"long"},{"name":"name","type":"string"}]}],"default":null},
+  {"name":"after","type":["null","Value"],"default":null},
+  {"name":"op","type":"string"},
+  {"name":"ts_ms","type":["null","long"],"default":null}]}"#;
+
+/// A Debezium change event: `op` with the row before and after.
+fn event(f: &Fixture, op: &str, before: Option<(i64, &str)>, after: Option<(i64, &str)>) -> Bytes {
+    let schema = apache_avro::Schema::parse_str(ENVELOPE).expect("schema");
+    let row = |r: Option<(i64, &str)>| match r {
+        Some((id, name)) => AvroValue::Union(
+            1,
+            Box::new(AvroValue::Record(vec![
+                ("id".into(), AvroValue::Long(id)),
+                ("name".into(), AvroValue::String(name.into())),
+            ])),
+        ),
+        None => AvroValue::Union(0, Box::new(AvroValue::Null)),
+    };
+    let datum = apache_avro::to_avro_datum(
+        &schema,
+        AvroValue::Record(vec![
+            ("before".into(), row(before)),
+            ("after".into(), row(after)),
+            ("op".into(), AvroValue::String(op.into())),
+            (
+                "ts_ms".into(),
+                AvroValue::Union(1, Box::new(AvroValue::Long(1_700_000_000_000))),
+            ),
+        ]),
+    )
+    .expect("encode");
+    Bytes::from(framing::frame(f.schema_id, &datum))
+}
+
+#[tokio::test]
+async fn debezium_change_events_upsert_and_delete_by_their_op() {
+    let f = fixture_with(ENVELOPE).await;
+    let worker = Worker::new(f.store.clone(), MemoryPool::new(64 << 20));
+    let mut ctx = context(&f, false, 64 << 20, "");
+    ctx.transform = inlet_table_worker::transform::ValueTransform::FlattenDebezium;
+    // What the node makes of `upsert.enable=true` with `flatten_debezium` and no cdc.field.
+    ctx.upsert = UpsertSpec::from_configs(
+        "[id]",
+        true,
+        None,
+        ctx.transform,
+        64 << 20,
+        f.dir.path().join("index"),
+    )
+    .expect("configs");
+    worker.add_table_with_base("t", ctx, &source(&f, 0), LiveFiles::default());
+    let mut table = Table::default();
+    append(
+        &f,
+        vec![
+            event(&f, "r", None, Some((1, "snapshot"))),
+            event(&f, "c", None, Some((2, "created"))),
+            event(&f, "c", None, Some((3, "created"))),
+        ],
+    )
+    .await;
+    round(&f, &worker, &mut table).await;
+    assert_eq!(
+        table.rows(),
+        names(&[(1, "snapshot"), (2, "created"), (3, "created")])
+    );
+    append(
+        &f,
+        vec![
+            event(&f, "u", Some((1, "snapshot")), Some((1, "updated"))),
+            // A delete carries its row (and so its key) in `before`.
+            event(&f, "d", Some((2, "created")), None),
+            event(&f, "c", None, Some((4, "created"))),
+            event(&f, "d", Some((4, "created")), None),
+        ],
+    )
+    .await;
+    round(&f, &worker, &mut table).await;
+    assert_eq!(table.rows(), names(&[(1, "updated"), (3, "created")]));
+}
+
+#[tokio::test]
+async fn a_failed_upsert_job_needs_a_rebuild_and_loses_nothing() {
+    let f = fixture().await;
+    let worker = Worker::new(f.store.clone(), MemoryPool::new(64 << 20));
+    let mut ctx = context(&f, true, 64 << 20, "");
+    worker.add_table_with_base("t", ctx.clone(), &source(&f, 0), LiveFiles::default());
+    let mut table = Table::default();
+    append(&f, vec![row(&f, 1, "a", None), row(&f, 2, "b", None)]).await;
+    round(&f, &worker, &mut table).await;
+    let committed = f.store.end_offset(f.stream).expect("end");
+
+    // The next job cannot write (its data location is under a regular file).
+    let blocker = f.dir.path().join("not-a-dir");
+    std::fs::write(&blocker, b"x").expect("file");
+    let mut broken = ctx.clone();
+    broken.schema = table.schema.clone();
+    broken.target.data_location = format!("file://{}/data", blocker.display());
+    worker.add_table_with_base("t", broken, &source(&f, committed), table.live());
+    append(
+        &f,
+        vec![row(&f, 1, "a2", Some("U")), row(&f, 2, "", Some("D"))],
+    )
+    .await;
+    let end = f.store.end_offset(f.stream).expect("end");
+    assert!(worker
+        .drain("t", &BTreeMap::from([(0, end)]))
+        .await
+        .is_err());
+    // The index was dropped with the failed job: nothing converts until the table is
+    // registered again with its live files.
+    let err = worker
+        .drain("t", &BTreeMap::from([(0, end)]))
+        .await
+        .expect_err("needs a rebuild");
+    assert!(err.to_string().contains("rebuilt"), "{err}");
+
+    // Registered again (as the coordinator does), the same records convert once.
+    ctx.schema = table.schema.clone();
+    worker.add_table_with_base("t", ctx, &source(&f, committed), table.live());
+    round(&f, &worker, &mut table).await;
+    assert_eq!(table.rows(), names(&[(1, "a2")]));
+}

@@ -35,6 +35,9 @@ pub struct NodeConfig {
     pub storage: StorageConfig,
     /// The Schema Registry's settings.
     pub registry: inlet_schema_registry::RegistryConfig,
+    /// The Iceberg catalog the tables live in (`[catalog]`): embedded by default, or an
+    /// external REST catalog (`type = "rest"`, `uri`, ...).
+    pub catalog: inlet_catalog::CatalogConfig,
 }
 
 impl Default for NodeConfig {
@@ -51,6 +54,7 @@ impl Default for NodeConfig {
             kafka: BTreeMap::new(),
             storage: StorageConfig::default(),
             registry: inlet_schema_registry::RegistryConfig::default(),
+            catalog: inlet_catalog::CatalogConfig::default(),
         }
     }
 }
@@ -98,6 +102,7 @@ impl NodeConfig {
         storage.node_id = self.node_id;
         storage.validate()?;
         self.registry.validate().map_err(anyhow::Error::msg)?;
+        self.catalog.validate().map_err(anyhow::Error::msg)?;
         Ok(())
     }
 }
@@ -130,6 +135,23 @@ mod tests {
         std::fs::write(&path, "colour = \"blue\"\n").expect("write");
         let err = NodeConfig::from_file(&path).unwrap_err();
         assert!(format!("{err:#}").contains("colour"), "{err:#}");
+    }
+
+    #[test]
+    fn an_external_catalog_is_a_catalog_section() {
+        let config: NodeConfig = toml::from_str(
+            "[catalog]\ntype = \"rest\"\nuri = \"https://catalog.example/api/catalog\"\n\
+             warehouse = \"analytics\"\ncredential = \"id:secret\"\n\
+             [catalog.properties]\n\"header.X-Iceberg-Access-Delegation\" = \"vended-credentials\"\n",
+        )
+        .expect("parses");
+        assert_eq!(config.catalog.kind, inlet_catalog::CatalogKind::Rest);
+        assert_eq!(config.catalog.warehouse.as_deref(), Some("analytics"));
+        assert_eq!(config.catalog.properties.len(), 1);
+        config.validate().expect("valid");
+        let config: NodeConfig =
+            toml::from_str("[catalog]\ntype = \"rest\"\n").expect("parses");
+        assert!(config.validate().is_err(), "a REST catalog needs a uri");
     }
 
     #[test]

@@ -94,6 +94,16 @@ pub async fn open(
     })
 }
 
+/// [`open`] with the node's catalog settings.
+pub async fn open_with(
+    _config: &crate::CatalogConfig,
+    meta_url: &str,
+    object_store_root: &str,
+    store: Option<Arc<dyn ObjectStore>>,
+) -> iceberg::Result<EmbeddedCatalog> {
+    open(meta_url, object_store_root, store).await
+}
+
 impl EmbeddedCatalog {
     /// The REST catalog API over this catalog, to mount under `/iceberg`. Client-chosen
     /// locations must stay in the warehouse.

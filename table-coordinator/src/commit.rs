@@ -22,7 +22,8 @@ use iceberg::spec::{
 };
 use iceberg::table::Table;
 use iceberg::{Catalog, NamespaceIdent, TableCreation, TableIdent, TableRequirement, TableUpdate};
-use inlet_catalog::rest::{publish, stage, Checked, MetadataPointerStore, RestError};
+use inlet_catalog::rest::{MetadataPointerStore, RestError};
+use inlet_catalog::CommitTarget;
 
 /// Summary keys (DESIGN.md §5).
 pub const COMMIT_ID: &str = "inlet.commit-id";
@@ -43,13 +44,19 @@ pub enum CommitError {
     Iceberg(#[from] iceberg::Error),
     #[error("catalog: {0}")]
     Catalog(String),
+    /// A requirement failed or another commit won: nothing changed; retry on the new base.
+    #[error("commit conflict: {0}")]
+    Conflict(String),
     #[error("the table kept changing under the commit ({0} attempts)")]
     Contended(u32),
 }
 
 impl From<RestError> for CommitError {
     fn from(e: RestError) -> Self {
-        CommitError::Catalog(e.to_string())
+        match e {
+            RestError::CommitFailed(m) => CommitError::Conflict(m),
+            e => CommitError::Catalog(e.to_string()),
+        }
     }
 }
 
@@ -86,12 +93,19 @@ pub struct Committed {
 #[derive(Debug, Clone)]
 pub struct Committer {
     catalog: Arc<dyn Catalog>,
-    pointers: Arc<dyn MetadataPointerStore>,
+    target: CommitTarget,
 }
 
 impl Committer {
+    /// A committer on the embedded catalog, whose pointers are in `pointers`.
     pub fn new(catalog: Arc<dyn Catalog>, pointers: Arc<dyn MetadataPointerStore>) -> Self {
-        Committer { catalog, pointers }
+        Self::with_target(catalog, CommitTarget::Pointers(pointers))
+    }
+
+    /// A committer that loads tables from `catalog` and commits to `target` (the same
+    /// catalog's pointers, or an external REST catalog).
+    pub fn with_target(catalog: Arc<dyn Catalog>, target: CommitTarget) -> Self {
+        Committer { catalog, target }
     }
 
     /// The table, if it exists.
@@ -188,11 +202,7 @@ impl Committer {
             }
             match self.try_commit(&table, round).await {
                 Ok(id) => return Ok(Some(id)),
-                Err(CommitError::Catalog(msg))
-                    if msg.contains("requirement failed")
-                        || msg.contains("conflict")
-                        || msg.contains("changed") =>
-                {
+                Err(CommitError::Conflict(_)) => {
                     tracing::info!(table = %ident, attempt, "commit lost a race; retrying on the new base");
                     table = self.catalog.load_table(ident).await?;
                 }
@@ -362,17 +372,9 @@ impl Committer {
                 SnapshotRetention::branch(None, None, None),
             ),
         });
-        match stage(table.clone(), &requirements, updates, &[]).await? {
-            Checked::Staged(staged) => {
-                publish(
-                    self.pointers.as_ref(),
-                    std::slice::from_ref(staged.as_ref()),
-                )
-                .await?;
-                delete_dropped_metadata(table, &staged.metadata).await;
-                Ok(snapshot_id)
-            }
-            Checked::Unchanged(_) => Err(CommitError::Catalog("nothing to commit".into())),
+        match self.target.commit(table, requirements, updates).await? {
+            Some(_) => Ok(snapshot_id),
+            None => Err(CommitError::Catalog("nothing to commit".into())),
         }
     }
 }
@@ -388,14 +390,7 @@ impl Committer {
         let updates = vec![TableUpdate::SetProperties {
             updates: properties,
         }];
-        if let Checked::Staged(staged) = stage(table.clone(), &[], updates, &[]).await? {
-            publish(
-                self.pointers.as_ref(),
-                std::slice::from_ref(staged.as_ref()),
-            )
-            .await?;
-            delete_dropped_metadata(&table, &staged.metadata).await;
-        }
+        self.target.commit(&table, Vec::new(), updates).await?;
         Ok(())
     }
 
@@ -436,16 +431,13 @@ impl Committer {
         let updates = vec![TableUpdate::RemoveSnapshots {
             snapshot_ids: expired.iter().map(|s| s.snapshot_id()).collect(),
         }];
-        match stage(table.clone(), &requirements, updates, &[]).await? {
-            Checked::Staged(staged) => {
-                publish(
-                    self.pointers.as_ref(),
-                    std::slice::from_ref(staged.as_ref()),
-                )
-                .await?;
-                delete_dropped_metadata(&table, &staged.metadata).await;
-            }
-            Checked::Unchanged(_) => return Ok(0),
+        if self
+            .target
+            .commit(&table, requirements, updates)
+            .await?
+            .is_none()
+        {
+            return Ok(0);
         }
         // Best effort: an unreferenced manifest list is harmless.
         for s in &expired {
@@ -454,31 +446,6 @@ impl Committer {
             }
         }
         Ok(expired.len())
-    }
-}
-
-/// Deletes the metadata files the new metadata's log no longer lists (Iceberg keeps the
-/// newest `write.metadata.previous-versions-max`, 100 by default), as
-/// `write.metadata.delete-after-commit.enabled` does: a table committing every second would
-/// otherwise keep every metadata file it ever wrote. Best effort: a leftover file is harmless.
-async fn delete_dropped_metadata(before: &Table, after: &TableMetadata) {
-    let kept: std::collections::HashSet<&str> = after
-        .metadata_log()
-        .iter()
-        .map(|l| l.metadata_file.as_str())
-        .collect();
-    let previous = before
-        .metadata()
-        .metadata_log()
-        .iter()
-        .map(|l| l.metadata_file.clone())
-        .chain(before.metadata_location().map(str::to_string));
-    for file in previous {
-        if !kept.contains(file.as_str()) {
-            if let Err(e) = before.file_io().delete(&file).await {
-                tracing::debug!(%file, error = %e, "could not delete an old metadata file");
-            }
-        }
     }
 }
 

@@ -193,6 +193,9 @@ pub struct StagedCommit {
     /// The new metadata, as written to `swap.new`.
     pub metadata: TableMetadata,
     file_io: FileIO,
+    /// The metadata files the table's metadata log listed before this commit, and the file
+    /// it was at: candidates for deletion once the new metadata no longer lists them.
+    previous: Vec<String>,
 }
 
 impl StagedCommit {
@@ -208,9 +211,42 @@ impl StagedCommit {
             },
             metadata: table.metadata().clone(),
             file_io: table.file_io().clone(),
+            previous: Vec::new(),
+        }
+    }
+
+    /// After the commit is published: deletes the metadata files that dropped off the new
+    /// metadata's log (Iceberg keeps the newest `write.metadata.previous-versions-max`, 100
+    /// by default), if the table's `write.metadata.delete-after-commit.enabled` says so
+    /// (`default` when it is not set: Iceberg's default is `false`, Inlet's own commits pass
+    /// `true`). A table committing every second would otherwise keep every metadata file it
+    /// ever wrote. Best effort: a leftover file is harmless.
+    pub async fn delete_dropped_metadata(&self, default: bool) {
+        let enabled = self
+            .metadata
+            .properties()
+            .get(DELETE_AFTER_COMMIT)
+            .map_or(default, |v| v.eq_ignore_ascii_case("true"));
+        if !enabled || self.swap.new == self.swap.expected {
+            return;
+        }
+        let kept: std::collections::HashSet<&str> = self
+            .metadata
+            .metadata_log()
+            .iter()
+            .map(|l| l.metadata_file.as_str())
+            .chain([self.swap.new.as_str()])
+            .collect();
+        for file in self.previous.iter().filter(|f| !kept.contains(f.as_str())) {
+            if let Err(e) = self.file_io.delete(file).await {
+                tracing::debug!(%file, error = %e, "could not delete an old metadata file");
+            }
         }
     }
 }
+
+/// The table property that turns deleting old metadata files after a commit on.
+pub const DELETE_AFTER_COMMIT: &str = "write.metadata.delete-after-commit.enabled";
 
 /// The outcome of checking a commit against a table.
 #[derive(Debug)]
@@ -276,6 +312,13 @@ pub async fn stage(
         Err(_) => MetadataLocation::new_with_metadata(metadata.location(), &metadata),
     };
     let file_io = table.file_io().clone();
+    let previous = table
+        .metadata()
+        .metadata_log()
+        .iter()
+        .map(|l| l.metadata_file.clone())
+        .chain([current_location.clone()])
+        .collect();
     metadata
         .write_to(&file_io, &new_location)
         .await
@@ -288,6 +331,7 @@ pub async fn stage(
         },
         metadata,
         file_io,
+        previous,
     })))
 }
 

@@ -130,7 +130,7 @@ impl RestConfig {
 /// iceberg 0.10.1 offers no way to pass a client's commit to `Catalog::update_table` (see the
 /// `commit` module); use [`router_with_commits`] to serve commits.
 pub fn router(catalog: Arc<dyn iceberg::Catalog>, config: RestConfig) -> Router {
-    build(catalog, None, config)
+    build(catalog, None, None, config)
 }
 
 /// The full REST catalog API over `catalog`, committing table changes by swapping metadata
@@ -141,12 +141,24 @@ pub fn router_with_commits(
     pointers: Arc<dyn MetadataPointerStore>,
     config: RestConfig,
 ) -> Router {
-    build(catalog, Some(pointers), config)
+    build(catalog, Some(pointers), None, config)
+}
+
+/// The REST catalog API in front of an external REST catalog: `catalog` (iceberg's
+/// `RestCatalog` on it) answers reads and DDL, and table commits and multi-table transactions
+/// are forwarded to it as they are through `external`, which decides them.
+pub fn router_forwarding(
+    catalog: Arc<dyn iceberg::Catalog>,
+    external: Arc<crate::external::RestCommits>,
+    config: RestConfig,
+) -> Router {
+    build(catalog, None, Some(external), config)
 }
 
 fn build(
     catalog: Arc<dyn iceberg::Catalog>,
     pointers: Option<Arc<dyn MetadataPointerStore>>,
+    forward: Option<Arc<crate::external::RestCommits>>,
     mut config: RestConfig,
 ) -> Router {
     use handlers::*;
@@ -158,6 +170,7 @@ fn build(
     let state = AppState {
         catalog,
         pointers,
+        forward,
         config: Arc::new(config),
     };
     Router::new()

@@ -91,7 +91,11 @@ pub async fn open(
             if let Some(store) = node_store {
                 factory = factory.with_store(store);
             }
-            (root, crate::embedded::warehouse_location(node_root), factory)
+            (
+                root,
+                crate::embedded::warehouse_location(node_root),
+                factory,
+            )
         }
     };
     let mut props: HashMap<String, String> = config
@@ -170,8 +174,11 @@ impl RestCommits {
             .timeout(REQUEST_TIMEOUT)
             .build()
             .map_err(|e| {
-                iceberg::Error::new(iceberg::ErrorKind::Unexpected, "cannot build an HTTP client")
-                    .with_source(e)
+                iceberg::Error::new(
+                    iceberg::ErrorKind::Unexpected,
+                    "cannot build an HTTP client",
+                )
+                .with_source(e)
             })?;
         Ok(RestCommits {
             http,

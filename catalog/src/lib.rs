@@ -59,7 +59,8 @@ impl NodeCatalog {
         match config.kind {
             CatalogKind::Embedded => {
                 let file_io = storage::file_io(&root, store.clone())?;
-                let catalog = embedded::open_with(config, meta_url, object_store_root, store).await?;
+                let catalog =
+                    embedded::open_with(config, meta_url, object_store_root, store).await?;
                 Ok(NodeCatalog {
                     home: Home::Embedded(catalog),
                     file_io,

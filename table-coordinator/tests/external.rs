@@ -115,7 +115,11 @@ async fn a_commit_that_loses_a_race_is_retried_on_the_new_base() {
         .commit(&ident, &round(3))
         .await
         .expect("commit after a lost race");
-    assert_eq!(state.commits.load(Ordering::SeqCst), 3, "one 409, one retry");
+    assert_eq!(
+        state.commits.load(Ordering::SeqCst),
+        3,
+        "one 409, one retry"
+    );
     let table = local.load(&ident).await.expect("load").expect("exists");
     let meta = table.metadata();
     assert_eq!(meta.snapshots().len(), 3);
@@ -125,7 +129,10 @@ async fn a_commit_that_loses_a_race_is_retried_on_the_new_base() {
         .snapshot_by_id(current.parent_snapshot_id().expect("a parent"))
         .expect("parent");
     assert_eq!(
-        parent.summary().additional_properties.get("inlet.commit-id"),
+        parent
+            .summary()
+            .additional_properties
+            .get("inlet.commit-id"),
         Some(&"t-2".to_string())
     );
     assert_eq!(

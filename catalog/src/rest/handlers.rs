@@ -19,11 +19,11 @@ use iceberg_catalog_rest::LoadTableResult;
 use serde::de::DeserializeOwned;
 
 use super::commit::MetadataPointerStore;
-use crate::external::RestCommits;
 use super::error::{RestError, Result};
 use super::model::ConfigResponse;
 use super::names::{check_location, check_name, parse_namespace, NameKind, MAX_NAME_BYTES};
 use super::RestConfig;
+use crate::external::RestCommits;
 
 /// Namespace property that sets where the namespace's tables go (the SQL catalog's rule too).
 pub(super) const LOCATION_PROPERTY: &str = "location";

@@ -16,6 +16,7 @@
 pub mod config;
 pub mod embedded;
 pub mod external;
+pub mod metadata_cache;
 pub mod rest;
 pub mod storage;
 pub mod target;

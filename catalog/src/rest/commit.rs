@@ -136,6 +136,58 @@ impl SqlMetadataPointers {
         )
     }
 
+    /// Where the table's metadata pointer is, if the table exists.
+    pub async fn location(&self, table: &TableIdent) -> iceberg::Result<Option<String>> {
+        let p = |n| self.placeholder(n);
+        let select = format!(
+            "SELECT metadata_location FROM iceberg_tables \
+             WHERE catalog_name = {} AND table_namespace = {} AND table_name = {} \
+             AND (iceberg_type = 'TABLE' OR iceberg_type IS NULL)",
+            p(1),
+            p(2),
+            p(3)
+        );
+        let namespace = table.namespace().join(".");
+        let row: Option<(Option<String>,)> = sqlx::query_as(&select)
+            .bind(self.catalog_name.as_str())
+            .bind(namespace.as_str())
+            .bind(table.name())
+            .fetch_optional(&self.pool)
+            .await
+            .map_err(sql_error)?;
+        Ok(row.and_then(|(location,)| location))
+    }
+
+    /// Removes namespace properties (rows of the SQL catalog's `iceberg_namespace_properties`,
+    /// which `SqlCatalog::update_namespace` can only add to or change). Missing keys are
+    /// ignored.
+    pub async fn remove_namespace_properties(
+        &self,
+        namespace: &iceberg::NamespaceIdent,
+        keys: &[String],
+    ) -> iceberg::Result<()> {
+        let p = |n| self.placeholder(n);
+        let delete = format!(
+            "DELETE FROM iceberg_namespace_properties \
+             WHERE catalog_name = {} AND namespace = {} AND property_key = {}",
+            p(1),
+            p(2),
+            p(3)
+        );
+        let namespace = namespace.join(".");
+        let mut tx = self.pool.begin().await.map_err(sql_error)?;
+        for key in keys {
+            sqlx::query(&delete)
+                .bind(self.catalog_name.as_str())
+                .bind(namespace.as_str())
+                .bind(key.as_str())
+                .execute(&mut *tx)
+                .await
+                .map_err(sql_error)?;
+        }
+        tx.commit().await.map_err(sql_error)
+    }
+
     async fn swap_all(&self, swaps: &[PointerSwap]) -> iceberg::Result<()> {
         let update = self.update_statement();
         let assert = self.assert_statement();

@@ -12,6 +12,8 @@
 //!   table's history is recognised and not committed again.
 //! - A commit that loses a race (another writer committed first) is rebuilt on the new base
 //!   and retried, a bounded number of times.
+//! - The same requirements and updates go to the embedded catalog or an external REST
+//!   catalog ([`CommitTarget`]); both answer a lost race as [`CommitError::Conflict`].
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;

@@ -18,6 +18,10 @@
 //!   A file whose swap definitely failed is deleted (best effort); after an unknown outcome it
 //!   is kept, because the commit may have landed (500 `CommitStateUnknownException`).
 //! - Multi-table commits swap all pointers in one SQL transaction: all or none.
+//! - The new metadata file is durable before the swap: the storage fsyncs local files
+//!   ([`crate::storage`]).
+//! - Old metadata files go only after a successful swap, and only those the new metadata's
+//!   log no longer lists ([`StagedCommit::delete_dropped_metadata`]).
 
 use std::fmt::Debug;
 use std::future::Future;

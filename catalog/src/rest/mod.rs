@@ -15,6 +15,10 @@
 //!   `CommitStateUnknownException`.
 //!   Commits need a [`MetadataPointerStore`]: [`router`] without one answers commits with 501.
 //! - `POST /v1/transactions/commit` is atomic across tables (one SQL transaction).
+//! - After a commit, metadata files that dropped off the table's metadata log are deleted if
+//!   the table sets `write.metadata.delete-after-commit.enabled` (Iceberg's default: off).
+//! - In front of an external catalog ([`router_forwarding`]) the server commits nothing
+//!   itself: table commits and transactions are forwarded as they are.
 //! - Create transactions (`stage-create`) are served, but their commit is two steps (create,
 //!   then commit the rest), so the new table is briefly visible empty; a failed second step
 //!   drops it again.
@@ -24,8 +28,11 @@
 //! - No public way to build a `TableCommit` (iceberg 0.10.1), so client commits cannot go
 //!   through `Catalog::update_table`: the server applies them itself and swaps the pointer
 //!   through a [`MetadataPointerStore`] ([`SqlMetadataPointers`] for the SQL catalog).
-//! - `update_namespace` only upserts: removing an existing property answers 406, before any
-//!   update is applied.
+//! - The SQL catalog's `update_namespace` only upserts. The server passes the full set of
+//!   properties, as `iceberg::Catalog` specifies, and answers 406 (before any update is
+//!   applied) if a removed key is still there. The embedded catalog
+//!   ([`crate::embedded::EmbeddedSqlCatalog`]) removes keys, except the SQL catalog's
+//!   `exists` marker.
 //! - `drop_namespace` of a non-empty namespace is a generic error and ignores nested
 //!   namespaces: the server checks both first and answers 409 `NamespaceNotEmptyException`.
 //! - `list_namespaces(parent)` matches by string prefix (`a` lists `ab` and `a.b.c`): the

@@ -149,8 +149,7 @@ mod tests {
         assert_eq!(config.catalog.warehouse.as_deref(), Some("analytics"));
         assert_eq!(config.catalog.properties.len(), 1);
         config.validate().expect("valid");
-        let config: NodeConfig =
-            toml::from_str("[catalog]\ntype = \"rest\"\n").expect("parses");
+        let config: NodeConfig = toml::from_str("[catalog]\ntype = \"rest\"\n").expect("parses");
         assert!(config.validate().is_err(), "a REST catalog needs a uri");
     }
 

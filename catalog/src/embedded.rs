@@ -354,7 +354,10 @@ mod tests {
         }];
         target.commit(&again, Vec::new(), updates).await.unwrap();
         let after = catalog.load_table(&ident).await.unwrap();
-        assert_eq!(after.metadata().properties().get("k").map(String::as_str), Some("v"));
+        assert_eq!(
+            after.metadata().properties().get("k").map(String::as_str),
+            Some("v")
+        );
         assert_eq!(embedded.metadata_cache.stats(), (1, 2));
 
         let missing = TableIdent::new(NamespaceIdent::new("db".into()), "nope".into());

@@ -249,7 +249,7 @@ impl RestCommits {
         let mut renewed = false;
         loop {
             let request = self
-                .request(Method::POST, url.clone(), &props)
+                .request(Method::POST, url.clone(), props)
                 .await?
                 .header(reqwest::header::CONTENT_TYPE, "application/json")
                 .body(body.clone());

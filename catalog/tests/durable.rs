@@ -35,14 +35,14 @@ async fn local_table_files_are_fsynced_before_the_pointer_swap() {
     // Plain writes and streaming writes.
     let io = file_io(&root, None).expect("file io");
     let before = local_syncs();
-    io.new_output(&format!("{root}/a/one"))
+    io.new_output(format!("{root}/a/one"))
         .expect("output")
         .write(Bytes::from_static(b"1"))
         .await
         .expect("write");
     assert_eq!(local_syncs(), before + 1);
     let mut writer = io
-        .new_output(&format!("{root}/a/two"))
+        .new_output(format!("{root}/a/two"))
         .expect("output")
         .writer()
         .await

@@ -24,7 +24,7 @@ use iceberg::spec::{
 };
 use iceberg::table::Table;
 use iceberg::{Catalog, NamespaceIdent, TableCreation, TableIdent, TableRequirement, TableUpdate};
-use inlet_catalog::rest::{MetadataPointerStore, RestError};
+use inlet_catalog::rest::{MetadataPointerStore, RestError, DELETE_AFTER_COMMIT};
 use inlet_catalog::CommitTarget;
 
 /// Summary keys (DESIGN.md §5).
@@ -140,10 +140,12 @@ impl Committer {
         let mut creation = TableCreation::builder()
             .name(ident.name().to_string())
             .schema(schema.clone())
-            .properties(HashMap::from([(
-                "write.format.default".to_string(),
-                "parquet".to_string(),
-            )]))
+            .properties(HashMap::from([
+                ("write.format.default".to_string(), "parquet".to_string()),
+                // Table topics commit often: any catalog (an external one too) deletes the
+                // metadata files that drop off the log.
+                (DELETE_AFTER_COMMIT.to_string(), "true".to_string()),
+            ]))
             .build();
         creation.partition_spec = spec;
         match self.catalog.create_table(ns, creation).await {

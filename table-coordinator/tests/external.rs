@@ -123,6 +123,13 @@ async fn a_commit_that_loses_a_race_is_retried_on_the_new_base() {
     let table = local.load(&ident).await.expect("load").expect("exists");
     let meta = table.metadata();
     assert_eq!(meta.snapshots().len(), 3);
+    // Any catalog may delete the metadata files that drop off the log.
+    assert_eq!(
+        meta.properties()
+            .get("write.metadata.delete-after-commit.enabled")
+            .map(String::as_str),
+        Some("true")
+    );
     let current = meta.current_snapshot().expect("current");
     assert_eq!(Some(current.snapshot_id()), third);
     let parent = meta

@@ -62,7 +62,7 @@ use serde::{Deserialize, Serialize};
 
 pub use commit::{
     publish, stage, BoxFuture, Checked, MetadataPointerStore, PointerSwap, SqlMetadataPointers,
-    StagedCommit,
+    StagedCommit, DELETE_AFTER_COMMIT,
 };
 pub use error::RestError;
 

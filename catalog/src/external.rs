@@ -4,8 +4,9 @@
 //! Reads and DDL (load, create, drop, namespaces) go through iceberg-rust's `RestCatalog`.
 //! Commits cannot: iceberg 0.10.1 gives no way to build the `TableCommit` its `update_table`
 //! takes (see `rest/commit.rs`), so [`RestCommits`] posts the same requirements and updates
-//! as the spec's `POST /v1/{prefix}/namespaces/{ns}/tables/{t}` (and forwards multi-table
-//! commits) itself, with the catalog's own authentication.
+//! as the spec's `POST /v1/{prefix}/namespaces/{ns}/tables/{t}` itself, with the catalog's
+//! own authentication. It also forwards what the node's `/iceberg` cannot pass through
+//! `RestCatalog`: multi-table commits and namespace property updates.
 //!
 //! Invariants:
 //! - The external catalog decides: it checks the requirements, writes `metadata.json` and
@@ -16,7 +17,7 @@
 //!   (default: the node's object store); a table location outside it cannot be written.
 //!
 //! Not built: AWS Glue; vended credentials (the files are reached with the node's own object
-//! store credentials); `update_namespace` (iceberg's `RestCatalog` does not implement it).
+//! store credentials).
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
@@ -231,6 +232,25 @@ impl RestCommits {
         self.send(&["transactions".to_string(), "commit".to_string()], body)
             .await
             .map(drop)
+    }
+
+    /// Forwards a namespace properties update (`POST .../namespaces/{ns}/properties`).
+    pub async fn update_namespace_properties(
+        &self,
+        namespace: &iceberg::NamespaceIdent,
+        request: &iceberg_catalog_rest::UpdateNamespacePropertiesRequest,
+    ) -> Result<iceberg_catalog_rest::UpdateNamespacePropertiesResponse, RestError> {
+        let body = serde_json::to_vec(request)
+            .map_err(|e| RestError::Internal(format!("cannot encode the request: {e}")))?;
+        let path = [
+            "namespaces".to_string(),
+            namespace.to_url_string(),
+            "properties".to_string(),
+        ];
+        let answer = self.send(&path, body).await?;
+        serde_json::from_slice(&answer).map_err(|e| {
+            RestError::Internal(format!("the external catalog's answer does not parse: {e}"))
+        })
     }
 
     /// POSTs a commit body to `v1/{prefix}/<path>`; the answer's body on success.

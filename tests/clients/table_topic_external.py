@@ -76,4 +76,9 @@ b.create_namespace_if_not_exists("viab")
 t = b.create_table("viab.t", schema=pa.schema([("x", pa.int64())]))
 t.append(pa.table({"x": [1, 2, 3]}))
 assert sorted(a.load_table("viab.t").scan().to_arrow()["x"].to_pylist()) == [1, 2, 3]
+b.update_namespace_properties("viab", updates={"owner": "b", "tmp": "1"})
+summary = b.update_namespace_properties("viab", removals={"tmp", "nope"})
+assert summary.removed == ["tmp"] and summary.missing == ["nope"], summary
+props = a.load_namespace_properties("viab")
+assert props.get("owner") == "b" and "tmp" not in props, props
 print("OK")

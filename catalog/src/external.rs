@@ -493,6 +493,92 @@ mod tests {
         ));
     }
 
+    /// A catalog that wants OAuth2 client credentials, has a `prefix`, and expires the first
+    /// token at the first commit.
+    #[tokio::test]
+    async fn credentials_become_a_token_that_is_renewed_once_on_401() {
+        use std::sync::atomic::{AtomicUsize, Ordering};
+
+        use axum::extract::State;
+        use axum::http::{HeaderMap, StatusCode as Status};
+        use axum::routing::{get, post};
+
+        #[derive(Clone, Default)]
+        struct Seen {
+            tokens: Arc<AtomicUsize>,
+            commits: Arc<AtomicUsize>,
+        }
+        fn bearer(headers: &HeaderMap) -> String {
+            headers
+                .get("authorization")
+                .and_then(|v| v.to_str().ok())
+                .unwrap_or_default()
+                .to_string()
+        }
+        let app = axum::Router::new()
+            .route(
+                "/v1/oauth/tokens",
+                post(|State(seen): State<Seen>, body: String| async move {
+                    assert!(body.contains("grant_type=client_credentials"), "{body}");
+                    assert!(body.contains("client_id=id") && body.contains("client_secret=s%3Acret"), "{body}");
+                    let n = seen.tokens.fetch_add(1, Ordering::SeqCst) + 1;
+                    axum::Json(serde_json::json!({"access_token": format!("tok-{n}"), "token_type": "bearer"}))
+                }),
+            )
+            .route(
+                "/v1/config",
+                get(|headers: HeaderMap| async move {
+                    assert_eq!(bearer(&headers), "Bearer tok-1");
+                    axum::Json(serde_json::json!({"defaults": {}, "overrides": {"prefix": "cat-1"}}))
+                }),
+            )
+            .route(
+                "/v1/cat-1/namespaces/db/tables/t",
+                post(|State(seen): State<Seen>, headers: HeaderMap, body: String| async move {
+                    assert_eq!(headers.get("x-test").and_then(|v| v.to_str().ok()), Some("yes"));
+                    let request: serde_json::Value = serde_json::from_str(&body).unwrap();
+                    assert_eq!(request["identifier"]["name"], "t", "{body}");
+                    assert_eq!(request["updates"][0]["action"], "set-properties", "{body}");
+                    if seen.commits.fetch_add(1, Ordering::SeqCst) == 0 {
+                        assert_eq!(bearer(&headers), "Bearer tok-1");
+                        return (Status::UNAUTHORIZED, String::new());
+                    }
+                    assert_eq!(bearer(&headers), "Bearer tok-2");
+                    (
+                        Status::CONFLICT,
+                        r#"{"error":{"message":"main moved","type":"CommitFailedException","code":409}}"#
+                            .to_string(),
+                    )
+                }),
+            )
+            ;
+        let seen = Seen::default();
+        let app = app.with_state(seen.clone());
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let uri = format!("http://{}", listener.local_addr().unwrap());
+        let server = tokio::spawn(async move { axum::serve(listener, app).await });
+
+        let config = CatalogConfig {
+            kind: crate::config::CatalogKind::Rest,
+            uri: Some(uri),
+            credential: Some("id:s:cret".into()),
+            properties: [("header.X-Test".to_string(), "yes".to_string())].into(),
+            ..CatalogConfig::default()
+        };
+        let commits = RestCommits::new(&config).unwrap();
+        let table = TableIdent::from_strs(["db", "t"]).unwrap();
+        let updates = vec![TableUpdate::SetProperties {
+            updates: [("k".to_string(), "v".to_string())].into(),
+        }];
+        match commits.commit(&table, Vec::new(), updates).await {
+            Err(RestError::CommitFailed(m)) => assert!(m.contains("main moved"), "{m}"),
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(seen.tokens.load(Ordering::SeqCst), 2, "renewed once");
+        assert_eq!(seen.commits.load(Ordering::SeqCst), 2);
+        server.abort();
+    }
+
     #[test]
     fn urls_keep_the_base_path_and_encode_namespaces() {
         let config = CatalogConfig {

@@ -1,15 +1,16 @@
 //! The committer on an external REST catalog (an embedded catalog served over HTTP in this
 //! process): rounds become snapshots through the spec's commit requests, and a commit that
-//! loses a race (the catalog answers 409) is rebuilt on the new base and retried.
+//! loses a race (the catalog answers 409) is rebuilt on the new base and retried; a commit
+//! whose answer is lost (500 after it landed) is recognised by the retry, not made twice.
 
 use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use axum::extract::{Request, State};
 use axum::http::Method;
 use axum::middleware::Next;
-use axum::response::Response;
+use axum::response::{IntoResponse, Response};
 use iceberg::spec::{NestedField, PrimitiveType, Schema, Type};
 use iceberg::{NamespaceIdent, TableIdent};
 use inlet_catalog::rest::RestConfig;
@@ -45,6 +46,8 @@ struct Race {
     commits: Arc<AtomicUsize>,
     /// A commit another writer lands just before the next commit request is served.
     rival: Arc<Mutex<Option<(Committer, TableIdent, Round)>>>,
+    /// The next commit lands, but its answer is replaced by a 500.
+    lose_answer: Arc<AtomicBool>,
 }
 
 async fn race(State(race): State<Race>, request: Request, next: Next) -> Response {
@@ -60,11 +63,17 @@ async fn race(State(race): State<Race>, request: Request, next: Next) -> Respons
                 .expect("the rival commit");
         }
     }
-    next.run(request).await
+    let response = next.run(request).await;
+    if is_commit && race.lose_answer.swap(false, Ordering::SeqCst) {
+        assert!(response.status().is_success(), "the commit itself lands");
+        let body = r#"{"error":{"message":"gateway timeout","type":"CommitStateUnknownException","code":500}}"#;
+        return (axum::http::StatusCode::INTERNAL_SERVER_ERROR, body).into_response();
+    }
+    response
 }
 
 #[tokio::test]
-async fn a_commit_that_loses_a_race_is_retried_on_the_new_base() {
+async fn lost_races_are_retried_on_the_new_base_and_lost_answers_not_committed_twice() {
     let dir = tempfile::tempdir().expect("tempdir");
     let meta = format!("sqlite://{}?mode=rwc", dir.path().join("meta.db").display());
     let root = dir.path().join("objects");
@@ -77,6 +86,7 @@ async fn a_commit_that_loses_a_race_is_retried_on_the_new_base() {
     let state = Race {
         commits: Arc::default(),
         rival: Arc::default(),
+        lose_answer: Arc::default(),
     };
     let app = axum::Router::new()
         .nest("/iceberg", embedded.router(RestConfig::default()))
@@ -146,5 +156,14 @@ async fn a_commit_that_loses_a_race_is_retried_on_the_new_base() {
         Committer::committed(&table).offsets,
         BTreeMap::from([(0, 30)])
     );
+
+    // Round 4 lands but its answer is lost: an error, and the retry finds it committed.
+    state.lose_answer.store(true, Ordering::SeqCst);
+    let err = remote.commit(&ident, &round(4)).await.unwrap_err();
+    assert!(err.to_string().contains("gateway timeout"), "{err}");
+    assert_eq!(remote.commit(&ident, &round(4)).await.expect("retry"), None);
+    assert_eq!(state.commits.load(Ordering::SeqCst), 4, "no second request");
+    let table = local.load(&ident).await.expect("load").expect("exists");
+    assert_eq!(table.metadata().snapshots().len(), 4);
     server.abort();
 }

@@ -52,6 +52,8 @@ pub struct ExternalCatalog {
     /// Where the data files of table topics go: `files`, or `<node root>/warehouse` when
     /// the files are in the node's object store.
     pub warehouse: String,
+    /// File IO under `files`, over the same object-store client as the catalog's tables.
+    pub file_io: iceberg::io::FileIO,
 }
 
 impl std::fmt::Debug for ExternalCatalog {
@@ -114,6 +116,10 @@ pub async fn open(
             props.insert(key.into(), value.clone());
         }
     }
+    // Checks the URL and opens the store now; clones of the factory share it, so data files
+    // and the catalog's tables use one client.
+    iceberg::io::StorageFactory::build(&factory, &iceberg::io::StorageConfig::new())?;
+    let file_io = iceberg::io::FileIOBuilder::new(Arc::new(factory.clone())).build();
     let catalog = RestCatalogBuilder::default()
         .with_storage_factory(Arc::new(factory))
         .load(CATALOG_NAME, props)
@@ -123,6 +129,7 @@ pub async fn open(
         commits: Arc::new(RestCommits::new(config)?),
         files,
         warehouse,
+        file_io,
     })
 }
 

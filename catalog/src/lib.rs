@@ -68,14 +68,10 @@ impl NodeCatalog {
                 })
             }
             CatalogKind::Rest => {
-                let file_io = match &config.files {
-                    Some(files) => storage::file_io(&embedded::root_url(files), None)?,
-                    None => storage::file_io(&root, store.clone())?,
-                };
                 let catalog = external::open(config, object_store_root, store).await?;
                 Ok(NodeCatalog {
+                    file_io: catalog.file_io.clone(),
                     home: Home::External(catalog),
-                    file_io,
                 })
             }
         }

@@ -19,22 +19,22 @@
 //!   key; a failed multipart upload is aborted (a dropped one is left for the bucket's lifecycle
 //!   rule on incomplete uploads).
 //! - **Durable on a local disk.** On a `file://` root, a write returns (and a writer's
-//!   `close` succeeds) only after the file and its folder are fsynced, so a metadata-pointer
-//!   swap that follows never names a file a power loss could take back (the local object
-//!   store renames a staged file into place but syncs nothing). Object stores like S3 are
-//!   durable when the PUT returns.
+//!   `close` succeeds) only after the file and the folders it changed are fsynced
+//!   (`durable.rs`), so a metadata-pointer swap that follows never names a file a power loss
+//!   could take back (the local object store renames a staged file into place but syncs
+//!   nothing). Object stores like S3 are durable when the PUT returns.
 //! - **Errors say whether to retry.** object_store errors keep their message as the source;
 //!   transient failures are `retryable()`, refusals and missing objects are not (see
 //!   [`is_not_found`]). Nothing here retries: `open_object_store` turns the client's own
 //!   retries off, so callers retry through their one retry helper.
 
+mod durable;
 mod error;
 mod root;
 mod writer;
 
 use std::fmt;
 use std::ops::Range;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 
 use async_trait::async_trait;
@@ -50,47 +50,17 @@ use object_store::path::Path;
 use object_store::{ObjectStore, ObjectStoreExt, PutOptions};
 use serde::{Deserialize, Serialize};
 
+pub use durable::local_syncs;
 pub use error::is_not_found;
 pub use writer::WriteConfig;
 
+use durable::LocalSync;
 use error::from_object_store;
 use root::Root;
 use writer::ObjectWriter;
 
 /// How many keys one `delete_stream` call hands the store at a time (S3's batch limit).
 const DELETE_BATCH: usize = 1000;
-
-/// Local files made durable so far (file and folder fsynced), in this process.
-static LOCAL_SYNCS: AtomicU64 = AtomicU64::new(0);
-
-/// How many files on a local-disk root have been written and fsynced, with their folders,
-/// since the process started: shows tests that the durable path is taken.
-pub fn local_syncs() -> u64 {
-    LOCAL_SYNCS.load(Ordering::Relaxed)
-}
-
-/// Makes the local file `path` (just written through the store) and its folder durable.
-pub(crate) async fn sync_local(path: std::path::PathBuf, location: &str) -> Result<()> {
-    let synced = tokio::task::spawn_blocking(move || -> std::io::Result<()> {
-        std::fs::File::open(&path)?.sync_all()?;
-        if let Some(folder) = path.parent() {
-            // The rename that put the file in place is durable once its folder is.
-            std::fs::File::open(folder)?.sync_all()?;
-        }
-        Ok(())
-    })
-    .await
-    .map_err(|e| Error::new(ErrorKind::Unexpected, "the fsync task failed").with_source(e))?;
-    synced.map_err(|e| {
-        Error::new(
-            ErrorKind::Unexpected,
-            format!("cannot make {location} durable (fsync)"),
-        )
-        .with_source(e)
-    })?;
-    LOCAL_SYNCS.fetch_add(1, Ordering::Relaxed);
-    Ok(())
-}
 
 /// A [`FileIO`] over `store` (or, if `None`, the store `base_url` opens with
 /// [`inlet_storage::open_object_store`]), rooted at `base_url`. Checks the URL now.
@@ -258,7 +228,7 @@ impl ObjectStoreStorage {
 
     fn object_writer(&self, location: &str) -> Result<ObjectWriter> {
         let key = self.object(location)?;
-        let local = self.root.local_path(&key);
+        let local = self.root.local_path(&key).map(LocalSync::before_write);
         Ok(
             ObjectWriter::new(self.store.clone(), key, location.to_string(), self.write)
                 .syncing(local),
@@ -366,6 +336,7 @@ impl Storage for ObjectStoreStorage {
             return writer.close().await;
         }
         let key = self.object(path)?;
+        let local = self.root.local_path(&key).map(LocalSync::before_write);
         self.write
             .retrying(|| async {
                 self.store
@@ -375,8 +346,8 @@ impl Storage for ObjectStoreStorage {
                     .map_err(|e| from_object_store("write", path, e))
             })
             .await?;
-        match self.root.local_path(&key) {
-            Some(local) => sync_local(local, path).await,
+        match local {
+            Some(local) => local.sync(path).await,
             None => Ok(()),
         }
     }

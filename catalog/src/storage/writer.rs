@@ -118,9 +118,9 @@ pub(crate) struct ObjectWriter {
     location: String,
     config: WriteConfig,
     state: State,
-    /// The local file to fsync (with its folder) once the object is complete, on a
+    /// The local file to fsync (with its folders) once the object is complete, on a
     /// local-disk root.
-    sync: Option<std::path::PathBuf>,
+    sync: Option<super::durable::LocalSync>,
 }
 
 enum State {
@@ -156,7 +156,7 @@ impl ObjectWriter {
     }
 
     /// Makes the object durable on `close` by fsyncing this local file and its folder.
-    pub(crate) fn syncing(mut self, local: Option<std::path::PathBuf>) -> Self {
+    pub(crate) fn syncing(mut self, local: Option<super::durable::LocalSync>) -> Self {
         self.sync = local;
         self
     }
@@ -165,7 +165,7 @@ impl ObjectWriter {
     async fn closed(&mut self) -> Result<()> {
         self.state = State::Closed;
         match self.sync.take() {
-            Some(local) => super::sync_local(local, &self.location).await,
+            Some(local) => local.sync(&self.location).await,
             None => Ok(()),
         }
     }

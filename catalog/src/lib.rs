@@ -8,6 +8,7 @@
 //! - [`embedded`]: the node's default catalog: the SQL catalog on the metadata database, files
 //!   under `<object store>/warehouse`, and its REST router.
 //! - [`external`]: another Iceberg REST catalog as the home of the node's tables.
+//! - [`metadata_cache`]: parsed table metadata by metadata location, within a byte budget.
 //! - [`target`]: where Inlet's own commits go, either way ([`CommitTarget`]).
 //! - [`NodeCatalog`]: whichever of the two a node's [`CatalogConfig`] names.
 //!

@@ -1,12 +1,14 @@
 """A table topic committed to an external REST catalog: node B's tables live in node A's
 catalog. Produce to B with confluent-kafka's AvroSerializer, read with pyiceberg through A.
 
-Usage: table_topic_external.py B_BOOTSTRAP B_REGISTRY_URL A_ICEBERG_URI B_ICEBERG_URI
+Usage: table_topic_external.py B_BOOTSTRAP B_REGISTRY_URL A_ICEBERG_URI B_ICEBERG_URI first|after-restart
 
-Creates a 2-partition topic on B with table.topic.enable=true in namespace "ext", produces
-20 records, then waits until A's catalog holds exactly them, with Inlet's summary. Then
-through B's own /iceberg (which fronts A): the same rows, and a pyiceberg append to a new
-table there lands in A. Prints OK at the end; raises on a mismatch.
+first: creates a 2-partition topic on B with table.topic.enable=true in namespace "ext",
+produces 20 records, then waits until A's catalog holds exactly them, with Inlet's summary.
+Then through B's own /iceberg (which fronts A): the same rows, a pyiceberg append to a new
+table and namespace property changes land in A.
+after-restart (B was killed with SIGKILL and restarted): 10 more records, and A's table
+holds all 30 exactly once. Prints OK at the end; raises on a mismatch.
 """
 
 import json
@@ -21,20 +23,22 @@ from confluent_kafka.schema_registry.avro import AvroSerializer
 from confluent_kafka.serialization import MessageField, SerializationContext
 from pyiceberg.catalog import load_catalog
 
-bootstrap, registry_url, a_uri, b_uri = sys.argv[1:5]
+bootstrap, registry_url, a_uri, b_uri, phase = sys.argv[1:6]
 TOPIC = "clicks"
 SCHEMA = json.dumps({"type": "record", "name": "Click", "fields": [
     {"name": "id", "type": "long"}, {"name": "page", "type": "string"}]})
 
-admin = AdminClient({"bootstrap.servers": bootstrap})
-admin.create_topics([NewTopic(TOPIC, num_partitions=2, replication_factor=1, config={
-    "table.topic.enable": "true", "table.topic.commit.interval.ms": "1000",
-    "table.topic.namespace": "ext"})])[TOPIC].result(30)
+if phase == "first":
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.create_topics([NewTopic(TOPIC, num_partitions=2, replication_factor=1, config={
+        "table.topic.enable": "true", "table.topic.commit.interval.ms": "1000",
+        "table.topic.namespace": "ext"})])[TOPIC].result(30)
+ids = range(20) if phase == "first" else range(20, 30)
 
 registry = SchemaRegistryClient({"url": registry_url})
 producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5})
 ser = AvroSerializer(registry, SCHEMA)
-for i in range(20):
+for i in ids:
     producer.produce(TOPIC, key=str(i).encode(), partition=i % 2,
                      value=ser({"id": i, "page": f"/p{i}"}, SerializationContext(TOPIC, MessageField.VALUE)))
 producer.flush(30)
@@ -57,6 +61,16 @@ def wait_for_rows(catalog, n, timeout=90):
         time.sleep(0.5)
     raise AssertionError(f"the table did not reach {n} rows in {timeout}s: {len(rows)} rows ({last})")
 
+
+if phase == "after-restart":
+    # A record committed twice would show up as more than 30 rows.
+    table, rows = wait_for_rows(a, 30)
+    assert sorted(r["id"] for r in rows) == list(range(30)), sorted(r["id"] for r in rows)
+    keys = {(r["_kafka"]["partition"], r["_kafka"]["offset"]) for r in rows}
+    assert keys == {(i % 2, i // 2) for i in range(30)}, keys
+    assert json.loads(table.metadata.current_snapshot().summary["inlet.offsets"]) == {"0": 15, "1": 15}
+    print("OK")
+    sys.exit(0)
 
 table, rows = wait_for_rows(a, 20)
 assert sorted(r["id"] for r in rows) == list(range(20)), sorted(r["id"] for r in rows)

@@ -39,6 +39,9 @@ pub struct NodeConfig {
     pub tables: TablesConfig,
     /// Limits of each SQL query (`POST /v1/query`, `inlet query`).
     pub query: QuerySettings,
+    /// The Iceberg catalog the tables live in (`[catalog]`): embedded by default, or an
+    /// external REST catalog (`type = "rest"`, `uri`, ...).
+    pub catalog: inlet_catalog::CatalogConfig,
 }
 
 /// `[query]`: limits of each SQL query.
@@ -103,6 +106,7 @@ impl Default for NodeConfig {
             registry: inlet_schema_registry::RegistryConfig::default(),
             tables: TablesConfig::default(),
             query: QuerySettings::default(),
+            catalog: inlet_catalog::CatalogConfig::default(),
         }
     }
 }
@@ -153,6 +157,7 @@ impl NodeConfig {
         if self.tables.upsert_index_memory_bytes == 0 {
             bail!("tables.upsert_index_memory_bytes must be positive");
         }
+        self.catalog.validate().map_err(anyhow::Error::msg)?;
         Ok(())
     }
 }
@@ -191,6 +196,22 @@ mod tests {
         std::fs::write(&path, "colour = \"blue\"\n").expect("write");
         let err = NodeConfig::from_file(&path).unwrap_err();
         assert!(format!("{err:#}").contains("colour"), "{err:#}");
+    }
+
+    #[test]
+    fn an_external_catalog_is_a_catalog_section() {
+        let config: NodeConfig = toml::from_str(
+            "[catalog]\ntype = \"rest\"\nuri = \"https://catalog.example/api/catalog\"\n\
+             warehouse = \"analytics\"\ncredential = \"id:secret\"\n\
+             [catalog.properties]\n\"header.X-Iceberg-Access-Delegation\" = \"vended-credentials\"\n",
+        )
+        .expect("parses");
+        assert_eq!(config.catalog.kind, inlet_catalog::CatalogKind::Rest);
+        assert_eq!(config.catalog.warehouse.as_deref(), Some("analytics"));
+        assert_eq!(config.catalog.properties.len(), 1);
+        config.validate().expect("valid");
+        let config: NodeConfig = toml::from_str("[catalog]\ntype = \"rest\"\n").expect("parses");
+        assert!(config.validate().is_err(), "a REST catalog needs a uri");
     }
 
     #[test]

@@ -127,18 +127,14 @@ pub async fn serve(config: NodeConfig) -> anyhow::Result<()> {
     let objects = inlet_storage::open_object_store(&config.object_store_url())
         .context("opening the object store")?;
     let store = Arc::new(open_store(&config, Some(objects.clone())).await?);
-    let catalog = inlet_catalog::embedded::open(
+    let catalog = inlet_catalog::NodeCatalog::open(
+        &config.catalog,
         &config.meta_url(),
         &config.object_store_url(),
-        Some(objects.clone()),
+        Some(objects),
     )
     .await
     .context("opening the Iceberg catalog")?;
-    let table_io = inlet_catalog::storage::file_io(
-        &inlet_catalog::embedded::root_url(&config.object_store_url()),
-        Some(objects),
-    )
-    .context("opening the tables' file IO")?;
     let registry = Arc::new(
         inlet_schema_registry::open(store.meta().clone(), config.registry.clone())
             .await
@@ -166,7 +162,7 @@ pub async fn serve(config: NodeConfig) -> anyhow::Result<()> {
         http_listener,
         broker.clone(),
         statuses.clone(),
-        catalog.catalog.clone(),
+        catalog.catalog(),
         config.query.to_config(),
         catalog.router(rest_config(&config.object_store_url())),
         stop.clone(),
@@ -175,7 +171,6 @@ pub async fn serve(config: NodeConfig) -> anyhow::Result<()> {
         broker.clone(),
         registry.clone(),
         catalog.clone(),
-        table_io,
         statuses,
         tables::IndexSettings {
             dir: config.data_dir.join("table-index"),
@@ -199,7 +194,8 @@ pub async fn serve(config: NodeConfig) -> anyhow::Result<()> {
         data_dir = %config.data_dir.display(),
         object_store = %config.object_store_url(),
         iceberg = %format!("http://{http_addr}/iceberg"),
-        warehouse = %catalog.warehouse,
+        warehouse = %catalog.warehouse(),
+        catalog = %config.catalog.uri.as_deref().unwrap_or("embedded"),
         topics = broker.topics().list().len(),
         "Inlet node is up"
     );

@@ -17,7 +17,7 @@ use std::time::Duration;
 
 use iceberg::io::FileIO;
 use iceberg::{NamespaceIdent, TableIdent};
-use inlet_catalog::embedded::EmbeddedCatalog;
+use inlet_catalog::NodeCatalog;
 use inlet_ingest::Broker;
 use inlet_schema_registry::Registry;
 use inlet_storage::SystemClock;
@@ -55,8 +55,7 @@ struct Fingerprint {
 pub async fn run(
     broker: Arc<Broker>,
     registry: Arc<Registry>,
-    catalog: EmbeddedCatalog,
-    file_io: FileIO,
+    catalog: NodeCatalog,
     statuses: Statuses,
     indexes: IndexSettings,
     stop: CancellationToken,
@@ -70,7 +69,9 @@ pub async fn run(
     }
     let store = broker.store().clone();
     let worker = Arc::new(Worker::new(store.clone(), MemoryPool::new(MEMORY_BUDGET)));
-    let committer = Committer::new(catalog.catalog.clone(), catalog.pointers.clone());
+    let committer = Committer::with_target(catalog.catalog(), catalog.commit_target());
+    let file_io = catalog.file_io().clone();
+    let warehouse = catalog.warehouse();
     let mut running: HashMap<String, (Fingerprint, CancellationToken)> = HashMap::new();
     let mut tasks = tokio::task::JoinSet::new();
     loop {
@@ -96,7 +97,7 @@ pub async fn run(
                 &topic.name,
                 &get,
                 &registry,
-                &catalog,
+                &warehouse,
                 &file_io,
                 &indexes,
                 &topic,
@@ -150,7 +151,7 @@ fn table_topic(
     topic_name: &str,
     get: &dyn Fn(&str) -> Option<String>,
     registry: &Arc<Registry>,
-    catalog: &EmbeddedCatalog,
+    warehouse: &str,
     file_io: &FileIO,
     indexes: &IndexSettings,
     topic: &inlet_ingest::topics::Topic,
@@ -173,7 +174,7 @@ fn table_topic(
     let interval_ms: u64 = get("table.topic.commit.interval.ms")
         .and_then(|v| v.parse().ok())
         .unwrap_or(60_000);
-    let data_location = format!("{}/{namespace}/{table}/data", catalog.warehouse);
+    let data_location = format!("{warehouse}/{namespace}/{table}/data");
     let ctx = TableContext {
         registry: registry.clone(),
         value_type,

@@ -1,5 +1,5 @@
 //! Iceberg catalog access (DESIGN.md §6): the embedded SQL catalog on the metadata store,
-//! external REST / Glue catalogs, and the Iceberg REST catalog server engines connect to.
+//! external REST catalogs, and the Iceberg REST catalog server engines connect to.
 //!
 //! - [`storage`]: iceberg's file IO over the node's object store (one client, one fault
 //!   wrapper for streams and tables).
@@ -7,12 +7,125 @@
 //!   compare-and-swap commit path.
 //! - [`embedded`]: the node's default catalog: the SQL catalog on the metadata database, files
 //!   under `<object store>/warehouse`, and its REST router.
+//! - [`external`]: another Iceberg REST catalog as the home of the node's tables.
+//! - [`metadata_cache`]: parsed table metadata by metadata location, within a byte budget.
+//! - [`target`]: where Inlet's own commits go, either way ([`CommitTarget`]).
+//! - [`NodeCatalog`]: whichever of the two a node's [`CatalogConfig`] names.
 //!
-//! Not built yet: external catalogs (another REST catalog, Glue).
+//! Not built yet: AWS Glue as an external catalog.
 
+pub mod config;
 pub mod embedded;
+pub mod external;
+pub mod failpoint;
+pub mod metadata_cache;
 pub mod rest;
 pub mod storage;
+pub mod target;
+
+use std::sync::Arc;
+
+use iceberg::io::FileIO;
+use iceberg::Catalog;
+use object_store::ObjectStore;
+
+pub use config::{CatalogConfig, CatalogKind};
+pub use target::CommitTarget;
+
+/// The catalog a node's tables live in, opened from its [`CatalogConfig`].
+#[derive(Clone, Debug)]
+pub struct NodeCatalog {
+    home: Home,
+    file_io: FileIO,
+}
+
+#[derive(Clone, Debug)]
+enum Home {
+    Embedded(embedded::EmbeddedCatalog),
+    External(external::ExternalCatalog),
+}
+
+impl NodeCatalog {
+    /// Opens the catalog `config` names: the embedded one on the metadata database `meta_url`
+    /// with files in the object store at `object_store_root` (through `store`, the node's
+    /// client, when given), or the external one.
+    pub async fn open(
+        config: &CatalogConfig,
+        meta_url: &str,
+        object_store_root: &str,
+        store: Option<Arc<dyn ObjectStore>>,
+    ) -> iceberg::Result<NodeCatalog> {
+        config
+            .validate()
+            .map_err(|e| iceberg::Error::new(iceberg::ErrorKind::DataInvalid, e))?;
+        let root = embedded::root_url(object_store_root);
+        match config.kind {
+            CatalogKind::Embedded => {
+                let file_io = storage::file_io(&root, store.clone())?;
+                let catalog =
+                    embedded::open_with(config, meta_url, object_store_root, store).await?;
+                Ok(NodeCatalog {
+                    home: Home::Embedded(catalog),
+                    file_io,
+                })
+            }
+            CatalogKind::Rest => {
+                let catalog = external::open(config, object_store_root, store).await?;
+                Ok(NodeCatalog {
+                    file_io: catalog.file_io.clone(),
+                    home: Home::External(catalog),
+                })
+            }
+        }
+    }
+
+    /// The catalog, for loading tables and DDL.
+    pub fn catalog(&self) -> Arc<dyn Catalog> {
+        match &self.home {
+            Home::Embedded(c) => c.catalog.clone(),
+            Home::External(c) => c.catalog.clone(),
+        }
+    }
+
+    /// Where Inlet's own commits go.
+    pub fn commit_target(&self) -> CommitTarget {
+        match &self.home {
+            Home::Embedded(c) => CommitTarget::Pointers(c.pointers.clone()),
+            Home::External(c) => CommitTarget::Rest(c.commits.clone()),
+        }
+    }
+
+    /// Where the data files of a table topic's table go: `<warehouse>/<namespace>/<table>/data`.
+    /// The embedded catalog's warehouse, or for an external catalog [`CatalogConfig::files`]
+    /// (default: `<object store>/warehouse`).
+    pub fn warehouse(&self) -> String {
+        match &self.home {
+            Home::Embedded(c) => c.warehouse.clone(),
+            Home::External(c) => c.warehouse.clone(),
+        }
+    }
+
+    /// The file IO for data files under [`warehouse`](Self::warehouse).
+    pub fn file_io(&self) -> &FileIO {
+        &self.file_io
+    }
+
+    /// Whether the tables live in an external catalog.
+    pub fn is_external(&self) -> bool {
+        matches!(self.home, Home::External(_))
+    }
+
+    /// The REST catalog API to serve at `/iceberg`: over the embedded catalog, or in front of
+    /// the external one (its commits forwarded).
+    pub fn router(&self, config: rest::RestConfig) -> axum::Router {
+        match &self.home {
+            Home::Embedded(c) => c.router(config),
+            Home::External(c) => {
+                rest::router_forwarding(c.catalog.clone(), c.commits.clone(), config)
+            }
+        }
+    }
+}
 
 #[cfg(test)]
 mod tests {

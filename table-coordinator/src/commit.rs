@@ -22,6 +22,8 @@
 //! A round with delete files is one *row-delta* snapshot (operation `overwrite`): a data
 //! manifest for the new data files and a delete manifest for the position delete files, in
 //! one manifest list.
+//! - The same requirements and updates go to the embedded catalog or an external REST
+//!   catalog ([`CommitTarget`]); both answer a lost race as [`CommitError::Conflict`].
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
@@ -33,7 +35,8 @@ use iceberg::spec::{
 };
 use iceberg::table::Table;
 use iceberg::{Catalog, NamespaceIdent, TableCreation, TableIdent, TableRequirement, TableUpdate};
-use inlet_catalog::rest::{publish, stage, Checked, MetadataPointerStore, RestError};
+use inlet_catalog::rest::{MetadataPointerStore, RestError, DELETE_AFTER_COMMIT};
+use inlet_catalog::CommitTarget;
 use inlet_table_worker::pk_index::FileRef;
 use inlet_table_worker::upsert::{LiveDataFile, LiveFiles};
 
@@ -56,6 +59,9 @@ pub enum CommitError {
     Iceberg(#[from] iceberg::Error),
     #[error("catalog: {0}")]
     Catalog(String),
+    /// A requirement failed or another commit won: nothing changed; retry on the new base.
+    #[error("commit conflict: {0}")]
+    Conflict(String),
     #[error("the table kept changing under the commit ({0} attempts)")]
     Contended(u32),
     /// An upsert round's base snapshot is no longer `main`'s: the round must be rebuilt.
@@ -78,7 +84,10 @@ pub enum RoundBase {
 
 impl From<RestError> for CommitError {
     fn from(e: RestError) -> Self {
-        CommitError::Catalog(e.to_string())
+        match e {
+            RestError::CommitFailed(m) => CommitError::Conflict(m),
+            e => CommitError::Catalog(e.to_string()),
+        }
     }
 }
 
@@ -122,12 +131,19 @@ pub struct Committed {
 #[derive(Debug, Clone)]
 pub struct Committer {
     catalog: Arc<dyn Catalog>,
-    pointers: Arc<dyn MetadataPointerStore>,
+    target: CommitTarget,
 }
 
 impl Committer {
+    /// A committer on the embedded catalog, whose pointers are in `pointers`.
     pub fn new(catalog: Arc<dyn Catalog>, pointers: Arc<dyn MetadataPointerStore>) -> Self {
-        Committer { catalog, pointers }
+        Self::with_target(catalog, CommitTarget::Pointers(pointers))
+    }
+
+    /// A committer that loads tables from `catalog` and commits to `target` (the same
+    /// catalog's pointers, or an external REST catalog).
+    pub fn with_target(catalog: Arc<dyn Catalog>, target: CommitTarget) -> Self {
+        Committer { catalog, target }
     }
 
     /// The table, if it exists.
@@ -177,10 +193,12 @@ impl Committer {
         let mut creation = TableCreation::builder()
             .name(ident.name().to_string())
             .schema(schema)
-            .properties(HashMap::from([(
-                "write.format.default".to_string(),
-                "parquet".to_string(),
-            )]))
+            .properties(HashMap::from([
+                ("write.format.default".to_string(), "parquet".to_string()),
+                // Table topics commit often: any catalog (an external one too) deletes the
+                // metadata files that drop off the log.
+                (DELETE_AFTER_COMMIT.to_string(), "true".to_string()),
+            ]))
             .build();
         creation.partition_spec = spec;
         creation.sort_order = sort_order;
@@ -253,11 +271,7 @@ impl Committer {
             }
             match self.try_commit(&table, round).await {
                 Ok(id) => return Ok(Some(id)),
-                Err(CommitError::Catalog(msg))
-                    if msg.contains("requirement failed")
-                        || msg.contains("conflict")
-                        || msg.contains("changed") =>
-                {
+                Err(CommitError::Conflict(_)) => {
                     tracing::info!(table = %ident, attempt, "commit lost a race; retrying on the new base");
                     table = self.catalog.load_table(ident).await?;
                 }
@@ -472,19 +486,9 @@ impl Committer {
                 SnapshotRetention::branch(None, None, None),
             ),
         });
-        match stage(table.clone(), &requirements, updates, &[]).await? {
-            Checked::Staged(staged) => {
-                crate::failpoint::hit("metadata-staged");
-                publish(
-                    self.pointers.as_ref(),
-                    std::slice::from_ref(staged.as_ref()),
-                )
-                .await?;
-                crate::failpoint::hit("committed");
-                delete_dropped_metadata(table, &staged.metadata).await;
-                Ok(snapshot_id)
-            }
-            Checked::Unchanged(_) => Err(CommitError::Catalog("nothing to commit".into())),
+        match self.target.commit(table, requirements, updates).await? {
+            Some(_) => Ok(snapshot_id),
+            None => Err(CommitError::Catalog("nothing to commit".into())),
         }
     }
 }
@@ -500,14 +504,7 @@ impl Committer {
         let updates = vec![TableUpdate::SetProperties {
             updates: properties,
         }];
-        if let Checked::Staged(staged) = stage(table.clone(), &[], updates, &[]).await? {
-            publish(
-                self.pointers.as_ref(),
-                std::slice::from_ref(staged.as_ref()),
-            )
-            .await?;
-            delete_dropped_metadata(&table, &staged.metadata).await;
-        }
+        self.target.commit(&table, Vec::new(), updates).await?;
         Ok(())
     }
 
@@ -548,16 +545,13 @@ impl Committer {
         let updates = vec![TableUpdate::RemoveSnapshots {
             snapshot_ids: expired.iter().map(|s| s.snapshot_id()).collect(),
         }];
-        match stage(table.clone(), &requirements, updates, &[]).await? {
-            Checked::Staged(staged) => {
-                publish(
-                    self.pointers.as_ref(),
-                    std::slice::from_ref(staged.as_ref()),
-                )
-                .await?;
-                delete_dropped_metadata(&table, &staged.metadata).await;
-            }
-            Checked::Unchanged(_) => return Ok(0),
+        if self
+            .target
+            .commit(&table, requirements, updates)
+            .await?
+            .is_none()
+        {
+            return Ok(0);
         }
         // Best effort: an unreferenced manifest list is harmless.
         for s in &expired {
@@ -566,31 +560,6 @@ impl Committer {
             }
         }
         Ok(expired.len())
-    }
-}
-
-/// Deletes the metadata files the new metadata's log no longer lists (Iceberg keeps the
-/// newest `write.metadata.previous-versions-max`, 100 by default), as
-/// `write.metadata.delete-after-commit.enabled` does: a table committing every second would
-/// otherwise keep every metadata file it ever wrote. Best effort: a leftover file is harmless.
-async fn delete_dropped_metadata(before: &Table, after: &TableMetadata) {
-    let kept: std::collections::HashSet<&str> = after
-        .metadata_log()
-        .iter()
-        .map(|l| l.metadata_file.as_str())
-        .collect();
-    let previous = before
-        .metadata()
-        .metadata_log()
-        .iter()
-        .map(|l| l.metadata_file.clone())
-        .chain(before.metadata_location().map(str::to_string));
-    for file in previous {
-        if !kept.contains(file.as_str()) {
-            if let Err(e) = before.file_io().delete(&file).await {
-                tracing::debug!(%file, error = %e, "could not delete an old metadata file");
-            }
-        }
     }
 }
 

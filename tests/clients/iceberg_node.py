@@ -2,8 +2,9 @@
 
 Usage: iceberg_node.py ICEBERG_URI write|read
 
-write: creates a namespace and a table, appends rows with pyarrow, evolves the schema and
-appends again. read (after the node restarted): the table, its schema and its rows are there.
+write: creates a namespace (and removes one of its properties) and a table, appends rows with
+pyarrow, evolves the schema and appends again. read (after the node restarted): the
+namespace's properties, the table, its schema and its rows are there.
 Prints OK at the end; any failed check raises.
 """
 
@@ -17,7 +18,9 @@ URI, PHASE = sys.argv[1], sys.argv[2]
 catalog = load_catalog("inlet", type="rest", uri=URI)
 
 if PHASE == "write":
-    catalog.create_namespace("shop")
+    catalog.create_namespace("shop", {"owner": "ops", "tmp": "1"})
+    summary = catalog.update_namespace_properties("shop", removals={"tmp"}, updates={"team": "t"})
+    assert summary.removed == ["tmp"] and summary.updated == ["team"], summary
     schema = pa.schema([pa.field("id", pa.int64(), nullable=False), pa.field("amount", pa.float64())])
     table = catalog.create_table("shop.orders", schema=schema)
     table.append(pa.table({"id": [1, 2, 3], "amount": [1.5, 2.5, 3.5]}, schema=schema))
@@ -32,6 +35,8 @@ if PHASE == "write":
     print("location:", location)
 else:
     assert ("shop",) in catalog.list_namespaces(), catalog.list_namespaces()
+    props = catalog.load_namespace_properties("shop")
+    assert props.get("owner") == "ops" and props.get("team") == "t" and "tmp" not in props, props
     table = catalog.load_table("shop.orders")
     rows = table.scan().to_arrow().sort_by("id").to_pylist()
     assert [r["id"] for r in rows] == [1, 2, 3, 4], rows

@@ -18,6 +18,10 @@
 //!   A file whose swap definitely failed is deleted (best effort); after an unknown outcome it
 //!   is kept, because the commit may have landed (500 `CommitStateUnknownException`).
 //! - Multi-table commits swap all pointers in one SQL transaction: all or none.
+//! - The new metadata file is durable before the swap: the storage fsyncs local files
+//!   ([`crate::storage`]).
+//! - Old metadata files go only after a successful swap, and only those the new metadata's
+//!   log no longer lists ([`StagedCommit::delete_dropped_metadata`]).
 
 use std::fmt::Debug;
 use std::future::Future;
@@ -136,6 +140,58 @@ impl SqlMetadataPointers {
         )
     }
 
+    /// Where the table's metadata pointer is, if the table exists.
+    pub async fn location(&self, table: &TableIdent) -> iceberg::Result<Option<String>> {
+        let p = |n| self.placeholder(n);
+        let select = format!(
+            "SELECT metadata_location FROM iceberg_tables \
+             WHERE catalog_name = {} AND table_namespace = {} AND table_name = {} \
+             AND (iceberg_type = 'TABLE' OR iceberg_type IS NULL)",
+            p(1),
+            p(2),
+            p(3)
+        );
+        let namespace = table.namespace().join(".");
+        let row: Option<(Option<String>,)> = sqlx::query_as(&select)
+            .bind(self.catalog_name.as_str())
+            .bind(namespace.as_str())
+            .bind(table.name())
+            .fetch_optional(&self.pool)
+            .await
+            .map_err(sql_error)?;
+        Ok(row.and_then(|(location,)| location))
+    }
+
+    /// Removes namespace properties (rows of the SQL catalog's `iceberg_namespace_properties`,
+    /// which `SqlCatalog::update_namespace` can only add to or change). Missing keys are
+    /// ignored.
+    pub async fn remove_namespace_properties(
+        &self,
+        namespace: &iceberg::NamespaceIdent,
+        keys: &[String],
+    ) -> iceberg::Result<()> {
+        let p = |n| self.placeholder(n);
+        let delete = format!(
+            "DELETE FROM iceberg_namespace_properties \
+             WHERE catalog_name = {} AND namespace = {} AND property_key = {}",
+            p(1),
+            p(2),
+            p(3)
+        );
+        let namespace = namespace.join(".");
+        let mut tx = self.pool.begin().await.map_err(sql_error)?;
+        for key in keys {
+            sqlx::query(&delete)
+                .bind(self.catalog_name.as_str())
+                .bind(namespace.as_str())
+                .bind(key.as_str())
+                .execute(&mut *tx)
+                .await
+                .map_err(sql_error)?;
+        }
+        tx.commit().await.map_err(sql_error)
+    }
+
     async fn swap_all(&self, swaps: &[PointerSwap]) -> iceberg::Result<()> {
         let update = self.update_statement();
         let assert = self.assert_statement();
@@ -193,6 +249,9 @@ pub struct StagedCommit {
     /// The new metadata, as written to `swap.new`.
     pub metadata: TableMetadata,
     file_io: FileIO,
+    /// The metadata files the table's metadata log listed before this commit, and the file
+    /// it was at: candidates for deletion once the new metadata no longer lists them.
+    previous: Vec<String>,
 }
 
 impl StagedCommit {
@@ -208,9 +267,42 @@ impl StagedCommit {
             },
             metadata: table.metadata().clone(),
             file_io: table.file_io().clone(),
+            previous: Vec::new(),
+        }
+    }
+
+    /// After the commit is published: deletes the metadata files that dropped off the new
+    /// metadata's log (Iceberg keeps the newest `write.metadata.previous-versions-max`, 100
+    /// by default), if the table's `write.metadata.delete-after-commit.enabled` says so
+    /// (`default` when it is not set: Iceberg's default is `false`, Inlet's own commits pass
+    /// `true`). A table committing every second would otherwise keep every metadata file it
+    /// ever wrote. Best effort: a leftover file is harmless.
+    pub async fn delete_dropped_metadata(&self, default: bool) {
+        let enabled = self
+            .metadata
+            .properties()
+            .get(DELETE_AFTER_COMMIT)
+            .map_or(default, |v| v.eq_ignore_ascii_case("true"));
+        if !enabled || self.swap.new == self.swap.expected {
+            return;
+        }
+        let kept: std::collections::HashSet<&str> = self
+            .metadata
+            .metadata_log()
+            .iter()
+            .map(|l| l.metadata_file.as_str())
+            .chain([self.swap.new.as_str()])
+            .collect();
+        for file in self.previous.iter().filter(|f| !kept.contains(f.as_str())) {
+            if let Err(e) = self.file_io.delete(file).await {
+                tracing::debug!(%file, error = %e, "could not delete an old metadata file");
+            }
         }
     }
 }
+
+/// The table property that turns deleting old metadata files after a commit on.
+pub const DELETE_AFTER_COMMIT: &str = "write.metadata.delete-after-commit.enabled";
 
 /// The outcome of checking a commit against a table.
 #[derive(Debug)]
@@ -276,6 +368,13 @@ pub async fn stage(
         Err(_) => MetadataLocation::new_with_metadata(metadata.location(), &metadata),
     };
     let file_io = table.file_io().clone();
+    let previous = table
+        .metadata()
+        .metadata_log()
+        .iter()
+        .map(|l| l.metadata_file.clone())
+        .chain([current_location.clone()])
+        .collect();
     metadata
         .write_to(&file_io, &new_location)
         .await
@@ -288,6 +387,7 @@ pub async fn stage(
         },
         metadata,
         file_io,
+        previous,
     })))
 }
 

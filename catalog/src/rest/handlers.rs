@@ -23,6 +23,7 @@ use super::error::{RestError, Result};
 use super::model::ConfigResponse;
 use super::names::{check_location, check_name, parse_namespace, NameKind, MAX_NAME_BYTES};
 use super::RestConfig;
+use crate::external::RestCommits;
 
 /// Namespace property that sets where the namespace's tables go (the SQL catalog's rule too).
 pub(super) const LOCATION_PROPERTY: &str = "location";
@@ -34,6 +35,8 @@ const MAX_PROPERTY_VALUE_BYTES: usize = 1000;
 pub struct AppState {
     pub catalog: Arc<dyn Catalog>,
     pub pointers: Option<Arc<dyn MetadataPointerStore>>,
+    /// Table commits go to this external catalog as they are (see [`super::router_forwarding`]).
+    pub forward: Option<Arc<RestCommits>>,
     pub config: Arc<RestConfig>,
 }
 
@@ -258,7 +261,7 @@ pub async fn get_config(State(state): State<AppState>) -> Json<ConfigResponse> {
         "POST /v1/{prefix}/namespaces/{namespace}/tables/{table}/metrics",
         "POST /v1/{prefix}/tables/rename",
     ];
-    if state.pointers.is_some() {
+    if state.pointers.is_some() || state.forward.is_some() {
         endpoints.push("POST /v1/{prefix}/namespaces/{namespace}/tables/{table}");
         endpoints.push("POST /v1/{prefix}/transactions/commit");
     }

@@ -15,6 +15,10 @@
 //!   `CommitStateUnknownException`.
 //!   Commits need a [`MetadataPointerStore`]: [`router`] without one answers commits with 501.
 //! - `POST /v1/transactions/commit` is atomic across tables (one SQL transaction).
+//! - After a commit, metadata files that dropped off the table's metadata log are deleted if
+//!   the table sets `write.metadata.delete-after-commit.enabled` (Iceberg's default: off).
+//! - In front of an external catalog ([`router_forwarding`]) the server commits nothing
+//!   itself: table commits and transactions are forwarded as they are.
 //! - Create transactions (`stage-create`) are served, but their commit is two steps (create,
 //!   then commit the rest), so the new table is briefly visible empty; a failed second step
 //!   drops it again.
@@ -24,8 +28,11 @@
 //! - No public way to build a `TableCommit` (iceberg 0.10.1), so client commits cannot go
 //!   through `Catalog::update_table`: the server applies them itself and swaps the pointer
 //!   through a [`MetadataPointerStore`] ([`SqlMetadataPointers`] for the SQL catalog).
-//! - `update_namespace` only upserts: removing an existing property answers 406, before any
-//!   update is applied.
+//! - The SQL catalog's `update_namespace` only upserts. The server passes the full set of
+//!   properties, as `iceberg::Catalog` specifies, and answers 406 (before any update is
+//!   applied) if a removed key is still there. The embedded catalog
+//!   ([`crate::embedded::EmbeddedSqlCatalog`]) removes keys, except the SQL catalog's
+//!   `exists` marker.
 //! - `drop_namespace` of a non-empty namespace is a generic error and ignores nested
 //!   namespaces: the server checks both first and answers 409 `NamespaceNotEmptyException`.
 //! - `list_namespaces(parent)` matches by string prefix (`a` lists `ab` and `a.b.c`): the
@@ -55,7 +62,7 @@ use serde::{Deserialize, Serialize};
 
 pub use commit::{
     publish, stage, BoxFuture, Checked, MetadataPointerStore, PointerSwap, SqlMetadataPointers,
-    StagedCommit,
+    StagedCommit, DELETE_AFTER_COMMIT,
 };
 pub use error::RestError;
 
@@ -130,7 +137,7 @@ impl RestConfig {
 /// iceberg 0.10.1 offers no way to pass a client's commit to `Catalog::update_table` (see the
 /// `commit` module); use [`router_with_commits`] to serve commits.
 pub fn router(catalog: Arc<dyn iceberg::Catalog>, config: RestConfig) -> Router {
-    build(catalog, None, config)
+    build(catalog, None, None, config)
 }
 
 /// The full REST catalog API over `catalog`, committing table changes by swapping metadata
@@ -141,12 +148,24 @@ pub fn router_with_commits(
     pointers: Arc<dyn MetadataPointerStore>,
     config: RestConfig,
 ) -> Router {
-    build(catalog, Some(pointers), config)
+    build(catalog, Some(pointers), None, config)
+}
+
+/// The REST catalog API in front of an external REST catalog: `catalog` (iceberg's
+/// `RestCatalog` on it) answers reads and DDL, and table commits and multi-table transactions
+/// are forwarded to it as they are through `external`, which decides them.
+pub fn router_forwarding(
+    catalog: Arc<dyn iceberg::Catalog>,
+    external: Arc<crate::external::RestCommits>,
+    config: RestConfig,
+) -> Router {
+    build(catalog, None, Some(external), config)
 }
 
 fn build(
     catalog: Arc<dyn iceberg::Catalog>,
     pointers: Option<Arc<dyn MetadataPointerStore>>,
+    forward: Option<Arc<crate::external::RestCommits>>,
     mut config: RestConfig,
 ) -> Router {
     use handlers::*;
@@ -158,6 +177,7 @@ fn build(
     let state = AppState {
         catalog,
         pointers,
+        forward,
         config: Arc::new(config),
     };
     Router::new()

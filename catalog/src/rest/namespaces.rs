@@ -125,6 +125,16 @@ pub async fn update_namespace_properties(
         )));
     }
     check_properties(&updates, &state.config.allowed_locations)?;
+    if let Some(external) = &state.forward {
+        // iceberg's `RestCatalog` has no update_namespace: the request goes on as it is.
+        let request = UpdateNamespacePropertiesRequest {
+            removals: Some(removals.into_iter().collect()),
+            updates,
+        };
+        return Ok(Json(
+            external.update_namespace_properties(&ns, &request).await?,
+        ));
+    }
     let catalog = state.catalog.as_ref();
     let current = catalog
         .get_namespace(&ns)

@@ -195,6 +195,12 @@ pub async fn commit_table(
             )));
         }
     }
+    if let Some(external) = &state.forward {
+        let response = external
+            .commit(&ident, request.requirements, request.updates)
+            .await?;
+        return Ok(Json(response));
+    }
     let pointers = state.pointers()?;
     let catalog = state.catalog.as_ref();
     let allowed = &state.config.allowed_locations;
@@ -216,6 +222,7 @@ pub async fn commit_table(
         Checked::Staged(staged) => {
             let staged = *staged;
             commit::publish(pointers, std::slice::from_ref(&staged)).await?;
+            staged.delete_dropped_metadata(false).await;
             Ok(Json(CommitTableResponse {
                 metadata_location: staged.swap.new,
                 metadata: staged.metadata,
@@ -276,6 +283,7 @@ async fn commit_create_transaction(
             Checked::Staged(staged) => {
                 let staged = *staged;
                 commit::publish(pointers, std::slice::from_ref(&staged)).await?;
+                staged.delete_dropped_metadata(false).await;
                 Ok(CommitTableResponse {
                     metadata_location: staged.swap.new,
                     metadata: staged.metadata,
@@ -367,8 +375,16 @@ pub async fn report_metrics(
 /// transactions are not accepted here (406).
 pub async fn commit_transaction(
     State(state): State<AppState>,
-    JsonBody(request): JsonBody<CommitTransactionRequest>,
+    JsonBody(body): JsonBody<serde_json::Value>,
 ) -> Result<StatusCode> {
+    if let Some(external) = &state.forward {
+        let body = serde_json::to_vec(&body)
+            .map_err(|e| RestError::Internal(format!("cannot encode the transaction: {e}")))?;
+        external.commit_transaction(body).await?;
+        return Ok(StatusCode::NO_CONTENT);
+    }
+    let request: CommitTransactionRequest = serde_json::from_value(body)
+        .map_err(|e| RestError::BadRequest(format!("malformed request body: {e}")))?;
     let pointers = state.pointers()?;
     let catalog = state.catalog.as_ref();
     let mut seen = BTreeSet::new();
@@ -421,6 +437,9 @@ pub async fn commit_transaction(
     }
     if !staged.is_empty() {
         commit::publish(pointers, &staged).await?;
+        for commit in &staged {
+            commit.delete_dropped_metadata(false).await;
+        }
     }
     Ok(StatusCode::NO_CONTENT)
 }

@@ -1419,3 +1419,82 @@ async fn unknown_routes_methods_and_oversized_bodies_get_error_models() {
         "BadRequestException",
     );
 }
+
+/// The metadata files in a table's `metadata/` folder.
+fn metadata_files(server: &Server, ns: &str, table: &str) -> Vec<String> {
+    let dir = server
+        .dir
+        .path()
+        .join("warehouse")
+        .join(ns)
+        .join(table)
+        .join("metadata");
+    let mut files: Vec<String> = std::fs::read_dir(&dir)
+        .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
+        .filter_map(|e| e.ok()?.file_name().into_string().ok())
+        .filter(|n| n.ends_with(".metadata.json"))
+        .collect();
+    files.sort();
+    files
+}
+
+#[tokio::test]
+async fn client_commits_delete_old_metadata_files_when_the_table_says_so() {
+    let server = start(RestConfig::default()).await;
+    server.create_namespace(&["db"]).await;
+    for table in ["kept", "trimmed"] {
+        server.create_table("db", table).await;
+    }
+    let commit = |table: &'static str, properties: Value| {
+        let server = &server;
+        async move {
+            let (status, body) = server
+                .post(
+                    &format!("/v1/namespaces/db/tables/{table}"),
+                    json!({"requirements": [], "updates": [{"action": "set-properties", "updates": properties}]}),
+                )
+                .await;
+            assert_eq!(status, StatusCode::OK, "{body}");
+            body
+        }
+    };
+    // Iceberg's default: old metadata files stay, even past the log's length.
+    commit("kept", json!({"write.metadata.previous-versions-max": "2"})).await;
+    for n in 0..4 {
+        commit("kept", json!({"n": n.to_string()})).await;
+    }
+    assert_eq!(metadata_files(&server, "db", "kept").len(), 6);
+
+    // With delete-after-commit on, only the current file and the log's 2 remain.
+    commit(
+        "trimmed",
+        json!({
+            "write.metadata.delete-after-commit.enabled": "true",
+            "write.metadata.previous-versions-max": "2"
+        }),
+    )
+    .await;
+    let mut last = Value::Null;
+    for n in 0..4 {
+        last = commit("trimmed", json!({"n": n.to_string()})).await;
+    }
+    let files = metadata_files(&server, "db", "trimmed");
+    assert_eq!(files.len(), 3, "{files:?}");
+    let log: Vec<&str> = last["metadata"]["metadata-log"]
+        .as_array()
+        .expect("a log")
+        .iter()
+        .filter_map(|e| e["metadata-file"].as_str())
+        .collect();
+    assert_eq!(log.len(), 2, "{last}");
+    for listed in log
+        .iter()
+        .chain([&last["metadata-location"].as_str().expect("location")])
+    {
+        let name = listed.rsplit('/').next().expect("a file name");
+        assert!(files.iter().any(|f| f == name), "{name} is gone: {files:?}");
+    }
+    // The table still loads and commits.
+    let (status, _) = server.get("/v1/namespaces/db/tables/trimmed").await;
+    assert_eq!(status, StatusCode::OK);
+}

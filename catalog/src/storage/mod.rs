@@ -18,11 +18,17 @@
 //!   visible only when `close` succeeds. A failed or dropped writer leaves nothing under the
 //!   key; a failed multipart upload is aborted (a dropped one is left for the bucket's lifecycle
 //!   rule on incomplete uploads).
+//! - **Durable on a local disk.** On a `file://` root, a write returns (and a writer's
+//!   `close` succeeds) only after the file and the folders it changed are fsynced
+//!   (`durable.rs`), so a metadata-pointer swap that follows never names a file a power loss
+//!   could take back (the local object store renames a staged file into place but syncs
+//!   nothing). Object stores like S3 are durable when the PUT returns.
 //! - **Errors say whether to retry.** object_store errors keep their message as the source;
 //!   transient failures are `retryable()`, refusals and missing objects are not (see
 //!   [`is_not_found`]). Nothing here retries: `open_object_store` turns the client's own
 //!   retries off, so callers retry through their one retry helper.
 
+mod durable;
 mod error;
 mod root;
 mod writer;
@@ -44,9 +50,11 @@ use object_store::path::Path;
 use object_store::{ObjectStore, ObjectStoreExt, PutOptions};
 use serde::{Deserialize, Serialize};
 
+pub use durable::local_syncs;
 pub use error::is_not_found;
 pub use writer::WriteConfig;
 
+use durable::LocalSync;
 use error::from_object_store;
 use root::Root;
 use writer::ObjectWriter;
@@ -219,12 +227,12 @@ impl ObjectStoreStorage {
     }
 
     fn object_writer(&self, location: &str) -> Result<ObjectWriter> {
-        Ok(ObjectWriter::new(
-            self.store.clone(),
-            self.object(location)?,
-            location.to_string(),
-            self.write,
-        ))
+        let key = self.object(location)?;
+        let local = self.root.local_path(&key).map(LocalSync::before_write);
+        Ok(
+            ObjectWriter::new(self.store.clone(), key, location.to_string(), self.write)
+                .syncing(local),
+        )
     }
 
     /// Drains the outcome of a store `delete_stream`; objects already gone count as deleted.
@@ -328,6 +336,7 @@ impl Storage for ObjectStoreStorage {
             return writer.close().await;
         }
         let key = self.object(path)?;
+        let local = self.root.local_path(&key).map(LocalSync::before_write);
         self.write
             .retrying(|| async {
                 self.store
@@ -336,7 +345,11 @@ impl Storage for ObjectStoreStorage {
                     .map(|_| ())
                     .map_err(|e| from_object_store("write", path, e))
             })
-            .await
+            .await?;
+        match local {
+            Some(local) => local.sync(path).await,
+            None => Ok(()),
+        }
     }
 
     /// A streaming writer; the object becomes visible when `close` returns `Ok`.

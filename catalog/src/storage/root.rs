@@ -121,6 +121,17 @@ impl Root {
         }
     }
 
+    /// The local file of `key`, for a root on the local disk (`None` for other schemes).
+    pub(crate) fn local_path(&self, key: &Path) -> Option<std::path::PathBuf> {
+        if self.scheme != Scheme::File {
+            return None;
+        }
+        let mut path = std::path::PathBuf::from("/");
+        path.extend(&self.prefix);
+        path.extend(key.parts().map(|p| p.as_ref().to_string()));
+        Some(path)
+    }
+
     /// The key that `location` names in a store rooted here; empty for the root itself.
     /// Refuses a location of another scheme or bucket, outside the root's prefix, or with a
     /// `.`/`..` segment.

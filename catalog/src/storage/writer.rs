@@ -118,6 +118,9 @@ pub(crate) struct ObjectWriter {
     location: String,
     config: WriteConfig,
     state: State,
+    /// The local file to fsync (with its folders) once the object is complete, on a
+    /// local-disk root.
+    sync: Option<super::durable::LocalSync>,
 }
 
 enum State {
@@ -148,6 +151,22 @@ impl ObjectWriter {
             location,
             config,
             state: State::Buffering(PutPayloadMut::new()),
+            sync: None,
+        }
+    }
+
+    /// Makes the object durable on `close` by fsyncing this local file and its folder.
+    pub(crate) fn syncing(mut self, local: Option<super::durable::LocalSync>) -> Self {
+        self.sync = local;
+        self
+    }
+
+    /// After the object is complete: fsyncs it on a local disk.
+    async fn closed(&mut self) -> Result<()> {
+        self.state = State::Closed;
+        match self.sync.take() {
+            Some(local) => local.sync(&self.location).await,
+            None => Ok(()),
         }
     }
 
@@ -298,10 +317,7 @@ impl FileWrite for ObjectWriter {
                     .put_opts(&self.key, payload, PutOptions::default())
                     .await;
                 match put {
-                    Ok(_) => {
-                        self.state = State::Closed;
-                        Ok(())
-                    }
+                    Ok(_) => self.closed().await,
                     Err(e) => {
                         self.state = State::Failed;
                         Err(from_object_store("write", &self.location, e))
@@ -321,10 +337,7 @@ impl FileWrite for ObjectWriter {
                     return Err(self.unusable());
                 };
                 match upload.complete().await {
-                    Ok(_) => {
-                        self.state = State::Closed;
-                        Ok(())
-                    }
+                    Ok(_) => self.closed().await,
                     Err(e) => Err(self.fail("complete the upload of", e).await),
                 }
             }

@@ -1,14 +1,16 @@
-//! Fail points: test hooks that stop the process at an exact step of a commit, so the crash
-//! tests can kill a node between any two durable steps (DESIGN.md §5, "Recovery").
+//! Fail points: test hooks that stop the process at an exact step of a table topic's commit,
+//! so the crash tests can kill a node between any two durable steps (DESIGN.md §5,
+//! "Recovery"). The coordinator and the catalog's commit path call them.
 //!
 //! `INLET_FAILPOINT=<name>:<n>` makes the n-th time the process reaches the point `<name>`
 //! abort it on the spot (`std::process::abort`: no destructor runs, nothing more is written,
 //! as with kill -9). Unset, a fail point costs one atomic load. The points:
 //! - `round-built`: a round's data files are uploaded; nothing is committed.
 //! - `dlq-committed`: the round's dead letters are committed; the round is not.
-//! - `metadata-staged`: the round's new metadata file is written; the pointer is not swapped.
-//! - `committed`: the pointer swap is done; nothing after it (old metadata clean-up, status)
-//!   has run.
+//! - `metadata-staged`: a commit's new metadata file is written; the pointer is not swapped
+//!   (embedded catalog; [`crate::CommitTarget::commit`]).
+//! - `committed`: the commit is done (the pointer swapped, or the external catalog answered);
+//!   nothing after it (old metadata clean-up, status) has run.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::OnceLock;

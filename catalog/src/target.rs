@@ -1,0 +1,68 @@
+//! Where Inlet's own table commits go: the embedded catalog's compare-and-swap, or an external
+//! REST catalog's commit endpoint. Callers build the same `TableRequirement`s and
+//! `TableUpdate`s for both, and handle the same outcomes.
+
+use std::sync::Arc;
+
+use iceberg::spec::TableMetadata;
+use iceberg::table::Table;
+use iceberg::{TableRequirement, TableUpdate};
+
+use crate::external::RestCommits;
+use crate::rest::{publish, stage, Checked, MetadataPointerStore, RestError};
+
+/// The catalog a committer commits to.
+#[derive(Debug, Clone)]
+pub enum CommitTarget {
+    /// The embedded catalog: the commit is checked and its metadata file written here, then
+    /// the table's pointer is swapped in the pointer store.
+    Pointers(Arc<dyn MetadataPointerStore>),
+    /// An external REST catalog: requirements and updates are posted as the spec's commit,
+    /// and the catalog applies them.
+    Rest(Arc<RestCommits>),
+}
+
+impl CommitTarget {
+    /// Commits `updates` to `table` if `requirements` hold on its current metadata; returns
+    /// the new metadata, or `None` when there was nothing to commit.
+    ///
+    /// Errors: [`RestError::CommitFailed`] when a requirement failed or another commit won
+    /// (nothing changed: reload and retry); [`RestError::CommitStateUnknown`] when the commit
+    /// may have landed.
+    ///
+    /// In the embedded catalog, metadata files that drop off the table's metadata log are
+    /// deleted afterwards unless the table sets `write.metadata.delete-after-commit.enabled`
+    /// to `false` (Inlet's tables commit often). An external catalog does that by its own
+    /// rules.
+    pub async fn commit(
+        &self,
+        table: &Table,
+        requirements: Vec<TableRequirement>,
+        updates: Vec<TableUpdate>,
+    ) -> Result<Option<TableMetadata>, RestError> {
+        match self {
+            CommitTarget::Pointers(pointers) => {
+                match stage(table.clone(), &requirements, updates, &[]).await? {
+                    Checked::Staged(staged) => {
+                        crate::failpoint::hit("metadata-staged");
+                        publish(pointers.as_ref(), std::slice::from_ref(staged.as_ref())).await?;
+                        crate::failpoint::hit("committed");
+                        staged.delete_dropped_metadata(true).await;
+                        Ok(Some(staged.metadata))
+                    }
+                    Checked::Unchanged(_) => Ok(None),
+                }
+            }
+            CommitTarget::Rest(client) => {
+                if updates.is_empty() {
+                    return Ok(None);
+                }
+                let response = client
+                    .commit(table.identifier(), requirements, updates)
+                    .await?;
+                crate::failpoint::hit("committed");
+                Ok(Some(response.metadata))
+            }
+        }
+    }
+}

@@ -1,0 +1,90 @@
+//! An external REST catalog: node B keeps its tables in node A's catalog (`[catalog] type =
+//! "rest"` with A's `/iceberg` as the URI, A's warehouse as the files' place). Records
+//! produced to a table topic on B are read through A's catalog with pyiceberg, exactly once
+//! each; B's own `/iceberg` fronts A (reads, and a pyiceberg append forwarded as a commit),
+//! and `inlet query` on B reads the table from A. After a kill -9 of B, more records land in
+//! A's table once each.
+
+mod common;
+
+use std::time::Duration;
+
+use common::python::{python, run, script};
+use common::{require, Node};
+
+#[test]
+fn a_node_commits_its_table_topics_to_another_nodes_catalog() {
+    let python = python("import confluent_kafka.schema_registry.avro, pyiceberg.catalog.rest");
+    if !require(
+        "python with confluent-kafka[avro] and pyiceberg",
+        python.is_some(),
+    ) {
+        return;
+    }
+    let python = python.expect("checked");
+    let a_dir = tempfile::tempdir().expect("tempdir");
+    let a = Node::start(a_dir.path(), &[]);
+
+    let b_dir = tempfile::tempdir().expect("tempdir");
+    let config = b_dir.path().join("inlet.toml");
+    let warehouse = a_dir.path().join("objects").join("warehouse");
+    std::fs::write(
+        &config,
+        format!(
+            "[catalog]\ntype = \"rest\"\nuri = \"http://{}/iceberg\"\nfiles = \"file://{}\"\n",
+            a.http,
+            warehouse.display()
+        ),
+    )
+    .expect("config");
+    let b_data = b_dir.path().join("data");
+    let mut b = Node::start(&b_data, &["--config", &config.to_string_lossy()]);
+
+    let phase = |b: &Node, phase: &str| {
+        let (status, output) = run(
+            &python,
+            &[
+                script("table_topic_external.py").into(),
+                b.kafka.clone().into(),
+                format!("http://{}", b.registry).into(),
+                format!("http://{}/iceberg", a.http).into(),
+                format!("http://{}/iceberg", b.http).into(),
+                phase.into(),
+            ],
+            Duration::from_secs(240),
+        );
+        assert!(
+            status.is_some_and(|s| s.success()) && output.contains("OK"),
+            "the {phase} phase failed ({status:?}):\n{output}"
+        );
+    };
+    phase(&b, "first");
+
+    // B's SQL reads the table from A's catalog.
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_inlet"))
+        .args([
+            "query",
+            "--server",
+            &format!("http://{}", b.http),
+            "--format",
+            "csv",
+            "SELECT count(*) AS n, sum(id) AS s FROM ext.clicks",
+        ])
+        .output()
+        .expect("inlet query");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "n,s\n20,190");
+
+    // Nothing of the table is in B's own catalog or object store.
+    assert!(!b_data.join("objects").join("warehouse").exists());
+
+    // B resumes from the offsets in A's snapshot summary.
+    b = b.restart_after_kill9();
+    phase(&b, "after-restart");
+    b.stop();
+    a.stop();
+}

@@ -180,6 +180,25 @@ fn main() {
         }
         let inlet = median(times);
         let groups = answer.lines().count() - 1;
+        if std::env::var_os("INLET_BENCH_DIRECT").is_some() {
+            // DataFusion's own Parquet reader over the same files, for comparison.
+            let ctx = datafusion::prelude::SessionContext::new();
+            let data = format!("{}/data/", meta.location().trim_start_matches("file://"));
+            ctx.register_parquet("orders", &data, Default::default())
+                .await
+                .expect("register");
+            let sql = SQL.replace("bench.orders", "orders");
+            let mut direct = Vec::new();
+            for _ in 0..RUNS {
+                let t = Instant::now();
+                ctx.sql(&sql).await.expect("plan").collect().await.expect("run");
+                direct.push(t.elapsed());
+            }
+            println!(
+                "datafusion parquet directly: median {:.3} s of {RUNS}",
+                median(direct).as_secs_f64()
+            );
+        }
         println!(
             "inlet (DataFusion): median {:.3} s of {RUNS}, {:.1} M rows/s, {groups} groups",
             inlet.as_secs_f64(),

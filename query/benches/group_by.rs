@@ -98,6 +98,20 @@ fn columns(schema: &Schema, start: i64, len: usize) -> Vec<ArrayRef> {
     ]
 }
 
+/// `region,n,total` lines as tuples.
+fn parse_answer<'a>(lines: impl Iterator<Item = &'a str>) -> Vec<(String, String, f64)> {
+    lines
+        .map(|l| {
+            let v: Vec<&str> = l.split(',').collect();
+            (
+                v[0].to_string(),
+                v[1].to_string(),
+                v[2].parse().expect("sum"),
+            )
+        })
+        .collect()
+}
+
 fn median(mut xs: Vec<Duration>) -> Duration {
     xs.sort();
     xs[xs.len() / 2]
@@ -191,7 +205,12 @@ fn main() {
             let mut direct = Vec::new();
             for _ in 0..RUNS {
                 let t = Instant::now();
-                ctx.sql(&sql).await.expect("plan").collect().await.expect("run");
+                ctx.sql(&sql)
+                    .await
+                    .expect("plan")
+                    .collect()
+                    .await
+                    .expect("run");
                 direct.push(t.elapsed());
             }
             println!(
@@ -235,29 +254,8 @@ fn main() {
             .collect::<Vec<_>>()
             .join("\n");
         // Both engines agree on the answer (counts exactly; sums to the cent).
-        let ours: Vec<(String, String, f64)> = answer
-            .lines()
-            .skip(1)
-            .map(|l| {
-                let v: Vec<&str> = l.split(',').collect();
-                (
-                    v[0].to_string(),
-                    v[1].to_string(),
-                    v[2].parse().expect("sum"),
-                )
-            })
-            .collect();
-        let theirs: Vec<(String, String, f64)> = duck_answer
-            .lines()
-            .map(|l| {
-                let v: Vec<&str> = l.split(',').collect();
-                (
-                    v[0].to_string(),
-                    v[1].to_string(),
-                    v[2].parse().expect("sum"),
-                )
-            })
-            .collect();
+        let ours = parse_answer(answer.lines().skip(1));
+        let theirs = parse_answer(duck_answer.lines());
         assert_eq!(
             ours.len(),
             theirs.len(),

@@ -414,6 +414,12 @@ pub async fn publish(pointers: &dyn MetadataPointerStore, staged: &[StagedCommit
             discard(staged).await;
             Err(RestError::CommitFailed(e.message().to_string()))
         }
+        // The store refused the swap as a whole before changing anything (Glue and a
+        // multi-table commit).
+        Err(e) if e.kind() == ErrorKind::FeatureUnsupported => {
+            discard(staged).await;
+            Err(RestError::Unsupported(e.message().to_string()))
+        }
         Err(e) => Err(RestError::CommitStateUnknown(format!(
             "the commit may or may not have been applied: {e}"
         ))),

@@ -143,6 +143,12 @@ impl GlueClient {
         })
     }
 
+    /// Uses `credentials` instead of the standard chain (tests; fixed keys).
+    pub fn with_credentials(mut self, credentials: AwsCredentialProvider) -> Self {
+        self.credentials = credentials;
+        self
+    }
+
     /// Calls `operation` (`GetTable`, ...) with `body`, adding `CatalogId` when configured;
     /// the answer's JSON body.
     pub async fn call(&self, operation: &str, mut body: Value) -> Result<Value, GlueError> {

@@ -91,15 +91,24 @@ pub struct GlueHome {
     pub file_io: FileIO,
 }
 
-/// Opens the Glue catalog `config` names (`type = "glue"`). `node_root` and `node_store` are
-/// the node's object store: the files go there unless `config.files` names another place.
-/// Nothing is sent to Glue until the first call.
+/// Opens the Glue catalog `config` names (`type = "glue"`), with credentials from the standard
+/// AWS environment. `node_root` and `node_store` are the node's object store: the files go
+/// there unless `config.files` names another place. Nothing is sent to Glue until the first
+/// call.
 pub fn open(
     config: &CatalogConfig,
     node_root: &str,
     node_store: Option<Arc<dyn ObjectStore>>,
     clock: Arc<dyn inlet_storage::Clock>,
 ) -> Result<GlueHome> {
+    let client = GlueClient::new(&settings(config)?, clock)
+        .map_err(|e| Error::new(ErrorKind::DataInvalid, e))?;
+    open_with_client(config, node_root, node_store, client)
+}
+
+/// Where and as whom `config` calls Glue: the region defaults to `AWS_REGION`, then
+/// `AWS_DEFAULT_REGION`.
+pub fn settings(config: &CatalogConfig) -> Result<GlueSettings> {
     config
         .validate()
         .map_err(|e| Error::new(ErrorKind::DataInvalid, e))?;
@@ -115,17 +124,27 @@ pub fn open(
                 "catalog.region is not set (nor AWS_REGION): Glue needs a region",
             )
         })?;
+    Ok(GlueSettings {
+        region,
+        endpoint: config.endpoint.clone(),
+        catalog_id: config.catalog_id.clone(),
+    })
+}
+
+/// [`open`] with a client of the caller's.
+pub fn open_with_client(
+    config: &CatalogConfig,
+    node_root: &str,
+    node_store: Option<Arc<dyn ObjectStore>>,
+    client: GlueClient,
+) -> Result<GlueHome> {
+    config
+        .validate()
+        .map_err(|e| Error::new(ErrorKind::DataInvalid, e))?;
     let (files, warehouse, factory) =
         crate::external::files_factory(config.files.as_deref(), node_root, node_store);
     iceberg::io::StorageFactory::build(&factory, &iceberg::io::StorageConfig::new())?;
     let file_io = iceberg::io::FileIOBuilder::new(Arc::new(factory)).build();
-    let settings = GlueSettings {
-        region,
-        endpoint: config.endpoint.clone(),
-        catalog_id: config.catalog_id.clone(),
-    };
-    let client =
-        GlueClient::new(&settings, clock).map_err(|e| Error::new(ErrorKind::DataInvalid, e))?;
     let catalog = GlueCatalog {
         client,
         file_io: file_io.clone(),

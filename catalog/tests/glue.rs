@@ -4,7 +4,8 @@
 //!   stale commit refused as a conflict with its metadata file deleted;
 //! - against a Glue stand-in in this process: the `VersionId` guard of `UpdateTable`, which
 //!   moto does not enforce (moto 5.2.5 ignores `VersionId`), so a rival commit that lands
-//!   between the commit's `GetTable` and its `UpdateTable` is a conflict too.
+//!   between the commit's `GetTable` and its `UpdateTable` is a conflict too; throttled
+//!   calls are retried.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -240,6 +241,8 @@ struct FakeGlue {
     update_versions: Arc<Mutex<Vec<Option<String>>>>,
     /// Another writer updates the table right after the next `GetTable` is answered.
     rival_after_get: Arc<AtomicUsize>,
+    /// This many calls are answered `ThrottlingException` first.
+    throttle: Arc<AtomicUsize>,
 }
 
 async fn fake_glue(
@@ -269,6 +272,13 @@ async fn fake_glue(
             .into_response()
     };
     let ok = |v: Value| v.to_string().into_response();
+    if glue
+        .throttle
+        .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
+        .is_ok()
+    {
+        return error("ThrottlingException");
+    }
     match target.as_str() {
         "AWSGlue.CreateTable" => {
             let mut table = request["TableInput"].clone();
@@ -343,6 +353,8 @@ async fn update_table_carries_the_loaded_version_and_a_newer_one_is_a_conflict()
         glue::open_with_client(&config, &dir.path().to_string_lossy(), None, client).expect("open");
     let target = CommitTarget::Glue(home.catalog.clone());
     let catalog: Arc<dyn Catalog> = home.catalog.clone();
+    // Throttled calls are retried (here, the CreateTable below).
+    glue.throttle.store(2, Ordering::SeqCst);
     let ns = NamespaceIdent::new("db".into());
     let location = format!("file://{}/db/t", files.display());
     let table = catalog
@@ -356,6 +368,7 @@ async fn update_table_carries_the_loaded_version_and_a_newer_one_is_a_conflict()
         )
         .await
         .expect("create");
+    assert_eq!(glue.throttle.load(Ordering::SeqCst), 0);
     target
         .commit(&table, Vec::new(), set_property("k", "1"))
         .await

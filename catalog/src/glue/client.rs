@@ -21,6 +21,10 @@ use sha2::{Digest, Sha256};
 
 /// How long one request to Glue may take.
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(60);
+/// Attempts of one call, when its failure is safe to retry ([`GlueClient::call`]).
+const ATTEMPTS: u32 = 4;
+/// The wait before the second attempt; it doubles after each.
+const INITIAL_BACKOFF: Duration = Duration::from_millis(100);
 
 /// What a failed Glue call means for the caller.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -36,7 +40,10 @@ pub enum GlueErrorKind {
     Refused,
     /// The request never reached Glue (connection refused, DNS): safe to retry.
     Unreached,
-    /// Throttling or a service error: nothing was applied, retry later.
+    /// `ThrottlingException`: refused for the request rate, nothing applied; retry later.
+    Throttled,
+    /// A service error (`InternalServiceException`, 5xx): a read can be retried; a write may
+    /// or may not have been applied.
     Busy,
     /// The request may or may not have been applied (timeout, unreadable answer).
     Unknown,
@@ -75,7 +82,9 @@ impl GlueError {
             ),
             GlueErrorKind::ConcurrentModification => (K::CatalogCommitConflicts, true),
             GlueErrorKind::Refused => (K::DataInvalid, false),
-            GlueErrorKind::Unreached | GlueErrorKind::Busy => (K::Unexpected, true),
+            GlueErrorKind::Unreached | GlueErrorKind::Throttled | GlueErrorKind::Busy => {
+                (K::Unexpected, true)
+            }
             GlueErrorKind::Unknown => (K::Unexpected, false),
         };
         iceberg::Error::new(kind, format!("AWS Glue: {}", self.message)).with_retryable(retryable)
@@ -151,7 +160,28 @@ impl GlueClient {
 
     /// Calls `operation` (`GetTable`, ...) with `body`, adding `CatalogId` when configured;
     /// the answer's JSON body.
-    pub async fn call(&self, operation: &str, mut body: Value) -> Result<Value, GlueError> {
+    ///
+    /// The one place Glue calls are retried, up to [`ATTEMPTS`] times with doubling backoff:
+    /// a request that never reached Glue or was throttled (nothing applied), and a read
+    /// (`Get*`) that met a service error. A write that met a service error is not retried,
+    /// since it may have been applied.
+    pub async fn call(&self, operation: &str, body: Value) -> Result<Value, GlueError> {
+        let mut backoff = INITIAL_BACKOFF;
+        let mut attempt = 1;
+        loop {
+            match self.call_once(operation, body.clone()).await {
+                Err(e) if attempt < ATTEMPTS && retry_safe(operation, e.kind) => {
+                    tracing::debug!(operation, attempt, error = %e, ?backoff, "Glue call failed; retrying");
+                    tokio::time::sleep(backoff).await;
+                    backoff *= 2;
+                    attempt += 1;
+                }
+                other => return other,
+            }
+        }
+    }
+
+    async fn call_once(&self, operation: &str, mut body: Value) -> Result<Value, GlueError> {
         if let (Some(id), Some(fields)) = (&self.catalog_id, body.as_object_mut()) {
             fields.insert("CatalogId".into(), Value::String(id.clone()));
         }
@@ -224,6 +254,15 @@ impl GlueClient {
 
 const CONTENT_TYPE: &str = "application/x-amz-json-1.1";
 
+/// Whether a failed call can be sent again without risk of applying it twice.
+fn retry_safe(operation: &str, kind: GlueErrorKind) -> bool {
+    match kind {
+        GlueErrorKind::Unreached | GlueErrorKind::Throttled => true,
+        GlueErrorKind::Busy => operation.starts_with("Get"),
+        _ => false,
+    }
+}
+
 /// Glue's error answer as a [`GlueError`]: the exception name is the `__type` field (or the
 /// `x-amzn-ErrorType` header), possibly prefixed with a namespace and `#`.
 fn service_error(
@@ -256,10 +295,8 @@ fn service_error(
         "EntityNotFoundException" => GlueErrorKind::NotFound,
         "AlreadyExistsException" => GlueErrorKind::AlreadyExists,
         "ConcurrentModificationException" => GlueErrorKind::ConcurrentModification,
-        "ThrottlingException"
-        | "OperationTimeoutException"
-        | "InternalServiceException"
-        | "ResourceNumberLimitExceededException" => GlueErrorKind::Busy,
+        "ThrottlingException" => GlueErrorKind::Throttled,
+        "OperationTimeoutException" | "InternalServiceException" => GlueErrorKind::Busy,
         _ if status >= 500 => GlueErrorKind::Busy,
         _ => GlueErrorKind::Refused,
     };
@@ -447,8 +484,15 @@ mod tests {
                 br#"{"__type":"ThrottlingException"}"#
             )
             .kind,
-            GlueErrorKind::Busy
+            GlueErrorKind::Throttled
         );
+        assert!(retry_safe("UpdateTable", GlueErrorKind::Throttled));
+        assert!(!retry_safe("UpdateTable", GlueErrorKind::Busy));
+        assert!(retry_safe("GetTable", GlueErrorKind::Busy));
+        assert!(!retry_safe(
+            "GetTable",
+            GlueErrorKind::ConcurrentModification
+        ));
         assert_eq!(
             service_error(
                 "GetTables",

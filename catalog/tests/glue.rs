@@ -171,6 +171,8 @@ async fn tables_live_in_moto_glue_and_stale_commits_conflict() {
     };
     let raw = get().await;
     assert_eq!(raw["Parameters"]["table_type"], "ICEBERG");
+    assert_eq!(raw["StorageDescriptor"]["Columns"][0]["Name"], "id");
+    assert_eq!(raw["StorageDescriptor"]["Columns"][0]["Type"], "bigint");
     assert_eq!(
         raw["Parameters"]["metadata_location"],
         table.metadata_location().expect("location")
@@ -220,6 +222,59 @@ async fn tables_live_in_moto_glue_and_stale_commits_conflict() {
     .expect("action");
     let table = tx.commit(catalog.as_ref()).await.expect("transaction");
     assert_eq!(table.metadata().properties()["round"], "2");
+
+    // A schema change shows in the Glue table's columns, in Hive type names.
+    let wider = Schema::builder()
+        .with_schema_id(1)
+        .with_fields(vec![
+            Arc::new(NestedField::required(
+                1,
+                "id",
+                Type::Primitive(PrimitiveType::Long),
+            )),
+            Arc::new(NestedField::optional(
+                2,
+                "page",
+                Type::Primitive(PrimitiveType::String),
+            )),
+        ])
+        .build()
+        .expect("schema");
+    target
+        .commit(
+            &table,
+            Vec::new(),
+            vec![
+                TableUpdate::AddSchema { schema: wider },
+                TableUpdate::SetCurrentSchema { schema_id: -1 },
+            ],
+        )
+        .await
+        .expect("schema change")
+        .expect("changed");
+    let raw = get().await;
+    let columns: Vec<(String, String)> = raw["StorageDescriptor"]["Columns"]
+        .as_array()
+        .expect("columns")
+        .iter()
+        .map(|c| {
+            (
+                c["Name"].as_str().unwrap_or_default().to_string(),
+                c["Type"].as_str().unwrap_or_default().to_string(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        columns,
+        vec![
+            ("id".to_string(), "bigint".to_string()),
+            ("page".to_string(), "string".to_string())
+        ]
+    );
+    assert_eq!(
+        raw["StorageDescriptor"]["Location"],
+        table.metadata().location()
+    );
 
     // Glue would delete the tables with their database: refused.
     let err = catalog.drop_namespace(&ns).await.unwrap_err();

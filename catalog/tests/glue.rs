@@ -5,7 +5,8 @@
 //! - against a Glue stand-in in this process: the `VersionId` guard of `UpdateTable`, which
 //!   moto does not enforce (moto 5.2.5 ignores `VersionId`), so a rival commit that lands
 //!   between the commit's `GetTable` and its `UpdateTable` is a conflict too; throttled
-//!   calls are retried.
+//!   calls are retried;
+//! - the node's REST API over Glue (moto): one table per transaction, two answer 406.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -456,5 +457,116 @@ async fn update_table_carries_the_loaded_version_and_a_newer_one_is_a_conflict()
         2,
         "the losing commit's metadata file is deleted"
     );
+    server.abort();
+}
+
+/// The node's `/iceberg` over Glue: a one-table transaction commits (and moves the Glue
+/// pointer), a transaction over two tables answers 406 and changes nothing.
+#[tokio::test]
+async fn the_rest_api_over_glue_commits_one_table_at_a_time() {
+    let Some(endpoint) = service_env("INLET_TEST_S3_ENDPOINT") else {
+        return;
+    };
+    let dir = tempfile::tempdir().expect("tempdir");
+    let files = dir.path().join("warehouse");
+    std::fs::create_dir_all(&files).expect("files dir");
+    let config = CatalogConfig {
+        kind: CatalogKind::Glue,
+        region: Some("us-east-1".into()),
+        endpoint: Some(endpoint),
+        files: Some(format!("file://{}", files.display())),
+        ..CatalogConfig::default()
+    };
+    let node = NodeCatalog::open(&config, "unused", &dir.path().to_string_lossy(), None)
+        .await
+        .expect("open");
+    let catalog = node.catalog();
+    let db = format!("resttest_{}", std::process::id());
+    let ns = NamespaceIdent::new(db.clone());
+    catalog
+        .create_namespace(&ns, HashMap::new())
+        .await
+        .expect("namespace");
+    for name in ["a", "b"] {
+        catalog
+            .create_table(
+                &ns,
+                TableCreation::builder()
+                    .name(name.into())
+                    .schema(schema())
+                    .build(),
+            )
+            .await
+            .expect("create");
+    }
+    let app = axum::Router::new().nest(
+        "/iceberg",
+        node.router(inlet_catalog::rest::RestConfig::default()),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let base = format!("http://{}/iceberg/v1", listener.local_addr().expect("addr"));
+    let server = tokio::spawn(async move { axum::serve(listener, app).await });
+    let http = reqwest::Client::new();
+
+    let config: Value = http
+        .get(format!("{base}/config"))
+        .send()
+        .await
+        .expect("config")
+        .json()
+        .await
+        .expect("json");
+    assert_eq!(
+        config["overrides"]["warehouse"],
+        format!("file://{}", files.display())
+    );
+
+    let change = |table: &str, value: &str| {
+        json!({
+            "identifier": {"namespace": [db], "name": table},
+            "requirements": [],
+            "updates": [{"action": "set-properties", "updates": {"k": value}}],
+        })
+    };
+    let a = TableIdent::new(ns.clone(), "a".into());
+    let b = TableIdent::new(ns.clone(), "b".into());
+    let before_b = catalog.load_table(&b).await.expect("b");
+    let response = http
+        .post(format!("{base}/transactions/commit"))
+        .json(&json!({"table-changes": [change("a", "1"), change("b", "1")]}))
+        .send()
+        .await
+        .expect("transaction");
+    assert_eq!(response.status(), 406);
+    let body: Value = response.json().await.expect("json");
+    assert_eq!(
+        body["error"]["type"], "UnsupportedOperationException",
+        "{body}"
+    );
+    assert!(!catalog
+        .load_table(&a)
+        .await
+        .expect("a")
+        .metadata()
+        .properties()
+        .contains_key("k"));
+    assert_eq!(
+        metadata_files(&files.join(&db).join("b").join("metadata")).len(),
+        1,
+        "the refused transaction's metadata files are deleted"
+    );
+
+    let response = http
+        .post(format!("{base}/transactions/commit"))
+        .json(&json!({"table-changes": [change("b", "2")]}))
+        .send()
+        .await
+        .expect("transaction");
+    assert_eq!(response.status(), 204);
+    let after_b = catalog.load_table(&b).await.expect("b");
+    assert_eq!(after_b.metadata().properties()["k"], "2");
+    assert_ne!(after_b.metadata_location(), before_b.metadata_location());
     server.abort();
 }

@@ -27,13 +27,15 @@
 //! - `rename_table` is create-then-delete (Glue has no rename).
 
 pub mod client;
+mod columns;
+mod pointers;
 
 use std::collections::HashMap;
 use std::sync::Arc;
 
 use async_trait::async_trait;
 use iceberg::io::FileIO;
-use iceberg::spec::{PrimitiveType, TableMetadata, TableMetadataBuilder, Type};
+use iceberg::spec::{TableMetadata, TableMetadataBuilder};
 use iceberg::table::Table;
 use iceberg::{
     Catalog, Error, ErrorKind, MetadataLocation, Namespace, NamespaceIdent, Result, TableCommit,
@@ -43,10 +45,9 @@ use object_store::ObjectStore;
 use serde_json::{json, Map, Value};
 
 use crate::config::CatalogConfig;
-use crate::rest::{
-    publish, stage, BoxFuture, Checked, MetadataPointerStore, PointerSwap, StagedCommit,
-};
+use crate::rest::{publish, stage, Checked};
 pub use client::{GlueClient, GlueError, GlueErrorKind, GlueSettings};
+use columns::storage_descriptor;
 
 /// Glue table parameter: the table format.
 pub const TABLE_TYPE: &str = "table_type";
@@ -334,93 +335,6 @@ impl GlueCatalog {
             })
     }
 
-    /// Moves `swap.table`'s pointer from `swap.expected` to `swap.new` (or, when they are
-    /// equal, only checks it is still `expected`), and with the new `metadata` at hand, the
-    /// table's location and columns. See the module docs.
-    async fn swap_one(&self, swap: &PointerSwap, metadata: Option<&TableMetadata>) -> Result<()> {
-        let conflict =
-            |why: String| Error::new(ErrorKind::CatalogCommitConflicts, why).with_retryable(true);
-        let current = self.get_table(&swap.table).await?.ok_or_else(|| {
-            conflict(format!(
-                "table {} is no longer in Glue: it was dropped or renamed",
-                swap.table
-            ))
-        })?;
-        if current.metadata_location.as_deref() != Some(swap.expected.as_str()) {
-            return Err(conflict(format!(
-                "table {} is no longer at metadata {} in Glue (now {}): another commit won",
-                swap.table,
-                swap.expected,
-                current.metadata_location.as_deref().unwrap_or("none")
-            )));
-        }
-        if swap.new == swap.expected {
-            return Ok(());
-        }
-        let mut parameters = current.parameters();
-        parameters.insert(TABLE_TYPE.into(), json!(ICEBERG));
-        parameters.insert(METADATA_LOCATION.into(), json!(swap.new));
-        parameters.insert(PREVIOUS_METADATA_LOCATION.into(), json!(swap.expected));
-        // `TableInput` takes the table's own fields; the rest of `GetTable`'s answer
-        // (database, times, version, who created it) is Glue's bookkeeping.
-        let mut input: Map<String, Value> = current
-            .raw
-            .iter()
-            .filter(|(k, _)| {
-                matches!(
-                    k.as_str(),
-                    "Name"
-                        | "Description"
-                        | "Owner"
-                        | "Retention"
-                        | "StorageDescriptor"
-                        | "PartitionKeys"
-                        | "TableType"
-                        | "ViewOriginalText"
-                        | "ViewExpandedText"
-                        | "TargetTable"
-                )
-            })
-            .map(|(k, v)| (k.clone(), v.clone()))
-            .collect();
-        input.insert("Name".into(), json!(swap.table.name()));
-        input.insert("Parameters".into(), Value::Object(parameters));
-        if let Some(metadata) = metadata {
-            let current = input
-                .get("StorageDescriptor")
-                .and_then(Value::as_object)
-                .cloned()
-                .unwrap_or_default();
-            input.insert(
-                "StorageDescriptor".into(),
-                storage_descriptor(&current, metadata),
-            );
-        }
-        let mut request = json!({
-            "DatabaseName": database(swap.table.namespace())?,
-            "TableInput": input,
-            "SkipArchive": true,
-        });
-        if let Some(version) = &current.version_id {
-            request["VersionId"] = json!(version);
-        }
-        match self.client.call("UpdateTable", request).await {
-            Ok(_) => Ok(()),
-            Err(e) if e.kind == GlueErrorKind::ConcurrentModification => Err(conflict(format!(
-                "table {} changed in Glue after version {}: another commit won ({e})",
-                swap.table,
-                current.version_id.as_deref().unwrap_or("?")
-            ))),
-            Err(e) if e.kind == GlueErrorKind::NotFound => Err(conflict(format!(
-                "table {} was dropped from Glue during the commit",
-                swap.table
-            ))),
-            // Refused, throttled or unreached: nothing changed, but callers treat every
-            // other error as an unknown outcome and check before retrying.
-            Err(e) => Err(e.into_iceberg(ErrorKind::TableNotFound)),
-        }
-    }
-
     async fn database_names(&self) -> Result<Vec<String>> {
         let mut names = Vec::new();
         let mut token: Option<String> = None;
@@ -501,72 +415,6 @@ impl GlueCatalog {
         }
         input["Parameters"] = Value::Object(parameters);
         input
-    }
-}
-
-/// A Glue `StorageDescriptor`: `current`'s fields with the table's location and its current
-/// schema's columns.
-fn storage_descriptor(current: &Map<String, Value>, metadata: &TableMetadata) -> Value {
-    let mut descriptor = current.clone();
-    descriptor.insert("Location".into(), json!(metadata.location()));
-    let columns: Vec<Value> = metadata
-        .current_schema()
-        .as_struct()
-        .fields()
-        .iter()
-        .map(|field| {
-            let mut column = json!({
-                "Name": field.name,
-                "Type": hive_type(&field.field_type),
-                "Parameters": {
-                    "iceberg.field.id": field.id.to_string(),
-                    "iceberg.field.optional": (!field.required).to_string(),
-                    "iceberg.field.current": "true",
-                },
-            });
-            if let Some(doc) = &field.doc {
-                column["Comment"] = json!(doc);
-            }
-            column
-        })
-        .collect();
-    descriptor.insert("Columns".into(), Value::Array(columns));
-    Value::Object(descriptor)
-}
-
-/// The Hive type name Glue shows for an Iceberg type (the mapping of Iceberg's Java
-/// `GlueCatalog`: times are strings, UUIDs strings, fixed binary).
-fn hive_type(ty: &Type) -> String {
-    match ty {
-        Type::Primitive(p) => match p {
-            PrimitiveType::Boolean => "boolean".into(),
-            PrimitiveType::Int => "int".into(),
-            PrimitiveType::Long => "bigint".into(),
-            PrimitiveType::Float => "float".into(),
-            PrimitiveType::Double => "double".into(),
-            PrimitiveType::Decimal { precision, scale } => format!("decimal({precision},{scale})"),
-            PrimitiveType::Date => "date".into(),
-            PrimitiveType::Time | PrimitiveType::String | PrimitiveType::Uuid => "string".into(),
-            PrimitiveType::Timestamp
-            | PrimitiveType::Timestamptz
-            | PrimitiveType::TimestampNs
-            | PrimitiveType::TimestamptzNs => "timestamp".into(),
-            PrimitiveType::Fixed(_) | PrimitiveType::Binary => "binary".into(),
-        },
-        Type::Struct(s) => format!(
-            "struct<{}>",
-            s.fields()
-                .iter()
-                .map(|f| format!("{}:{}", f.name, hive_type(&f.field_type)))
-                .collect::<Vec<_>>()
-                .join(",")
-        ),
-        Type::List(l) => format!("array<{}>", hive_type(&l.element_field.field_type)),
-        Type::Map(m) => format!(
-            "map<{},{}>",
-            hive_type(&m.key_field.field_type),
-            hive_type(&m.value_field.field_type)
-        ),
     }
 }
 
@@ -830,83 +678,4 @@ fn rest_to_iceberg(err: crate::rest::RestError) -> Error {
     };
     let retryable = kind == ErrorKind::CatalogCommitConflicts;
     Error::new(kind, err.to_string()).with_retryable(retryable)
-}
-
-impl MetadataPointerStore for GlueCatalog {
-    /// One table at a time: Glue cannot update several tables atomically, so a swap of more
-    /// than one table fails with `FeatureUnsupported` before anything changes. Without the
-    /// new metadata, the Glue table's columns stay as they were.
-    fn swap<'a>(&'a self, swaps: &'a [PointerSwap]) -> BoxFuture<'a, Result<()>> {
-        Box::pin(async move {
-            match swaps {
-                [] => Ok(()),
-                [swap] => self.swap_one(swap, None).await,
-                _ => Err(several_tables(swaps.len())),
-            }
-        })
-    }
-
-    fn swap_staged<'a>(&'a self, staged: &'a [StagedCommit]) -> BoxFuture<'a, Result<()>> {
-        Box::pin(async move {
-            match staged {
-                [] => Ok(()),
-                [one] => self.swap_one(&one.swap, Some(&one.metadata)).await,
-                _ => Err(several_tables(staged.len())),
-            }
-        })
-    }
-}
-
-fn several_tables(n: usize) -> Error {
-    Error::new(
-        ErrorKind::FeatureUnsupported,
-        format!("AWS Glue cannot commit {n} tables atomically: commit them one at a time"),
-    )
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use iceberg::spec::{ListType, MapType, NestedField, StructType};
-
-    #[test]
-    fn columns_use_hive_type_names() {
-        let nested = Type::Struct(StructType::new(vec![
-            Arc::new(NestedField::required(
-                3,
-                "lat",
-                Type::Primitive(PrimitiveType::Double),
-            )),
-            Arc::new(NestedField::optional(
-                4,
-                "tags",
-                Type::List(ListType::new(Arc::new(NestedField::list_element(
-                    5,
-                    Type::Primitive(PrimitiveType::String),
-                    true,
-                )))),
-            )),
-        ]));
-        assert_eq!(hive_type(&nested), "struct<lat:double,tags:array<string>>");
-        let map = Type::Map(MapType::new(
-            Arc::new(NestedField::map_key_element(
-                6,
-                Type::Primitive(PrimitiveType::String),
-            )),
-            Arc::new(NestedField::map_value_element(
-                7,
-                Type::Primitive(PrimitiveType::Decimal {
-                    precision: 10,
-                    scale: 2,
-                }),
-                false,
-            )),
-        ));
-        assert_eq!(hive_type(&map), "map<string,decimal(10,2)>");
-        assert_eq!(
-            hive_type(&Type::Primitive(PrimitiveType::Timestamptz)),
-            "timestamp"
-        );
-        assert_eq!(hive_type(&Type::Primitive(PrimitiveType::Long)), "bigint");
-    }
 }

@@ -3,7 +3,8 @@
 //! with pyiceberg's own `GlueCatalog`; the Glue table carries `table_type=ICEBERG` and the
 //! metadata locations; the node's `/iceberg` fronts Glue (reads, and a pyiceberg append
 //! committed to Glue); a table pyiceberg wrote to Glue reads back through the node; `inlet
-//! query` counts the rows. After a kill -9, more records land once each.
+//! query` counts the rows. After a kill -9, and after the node aborts at each of the Glue
+//! commit's steps (metadata file written; Glue table updated), more records land once each.
 
 mod common;
 
@@ -119,10 +120,34 @@ fn a_node_commits_its_table_topics_to_glue() {
     assert_eq!(status, 200, "{body}");
     assert!(body.contains(&namespace), "{body}");
 
-    // The node resumes from the offsets in the Glue table's snapshot summary.
-    // (`restart_after_kill9` would drop the S3 endpoint from the environment.)
+    // The node resumes from the offsets in the Glue table's snapshot summary, also when it
+    // dies with a commit's metadata file written but the Glue table not updated yet, and
+    // right after the Glue table was updated.
     node.kill9();
+    let mut produced = 20;
+    for point in ["metadata-staged", "committed"] {
+        let armed = format!("{point}:1");
+        let mut env = env.to_vec();
+        env.push((inlet_table_coordinator::failpoint::VAR, armed.as_str()));
+        let doomed = Node::start_with_env(
+            &data,
+            &[
+                "--object-store",
+                &object_store,
+                "--config",
+                &config.to_string_lossy(),
+            ],
+            &env,
+        );
+        phase(&doomed, &format!("produce:{produced}:{}", produced + 5));
+        produced += 5;
+        let (status, _) = doomed.wait_for_exit(120);
+        assert!(!status.success(), "the node aborts at {point}");
+        let node = start();
+        phase(&node, &format!("check:{produced}"));
+        node.kill9();
+    }
     let node = start();
-    phase(&node, "after-restart");
+    phase(&node, "check:30");
     node.stop();
 }

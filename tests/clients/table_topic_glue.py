@@ -2,15 +2,16 @@
 S3 (moto too). Produce with confluent-kafka's AvroSerializer, read with pyiceberg's own
 GlueCatalog.
 
-Usage: table_topic_glue.py BOOTSTRAP REGISTRY_URL AWS_ENDPOINT WAREHOUSE NODE_ICEBERG_URI NAMESPACE first|after-restart
+Usage: table_topic_glue.py BOOTSTRAP REGISTRY_URL AWS_ENDPOINT WAREHOUSE NODE_ICEBERG_URI NAMESPACE PHASE
 
-first: creates a 2-partition table topic in NAMESPACE, produces 20 records, then waits until
+first: creates a 2-partition table topic in NAMESPACE, produces records 0..20, then waits until
 pyiceberg's GlueCatalog reads exactly them, with Inlet's summary, and checks the Glue table's
-parameters with boto3. Then the node's /iceberg (which fronts Glue) reads the same rows, and a
-pyiceberg append through it lands in Glue; a table pyiceberg writes to Glue directly reads
-back through the node.
-after-restart (the node was killed with SIGKILL and restarted): 10 more records, and the
-table holds all 30 exactly once. Prints OK at the end; raises on a mismatch.
+parameters and columns with boto3. Then the node's /iceberg (which fronts Glue) reads the same
+rows, and a pyiceberg append through it lands in Glue; a table pyiceberg writes to Glue
+directly reads back through the node.
+produce:A:B: produces records A..B (the node is about to crash at a fail point) and returns.
+check:N: waits until the table holds records 0..N exactly once (record i went to partition
+i % 2), with the snapshot's committed offsets matching. Prints OK at the end; raises on a mismatch.
 """
 
 import json
@@ -38,15 +39,24 @@ if phase == "first":
     admin.create_topics([NewTopic(TOPIC, num_partitions=2, replication_factor=1, config={
         "table.topic.enable": "true", "table.topic.commit.interval.ms": "1000",
         "table.topic.namespace": ns})])[TOPIC].result(30)
-ids = range(20) if phase == "first" else range(20, 30)
+    ids = range(20)
+elif phase.startswith("produce:"):
+    _, first, last = phase.split(":")
+    ids = range(int(first), int(last))
+else:
+    ids = range(0)
 
-registry = SchemaRegistryClient({"url": registry_url})
-producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5})
-ser = AvroSerializer(registry, SCHEMA)
-for i in ids:
-    producer.produce(TOPIC, key=str(i).encode(), partition=i % 2,
-                     value=ser({"id": i, "page": f"/p{i}"}, SerializationContext(TOPIC, MessageField.VALUE)))
-producer.flush(30)
+if ids:
+    registry = SchemaRegistryClient({"url": registry_url})
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5, "acks": "all"})
+    ser = AvroSerializer(registry, SCHEMA)
+    for i in ids:
+        producer.produce(TOPIC, key=str(i).encode(), partition=i % 2,
+                         value=ser({"id": i, "page": f"/p{i}"}, SerializationContext(TOPIC, MessageField.VALUE)))
+    assert producer.flush(30) == 0, "records left unacknowledged"
+if phase.startswith("produce:"):
+    print("OK")
+    sys.exit(0)
 
 keys = {
     "access-key-id": os.environ["AWS_ACCESS_KEY_ID"],
@@ -83,13 +93,18 @@ def wait_for_rows(catalog, n, timeout=90):
     raise AssertionError(f"the table did not reach {n} rows in {timeout}s: {len(rows)} rows ({last})")
 
 
-if phase == "after-restart":
-    # A record committed twice would show up as more than 30 rows.
-    table, rows = wait_for_rows(glue, 30)
-    assert sorted(r["id"] for r in rows) == list(range(30)), sorted(r["id"] for r in rows)
+if phase.startswith("check:"):
+    # A record committed twice would show up as more than N rows.
+    n = int(phase.split(":")[1])
+    table, rows = wait_for_rows(glue, n)
+    time.sleep(2)  # a duplicate commit would land by now
+    table, rows = wait_for_rows(glue, n)
+    assert sorted(r["id"] for r in rows) == list(range(n)), sorted(r["id"] for r in rows)
     offsets = {(r["_kafka"]["partition"], r["_kafka"]["offset"]) for r in rows}
-    assert offsets == {(i % 2, i // 2) for i in range(30)}, offsets
-    assert json.loads(table.metadata.current_snapshot().summary["inlet.offsets"]) == {"0": 15, "1": 15}
+    assert offsets == {(i % 2, i // 2) for i in range(n)}, offsets
+    committed = json.loads(table.metadata.current_snapshot().summary["inlet.offsets"])
+    expected = {str(p): sum(1 for i in range(n) if i % 2 == p) for p in (0, 1)}
+    assert committed == expected, (committed, expected)
     print("OK")
     sys.exit(0)
 
@@ -112,6 +127,8 @@ params = raw["Parameters"]
 assert params["table_type"] == "ICEBERG", params
 assert params["metadata_location"] == table.metadata_location, params
 assert params.get("previous_metadata_location"), params
+columns = {c["Name"]: c["Type"] for c in raw["StorageDescriptor"]["Columns"]}
+assert columns["id"] == "bigint" and columns["page"] == "string", columns
 
 # The node's /iceberg fronts Glue: the same rows, and commits through it land in Glue.
 _, via_node = wait_for_rows(node, 20)

@@ -39,8 +39,9 @@ pub struct NodeConfig {
     pub tables: TablesConfig,
     /// Limits of each SQL query (`POST /v1/query`, `inlet query`).
     pub query: QuerySettings,
-    /// The Iceberg catalog the tables live in (`[catalog]`): embedded by default, or an
-    /// external REST catalog (`type = "rest"`, `uri`, ...).
+    /// The Iceberg catalog the tables live in (`[catalog]`): embedded by default, an
+    /// external REST catalog (`type = "rest"`, `uri`, ...), or AWS Glue (`type = "glue"`,
+    /// `region`, ...).
     pub catalog: inlet_catalog::CatalogConfig,
 }
 
@@ -212,6 +213,14 @@ mod tests {
         config.validate().expect("valid");
         let config: NodeConfig = toml::from_str("[catalog]\ntype = \"rest\"\n").expect("parses");
         assert!(config.validate().is_err(), "a REST catalog needs a uri");
+        let config: NodeConfig = toml::from_str(
+            "[catalog]\ntype = \"glue\"\nregion = \"eu-west-1\"\ncatalog_id = \"123456789012\"\n\
+             files = \"s3://lake/warehouse\"\n",
+        )
+        .expect("parses");
+        assert_eq!(config.catalog.kind, inlet_catalog::CatalogKind::Glue);
+        assert_eq!(config.catalog.region.as_deref(), Some("eu-west-1"));
+        assert!(config.validate().is_ok());
     }
 
     #[test]

@@ -195,7 +195,14 @@ pub async fn serve(config: NodeConfig) -> anyhow::Result<()> {
         object_store = %config.object_store_url(),
         iceberg = %format!("http://{http_addr}/iceberg"),
         warehouse = %catalog.warehouse(),
-        catalog = %config.catalog.uri.as_deref().unwrap_or("embedded"),
+        catalog = %match config.catalog.kind {
+            inlet_catalog::CatalogKind::Embedded => "embedded".to_string(),
+            inlet_catalog::CatalogKind::Rest => config.catalog.uri.clone().unwrap_or_default(),
+            inlet_catalog::CatalogKind::Glue => format!(
+                "glue ({})",
+                config.catalog.endpoint.as_deref().or(config.catalog.region.as_deref()).unwrap_or("region from AWS_REGION")
+            ),
+        },
         topics = broker.topics().list().len(),
         "Inlet node is up"
     );

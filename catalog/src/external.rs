@@ -16,7 +16,9 @@
 //! - Inlet writes data files, manifests and manifest lists under [`CatalogConfig::files`]
 //!   (default: the node's object store); a table location outside it cannot be written.
 //!
-//! Not built: AWS Glue; vended credentials (the files are reached with the node's own object
+//! AWS Glue is another kind of external catalog: [`crate::glue`].
+//!
+//! Not built: vended credentials (the files are reached with the node's own object
 //! store credentials).
 
 use std::collections::{BTreeMap, HashMap};
@@ -82,25 +84,7 @@ pub async fn open(
         .unwrap_or_default()
         .trim_end_matches('/')
         .to_string();
-    let (files, warehouse, factory) = match &config.files {
-        Some(files) => {
-            let files = crate::embedded::root_url(files);
-            let factory = ObjectStoreStorageFactory::new(files.clone());
-            (files.clone(), files, factory)
-        }
-        None => {
-            let root = crate::embedded::root_url(node_root);
-            let mut factory = ObjectStoreStorageFactory::new(root.clone());
-            if let Some(store) = node_store {
-                factory = factory.with_store(store);
-            }
-            (
-                root,
-                crate::embedded::warehouse_location(node_root),
-                factory,
-            )
-        }
-    };
+    let (files, warehouse, factory) = files_factory(config.files.as_deref(), node_root, node_store);
     let mut props: HashMap<String, String> = config
         .properties
         .iter()
@@ -131,6 +115,36 @@ pub async fn open(
         warehouse,
         file_io,
     })
+}
+
+/// Where an external catalog's table files are: `files` (a URL with a client of its own), or
+/// else the node's object store (`node_root`, through `node_store` when given), whose
+/// warehouse is `<node root>/warehouse`. Returns the file IO's root, the warehouse, and the
+/// storage factory; clones of the factory share one client.
+pub(crate) fn files_factory(
+    files: Option<&str>,
+    node_root: &str,
+    node_store: Option<Arc<dyn ObjectStore>>,
+) -> (String, String, ObjectStoreStorageFactory) {
+    match files {
+        Some(files) => {
+            let files = crate::embedded::root_url(files);
+            let factory = ObjectStoreStorageFactory::new(files.clone());
+            (files.clone(), files, factory)
+        }
+        None => {
+            let root = crate::embedded::root_url(node_root);
+            let mut factory = ObjectStoreStorageFactory::new(root.clone());
+            if let Some(store) = node_store {
+                factory = factory.with_store(store);
+            }
+            (
+                root,
+                crate::embedded::warehouse_location(node_root),
+                factory,
+            )
+        }
+    }
 }
 
 /// Table commits to an external REST catalog: the spec's commit requests, with the catalog's

@@ -1,5 +1,5 @@
 //! Iceberg catalog access (DESIGN.md §6): the embedded SQL catalog on the metadata store,
-//! external REST catalogs, and the Iceberg REST catalog server engines connect to.
+//! external REST catalogs, AWS Glue, and the Iceberg REST catalog server engines connect to.
 //!
 //! - [`storage`]: iceberg's file IO over the node's object store (one client, one fault
 //!   wrapper for streams and tables).
@@ -8,16 +8,17 @@
 //! - [`embedded`]: the node's default catalog: the SQL catalog on the metadata database, files
 //!   under `<object store>/warehouse`, and its REST router.
 //! - [`external`]: another Iceberg REST catalog as the home of the node's tables.
+//! - [`glue`]: AWS Glue as the home of the node's tables (pointers in Glue, files in the
+//!   object store, commits by `UpdateTable` with optimistic concurrency).
 //! - [`metadata_cache`]: parsed table metadata by metadata location, within a byte budget.
 //! - [`target`]: where Inlet's own commits go, either way ([`CommitTarget`]).
-//! - [`NodeCatalog`]: whichever of the two a node's [`CatalogConfig`] names.
-//!
-//! Not built yet: AWS Glue as an external catalog.
+//! - [`NodeCatalog`]: whichever of the three a node's [`CatalogConfig`] names.
 
 pub mod config;
 pub mod embedded;
 pub mod external;
 pub mod failpoint;
+pub mod glue;
 pub mod metadata_cache;
 pub mod rest;
 pub mod storage;
@@ -43,6 +44,7 @@ pub struct NodeCatalog {
 enum Home {
     Embedded(embedded::EmbeddedCatalog),
     External(external::ExternalCatalog),
+    Glue(glue::GlueHome),
 }
 
 impl NodeCatalog {
@@ -76,6 +78,18 @@ impl NodeCatalog {
                     home: Home::External(catalog),
                 })
             }
+            CatalogKind::Glue => {
+                let home = glue::open(
+                    config,
+                    object_store_root,
+                    store,
+                    Arc::new(inlet_storage::SystemClock),
+                )?;
+                Ok(NodeCatalog {
+                    file_io: home.file_io.clone(),
+                    home: Home::Glue(home),
+                })
+            }
         }
     }
 
@@ -84,6 +98,7 @@ impl NodeCatalog {
         match &self.home {
             Home::Embedded(c) => c.catalog.clone(),
             Home::External(c) => c.catalog.clone(),
+            Home::Glue(c) => c.catalog.clone(),
         }
     }
 
@@ -92,16 +107,19 @@ impl NodeCatalog {
         match &self.home {
             Home::Embedded(c) => CommitTarget::Pointers(c.pointers.clone()),
             Home::External(c) => CommitTarget::Rest(c.commits.clone()),
+            Home::Glue(c) => CommitTarget::Glue(c.catalog.clone()),
         }
     }
 
     /// Where the data files of a table topic's table go: `<warehouse>/<namespace>/<table>/data`.
-    /// The embedded catalog's warehouse, or for an external catalog [`CatalogConfig::files`]
+    /// The embedded catalog's warehouse, or for an external or Glue catalog
+    /// [`CatalogConfig::files`]
     /// (default: `<object store>/warehouse`).
     pub fn warehouse(&self) -> String {
         match &self.home {
             Home::Embedded(c) => c.warehouse.clone(),
             Home::External(c) => c.warehouse.clone(),
+            Home::Glue(c) => c.warehouse.clone(),
         }
     }
 
@@ -110,19 +128,21 @@ impl NodeCatalog {
         &self.file_io
     }
 
-    /// Whether the tables live in an external catalog.
+    /// Whether the tables live in an external catalog (REST or Glue).
     pub fn is_external(&self) -> bool {
-        matches!(self.home, Home::External(_))
+        matches!(self.home, Home::External(_) | Home::Glue(_))
     }
 
     /// The REST catalog API to serve at `/iceberg`: over the embedded catalog, or in front of
-    /// the external one (its commits forwarded).
+    /// the external one (its commits forwarded), or over Glue (commits applied here and
+    /// swapped in Glue).
     pub fn router(&self, config: rest::RestConfig) -> axum::Router {
         match &self.home {
             Home::Embedded(c) => c.router(config),
             Home::External(c) => {
                 rest::router_forwarding(c.catalog.clone(), c.commits.clone(), config)
             }
+            Home::Glue(c) => c.router(config),
         }
     }
 }

@@ -63,6 +63,16 @@ pub trait MetadataPointerStore: Debug + Send + Sync {
     /// `expected` (another commit won, or the table was dropped or renamed): nothing changed.
     /// Any other error leaves the outcome unknown.
     fn swap<'a>(&'a self, swaps: &'a [PointerSwap]) -> BoxFuture<'a, iceberg::Result<()>>;
+
+    /// [`swap`](Self::swap) for staged commits, with their new metadata at hand for a store
+    /// that keeps more than the pointer (Glue keeps the table's columns and location).
+    /// Same contract; by default, only the swaps.
+    fn swap_staged<'a>(&'a self, staged: &'a [StagedCommit]) -> BoxFuture<'a, iceberg::Result<()>> {
+        Box::pin(async move {
+            let swaps: Vec<PointerSwap> = staged.iter().map(|s| s.swap.clone()).collect();
+            self.swap(&swaps).await
+        })
+    }
 }
 
 /// The metadata pointers of an `iceberg_catalog_sql::SqlCatalog`: rows of its `iceberg_tables`
@@ -403,7 +413,7 @@ fn invalid_update(table: &Table, err: iceberg::Error) -> RestError {
 /// metadata files are deleted and the answer is 409; on an unknown outcome they are kept (500).
 pub async fn publish(pointers: &dyn MetadataPointerStore, staged: &[StagedCommit]) -> Result<()> {
     let swaps: Vec<PointerSwap> = staged.iter().map(|s| s.swap.clone()).collect();
-    match pointers.swap(&swaps).await {
+    match pointers.swap_staged(staged).await {
         Ok(()) => {
             for swap in &swaps {
                 tracing::debug!(table = %swap.table, metadata = %swap.new, "committed");
@@ -413,6 +423,12 @@ pub async fn publish(pointers: &dyn MetadataPointerStore, staged: &[StagedCommit
         Err(e) if e.kind() == ErrorKind::CatalogCommitConflicts => {
             discard(staged).await;
             Err(RestError::CommitFailed(e.message().to_string()))
+        }
+        // The store refused the swap as a whole before changing anything (Glue and a
+        // multi-table commit).
+        Err(e) if e.kind() == ErrorKind::FeatureUnsupported => {
+            discard(staged).await;
+            Err(RestError::Unsupported(e.message().to_string()))
         }
         Err(e) => Err(RestError::CommitStateUnknown(format!(
             "the commit may or may not have been applied: {e}"

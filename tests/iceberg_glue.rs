@@ -1,0 +1,153 @@
+//! AWS Glue as the node's catalog (`[catalog] type = "glue"`), against moto's Glue and S3
+//! (from `scripts/test-env.sh`): records produced to a table topic are read exactly once each
+//! with pyiceberg's own `GlueCatalog`; the Glue table carries `table_type=ICEBERG` and the
+//! metadata locations; the node's `/iceberg` fronts Glue (reads, and a pyiceberg append
+//! committed to Glue); a table pyiceberg wrote to Glue reads back through the node; `inlet
+//! query` counts the rows. After a kill -9, and after the node aborts at each of the Glue
+//! commit's steps (metadata file written; Glue table updated), more records land once each.
+
+mod common;
+
+use std::time::Duration;
+
+use common::python::{python, run, script};
+use common::{require, Node};
+
+#[test]
+fn a_node_commits_its_table_topics_to_glue() {
+    let python = python(
+        "import confluent_kafka.schema_registry.avro, pyiceberg.catalog.glue, boto3, pyarrow",
+    );
+    if !require(
+        "python with confluent-kafka[avro], pyiceberg and boto3",
+        python.is_some(),
+    ) {
+        return;
+    }
+    let (Ok(endpoint), Ok(bucket)) = (
+        std::env::var("INLET_TEST_S3_ENDPOINT"),
+        std::env::var("INLET_TEST_S3_BUCKET"),
+    ) else {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "moto is not set up: run after `source scripts/test-env.sh`"
+        );
+        eprintln!("skipping: no moto (S3 and Glue) test service");
+        return;
+    };
+    let python = python.expect("checked");
+    let dir = tempfile::tempdir().expect("tempdir");
+    // A prefix of its own in the shared bucket, and a Glue database of its own.
+    let prefix = dir
+        .path()
+        .file_name()
+        .map(|n| n.to_string_lossy().to_ascii_lowercase().replace('.', "_"))
+        .unwrap_or_default();
+    let namespace = format!("glue_{}", prefix.trim_start_matches('_'));
+    let object_store = format!("s3://{bucket}/{prefix}");
+    let warehouse = format!("{object_store}/warehouse");
+    let config = dir.path().join("inlet.toml");
+    std::fs::write(
+        &config,
+        format!("[catalog]\ntype = \"glue\"\nregion = \"us-east-1\"\nendpoint = \"{endpoint}\"\n"),
+    )
+    .expect("config");
+    let data = dir.path().join("data");
+    let env = [
+        ("AWS_ENDPOINT", endpoint.as_str()),
+        ("AWS_ALLOW_HTTP", "true"),
+    ];
+    let start = || {
+        Node::start_with_env(
+            &data,
+            &[
+                "--object-store",
+                &object_store,
+                "--config",
+                &config.to_string_lossy(),
+            ],
+            &env,
+        )
+    };
+    let node = start();
+
+    let phase = |node: &Node, phase: &str| {
+        let (status, output) = run(
+            &python,
+            &[
+                script("table_topic_glue.py").into(),
+                node.kafka.clone().into(),
+                format!("http://{}", node.registry).into(),
+                endpoint.clone().into(),
+                warehouse.clone().into(),
+                format!("http://{}/iceberg", node.http).into(),
+                namespace.clone().into(),
+                phase.into(),
+            ],
+            Duration::from_secs(240),
+        );
+        if std::env::var_os("INLET_TEST_VERBOSE").is_some() {
+            eprintln!("{output}");
+        }
+        assert!(
+            status.is_some_and(|s| s.success()) && output.contains("OK"),
+            "the {phase} phase failed ({status:?}):\n{output}"
+        );
+    };
+    phase(&node, "first");
+
+    // The node's SQL reads the table from Glue.
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_inlet"))
+        .args([
+            "query",
+            "--server",
+            &format!("http://{}", node.http),
+            "--format",
+            "csv",
+            &format!("SELECT count(*) AS n, sum(id) AS s FROM {namespace}.{namespace}_clicks"),
+        ])
+        .output()
+        .expect("inlet query");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "n,s\n20,190");
+
+    // The node's /iceberg lists Glue's databases.
+    let (status, body) = node.http_get("/iceberg/v1/namespaces");
+    assert_eq!(status, 200, "{body}");
+    assert!(body.contains(&namespace), "{body}");
+
+    // The node resumes from the offsets in the Glue table's snapshot summary, also when it
+    // dies with a commit's metadata file written but the Glue table not updated yet, and
+    // right after the Glue table was updated.
+    node.kill9();
+    let mut produced = 20;
+    for point in ["metadata-staged", "committed"] {
+        let armed = format!("{point}:1");
+        let mut env = env.to_vec();
+        env.push((inlet_table_coordinator::failpoint::VAR, armed.as_str()));
+        let doomed = Node::start_with_env(
+            &data,
+            &[
+                "--object-store",
+                &object_store,
+                "--config",
+                &config.to_string_lossy(),
+            ],
+            &env,
+        );
+        phase(&doomed, &format!("produce:{produced}:{}", produced + 5));
+        produced += 5;
+        let (status, _) = doomed.wait_for_exit(120);
+        assert!(!status.success(), "the node aborts at {point}");
+        let node = start();
+        phase(&node, &format!("check:{produced}"));
+        node.kill9();
+    }
+    let node = start();
+    phase(&node, "check:30");
+    node.stop();
+}

@@ -1,4 +1,5 @@
-//! The node's HTTP listener (DESIGN.md §3): `/healthz`, Prometheus `/metrics`, watermarks at
+//! The node's HTTP listener (DESIGN.md §3): `/healthz`, Prometheus `/metrics`, each table
+//! topic's commit lag at `/v1/tables[/{namespace}/{table}]`, watermarks at
 //! `/v1/watermarks/{namespace}/{table}`, read-only SQL at `POST /v1/query`, and the Iceberg REST
 //! catalog under `/iceberg`.
 
@@ -43,6 +44,8 @@ pub async fn serve(
     let app = Router::new()
         .route("/healthz", get(healthz))
         .route("/metrics", get(metrics))
+        .route("/v1/tables", get(tables_status))
+        .route("/v1/tables/{namespace}/{table}", get(table_status))
         .with_state(Node { broker, tables })
         .merge(watermarks)
         .merge(sql)
@@ -174,6 +177,55 @@ async fn metrics(State(Node { broker, tables }): State<Node>) -> impl IntoRespon
     );
     render_tables(&mut out, &tables);
     ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], out)
+}
+
+/// One table's progress as JSON (`/v1/tables`).
+fn status_json(status: &TableStatus, now_ms: i64) -> serde_json::Value {
+    let by_partition = |m: &std::collections::BTreeMap<i32, u64>| -> serde_json::Value {
+        m.iter()
+            .map(|(p, o)| (p.to_string(), serde_json::json!(o)))
+            .collect()
+    };
+    serde_json::json!({
+        "last_commit_ms": status.last_commit_ms,
+        "seconds_since_commit": status.last_commit_ms.map(|c| (now_ms - c).max(0) as f64 / 1e3),
+        "records_behind": status.records_behind(),
+        "watermark_ms": status.watermark_ms,
+        "committed_offsets": by_partition(&status.committed),
+        "end_offsets": by_partition(&status.ends),
+        "commits": status.commits,
+        "failed_commits": status.failed_commits,
+    })
+}
+
+/// `GET /v1/tables`: every table topic's commit lag, by `namespace.table`.
+async fn tables_status(State(Node { tables, .. }): State<Node>) -> impl IntoResponse {
+    let now_ms = inlet_storage::Clock::now_ms(&inlet_storage::SystemClock) as i64;
+    let body: serde_json::Map<String, serde_json::Value> = tables
+        .snapshot()
+        .iter()
+        .map(|(t, s)| (t.clone(), status_json(s, now_ms)))
+        .collect();
+    axum::Json(body)
+}
+
+/// `GET /v1/tables/{namespace}/{table}`: one table topic's commit lag; 404 for a table no
+/// coordinator of this node runs.
+async fn table_status(
+    State(Node { tables, .. }): State<Node>,
+    axum::extract::Path((namespace, table)): axum::extract::Path<(String, String)>,
+) -> axum::response::Response {
+    let now_ms = inlet_storage::Clock::now_ms(&inlet_storage::SystemClock) as i64;
+    match tables.snapshot().get(&format!("{namespace}.{table}")) {
+        Some(s) => axum::Json(status_json(s, now_ms)).into_response(),
+        None => (
+            StatusCode::NOT_FOUND,
+            axum::Json(serde_json::json!({
+                "error": format!("no table topic {namespace}.{table} on this node")
+            })),
+        )
+            .into_response(),
+    }
 }
 
 /// Per table topic: commit lag, records behind, watermark, commits.

@@ -58,6 +58,23 @@ fn produced_records_become_rows_of_the_table() {
             );
             assert_eq!(value("inlet_table_records_behind"), Some(0.0), "{metrics}");
             assert!(value("inlet_table_watermark_ms").is_some(), "{metrics}");
+            // The same, as JSON.
+            let (code, body) = node.http_get("/v1/tables/default/orders");
+            assert_eq!(code, 200, "{body}");
+            let status: serde_json::Value = serde_json::from_str(&body).expect("JSON");
+            assert_eq!(status["records_behind"], 0, "{status}");
+            assert!(
+                status["commits"].as_u64().is_some_and(|c| c >= 1),
+                "{status}"
+            );
+            assert!(
+                status["committed_offsets"]["0"].as_u64().is_some(),
+                "{status}"
+            );
+            let (_, all) = node.http_get("/v1/tables");
+            let all: serde_json::Value = serde_json::from_str(&all).expect("JSON");
+            assert!(all["default.orders"]["watermark_ms"].is_i64(), "{all}");
+            assert_eq!(node.http_get("/v1/tables/default/nope").0, 404);
             watermark_cli(&node);
             query_cli(&node);
             query_http(&node, &python);

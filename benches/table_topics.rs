@@ -290,7 +290,12 @@ impl Node {
     /// Lets the node upload what the previous phase appended and the disk write it back.
     fn settle(&self) {
         let deadline = Instant::now() + Duration::from_secs(60);
-        while self.metrics().get("inlet_dirty_bytes").copied().unwrap_or(0.0) > MIB
+        while self
+            .metrics()
+            .get("inlet_dirty_bytes")
+            .copied()
+            .unwrap_or(0.0)
+            > MIB
             && Instant::now() < deadline
         {
             std::thread::sleep(Duration::from_millis(200));
@@ -395,8 +400,14 @@ impl Rng {
 fn flat_value(rng: &mut Rng, i: usize) -> Value {
     let mut fields = vec![
         ("id".to_string(), Value::Long(i as i64)),
-        ("account".to_string(), Value::Long((rng.next() >> 20) as i64)),
-        ("sequence".to_string(), Value::Long((rng.next() >> 20) as i64)),
+        (
+            "account".to_string(),
+            Value::Long((rng.next() >> 20) as i64),
+        ),
+        (
+            "sequence".to_string(),
+            Value::Long((rng.next() >> 20) as i64),
+        ),
         (
             "quantity".to_string(),
             Value::Int((rng.next() % 100_000) as i32),

@@ -36,11 +36,10 @@
 //! reports this process's CPU time next to the broker's.
 
 use std::collections::HashMap;
-use std::io::{BufRead, BufReader, Read, Write};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{mpsc, Arc, Mutex};
+use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -120,122 +119,14 @@ fn fs_kind(dir: &Path) -> String {
 // ---------------------------------------------------------------------------------------------
 // The node.
 
-struct Node {
-    child: Child,
-    logs: mpsc::Receiver<String>,
-    kafka: String,
-    http: String,
-    registry: String,
-}
-
-fn field(line: &str, name: &str) -> Option<String> {
-    line.split_whitespace()
-        .find_map(|w| w.strip_prefix(&format!("{name}=")))
-        .map(str::to_string)
-}
+#[path = "support/node.rs"]
+mod node;
+use node::Node;
 
 impl Node {
-    fn start(data_dir: &Path) -> Node {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_inlet"))
-            .args([
-                "serve",
-                "--kafka-listen",
-                "127.0.0.1:0",
-                "--http-listen",
-                "127.0.0.1:0",
-                "--registry-listen",
-                "127.0.0.1:0",
-            ])
-            .arg("--data-dir")
-            .arg(data_dir)
-            .args(
-                std::env::var("INLET_BENCH_NODE_ARGS")
-                    .unwrap_or_default()
-                    .split_whitespace(),
-            )
-            .env(
-                "INLET_LOG",
-                std::env::var("INLET_BENCH_NODE_LOG").unwrap_or_else(|_| "info".into()),
-            )
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .expect("inlet starts");
-        let (tx, logs) = mpsc::channel();
-        let stdout = child.stdout.take().expect("stdout");
-        std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-                if line.contains(" WARN ") || line.contains(" ERROR ") {
-                    eprintln!("[inlet] {line}");
-                }
-                let _ = tx.send(line);
-            }
-        });
-        let mut node = Node {
-            child,
-            logs,
-            kafka: String::new(),
-            http: String::new(),
-            registry: String::new(),
-        };
-        let up = node.wait_for_log("Inlet node is up");
-        node.kafka = field(&up, "kafka").expect("the up line names the Kafka address");
-        node.http = field(&up, "http").expect("the up line names the HTTP address");
-        node.registry = field(&up, "registry").expect("the up line names the registry address");
-        node
-    }
-
-    fn wait_for_log(&self, needle: &str) -> String {
-        let deadline = Instant::now() + Duration::from_secs(120);
-        loop {
-            let left = deadline.saturating_duration_since(Instant::now());
-            let line = self
-                .logs
-                .recv_timeout(left)
-                .unwrap_or_else(|_| panic!("no log line with {needle:?} within 120 s"));
-            if line.contains(needle) {
-                return line;
-            }
-        }
-    }
-
-    fn pid(&self) -> i32 {
-        self.child.id() as i32
-    }
-
-    fn stop(mut self) {
-        // SAFETY: signalling our own child process.
-        unsafe { libc::kill(self.pid(), libc::SIGTERM) };
-        let deadline = Instant::now() + Duration::from_secs(60);
-        while Instant::now() < deadline {
-            if let Ok(Some(_)) = self.child.try_wait() {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        eprintln!("the node did not stop within 60 s; killing it");
-    }
-
-    /// The node's `/metrics`, as `name{labels}` → value.
+    /// The node's `/metrics`.
     fn metrics(&self) -> Metrics {
-        let mut s = std::net::TcpStream::connect(&self.http).expect("connect HTTP");
-        write!(
-            s,
-            "GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
-        )
-        .expect("write");
-        let mut out = String::new();
-        s.read_to_string(&mut out).expect("read");
-        let body = out.split_once("\r\n\r\n").map(|(_, b)| b).unwrap_or("");
-        let mut m = HashMap::new();
-        for line in body.lines().filter(|l| !l.starts_with('#')) {
-            if let Some((k, v)) = line.rsplit_once(' ') {
-                if let Ok(v) = v.parse::<f64>() {
-                    m.insert(k.to_string(), v);
-                }
-            }
-        }
-        Metrics(m)
+        Metrics(self.metric_values())
     }
 
     /// Waits until the node has uploaded all but `max` bytes of what was appended.
@@ -248,13 +139,6 @@ impl Node {
             }
             std::thread::sleep(Duration::from_millis(200));
         }
-    }
-}
-
-impl Drop for Node {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
     }
 }
 

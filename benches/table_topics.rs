@@ -45,11 +45,11 @@
 //! node's and this process's CPU per window.
 
 use std::collections::{BTreeMap, HashMap};
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{mpsc, Arc, Mutex};
+use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -140,111 +140,14 @@ fn rss_mib(pid: i32) -> (f64, f64) {
 // ---------------------------------------------------------------------------------------------
 // The node.
 
-struct Node {
-    child: Child,
-    logs: mpsc::Receiver<String>,
-    kafka: String,
-    http: String,
-    registry: String,
-}
-
-fn field(line: &str, name: &str) -> Option<String> {
-    line.split_whitespace()
-        .find_map(|w| w.strip_prefix(&format!("{name}=")))
-        .map(str::to_string)
-}
+#[path = "support/node.rs"]
+mod node;
+use node::Node;
 
 impl Node {
-    fn start(data_dir: &Path) -> Node {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_inlet"))
-            .args([
-                "serve",
-                "--kafka-listen",
-                "127.0.0.1:0",
-                "--http-listen",
-                "127.0.0.1:0",
-                "--registry-listen",
-                "127.0.0.1:0",
-            ])
-            .arg("--data-dir")
-            .arg(data_dir)
-            .args(
-                std::env::var("INLET_BENCH_NODE_ARGS")
-                    .unwrap_or_default()
-                    .split_whitespace(),
-            )
-            .env(
-                "INLET_LOG",
-                std::env::var("INLET_BENCH_NODE_LOG").unwrap_or_else(|_| "info".into()),
-            )
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .expect("inlet starts");
-        let (tx, logs) = mpsc::channel();
-        let stdout = child.stdout.take().expect("stdout");
-        std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-                if line.contains(" WARN ") || line.contains(" ERROR ") {
-                    eprintln!("[inlet] {line}");
-                }
-                let _ = tx.send(line);
-            }
-        });
-        let mut node = Node {
-            child,
-            logs,
-            kafka: String::new(),
-            http: String::new(),
-            registry: String::new(),
-        };
-        let deadline = Instant::now() + Duration::from_secs(120);
-        let up = loop {
-            let left = deadline.saturating_duration_since(Instant::now());
-            let line = node
-                .logs
-                .recv_timeout(left)
-                .expect("the node is up within 120 s");
-            if line.contains("Inlet node is up") {
-                break line;
-            }
-        };
-        node.kafka = field(&up, "kafka").expect("the up line names the Kafka address");
-        node.http = field(&up, "http").expect("the up line names the HTTP address");
-        node.registry = field(&up, "registry").expect("the up line names the registry address");
-        // The log lines are not needed any more: keep the channel from growing.
-        let logs = std::mem::replace(&mut node.logs, mpsc::channel().1);
-        std::thread::spawn(move || while logs.recv().is_ok() {});
-        node
-    }
-
-    fn pid(&self) -> i32 {
-        self.child.id() as i32
-    }
-
-    fn stop(mut self) {
-        // SAFETY: signalling our own child process.
-        unsafe { libc::kill(self.pid(), libc::SIGTERM) };
-        let deadline = Instant::now() + Duration::from_secs(60);
-        while Instant::now() < deadline {
-            if let Ok(Some(_)) = self.child.try_wait() {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        eprintln!("the node did not stop within 60 s; killing it");
-    }
-
     /// The node's `/metrics`, as `name{labels}` → value.
     fn metrics(&self) -> HashMap<String, f64> {
-        let (_, body) = http(&self.http, "GET", "/metrics", None);
-        body.lines()
-            .filter(|l| !l.starts_with('#'))
-            .filter_map(|l| {
-                let (k, v) = l.rsplit_once(' ')?;
-                Some((k.to_string(), v.parse().ok()?))
-            })
-            .collect()
+        self.metric_values()
     }
 
     /// The sum over tables of a per-table metric family.
@@ -301,13 +204,6 @@ impl Node {
             std::thread::sleep(Duration::from_millis(200));
         }
         sync_all();
-    }
-}
-
-impl Drop for Node {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
     }
 }
 

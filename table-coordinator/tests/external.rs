@@ -3,6 +3,8 @@
 //! loses a race (the catalog answers 409) is rebuilt on the new base and retried; a commit
 //! whose answer is lost (500 after it landed) is recognised by the retry, not made twice.
 
+mod common;
+
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -11,35 +13,14 @@ use axum::extract::{Request, State};
 use axum::http::Method;
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
-use iceberg::spec::{NestedField, PrimitiveType, Schema, Type};
 use iceberg::{NamespaceIdent, TableIdent};
 use inlet_catalog::rest::RestConfig;
 use inlet_catalog::{CatalogConfig, CatalogKind, NodeCatalog};
-use inlet_table_coordinator::commit::{Committer, Round, RoundBase};
+use inlet_table_coordinator::commit::{Committer, Round};
 use tokio::sync::Mutex;
 
 fn round(n: u64) -> Round {
-    let schema = Schema::builder()
-        .with_fields(vec![Arc::new(NestedField::required(
-            1,
-            "id",
-            Type::Primitive(PrimitiveType::Long),
-        ))])
-        .build()
-        .expect("schema");
-    Round {
-        commit_id: format!("t-{n}"),
-        schema,
-        files: Vec::new(),
-        delete_files: Vec::new(),
-        base: RoundBase::Latest,
-        id_columns: Vec::new(),
-        offsets: BTreeMap::from([(0, n * 10)]),
-        watermark_ms: Some(1_000 + n as i64),
-        partition_watermarks: BTreeMap::from([(0, 1_000 + n as i64)]),
-        timestamp_ms: 1_000 + n as i64,
-        partition_spec: None,
-    }
+    common::round("t", n)
 }
 
 /// What the catalog's middleware does to table commits.

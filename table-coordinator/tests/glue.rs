@@ -4,39 +4,20 @@
 //! a conflict, rebuilt on the new base and retried; the losing attempt leaves no metadata
 //! file.
 
+mod common;
+
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use iceberg::spec::{NestedField, PrimitiveType, Schema, Type};
 use iceberg::table::Table;
 use iceberg::{Catalog, Namespace, NamespaceIdent, Result, TableCommit, TableCreation, TableIdent};
 use inlet_catalog::{CatalogConfig, CatalogKind, NodeCatalog};
-use inlet_table_coordinator::commit::{Committer, Round, RoundBase};
+use inlet_table_coordinator::commit::{Committer, Round};
 use tokio::sync::Mutex;
 
 fn round(n: u64) -> Round {
-    let schema = Schema::builder()
-        .with_fields(vec![Arc::new(NestedField::required(
-            1,
-            "id",
-            Type::Primitive(PrimitiveType::Long),
-        ))])
-        .build()
-        .expect("schema");
-    Round {
-        commit_id: format!("g-{n}"),
-        schema,
-        files: Vec::new(),
-        delete_files: Vec::new(),
-        base: RoundBase::Latest,
-        id_columns: Vec::new(),
-        offsets: BTreeMap::from([(0, n * 10)]),
-        watermark_ms: Some(1_000 + n as i64),
-        partition_watermarks: BTreeMap::from([(0, 1_000 + n as i64)]),
-        timestamp_ms: 1_000 + n as i64,
-        partition_spec: None,
-    }
+    common::round("g", n)
 }
 
 /// The Glue catalog, except that the next `load_table` is followed by a rival's commit, so

@@ -166,6 +166,12 @@ fn table_topic(
             .unwrap_or("by_schema_id"),
         &subject,
     )?;
+    let key_type = ValueType::parse(
+        get("table.topic.convert.key.type")
+            .as_deref()
+            .unwrap_or("raw"),
+        &format!("{topic_name}-key"),
+    )?;
     let transform = ValueTransform::parse(
         get("table.topic.transform.value.type")
             .as_deref()
@@ -178,6 +184,7 @@ fn table_topic(
     let ctx = TableContext {
         registry: registry.clone(),
         value_type,
+        key_type,
         transform,
         schema: None,
         target: FileTarget {
@@ -217,6 +224,7 @@ fn table_topic(
         "table.topic.namespace",
         "table.topic.table",
         "table.topic.convert.value.type",
+        "table.topic.convert.key.type",
         "table.topic.transform.value.type",
         "table.topic.commit.interval.ms",
         "table.topic.partition.by",

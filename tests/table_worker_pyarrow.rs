@@ -178,6 +178,7 @@ fn convert(
         let ctx = TableContext {
             registry,
             value_type: ValueType::BySchemaId,
+            key_type: ValueType::Raw,
             transform: inlet_table_worker::transform::ValueTransform::None,
             schema: None,
             target: FileTarget {

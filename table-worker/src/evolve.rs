@@ -144,7 +144,7 @@ pub fn reconcile(table: Option<&Schema>, incoming: &Schema) -> Result<Evolution>
 }
 
 /// `field` with fresh ids from `next` for it and everything nested in it.
-fn renumber(field: &NestedField, next: &mut i32) -> NestedField {
+pub(crate) fn renumber(field: &NestedField, next: &mut i32) -> NestedField {
     *next += 1;
     let id = *next;
     let ty = renumber_type(&field.field_type, next);

@@ -43,6 +43,7 @@ use prost_reflect::ReflectMessage;
 use crate::data_file::{self, FileSettings, FileTarget};
 use crate::error::{Error, Result};
 use crate::evolve::{self, Change, KAFKA_COLUMN};
+use crate::key::KeyColumn;
 use crate::memory::MemoryPool;
 use crate::pk_index::KeyIndex;
 use crate::transform::ValueTransform;
@@ -51,21 +52,23 @@ use crate::upsert::{self, UpsertSpec};
 /// Records between two checks of a job's memory use against its reservation.
 const RESERVE_EVERY: usize = 256;
 
-/// How a record's value becomes columns (`table.topic.convert.value.type`).
+/// How a record's value becomes columns (`table.topic.convert.value.type`), or its key the
+/// `_key` column (`table.topic.convert.key.type`, see [`crate::key`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ValueType {
     /// Schema Registry framed records (magic byte, schema id, payload).
     BySchemaId,
     /// Unframed payloads written with the latest schema of this subject.
     ByLatestSchema { subject: String },
-    /// The value as one UTF-8 `value` column.
+    /// The value as one UTF-8 `value` column (a key: `_key` as a string).
     String,
-    /// The value as one binary `value` column.
+    /// The value as one binary `value` column (a key: no `_key`; the bytes are in
+    /// `_kafka.key`).
     Raw,
 }
 
 impl ValueType {
-    /// From the topic config's spelling; `subject` is the topic's value subject.
+    /// From the topic config's spelling; `subject` is the topic's value (or key) subject.
     pub fn parse(s: &str, subject: &str) -> Result<Self> {
         Ok(match s {
             "by_schema_id" => ValueType::BySchemaId,
@@ -76,7 +79,7 @@ impl ValueType {
             "raw" => ValueType::Raw,
             other => {
                 return Err(Error::Schema(format!(
-                    "unknown table.topic.convert.value.type {other:?}"
+                    "unknown table.topic.convert.value.type or convert.key.type {other:?}"
                 )))
             }
         })
@@ -88,6 +91,8 @@ impl ValueType {
 pub struct TableContext {
     pub registry: Arc<Registry>,
     pub value_type: ValueType,
+    /// `table.topic.convert.key.type`; anything but `Raw` adds the `_key` column.
+    pub key_type: ValueType,
     /// `table.topic.transform.value.type` (ignored for `string` and `raw` values).
     pub transform: ValueTransform,
     /// The table's current schema; None when the table does not exist yet.
@@ -260,6 +265,10 @@ pub async fn convert_range_indexed(
             );
         }
     }
+    let keys = KeySchemas::load(table, &records).await?;
+    if !keys.fields.is_empty() {
+        incoming = with_key_column(table, incoming, &keys.fields)?;
+    }
     let mut current = table.schema.clone();
     let mut changes = Vec::new();
     for s in &incoming {
@@ -300,12 +309,16 @@ pub async fn convert_range_indexed(
     let kafka_index = arrow_schema
         .index_of(KAFKA_COLUMN)
         .map_err(|_| Error::Schema("the table has no _kafka column".into()))?;
+    let key_index = match table.key_type {
+        ValueType::Raw => None,
+        _ => arrow_schema.index_of(crate::key::KEY_COLUMN).ok(),
+    };
     let value_target: SchemaRef = Arc::new(ArrowSchema::new(
         arrow_schema
             .fields()
             .iter()
             .enumerate()
-            .filter(|(i, _)| *i != kafka_index)
+            .filter(|(i, _)| *i != kafka_index && Some(*i) != key_index)
             .map(|(_, f)| f.clone())
             .collect::<Vec<_>>(),
     ));
@@ -313,26 +326,53 @@ pub async fn convert_range_indexed(
         arrow_schema.clone(),
         value_target,
         kafka_index,
+        key_index,
         job.partition,
         table.transform,
     )?;
+    // Tombstones of an upsert table with converted keys: their keys, and how many rows came
+    // before each (the order `upsert::dedupe` needs).
+    let mut tombstones = key_index.map(|i| KeyColumn::new(arrow_schema.fields()[i].clone()));
+    let mut tombstone_at: Vec<u64> = Vec::new();
     let mut batches = Vec::new();
     let mut max_ts: Option<i64> = None;
     let mut converted = 0u64;
     for (i, r) in records.iter().enumerate() {
-        let outcome = match &table.value_type {
-            // A tombstone (null value) of an upsert topic names its key only in the Kafka key,
-            // which is not converted yet: it is skipped.
+        let tombstone = matches!(
+            table.value_type,
             ValueType::BySchemaId | ValueType::ByLatestSchema { .. }
-                if r.value.is_none() && table.upsert.is_some() =>
-            {
-                tracing::debug!(
+        ) && r.value.is_none()
+            && table.upsert.is_some();
+        if tombstone {
+            // A tombstone (null value) of an upsert topic names its row only by its key: it
+            // deletes that key's row when keys are converted, and is skipped otherwise.
+            match (&mut tombstones, &r.key) {
+                (Some(t), Some(_)) => match keys.append(t, r) {
+                    Ok(()) => tombstone_at.push(converted),
+                    Err(error) => dead_letters.push(dead(job.partition, r, error)),
+                },
+                _ => tracing::debug!(
                     partition = job.partition,
                     offset = r.offset,
-                    "tombstone skipped"
-                );
-                continue;
+                    "tombstone skipped: no converted key"
+                ),
             }
+            continue;
+        }
+        let keyed = match (&table.key_type, rows.keys.as_mut()) {
+            (ValueType::Raw, _) => Ok(()),
+            (_, Some((_, k))) => keys.append(k, r),
+            // No `_key` column: only null keys are fine.
+            (_, None) => match &r.key {
+                None => Ok(()),
+                Some(_) => keys.resolve(r).map(|_| ()),
+            },
+        };
+        if let Err(error) = keyed {
+            dead_letters.push(dead(job.partition, r, error));
+            continue;
+        }
+        let outcome = match &table.value_type {
             ValueType::BySchemaId => match &r.value {
                 None => Err("a table topic record needs a value".to_string()),
                 Some(v) => match framing::split(v) {
@@ -355,12 +395,20 @@ pub async fn convert_range_indexed(
                 converted += 1;
                 max_ts = Some(max_ts.map_or(r.timestamp_ms, |m| m.max(r.timestamp_ms)));
             }
-            Err(error) => dead_letters.push(dead(job.partition, r, error)),
+            Err(error) => {
+                if let Some((_, k)) = rows.keys.as_mut() {
+                    k.pop()?;
+                }
+                dead_letters.push(dead(job.partition, r, error))
+            }
         }
         // Keep the reservation in step with what the decoders hold (measured every few
         // hundred records: measuring walks every column and batch).
         if (i + 1).is_multiple_of(RESERVE_EVERY) {
-            let held = input_bytes + rows.buffered_bytes() + batches_bytes(&batches);
+            let held = input_bytes
+                + rows.buffered_bytes()
+                + batches_bytes(&batches)
+                + tombstones.as_ref().map_or(0, KeyColumn::buffered_bytes);
             if held > reservation.size() && reservation.size() < cap {
                 reservation.resize(held.min(cap)).await?;
             }
@@ -388,7 +436,24 @@ pub async fn convert_range_indexed(
     let prefix = format!("p{}-{}-{}", job.partition, job.from, next_offset);
     let (batches, key_ops) = match &table.upsert {
         Some(spec) => {
-            let (b, ops) = upsert::dedupe(spec, batches)?;
+            let deletes = match tombstones.as_mut() {
+                Some(t) if !t.is_empty() => {
+                    let n = t.len();
+                    let ids = spec
+                        .id_columns
+                        .iter()
+                        .map(|c| Ok(arrow_schema.field_with_name(c)?.data_type().clone()))
+                        .collect::<Result<Vec<_>>>()?;
+                    let encoded = crate::key::tombstone_keys(&t.take(n)?, &spec.id_columns, &ids)?;
+                    tombstone_at
+                        .iter()
+                        .zip(encoded)
+                        .filter_map(|(at, k)| k.map(|k| (*at, k)))
+                        .collect()
+                }
+                _ => Vec::new(),
+            };
+            let (b, ops) = upsert::dedupe(spec, batches, &deletes)?;
             // The keys are held until the index has them, and once more as the new rows'
             // positions read back from the files.
             let keys: usize = ops.iter().map(|(k, _)| k.len() + 64).sum();
@@ -546,6 +611,150 @@ async fn read_records(store: &StreamStore, job: &JobSpec) -> Result<(Vec<Rec>, u
     Ok((records, offset.max(job.from), bytes))
 }
 
+/// The key schemas of a range (`convert.key.type`), and the `_key` columns they map to.
+struct KeySchemas<'t> {
+    key_type: &'t ValueType,
+    by_id: HashMap<u32, Arc<StoredSchema>>,
+    latest: Option<Arc<StoredSchema>>,
+    /// One `_key` column per key schema seen (for `string`, the one string column).
+    fields: Vec<NestedField>,
+}
+
+impl<'t> KeySchemas<'t> {
+    async fn load(table: &'t TableContext, records: &[Rec]) -> Result<Self> {
+        let mut keys = KeySchemas {
+            key_type: &table.key_type,
+            by_id: HashMap::new(),
+            latest: None,
+            fields: Vec::new(),
+        };
+        match &table.key_type {
+            ValueType::Raw => {}
+            ValueType::String => keys.fields.push(crate::key::string_key_field()),
+            ValueType::BySchemaId => {
+                for r in records {
+                    let Some(k) = &r.key else { continue };
+                    let Ok((id, payload)) = framing::split(k) else {
+                        continue;
+                    };
+                    if keys.by_id.contains_key(&id) {
+                        continue;
+                    }
+                    match table.registry.schema_by_id(id).await {
+                        Ok(s) => {
+                            keys.fields.extend(crate::key::key_field(&s, payload)?);
+                            keys.by_id.insert(id, s);
+                        }
+                        Err(e) if e.is_retryable() => {
+                            return Err(Error::Schema(format!("schema registry: {e}")))
+                        }
+                        // Unknown ids make dead letters.
+                        Err(_) => {}
+                    }
+                }
+            }
+            ValueType::ByLatestSchema { subject } => {
+                if records.iter().any(|r| r.key.is_some()) {
+                    let sv = table
+                        .registry
+                        .version(subject, inlet_schema_registry::VersionSpec::Latest, false)
+                        .await
+                        .map_err(|e| Error::Schema(format!("latest schema of {subject:?}: {e}")))?;
+                    let first = records.iter().find_map(|r| r.key.as_deref()).unwrap_or(&[]);
+                    keys.fields
+                        .extend(crate::key::key_field(&sv.schema, first)?);
+                    keys.latest = Some(sv.schema);
+                }
+            }
+        }
+        Ok(keys)
+    }
+
+    /// The schema and encoded form of a record's (non-null) key.
+    fn resolve<'r>(
+        &self,
+        r: &'r Rec,
+    ) -> std::result::Result<(&Arc<StoredSchema>, &'r [u8]), String> {
+        let key = r.key.as_deref().ok_or("key: null")?;
+        match self.key_type {
+            ValueType::BySchemaId => {
+                let (id, payload) = framing::split(key).map_err(|e| format!("key: {e}"))?;
+                let s = self
+                    .by_id
+                    .get(&id)
+                    .ok_or_else(|| format!("key: unknown schema id {id}"))?;
+                Ok((s, payload))
+            }
+            ValueType::ByLatestSchema { subject } => self
+                .latest
+                .as_ref()
+                .map(|s| (s, key))
+                .ok_or_else(|| format!("key: no schema in subject {subject:?}")),
+            ValueType::String | ValueType::Raw => Err("key: not decoded by a schema".into()),
+        }
+    }
+
+    /// Appends a record's key to `column`.
+    fn append(&self, column: &mut KeyColumn, r: &Rec) -> std::result::Result<(), String> {
+        match (self.key_type, &r.key) {
+            (ValueType::String, key) => column.append_string(key.as_ref()),
+            (_, None) => column.append_null().map_err(|e| e.to_string()),
+            (_, Some(_)) => {
+                let (schema, payload) = self.resolve(r)?;
+                column.append_decoded(schema, payload)
+            }
+        }
+    }
+}
+
+/// The value schemas `incoming` with the `_key` column added: one schema per value schema
+/// with the first key schema, then one per further key schema, so that reconciling them all
+/// merges every value and key schema. With no value schema, the table's value columns stand
+/// in (tombstones alone can add `_key`).
+fn with_key_column(
+    table: &TableContext,
+    incoming: Vec<Schema>,
+    key_fields: &[NestedField],
+) -> Result<Vec<Schema>> {
+    use crate::key::{with_key, KEY_COLUMN};
+    if incoming
+        .iter()
+        .any(|s| s.as_struct().field_by_name(KEY_COLUMN).is_some())
+    {
+        return Err(Error::Schema(format!(
+            "the value schema has a field named {KEY_COLUMN}, which holds the converted key (table.topic.convert.key.type)"
+        )));
+    }
+    let base = match incoming.last() {
+        Some(s) => s.clone(),
+        None => match &table.schema {
+            Some(t) => Schema::builder()
+                .with_fields(
+                    t.as_struct()
+                        .fields()
+                        .iter()
+                        .filter(|f| f.name != KAFKA_COLUMN && f.name != KEY_COLUMN)
+                        .cloned()
+                        .collect::<Vec<_>>(),
+                )
+                .build()?,
+            // No table and no values: nothing to write.
+            None => return Ok(incoming),
+        },
+    };
+    let mut keyed = Vec::with_capacity(incoming.len() + key_fields.len());
+    for v in &incoming {
+        keyed.push(with_key(v, &key_fields[0])?);
+    }
+    if incoming.is_empty() {
+        keyed.push(with_key(&base, &key_fields[0])?);
+    }
+    for k in &key_fields[1..] {
+        keyed.push(with_key(&base, k)?);
+    }
+    Ok(keyed)
+}
+
 /// The Iceberg schema of the values a stored schema describes (for Protobuf, of the message
 /// the payload names); None when the payload cannot tell (it becomes a dead letter).
 fn iceberg_schema_of(schema: &StoredSchema, framed_or_payload: &[u8]) -> Result<Option<Schema>> {
@@ -588,6 +797,9 @@ struct RowBuilder {
     value_target: SchemaRef,
     kafka_index: usize,
     kafka_fields: arrow::datatypes::Fields,
+    /// The `_key` column's index and values (`convert.key.type`), filled by the caller one
+    /// key per row, before the row's value.
+    keys: Option<(usize, KeyColumn)>,
     partition_number: i32,
     transform: ValueTransform,
     decoders: HashMap<Option<u32>, Decoder>,
@@ -605,9 +817,11 @@ impl RowBuilder {
         schema: SchemaRef,
         value_target: SchemaRef,
         kafka_index: usize,
+        key_index: Option<usize>,
         partition_number: i32,
         transform: ValueTransform,
     ) -> Result<Self> {
+        let key = key_index.map(|i| (i, KeyColumn::new(schema.fields()[i].clone())));
         let DataType::Struct(kafka_fields) = schema.field(kafka_index).data_type().clone() else {
             return Err(Error::Schema("_kafka is not a struct".into()));
         };
@@ -616,6 +830,7 @@ impl RowBuilder {
             value_target,
             kafka_index,
             kafka_fields,
+            keys: key,
             partition_number,
             transform,
             decoders: HashMap::new(),
@@ -640,7 +855,10 @@ impl RowBuilder {
                 Decoder::Plain(PlainColumn::Raw(b)) => b.values_slice().len(),
             })
             .sum();
-        decoders + self.key.values_slice().len() + self.offset.len() * 32
+        decoders
+            + self.key.values_slice().len()
+            + self.offset.len() * 32
+            + self.keys.as_ref().map_or(0, |(_, k)| k.buffered_bytes())
     }
 
     /// Switches to the decoder `id`, cutting the current run into a batch first.
@@ -802,7 +1020,8 @@ impl RowBuilder {
         let Some(id) = self.current else {
             return Ok(());
         };
-        if self.offset.is_empty() {
+        let rows = self.offset.len();
+        if rows == 0 {
             return Ok(());
         }
         let transform = self.transform;
@@ -856,7 +1075,14 @@ impl RowBuilder {
             None,
         )?;
         let mut columns = values;
-        columns.insert(self.kafka_index, Arc::new(kafka));
+        let mut system: Vec<(usize, ArrayRef)> = vec![(self.kafka_index, Arc::new(kafka))];
+        if let Some((i, k)) = self.keys.as_mut() {
+            system.push((*i, k.take(rows)?));
+        }
+        system.sort_by_key(|(i, _)| *i);
+        for (i, column) in system {
+            columns.insert(i, column);
+        }
         batches.push(RecordBatch::try_new(self.schema.clone(), columns)?);
         Ok(())
     }

@@ -10,13 +10,12 @@
 //!    schema needs.
 //! 4. [`data_file`]: zstd Parquet data files with Iceberg statistics, one per partition
 //!    ([`partition`] parses `table.topic.partition.by`).
-//! 5. Upsert and CDC tables: [`upsert`] de-duplicates a job's rows by key and turns replaced
+//! 5. [`key`]: the decoded Kafka key as the `_key` column (`convert.key.type`).
+//! 6. Upsert and CDC tables: [`upsert`] de-duplicates a job's rows by key and turns replaced
 //!    or deleted rows into [`position_delete`] files, found through the table's primary-key
 //!    index ([`pk_index`], memory-bounded, spilling to local disk, rebuilt from the table).
 //!
 //! [`worker`] decides which ranges to convert and when, and holds each upsert table's index.
-//!
-//! Not built yet: key conversion (`convert.key.type`).
 
 pub mod avro;
 pub mod data_file;
@@ -26,6 +25,7 @@ pub mod event_time;
 pub mod evolve;
 pub mod job;
 pub mod json;
+pub mod key;
 pub mod memory;
 pub mod partition;
 pub mod pk_index;

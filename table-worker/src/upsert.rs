@@ -157,40 +157,59 @@ impl Op {
 /// record, in the order of those records.
 pub type KeyOps = Vec<(Vec<u8>, Op)>;
 
-/// Keeps, per key, only the last record's row (and none for a delete). Returns the remaining
-/// rows and each key's final operation.
-pub fn dedupe(spec: &UpsertSpec, batches: Vec<RecordBatch>) -> Result<(Vec<RecordBatch>, KeyOps)> {
-    let mut keys_per_batch = Vec::with_capacity(batches.len());
-    let mut ops_per_batch = Vec::with_capacity(batches.len());
-    // key → (batch, row) of its last record.
-    let mut last: HashMap<Vec<u8>, (usize, usize)> = HashMap::new();
-    for (b, batch) in batches.iter().enumerate() {
+/// Keeps, per key, only the last record's row (and none for a delete). `tombstones` are
+/// deletes by key from records without a row (upsert tombstones), each with how many rows came
+/// before it. Returns the remaining rows and each key's final operation.
+pub fn dedupe(
+    spec: &UpsertSpec,
+    batches: Vec<RecordBatch>,
+    tombstones: &[(u64, Vec<u8>)],
+) -> Result<(Vec<RecordBatch>, KeyOps)> {
+    // Events in record order: a row is (its index, 1), a tombstone (rows before it, 0).
+    type Position = (u64, u8);
+    let mut ops: Vec<Op> = Vec::new();
+    let mut starts = Vec::with_capacity(batches.len());
+    // key → position of its last event.
+    let mut last: HashMap<Vec<u8>, Position> = HashMap::new();
+    for batch in &batches {
+        starts.push(ops.len());
         let keys = encode_keys(&id_columns(spec, batch)?, batch.num_rows())?;
-        let ops = ops_of(spec, batch)?;
-        for (row, key) in keys.iter().enumerate() {
-            last.insert(key.clone(), (b, row));
+        for (key, op) in keys.into_iter().zip(ops_of(spec, batch)?) {
+            last.insert(key, (ops.len() as u64, 1));
+            ops.push(op);
         }
-        keys_per_batch.push(keys);
-        ops_per_batch.push(ops);
     }
-    let mut order: Vec<(usize, usize, Vec<u8>)> =
-        last.into_iter().map(|(k, (b, r))| (b, r, k)).collect();
-    order.sort_unstable_by_key(|(b, r, _)| (*b, *r));
-    let mut keep: Vec<Vec<bool>> = batches.iter().map(|b| vec![false; b.num_rows()]).collect();
+    for (at, key) in tombstones {
+        let event = (*at, 0);
+        let e = last.entry(key.clone()).or_insert(event);
+        if *e < event {
+            *e = event;
+        }
+    }
+    let mut order: Vec<(Position, Vec<u8>)> = last.into_iter().map(|(k, p)| (p, k)).collect();
+    order.sort_unstable_by_key(|(p, _)| *p);
+    let mut keep = vec![false; ops.len()];
     let mut key_ops = Vec::with_capacity(order.len());
-    for (b, r, key) in order {
-        let op = ops_per_batch[b][r];
-        keep[b][r] = op == Op::Upsert;
+    for ((at, kind), key) in order {
+        let op = if kind == 0 {
+            Op::Delete
+        } else {
+            ops[at as usize]
+        };
+        if kind == 1 {
+            keep[at as usize] = op == Op::Upsert;
+        }
         key_ops.push((key, op));
     }
     let mut out = Vec::with_capacity(batches.len());
-    for (batch, mask) in batches.into_iter().zip(keep) {
+    for (batch, start) in batches.into_iter().zip(starts) {
+        let mask = &keep[start..start + batch.num_rows()];
         if mask.iter().all(|k| *k) {
             out.push(batch);
         } else if mask.iter().any(|k| *k) {
             out.push(arrow::compute::filter_record_batch(
                 &batch,
-                &BooleanArray::from(mask),
+                &BooleanArray::from(mask.to_vec()),
             )?);
         }
     }

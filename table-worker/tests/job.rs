@@ -3,6 +3,8 @@
 //! Also the memory test of DESIGN.md §5: 100 table topics converting at once stay within the
 //! node's one budget.
 
+mod common;
+
 use std::sync::Arc;
 
 use apache_avro::types::Value as AvroValue;
@@ -11,16 +13,12 @@ use arrow::datatypes::Int64Type;
 use bytes::Bytes;
 use iceberg::io::FileIO;
 use iceberg::spec::PartitionSpec;
-use inlet_schema_registry::{framing, RegistryConfig, SchemaRequest};
-use inlet_storage::{AppendOptions, MetaStore, StreamId, StreamStore};
+use inlet_schema_registry::framing;
+use inlet_storage::{StreamId, StreamStore};
 use inlet_table_worker::data_file::{FileSettings, FileTarget};
 use inlet_table_worker::evolve::Change;
 use inlet_table_worker::job::{convert_range, JobSpec, TableContext, ValueType};
 use inlet_table_worker::memory::MemoryPool;
-use kafka_protocol::records::{
-    Compression, Record, RecordBatchEncoder, RecordEncodeOptions, TimestampType,
-};
-use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 
 const V1: &str = r#"{"type":"record","name":"User","namespace":"t","fields":[{"name":"id","type":"long"},{"name":"name","type":"string"}]}"#;
 const V2: &str = r#"{"type":"record","name":"User","namespace":"t","fields":[{"name":"id","type":"long"},{"name":"name","type":"string"},{"name":"email","type":["null","string"],"default":null}]}"#;
@@ -34,21 +32,7 @@ struct Fixture {
 
 async fn fixture() -> Fixture {
     let dir = tempfile::tempdir().expect("tempdir");
-    let meta_url = format!("sqlite://{}", dir.path().join("meta.db").display());
-    let store = Arc::new(
-        StreamStore::builder(dir.path().join("wal"))
-            .meta(MetaStore::connect(&meta_url).await.expect("meta"))
-            .object_store_url(format!("file://{}", dir.path().join("objects").display()))
-            .background_tasks(false)
-            .open()
-            .await
-            .expect("store"),
-    );
-    let registry = Arc::new(
-        inlet_schema_registry::open(store.meta().clone(), RegistryConfig::default())
-            .await
-            .expect("registry"),
-    );
+    let (store, registry) = common::open(dir.path()).await;
     let warehouse = format!("file://{}/warehouse", dir.path().display());
     Fixture {
         _dir: dir,
@@ -58,61 +42,18 @@ async fn fixture() -> Fixture {
     }
 }
 
-/// One Kafka record batch of `values`, offsets relative to the batch.
-fn kafka_batch(values: &[Option<Bytes>]) -> Bytes {
-    let records: Vec<Record> = values
+/// Appends `values` as one Kafka record batch, keyed `k0`, `k1`…
+async fn append(store: &StreamStore, stream: StreamId, values: &[Option<Bytes>]) {
+    let records: Vec<(Option<Bytes>, Option<Bytes>)> = values
         .iter()
         .enumerate()
-        .map(|(i, value)| Record {
-            transactional: false,
-            control: false,
-            delete_horizon: false,
-            partition_leader_epoch: 0,
-            producer_id: -1,
-            producer_epoch: -1,
-            timestamp_type: TimestampType::Creation,
-            offset: i as i64,
-            sequence: i as i32,
-            timestamp: 1_700_000_000_000 + i as i64,
-            key: Some(Bytes::from(format!("k{i}"))),
-            value: value.clone(),
-            headers: Default::default(),
-        })
+        .map(|(i, v)| (Some(Bytes::from(format!("k{i}"))), v.clone()))
         .collect();
-    let mut buf = bytes::BytesMut::new();
-    RecordBatchEncoder::encode(
-        &mut buf,
-        &records,
-        &RecordEncodeOptions {
-            version: 2,
-            compression: Compression::Zstd,
-        },
-    )
-    .expect("encode");
-    buf.freeze()
-}
-
-async fn append(store: &StreamStore, stream: StreamId, values: &[Option<Bytes>]) {
-    store
-        .append_with(
-            stream,
-            kafka_batch(values),
-            values.len() as u32,
-            AppendOptions {
-                write_base_offset: true,
-                ..AppendOptions::default()
-            },
-        )
-        .await
-        .expect("append");
+    common::append_records(store, stream, &records).await;
 }
 
 async fn register(registry: &inlet_schema_registry::Registry, subject: &str, text: &str) -> u32 {
-    let req = SchemaRequest {
-        schema: text.to_string(),
-        ..SchemaRequest::default()
-    };
-    registry.register(subject, &req).await.expect("register").0
+    common::register_typed(registry, subject, text, None).await
 }
 
 fn framed_user(schema_text: &str, id: u32, n: i64, email: Option<&str>) -> Bytes {
@@ -138,6 +79,7 @@ fn context(f: &Fixture, table: &str) -> TableContext {
     TableContext {
         registry: f.registry.clone(),
         value_type: ValueType::BySchemaId,
+        key_type: ValueType::Raw,
         transform: inlet_table_worker::transform::ValueTransform::None,
         schema: None,
         target: FileTarget {
@@ -156,13 +98,7 @@ fn context(f: &Fixture, table: &str) -> TableContext {
 }
 
 fn read_file(path: &str) -> Vec<RecordBatch> {
-    let file = std::fs::File::open(path.trim_start_matches("file://")).expect("open");
-    ParquetRecordBatchReaderBuilder::try_new(file)
-        .expect("parquet")
-        .build()
-        .expect("reader")
-        .map(|b| b.expect("batch"))
-        .collect()
+    common::read_parquet(path)
 }
 
 #[tokio::test]

@@ -7,6 +7,8 @@
 //! envelopes (`flatten_debezium`) whose `d` events delete, and a failed job that makes the
 //! table need re-registration (as the coordinator does) without losing or doubling a record.
 
+mod common;
+
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 
@@ -16,18 +18,14 @@ use arrow::datatypes::Int64Type;
 use bytes::Bytes;
 use iceberg::io::FileIO;
 use iceberg::spec::{DataContentType, DataFile, PartitionSpec};
-use inlet_schema_registry::{framing, RegistryConfig, SchemaRequest};
-use inlet_storage::{AppendOptions, MetaStore, StreamId, StreamStore};
+use inlet_schema_registry::framing;
+use inlet_storage::{StreamId, StreamStore};
 use inlet_table_worker::data_file::{FileSettings, FileTarget};
 use inlet_table_worker::job::{JobOutput, TableContext, ValueType};
 use inlet_table_worker::memory::MemoryPool;
 use inlet_table_worker::pk_index::FileRef;
 use inlet_table_worker::upsert::{LiveDataFile, LiveFiles, UpsertSpec};
 use inlet_table_worker::worker::{PartitionSource, Worker};
-use kafka_protocol::records::{
-    Compression, Record, RecordBatchEncoder, RecordEncodeOptions, TimestampType,
-};
-use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 
 const SCHEMA: &str = r#"{"type":"record","name":"Row","namespace":"t","fields":[{"name":"id","type":"long"},{"name":"name","type":"string"},{"name":"op","type":["null","string"],"default":null}]}"#;
 
@@ -45,30 +43,8 @@ async fn fixture() -> Fixture {
 
 async fn fixture_with(schema: &str) -> Fixture {
     let dir = tempfile::tempdir().expect("tempdir");
-    let meta_url = format!("sqlite://{}", dir.path().join("meta.db").display());
-    let store = Arc::new(
-        StreamStore::builder(dir.path().join("wal"))
-            .meta(MetaStore::connect(&meta_url).await.expect("meta"))
-            .object_store_url(format!("file://{}", dir.path().join("objects").display()))
-            .background_tasks(false)
-            .open()
-            .await
-            .expect("store"),
-    );
-    let registry = Arc::new(
-        inlet_schema_registry::open(store.meta().clone(), RegistryConfig::default())
-            .await
-            .expect("registry"),
-    );
-    let req = SchemaRequest {
-        schema: schema.to_string(),
-        ..SchemaRequest::default()
-    };
-    let schema_id = registry
-        .register("t-value", &req)
-        .await
-        .expect("register")
-        .0;
+    let (store, registry) = common::open(dir.path()).await;
+    let schema_id = common::register_typed(&registry, "t-value", schema, None).await;
     let stream = store.create_stream("kafka/t/0").await.expect("stream").id;
     Fixture {
         dir,
@@ -98,55 +74,18 @@ fn row(f: &Fixture, id: i64, name: &str, op: Option<&str>) -> Bytes {
     Bytes::from(framing::frame(f.schema_id, &datum))
 }
 
-/// Appends `values` as one Kafka record batch.
+/// Appends `values` as one Kafka record batch, without keys.
 async fn append(f: &Fixture, values: Vec<Bytes>) {
-    let records: Vec<Record> = values
-        .iter()
-        .enumerate()
-        .map(|(i, value)| Record {
-            transactional: false,
-            control: false,
-            delete_horizon: false,
-            partition_leader_epoch: 0,
-            producer_id: -1,
-            producer_epoch: -1,
-            timestamp_type: TimestampType::Creation,
-            offset: i as i64,
-            sequence: i as i32,
-            timestamp: 1_700_000_000_000 + i as i64,
-            key: None,
-            value: Some(value.clone()),
-            headers: Default::default(),
-        })
-        .collect();
-    let mut buf = bytes::BytesMut::new();
-    RecordBatchEncoder::encode(
-        &mut buf,
-        &records,
-        &RecordEncodeOptions {
-            version: 2,
-            compression: Compression::None,
-        },
-    )
-    .expect("encode");
-    f.store
-        .append_with(
-            f.stream,
-            buf.freeze(),
-            values.len() as u32,
-            AppendOptions {
-                write_base_offset: true,
-                ..AppendOptions::default()
-            },
-        )
-        .await
-        .expect("append");
+    let records: Vec<(Option<Bytes>, Option<Bytes>)> =
+        values.into_iter().map(|v| (None, Some(v))).collect();
+    common::append_records(&f.store, f.stream, &records).await;
 }
 
 fn context(f: &Fixture, cdc: bool, budget: usize, partition_by: &str) -> TableContext {
     TableContext {
         registry: f.registry.clone(),
         value_type: ValueType::BySchemaId,
+        key_type: ValueType::Raw,
         transform: inlet_table_worker::transform::ValueTransform::None,
         schema: None,
         target: FileTarget {
@@ -258,13 +197,7 @@ impl Table {
 }
 
 fn read(path: &str) -> Vec<RecordBatch> {
-    let file = std::fs::File::open(path.trim_start_matches("file://")).expect("open");
-    ParquetRecordBatchReaderBuilder::try_new(file)
-        .expect("parquet")
-        .build()
-        .expect("reader")
-        .map(|b| b.expect("batch"))
-        .collect()
+    common::read_parquet(path)
 }
 
 fn source(f: &Fixture, start: u64) -> Vec<PartitionSource> {
@@ -586,4 +519,56 @@ async fn a_failed_upsert_job_needs_a_rebuild_and_loses_nothing() {
     worker.add_table_with_base("t", ctx, &source(&f, committed), table.live());
     round(&f, &worker, &mut table).await;
     assert_eq!(table.rows(), names(&[(1, "a2")]));
+}
+
+/// `convert.key.type=by_schema_id` on an upsert table: a tombstone (null value) deletes the
+/// row of the key it names, ordered with the rows around it. The key's `id` is an Avro int;
+/// the table's is a long.
+#[tokio::test]
+async fn tombstones_delete_by_their_converted_key() {
+    const KEY: &str =
+        r#"{"type":"record","name":"K","namespace":"t","fields":[{"name":"id","type":"int"}]}"#;
+    let f = fixture().await;
+    let key_id = common::register_typed(&f.registry, "t-key", KEY, None).await;
+    let key_schema = apache_avro::Schema::parse_str(KEY).expect("key schema");
+    let key = |id: i32| -> Option<Bytes> {
+        let datum = apache_avro::to_avro_datum(
+            &key_schema,
+            AvroValue::Record(vec![("id".into(), AvroValue::Int(id))]),
+        )
+        .expect("key");
+        Some(Bytes::from(framing::frame(key_id, &datum)))
+    };
+    let keyed = |id: i64, name: &str| (key(id as i32), Some(row(&f, id, name, None)));
+    let worker = Worker::new(f.store.clone(), MemoryPool::new(64 << 20));
+    let mut ctx = context(&f, false, 64 << 20, "");
+    ctx.key_type = ValueType::BySchemaId;
+    worker.add_table_with_base("t", ctx, &source(&f, 0), LiveFiles::default());
+    let mut table = Table::default();
+
+    // Round 1: key 4 written then deleted by a tombstone in the same job.
+    let first = vec![
+        keyed(1, "a"),
+        keyed(2, "b"),
+        keyed(3, "c"),
+        keyed(4, "d"),
+        (key(4), None),
+    ];
+    common::append_records(&f.store, f.stream, &first).await;
+    round(&f, &worker, &mut table).await;
+    assert_eq!(table.rows(), names(&[(1, "a"), (2, "b"), (3, "c")]));
+
+    // Round 2: 2 deleted; 3 deleted then written again (the later record wins); a tombstone
+    // of a key that never had a row; a tombstone without a key is skipped.
+    let second = vec![
+        (key(2), None),
+        (key(3), None),
+        keyed(3, "c2"),
+        (key(9), None),
+        (None, None),
+    ];
+    common::append_records(&f.store, f.stream, &second).await;
+    let (_, deletes) = round(&f, &worker, &mut table).await;
+    assert!(deletes >= 1, "{deletes} delete files");
+    assert_eq!(table.rows(), names(&[(1, "a"), (3, "c2")]));
 }

@@ -118,6 +118,15 @@ impl AvroDecoder {
         self.rows
     }
 
+    /// Drops the rows past the first `rows` (a caller undoing a row whose other half failed).
+    pub fn truncate(&mut self, rows: usize) {
+        let rows = rows.min(self.rows);
+        for c in self.top.clone() {
+            truncate(&mut self.cols, c, rows);
+        }
+        self.rows = rows;
+    }
+
     /// Whether no rows were appended since the last finish.
     pub fn is_empty(&self) -> bool {
         self.rows == 0

@@ -190,6 +190,11 @@ impl JsonConverter {
         self.buffer.len()
     }
 
+    /// Drops the rows past the first `rows` (a caller undoing a row whose other half failed).
+    pub fn truncate(&mut self, rows: usize) {
+        self.buffer.truncate(rows)
+    }
+
     pub fn is_empty(&self) -> bool {
         self.buffer.len() == 0
     }

@@ -523,6 +523,14 @@ impl RowBuffer {
         self.rows
     }
 
+    /// Drops the rows past the first `rows`.
+    pub(crate) fn truncate(&mut self, rows: usize) {
+        self.rows = rows.min(self.rows);
+        for column in &mut self.columns {
+            column.truncate(self.rows);
+        }
+    }
+
     pub(crate) fn buffered_bytes(&self) -> usize {
         self.columns.iter().map(Column::buffered_bytes).sum()
     }

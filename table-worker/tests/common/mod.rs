@@ -1,0 +1,113 @@
+//! What the table worker's integration tests share: a real stream store and schema registry
+//! in a temporary folder, Kafka record batches appended the way the broker stores them, and
+//! Parquet files read back.
+
+#![allow(dead_code)]
+
+use std::sync::Arc;
+
+use arrow::array::RecordBatch;
+use bytes::Bytes;
+use inlet_schema_registry::{Registry, RegistryConfig, SchemaRequest};
+use inlet_storage::{AppendOptions, MetaStore, StreamId, StreamStore};
+use kafka_protocol::records::{
+    Compression, Record, RecordBatchEncoder, RecordEncodeOptions, TimestampType,
+};
+use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+
+/// A stream store (local WAL and object folder, no background tasks) and a schema registry
+/// on its metadata, under `dir`.
+pub async fn open(dir: &std::path::Path) -> (Arc<StreamStore>, Arc<Registry>) {
+    let meta_url = format!("sqlite://{}", dir.join("meta.db").display());
+    let store = Arc::new(
+        StreamStore::builder(dir.join("wal"))
+            .meta(MetaStore::connect(&meta_url).await.expect("meta"))
+            .object_store_url(format!("file://{}", dir.join("objects").display()))
+            .background_tasks(false)
+            .open()
+            .await
+            .expect("store"),
+    );
+    let registry = Arc::new(
+        inlet_schema_registry::open(store.meta().clone(), RegistryConfig::default())
+            .await
+            .expect("registry"),
+    );
+    (store, registry)
+}
+
+/// Registers `text` under `subject`; `schema_type` None is Avro. Returns the schema id.
+pub async fn register_typed(
+    registry: &Registry,
+    subject: &str,
+    text: &str,
+    schema_type: Option<&str>,
+) -> u32 {
+    let req = SchemaRequest {
+        schema: text.to_string(),
+        schema_type: schema_type.map(str::to_string),
+        ..SchemaRequest::default()
+    };
+    registry.register(subject, &req).await.expect("register").0
+}
+
+/// Appends `records` (key, value) as one zstd Kafka record batch, offsets and timestamps
+/// counting from the batch's start.
+pub async fn append_records(
+    store: &StreamStore,
+    stream: StreamId,
+    records: &[(Option<Bytes>, Option<Bytes>)],
+) {
+    let encoded: Vec<Record> = records
+        .iter()
+        .enumerate()
+        .map(|(i, (key, value))| Record {
+            transactional: false,
+            control: false,
+            delete_horizon: false,
+            partition_leader_epoch: 0,
+            producer_id: -1,
+            producer_epoch: -1,
+            timestamp_type: TimestampType::Creation,
+            offset: i as i64,
+            sequence: i as i32,
+            timestamp: 1_700_000_000_000 + i as i64,
+            key: key.clone(),
+            value: value.clone(),
+            headers: Default::default(),
+        })
+        .collect();
+    let mut buf = bytes::BytesMut::new();
+    RecordBatchEncoder::encode(
+        &mut buf,
+        &encoded,
+        &RecordEncodeOptions {
+            version: 2,
+            compression: Compression::Zstd,
+        },
+    )
+    .expect("encode");
+    store
+        .append_with(
+            stream,
+            buf.freeze(),
+            records.len() as u32,
+            AppendOptions {
+                write_base_offset: true,
+                ..AppendOptions::default()
+            },
+        )
+        .await
+        .expect("append");
+}
+
+/// Every record batch of a Parquet data file (`file://` path or plain path).
+pub fn read_parquet(path: &str) -> Vec<RecordBatch> {
+    let file = std::fs::File::open(path.trim_start_matches("file://")).expect("open");
+    ParquetRecordBatchReaderBuilder::try_new(file)
+        .expect("parquet")
+        .build()
+        .expect("reader")
+        .map(|b| b.expect("batch"))
+        .collect()
+}

@@ -163,6 +163,8 @@ assert len(files) > 1 and all("id_bucket_4=" in f for f in files), files
 assert len(events.scan(row_filter="id == 7").to_arrow()) == 1
 
 # Protobuf: ProtobufSerializer's records become rows too (nested message, repeated, Timestamp).
+# Their keys are Avro records (AvroSerializer on the key, convert.key.type=by_schema_id): the
+# `_key` column.
 from google.protobuf import descriptor_pb2, descriptor_pool, message_factory  # noqa: E402
 from confluent_kafka.schema_registry.protobuf import ProtobufSerializer  # noqa: E402
 
@@ -184,13 +186,19 @@ pool.AddSerializedFile(timestamp_pb2.DESCRIPTOR.serialized_pb)
 pool.Add(fdp)
 Shipment = message_factory.GetMessageClass(pool.FindMessageTypeByName("shop.Shipment"))
 admin.create_topics([NewTopic("shipments", num_partitions=3, replication_factor=1, config={
-    "table.topic.enable": "true", "table.topic.commit.interval.ms": "1000"})])["shipments"].result(30)
+    "table.topic.enable": "true", "table.topic.commit.interval.ms": "1000",
+    "table.topic.convert.key.type": "by_schema_id"})])["shipments"].result(30)
 pb = ProtobufSerializer(Shipment, registry, {"use.deprecated.format": False})
+key_ser = AvroSerializer(registry, json.dumps({
+    "type": "record", "name": "ShipmentKey", "namespace": "shop",
+    "fields": [{"name": "id", "type": "long"}, {"name": "depot", "type": "string"}]}))
 for i in range(10):
     m = Shipment(id=i, parcels=["a", "b"][: i % 3])
     m.sent.seconds = 1_704_067_200 + i
     getattr(m, "to").city = f"city{i}"
-    producer.produce("shipments", key=str(i).encode(),
+    producer.produce("shipments",
+                     key=key_ser({"id": i, "depot": f"d{i % 2}"},
+                                 SerializationContext("shipments", MessageField.KEY)),
                      value=pb(m, SerializationContext("shipments", MessageField.VALUE)))
 producer.flush(30)
 deadline = time.time() + 90
@@ -208,4 +216,5 @@ assert sorted(r["id"] for r in shipments) == list(range(10)), shipments
 s4 = next(r for r in shipments if r["id"] == 4)
 assert s4["parcels"] == ["a"] and s4["to"] == {"city": "city4"}, s4
 assert s4["sent"].isoformat().startswith("2024-01-01T00:00:04"), s4
+assert all(r["_key"] == {"id": r["id"], "depot": f"d{r['id'] % 2}"} for r in shipments), shipments
 print("OK")

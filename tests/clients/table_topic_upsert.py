@@ -5,7 +5,9 @@ through the node's REST catalog.
 Usage: table_topic_upsert.py BOOTSTRAP REGISTRY_URL ICEBERG_URI first|after-restart
 
 Three 3-partition topics with a 1 s commit interval and table.topic.id.columns=[id]:
-- `users`: table.topic.upsert.enable=true; every record upserts its key.
+- `users`: table.topic.upsert.enable=true; every record upserts its key. Keys are converted
+  (table.topic.convert.key.type=string, so `_key` is the key as text), and a tombstone (a
+  null value) deletes its key's row.
 - `accounts`: table.topic.cdc.field=op; `I`/`U` upsert, `D` deletes the key's row.
 - `items`: upsert, partitioned by bucket(id, 2): a round's position deletes in each partition
   point into several data files of that partition (readers match them by partition).
@@ -47,19 +49,20 @@ ACCOUNT = json.dumps({"type": "record", "name": "Account", "namespace": "shop", 
     {"name": "op", "type": "string"},
 ]})
 
-# The steps: (users records, accounts records), each record (id, value[, op]).
+# The steps: (users records, accounts records), each record (id, value[, op]); a users value
+# of None is a tombstone.
 STEPS = [
     ([(i, f"u{i}-v1") for i in range(20)],
      [(i, 100 + i, "I") for i in range(12)]),
-    ([(i, f"u{i}-v2") for i in range(0, 20, 2)] + [(4, "u4-v3")],
+    ([(i, f"u{i}-v2") for i in range(0, 20, 2)] + [(4, "u4-v3"), (6, None)],
      [(i, 200 + i, "U") for i in range(4)] + [(5, 0, "D"), (6, 0, "D"), (12, 112, "I")]),
-    ([(3, "u3-v2"), (3, "u3-v3"), (20, "u20-v1")],
+    ([(3, "u3-v2"), (3, "u3-v3"), (20, "u20-v1"), (9, None), (9, "u9-v7"), (7, None)],
      [(5, 305, "I"), (7, 307, "U"), (7, 0, "D"), (13, 113, "I")]),
     # Produced just before the kill.
     ([(i, f"u{i}-v4") for i in range(10, 15)],
      [(0, 0, "D"), (8, 408, "U"), (14, 114, "I")]),
     # After the restart.
-    ([(1, "u1-v5"), (10, "u10-v5"), (21, "u21-v1"), (100, "u100-v5")],
+    ([(1, "u1-v5"), (10, "u10-v5"), (21, "u21-v1"), (100, "u100-v5"), (11, None)],
      [(1, 0, "D"), (8, 508, "U"), (5, 505, "U"), (15, 115, "I")]),
 ]
 
@@ -74,7 +77,10 @@ def expected(steps):
         if n == 2:
             users[EXTERNAL[0]] = EXTERNAL[1]
         for i, name in u:
-            users[i] = name
+            if name is None:
+                users.pop(i, None)
+            else:
+                users[i] = name
         for i, balance, op in a:
             if op == "D":
                 accounts.pop(i, None)
@@ -89,7 +95,8 @@ if phase == "first":
               "table.topic.id.columns": "[id]"}
     futures = admin.create_topics([
         NewTopic("users", num_partitions=3, replication_factor=1,
-                 config={**common, "table.topic.upsert.enable": "true"}),
+                 config={**common, "table.topic.upsert.enable": "true",
+                         "table.topic.convert.key.type": "string"}),
         NewTopic("accounts", num_partitions=3, replication_factor=1,
                  config={**common, "table.topic.cdc.field": "op"}),
         NewTopic("items", num_partitions=3, replication_factor=1,
@@ -109,6 +116,9 @@ catalog = load_catalog("inlet", type="rest", uri=iceberg_uri)
 def produce(step):
     users, accounts = step
     for i, name in users:
+        if name is None:
+            producer.produce("users", key=str(i).encode(), value=None)
+            continue
         version = int(name.rsplit("-v", 1)[1])
         value = user_ser({"id": i, "name": name, "version": version},
                          SerializationContext("users", MessageField.VALUE))
@@ -125,6 +135,9 @@ def table_rows(name, value_column):
     got = {}
     for r in rows:
         assert r["id"] not in got, f"{name}: id {r['id']} has two live rows"
+        if name == "users":
+            # The converted key; the other writer's row has none.
+            assert r["_key"] == str(r["id"]) or (r["_key"] is None and r["name"] == EXTERNAL[1]), r
         got[r["id"]] = r[value_column]
     return got
 

@@ -4,8 +4,11 @@
 //! restart. At the end the table holds every acknowledged record exactly once, and the
 //! dead-letter table every bad record exactly once.
 //!
-//! The points, in round order: files uploaded (`round-built`), dead letters committed
-//! (`dlq-committed`), new metadata written (`metadata-staged`), pointer swapped (`committed`).
+//! The points, in round order: files uploaded (`round-built`), the round's `PRE_COMMIT`
+//! durable in the control stream (`pre-committed`), dead letters committed (`dlq-committed`),
+//! new metadata written (`metadata-staged`), pointer swapped (`committed`). After a crash
+//! between `PRE_COMMIT` and the pointer swap, the next node commits the same files again
+//! (it says so in its log) rather than converting the range again.
 
 mod common;
 
@@ -15,8 +18,9 @@ use std::time::Duration;
 use common::python::{python, run, script};
 use common::{require, Node};
 
-const POINTS: [&str; 4] = [
+const POINTS: [&str; 5] = [
     "round-built",
+    "pre-committed",
     "dlq-committed",
     "metadata-staged",
     "committed",
@@ -65,6 +69,8 @@ fn a_crash_at_any_commit_step_loses_and_duplicates_nothing() {
         next_id += 51;
     };
     let mut first = true;
+    // The point the previous node died at.
+    let mut died_at: Option<&str> = None;
     for nth in [2, 3] {
         for point in POINTS {
             // Batches go in, one at a time, until the node dies at the point's nth hit (a
@@ -72,6 +78,12 @@ fn a_crash_at_any_commit_step_loses_and_duplicates_nothing() {
             // them again, so hits per round vary: counting batches would be fragile).
             let armed = format!("{point}:{nth}");
             let mut node = Node::start_with_env(&data, &[], &[(failpoint_var(), armed.as_str())]);
+            if died_at
+                .is_some_and(|p| ["pre-committed", "dlq-committed", "metadata-staged"].contains(&p))
+            {
+                node.wait_for_log("recommitting a round from the control stream");
+            }
+            died_at = Some(point);
             if first {
                 client(&python, &["create".into(), node.kafka.clone()]);
                 first = false;

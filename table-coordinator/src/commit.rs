@@ -64,6 +64,8 @@ pub enum CommitError {
     Conflict(String),
     #[error("the table kept changing under the commit ({0} attempts)")]
     Contended(u32),
+    #[error(transparent)]
+    Control(#[from] crate::control::ControlError),
     /// An upsert round's base snapshot is no longer `main`'s: the round must be rebuilt.
     #[error("the table moved from snapshot {expected:?} to {found:?} under an upsert round; the round must be rebuilt on the new base")]
     BaseChanged {
@@ -564,7 +566,8 @@ impl Committer {
 }
 
 /// Whether a snapshot of the table carries `commit_id`.
-fn already_committed(meta: &TableMetadata, commit_id: &str) -> bool {
+/// Whether a snapshot of the table carries `commit_id`.
+pub fn already_committed(meta: &TableMetadata, commit_id: &str) -> bool {
     meta.snapshots().any(|s| {
         s.summary()
             .additional_properties

@@ -29,8 +29,15 @@
 //!   table's live files before converting again from the committed offsets. The files of
 //!   the dropped round are orphans (the same ranges are converted again under the same names).
 //!
-//! Not built yet: the `PRE_COMMIT`/`COMMITTED` records in a control stream (one node commits
-//! its own conversions, so the snapshot summary alone decides).
+//! - Two phases ([`crate::control`]): a round's `PRE_COMMIT` is durable in the table's
+//!   control stream before its first catalog call, and `COMMITTED` follows the commit. A
+//!   restarted coordinator whose last `PRE_COMMIT` did not land commits the same files again
+//!   (append-only tables), and converts from where that round ends. An upsert round is
+//!   converted again instead: the primary-key index is rebuilt from the table, which does not
+//!   hold the round's rows.
+//!
+//! - Rounds start on a fixed period (`commit.interval.ms`), not an interval after the last
+//!   round ended, so the time a round takes does not add to the data's latency.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -43,6 +50,7 @@ use inlet_table_worker::worker::{PartitionSource, Worker};
 use tokio_util::sync::CancellationToken;
 
 use crate::commit::{CommitError, Committed, Committer, Round, RoundBase};
+use crate::control::{ControlStream, FileSpec, PendingRound};
 use crate::status::Statuses;
 use crate::watermark::Watermarks;
 
@@ -93,6 +101,17 @@ pub async fn run(
         .unwrap_or_default();
     let partition_by = reg.partition_by.clone();
     let mut offsets = reg.offsets.clone();
+    // A crashed round read back from the control stream is committed first.
+    let mut pending: Option<Round> = None;
+    let mut pending_dead_letters: Option<Round> = None;
+    // Whether `pending`'s PRE_COMMIT is durable.
+    let mut pre_committed = false;
+    if let Some(p) = reg.recovered.take() {
+        tracing::info!(table = %topic.ident, commit_id = %p.main.commit_id, files = p.main.files.len(), "recommitting a round from the control stream");
+        pending = Some(p.main);
+        pending_dead_letters = p.dead_letters;
+        pre_committed = true;
+    }
     statuses.update(&status_key, |s| {
         s.committed = offsets.clone();
         s.watermark_ms = reg.committed.watermark_ms;
@@ -110,15 +129,21 @@ pub async fn run(
         w
     };
     let mut watermarks = watermarks_from(&reg);
+    // The spec of the pending round's files, for its PRE_COMMIT.
+    let mut file_spec: Option<FileSpec> = None;
     // Set when an upsert table's index no longer matches the table (see the module docs).
     let mut resync = false;
-    let mut pending: Option<Round> = None;
-    let mut pending_dead_letters: Option<Round> = None;
     let mut commits = 0u64;
+    let mut ticks = tokio::time::interval_at(
+        tokio::time::Instant::now() + topic.commit_interval,
+        topic.commit_interval,
+    );
+    // A round slower than the interval delays the next one; ticks are not bunched up after.
+    ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         tokio::select! {
             _ = stop.cancelled() => break,
-            _ = tokio::time::sleep(topic.commit_interval) => {}
+            _ = ticks.tick() => {}
         }
         if resync {
             match register(&topic, &worker, &committer, &store).await {
@@ -129,6 +154,8 @@ pub async fn run(
                     watermarks = watermarks_from(&reg);
                     pending = None;
                     pending_dead_letters = None;
+                    // An upsert table's recovered round is never kept (see `register`).
+                    reg.recovered = None;
                     resync = false;
                 }
                 Err(e) => {
@@ -209,17 +236,33 @@ pub async fn run(
                     })
                 })
                 .flatten();
-            let partition_spec = if partition_by.is_empty() {
+            let bound_spec = if partition_by.is_empty() {
                 None
             } else {
                 match inlet_table_worker::partition::spec(&schema, &partition_by) {
-                    Ok(s) => Some(s.into_unbound()),
+                    Ok(s) => Some(s),
                     Err(e) => {
                         tracing::warn!(table = %topic.ident, error = %e, "partition.by does not apply; the table is created unpartitioned");
                         None
                     }
                 }
             };
+            // The spec the files were written with: a new table's, or the table's.
+            let files_spec = bound_spec
+                .clone()
+                .unwrap_or_else(|| reg.spec.as_ref().clone());
+            file_spec = match files_spec.partition_type(&schema) {
+                Ok(t) => Some(FileSpec {
+                    spec_id: files_spec.spec_id(),
+                    partition_type: t,
+                }),
+                Err(e) => {
+                    tracing::warn!(table = %topic.ident, error = %e, "the files' partition type is unknown; the round is committed without a PRE_COMMIT");
+                    None
+                }
+            };
+            let partition_spec = bound_spec.map(|s| s.into_unbound());
+            pre_committed = false;
             pending = Some(Round {
                 commit_id,
                 schema,
@@ -240,6 +283,23 @@ pub async fn run(
         }
         if pending.is_some() {
             crate::failpoint::hit("round-built");
+        }
+        if let (Some(round), false) = (&pending, pre_committed) {
+            match &file_spec {
+                Some(spec) => {
+                    if let Err(e) = reg
+                        .control
+                        .pre_commit(round, spec, pending_dead_letters.as_ref())
+                        .await
+                    {
+                        tracing::warn!(table = %topic.ident, error = %e, "PRE_COMMIT failed; retrying at the next tick");
+                        continue;
+                    }
+                    crate::failpoint::hit("pre-committed");
+                }
+                None => {}
+            }
+            pre_committed = true;
         }
         if let Some(round) = &pending_dead_letters {
             match committer
@@ -266,6 +326,10 @@ pub async fn run(
                             // `main` any more; the index is rebuilt from the table.
                             None => resync = true,
                         }
+                    }
+                    if let Err(e) = reg.control.committed(&round.commit_id, snapshot).await {
+                        // The snapshot summary already says the round landed.
+                        tracing::warn!(table = %topic.ident, error = %e, "COMMITTED not recorded");
                     }
                     tracing::info!(
                         table = %topic.ident,
@@ -339,6 +403,12 @@ struct Registered {
     partition_by: Vec<inlet_table_worker::partition::Term>,
     /// The dead-letter table's committed offsets (see the module docs).
     dead_letter_floor: BTreeMap<i32, u64>,
+    /// The table's default partition spec (unpartitioned for a table not created yet).
+    spec: Arc<iceberg::spec::PartitionSpec>,
+    control: ControlStream,
+    /// A round whose `PRE_COMMIT` is in the control stream but which never landed: the
+    /// worker starts after it, and the coordinator commits it first.
+    recovered: Option<PendingRound>,
 }
 
 /// [`register`], retried every second until the catalog answers; None when stopped first.
@@ -346,7 +416,7 @@ async fn register_until_ready(
     topic: &TableTopic,
     worker: &Worker,
     committer: &Committer,
-    store: &StreamStore,
+    store: &Arc<StreamStore>,
     stop: &CancellationToken,
 ) -> Option<Registered> {
     loop {
@@ -370,10 +440,18 @@ async fn register(
     topic: &TableTopic,
     worker: &Worker,
     committer: &Committer,
-    store: &StreamStore,
+    store: &Arc<StreamStore>,
 ) -> Result<Registered, CommitError> {
     let table = committer.load(&topic.ident).await?;
-    let committed = table.as_ref().map(Committer::committed).unwrap_or_default();
+    let mut committed = table.as_ref().map(Committer::committed).unwrap_or_default();
+    let control = ControlStream::open(store.clone(), &topic.name, &topic.partitions).await?;
+    let recovered = recover(topic, &control, table.as_ref(), &committed).await?;
+    if let Some(p) = &recovered {
+        // Conversion goes on after the recovered round, with its watermarks.
+        committed.offsets.extend(p.main.offsets.clone());
+        committed.watermark_ms = p.main.watermark_ms.or(committed.watermark_ms);
+        committed.partition_watermarks = p.main.partition_watermarks.clone();
+    }
     // How far the dead letters are committed: a crash between a round's dead-letter commit
     // and its main commit leaves the dead-letter table ahead.
     let dead_letter_floor = committer
@@ -388,6 +466,10 @@ async fn register(
     let base = table
         .as_ref()
         .and_then(|t| t.metadata().current_snapshot().map(|s| s.snapshot_id()));
+    let spec = table.as_ref().map_or_else(
+        || Arc::new(iceberg::spec::PartitionSpec::unpartition_spec()),
+        |t| t.metadata().default_partition_spec().clone(),
+    );
     let mut ctx = topic.ctx.clone();
     if let Some(t) = &table {
         ctx.schema = Some(t.metadata().current_schema().as_ref().clone());
@@ -431,5 +513,41 @@ async fn register(
         base,
         partition_by,
         dead_letter_floor,
+        spec,
+        control,
+        recovered,
     })
+}
+
+/// The round of the control stream's last `PRE_COMMIT` if it must be committed again: it did
+/// not land, the table is append-only, and the table is not past it. A round that landed gets
+/// its `COMMITTED` now.
+async fn recover(
+    topic: &TableTopic,
+    control: &ControlStream,
+    table: Option<&iceberg::table::Table>,
+    committed: &Committed,
+) -> Result<Option<PendingRound>, CommitError> {
+    let Some(p) = control.pending().await? else {
+        return Ok(None);
+    };
+    let id = p.main.commit_id.clone();
+    if table.is_some_and(|t| crate::commit::already_committed(t.metadata(), &id)) {
+        control.committed(&id, None).await?;
+        return Ok(None);
+    }
+    if topic.ctx.upsert.is_some() {
+        tracing::info!(table = %topic.ident, commit_id = %id, "an upsert round did not land; it is converted again");
+        return Ok(None);
+    }
+    let behind = p
+        .main
+        .offsets
+        .iter()
+        .any(|(part, o)| committed.offsets.get(part).is_some_and(|c| c > o));
+    if behind {
+        tracing::warn!(table = %topic.ident, commit_id = %id, "the table is past the control stream's last round; it is not committed again");
+        return Ok(None);
+    }
+    Ok(Some(p))
 }

@@ -2,16 +2,19 @@
 //! protocol through the table's control stream, exactly-once offsets, watermarks and the
 //! `inlet.*` snapshot summary properties.
 //!
-//! Built so far (a first slice of the coordinator issue):
+//! The parts:
 //! - [`commit`]: a round as one Iceberg snapshot with `inlet.commit-id`, `inlet.offsets` and
 //!   `inlet.watermark`, schema evolution in the same commit, retried on lost races; upsert
 //!   rounds as row deltas (data and position delete manifests) pinned to their base snapshot;
+//! - [`control`]: the table's control stream, `PRE_COMMIT` before a round's Iceberg commit
+//!   and `COMMITTED` after, from which a restarted coordinator commits a crashed round's
+//!   files again;
 //! - [`coordinator`]: the per-table loop that collects the worker's conversions every commit
-//!   interval and commits them.
-//!
-//! Not built yet: the control stream's `PRE_COMMIT`/`COMMITTED` and the crash matrix.
+//!   interval and commits them;
+//! - [`watermark`]: the table and partition watermarks; [`status`]: commit lag per table.
 
 pub mod commit;
+pub mod control;
 pub mod coordinator;
 /// Fail points live in the catalog crate, whose commit path holds two of them.
 pub use inlet_catalog::failpoint;

@@ -19,21 +19,21 @@
 //! writer schema. Criterion reports input bytes per second; a summary line per schema then
 //! gives the best of 5 timed passes as leaf fields per second (leaf values per record × records)
 //! and MiB/s, for the decoder and for `apache_avro::from_avro_datum` (to `Value`, no Arrow),
-//! and their ratio.
+//! and their ratio, and the peak heap one decode + zstd Parquet pass allocates (on top of the
+//! datums).
+
+mod support;
 
 use std::hint::black_box;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use apache_avro::types::Value;
 use apache_avro::Schema;
-use arrow::array::RecordBatch;
 use arrow::datatypes::SchemaRef;
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use inlet_table_worker::avro::{avro_to_iceberg, AvroDecoder};
-use parquet::arrow::ArrowWriter;
-use parquet::basic::{Compression, ZstdLevel};
-use parquet::file::properties::WriterProperties;
+use support::{best, Rng};
 
 const RECORDS: usize = 100_000;
 
@@ -76,39 +76,6 @@ const NESTED: &str = r#"{"type":"record","name":"Order","namespace":"bench","fie
 const FLAT_LEAVES: usize = 20;
 const NESTED_LEAVES: usize = 5 + 3 * 3 + 3 * 2;
 
-/// A small deterministic generator (xorshift64*).
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
-    }
-
-    fn text(&mut self, min: usize, max: usize) -> String {
-        const ALPHABET: &[u8] =
-            b"abcdefghijklmnopqrstuvwxyz ABCDEFGHIJKLMNOPQRSTUVWXYZ-.@0123456789";
-        let len = min + (self.next() as usize) % (max - min + 1);
-        (0..len)
-            .map(|_| ALPHABET[(self.next() as usize) % ALPHABET.len()] as char)
-            .collect()
-    }
-
-    fn long(&mut self) -> i64 {
-        (self.next() >> 20) as i64
-    }
-
-    fn int(&mut self) -> i32 {
-        (self.next() % 100_000) as i32
-    }
-
-    fn double(&mut self) -> f64 {
-        (self.next() % 1_000_000) as f64 / 100.0
-    }
-}
-
 fn flat_value(rng: &mut Rng) -> Value {
     let mut fields = vec![
         ("id".to_string(), Value::Long(rng.long())),
@@ -119,10 +86,7 @@ fn flat_value(rng: &mut Rng) -> Value {
         ("price".to_string(), Value::Double(rng.double())),
         ("discount".to_string(), Value::Double(rng.double())),
     ];
-    for name in [
-        "customer", "email", "street", "city", "country", "product", "category", "currency",
-        "channel", "status",
-    ] {
+    for name in support::FLAT_STRINGS {
         fields.push((name.to_string(), Value::String(rng.text(20, 40))));
     }
     fields.push((
@@ -213,21 +177,12 @@ fn decode_all(decoder: &mut AvroDecoder, datums: &[Vec<u8>]) {
 }
 
 /// Decodes all datums and writes them as one zstd Parquet file in memory, as a conversion job
-/// does (level 3, the table worker's default); returns the file's size.
+/// does; returns the file's size.
 fn to_parquet(decoder: &mut AvroDecoder, target: &SchemaRef, datums: &[Vec<u8>]) -> usize {
     for d in datums {
         decoder.append(d).expect("decodes");
     }
-    let columns = decoder.finish().expect("finish");
-    let batch = RecordBatch::try_new(target.clone(), columns).expect("batch");
-    let props = WriterProperties::builder()
-        .set_compression(Compression::ZSTD(ZstdLevel::try_new(3).expect("level")))
-        .build();
-    let mut out = Vec::with_capacity(16 << 20);
-    let mut writer = ArrowWriter::try_new(&mut out, target.clone(), Some(props)).expect("writer");
-    writer.write(&batch).expect("write");
-    writer.close().expect("close");
-    black_box(out.len())
+    support::zstd_parquet(target, decoder.finish().expect("finish"))
 }
 
 fn values_all(schema: &Schema, datums: &[Vec<u8>]) {
@@ -235,18 +190,6 @@ fn values_all(schema: &Schema, datums: &[Vec<u8>]) {
         let mut r = d.as_slice();
         black_box(apache_avro::from_avro_datum(schema, &mut r, None).expect("decodes"));
     }
-}
-
-/// Best of `runs` passes of `f`.
-fn best(runs: usize, mut f: impl FnMut()) -> Duration {
-    (0..runs)
-        .map(|_| {
-            let start = Instant::now();
-            f();
-            start.elapsed()
-        })
-        .min()
-        .unwrap_or_default()
 }
 
 fn summary(case: &Case) {
@@ -257,6 +200,9 @@ fn summary(case: &Case) {
     let mut file_bytes = 0;
     let parquet = best(5, || {
         file_bytes = to_parquet(&mut decoder, &target, &case.datums)
+    });
+    let peak = support::peak_heap(|| {
+        to_parquet(&mut decoder, &target, &case.datums);
     });
     let fields = (case.leaves * RECORDS) as f64;
     let mib = case.bytes as f64 / (1024.0 * 1024.0);
@@ -272,14 +218,14 @@ fn summary(case: &Case) {
         ("decode + zstd Parquet", parquet),
         ("apache-avro to Value", theirs),
     ] {
-        let s = t.as_secs_f64();
-        println!(
-            "  {what:<28} {:>8.1} ms  {:>7.2} M fields/s  {:>8.1} MiB/s",
-            s * 1e3,
-            fields / s / 1e6,
-            mib / s
-        );
+        support::print_stage(what, t, fields, mib);
     }
+    println!(
+        "  peak heap of one decode + zstd Parquet: {:.1} MiB ({:.2}x the {:.1} MiB input)",
+        support::mib(peak),
+        peak as f64 / case.bytes as f64,
+        mib
+    );
     println!(
         "  ratio: AvroDecoder is {:.1}x apache-avro's Value decoding; the Parquet file is {:.1} MiB ({:.0}% of the input)",
         theirs.as_secs_f64() / ours.as_secs_f64(),

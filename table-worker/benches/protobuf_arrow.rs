@@ -10,21 +10,20 @@
 //! 100,000 payloads generated before timing. Three measurements on one thread: decode only
 //! (payload → `DynamicMessage`), decode + convert (+ `finish`), and decode + convert + one zstd
 //! Parquet file in memory. A summary line per stage gives the best of 5 passes as leaf fields
-//! per second and input MiB/s.
+//! per second and input MiB/s; then the peak heap of one full pass (on top of the payloads).
+
+mod support;
 
 use std::hint::black_box;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use arrow::array::RecordBatch;
 use arrow::datatypes::SchemaRef;
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use inlet_schema_registry::protobuf::{decode_payload, parse, ProtoSchema};
 use inlet_table_worker::protobuf::{protobuf_to_iceberg, ProtobufConverter};
-use parquet::arrow::ArrowWriter;
-use parquet::basic::{Compression, ZstdLevel};
-use parquet::file::properties::WriterProperties;
 use prost_reflect::{DynamicMessage, Value};
+use support::{best, Rng};
 
 const RECORDS: usize = 100_000;
 const LEAVES: usize = 20;
@@ -44,23 +43,6 @@ message Flat {
   optional string note = 20;
 }
 "#;
-
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-    fn text(&mut self, min: usize, max: usize) -> String {
-        let len = min + (self.next() as usize) % (max - min + 1);
-        (0..len)
-            .map(|_| (b'a' + (self.next() % 26) as u8) as char)
-            .collect()
-    }
-}
 
 fn payloads(schema: &ProtoSchema) -> Vec<Vec<u8>> {
     let desc = schema
@@ -82,10 +64,7 @@ fn payloads(schema: &ProtoSchema) -> Vec<Vec<u8>> {
             m.set_field_by_name("region", Value::I32((rng.next() % 50) as i32));
             m.set_field_by_name("price", Value::F64((rng.next() % 100_000) as f64 / 100.0));
             m.set_field_by_name("discount", Value::F64((rng.next() % 100) as f64 / 100.0));
-            for name in [
-                "customer", "email", "street", "city", "country", "product", "category",
-                "currency", "channel", "status",
-            ] {
+            for name in support::FLAT_STRINGS {
                 m.set_field_by_name(name, Value::String(rng.text(20, 40)));
             }
             m.set_field_by_name("paid", Value::Bool(i % 2 == 0));
@@ -141,26 +120,7 @@ fn to_parquet(
         let m = decode_payload(schema, p).expect("decodes");
         c.append(&m).expect("converts");
     }
-    let batch = RecordBatch::try_new(target.clone(), c.finish().expect("finish")).expect("batch");
-    let props = WriterProperties::builder()
-        .set_compression(Compression::ZSTD(ZstdLevel::try_new(3).expect("level")))
-        .build();
-    let mut out = Vec::with_capacity(16 << 20);
-    let mut w = ArrowWriter::try_new(&mut out, target.clone(), Some(props)).expect("writer");
-    w.write(&batch).expect("write");
-    w.close().expect("close");
-    black_box(out.len())
-}
-
-fn best(runs: usize, mut f: impl FnMut()) -> Duration {
-    (0..runs)
-        .map(|_| {
-            let start = Instant::now();
-            f();
-            start.elapsed()
-        })
-        .min()
-        .unwrap_or_default()
+    support::zstd_parquet(target, c.finish().expect("finish"))
 }
 
 fn bench(c: &mut Criterion) {
@@ -202,18 +162,21 @@ fn bench(c: &mut Criterion) {
             best(5, || file = to_parquet(&schema, &mut conv, &target, &data)),
         ),
     ] {
-        let s = t.as_secs_f64();
-        println!(
-            "  {what:<32} {:>8.1} ms  {:>7.2} M fields/s  {:>8.1} MiB/s",
-            s * 1e3,
-            fields / s / 1e6,
-            mib / s
-        );
+        support::print_stage(what, t, fields, mib);
     }
+    let peak = support::peak_heap(|| {
+        to_parquet(&schema, &mut conv, &target, &data);
+    });
     println!(
         "  the Parquet file is {:.1} MiB ({:.0}% of the input)",
         file as f64 / (1024.0 * 1024.0),
         100.0 * file as f64 / bytes as f64
+    );
+    println!(
+        "  peak heap of one decode + convert + zstd Parquet: {:.1} MiB ({:.2}x the {:.1} MiB input)",
+        support::mib(peak),
+        peak as f64 / bytes as f64,
+        mib
     );
 }
 

@@ -1,0 +1,160 @@
+//! What the conversion benches share: a deterministic generator, best-of-N timing, the zstd
+//! Parquet step of a conversion job, and a counting allocator for peak heap figures.
+
+#![allow(dead_code)]
+
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::hint::black_box;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use arrow::array::{ArrayRef, RecordBatch};
+use arrow::datatypes::SchemaRef;
+use parquet::arrow::ArrowWriter;
+use parquet::basic::{Compression, ZstdLevel};
+use parquet::file::properties::WriterProperties;
+
+/// A small deterministic generator (xorshift64*).
+pub struct Rng(pub u64);
+
+impl Rng {
+    pub fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
+    }
+
+    pub fn text(&mut self, min: usize, max: usize) -> String {
+        const ALPHABET: &[u8] =
+            b"abcdefghijklmnopqrstuvwxyz ABCDEFGHIJKLMNOPQRSTUVWXYZ-.@0123456789";
+        let len = min + (self.next() as usize) % (max - min + 1);
+        (0..len)
+            .map(|_| ALPHABET[(self.next() as usize) % ALPHABET.len()] as char)
+            .collect()
+    }
+
+    pub fn long(&mut self) -> i64 {
+        (self.next() >> 20) as i64
+    }
+
+    pub fn int(&mut self) -> i32 {
+        (self.next() % 100_000) as i32
+    }
+
+    pub fn double(&mut self) -> f64 {
+        (self.next() % 1_000_000) as f64 / 100.0
+    }
+}
+
+/// The ten string fields of the 20-field flat record every format's bench uses.
+pub const FLAT_STRINGS: [&str; 10] = [
+    "customer", "email", "street", "city", "country", "product", "category", "currency", "channel",
+    "status",
+];
+
+/// Best of `runs` passes of `f`.
+pub fn best(runs: usize, mut f: impl FnMut()) -> Duration {
+    (0..runs)
+        .map(|_| {
+            let start = Instant::now();
+            f();
+            start.elapsed()
+        })
+        .min()
+        .unwrap_or_default()
+}
+
+/// Writes `columns` as one zstd (level 3, the table worker's default) Parquet file in memory,
+/// as a conversion job does; returns the file's size.
+pub fn zstd_parquet(target: &SchemaRef, columns: Vec<ArrayRef>) -> usize {
+    let batch = RecordBatch::try_new(target.clone(), columns).expect("batch");
+    let props = WriterProperties::builder()
+        .set_compression(Compression::ZSTD(ZstdLevel::try_new(3).expect("level")))
+        .build();
+    let mut out = Vec::new();
+    let mut writer = ArrowWriter::try_new(&mut out, target.clone(), Some(props)).expect("writer");
+    writer.write(&batch).expect("write");
+    writer.close().expect("close");
+    black_box(out.len())
+}
+
+/// Prints one stage's line of a summary.
+pub fn print_stage(what: &str, t: Duration, fields: f64, input_mib: f64) {
+    let s = t.as_secs_f64();
+    println!(
+        "  {what:<32} {:>8.1} ms  {:>7.2} M fields/s  {:>8.1} MiB/s",
+        s * 1e3,
+        fields / s / 1e6,
+        input_mib / s
+    );
+}
+
+/// The system allocator, counting live heap bytes and their peak while counting is on (off
+/// during the timed passes, so they pay one relaxed load per allocation only).
+pub struct Counting;
+
+static COUNTING: AtomicBool = AtomicBool::new(false);
+static LIVE: AtomicUsize = AtomicUsize::new(0);
+static PEAK: AtomicUsize = AtomicUsize::new(0);
+
+fn grew(by: usize) {
+    let now = LIVE.fetch_add(by, Ordering::Relaxed) + by;
+    PEAK.fetch_max(now, Ordering::Relaxed);
+}
+
+fn shrank(by: usize) {
+    // Frees of blocks allocated before counting started may undercount; saturate at 0.
+    let _ = LIVE.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |v| {
+        Some(v.saturating_sub(by))
+    });
+}
+
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        let p = unsafe { System.alloc(layout) };
+        if !p.is_null() && COUNTING.load(Ordering::Relaxed) {
+            grew(layout.size());
+        }
+        p
+    }
+
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        unsafe { System.dealloc(ptr, layout) };
+        if COUNTING.load(Ordering::Relaxed) {
+            shrank(layout.size());
+        }
+    }
+
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        let p = unsafe { System.realloc(ptr, layout, new_size) };
+        if !p.is_null() && COUNTING.load(Ordering::Relaxed) {
+            if new_size > layout.size() {
+                grew(new_size - layout.size());
+            } else {
+                shrank(layout.size() - new_size);
+            }
+        }
+        p
+    }
+}
+
+#[global_allocator]
+static ALLOCATOR: Counting = Counting;
+
+/// The peak of heap bytes allocated while `f` ran and not freed before that peak: what one
+/// conversion holds at most on top of what existed before (its input included only if `f`
+/// allocates it).
+pub fn peak_heap(f: impl FnOnce()) -> usize {
+    LIVE.store(0, Ordering::Relaxed);
+    PEAK.store(0, Ordering::Relaxed);
+    COUNTING.store(true, Ordering::Relaxed);
+    f();
+    COUNTING.store(false, Ordering::Relaxed);
+    PEAK.load(Ordering::Relaxed)
+}
+
+/// Bytes as MiB.
+pub fn mib(bytes: usize) -> f64 {
+    bytes as f64 / (1024.0 * 1024.0)
+}

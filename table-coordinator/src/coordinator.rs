@@ -285,19 +285,16 @@ pub async fn run(
             crate::failpoint::hit("round-built");
         }
         if let (Some(round), false) = (&pending, pre_committed) {
-            match &file_spec {
-                Some(spec) => {
-                    if let Err(e) = reg
-                        .control
-                        .pre_commit(round, spec, pending_dead_letters.as_ref())
-                        .await
-                    {
-                        tracing::warn!(table = %topic.ident, error = %e, "PRE_COMMIT failed; retrying at the next tick");
-                        continue;
-                    }
-                    crate::failpoint::hit("pre-committed");
+            if let Some(spec) = &file_spec {
+                if let Err(e) = reg
+                    .control
+                    .pre_commit(round, spec, pending_dead_letters.as_ref())
+                    .await
+                {
+                    tracing::warn!(table = %topic.ident, error = %e, "PRE_COMMIT failed; retrying at the next tick");
+                    continue;
                 }
-                None => {}
+                crate::failpoint::hit("pre-committed");
             }
             pre_committed = true;
         }

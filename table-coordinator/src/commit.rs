@@ -348,7 +348,19 @@ impl Committer {
         if let Some(parent) = &parent {
             let bytes = file_io.new_input(parent.manifest_list())?.read().await?;
             let list = ManifestList::parse_with_version(&bytes, FormatVersion::V2)?;
-            manifests.extend(list.consume_entries());
+            let (existing, merged) = crate::manifest_merge::merge(
+                list.consume_entries().into_iter().collect(),
+                meta,
+                &schema_for_files,
+                file_io,
+                &location,
+                snapshot_id,
+            )
+            .await?;
+            if merged > 0 {
+                tracing::debug!(table = %table.identifier(), manifests = merged, "merged small manifests");
+            }
+            manifests.extend(existing);
         }
         let list_path = format!(
             "{location}/metadata/snap-{snapshot_id}-1-{}.avro",

@@ -9,6 +9,8 @@
 //! - [`control`]: the table's control stream, `PRE_COMMIT` before a round's Iceberg commit
 //!   and `COMMITTED` after, from which a restarted coordinator commits a crashed round's
 //!   files again;
+//! - [`manifest_merge`]: merges small manifests, so the manifest list stays short however
+//!   often a table commits;
 //! - [`coordinator`]: the per-table loop that collects the worker's conversions every commit
 //!   interval and commits them;
 //! - [`watermark`]: the table and partition watermarks; [`status`]: commit lag per table.
@@ -16,6 +18,7 @@
 pub mod commit;
 pub mod control;
 pub mod coordinator;
+pub mod manifest_merge;
 /// Fail points live in the catalog crate, whose commit path holds two of them.
 pub use inlet_catalog::failpoint;
 pub mod status;

@@ -434,3 +434,112 @@ async fn optional_id_columns_sort_the_table_but_are_not_identifier_fields() {
         .expect_err("no such column");
     assert!(err.to_string().contains("nope"), "{err}");
 }
+
+/// A table that commits every round keeps a short manifest list: once 100 small data
+/// manifests exist, a commit merges them into one. The merged entries keep their sequence
+/// numbers, so a position delete committed before the merge still applies to its data file
+/// (and not to files added after it), as iceberg-rust's reader shows.
+#[tokio::test]
+async fn many_rounds_merge_manifests_and_deletes_still_apply() {
+    use inlet_table_coordinator::manifest_merge::MIN_COUNT_TO_MERGE;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let c = committer(&dir).await;
+    let ident = TableIdent::new(NamespaceIdent::new("default".into()), "m".into());
+    let table = c
+        .create_with_ids_if_missing(&ident, &upsert_schema(), None, &["id".to_string()])
+        .await
+        .expect("create");
+    let round = |n: u64, files, deletes, base| Round {
+        commit_id: format!("m-{n}"),
+        schema: upsert_schema(),
+        files,
+        delete_files: deletes,
+        base,
+        id_columns: vec!["id".into()],
+        offsets: BTreeMap::from([(0, n)]),
+        watermark_ms: None,
+        partition_watermarks: BTreeMap::new(),
+        timestamp_ms: 1_000 * n as i64,
+        partition_spec: None,
+    };
+    let first = data_file(&table, "r0", &[(1, "a"), (2, "b")]).await;
+    let first_path = first.file_path().to_string();
+    let mut base = c
+        .commit(
+            &ident,
+            &round(0, vec![first], Vec::new(), RoundBase::Snapshot(None)),
+        )
+        .await
+        .expect("commit");
+    let rounds = MIN_COUNT_TO_MERGE as u64 + 10;
+    let mut expected = BTreeMap::from([(2, "b".to_string())]);
+    for n in 1..=rounds {
+        let table = c.load(&ident).await.expect("load").expect("table");
+        let id = 100 + n as i64;
+        let file = data_file(&table, &format!("r{n}"), &[(id, "x")]).await;
+        expected.insert(id, "x".to_string());
+        // Round 5 deletes id 1 (row 0 of the first file).
+        let deletes = if n == 5 {
+            let target = inlet_table_worker::data_file::FileTarget {
+                file_io: table.file_io().clone(),
+                schema: table.metadata().current_schema().clone(),
+                spec: table.metadata().default_partition_spec().clone(),
+                data_location: format!("{}/data", table.metadata().location()),
+            };
+            inlet_table_worker::position_delete::write(
+                &target,
+                "r5",
+                None,
+                vec![(first_path.clone(), 0)],
+                &Default::default(),
+            )
+            .await
+            .expect("deletes")
+        } else {
+            Vec::new()
+        };
+        base = c
+            .commit(
+                &ident,
+                &round(n, vec![file], deletes, RoundBase::Snapshot(base)),
+            )
+            .await
+            .expect("commit");
+    }
+    let table = c.load(&ident).await.expect("load").expect("table");
+    let snapshot = table.metadata().current_snapshot().expect("snapshot");
+    let bytes = table
+        .file_io()
+        .new_input(snapshot.manifest_list())
+        .expect("input")
+        .read()
+        .await
+        .expect("read");
+    let list =
+        iceberg::spec::ManifestList::parse_with_version(&bytes, iceberg::spec::FormatVersion::V2)
+            .expect("manifest list");
+    assert!(
+        list.entries().len() < 20,
+        "{} manifests after {} rounds",
+        list.entries().len(),
+        rounds + 1
+    );
+    // Every data file is still listed once, the old ones as existing entries.
+    let mut data_files = 0;
+    let mut existing = 0;
+    for m in list.entries() {
+        let manifest = m.load_manifest(table.file_io()).await.expect("manifest");
+        for e in manifest.entries() {
+            if e.content_type() == iceberg::spec::DataContentType::Data {
+                data_files += 1;
+                existing += usize::from(e.status() == iceberg::spec::ManifestStatus::Existing);
+            }
+        }
+    }
+    assert_eq!(data_files, rounds as usize + 1);
+    assert!(
+        existing >= MIN_COUNT_TO_MERGE,
+        "{existing} existing entries"
+    );
+    assert_eq!(scan(&table).await, expected);
+}

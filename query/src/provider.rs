@@ -53,10 +53,10 @@ use iceberg::scan::FileScanTask;
 use iceberg::spec::SchemaRef as IcebergSchemaRef;
 use iceberg::table::Table;
 use iceberg::Runtime;
-
-use crate::native;
 use iceberg::{Catalog, NamespaceIdent, TableIdent};
 use iceberg_datafusion::physical_plan::convert_filters_to_predicate;
+
+use crate::native;
 
 pub(crate) fn df_error(e: iceberg::Error) -> DataFusionError {
     DataFusionError::External(Box::new(e))

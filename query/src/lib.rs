@@ -14,6 +14,7 @@
 //!   as they are computed ([`Encoder`] turns them into JSON, CSV or Arrow IPC chunks); the
 //!   timeout covers the whole stream.
 
+mod native;
 mod provider;
 mod time_travel;
 
@@ -105,6 +106,8 @@ fn classify(e: DataFusionError) -> QueryError {
 pub struct QueryStream {
     pub schema: SchemaRef,
     stream: SendableRecordBatchStream,
+    /// Whether batches need their `Utf8View` columns cast to `schema`'s `Utf8`.
+    plain: bool,
     deadline: Pin<Box<tokio::time::Sleep>>,
     timeout: Duration,
     done: bool,
@@ -130,6 +133,13 @@ impl Stream for QueryStream {
                 self.done = true;
                 Poll::Ready(None)
             }
+            Poll::Ready(Some(Ok(batch))) if self.plain => {
+                let batch = to_schema(batch, &self.schema);
+                if batch.is_err() {
+                    self.done = true;
+                }
+                Poll::Ready(Some(batch))
+            }
             other => other.map(|o| o.map(|r| r.map_err(classify))),
         }
     }
@@ -144,6 +154,51 @@ impl QueryStream {
         }
         Ok(batches)
     }
+}
+
+/// `schema` with `Utf8` for its top-level `Utf8View` columns, if it has any. Tables read
+/// strings as `Utf8View` (see `provider`), results keep the plain `Utf8` that every client
+/// of the Arrow format reads.
+fn plain_strings(schema: &SchemaRef) -> Option<SchemaRef> {
+    use arrow::datatypes::{DataType, Field, Schema};
+    if !schema
+        .fields()
+        .iter()
+        .any(|f| f.data_type() == &DataType::Utf8View)
+    {
+        return None;
+    }
+    let fields: Vec<Field> = schema
+        .fields()
+        .iter()
+        .map(|f| match f.data_type() {
+            DataType::Utf8View => f.as_ref().clone().with_data_type(DataType::Utf8),
+            _ => f.as_ref().clone(),
+        })
+        .collect();
+    Some(Arc::new(Schema::new_with_metadata(
+        fields,
+        schema.metadata().clone(),
+    )))
+}
+
+/// `batch` cast to `schema` (column by column, where the types differ).
+fn to_schema(batch: RecordBatch, schema: &SchemaRef) -> Result<RecordBatch, QueryError> {
+    let err = |e: arrow::error::ArrowError| QueryError::Failed(e.to_string());
+    let columns = batch
+        .columns()
+        .iter()
+        .zip(schema.fields())
+        .map(|(c, f)| {
+            if c.data_type() == f.data_type() {
+                Ok(c.clone())
+            } else {
+                arrow::compute::cast(c, f.data_type()).map_err(err)
+            }
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    let options = arrow::array::RecordBatchOptions::new().with_row_count(Some(batch.num_rows()));
+    RecordBatch::try_new_with_options(schema.clone(), columns, &options).map_err(err)
 }
 
 /// Plans `sql` over `catalog` and returns its result as a stream.
@@ -179,9 +234,14 @@ pub async fn run(
     let (schema, stream) = tokio::time::timeout_at(deadline, plan)
         .await
         .map_err(|_| QueryError::Timeout(config.timeout))??;
+    let (schema, plain) = match plain_strings(&schema) {
+        Some(plain) => (plain, true),
+        None => (schema, false),
+    };
     Ok(QueryStream {
         schema,
         stream,
+        plain,
         deadline: Box::pin(tokio::time::sleep_until(deadline)),
         timeout: config.timeout,
         done: false,

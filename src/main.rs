@@ -139,6 +139,23 @@ fn limit_malloc_arenas() {
     }
 }
 
+/// Hands memory freed inside glibc's arenas back to the system once a second. Conversion jobs
+/// and commits allocate and free tens of MiB at a time; glibc keeps freed pages below the top
+/// of each arena mapped, so RSS would stay at the high-water mark of the busiest second.
+fn trim_malloc_every_second() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    std::thread::Builder::new()
+        .name("malloc-trim".into())
+        .spawn(|| loop {
+            std::thread::sleep(std::time::Duration::from_secs(1));
+            // SAFETY: malloc_trim only releases free pages; it is thread-safe.
+            unsafe {
+                libc::malloc_trim(0);
+            }
+        })
+        .ok();
+}
+
 fn main() -> anyhow::Result<()> {
     limit_malloc_arenas();
     tracing_subscriber::fmt()
@@ -154,7 +171,10 @@ fn main() -> anyhow::Result<()> {
         .build()
         .context("starting the async runtime")?;
     match cli.command {
-        Command::Serve(args) => runtime.block_on(inlet::serve(args.into_config()?)),
+        Command::Serve(args) => {
+            trim_malloc_every_second();
+            runtime.block_on(inlet::serve(args.into_config()?))
+        }
         Command::Query {
             server,
             format,

@@ -150,14 +150,7 @@ fn bench(c: &mut Criterion) {
     });
     group.finish();
 
-    let fields = (LEAVES * RECORDS) as f64;
-    let mib = support::mib(bytes);
-    println!(
-        "summary json flat: {RECORDS} records, {:.0} bytes/record, {LEAVES} leaf fields/record",
-        bytes as f64 / RECORDS as f64
-    );
-    let mut file = 0;
-    for (what, t) in [
+    let stages = vec![
         (
             "decode (parse + validate)",
             best(5, || decode_only(&schema, &data)),
@@ -168,25 +161,14 @@ fn bench(c: &mut Criterion) {
         ),
         (
             "decode + convert + zstd Parquet",
-            best(5, || file = to_parquet(&schema, &mut conv, &target, &data)),
+            best(5, || {
+                to_parquet(&schema, &mut conv, &target, &data);
+            }),
         ),
-    ] {
-        support::print_stage(what, t, fields, mib);
-    }
-    let peak = support::peak_heap(|| {
-        to_parquet(&schema, &mut conv, &target, &data);
+    ];
+    support::report("json flat", RECORDS, bytes, LEAVES, stages, || {
+        to_parquet(&schema, &mut conv, &target, &data)
     });
-    println!(
-        "  the Parquet file is {:.1} MiB ({:.0}% of the input)",
-        support::mib(file),
-        100.0 * file as f64 / bytes as f64
-    );
-    println!(
-        "  peak heap of one decode + convert + zstd Parquet: {:.1} MiB ({:.2}x the {:.1} MiB input)",
-        support::mib(peak),
-        peak as f64 / bytes as f64,
-        mib
-    );
 }
 
 criterion_group!(benches, bench);

@@ -141,14 +141,7 @@ fn bench(c: &mut Criterion) {
     });
     group.finish();
 
-    let fields = (LEAVES * RECORDS) as f64;
-    let mib = bytes as f64 / (1024.0 * 1024.0);
-    println!(
-        "summary protobuf flat: {RECORDS} records, {:.0} bytes/record, {LEAVES} leaf fields/record",
-        bytes as f64 / RECORDS as f64
-    );
-    let mut file = 0;
-    for (what, t) in [
+    let stages = vec![
         (
             "decode to DynamicMessage",
             best(5, || decode_only(&schema, &data)),
@@ -159,25 +152,14 @@ fn bench(c: &mut Criterion) {
         ),
         (
             "decode + convert + zstd Parquet",
-            best(5, || file = to_parquet(&schema, &mut conv, &target, &data)),
+            best(5, || {
+                to_parquet(&schema, &mut conv, &target, &data);
+            }),
         ),
-    ] {
-        support::print_stage(what, t, fields, mib);
-    }
-    let peak = support::peak_heap(|| {
-        to_parquet(&schema, &mut conv, &target, &data);
+    ];
+    support::report("protobuf flat", RECORDS, bytes, LEAVES, stages, || {
+        to_parquet(&schema, &mut conv, &target, &data)
     });
-    println!(
-        "  the Parquet file is {:.1} MiB ({:.0}% of the input)",
-        file as f64 / (1024.0 * 1024.0),
-        100.0 * file as f64 / bytes as f64
-    );
-    println!(
-        "  peak heap of one decode + convert + zstd Parquet: {:.1} MiB ({:.2}x the {:.1} MiB input)",
-        support::mib(peak),
-        peak as f64 / bytes as f64,
-        mib
-    );
 }
 
 criterion_group!(benches, bench);

@@ -76,25 +76,7 @@ fn framed_user(schema_text: &str, id: u32, n: i64, email: Option<&str>) -> Bytes
 }
 
 fn context(f: &Fixture, table: &str) -> TableContext {
-    TableContext {
-        registry: f.registry.clone(),
-        value_type: ValueType::BySchemaId,
-        key_type: ValueType::Raw,
-        transform: inlet_table_worker::transform::ValueTransform::None,
-        schema: None,
-        target: FileTarget {
-            file_io: FileIO::new_with_fs(),
-            schema: Arc::new(iceberg::spec::Schema::builder().build().expect("empty")),
-            spec: Arc::new(PartitionSpec::unpartition_spec()),
-            data_location: format!("{}/{table}/data", f.warehouse),
-        },
-        dead_letter_target: None,
-        partition_by: Vec::new(),
-        settings: FileSettings::default(),
-        event_time_field: None,
-        dead_letter_floor: Default::default(),
-        upsert: None,
-    }
+    common::table_context(&f.registry, format!("{}/{table}/data", f.warehouse))
 }
 
 fn read_file(path: &str) -> Vec<RecordBatch> {

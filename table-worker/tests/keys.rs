@@ -59,23 +59,11 @@ fn value(f: &Fixture, n: i64) -> Option<Bytes> {
 
 fn context(f: &Fixture, key_type: ValueType) -> TableContext {
     TableContext {
-        registry: f.registry.clone(),
-        value_type: ValueType::BySchemaId,
         key_type,
-        transform: inlet_table_worker::transform::ValueTransform::None,
-        schema: None,
-        target: FileTarget {
-            file_io: FileIO::new_with_fs(),
-            schema: Arc::new(iceberg::spec::Schema::builder().build().expect("empty")),
-            spec: Arc::new(PartitionSpec::unpartition_spec()),
-            data_location: format!("file://{}/warehouse/t/data", f.dir.path().display()),
-        },
-        dead_letter_target: None,
-        partition_by: Vec::new(),
-        settings: FileSettings::default(),
-        event_time_field: None,
-        dead_letter_floor: Default::default(),
-        upsert: None,
+        ..common::table_context(
+            &f.registry,
+            format!("file://{}/warehouse/t/data", f.dir.path().display()),
+        )
     }
 }
 

@@ -83,28 +83,17 @@ async fn append(f: &Fixture, values: Vec<Bytes>) {
 
 fn context(f: &Fixture, cdc: bool, budget: usize, partition_by: &str) -> TableContext {
     TableContext {
-        registry: f.registry.clone(),
-        value_type: ValueType::BySchemaId,
-        key_type: ValueType::Raw,
-        transform: inlet_table_worker::transform::ValueTransform::None,
-        schema: None,
-        target: FileTarget {
-            file_io: FileIO::new_with_fs(),
-            schema: Arc::new(iceberg::spec::Schema::builder().build().expect("empty")),
-            spec: Arc::new(PartitionSpec::unpartition_spec()),
-            data_location: format!("file://{}/warehouse/t/data", f.dir.path().display()),
-        },
-        dead_letter_target: None,
         partition_by: inlet_table_worker::partition::parse(partition_by).expect("partition.by"),
-        settings: FileSettings::default(),
-        event_time_field: None,
-        dead_letter_floor: Default::default(),
         upsert: Some(UpsertSpec {
             id_columns: vec!["id".into()],
             cdc_field: cdc.then(|| "op".to_string()),
             index_budget: budget,
             index_dir: f.dir.path().join("index"),
         }),
+        ..common::table_context(
+            &f.registry,
+            format!("file://{}/warehouse/t/data", f.dir.path().display()),
+        )
     }
 }
 

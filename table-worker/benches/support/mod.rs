@@ -158,3 +158,37 @@ pub fn peak_heap(f: impl FnOnce()) -> usize {
 pub fn mib(bytes: usize) -> f64 {
     bytes as f64 / (1024.0 * 1024.0)
 }
+
+/// Prints a format's summary: one line per timed stage (best of `runs` passes), the Parquet
+/// file's size, and the peak heap of one full pass (`full`, which returns the file's size).
+pub fn report(
+    title: &str,
+    records: usize,
+    input_bytes: usize,
+    leaves: usize,
+    stages: Vec<(&str, Duration)>,
+    full: impl FnMut() -> usize,
+) {
+    let fields = (leaves * records) as f64;
+    let input_mib = mib(input_bytes);
+    println!(
+        "summary {title}: {records} records, {:.0} bytes/record, {leaves} leaf fields/record",
+        input_bytes as f64 / records as f64
+    );
+    for (what, t) in stages {
+        print_stage(what, t, fields, input_mib);
+    }
+    let mut full = full;
+    let mut file = 0;
+    let peak = peak_heap(|| file = full());
+    println!(
+        "  the Parquet file is {:.1} MiB ({:.0}% of the input)",
+        mib(file),
+        100.0 * file as f64 / input_bytes as f64
+    );
+    println!(
+        "  peak heap of one full pass: {:.1} MiB ({:.2}x the {input_mib:.1} MiB input)",
+        mib(peak),
+        peak as f64 / input_bytes as f64,
+    );
+}

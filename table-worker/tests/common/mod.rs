@@ -111,3 +111,32 @@ pub fn read_parquet(path: &str) -> Vec<RecordBatch> {
         .map(|b| b.expect("batch"))
         .collect()
 }
+
+/// A table context with the defaults the tests start from: framed values
+/// (`by_schema_id`), raw keys, no transform, an unpartitioned table that does not exist yet
+/// under `data_location`, append-only.
+pub fn table_context(
+    registry: &Arc<Registry>,
+    data_location: String,
+) -> inlet_table_worker::job::TableContext {
+    use inlet_table_worker::job::{TableContext, ValueType};
+    TableContext {
+        registry: registry.clone(),
+        value_type: ValueType::BySchemaId,
+        key_type: ValueType::Raw,
+        transform: inlet_table_worker::transform::ValueTransform::None,
+        schema: None,
+        target: inlet_table_worker::data_file::FileTarget {
+            file_io: iceberg::io::FileIO::new_with_fs(),
+            schema: Arc::new(iceberg::spec::Schema::builder().build().expect("empty")),
+            spec: Arc::new(iceberg::spec::PartitionSpec::unpartition_spec()),
+            data_location,
+        },
+        dead_letter_target: None,
+        partition_by: Vec::new(),
+        settings: inlet_table_worker::data_file::FileSettings::default(),
+        event_time_field: None,
+        dead_letter_floor: Default::default(),
+        upsert: None,
+    }
+}

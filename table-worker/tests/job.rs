@@ -11,11 +11,8 @@ use apache_avro::types::Value as AvroValue;
 use arrow::array::{Array, AsArray, RecordBatch};
 use arrow::datatypes::Int64Type;
 use bytes::Bytes;
-use iceberg::io::FileIO;
-use iceberg::spec::PartitionSpec;
 use inlet_schema_registry::framing;
 use inlet_storage::{StreamId, StreamStore};
-use inlet_table_worker::data_file::{FileSettings, FileTarget};
 use inlet_table_worker::evolve::Change;
 use inlet_table_worker::job::{convert_range, JobSpec, TableContext, ValueType};
 use inlet_table_worker::memory::MemoryPool;
@@ -106,7 +103,7 @@ async fn a_range_with_two_schema_versions_and_a_bad_record() {
 
     let pool = MemoryPool::new(64 << 20);
     let mut ctx = context(&f, "users");
-    ctx.dead_letter_target = Some(FileTarget {
+    ctx.dead_letter_target = Some(inlet_table_worker::data_file::FileTarget {
         data_location: format!("{}/users_dlq/data", f.warehouse),
         ..ctx.target.clone()
     });

@@ -12,11 +12,8 @@ use apache_avro::types::Value as AvroValue;
 use arrow::array::{Array, ArrayRef, AsArray, RecordBatch};
 use arrow::datatypes::{Int32Type, Int64Type};
 use bytes::Bytes;
-use iceberg::io::FileIO;
-use iceberg::spec::PartitionSpec;
 use inlet_schema_registry::framing;
 use inlet_storage::StreamStore;
-use inlet_table_worker::data_file::{FileSettings, FileTarget};
 use inlet_table_worker::job::{convert_range, JobOutput, JobSpec, TableContext, ValueType};
 use inlet_table_worker::memory::MemoryPool;
 

@@ -15,11 +15,10 @@
 mod common;
 
 use std::path::Path;
-use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use common::python::{python, run, script};
-use common::{require, Node};
+use common::python::{run, script};
+use common::{java, require, spark_python, Node};
 
 /// The Parquet files directly under `dir` (none if it is missing).
 fn parquet_files(dir: &Path) -> usize {
@@ -32,24 +31,9 @@ fn parquet_files(dir: &Path) -> usize {
         .unwrap_or(0)
 }
 
-/// Is there a `java` that runs?
-fn java() -> bool {
-    Command::new("java")
-        .arg("-version")
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success())
-}
-
 #[test]
 fn spark_reads_and_writes_through_the_nodes_catalog() {
-    let python = python(
-        "import pyiceberg.catalog.rest, pyarrow, pyspark, snowpark_connect_deps_iceberg, os; \
-         assert os.path.isfile(os.path.join(os.path.dirname(snowpark_connect_deps_iceberg.__file__), \
-         'jars', 'iceberg-spark-runtime-3.5_2.12-1.10.2.jar'))",
-    );
+    let python = spark_python();
     if !require(
         "python with pyiceberg, pyspark and the Iceberg Spark runtime jar",
         python.is_some(),

@@ -9,14 +9,15 @@
 //! Another writer (pyiceberg) appends to the upsert table in between: the node's round built
 //! on the earlier snapshot is dropped and redone on the new base. A third topic, partitioned
 //! by `bucket(id, 2)`, checks position deletes in partitions, before and after the restart.
-//! Last, the embedded SQL engine (`inlet query`) must see the same latest rows.
+//! Last, the embedded SQL engine (`inlet query`) must see the same latest rows, and Spark the
+//! same rows as pyiceberg.
 
 mod common;
 
 use std::time::Duration;
 
 use common::python::{python, run, script};
-use common::{require, Node};
+use common::{java, require, spark_python, Node};
 
 #[test]
 fn upserts_and_cdc_deletes_leave_the_latest_row_per_key_across_a_kill9() {
@@ -53,9 +54,38 @@ fn upserts_and_cdc_deletes_leave_the_latest_row_per_key_across_a_kill9() {
             node = node.restart_after_kill9();
         } else {
             query_sees_the_latest_rows(&node);
+            spark_sees_the_same_rows(&node);
         }
     }
     node.stop();
+}
+
+/// Spark 3.5 with Iceberg's runtime reads the upsert, CDC and partitioned upsert tables as
+/// pyiceberg does: the same latest row per key, position deletes applied.
+fn spark_sees_the_same_rows(node: &Node) {
+    let python = spark_python();
+    if !require(
+        "python with pyiceberg, pyspark and the Iceberg Spark runtime jar",
+        python.is_some(),
+    ) || !require("java (for Spark)", java())
+    {
+        return;
+    }
+    let (status, output) = run(
+        &python.expect("checked"),
+        &[
+            script("table_topic_spark.py").into(),
+            format!("http://{}/iceberg", node.http).into(),
+            "default.users:id:name".into(),
+            "default.accounts:id:balance".into(),
+            "default.items:id:name".into(),
+        ],
+        Duration::from_secs(300),
+    );
+    assert!(
+        status.is_some_and(|s| s.success()) && output.contains("OK"),
+        "Spark over the upsert tables failed ({status:?}):\n{output}"
+    );
 }
 
 /// The embedded SQL engine (`inlet query`) applies the position deletes too: one row per key,

@@ -10,28 +10,14 @@ snowpark-connect-deps-iceberg ships: nothing is downloaded. Prints OK at the end
 raises.
 """
 
-import importlib.util
 import os
-import shutil
 import sys
-import tempfile
 
 import pyarrow as pa
 from pyiceberg.catalog import load_catalog
 from pyiceberg.types import StringType
 
 URI = sys.argv[1]
-JAR_NAME = "iceberg-spark-runtime-3.5_2.12-1.10.2.jar"
-
-
-def runtime_jar():
-    spec = importlib.util.find_spec("snowpark_connect_deps_iceberg")
-    assert spec is not None and spec.origin, "no package snowpark-connect-deps-iceberg"
-    jar = os.path.join(os.path.dirname(spec.origin), "jars", JAR_NAME)
-    assert os.path.isfile(jar), jar
-    return jar
-
-
 # pyiceberg writes shop.orders: two snapshots, the second after a schema change.
 catalog = load_catalog("inlet", type="rest", uri=URI)
 catalog.create_namespace("shop")
@@ -44,33 +30,11 @@ orders = catalog.load_table("shop.orders")
 orders.append(pa.table({"id": [4], "amount": [4.5], "note": ["late"]},
                        schema=orders.schema().as_arrow()))
 
-# Spark: loopback only; its working directory (and any spark-warehouse) a temporary one.
-scratch = tempfile.mkdtemp(prefix="inlet-spark-")
-os.chdir(scratch)
-os.environ["SPARK_LOCAL_IP"] = "127.0.0.1"
-os.environ.pop("SPARK_HOME", None)
-from pyspark.sql import SparkSession  # noqa: E402  (after the environment is set)
+# Spark: one local session (spark_session.py, beside this script).
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import spark_session  # noqa: E402
 
-spark = (
-    SparkSession.builder.master("local[1]")
-    .appName("inlet-iceberg-spark")
-    .config("spark.jars", runtime_jar())
-    .config("spark.driver.memory", "768m")
-    .config("spark.driver.host", "127.0.0.1")
-    .config("spark.driver.bindAddress", "127.0.0.1")
-    .config("spark.ui.enabled", "false")
-    .config("spark.ui.showConsoleProgress", "false")
-    .config("spark.sql.shuffle.partitions", "1")
-    .config("spark.sql.warehouse.dir", os.path.join(scratch, "spark-warehouse"))
-    .config("spark.sql.extensions",
-            "org.apache.iceberg.spark.extensions.IcebergSparkSessionExtensions")
-    .config("spark.sql.catalog.inlet", "org.apache.iceberg.spark.SparkCatalog")
-    .config("spark.sql.catalog.inlet.type", "rest")
-    .config("spark.sql.catalog.inlet.uri", URI)
-    .getOrCreate()
-)
-spark.sparkContext.setLogLevel("WARN")
-print("spark", spark.version)
+spark = spark_session.start(URI, "inlet-iceberg-spark")
 
 
 def rows(sql):
@@ -102,9 +66,7 @@ try:
     got = rows("SELECT count(*), sum(amount), sum(id) FROM inlet.shop.orders")
     assert got == [(5, 17.5, 15)], got
 finally:
-    spark.stop()
-    os.chdir("/")
-    shutil.rmtree(scratch, ignore_errors=True)
+    spark_session.stop(spark)
 
 # pyiceberg reads what Spark wrote.
 clicks = catalog.load_table("spark.clicks")

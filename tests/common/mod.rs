@@ -230,6 +230,27 @@ pub fn require(what: &str, available: bool) -> bool {
     false
 }
 
+/// Is there a `java` that runs (for Spark)?
+pub fn java() -> bool {
+    Command::new("java")
+        .arg("-version")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success())
+}
+
+/// A Python with pyiceberg, pyspark and Iceberg's Spark runtime jar (from the PyPI package
+/// snowpark-connect-deps-iceberg), when there is one.
+pub fn spark_python() -> Option<PathBuf> {
+    python::python(
+        "import pyiceberg.catalog.rest, pyarrow, pyspark, snowpark_connect_deps_iceberg, os; \
+         assert os.path.isfile(os.path.join(os.path.dirname(snowpark_connect_deps_iceberg.__file__), \
+         'jars', 'iceberg-spark-runtime-3.5_2.12-1.10.2.jar'))",
+    )
+}
+
 /// A new empty database on the PostgreSQL at `url` (made with `psql`); returns its URL.
 pub fn fresh_postgres_database(url: &str) -> String {
     // A unique name without reading the clock: a fresh temporary directory's name.

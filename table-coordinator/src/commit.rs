@@ -25,12 +25,12 @@
 //! - The same requirements and updates go to the embedded catalog or an external REST
 //!   catalog ([`CommitTarget`]); both answer a lost race as [`CommitError::Conflict`].
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 
 use iceberg::spec::{
     DataContentType, DataFile, FormatVersion, ManifestFile, ManifestList, ManifestListWriter,
-    ManifestWriterBuilder, NullOrder, Operation, Schema, Snapshot, SnapshotReference,
+    ManifestWriterBuilder, NullOrder, Operation, Schema, Snapshot, SnapshotRef, SnapshotReference,
     SnapshotRetention, SortDirection, SortField, SortOrder, Summary, TableMetadata, Transform,
 };
 use iceberg::table::Table;
@@ -552,6 +552,8 @@ impl Committer {
         if expired.is_empty() {
             return Ok(0);
         }
+        // The manifests only the expired snapshots list, read before their lists go.
+        let orphans = unreferenced_manifests(&table, &expired).await;
         let requirements = vec![TableRequirement::RefSnapshotIdMatch {
             r#ref: MAIN.to_string(),
             snapshot_id: Some(current.snapshot_id()),
@@ -567,14 +569,80 @@ impl Committer {
         {
             return Ok(0);
         }
-        // Best effort: an unreferenced manifest list is harmless.
-        for s in &expired {
-            if let Err(e) = table.file_io().delete(s.manifest_list()).await {
-                tracing::debug!(file = s.manifest_list(), error = %e, "could not delete an expired manifest list");
+        // Best effort: an unreferenced manifest list or manifest is harmless.
+        let files = expired
+            .iter()
+            .map(|s| s.manifest_list().to_string())
+            .chain(orphans);
+        for file in files {
+            if let Err(e) = table.file_io().delete(&file).await {
+                tracing::debug!(file, error = %e, "could not delete an expired metadata file");
             }
         }
         Ok(expired.len())
     }
+}
+
+/// The manifests that `expired` list and that no other snapshot of the table lists: those merged
+/// away (see `manifest_merge`) before the oldest snapshot that stays. Empty unless the history
+/// is one line: every snapshot that stays is an ancestor of `main`'s head (a branch or tag
+/// elsewhere keeps a snapshot off that line). Then a
+/// manifest a later snapshot lists is also in the oldest one that stays, because a snapshot
+/// lists its parent's manifests or new ones. Read failures also give an empty answer.
+async fn unreferenced_manifests(table: &Table, expired: &[SnapshotRef]) -> Vec<String> {
+    let meta = table.metadata();
+    let gone: HashSet<i64> = expired.iter().map(|s| s.snapshot_id()).collect();
+    let mut chain: Vec<i64> = Vec::new();
+    let mut next = meta.current_snapshot().map(|s| s.snapshot_id());
+    while let Some(id) = next {
+        chain.push(id);
+        next = meta.snapshot_by_id(id).and_then(|s| s.parent_snapshot_id());
+    }
+    let chain_set: HashSet<i64> = chain.iter().copied().collect();
+    let stays: Vec<i64> = meta
+        .snapshots()
+        .map(|s| s.snapshot_id())
+        .filter(|id| !gone.contains(id))
+        .collect();
+    if stays.iter().any(|id| !chain_set.contains(id)) {
+        return Vec::new();
+    }
+    // The chain runs newest first: the last one that stays is the oldest.
+    let Some(oldest) = chain
+        .iter()
+        .rev()
+        .find(|id| !gone.contains(id))
+        .and_then(|id| meta.snapshot_by_id(*id))
+    else {
+        return Vec::new();
+    };
+    let list = |snapshot: SnapshotRef| async move {
+        let bytes = table
+            .file_io()
+            .new_input(snapshot.manifest_list())?
+            .read()
+            .await?;
+        let list = ManifestList::parse_with_version(&bytes, meta.format_version())?;
+        Ok::<_, iceberg::Error>(
+            list.entries()
+                .iter()
+                .map(|m| m.manifest_path.clone())
+                .collect::<HashSet<String>>(),
+        )
+    };
+    let Ok(keep) = list(oldest.clone()).await else {
+        return Vec::new();
+    };
+    let mut orphans = HashSet::new();
+    for s in expired {
+        match list(s.clone()).await {
+            Ok(paths) => orphans.extend(paths.into_iter().filter(|p| !keep.contains(p))),
+            Err(_) => return Vec::new(),
+        }
+    }
+    let mut orphans: Vec<String> = orphans.into_iter().collect();
+    orphans.sort();
+    orphans
 }
 
 /// Whether a snapshot of the table carries `commit_id`.

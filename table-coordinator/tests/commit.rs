@@ -542,4 +542,29 @@ async fn many_rounds_merge_manifests_and_deletes_still_apply() {
         "{existing} existing entries"
     );
     assert_eq!(scan(&table).await, expected);
+
+    // Expiring every snapshot but the last deletes the manifests merged away, and only those.
+    let listed: std::collections::HashSet<String> = list
+        .entries()
+        .iter()
+        .map(|m| m.manifest_path.trim_start_matches("file://").to_string())
+        .collect();
+    let expired = c.expire(&ident, i64::MAX, 1).await.expect("expire");
+    assert_eq!(expired, rounds as usize);
+    let metadata_dir = format!(
+        "{}/metadata",
+        table.metadata().location().trim_start_matches("file://")
+    );
+    let manifests: std::collections::HashSet<String> = std::fs::read_dir(&metadata_dir)
+        .expect("metadata dir")
+        .filter_map(Result::ok)
+        .map(|e| e.path().to_string_lossy().into_owned())
+        .filter(|p| p.ends_with(".avro") && !p.contains("/snap-"))
+        .collect();
+    assert_eq!(
+        manifests, listed,
+        "manifests on disk are exactly the listed ones"
+    );
+    let table = c.load(&ident).await.expect("load").expect("table");
+    assert_eq!(scan(&table).await, expected);
 }

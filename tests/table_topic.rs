@@ -43,6 +43,14 @@ fn produced_records_become_rows_of_the_table() {
             status.is_some_and(|s| s.success()) && output.contains("OK"),
             "the {phase} phase failed ({status:?}):\n{output}"
         );
+        // DuckDB reads the table in the last phase; only a machine without its packages
+        // skips that, never CI.
+        if phase == "after-restart" && std::env::var_os("CI").is_some() {
+            assert!(
+                output.contains("DuckDB OK"),
+                "DuckDB did not check:\n{output}"
+            );
+        }
         if phase == "first" {
             // Commit lag is visible: the table committed, and holds everything produced.
             let (_, metrics) = node.http_get("/metrics");

@@ -11,6 +11,7 @@ raises on a mismatch.
 """
 
 import json
+import os
 import sys
 import time
 
@@ -20,6 +21,9 @@ from confluent_kafka.schema_registry import SchemaRegistryClient
 from confluent_kafka.schema_registry.avro import AvroSerializer
 from confluent_kafka.serialization import MessageField, SerializationContext
 from pyiceberg.catalog import load_catalog
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import duckdb_iceberg  # noqa: E402
 
 bootstrap, registry_url, iceberg_uri, phase = sys.argv[1:5]
 TOPIC = "orders"
@@ -80,6 +84,17 @@ if phase == "after-restart":
     assert sorted(r["id"] for r in rows) == list(range(50)), sorted(r["id"] for r in rows)
     keys = {(r["_kafka"]["partition"], r["_kafka"]["offset"]) for r in rows}
     assert len(keys) == 50, "every record exactly once"
+    # DuckDB reads the same table through the same catalog.
+    con = duckdb_iceberg.connect(iceberg_uri)
+    if con is not None:
+        got = con.execute(
+            f"SELECT count(*), count(DISTINCT id), sum(id), count(note), "
+            f"max(customer.name) FILTER (WHERE id = 7), "
+            f"CAST(max(amount) FILTER (WHERE id = 7) AS VARCHAR), "
+            f'count(DISTINCT (_kafka."partition", _kafka."offset")) FROM inlet.default.{TOPIC}'
+        ).fetchall()
+        assert got == [(50, 50, sum(range(50)), 20, "c7", "7.25", 50)], got
+        print("DuckDB OK")
     print("OK")
     sys.exit(0)
 

@@ -22,8 +22,6 @@ its primary-key indexes from the tables), then the tables must hold exactly the 
 five steps. Prints OK at the end; raises on a mismatch.
 """
 
-import glob
-import importlib.util
 import json
 import os
 import sys
@@ -35,6 +33,9 @@ from confluent_kafka.schema_registry import SchemaRegistryClient
 from confluent_kafka.schema_registry.avro import AvroSerializer
 from confluent_kafka.serialization import MessageField, SerializationContext
 from pyiceberg.catalog import load_catalog
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import duckdb_iceberg  # noqa: E402
 
 bootstrap, registry_url, iceberg_uri, phase = sys.argv[1:5]
 
@@ -216,29 +217,9 @@ def check_snapshot():
 
 
 def check_duckdb(steps):
-    try:
-        import duckdb
-        for name in ["iceberg", "avro", "httpfs"]:
-            if importlib.util.find_spec(f"duckdb_extension_{name}") is None:
-                raise ImportError(name)
-    except ImportError as e:
-        print("DuckDB check skipped:", e)
+    con = duckdb_iceberg.connect(iceberg_uri)
+    if con is None:
         return
-
-    def extension_file(name):
-        spec = importlib.util.find_spec(f"duckdb_extension_{name}")
-        pattern = os.path.join(os.path.dirname(spec.origin), "extensions", "*",
-                               f"{name}.duckdb_extension")
-        files = glob.glob(pattern)
-        assert len(files) == 1, (pattern, files)
-        return files[0]
-
-    con = duckdb.connect(config={"autoinstall_known_extensions": False,
-                                 "autoload_known_extensions": False})
-    for name in ["httpfs", "avro", "iceberg"]:
-        con.execute(f"LOAD '{extension_file(name)}'")
-    con.execute(f"ATTACH 'inlet' AS inlet (TYPE ICEBERG, ENDPOINT '{iceberg_uri}', "
-                "AUTHORIZATION_TYPE 'none')")
     want_users, want_accounts = expected(steps)
     users = dict(con.execute("SELECT id, name FROM inlet.default.users").fetchall())
     accounts = dict(con.execute("SELECT id, balance FROM inlet.default.accounts").fetchall())

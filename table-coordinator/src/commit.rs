@@ -48,7 +48,7 @@ pub const WATERMARK: &str = "inlet.watermark";
 /// the watermark API can answer per partition and a restarted coordinator keeps them.
 pub const PARTITION_WATERMARKS: &str = "inlet.partition-watermarks";
 
-const MAIN: &str = "main";
+pub(crate) const MAIN: &str = "main";
 /// Attempts at a round that keeps losing races.
 const MAX_ATTEMPTS: u32 = 8;
 
@@ -133,7 +133,7 @@ pub struct Committed {
 #[derive(Debug, Clone)]
 pub struct Committer {
     catalog: Arc<dyn Catalog>,
-    target: CommitTarget,
+    pub(crate) target: CommitTarget,
 }
 
 impl Committer {
@@ -658,7 +658,7 @@ pub fn already_committed(meta: &TableMetadata, commit_id: &str) -> bool {
 }
 
 /// A snapshot id from the commit id (FNV-1a), positive and not yet used by the table.
-fn snapshot_id_for(commit_id: &str, meta: &TableMetadata) -> i64 {
+pub(crate) fn snapshot_id_for(commit_id: &str, meta: &TableMetadata) -> i64 {
     let mut h: u64 = 0xcbf2_9ce4_8422_2325;
     for b in commit_id.bytes() {
         h ^= u64::from(b);

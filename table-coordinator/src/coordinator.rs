@@ -345,6 +345,25 @@ pub async fn run(
                     });
                     pending = None;
                     commits += 1;
+                    if !upsert && commits.is_multiple_of(crate::compact::COMPACT_EVERY) {
+                        match committer
+                            .compact(
+                                &topic.ident,
+                                &topic.ctx.settings,
+                                worker.pool(),
+                                crate::compact::MIN_FILES,
+                            )
+                            .await
+                        {
+                            Ok(c) if c.removed > 0 => {
+                                tracing::info!(table = %topic.ident, removed = c.removed, added = c.added, "compacted small files")
+                            }
+                            Ok(_) => {}
+                            Err(e) => {
+                                tracing::warn!(table = %topic.ident, error = %e, "compaction failed")
+                            }
+                        }
+                    }
                     if let Some((older_than, retain_last)) = topic.expire {
                         if commits.is_multiple_of(EXPIRE_EVERY) {
                             let cutoff = clock.now_ms() as i64 - older_than.as_millis() as i64;

@@ -9,6 +9,7 @@
 //! - [`control`]: the table's control stream, `PRE_COMMIT` before a round's Iceberg commit
 //!   and `COMMITTED` after, from which a restarted coordinator commits a crashed round's
 //!   files again;
+//! - [`compact`]: rewrites an append-only table's small files into one per partition;
 //! - [`manifest_merge`]: merges small manifests, so the manifest list stays short however
 //!   often a table commits;
 //! - [`coordinator`]: the per-table loop that collects the worker's conversions every commit
@@ -16,6 +17,7 @@
 //! - [`watermark`]: the table and partition watermarks; [`status`]: commit lag per table.
 
 pub mod commit;
+pub mod compact;
 pub mod control;
 pub mod coordinator;
 pub mod manifest_merge;

@@ -568,3 +568,112 @@ async fn many_rounds_merge_manifests_and_deletes_still_apply() {
     let table = c.load(&ident).await.expect("load").expect("table");
     assert_eq!(scan(&table).await, expected);
 }
+
+/// An append-only table's small files are rewritten into one, in a `replace` snapshot that
+/// keeps Inlet's progress in its summary; the rows are the same, and appends go on after it.
+#[tokio::test]
+async fn small_files_are_compacted_and_progress_is_kept() {
+    use inlet_table_coordinator::compact::MIN_FILES;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let c = committer(&dir).await;
+    let ident = TableIdent::new(NamespaceIdent::new("default".into()), "small".into());
+    let table = c
+        .create_with_ids_if_missing(&ident, &upsert_schema(), None, &[])
+        .await
+        .expect("create");
+    let round = |n: u64, files| Round {
+        commit_id: format!("small-{n}"),
+        schema: upsert_schema(),
+        files,
+        delete_files: Vec::new(),
+        base: RoundBase::Latest,
+        id_columns: Vec::new(),
+        offsets: BTreeMap::from([(0, 10 * n)]),
+        watermark_ms: Some(n as i64),
+        partition_watermarks: BTreeMap::from([(0, n as i64)]),
+        timestamp_ms: 1_000 * n as i64,
+        partition_spec: None,
+    };
+    let mut expected = BTreeMap::new();
+    let files = MIN_FILES as u64 + 4;
+    for n in 1..=files {
+        let rows: Vec<(i64, String)> = (0..10)
+            .map(|i| (n as i64 * 100 + i, format!("r{n}")))
+            .collect();
+        let borrowed: Vec<(i64, &str)> = rows.iter().map(|(i, s)| (*i, s.as_str())).collect();
+        let file = data_file(&table, &format!("s{n}"), &borrowed).await;
+        expected.extend(rows);
+        c.commit(&ident, &round(n, vec![file]))
+            .await
+            .expect("commit");
+    }
+    let before = Committer::committed(&c.load(&ident).await.expect("load").expect("table"));
+
+    let pool = inlet_table_worker::memory::MemoryPool::new(64 << 20);
+    let settings = inlet_table_worker::data_file::FileSettings::default();
+    let done = c
+        .compact(&ident, &settings, &pool, MIN_FILES)
+        .await
+        .expect("compact");
+    assert_eq!((done.removed, done.added), (files as usize, 1));
+    assert_eq!(pool.used(), 0, "the compaction returned its memory");
+
+    let table = c.load(&ident).await.expect("load").expect("table");
+    let snapshot = table.metadata().current_snapshot().expect("snapshot");
+    assert_eq!(
+        snapshot.summary().operation,
+        iceberg::spec::Operation::Replace
+    );
+    let props = &snapshot.summary().additional_properties;
+    assert_eq!(props.get("total-data-files").map(String::as_str), Some("1"));
+    assert_eq!(
+        props.get("total-records").map(String::as_str),
+        Some((files * 10).to_string().as_str())
+    );
+    let after = Committer::committed(&table);
+    assert_eq!(
+        after.offsets, before.offsets,
+        "conversion resumes where it did"
+    );
+    assert_eq!(after.watermark_ms, before.watermark_ms);
+    assert_eq!(after.partition_watermarks, before.partition_watermarks);
+    assert_eq!(scan(&table).await, expected, "the same rows");
+    let plan: Vec<_> = {
+        use futures::TryStreamExt;
+        table
+            .scan()
+            .build()
+            .expect("scan")
+            .plan_files()
+            .await
+            .expect("plan")
+            .try_collect()
+            .await
+            .expect("tasks")
+    };
+    assert_eq!(plan.len(), 1, "one file to read");
+    // Nothing small enough left: a second compaction does nothing.
+    assert_eq!(
+        c.compact(&ident, &settings, &pool, MIN_FILES)
+            .await
+            .expect("compact")
+            .removed,
+        0
+    );
+
+    // Rounds go on after the replace snapshot; a repeated round is still recognised.
+    assert_eq!(
+        c.commit(&ident, &round(files, Vec::new()))
+            .await
+            .expect("retry"),
+        None
+    );
+    let file = data_file(&table, "late", &[(9_999, "late")]).await;
+    expected.insert(9_999, "late".into());
+    c.commit(&ident, &round(files + 1, vec![file]))
+        .await
+        .expect("commit")
+        .expect("a snapshot");
+    let table = c.load(&ident).await.expect("load").expect("table");
+    assert_eq!(scan(&table).await, expected);
+}

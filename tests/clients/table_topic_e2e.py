@@ -10,6 +10,7 @@ restarted): 10 more records, and the table holds all 50 exactly once. Prints OK 
 raises on a mismatch.
 """
 
+import decimal
 import json
 import os
 import sys
@@ -232,4 +233,42 @@ s4 = next(r for r in shipments if r["id"] == 4)
 assert s4["parcels"] == ["a"] and s4["to"] == {"city": "city4"}, s4
 assert s4["sent"].isoformat().startswith("2024-01-01T00:00:04"), s4
 assert all(r["_key"] == {"id": r["id"], "depot": f"d{r['id'] % 2}"} for r in shipments), shipments
+
+# Compaction: a 3-partition topic gets a burst per round; after 10 commits the coordinator
+# rewrites the ~30 small files as one, in a `replace` snapshot. Readers see every record once.
+admin.create_topics([NewTopic("clicks", num_partitions=3, replication_factor=1, config={
+    "table.topic.enable": "true", "table.topic.commit.interval.ms": "1000"})])["clicks"].result(30)
+click_ser = AvroSerializer(registry, V1)
+produced = 0
+for burst in range(12):
+    for i in range(30):
+        value = click_ser({"id": produced, "customer": {"name": f"c{produced}", "vip": False},
+                           "amount": decimal.Decimal("1.00"), "at": 1_700_000_000_000 + produced},
+                          SerializationContext("clicks", MessageField.VALUE))
+        producer.produce("clicks", key=str(produced).encode(), value=value, partition=i % 3)
+        produced += 1
+    producer.flush(30)
+    # One round per burst: wait until the table holds it.
+    deadline = time.time() + 30
+    while time.time() < deadline:
+        try:
+            if len(catalog.load_table("default.clicks").scan().to_arrow()) == produced:
+                break
+        except Exception:
+            pass
+        time.sleep(0.2)
+    else:
+        raise AssertionError(f"clicks did not reach {produced} rows")
+clicks = catalog.load_table("default.clicks")
+operations = [s.summary.operation.value for s in clicks.metadata.snapshots]
+assert "replace" in operations, operations
+rows = clicks.scan().to_arrow().to_pylist()
+assert sorted(r["id"] for r in rows) == list(range(produced)), "every record once"
+files = list(clicks.scan().plan_files())
+assert len(files) < 12 * 3, f"{len(files)} files after compaction"
+con = duckdb_iceberg.connect(iceberg_uri)
+if con is not None:
+    got = con.execute("SELECT count(*), count(DISTINCT id) FROM inlet.default.clicks").fetchall()
+    assert got == [(produced, produced)], got
+print("compaction OK:", len(files), "files,", operations.count("replace"), "replace snapshots")
 print("OK")

@@ -56,14 +56,16 @@ struct Live {
 
 impl Committer {
     /// Compacts the small data files of one partition of `ident` (the one with the most), if
-    /// it has at least `min_files` of them. Returns what was done; nothing when there is
-    /// nothing to do, the table has delete files, or another commit won the race.
+    /// it has at least `min_files` of them; `now_ms` is the snapshot's time (the caller's
+    /// clock). Returns what was done; nothing when there is nothing to do, the table has
+    /// delete files, or another commit won the race.
     pub async fn compact(
         &self,
         ident: &TableIdent,
         settings: &FileSettings,
         pool: &MemoryPool,
         min_files: usize,
+        now_ms: i64,
     ) -> Result<Compacted, CommitError> {
         let Some(table) = self.load(ident).await? else {
             return Ok(Compacted::default());
@@ -290,12 +292,7 @@ impl Committer {
             .with_snapshot_id(snapshot_id)
             .with_parent_snapshot_id(Some(parent.snapshot_id()))
             .with_sequence_number(sequence_number)
-            .with_timestamp_ms(
-                (std::time::SystemTime::now()
-                    .duration_since(std::time::UNIX_EPOCH)
-                    .map_or(0, |d| d.as_millis() as i64))
-                .max(meta.last_updated_ms() + 1),
-            )
+            .with_timestamp_ms(now_ms.max(meta.last_updated_ms() + 1))
             .with_manifest_list(list_path)
             .with_summary(Summary {
                 operation: Operation::Replace,

@@ -352,6 +352,7 @@ pub async fn run(
                                 &topic.ctx.settings,
                                 worker.pool(),
                                 crate::compact::MIN_FILES,
+                                clock.now_ms() as i64,
                             )
                             .await
                         {

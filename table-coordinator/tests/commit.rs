@@ -612,7 +612,7 @@ async fn small_files_are_compacted_and_progress_is_kept() {
     let pool = inlet_table_worker::memory::MemoryPool::new(64 << 20);
     let settings = inlet_table_worker::data_file::FileSettings::default();
     let done = c
-        .compact(&ident, &settings, &pool, MIN_FILES)
+        .compact(&ident, &settings, &pool, MIN_FILES, 100_000)
         .await
         .expect("compact");
     assert_eq!((done.removed, done.added), (files as usize, 1));
@@ -654,7 +654,7 @@ async fn small_files_are_compacted_and_progress_is_kept() {
     assert_eq!(plan.len(), 1, "one file to read");
     // Nothing small enough left: a second compaction does nothing.
     assert_eq!(
-        c.compact(&ident, &settings, &pool, MIN_FILES)
+        c.compact(&ident, &settings, &pool, MIN_FILES, 100_000)
             .await
             .expect("compact")
             .removed,

@@ -74,6 +74,15 @@ impl Committer {
         let Some(parent) = meta.current_snapshot().cloned() else {
             return Ok(Compacted::default());
         };
+        // Cheap first: fewer files in all than a compaction needs.
+        let total_files = parent
+            .summary()
+            .additional_properties
+            .get("total-data-files")
+            .and_then(|v| v.parse::<usize>().ok());
+        if total_files.is_some_and(|n| n < min_files) {
+            return Ok(Compacted::default());
+        }
         let file_io = table.file_io();
         let spec = meta.default_partition_spec().clone();
         let schema = meta.current_schema().clone();

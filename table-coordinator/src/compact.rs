@@ -1,7 +1,7 @@
 //! Small-file compaction of append-only tables: a table that commits every second gets a few
-//! small files per round, and readers pay per file. Every [`COMPACT_EVERY`] commits the
-//! coordinator rewrites the small files of a partition into one file of up to the target size,
-//! in one `replace` snapshot.
+//! small files per round, and readers pay per file. Every [`COMPACT_EVERY`] commits, and at
+//! most once per [`COMPACT_MIN_INTERVAL`], the coordinator rewrites the small files of a
+//! partition into one file of up to the target size, in one `replace` snapshot.
 //!
 //! Invariants:
 //! - Only append-only tables without delete files: an upsert table's primary-key index and
@@ -32,6 +32,12 @@ use crate::commit::{CommitError, Committer, COMMIT_ID};
 
 /// Commits of a table between two compaction checks.
 pub const COMPACT_EVERY: u64 = 10;
+
+/// And at least this long between two checks of a table: at a 1 s commit interval, ten
+/// commits of a quiet table hold too little data to be worth a rewrite, and a file still
+/// small after one compaction would be rewritten every ten seconds until it grows past the
+/// small size.
+pub const COMPACT_MIN_INTERVAL: std::time::Duration = std::time::Duration::from_secs(60);
 
 /// A partition's files are compacted once it has this many small ones.
 pub const MIN_FILES: usize = 16;

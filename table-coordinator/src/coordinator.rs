@@ -134,6 +134,7 @@ pub async fn run(
     // Set when an upsert table's index no longer matches the table (see the module docs).
     let mut resync = false;
     let mut commits = 0u64;
+    let mut last_compaction: Option<tokio::time::Instant> = None;
     let mut ticks = tokio::time::interval_at(
         tokio::time::Instant::now() + topic.commit_interval,
         topic.commit_interval,
@@ -345,7 +346,13 @@ pub async fn run(
                     });
                     pending = None;
                     commits += 1;
-                    if !upsert && commits.is_multiple_of(crate::compact::COMPACT_EVERY) {
+                    let compact_due = last_compaction
+                        .is_none_or(|at| at.elapsed() >= crate::compact::COMPACT_MIN_INTERVAL);
+                    if !upsert
+                        && compact_due
+                        && commits.is_multiple_of(crate::compact::COMPACT_EVERY)
+                    {
+                        last_compaction = Some(tokio::time::Instant::now());
                         match committer
                             .compact(
                                 &topic.ident,

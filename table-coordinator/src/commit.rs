@@ -475,13 +475,7 @@ impl Committer {
             .with_schema_id(schema_id)
             .build();
 
-        let mut requirements = vec![
-            TableRequirement::UuidMatch { uuid: meta.uuid() },
-            TableRequirement::RefSnapshotIdMatch {
-                r#ref: MAIN.to_string(),
-                snapshot_id: parent.as_ref().map(|p| p.snapshot_id()),
-            },
-        ];
+        let mut requirements = main_requirements(meta, parent.as_ref().map(|p| p.snapshot_id()));
         let mut updates = Vec::new();
         if evolve {
             requirements.push(TableRequirement::CurrentSchemaIdMatch {
@@ -492,14 +486,7 @@ impl Committer {
             });
             updates.push(TableUpdate::SetCurrentSchema { schema_id: -1 });
         }
-        updates.push(TableUpdate::AddSnapshot { snapshot });
-        updates.push(TableUpdate::SetSnapshotRef {
-            ref_name: MAIN.to_string(),
-            reference: SnapshotReference::new(
-                snapshot_id,
-                SnapshotRetention::branch(None, None, None),
-            ),
-        });
+        updates.extend(main_updates(snapshot));
         match self.target.commit(table, requirements, updates).await? {
             Some(_) => Ok(snapshot_id),
             None => Err(CommitError::Catalog("nothing to commit".into())),
@@ -643,6 +630,35 @@ async fn unreferenced_manifests(table: &Table, expired: &[SnapshotRef]) -> Vec<S
     let mut orphans: Vec<String> = orphans.into_iter().collect();
     orphans.sort();
     orphans
+}
+
+/// What a new `main` snapshot on `parent` requires: the same table, `main` still at `parent`.
+pub(crate) fn main_requirements(
+    meta: &TableMetadata,
+    parent: Option<i64>,
+) -> Vec<TableRequirement> {
+    vec![
+        TableRequirement::UuidMatch { uuid: meta.uuid() },
+        TableRequirement::RefSnapshotIdMatch {
+            r#ref: MAIN.to_string(),
+            snapshot_id: parent,
+        },
+    ]
+}
+
+/// The updates that add `snapshot` and point `main` at it.
+pub(crate) fn main_updates(snapshot: Snapshot) -> [TableUpdate; 2] {
+    let snapshot_id = snapshot.snapshot_id();
+    [
+        TableUpdate::AddSnapshot { snapshot },
+        TableUpdate::SetSnapshotRef {
+            ref_name: MAIN.to_string(),
+            reference: SnapshotReference::new(
+                snapshot_id,
+                SnapshotRetention::branch(None, None, None),
+            ),
+        },
+    ]
 }
 
 /// Whether a snapshot of the table carries `commit_id`.

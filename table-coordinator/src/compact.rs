@@ -20,11 +20,10 @@ use futures::{StreamExt, TryStreamExt};
 use iceberg::arrow::ArrowReaderBuilder;
 use iceberg::scan::FileScanTask;
 use iceberg::spec::{
-    DataContentType, DataFile, ManifestContentType, ManifestFile, ManifestListWriter,
-    ManifestStatus, ManifestWriterBuilder, Operation, Snapshot, SnapshotReference,
-    SnapshotRetention, Summary,
+    DataContentType, DataFile, ManifestFile, ManifestListWriter, ManifestWriterBuilder, Operation,
+    Snapshot, Summary,
 };
-use iceberg::{Runtime, TableIdent, TableRequirement, TableUpdate};
+use iceberg::{Runtime, TableIdent};
 use inlet_table_worker::data_file::{FileSettings, FileTarget};
 use inlet_table_worker::memory::MemoryPool;
 
@@ -236,26 +235,13 @@ impl Committer {
                 manifest_spec.as_ref().clone(),
             )
             .build_v2_data();
-            for entry in loaded[i].entries() {
-                if entry.status() == ManifestStatus::Deleted {
-                    continue;
-                }
-                let (Some(snap), Some(seq)) = (entry.snapshot_id(), entry.sequence_number()) else {
-                    return Err(CommitError::Catalog(
-                        "a manifest entry without its snapshot or sequence number".into(),
-                    ));
-                };
-                let file_seq = entry.file_sequence_number.or(Some(seq));
-                if removed.contains(entry.file_path()) {
-                    writer.add_delete_file(entry.data_file().clone(), seq, file_seq)?;
-                } else {
-                    writer.add_existing_file(entry.data_file().clone(), snap, seq, file_seq)?;
-                }
-            }
-            let written_manifest = writer.write_manifest_file().await?;
-            if written_manifest.content == ManifestContentType::Data {
-                out.push(written_manifest);
-            }
+            crate::manifest_merge::carry_entries(
+                &mut writer,
+                &loaded[i],
+                &m.manifest_path,
+                |path| removed.contains(path),
+            )?;
+            out.push(writer.write_manifest_file().await?);
         }
         let list_path = format!("{location}/metadata/snap-{snapshot_id}-1-{prefix}.avro");
         let mut list = ManifestListWriter::v2(
@@ -315,23 +301,8 @@ impl Committer {
             })
             .with_schema_id(schema.schema_id())
             .build();
-        let requirements = vec![
-            TableRequirement::UuidMatch { uuid: meta.uuid() },
-            TableRequirement::RefSnapshotIdMatch {
-                r#ref: crate::commit::MAIN.to_string(),
-                snapshot_id: Some(parent.snapshot_id()),
-            },
-        ];
-        let updates = vec![
-            TableUpdate::AddSnapshot { snapshot },
-            TableUpdate::SetSnapshotRef {
-                ref_name: crate::commit::MAIN.to_string(),
-                reference: SnapshotReference::new(
-                    snapshot_id,
-                    SnapshotRetention::branch(None, None, None),
-                ),
-            },
-        ];
+        let requirements = crate::commit::main_requirements(meta, Some(parent.snapshot_id()));
+        let updates = crate::commit::main_updates(snapshot).to_vec();
         match self
             .target
             .commit(&table, requirements, updates)

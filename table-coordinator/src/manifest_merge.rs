@@ -20,8 +20,8 @@ use std::collections::BTreeMap;
 
 use iceberg::io::FileIO;
 use iceberg::spec::{
-    ManifestContentType, ManifestFile, ManifestStatus, ManifestWriterBuilder, SchemaRef,
-    TableMetadata,
+    Manifest, ManifestContentType, ManifestFile, ManifestStatus, ManifestWriter,
+    ManifestWriterBuilder, SchemaRef, TableMetadata,
 };
 
 use crate::commit::CommitError;
@@ -82,25 +82,9 @@ pub async fn merge(
         };
         for &i in &members {
             let manifest = existing[i].load_manifest(file_io).await?;
-            for entry in manifest.entries() {
-                if entry.status() == ManifestStatus::Deleted {
-                    continue;
-                }
-                let (Some(snapshot), Some(sequence)) =
-                    (entry.snapshot_id(), entry.sequence_number())
-                else {
-                    return Err(CommitError::Catalog(format!(
-                        "manifest {} has an entry without its snapshot or sequence number",
-                        existing[i].manifest_path
-                    )));
-                };
-                writer.add_existing_file(
-                    entry.data_file().clone(),
-                    snapshot,
-                    sequence,
-                    entry.file_sequence_number.or(Some(sequence)),
-                )?;
-            }
+            carry_entries(&mut writer, &manifest, &existing[i].manifest_path, |_| {
+                false
+            })?;
             merged_away[i] = true;
         }
         merged.push(writer.write_manifest_file().await?);
@@ -114,4 +98,34 @@ pub async fn merge(
         .collect();
     out.extend(merged);
     Ok((out, count))
+}
+
+/// Writes the live entries of `manifest` (read from `path`) to `writer`: those `drop` names by
+/// file path as `DELETED` (by the writer's snapshot), the others as `EXISTING`, each with its
+/// original snapshot id and data and file sequence numbers. Its `DELETED` entries are left out.
+pub(crate) fn carry_entries(
+    writer: &mut ManifestWriter,
+    manifest: &Manifest,
+    path: &str,
+    drop: impl Fn(&str) -> bool,
+) -> Result<(), CommitError> {
+    for entry in manifest.entries() {
+        if entry.status() == ManifestStatus::Deleted {
+            continue;
+        }
+        let (Some(snapshot), Some(sequence)) = (entry.snapshot_id(), entry.sequence_number())
+        else {
+            return Err(CommitError::Catalog(format!(
+                "manifest {path} has an entry without its snapshot or sequence number"
+            )));
+        };
+        let file_sequence = entry.file_sequence_number.or(Some(sequence));
+        let file = entry.data_file().clone();
+        if drop(entry.file_path()) {
+            writer.add_delete_file(file, sequence, file_sequence)?;
+        } else {
+            writer.add_existing_file(file, snapshot, sequence, file_sequence)?;
+        }
+    }
+    Ok(())
 }

@@ -222,18 +222,12 @@ pub async fn convert_range_indexed(
                 if schemas.contains_key(&id) {
                     continue;
                 }
-                match table.registry.schema_by_id(id).await {
-                    Ok(s) => {
-                        if let Some(m) = iceberg_schema_of(&s, value)? {
-                            incoming.push(table.transform.table_schema(&m)?);
-                        }
-                        schemas.insert(id, s);
+                // Unknown ids make dead letters below.
+                if let Some(s) = registered(&table.registry, id).await? {
+                    if let Some(m) = iceberg_schema_of(&s, value)? {
+                        incoming.push(table.transform.table_schema(&m)?);
                     }
-                    // Unknown ids make dead letters below; store errors end the job.
-                    Err(e) if e.is_retryable() => {
-                        return Err(Error::Schema(format!("schema registry: {e}")))
-                    }
-                    Err(_) => {}
+                    schemas.insert(id, s);
                 }
             }
         }
@@ -611,6 +605,16 @@ async fn read_records(store: &StreamStore, job: &JobSpec) -> Result<(Vec<Rec>, u
     Ok((records, offset.max(job.from), bytes))
 }
 
+/// The registered schema `id`; None when the registry does not have it. A registry that
+/// cannot answer (a retryable error) ends the job.
+async fn registered(registry: &Registry, id: u32) -> Result<Option<Arc<StoredSchema>>> {
+    match registry.schema_by_id(id).await {
+        Ok(s) => Ok(Some(s)),
+        Err(e) if e.is_retryable() => Err(Error::Schema(format!("schema registry: {e}"))),
+        Err(_) => Ok(None),
+    }
+}
+
 /// The key schemas of a range (`convert.key.type`), and the `_key` columns they map to.
 struct KeySchemas<'t> {
     key_type: &'t ValueType,
@@ -640,16 +644,10 @@ impl<'t> KeySchemas<'t> {
                     if keys.by_id.contains_key(&id) {
                         continue;
                     }
-                    match table.registry.schema_by_id(id).await {
-                        Ok(s) => {
-                            keys.fields.extend(crate::key::key_field(&s, payload)?);
-                            keys.by_id.insert(id, s);
-                        }
-                        Err(e) if e.is_retryable() => {
-                            return Err(Error::Schema(format!("schema registry: {e}")))
-                        }
-                        // Unknown ids make dead letters.
-                        Err(_) => {}
+                    // Unknown ids make dead letters.
+                    if let Some(s) = registered(&table.registry, id).await? {
+                        keys.fields.extend(crate::key::key_field(&s, payload)?);
+                        keys.by_id.insert(id, s);
                     }
                 }
             }

@@ -230,6 +230,41 @@ pub fn require(what: &str, available: bool) -> bool {
     false
 }
 
+/// Runs one phase of a table topic client script (`script BOOTSTRAP REGISTRY_URL ICEBERG_URI
+/// PHASE`) against `node`; it must exit 0 and print OK. In its `after-restart` phase the
+/// script also reads with DuckDB: only a machine without DuckDB's packages skips that, never
+/// CI. Returns the script's output.
+pub fn run_table_topic_phase(
+    python: &Path,
+    script_name: &str,
+    node: &Node,
+    phase: &str,
+    timeout: Duration,
+) -> String {
+    let (status, output) = python::run(
+        python,
+        &[
+            python::script(script_name).into(),
+            node.kafka.clone().into(),
+            format!("http://{}", node.registry).into(),
+            format!("http://{}/iceberg", node.http).into(),
+            phase.into(),
+        ],
+        timeout,
+    );
+    assert!(
+        status.is_some_and(|s| s.success()) && output.contains("OK"),
+        "the {phase} phase of {script_name} failed ({status:?}):\n{output}"
+    );
+    if phase == "after-restart" && std::env::var_os("CI").is_some() {
+        assert!(
+            output.contains("DuckDB OK"),
+            "DuckDB did not check:\n{output}"
+        );
+    }
+    output
+}
+
 /// Is there a `java` that runs (for Spark)?
 pub fn java() -> bool {
     Command::new("java")

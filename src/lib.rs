@@ -146,6 +146,7 @@ pub async fn serve(config: NodeConfig) -> anyhow::Result<()> {
         broker_config,
         Arc::new(SystemClock),
         Some(registry.clone()),
+        Arc::new(TablePayloads::default()),
     )
     .await
     .context("opening the Kafka endpoint")?;
@@ -243,4 +244,25 @@ fn shutdown_signal() -> anyhow::Result<impl std::future::Future<Output = ()>> {
             _ = int.recv() => {}
         }
     })
+}
+
+/// Produce-time checks of table topic payloads with the table workers' own decoders, so that
+/// the broker refuses exactly what a conversion job would send to the dead-letter table.
+#[derive(Debug, Default)]
+struct TablePayloads(inlet_table_worker::check::PayloadChecker);
+
+impl inlet_ingest::validate::PayloadCheck for TablePayloads {
+    fn check(
+        &self,
+        side: inlet_ingest::validate::Side,
+        schema: &inlet_schema_registry::StoredSchema,
+        payload: &[u8],
+    ) -> Result<(), String> {
+        use inlet_table_worker::check::Side as WorkerSide;
+        let side = match side {
+            inlet_ingest::validate::Side::Value => WorkerSide::Value,
+            inlet_ingest::validate::Side::Key => WorkerSide::Key,
+        };
+        self.0.check(side, schema, payload)
+    }
 }

@@ -114,9 +114,9 @@ pub fn parse_header(b: &[u8]) -> Result<BatchHeader, BatchError> {
             header.record_count
         )));
     }
-    if header.last_offset_delta < 0 || header.last_offset_delta < header.record_count - 1 {
+    if header.last_offset_delta != header.record_count - 1 {
         return Err(BatchError::Invalid(format!(
-            "last offset delta {} does not cover {} records",
+            "last offset delta {} does not match {} records (Kafka: inconsistent batch offset range and record count)",
             header.last_offset_delta, header.record_count
         )));
     }

@@ -17,6 +17,7 @@ use crate::groups::{ClientInfo, GroupConfig, GroupCoordinator};
 use crate::metrics::Metrics;
 use crate::producers::ProducerIds;
 use crate::topics::Topics;
+use crate::validate::PayloadCheck;
 
 const MIGRATIONS: &[&str] =
     &["CREATE TABLE inlet_cluster (name VARCHAR(64) PRIMARY KEY, value TEXT NOT NULL)"];
@@ -34,6 +35,8 @@ pub struct Broker {
     /// The Schema Registry, for produce-time validation of table topics; `None` refuses
     /// produce to table topics whose records must be checked.
     pub(crate) registry: Option<Arc<inlet_schema_registry::Registry>>,
+    /// Whether a table topic payload converts (the table workers' decoders, wired by the node).
+    pub(crate) payloads: Arc<dyn PayloadCheck>,
     /// Cancelled when the node stops: long polls return at once.
     pub(crate) shutdown: CancellationToken,
 }
@@ -57,6 +60,7 @@ impl Broker {
         config: BrokerConfig,
         clock: Arc<dyn Clock>,
         registry: Option<Arc<inlet_schema_registry::Registry>>,
+        payloads: Arc<dyn PayloadCheck>,
     ) -> Result<Arc<Self>> {
         let config = Arc::new(config);
         let meta = store.meta().clone();
@@ -84,6 +88,7 @@ impl Broker {
             clock,
             cluster_id,
             registry,
+            payloads,
             shutdown: CancellationToken::new(),
         }))
     }

@@ -104,17 +104,6 @@ pub fn header_prefix(frame: &[u8]) -> Result<HeaderPrefix, DecodeError> {
     })
 }
 
-/// Largest element count an array in a frame of `len` bytes can honestly hold: every element
-/// takes at least one byte.
-fn check_array_counts(api: ApiKey, version: i16, frame: &[u8]) -> Result<(), DecodeError> {
-    // The kafka-protocol decoder reserves room for an array's claimed length before reading
-    // it. A claim beyond the frame's size is a lie; refuse any 4-byte big-endian count (or
-    // unsigned varint count) that could be one *and* would exceed the frame's length, by
-    // decoding into a bounded scratch check below instead (see `decode_request`).
-    let _ = (api, version, frame);
-    Ok(())
-}
-
 /// Decodes a request frame (without its length prefix).
 pub fn decode_request(frame: Bytes) -> Result<Request, DecodeError> {
     let prefix = header_prefix(&frame)?;
@@ -131,7 +120,6 @@ pub fn decode_request(frame: Bytes) -> Result<Request, DecodeError> {
             max,
         });
     }
-    check_array_counts(api_key, version, &frame)?;
     let malformed = |detail: String| DecodeError::Malformed {
         api: api_key,
         version,
@@ -141,15 +129,16 @@ pub fn decode_request(frame: Bytes) -> Result<Request, DecodeError> {
     let decoded = std::panic::catch_unwind(std::panic::AssertUnwindSafe(move || {
         let header = RequestHeader::decode(&mut buf, api_key.request_header_version(version))?;
         let body = RequestKind::decode(api_key, &mut buf, version)?;
-        anyhow::Ok((header, body, buf.remaining()))
+        anyhow::Ok((header, body))
     }));
     match decoded {
-        Ok(Ok((header, body, 0))) => Ok(Request {
+        // Bytes after the body are ignored, as Apache Kafka ignores them: librdkafka 2.16 sends
+        // three (`01 00 00`) after a Metadata v12 body.
+        Ok(Ok((header, body))) => Ok(Request {
             api_key,
             header,
             body,
         }),
-        Ok(Ok((_, _, rest))) => Err(malformed(format!("{rest} bytes left after the body"))),
         Ok(Err(e)) => Err(malformed(format!("{e:#}"))),
         Err(_) => Err(malformed("the decoder panicked".into())),
     }
@@ -234,6 +223,33 @@ mod tests {
             decode_request(frame.slice(..frame.len() - 3)),
             Err(DecodeError::Malformed { .. })
         ));
+    }
+
+    #[test]
+    fn bytes_after_the_body_are_ignored_as_kafka_ignores_them() {
+        // librdkafka 2.16's Metadata v12 request ends with `01 00 00` after the body.
+        for v in [4, 12] {
+            let mut frame = BytesMut::from(&metadata_frame(v)[..]);
+            frame.extend_from_slice(&[0x01, 0x00, 0x00]);
+            let r = decode_request(frame.freeze()).expect("trailing bytes are ignored");
+            let RequestKind::Metadata(body) = r.body else {
+                panic!("not a Metadata request")
+            };
+            let topics = body.topics.expect("topics");
+            assert_eq!(topics.len(), 1);
+            assert_eq!(&*topics[0].name.clone().expect("name").0, "orders");
+        }
+    }
+
+    #[test]
+    fn unknown_tagged_fields_are_accepted() {
+        // Metadata v12's body ends with its tagged fields: replace the empty set (0) with one
+        // unknown tag (tag 99, 2 bytes of data).
+        let frame = metadata_frame(12);
+        let mut tagged = BytesMut::from(&frame[..frame.len() - 1]);
+        tagged.extend_from_slice(&[0x01, 99, 0x02, 0xAB, 0xCD]);
+        let r = decode_request(tagged.freeze()).expect("an unknown tagged field is accepted");
+        assert_eq!(r.version(), 12);
     }
 
     #[test]

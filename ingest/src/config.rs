@@ -35,6 +35,10 @@ pub struct BrokerConfig {
     /// `queued.max.request.bytes`: request bytes read but not yet answered, over all
     /// connections; readers wait for room (back pressure) before reading a frame.
     pub queued_max_request_bytes: u64,
+    /// `inlet.batch.max.decompressed.bytes` (Inlet's own): the most bytes one compressed record
+    /// batch may decompress to; more is refused as INVALID_RECORD. Records are read streaming,
+    /// so this bounds time, not memory.
+    pub max_decompressed_batch_bytes: u64,
     /// Defaults for new topics' `table.topic.*` configs (and any other topic config given at
     /// broker level by its topic name).
     pub topic_defaults: TopicConfigs,
@@ -58,6 +62,7 @@ impl Default for BrokerConfig {
             group_max_session_timeout_ms: 1_800_000,
             socket_request_max_bytes: 100 * 1024 * 1024,
             queued_max_request_bytes: 256 * 1024 * 1024,
+            max_decompressed_batch_bytes: 64 * 1024 * 1024,
             topic_defaults: TopicConfigs::default(),
             given: BTreeMap::new(),
         }
@@ -159,6 +164,13 @@ impl BrokerConfig {
                     }
                     self.queued_max_request_bytes = n as u64;
                 }
+                "inlet.batch.max.decompressed.bytes" => {
+                    let n = int()?;
+                    if n < 1024 {
+                        return Err(bad("must be at least 1024"));
+                    }
+                    self.max_decompressed_batch_bytes = n as u64;
+                }
                 other => {
                     // Topic configs given at broker level become defaults for new topics.
                     let name = topic_config::canonical_name(other)
@@ -234,6 +246,11 @@ impl BrokerConfig {
             (
                 "queued.max.request.bytes".into(),
                 self.queued_max_request_bytes.to_string(),
+                false,
+            ),
+            (
+                "inlet.batch.max.decompressed.bytes".into(),
+                self.max_decompressed_batch_bytes.to_string(),
                 false,
             ),
             ("broker.id".into(), self.node_id.to_string(), false),

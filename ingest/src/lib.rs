@@ -19,6 +19,7 @@ pub mod groups;
 mod handlers;
 pub mod metrics;
 pub mod producers;
+pub mod records;
 pub mod server;
 pub mod topic_config;
 pub mod topics;

@@ -31,6 +31,8 @@ pub struct Metrics {
     pub connections: AtomicU64,
     pub connections_total: AtomicU64,
     pub bad_frames: AtomicU64,
+    /// Record batches refused because their records do not read as the header says.
+    pub invalid_batches: AtomicU64,
     pub produced_records: AtomicU64,
     pub produced_bytes: AtomicU64,
     pub fetched_bytes: AtomicU64,
@@ -60,6 +62,7 @@ impl Default for Metrics {
             connections: AtomicU64::new(0),
             connections_total: AtomicU64::new(0),
             bad_frames: AtomicU64::new(0),
+            invalid_batches: AtomicU64::new(0),
             produced_records: AtomicU64::new(0),
             produced_bytes: AtomicU64::new(0),
             fetched_bytes: AtomicU64::new(0),
@@ -161,6 +164,12 @@ impl Metrics {
                 "Connections closed for an oversized, malformed or unsupported request.",
                 "counter",
                 get(&self.bad_frames),
+            ),
+            (
+                "inlet_kafka_invalid_batches_total",
+                "Record batches refused by Produce because their records do not read as the batch header says (count, offset deltas, lengths, decompression).",
+                "counter",
+                get(&self.invalid_batches),
             ),
             (
                 "inlet_kafka_produced_records_total",

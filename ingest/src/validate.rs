@@ -1,22 +1,59 @@
-//! Produce-time validation for table topics (DESIGN.md §5): before a batch of a topic with
-//! `table.topic.enable=true` is stored, every record's value (and key, when its convert type
-//! says so) must be a Schema Registry framed record whose schema id exists and whose payload
-//! decodes. With `table.topic.errors.tolerance=none` a batch with any bad record is refused
-//! whole (INVALID_RECORD with one message per bad record) and nothing of it is stored; with
-//! `all` it is stored and the table side routes the bad records to the dead-letter table.
+//! Produce-time validation for table topics (docs/architecture.md, "Produce-time validation"):
+//! before a batch of a topic with `table.topic.enable=true` is stored, every record's value (and
+//! key, when its convert type says so) must be a Schema Registry framed record whose schema id
+//! exists and whose payload converts. With `table.topic.errors.tolerance=none` a batch with any
+//! bad record is refused whole (INVALID_RECORD with one message per bad record) and nothing of
+//! it is stored; with `all` it is stored and the table side routes the bad records to the
+//! dead-letter table.
 //!
 //! Only `by_schema_id` is checked here; `string` and `raw` accept any bytes, and
 //! `by_latest_schema` is decoded by the table worker.
+//!
+//! **One decoder.** Whether a payload converts is decided by a [`PayloadCheck`] that the node
+//! wires in: the table workers' own decoders (`inlet_table_worker::check`), so a record accepted
+//! here always converts. Without one (a broker built alone, in tests), the registry's decoder
+//! ([`RegistryDecoder`]) stands in.
+//!
+//! Records are read with [`crate::records::walk`] (streaming, bounded); schemas are resolved
+//! first, so the walk that checks payloads needs no I/O and runs off the async threads.
 
-use bytes::Bytes;
-use inlet_schema_registry::Registry;
-use kafka_protocol::records::RecordBatchDecoder;
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use inlet_schema_registry::framing;
+use inlet_schema_registry::{Error as RegistryError, Registry, StoredSchema};
 
 use crate::batch::Batch;
+use crate::records::{self, Limits};
 use crate::topic_config::TopicConfigs;
 
 /// At most this many per-record messages go back in one response.
 const MAX_RECORD_ERRORS: usize = 20;
+
+/// Which side of a record a payload is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Side {
+    Value,
+    Key,
+}
+
+/// Decides whether a framed record's payload (after the 5-byte header) converts.
+pub trait PayloadCheck: Send + Sync + 'static {
+    fn check(&self, side: Side, schema: &StoredSchema, payload: &[u8]) -> Result<(), String>;
+}
+
+/// The Schema Registry's decoder ([`framing::decode_payload`]): the check when the node wires
+/// none in.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct RegistryDecoder;
+
+impl PayloadCheck for RegistryDecoder {
+    fn check(&self, _side: Side, schema: &StoredSchema, payload: &[u8]) -> Result<(), String> {
+        framing::decode_payload(schema, payload)
+            .map(|_| ())
+            .map_err(|e| e.to_string())
+    }
+}
 
 /// What a table topic's records must be.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -51,54 +88,103 @@ impl Rules {
     }
 }
 
-/// Checks every record of `batches`; returns (index of the record in the request's record
-/// set, message) for the bad ones, at most [`MAX_RECORD_ERRORS`], and how many were bad.
-pub async fn check(
-    registry: &Registry,
-    rules: Rules,
-    batches: &[Batch],
-) -> (Vec<(i32, String)>, usize) {
-    let mut errors = Vec::new();
-    let mut bad = 0usize;
-    let mut index = 0i32;
-    for b in batches {
-        let records = match RecordBatchDecoder::decode(&mut b.bytes.clone()) {
-            Ok(set) => set.records,
-            Err(e) => {
-                bad += b.header.record_count.max(1) as usize;
-                if errors.len() < MAX_RECORD_ERRORS {
-                    errors.push((index, format!("the batch's records do not decode: {e:#}")));
-                }
-                index += b.header.record_count;
-                continue;
-            }
-        };
-        for r in &records {
-            let problem = check_record(registry, rules, r.key.as_ref(), r.value.as_ref()).await;
-            if let Some(message) = problem {
-                bad += 1;
-                if errors.len() < MAX_RECORD_ERRORS {
-                    errors.push((index, message));
-                }
-            }
-            index += 1;
-        }
-    }
-    (errors, bad)
+/// The outcome of checking a request's batches for one partition.
+#[derive(Debug, Default)]
+pub struct Verdict {
+    /// (index of the record in the partition's record set, message), at most
+    /// [`MAX_RECORD_ERRORS`].
+    pub errors: Vec<(i32, String)>,
+    /// How many records were bad.
+    pub bad: usize,
 }
 
-async fn check_record(
+/// Schemas by id, as resolved before the checking walk: `None` is an unknown id.
+type Schemas = HashMap<u32, Option<Arc<StoredSchema>>>;
+
+/// Checks every record of `batches` (each already passed [`crate::records::walk`]).
+pub async fn check(
     registry: &Registry,
+    payloads: Arc<dyn PayloadCheck>,
     rules: Rules,
-    key: Option<&Bytes>,
-    value: Option<&Bytes>,
+    batches: &[Batch],
+    limits: Limits,
+) -> Result<Verdict, String> {
+    // First walk: the schema ids the records name (records that are not framed fail below).
+    let mut ids = Vec::new();
+    for b in batches {
+        // Errors were reported by the validation walk already; ids of what decodes suffice.
+        let _ = records::walk(b, limits, |r| {
+            for (framed, bytes) in [(rules.value_framed, r.value), (rules.key_framed, r.key)] {
+                if let (true, Some(b)) = (framed, bytes) {
+                    if let Ok((id, _)) = framing::split(b) {
+                        if !ids.contains(&id) {
+                            ids.push(id);
+                        }
+                    }
+                }
+            }
+        });
+    }
+    let mut schemas = Schemas::new();
+    for id in ids {
+        let schema = match registry.schema_by_id(id).await {
+            Ok(s) => Some(s),
+            Err(RegistryError::SchemaIdNotFound(_)) => None,
+            Err(e) => return Err(e.to_string()),
+        };
+        schemas.insert(id, schema);
+    }
+    // Second walk: the payloads, with no I/O; off the async threads.
+    let batches = batches.to_vec();
+    let work = move || {
+        let mut verdict = Verdict::default();
+        let mut index = 0i32;
+        for b in &batches {
+            let walked = records::walk(b, limits, |r| {
+                let problem = check_record(&schemas, &*payloads, rules, r.key, r.value);
+                if let Some(message) = problem {
+                    verdict.bad += 1;
+                    if verdict.errors.len() < MAX_RECORD_ERRORS {
+                        verdict.errors.push((index + r.index, message));
+                    }
+                }
+            });
+            if let Err(e) = walked {
+                verdict.bad += b.header.record_count.max(1) as usize;
+                if verdict.errors.len() < MAX_RECORD_ERRORS {
+                    verdict.errors.push((index, e.to_string()));
+                }
+            }
+            index += b.header.record_count;
+        }
+        verdict
+    };
+    tokio::task::spawn_blocking(work)
+        .await
+        .map_err(|e| format!("the validation task failed: {e}"))
+}
+
+fn check_record(
+    schemas: &Schemas,
+    payloads: &dyn PayloadCheck,
+    rules: Rules,
+    key: Option<&[u8]>,
+    value: Option<&[u8]>,
 ) -> Option<String> {
+    let framed = |side: Side, bytes: &[u8]| -> Result<(), String> {
+        let (id, payload) = framing::split(bytes).map_err(|e| e.to_string())?;
+        let schema = schemas
+            .get(&id)
+            .and_then(Option::as_ref)
+            .ok_or_else(|| framing::FramingError::UnknownId(id).to_string())?;
+        payloads.check(side, schema, payload)
+    };
     if rules.value_framed {
         match value {
             None if rules.null_value_ok => {}
             None => return Some("a table topic record needs a value (null is a delete only with table.topic.upsert.enable=true)".into()),
             Some(v) => {
-                if let Err(e) = inlet_schema_registry::framing::decode(registry, v).await {
+                if let Err(e) = framed(Side::Value, v) {
                     return Some(format!("value: {e}"));
                 }
             }
@@ -110,8 +196,12 @@ async fn check_record(
                 return Some("key: table.topic.convert.key.type=by_schema_id needs a key".into())
             }
             Some(k) => {
-                if let Err(e) = inlet_schema_registry::framing::decode(registry, k).await {
-                    return Some(format!("key: {e}"));
+                if let Err(e) = framed(Side::Key, k) {
+                    return Some(if e.starts_with("key: ") {
+                        e
+                    } else {
+                        format!("key: {e}")
+                    });
                 }
             }
         }

@@ -67,6 +67,65 @@ impl SchemaCache {
     }
 }
 
+/// Ids found unknown, each remembered for a short time so that a stream of records naming an
+/// unknown id costs one store lookup per `ttl`, not one per record. Bounded by a count: when
+/// full, the oldest entry goes. An id registered on this node is forgotten at once
+/// ([`UnknownIds::forget`]); another node's registration is seen within `ttl`.
+#[derive(Debug)]
+pub(crate) struct UnknownIds {
+    inner: Mutex<(HashMap<u32, std::time::Instant>, VecDeque<u32>)>,
+    max_entries: usize,
+    ttl: std::time::Duration,
+}
+
+impl UnknownIds {
+    pub fn new(max_entries: usize, ttl: std::time::Duration) -> Self {
+        UnknownIds {
+            inner: Mutex::new((HashMap::new(), VecDeque::new())),
+            max_entries,
+            ttl,
+        }
+    }
+
+    /// Whether `id` was found unknown less than `ttl` ago.
+    pub fn contains(&self, id: u32) -> bool {
+        let mut inner = self.inner.lock();
+        match inner.0.get(&id) {
+            Some(at) if at.elapsed() < self.ttl => true,
+            Some(_) => {
+                inner.0.remove(&id);
+                false
+            }
+            None => false,
+        }
+    }
+
+    pub fn insert(&self, id: u32) {
+        if self.max_entries == 0 || self.ttl.is_zero() {
+            return;
+        }
+        let mut inner = self.inner.lock();
+        while inner.0.len() >= self.max_entries {
+            let Some(old) = inner.1.pop_front() else {
+                break;
+            };
+            inner.0.remove(&old);
+        }
+        if inner.0.insert(id, std::time::Instant::now()).is_none() {
+            inner.1.push_back(id);
+        }
+        // Keep the order queue bounded too (ids removed on expiry leave stale slots).
+        let (map, order) = &mut *inner;
+        if order.len() > 2 * self.max_entries {
+            order.retain(|i| map.contains_key(i));
+        }
+    }
+
+    pub fn forget(&self, id: u32) {
+        self.inner.lock().0.remove(&id);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -91,5 +150,21 @@ mod tests {
             cache.insert(schema(id));
         }
         assert_eq!(cache.usage(), (2, one * 2));
+    }
+
+    #[test]
+    fn unknown_ids_are_remembered_briefly_and_bounded() {
+        let unknown = UnknownIds::new(2, std::time::Duration::from_secs(60));
+        unknown.insert(1);
+        unknown.insert(2);
+        assert!(unknown.contains(1) && unknown.contains(2));
+        unknown.insert(3);
+        assert!(!unknown.contains(1), "the oldest is evicted at the bound");
+        assert!(unknown.contains(3));
+        unknown.forget(3);
+        assert!(!unknown.contains(3));
+        let brief = UnknownIds::new(10, std::time::Duration::ZERO);
+        brief.insert(5);
+        assert!(!brief.contains(5), "a zero ttl caches nothing");
     }
 }

@@ -14,6 +14,11 @@ pub struct RegistryConfig {
     pub cache_max_bytes: usize,
     /// Largest schema text accepted at registration, in bytes.
     pub max_schema_bytes: usize,
+    /// How long an id found unknown is answered as unknown without asking the store again, in
+    /// milliseconds (0: never cached). Ids registered on this node are forgotten at once.
+    pub unknown_id_ttl_ms: u64,
+    /// How many unknown ids are remembered at once.
+    pub unknown_id_max_entries: usize,
 }
 
 impl Default for RegistryConfig {
@@ -22,6 +27,8 @@ impl Default for RegistryConfig {
             cache_max_schemas: 10_000,
             cache_max_bytes: 64 << 20,
             max_schema_bytes: 1 << 20,
+            unknown_id_ttl_ms: 1_000,
+            unknown_id_max_entries: 4_096,
         }
     }
 }

@@ -13,7 +13,7 @@ use std::sync::Arc;
 
 use inlet_storage::MetaStore;
 
-use crate::cache::SchemaCache;
+use crate::cache::{SchemaCache, UnknownIds};
 use crate::compat::{Compatibility, Mode};
 use crate::config::RegistryConfig;
 use crate::error::{Error, Result};
@@ -72,6 +72,7 @@ impl VersionSpec {
 pub struct Registry {
     store: Store,
     cache: SchemaCache,
+    unknown: UnknownIds,
     config: RegistryConfig,
     write: tokio::sync::Mutex<()>,
 }
@@ -83,6 +84,10 @@ pub async fn open(meta: MetaStore, config: RegistryConfig) -> Result<Registry> {
     Ok(Registry {
         store,
         cache: SchemaCache::new(config.cache_max_schemas, config.cache_max_bytes),
+        unknown: UnknownIds::new(
+            config.unknown_id_max_entries,
+            std::time::Duration::from_millis(config.unknown_id_ttl_ms),
+        ),
         config,
         write: tokio::sync::Mutex::new(()),
     })
@@ -197,11 +202,13 @@ impl Registry {
         if let Some(s) = self.cache.get(id) {
             return Ok(s);
         }
-        let row = self
-            .store
-            .schema(id)
-            .await?
-            .ok_or(Error::SchemaIdNotFound(id))?;
+        if self.unknown.contains(id) {
+            return Err(Error::SchemaIdNotFound(id));
+        }
+        let Some(row) = self.store.schema(id).await? else {
+            self.unknown.insert(id);
+            return Err(Error::SchemaIdNotFound(id));
+        };
         let schema_type = SchemaType::parse(Some(&row.schema_type)).map_err(|_| {
             Error::Store(format!("schema {id} has unknown type {}", row.schema_type))
         })?;
@@ -316,6 +323,7 @@ impl Registry {
             .store
             .add_version(subject, version, &row, &parsed.references, req.id)
             .await?;
+        self.unknown.forget(id);
         tracing::info!(subject, id, version, "registered schema");
         Ok((id, version))
     }

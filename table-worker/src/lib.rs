@@ -15,9 +15,13 @@
 //!    or deleted rows into [`position_delete`] files, found through the table's primary-key
 //!    index ([`pk_index`], memory-bounded, spilling to local disk, rebuilt from the table).
 //!
+//! [`check`] runs the same decoders at produce time, so that the broker refuses exactly the
+//! payloads a job would send to the dead-letter table.
+//!
 //! [`worker`] decides which ranges to convert and when, and holds each upsert table's index.
 
 pub mod avro;
+pub mod check;
 pub mod data_file;
 pub mod dead_letter;
 pub mod error;

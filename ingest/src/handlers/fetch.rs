@@ -15,12 +15,12 @@ use kafka_protocol::messages::list_offsets_response::{
     ListOffsetsPartitionResponse, ListOffsetsTopicResponse,
 };
 use kafka_protocol::messages::*;
-use kafka_protocol::records::RecordBatchDecoder;
 use kafka_protocol::ResponseError;
 
 use crate::batch;
 use crate::broker::Broker;
 use crate::error::{KafkaError, Result};
+use crate::records;
 
 /// One partition's share of a fetch.
 struct PartitionRead {
@@ -309,15 +309,28 @@ impl Broker {
                     let offset = (b.base_offset as i64).max(start);
                     return Ok((offset, header.map_or(-1, |h| h.max_timestamp)));
                 }
-                let mut payload = b.payload.clone();
-                if let Ok(set) = RecordBatchDecoder::decode(&mut payload) {
-                    if let Some(r) = set
-                        .records
-                        .iter()
-                        .find(|r| r.timestamp >= timestamp && r.offset >= start)
-                    {
-                        return Ok((r.offset, r.timestamp));
-                    }
+                // Streamed with the produce-time walker: no record is materialised, and a
+                // stored batch's claims cannot make this allocate.
+                let base = b.base_offset as i64;
+                let base_timestamp = header.map_or(0, |h| h.base_timestamp);
+                let stored = header.map(|header| crate::batch::Batch {
+                    header,
+                    bytes: b.payload.clone(),
+                });
+                let mut found = None;
+                if let Some(stored) = stored {
+                    let _ = records::walk(&stored, self.record_limits(), |r| {
+                        let (offset, ts) = (
+                            base + i64::from(r.index),
+                            base_timestamp.saturating_add(r.timestamp_delta),
+                        );
+                        if found.is_none() && ts >= timestamp && offset >= start {
+                            found = Some((offset, ts));
+                        }
+                    });
+                }
+                if let Some(hit) = found {
+                    return Ok(hit);
                 }
             }
             at = b.end_offset();

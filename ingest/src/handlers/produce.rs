@@ -19,6 +19,7 @@ use crate::batch::{self, Batch, BatchError};
 use crate::broker::{str, Broker};
 use crate::error::{KafkaError, Result};
 use crate::producers::{Outcome, SeqCheck};
+use crate::records::{self, Limits};
 use crate::topics::{Partition, Topic};
 
 /// What one partition's produce stored.
@@ -117,6 +118,7 @@ impl Broker {
                 ));
             }
         }
+        self.validate_records(&batches).await?;
         if let Some(rules) = crate::validate::Rules::of(&topic.configs, &self.config.topic_defaults)
         {
             let registry = self.registry.as_ref().ok_or_else(|| {
@@ -125,7 +127,21 @@ impl Broker {
                     "this node has no Schema Registry to check table topic records with",
                 )
             })?;
-            let (errors, bad) = crate::validate::check(registry, rules, &batches).await;
+            let verdict = crate::validate::check(
+                registry,
+                self.payloads.clone(),
+                rules,
+                &batches,
+                self.record_limits(),
+            )
+            .await
+            .map_err(|e| {
+                KafkaError::new(
+                    ResponseError::KafkaStorageError,
+                    format!("checking table topic records failed; retry: {e}"),
+                )
+            })?;
+            let bad = verdict.bad;
             if bad > 0 {
                 if rules.tolerate {
                     self.metrics
@@ -135,7 +151,8 @@ impl Broker {
                     self.metrics
                         .invalid_records_refused
                         .fetch_add(bad as u64, Ordering::Relaxed);
-                    let first = errors
+                    let first = verdict
+                        .errors
                         .first()
                         .map(|(i, m)| format!("record {i}: {m}"))
                         .unwrap_or_default();
@@ -146,7 +163,7 @@ impl Broker {
                             topic.name
                         ),
                     );
-                    e.record_errors = errors;
+                    e.record_errors = verdict.errors;
                     return Err(e);
                 }
             }
@@ -165,6 +182,44 @@ impl Broker {
             base_offset: first.expect("split returns at least one batch"),
             log_append_time: if log_append_time { now } else { -1 },
             log_start,
+        })
+    }
+
+    /// How far record walks may go: the decompressed bound of one batch.
+    pub(crate) fn record_limits(&self) -> Limits {
+        Limits {
+            max_decompressed_bytes: self.config.max_decompressed_batch_bytes as usize,
+        }
+    }
+
+    /// Reads every record of `batches` as Kafka's LogValidator does ([`records::walk`]): the
+    /// count the header claims, consecutive offset deltas, well-formed records, a payload that
+    /// decompresses within the bound. Compressed batches are read off the async threads.
+    async fn validate_records(&self, batches: &[Batch]) -> Result<()> {
+        let limits = self.record_limits();
+        let walk_all = move |batches: &[Batch]| -> std::result::Result<(), BatchError> {
+            for b in batches {
+                records::walk(b, limits, |_| {})?;
+            }
+            Ok(())
+        };
+        let compressed = batches.iter().any(|b| b.header.attributes & 0x7 != 0);
+        let outcome = if compressed {
+            let owned = batches.to_vec();
+            tokio::task::spawn_blocking(move || walk_all(&owned))
+                .await
+                .map_err(|e| {
+                    KafkaError::new(
+                        ResponseError::UnknownServerError,
+                        format!("the record validation task failed: {e}"),
+                    )
+                })?
+        } else {
+            walk_all(batches)
+        };
+        outcome.map_err(|e| {
+            self.metrics.invalid_batches.fetch_add(1, Ordering::Relaxed);
+            batch_error(e)
         })
     }
 

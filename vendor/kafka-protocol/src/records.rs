@@ -514,7 +514,14 @@ impl RecordBatchDecoder {
         version: i8,
         records: &mut Vec<Record>,
     ) -> Result<()> {
-        records.reserve(batch_decode_info.record_count as usize);
+        // Inlet patch: the count is the batch header's claim, read before any record. Reserve
+        // no more than the bytes left can hold (a record takes at least 7 bytes: length,
+        // attributes, timestamp and offset deltas, key and value lengths, header count), so a
+        // 61-byte batch claiming 2^31-1 records cannot make the process abort.
+        const MIN_RECORD_BYTES: usize = 7;
+        records.reserve(
+            (batch_decode_info.record_count as usize).min(buf.remaining() / MIN_RECORD_BYTES),
+        );
         for _ in 0..batch_decode_info.record_count {
             records.push(Record::decode_new(buf, batch_decode_info, version)?);
         }

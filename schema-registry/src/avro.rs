@@ -38,11 +38,19 @@ pub fn parse(text: &str) -> Result<AvroSchema> {
 /// Parses `text` whose named types may come from `refs`: the texts of its referenced schemas
 /// (references of references included), each a named type.
 pub fn parse_with_refs(text: &str, refs: &[String]) -> Result<AvroSchema> {
-    let (schema, refs) = if refs.is_empty() {
-        let schema = Schema::parse_str(text).map_err(|e| Error::InvalidSchema(with_sources(&e)))?;
+    // apache-avro parses the schema with its defaults hidden; they are checked by the
+    // specification's rules instead (`avro_spec`).
+    let hidden = crate::avro_spec::hide_defaults(text)?;
+    let (mut schema, mut refs) = if refs.is_empty() {
+        let schema =
+            Schema::parse_str(&hidden).map_err(|e| Error::InvalidSchema(with_sources(&e)))?;
         (schema, Vec::new())
     } else {
-        Schema::parse_str_with_list(text, refs).map_err(|e| {
+        let hidden_refs = refs
+            .iter()
+            .map(|r| crate::avro_spec::hide_defaults(r))
+            .collect::<Result<Vec<_>>>()?;
+        Schema::parse_str_with_list(&hidden, &hidden_refs).map_err(|e| {
             Error::InvalidSchema(format!(
                 "{} (with {} referenced schemas)",
                 with_sources(&e),
@@ -50,6 +58,11 @@ pub fn parse_with_refs(text: &str, refs: &[String]) -> Result<AvroSchema> {
             ))
         })?
     };
+    crate::avro_spec::restore_defaults(&mut schema)?;
+    for r in &mut refs {
+        crate::avro_spec::restore_defaults(r)?;
+    }
+    crate::avro_spec::check_defaults(&schema, &names(&schema, &refs))?;
     let normalized = serde_json::to_string(&schema)
         .map_err(|e| Error::InvalidSchema(format!("cannot serialize the parsed schema: {e}")))?;
     let recursive = {

@@ -15,6 +15,7 @@
 
 pub mod api;
 pub mod avro;
+mod avro_spec;
 mod cache;
 pub mod compat;
 pub mod config;

@@ -34,6 +34,7 @@ pub use error::{Error, ErrorKind, Result};
 pub use maintenance::MaintenanceReport;
 pub use meta::{Backend, MetaStore};
 pub use objects::faulty::{Fault, FaultyStore, Op};
+pub use objects::synced::{Fsync, SyncedLocalStore, Syncer};
 pub use objects::{open_object_store, ObjectClient};
 pub use store::{
     AppendOptions, PendingAppend, ReadBatch, StoreStats, StreamId, StreamInfo, StreamStore,

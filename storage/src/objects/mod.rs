@@ -7,6 +7,7 @@
 
 pub mod faulty;
 pub mod format;
+pub mod synced;
 
 use std::ops::Range;
 use std::sync::Arc;
@@ -14,7 +15,6 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use object_store::aws::AmazonS3Builder;
-use object_store::local::LocalFileSystem;
 use object_store::memory::InMemory;
 use object_store::path::Path;
 use object_store::prefix::PrefixStore;
@@ -24,7 +24,8 @@ use crate::config::RetryConfig;
 use crate::error::{Error, Result};
 
 /// Opens the object store a URL names:
-/// - `file:///abs/path` or a plain path: a local folder (created if missing);
+/// - `file:///abs/path` or a plain path: a local folder (created if missing), whose writes are
+///   fsynced before they return ([`synced::SyncedLocalStore`]);
 /// - `s3://bucket[/prefix]`: S3 or an S3-compatible store. Credentials, region and endpoint come
 ///   from the standard AWS environment variables (`AWS_ACCESS_KEY_ID`, `AWS_SECRET_ACCESS_KEY`,
 ///   `AWS_REGION`, `AWS_ENDPOINT_URL`, `AWS_ALLOW_HTTP`); query parameters `endpoint`, `region`
@@ -73,7 +74,9 @@ pub fn open_object_store(url: &str) -> Result<Arc<dyn ObjectStore>> {
         ));
     }
     std::fs::create_dir_all(path).map_err(|e| bad(e.to_string()))?;
-    let store = LocalFileSystem::new_with_prefix(path).map_err(|e| bad(e.to_string()))?;
+    // Every write is fsynced (file and folders) before it returns: see `synced`.
+    let store = synced::SyncedLocalStore::new(path, Arc::new(synced::Fsync))
+        .map_err(|e| bad(e.to_string()))?;
     Ok(Arc::new(store))
 }
 

@@ -39,6 +39,22 @@ pub struct BrokerConfig {
     /// batch may decompress to; more is refused as INVALID_RECORD. Records are read streaming,
     /// so this bounds time, not memory.
     pub max_decompressed_batch_bytes: u64,
+    /// `connections.max.idle.ms`: a connection that sends no request for this long is closed.
+    pub connections_max_idle_ms: u64,
+    /// `max.connections`: connections open at once; more are closed as they are accepted.
+    pub max_connections: u32,
+    /// `max.connections.per.ip`: connections open at once from one client address.
+    pub max_connections_per_ip: u32,
+    /// `inlet.request.read.timeout.ms` (Inlet's own): once a request's length has arrived, its
+    /// body must arrive within this, or the connection is closed (a client that announces a
+    /// body and sends it slowly, or never, holds request memory only this long).
+    pub request_read_timeout_ms: u64,
+    /// `fetch.max.bytes`: the most a Fetch response carries, whatever the request asks (the
+    /// first batch of a response still goes whole, KIP-74).
+    pub fetch_max_bytes: u32,
+    /// `inlet.max.partitions` (Inlet's own): partitions one node holds over all topics;
+    /// CreateTopics and CreatePartitions beyond it are refused (INVALID_PARTITIONS).
+    pub max_partitions: u32,
     /// Defaults for new topics' `table.topic.*` configs (and any other topic config given at
     /// broker level by its topic name).
     pub topic_defaults: TopicConfigs,
@@ -63,6 +79,12 @@ impl Default for BrokerConfig {
             socket_request_max_bytes: 100 * 1024 * 1024,
             queued_max_request_bytes: 256 * 1024 * 1024,
             max_decompressed_batch_bytes: 64 * 1024 * 1024,
+            connections_max_idle_ms: 600_000,
+            max_connections: i32::MAX as u32,
+            max_connections_per_ip: i32::MAX as u32,
+            request_read_timeout_ms: 30_000,
+            fetch_max_bytes: 57_671_680,
+            max_partitions: 100_000,
             topic_defaults: TopicConfigs::default(),
             given: BTreeMap::new(),
         }
@@ -171,6 +193,42 @@ impl BrokerConfig {
                     }
                     self.max_decompressed_batch_bytes = n as u64;
                 }
+                "connections.max.idle.ms" | "inlet.request.read.timeout.ms" => {
+                    let n = int()?;
+                    if n < 1 {
+                        return Err(bad("must be positive"));
+                    }
+                    if key.starts_with("connections") {
+                        self.connections_max_idle_ms = n as u64;
+                    } else {
+                        self.request_read_timeout_ms = n as u64;
+                    }
+                }
+                "max.connections" | "max.connections.per.ip" => {
+                    let n = int()?;
+                    if !(0..=i32::MAX as i64).contains(&n) {
+                        return Err(bad("must be 0 to 2147483647"));
+                    }
+                    if key.ends_with("per.ip") {
+                        self.max_connections_per_ip = n as u32;
+                    } else {
+                        self.max_connections = n as u32;
+                    }
+                }
+                "inlet.max.partitions" => {
+                    let n = int()?;
+                    if !(1..=10_000_000).contains(&n) {
+                        return Err(bad("must be 1 to 10000000"));
+                    }
+                    self.max_partitions = n as u32;
+                }
+                "fetch.max.bytes" => {
+                    let n = int()?;
+                    if !(1024..=i32::MAX as i64).contains(&n) {
+                        return Err(bad("must be 1024 to 2147483647"));
+                    }
+                    self.fetch_max_bytes = n as u32;
+                }
                 other => {
                     // Topic configs given at broker level become defaults for new topics.
                     let name = topic_config::canonical_name(other)
@@ -251,6 +309,36 @@ impl BrokerConfig {
             (
                 "inlet.batch.max.decompressed.bytes".into(),
                 self.max_decompressed_batch_bytes.to_string(),
+                false,
+            ),
+            (
+                "connections.max.idle.ms".into(),
+                self.connections_max_idle_ms.to_string(),
+                false,
+            ),
+            (
+                "max.connections".into(),
+                self.max_connections.to_string(),
+                false,
+            ),
+            (
+                "max.connections.per.ip".into(),
+                self.max_connections_per_ip.to_string(),
+                false,
+            ),
+            (
+                "inlet.request.read.timeout.ms".into(),
+                self.request_read_timeout_ms.to_string(),
+                false,
+            ),
+            (
+                "inlet.max.partitions".into(),
+                self.max_partitions.to_string(),
+                false,
+            ),
+            (
+                "fetch.max.bytes".into(),
+                self.fetch_max_bytes.to_string(),
                 false,
             ),
             ("broker.id".into(), self.node_id.to_string(), false),

@@ -31,6 +31,10 @@ pub struct Metrics {
     pub connections: AtomicU64,
     pub connections_total: AtomicU64,
     pub bad_frames: AtomicU64,
+    /// Connections closed at accept for max.connections or max.connections.per.ip.
+    pub refused_connections: AtomicU64,
+    /// Connections closed because a request body did not arrive in time.
+    pub slow_requests: AtomicU64,
     /// Record batches refused because their records do not read as the header says.
     pub invalid_batches: AtomicU64,
     pub produced_records: AtomicU64,
@@ -63,6 +67,8 @@ impl Default for Metrics {
             connections_total: AtomicU64::new(0),
             bad_frames: AtomicU64::new(0),
             invalid_batches: AtomicU64::new(0),
+            refused_connections: AtomicU64::new(0),
+            slow_requests: AtomicU64::new(0),
             produced_records: AtomicU64::new(0),
             produced_bytes: AtomicU64::new(0),
             fetched_bytes: AtomicU64::new(0),
@@ -164,6 +170,18 @@ impl Metrics {
                 "Connections closed for an oversized, malformed or unsupported request.",
                 "counter",
                 get(&self.bad_frames),
+            ),
+            (
+                "inlet_kafka_refused_connections_total",
+                "Connections closed as they were accepted, over max.connections or max.connections.per.ip.",
+                "counter",
+                get(&self.refused_connections),
+            ),
+            (
+                "inlet_kafka_slow_requests_total",
+                "Connections closed because a request body did not arrive within inlet.request.read.timeout.ms.",
+                "counter",
+                get(&self.slow_requests),
             ),
             (
                 "inlet_kafka_invalid_batches_total",

@@ -86,6 +86,9 @@ pub fn walk(
             Ok(None) => return Err(too_few(index, count)),
             Err(e) => return Err(stream_error(e, limit)),
         };
+        if length > 0 && total.saturating_add(length as usize) > limit {
+            return Err(over_limit(limit));
+        }
         let length = record_length(length, limit.saturating_sub(total))?;
         scratch.clear();
         let got = (&mut input)

@@ -2,15 +2,23 @@
 //! one task and answers on another; requests are handled concurrently (pipelining) and
 //! answered in the order they arrived, as the protocol requires.
 //!
-//! Bounds: a frame longer than `socket.request.max.bytes` closes the connection before any
-//! room is allocated for it; requests read but not yet answered hold at most
-//! `queued.max.request.bytes` over all connections (a reader waits for room before it
-//! allocates a frame), and at most [`MAX_INFLIGHT`] requests per connection.
+//! Bounds, so that no client can stall another:
+//! - a frame longer than `socket.request.max.bytes` closes the connection before any room is
+//!   allocated for it;
+//! - request bytes read but not yet answered hold at most `queued.max.request.bytes` over all
+//!   connections. Room is reserved as the bytes arrive, [`READ_CHUNK`] at a time, never for
+//!   what a length prefix merely announces, so a client that announces 100 MiB and sends
+//!   nothing holds nothing;
+//! - a request's body must arrive within `inlet.request.read.timeout.ms` of its length, and a
+//!   connection with no request for `connections.max.idle.ms` is closed;
+//! - at most `max.connections` connections, and `max.connections.per.ip` from one address
+//!   (more are closed as they are accepted), and [`MAX_INFLIGHT`] requests per connection.
 
-use std::net::SocketAddr;
+use std::collections::HashMap;
+use std::net::{IpAddr, SocketAddr};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use bytes::{Bytes, BytesMut};
 use futures::stream::{FuturesOrdered, StreamExt};
@@ -28,6 +36,58 @@ use crate::codec::{self, DecodeError};
 /// Requests of one connection being handled at once.
 pub const MAX_INFLIGHT: usize = 64;
 
+/// Request bytes reserved and read at a time.
+pub const READ_CHUNK: usize = 64 << 10;
+
+/// Open connections, in all and per client address, for `max.connections(.per.ip)`.
+#[derive(Debug, Default)]
+struct Census {
+    total: usize,
+    per_ip: HashMap<IpAddr, usize>,
+}
+
+/// One connection's place in the [`Census`], given back on drop.
+struct Admitted {
+    census: Arc<parking_lot::Mutex<Census>>,
+    ip: IpAddr,
+}
+
+impl Drop for Admitted {
+    fn drop(&mut self) {
+        let mut c = self.census.lock();
+        c.total -= 1;
+        if let Some(n) = c.per_ip.get_mut(&self.ip) {
+            *n -= 1;
+            if *n == 0 {
+                c.per_ip.remove(&self.ip);
+            }
+        }
+    }
+}
+
+/// Admits a connection from `ip`, or says which limit it is over.
+fn admit(
+    census: &Arc<parking_lot::Mutex<Census>>,
+    ip: IpAddr,
+    max_total: u32,
+    max_per_ip: u32,
+) -> Result<Admitted, &'static str> {
+    let mut c = census.lock();
+    if c.total >= max_total as usize {
+        return Err("max.connections");
+    }
+    let from_ip = c.per_ip.get(&ip).copied().unwrap_or(0);
+    if from_ip >= max_per_ip as usize {
+        return Err("max.connections.per.ip");
+    }
+    c.total += 1;
+    *c.per_ip.entry(ip).or_default() += 1;
+    Ok(Admitted {
+        census: census.clone(),
+        ip,
+    })
+}
+
 /// What the reader hands the answering side.
 enum Item {
     Request(Box<codec::Request>, OwnedSemaphorePermit, Instant),
@@ -44,12 +104,23 @@ pub async fn serve(listener: TcpListener, broker: Arc<Broker>, shutdown: Cancell
     // One budget for every connection's read-ahead, as Kafka's queued.max.request.bytes.
     let budget = (broker.config().queued_max_request_bytes as usize).min(Semaphore::MAX_PERMITS);
     let permits = Arc::new(Semaphore::new(budget));
+    let census = Arc::new(parking_lot::Mutex::new(Census::default()));
     loop {
         tokio::select! {
             accepted = listener.accept() => match accepted {
                 Ok((socket, peer)) => {
-                    let _ = socket.set_nodelay(true);
-                    connections.spawn(connection(socket, peer, broker.clone(), permits.clone(), shutdown.clone()));
+                    let config = broker.config();
+                    match admit(&census, peer.ip(), config.max_connections, config.max_connections_per_ip) {
+                        Ok(admitted) => {
+                            let _ = socket.set_nodelay(true);
+                            connections.spawn(connection(socket, peer, broker.clone(), permits.clone(), shutdown.clone(), admitted));
+                        }
+                        Err(limit) => {
+                            broker.metrics().refused_connections.fetch_add(1, Ordering::Relaxed);
+                            tracing::info!(%peer, limit, "refusing a Kafka connection over the limit");
+                            drop(socket);
+                        }
+                    }
                 }
                 Err(e) => {
                     tracing::warn!(error = %e, "accepting a Kafka connection failed");
@@ -69,6 +140,7 @@ async fn connection(
     broker: Arc<Broker>,
     permits: Arc<Semaphore>,
     shutdown: CancellationToken,
+    _admitted: Admitted,
 ) {
     let metrics = broker.metrics().clone();
     metrics.connections.fetch_add(1, Ordering::Relaxed);
@@ -158,14 +230,25 @@ async fn read_requests(
         metrics.bad_frames.fetch_add(1, Ordering::Relaxed);
         Item::Close(reason)
     };
+    let idle = Duration::from_millis(broker.config().connections_max_idle_ms);
+    let read_timeout = Duration::from_millis(broker.config().request_read_timeout_ms);
     loop {
         let mut len = [0u8; 4];
         let first = tokio::select! {
-            r = read.read_exact(&mut len) => r,
+            r = tokio::time::timeout(idle, read.read_exact(&mut len)) => r,
             _ = shutdown.cancelled() => return,
         };
-        if first.is_err() {
-            return; // closed by the client
+        match first {
+            Ok(Ok(_)) => {}
+            Ok(Err(_)) => return, // closed by the client
+            Err(_) => {
+                let _ = tx
+                    .send(Item::Close(format!(
+                        "no request for {idle:?} (connections.max.idle.ms)"
+                    )))
+                    .await;
+                return;
+            }
         }
         let size = i32::from_be_bytes(len);
         if size < 8 || size as u32 > max_frame {
@@ -175,23 +258,28 @@ async fn read_requests(
             return;
         }
         let size = size as usize;
-        let permit = match permits
-            .clone()
-            .acquire_many_owned(size.min(u32::MAX as usize) as u32)
-            .await
-        {
-            Ok(p) => p,
-            Err(_) => return,
+        let deadline = tokio::time::Instant::now() + read_timeout;
+        let body = tokio::select! {
+            r = read_body(&mut read, size, &permits, deadline) => r,
+            _ = shutdown.cancelled() => return,
         };
-        let mut frame = BytesMut::zeroed(size);
-        if read.read_exact(&mut frame).await.is_err() {
-            return;
-        }
+        let (frame, permit) = match body {
+            Ok(read) => read,
+            Err(BodyError::Closed) => return,
+            Err(BodyError::TimedOut(got)) => {
+                metrics.slow_requests.fetch_add(1, Ordering::Relaxed);
+                let _ = tx
+                    .send(Item::Close(format!(
+                        "request body of {size} bytes not received within {read_timeout:?} (inlet.request.read.timeout.ms); {got} bytes arrived"
+                    )))
+                    .await;
+                return;
+            }
+        };
         metrics
             .bytes_in
             .fetch_add(size as u64 + 4, Ordering::Relaxed);
         let arrived = Instant::now();
-        let frame = frame.freeze();
         let item = match codec::decode_request(frame.clone()) {
             Ok(request) => Item::Request(Box::new(request), permit, arrived),
             Err(DecodeError::UnsupportedVersion {
@@ -221,4 +309,50 @@ async fn read_requests(
             return;
         }
     }
+}
+
+/// Why a request body was not read.
+enum BodyError {
+    /// The client closed the connection (or the budget closed).
+    Closed,
+    /// The deadline passed; this many bytes had arrived.
+    TimedOut(usize),
+}
+
+/// Reads a `size`-byte request body by [`READ_CHUNK`]s, reserving room in `permits` for each
+/// chunk just before reading it, all before `deadline`.
+async fn read_body(
+    read: &mut tokio::net::tcp::OwnedReadHalf,
+    size: usize,
+    permits: &Arc<Semaphore>,
+    deadline: tokio::time::Instant,
+) -> Result<(Bytes, OwnedSemaphorePermit), BodyError> {
+    let mut frame = BytesMut::new();
+    let mut held: Option<OwnedSemaphorePermit> = None;
+    while frame.len() < size {
+        let chunk = (size - frame.len()).min(READ_CHUNK);
+        let permit = match tokio::time::timeout_at(
+            deadline,
+            permits.clone().acquire_many_owned(chunk as u32),
+        )
+        .await
+        {
+            Ok(Ok(p)) => p,
+            Ok(Err(_)) => return Err(BodyError::Closed),
+            Err(_) => return Err(BodyError::TimedOut(frame.len())),
+        };
+        match &mut held {
+            Some(h) => h.merge(permit),
+            None => held = Some(permit),
+        }
+        let at = frame.len();
+        frame.resize(at + chunk, 0);
+        match tokio::time::timeout_at(deadline, read.read_exact(&mut frame[at..])).await {
+            Ok(Ok(_)) => {}
+            Ok(Err(_)) => return Err(BodyError::Closed),
+            Err(_) => return Err(BodyError::TimedOut(at)),
+        }
+    }
+    let held = held.ok_or(BodyError::Closed)?;
+    Ok((frame.freeze(), held))
 }

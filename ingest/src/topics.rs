@@ -238,6 +238,7 @@ impl Topics {
         }
         configs.check_combination(&self.config.topic_defaults)?;
         let map = self.by_name.read();
+        self.check_total(&map, partitions as usize)?;
         if map.contains_key(name) {
             return Err(KafkaError::new(
                 ResponseError::TopicAlreadyExists,
@@ -279,13 +280,25 @@ impl Topics {
         .map_err(inlet_storage::Error::from)?;
         let mut parts = Vec::new();
         for p in 0..partitions {
-            let stream = self.store.create_stream(&stream_name(&id, p)).await?.id;
-            Self::apply_retention(&self.store, &self.config, &configs, stream).await?;
-            parts.push(Arc::new(Partition {
-                index: p,
-                stream,
-                producers: Default::default(),
-            }));
+            let created = async {
+                let stream = self.store.create_stream(&stream_name(&id, p)).await?.id;
+                Self::apply_retention(&self.store, &self.config, &configs, stream).await?;
+                Ok::<_, KafkaError>(stream)
+            }
+            .await;
+            match created {
+                Ok(stream) => parts.push(Arc::new(Partition {
+                    index: p,
+                    stream,
+                    producers: Default::default(),
+                })),
+                Err(e) => {
+                    // Leave nothing behind: the streams made so far, then the row (startup
+                    // repairs the same if this node dies here).
+                    self.undo_create(name, &parts).await;
+                    return Err(e);
+                }
+            }
         }
         let topic = Arc::new(Topic {
             name: name.to_string(),
@@ -337,6 +350,38 @@ impl Topics {
     }
 
     /// Grows a topic to `total` partitions.
+    /// Refuses `more` partitions when the node would then hold over `inlet.max.partitions`.
+    fn check_total(&self, map: &HashMap<String, Arc<Topic>>, more: usize) -> Result<()> {
+        let held: usize = map.values().map(|t| t.partitions.len()).sum();
+        let cap = self.config.max_partitions as usize;
+        if held + more > cap {
+            return Err(KafkaError::new(
+                ResponseError::InvalidPartitions,
+                format!(
+                    "{more} more partitions would make {} on this node, over inlet.max.partitions ({cap})",
+                    held + more
+                ),
+            ));
+        }
+        Ok(())
+    }
+
+    /// Removes a topic whose creation failed part-way: its streams, then its row.
+    async fn undo_create(&self, name: &str, parts: &[Arc<Partition>]) {
+        for p in parts {
+            if let Err(e) = self.store.delete_stream(p.stream).await {
+                tracing::warn!(topic = name, error = %e, "undoing a failed create: deleting a stream failed; startup repairs it");
+            }
+        }
+        if let Err(e) = sqlx::query("DELETE FROM inlet_topics WHERE name = $1")
+            .bind(name)
+            .execute(self.meta.pool())
+            .await
+        {
+            tracing::warn!(topic = name, error = %e, "undoing a failed create: deleting the row failed; startup repairs it");
+        }
+    }
+
     pub async fn add_partitions(&self, name: &str, total: i32, validate_only: bool) -> Result<()> {
         let _guard = self.changes.lock().await;
         let topic = self
@@ -355,6 +400,7 @@ impl Topics {
                 "a topic may have at most 10000 partitions",
             ));
         }
+        self.check_total(&self.by_name.read(), (total - current) as usize)?;
         if validate_only {
             return Ok(());
         }

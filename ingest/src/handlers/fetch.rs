@@ -42,10 +42,12 @@ impl Broker {
         let max_wait = Duration::from_millis(r.max_wait_ms.max(0) as u64);
         let deadline = tokio::time::Instant::now() + max_wait;
         let min_bytes = r.min_bytes.max(0) as usize;
+        // The broker's fetch.max.bytes caps what any request may ask for.
+        let cap = self.config.fetch_max_bytes as usize;
         let max_bytes = if r.max_bytes > 0 {
-            r.max_bytes as usize
+            (r.max_bytes as usize).min(cap)
         } else {
-            usize::MAX
+            cap
         };
         loop {
             let mut reads = Vec::new();
@@ -156,16 +158,29 @@ impl Broker {
             .await
         {
             Ok(batches) => {
-                let mut out = BytesMut::new();
-                for b in batches {
-                    // The first batch of the response goes out whatever its size (KIP-74);
-                    // later ones only within the budget.
-                    if out.len() + b.payload.len() > budget && !(first && out.is_empty()) {
+                // The first batch of the response goes out whatever its size (KIP-74); later
+                // ones only within the budget.
+                let mut taken = 0usize;
+                let mut size = 0usize;
+                for b in &batches {
+                    if size + b.payload.len() > budget && !(first && taken == 0) {
                         break;
                     }
-                    out.extend_from_slice(&b.payload);
+                    size += b.payload.len();
+                    taken += 1;
                 }
-                read.records = out.freeze();
+                // One batch is handed on as it is (no copy); several are joined once.
+                read.records = match taken {
+                    0 => Bytes::new(),
+                    1 => batches[0].payload.clone(),
+                    _ => {
+                        let mut out = BytesMut::with_capacity(size);
+                        for b in &batches[..taken] {
+                            out.extend_from_slice(&b.payload);
+                        }
+                        out.freeze()
+                    }
+                };
             }
             Err(inlet_storage::Error::OffsetOutOfRange { start, end, .. }) => {
                 read.error = Some(KafkaError::new(

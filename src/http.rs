@@ -58,22 +58,76 @@ pub async fn serve(
     }
 }
 
+/// Uploads failing for this long (with errors that may pass) make the node unhealthy: the WAL
+/// still holds the data, but the node is not doing its job and an operator should know.
+const UPLOADS_UNHEALTHY_AFTER_MS: u64 = 5 * 60 * 1000;
+
+/// Why the node cannot take or keep data, if it cannot: a WAL that failed a write or sync
+/// (it refuses appends until a restart), uploads failing with an error that will not pass, or
+/// uploads failing for [`UPLOADS_UNHEALTHY_AFTER_MS`].
+pub(crate) fn unhealthy(broker: &inlet_ingest::broker::Broker) -> Option<String> {
+    let health = broker.store().health();
+    if let Some(reason) = health.wal_failed {
+        return Some(format!(
+            "the WAL failed and refuses appends until a restart: {reason}"
+        ));
+    }
+    let failure = health.upload_failure?;
+    let for_ms = broker.clock_ms().saturating_sub(failure.since_ms);
+    if !failure.retryable {
+        return Some(format!(
+            "uploads to the object store fail with an error that will not pass: {}",
+            failure.error
+        ));
+    }
+    (for_ms >= UPLOADS_UNHEALTHY_AFTER_MS).then(|| {
+        format!(
+            "uploads to the object store have failed for {} s: {}",
+            for_ms / 1000,
+            failure.error
+        )
+    })
+}
+
 async fn healthz(State(Node { broker, .. }): State<Node>) -> impl IntoResponse {
-    // The store answers from memory; a WAL that failed a sync refuses appends until restart.
-    let _ = broker.store().stats();
-    (StatusCode::OK, "ok\n")
+    // Answered from memory.
+    match unhealthy(&broker) {
+        None => (StatusCode::OK, "ok\n".to_string()),
+        Some(reason) => (
+            StatusCode::SERVICE_UNAVAILABLE,
+            format!("unhealthy: {reason}\n"),
+        ),
+    }
 }
 
 async fn metrics(State(Node { broker, tables }): State<Node>) -> impl IntoResponse {
     let mut out = String::new();
     broker.metrics().render(&mut out);
     let s = broker.store().stats();
+    let healthy = unhealthy(&broker).is_none();
+    let upload_failing_ms = broker
+        .store()
+        .health()
+        .upload_failure
+        .map_or(0, |f| broker.clock_ms().saturating_sub(f.since_ms));
     let mut gauge = |name: &str, help: &str, kind: &str, value: f64| {
         let _ = writeln!(
             out,
             "# HELP {name} {help}\n# TYPE {name} {kind}\n{name} {value}"
         );
     };
+    gauge(
+        "inlet_healthy",
+        "1 while the node can take and keep data (what /healthz says), 0 when not.",
+        "gauge",
+        if healthy { 1.0 } else { 0.0 },
+    );
+    gauge(
+        "inlet_upload_failing_seconds",
+        "How long uploads to the object store have been failing (0 when the last one worked).",
+        "gauge",
+        upload_failing_ms as f64 / 1000.0,
+    );
     gauge(
         "inlet_wal_syncs_total",
         "WAL fdatasync calls (group commits).",

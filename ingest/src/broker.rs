@@ -243,4 +243,9 @@ impl Broker {
     pub(crate) fn now_ms(&self) -> i64 {
         self.clock.now_ms() as i64
     }
+
+    /// The node's clock, as the stream store reads it (epoch milliseconds).
+    pub fn clock_ms(&self) -> u64 {
+        self.clock.now_ms()
+    }
 }

@@ -37,7 +37,7 @@ pub use objects::faulty::{Fault, FaultyStore, Op};
 pub use objects::synced::{Fsync, SyncedLocalStore, Syncer};
 pub use objects::{open_object_store, ObjectClient};
 pub use store::{
-    AppendOptions, PendingAppend, ReadBatch, StoreStats, StreamId, StreamInfo, StreamStore,
-    StreamStoreBuilder,
+    AppendOptions, PendingAppend, ReadBatch, StoreHealth, StoreStats, StreamId, StreamInfo,
+    StreamStore, StreamStoreBuilder, UploadFailure,
 };
 pub use upload::UploadReport;

@@ -127,6 +127,27 @@ pub(crate) struct Counters {
     pub object_reads: AtomicU64,
     pub compactions: AtomicU64,
     pub objects_deleted: AtomicU64,
+    /// The upload rounds' failure streak, for [`StreamStore::health`].
+    pub upload_failure: parking_lot::Mutex<Option<UploadFailure>>,
+}
+
+/// Upload rounds have failed since `since_ms` (the store's clock), the last one with `error`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UploadFailure {
+    pub since_ms: u64,
+    pub error: String,
+    /// Whether the last error may go away by itself (a timeout, a 503) or will not (access
+    /// denied, no such bucket).
+    pub retryable: bool,
+}
+
+/// What [`StreamStore::health`] reports.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct StoreHealth {
+    /// The WAL failed a write or sync and refuses appends until a restart.
+    pub wal_failed: Option<String>,
+    /// Uploads are failing (the data stays in the WAL meanwhile).
+    pub upload_failure: Option<UploadFailure>,
 }
 
 pub(crate) struct Inner {
@@ -842,6 +863,15 @@ impl StreamStore {
             wal_sync_micros_total: get(&self.inner.wal.counters().sync_micros),
             wal_sync_micros_max: get(&self.inner.wal.counters().max_sync_micros),
             wal_bytes: get(&self.inner.wal.counters().bytes),
+        }
+    }
+
+    /// Whether the store can still take and keep data: the WAL's state and the uploads'
+    /// failure streak, from memory.
+    pub fn health(&self) -> StoreHealth {
+        StoreHealth {
+            wal_failed: self.inner.wal.failure(),
+            upload_failure: self.inner.counters.upload_failure.lock().clone(),
         }
     }
 

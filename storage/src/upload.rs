@@ -236,9 +236,23 @@ pub(crate) async fn run_uploader(inner: Arc<Inner>, cancel: CancellationToken) {
             continue;
         }
         match inner.upload_round().await {
-            Ok(_) => failures = 0,
+            Ok(_) => {
+                failures = 0;
+                *inner.counters.upload_failure.lock() = None;
+            }
             Err(e) => {
                 failures += 1;
+                {
+                    let mut streak = inner.counters.upload_failure.lock();
+                    let since_ms = streak
+                        .as_ref()
+                        .map_or_else(|| inner.clock.now_ms(), |f| f.since_ms);
+                    *streak = Some(crate::store::UploadFailure {
+                        since_ms,
+                        error: e.to_string(),
+                        retryable: e.is_retryable(),
+                    });
+                }
                 let backoff = inner.config.retry.backoff(failures);
                 tracing::error!(error = %e, ?backoff, "upload failed; the data stays in the WAL and is retried");
                 tokio::select! {

@@ -6,7 +6,9 @@ mod common;
 use std::time::Duration;
 
 use common::{payload, read_all, Backend, Fixture};
-use inlet_storage::{Fault, Op};
+use std::sync::Arc;
+
+use inlet_storage::{Fault, MetaStore, Op, StreamStore};
 
 async fn fixture() -> Fixture {
     Fixture::new(Backend::Local).await.expect("local backend")
@@ -243,4 +245,46 @@ async fn cancelled_appends_give_their_cache_room_back() {
         stored < 64 * 20 * 1000 + 1000,
         "some appends were cancelled before the WAL"
     );
+}
+
+/// Failing uploads are reported by `health()` (from their first failure, with the error and
+/// whether it may pass), and the report clears with the first upload that works.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn failing_uploads_are_reported_by_health_until_one_works() {
+    let mut f = fixture().await;
+    f.config.upload_interval_ms = 20;
+    f.config.retry.max_attempts = 1;
+    let store = StreamStore::builder(f.wal_dir())
+        .config(f.config.clone())
+        .meta(MetaStore::connect(&f.meta_url).await.expect("meta"))
+        .object_store(Arc::new(f.objects.clone()))
+        .clock(Arc::new(f.clock.clone()))
+        .open()
+        .await
+        .expect("store with background uploads");
+    assert_eq!(store.health(), Default::default(), "healthy at start");
+    let s = store.create_stream("s").await.unwrap().id;
+    f.objects.inject(Op::Put, Fault::Fail, None);
+    store.append(s, payload(0, 0, 100), 1).await.unwrap();
+    let failure = wait_for(|| store.health().upload_failure).await;
+    assert!(
+        failure.retryable,
+        "an injected failure may pass: {failure:?}"
+    );
+    assert!(failure.error.contains("injected"), "{}", failure.error);
+    f.objects.clear(Op::Put);
+    wait_for(|| store.health().upload_failure.is_none().then_some(())).await;
+    assert!(store.health().wal_failed.is_none());
+    store.close().await;
+}
+
+async fn wait_for<T>(mut check: impl FnMut() -> Option<T>) -> T {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        if let Some(v) = check() {
+            return v;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "timed out");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
 }

@@ -220,6 +220,51 @@ def admin_topics_and_configs(admin, servers):
     log(f"list_topics: {topic} has partitions 0..2 led by {sorted(md.brokers)}; brokers {brokers}")
 
 
+def admin_whole_cluster(admin, servers):
+    """The calls a librdkafka 2.16 tool makes first: whole-cluster metadata (librdkafka sends
+    bytes after the Metadata v12 body, which Kafka ignores), DescribeCluster, ListGroups, broker
+    DescribeConfigs and the legacy AlterConfigs."""
+    futures = admin.create_topics([NewTopic("py-admin", num_partitions=1)], request_timeout=TIMEOUT)
+    result(futures["py-admin"], "create_topics(py-admin)")
+    md = admin.list_topics(timeout=TIMEOUT)
+    check(len(md.brokers) >= 1, "list_topics(): no brokers")
+    check(md.cluster_id, f"list_topics(): no cluster id ({md.cluster_id!r})")
+    check(
+        "py-admin" in md.topics,
+        f"list_topics(): py-admin missing ({sorted(md.topics)})",
+    )
+    log(f"list_topics() with no topic: {len(md.topics)} topics, cluster {md.cluster_id}")
+
+    cluster = result(admin.describe_cluster(request_timeout=TIMEOUT), "describe_cluster")
+    check(cluster.cluster_id == md.cluster_id, f"describe_cluster: id {cluster.cluster_id}")
+    nodes = {f"{n.host}:{n.port}" for n in cluster.nodes}
+    check(servers in nodes, f"describe_cluster: nodes {sorted(nodes)} do not include {servers}")
+    check(cluster.controller is not None, "describe_cluster: no controller")
+    log(f"describe_cluster: {sorted(nodes)}, controller {cluster.controller.id}")
+
+    listed = result(admin.list_consumer_groups(request_timeout=TIMEOUT), "list_consumer_groups")
+    check(not listed.errors, f"list_consumer_groups: errors {listed.errors}")
+    log(f"list_consumer_groups on a fresh node: {len(listed.valid)} groups")
+
+    broker = ConfigResource(ResourceType.BROKER, str(cluster.nodes[0].id))
+    configs = result(admin.describe_configs([broker], request_timeout=TIMEOUT)[broker], "broker configs")
+    for name in ["message.max.bytes", "fetch.max.bytes", "connections.max.idle.ms"]:
+        check(name in configs, f"describe_configs(broker): {name} missing ({sorted(configs)})")
+    log(f"describe_configs(broker): {len(configs)} configs, fetch.max.bytes={configs['fetch.max.bytes'].value}")
+
+    # The legacy (non-incremental) AlterConfigs replaces a topic's whole set of configs.
+    resource = ConfigResource(
+        ResourceType.TOPIC, "py-admin", set_config={"retention.ms": "3600000"}
+    )
+    result(admin.alter_configs([resource], request_timeout=TIMEOUT)[resource], "alter_configs")
+    configs = describe_topic(admin, "py-admin")
+    check(
+        configs["retention.ms"].value == "3600000",
+        f"alter_configs: retention.ms is {configs['retention.ms'].value}",
+    )
+    log("alter_configs (legacy) set retention.ms=3600000")
+
+
 # ---------------------------------------------------------------------------------------------
 # Produce with every codec
 # ---------------------------------------------------------------------------------------------
@@ -518,6 +563,8 @@ def main():
     try:
         log("== admin: topics and configs")
         admin_topics_and_configs(admin, servers)
+        log("== admin: the whole cluster")
+        admin_whole_cluster(admin, servers)
         log("== produce with every codec, consume in a group")
         topic, ends = produce_and_consume_in_a_group(admin, servers)
         log("== delete_records")

@@ -58,7 +58,10 @@ good = [
     for i in range(5)
 ]
 unknown_id = b"\x00\x00\x00\x27\x0f" + good[0][5:]  # schema id 9999
-bad = [b"not framed at all", unknown_id, good[0][:6], None]
+# A string whose length prefix says 8 while 2 bytes remain: the table workers' decoder refuses
+# it, and so must produce-time validation (one decoder for both).
+truncated_string = good[0][:6] + b"\x10it"
+bad = [b"not framed at all", unknown_id, good[0][:6], None, truncated_string]
 
 errors = produce("orders", good)
 if any(errors):

@@ -134,6 +134,8 @@ pub(crate) struct WalCounters {
     /// Longest single write + sync, in microseconds.
     pub max_sync_micros: AtomicU64,
     pub bytes: AtomicU64,
+    /// Why the writer stopped taking appends (a failed write or sync), once it has.
+    pub failed: parking_lot::Mutex<Option<String>>,
 }
 
 /// The write-ahead log.
@@ -375,6 +377,11 @@ impl<R: WalRequest> Wal<R> {
         &self.counters
     }
 
+    /// Why the WAL refuses appends, once a write or sync has failed.
+    pub(crate) fn failure(&self) -> Option<String> {
+        self.counters.failed.lock().clone()
+    }
+
     /// Queues a request; waits while the queue is full.
     pub(crate) async fn submit(&self, request: R) -> std::result::Result<(), R> {
         match &self.tx {
@@ -476,6 +483,7 @@ impl Writer {
         if let Err(e) = self.write_durably(&buf) {
             let reason = e.to_string();
             tracing::error!(error = %reason, "WAL write failed; refusing further appends");
+            *self.counters.failed.lock() = Some(reason.clone());
             self.failed = Some(reason);
             for (request, _) in encoded {
                 R::ack(request.complete(Err(e.clone_shallow())));

@@ -1,0 +1,70 @@
+//! `/healthz` tells the truth: a node whose uploads fail with an error that will not pass (here
+//! a bucket that does not exist, on moto's S3) answers 503 with the reason, and the metric
+//! beside it says 0; a healthy node answers 200.
+//!
+//! Needs moto (`scripts/test-env.sh`); skipped locally without it, fails in CI.
+
+mod common;
+
+use std::time::Duration;
+
+use common::{poll_until, Node};
+use rdkafka::config::ClientConfig;
+use rdkafka::producer::{FutureProducer, FutureRecord};
+
+fn produce_one(node: &Node, topic: &str) {
+    let producer: FutureProducer = ClientConfig::new()
+        .set("bootstrap.servers", &node.kafka)
+        .set("message.timeout.ms", "20000")
+        .create()
+        .expect("producer");
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    rt.block_on(async {
+        producer
+            .send(
+                FutureRecord::<(), _>::to(topic).payload("x"),
+                Duration::from_secs(20),
+            )
+            .await
+            .map_err(|(e, _)| e)
+            .expect("the WAL takes the record while uploads fail");
+    });
+}
+
+#[test]
+fn healthz_answers_503_when_uploads_cannot_succeed() {
+    let Ok(endpoint) = std::env::var("INLET_TEST_S3_ENDPOINT") else {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "S3 is not set up: run after `source scripts/test-env.sh`"
+        );
+        eprintln!("skipping: no S3 test service");
+        return;
+    };
+    let dir = tempfile::tempdir().expect("tempdir");
+    let healthy = Node::start(dir.path().join("ok").as_path(), &[]);
+    let (status, body) = healthy.http_get("/healthz");
+    assert_eq!((status, body.as_str()), (200, "ok\n"));
+    healthy.stop();
+
+    let node = Node::start_with_env(
+        dir.path().join("missing").as_path(),
+        &["--object-store", "s3://inlet-no-such-bucket/p"],
+        &[("AWS_ENDPOINT", &endpoint), ("AWS_ALLOW_HTTP", "true")],
+    );
+    produce_one(&node, "health");
+    let body = poll_until(60, "/healthz turns 503", || {
+        let (status, body) = node.http_get("/healthz");
+        (status == 503).then_some(body)
+    });
+    assert!(
+        body.contains("will not pass") && body.contains("inlet-no-such-bucket"),
+        "{body}"
+    );
+    let (_, metrics) = node.http_get("/metrics");
+    assert!(metrics.contains("\ninlet_healthy 0\n"), "{metrics}");
+    node.stop();
+}

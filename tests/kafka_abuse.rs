@@ -361,8 +361,15 @@ fn connection_caps_huge_fetches_and_huge_partition_counts_are_bounded() {
             "fetch.max.bytes=1048576",
         ],
     );
-    // Over max.connections.per.ip: the 51st and later are closed as they are accepted.
-    let held: Vec<TcpStream> = (0..50)
+    // Over max.connections.per.ip: the 51st and later are closed as they are accepted. The
+    // connection used below is the first of the 50.
+    let mut conn = common::wire::Conn::open(&node);
+    let _: MetadataResponse = conn.call(
+        ApiKey::Metadata,
+        9,
+        RequestKind::Metadata(MetadataRequest::default().with_topics(Some(vec![]))),
+    );
+    let held: Vec<TcpStream> = (0..49)
         .map(|_| TcpStream::connect(&node.kafka).expect("connect"))
         .collect();
     let mut over = TcpStream::connect(&node.kafka).expect("the accept itself succeeds");
@@ -377,7 +384,6 @@ fn connection_caps_huge_fetches_and_huge_partition_counts_are_bounded() {
 
     // A huge fetch limit is capped by fetch.max.bytes: 8 batches of 512 KiB, one fetch
     // asking for 2 GiB gets at most 1 MiB (or the first batch whole).
-    let mut conn = common::wire::Conn::open(&node);
     let topic = "big-fetch";
     let _: MetadataResponse = conn.call(
         ApiKey::Metadata,

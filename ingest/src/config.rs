@@ -55,6 +55,9 @@ pub struct BrokerConfig {
     /// `inlet.max.partitions` (Inlet's own): partitions one node holds over all topics;
     /// CreateTopics and CreatePartitions beyond it are refused (INVALID_PARTITIONS).
     pub max_partitions: u32,
+    /// `producer.id.expiration.ms`: a partition forgets an idempotent producer that sent it
+    /// nothing for this long.
+    pub producer_id_expiration_ms: u64,
     /// Defaults for new topics' `table.topic.*` configs (and any other topic config given at
     /// broker level by its topic name).
     pub topic_defaults: TopicConfigs,
@@ -85,6 +88,7 @@ impl Default for BrokerConfig {
             request_read_timeout_ms: 30_000,
             fetch_max_bytes: 57_671_680,
             max_partitions: 100_000,
+            producer_id_expiration_ms: 86_400_000,
             topic_defaults: TopicConfigs::default(),
             given: BTreeMap::new(),
         }
@@ -215,6 +219,13 @@ impl BrokerConfig {
                         self.max_connections = n as u32;
                     }
                 }
+                "producer.id.expiration.ms" => {
+                    let n = int()?;
+                    if n < 1 {
+                        return Err(bad("must be positive"));
+                    }
+                    self.producer_id_expiration_ms = n as u64;
+                }
                 "inlet.max.partitions" => {
                     let n = int()?;
                     if !(1..=10_000_000).contains(&n) {
@@ -329,6 +340,11 @@ impl BrokerConfig {
             (
                 "inlet.request.read.timeout.ms".into(),
                 self.request_read_timeout_ms.to_string(),
+                false,
+            ),
+            (
+                "producer.id.expiration.ms".into(),
+                self.producer_id_expiration_ms.to_string(),
                 false,
             ),
             (

@@ -93,6 +93,8 @@ struct SeqBatch {
 struct ProducerEntry {
     epoch: i16,
     batches: VecDeque<SeqBatch>,
+    /// When the producer last sent a batch here (the broker's clock, epoch ms).
+    last_ms: u64,
 }
 
 /// What to do with a batch.
@@ -109,11 +111,21 @@ pub enum SeqCheck {
 pub struct PartitionProducers {
     loaded: bool,
     producers: HashMap<i64, ProducerEntry>,
+    /// When entries were last checked for expiry.
+    swept_ms: u64,
 }
+
+/// How often a partition looks for expired producers (when it is produced to).
+const SWEEP_EVERY_MS: u64 = 60_000;
 
 impl PartitionProducers {
     /// Rebuilds the state from the partition's recent batches, once per start.
-    pub async fn ensure_loaded(&mut self, store: &StreamStore, stream: StreamId) -> Result<()> {
+    pub async fn ensure_loaded(
+        &mut self,
+        store: &StreamStore,
+        stream: StreamId,
+        now_ms: u64,
+    ) -> Result<()> {
         if self.loaded {
             return Ok(());
         }
@@ -140,7 +152,8 @@ impl PartitionProducers {
                 from = b.end_offset();
                 if let Some(h) = batch::stored_header(&b.payload) {
                     if h.has_producer_id() {
-                        self.remember(&h, watch::channel(Outcome::Stored(b.base_offset as i64)).1);
+                        let stored = watch::channel(Outcome::Stored(b.base_offset as i64)).1;
+                        self.remember(&h, stored, now_ms);
                     }
                 }
             }
@@ -205,8 +218,8 @@ impl PartitionProducers {
         }
     }
 
-    /// Records a batch that was queued for appending.
-    pub fn remember(&mut self, h: &BatchHeader, outcome: watch::Receiver<Outcome>) {
+    /// Records a batch that was queued for appending at `now_ms`.
+    pub fn remember(&mut self, h: &BatchHeader, outcome: watch::Receiver<Outcome>, now_ms: u64) {
         if !h.has_producer_id() {
             return;
         }
@@ -216,7 +229,9 @@ impl PartitionProducers {
             .or_insert_with(|| ProducerEntry {
                 epoch: h.producer_epoch,
                 batches: VecDeque::new(),
+                last_ms: now_ms,
             });
+        entry.last_ms = entry.last_ms.max(now_ms);
         if h.producer_epoch != entry.epoch {
             entry.epoch = h.producer_epoch;
             entry.batches.clear();
@@ -229,6 +244,29 @@ impl PartitionProducers {
         while entry.batches.len() > REMEMBERED_BATCHES {
             entry.batches.pop_front();
         }
+    }
+
+    /// Drops the state of producers that sent nothing here for `expiration_ms`
+    /// (`producer.id.expiration.ms`), at most once a minute. Their next batch is accepted at
+    /// any sequence, as Kafka accepts a producer whose state expired.
+    pub fn expire(&mut self, now_ms: u64, expiration_ms: u64) -> usize {
+        if now_ms.saturating_sub(self.swept_ms) < SWEEP_EVERY_MS.min(expiration_ms) {
+            return 0;
+        }
+        self.swept_ms = now_ms;
+        let before = self.producers.len();
+        self.producers
+            .retain(|_, p| now_ms.saturating_sub(p.last_ms) < expiration_ms);
+        before - self.producers.len()
+    }
+
+    /// How many producers this partition keeps state for.
+    pub fn len(&self) -> usize {
+        self.producers.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.producers.is_empty()
     }
 
     /// Drops a producer's state after a failed append: its next batch is accepted at any
@@ -256,7 +294,7 @@ mod tests {
     }
 
     fn stored(state: &mut PartitionProducers, h: &BatchHeader, offset: i64) {
-        state.remember(h, watch::channel(Outcome::Stored(offset)).1);
+        state.remember(h, watch::channel(Outcome::Stored(offset)).1, 0);
     }
 
     #[test]
@@ -327,5 +365,28 @@ mod tests {
             .await
             .expect("reopen");
         assert!(ids.next().await.expect("id") > first);
+    }
+
+    #[test]
+    fn producer_state_expires_after_producer_id_expiration_ms() {
+        let mut state = PartitionProducers::default();
+        let day = 86_400_000;
+        let a = header(1, 0, 0, 2);
+        state.remember(&a, watch::channel(Outcome::Stored(0)).1, 1_000);
+        let b = header(2, 0, 0, 1);
+        state.remember(&b, watch::channel(Outcome::Stored(2)).1, day);
+        assert_eq!(state.len(), 2);
+        // Producer 1 is a day old, producer 2 fresh: only 1 goes.
+        assert_eq!(state.expire(day + 1_000, day), 1);
+        assert_eq!(state.len(), 1);
+        // Producer 1 comes back at any sequence: accepted (no state), not out of order.
+        assert!(matches!(
+            state.check(&header(1, 0, 57, 1)),
+            Ok(SeqCheck::Append)
+        ));
+        // Within a minute of a sweep nothing is swept again, even what has expired meanwhile.
+        state.remember(&header(3, 0, 0, 1), watch::channel(Outcome::Stored(3)).1, 0);
+        assert_eq!(state.expire(day + 2_000, day), 0);
+        assert_eq!(state.expire(day + 61_000, day), 1);
     }
 }

@@ -32,6 +32,9 @@ pub struct StorageConfig {
     pub upload_bytes: u64,
     /// Upload whatever is waiting after this long, even if `upload_bytes` is not reached.
     pub upload_interval_ms: u64,
+    /// Largest stream set object one upload round writes. A backlog (after an object store
+    /// outage, up to `log_cache_bytes`) drains as several objects, one round after another.
+    pub upload_max_object_bytes: u64,
     /// Target size of a data block inside an object: the unit of ranged reads and caching.
     pub object_block_bytes: u64,
     /// Byte budget of the block cache that serves catch-up reads from objects.
@@ -72,8 +75,12 @@ pub struct RetryConfig {
     pub initial_backoff_ms: u64,
     /// Longest backoff between two attempts.
     pub max_backoff_ms: u64,
-    /// A single attempt that takes longer than this is abandoned and counts as a failure.
+    /// A single attempt that takes longer than this is abandoned and counts as a failure;
+    /// a PUT gets more time when its object is large (see `min_put_bytes_per_sec`).
     pub attempt_timeout_ms: u64,
+    /// The slowest PUT throughput that still counts as working: a PUT of `n` bytes may take
+    /// `attempt_timeout_ms + n / min_put_bytes_per_sec` seconds before it is abandoned.
+    pub min_put_bytes_per_sec: u64,
 }
 
 impl Default for RetryConfig {
@@ -83,11 +90,21 @@ impl Default for RetryConfig {
             initial_backoff_ms: 100,
             max_backoff_ms: 5_000,
             attempt_timeout_ms: 30_000,
+            min_put_bytes_per_sec: 1 << 20,
         }
     }
 }
 
 impl RetryConfig {
+    /// How long one attempt to PUT `bytes` may take.
+    pub(crate) fn put_timeout(&self, bytes: u64) -> Duration {
+        let extra_ms = bytes
+            .saturating_mul(1000)
+            .checked_div(self.min_put_bytes_per_sec)
+            .unwrap_or(0);
+        Duration::from_millis(self.attempt_timeout_ms.saturating_add(extra_ms))
+    }
+
     pub(crate) fn backoff(&self, attempt: u32) -> Duration {
         let factor = 1u64 << attempt.min(20);
         Duration::from_millis(
@@ -109,6 +126,7 @@ impl Default for StorageConfig {
             log_cache_bytes: 512 * MIB,
             upload_bytes: 64 * MIB,
             upload_interval_ms: 10_000,
+            upload_max_object_bytes: 64 * MIB,
             object_block_bytes: 512 * 1024,
             block_cache_bytes: 256 * MIB,
             readahead_bytes: 4 * MIB,

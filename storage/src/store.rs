@@ -820,15 +820,20 @@ impl StreamStore {
         Ok(())
     }
 
-    /// Uploads everything appended so far and trims the WAL behind it.
+    /// Uploads everything appended so far (as several objects when it is more than
+    /// `upload_max_object_bytes`) and trims the WAL behind it.
     pub async fn flush(&self) -> Result<()> {
-        // In a task of its own: a caller that gives up must not cut a round between its
-        // metadata commit and the in-memory update that follows.
-        let inner = self.inner.clone();
-        tokio::spawn(async move { inner.upload_round().await })
-            .await
-            .map_err(|e| Error::Internal(format!("upload task failed: {e}")))?
-            .map(|_| ())
+        loop {
+            // In a task of its own: a caller that gives up must not cut a round between its
+            // metadata commit and the in-memory update that follows.
+            let inner = self.inner.clone();
+            let report = tokio::spawn(async move { inner.upload_round().await })
+                .await
+                .map_err(|e| Error::Internal(format!("upload task failed: {e}")))??;
+            if !report.more {
+                return Ok(());
+            }
+        }
     }
 
     /// Runs retention, compaction and garbage collection once, now.

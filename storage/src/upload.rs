@@ -1,4 +1,5 @@
-//! Uploads: the log cache's data not yet in object storage becomes one stream set object.
+//! Uploads: the log cache's data not yet in object storage becomes stream set objects, each at
+//! most `upload_max_object_bytes`.
 //!
 //! A round takes the WAL's durable position `P` first, then every cached entry that ends at or
 //! below `P` and is not yet committed, from every stream. It prepares an object id in the
@@ -28,6 +29,8 @@ pub struct UploadReport {
     pub bytes: u64,
     pub streams: usize,
     pub wal_segments_trimmed: usize,
+    /// The round stopped at `upload_max_object_bytes`: more is waiting for the next round.
+    pub more: bool,
 }
 
 impl Inner {
@@ -40,20 +43,33 @@ impl Inner {
         // Under each stream's lock only clone the entries (reference counts, no copying): the
         // WAL writer takes the same lock to publish appends.
         let mut picked: Vec<(u64, Vec<ObjectEntry>)> = Vec::new();
+        // The object is bounded: entries are taken until `upload_max_object_bytes` (at least
+        // one), and the WAL is then trimmed only below the first entry left behind.
+        let cap = self.config.upload_max_object_bytes;
+        let mut total = 0u64;
+        let mut left_behind: Option<u64> = None;
         for stream in self.live_streams() {
             let state = stream.state.lock();
             let first = state.first_dirty();
-            let entries: Vec<ObjectEntry> = state
+            let mut entries: Vec<ObjectEntry> = Vec::new();
+            for e in state
                 .cache
                 .range(first..)
                 .take_while(|e| e.wal_end <= wal_position)
-                .map(|e| ObjectEntry {
+            {
+                let len = e.payload.len() as u64;
+                if total > 0 && total + len > cap {
+                    left_behind = Some(left_behind.map_or(e.wal_end, |w| w.min(e.wal_end)));
+                    break;
+                }
+                total += len;
+                entries.push(ObjectEntry {
                     base_offset: e.base_offset,
                     record_count: e.record_count,
                     timestamp_ms: e.timestamp_ms,
                     payload: e.payload.clone(),
-                })
-                .collect();
+                });
+            }
             drop(state);
             if let Some(last) = entries.last() {
                 let bytes = entries.iter().map(|e| e.payload.len() as u64).sum();
@@ -61,6 +77,9 @@ impl Inner {
                 picked.push((stream.id, entries));
             }
         }
+        // An entry ends at `wal_end` and starts before it: trimming below `wal_end - 1` keeps
+        // the segment that holds it.
+        let trim_to = left_behind.map_or(wal_position, |w| wal_position.min(w.saturating_sub(1)));
         let mut report = UploadReport::default();
         if !picked.is_empty() {
             let object_id = self
@@ -145,6 +164,7 @@ impl Inner {
                 bytes: unit.bytes,
                 streams: unit.streams.len(),
                 wal_segments_trimmed: 0,
+                more: left_behind.is_some(),
             };
             tracing::debug!(
                 object_id,
@@ -155,10 +175,9 @@ impl Inner {
             self.log_budget.uploaded(unit);
         }
         let segments = self.wal.segments();
-        report.wal_segments_trimmed =
-            tokio::task::spawn_blocking(move || segments.trim(wal_position))
-                .await
-                .map_err(|e| Error::Internal(format!("WAL trim task failed: {e}")))??;
+        report.wal_segments_trimmed = tokio::task::spawn_blocking(move || segments.trim(trim_to))
+            .await
+            .map_err(|e| Error::Internal(format!("WAL trim task failed: {e}")))??;
         Ok(report)
     }
 }
@@ -225,18 +244,25 @@ impl Inner {
 pub(crate) async fn run_uploader(inner: Arc<Inner>, cancel: CancellationToken) {
     let interval = Duration::from_millis(inner.config.upload_interval_ms);
     let mut failures = 0u32;
+    // A round cut at `upload_max_object_bytes` is followed by the next at once, so a backlog
+    // drains as fast as the object store takes it.
+    let mut more = false;
     loop {
-        tokio::select! {
-            _ = cancel.cancelled() => return,
-            _ = inner.upload_wake.notified() => {}
-            _ = inner.log_budget.pressure.notified() => {}
-            _ = tokio::time::sleep(interval) => {}
+        if !more {
+            tokio::select! {
+                _ = cancel.cancelled() => return,
+                _ = inner.upload_wake.notified() => {}
+                _ = inner.log_budget.pressure.notified() => {}
+                _ = tokio::time::sleep(interval) => {}
+            }
         }
+        more = false;
         if inner.dirty_bytes.load(Ordering::Acquire) == 0 && inner.wal.segment_count() <= 1 {
             continue;
         }
         match inner.upload_round().await {
-            Ok(_) => {
+            Ok(report) => {
+                more = report.more;
                 failures = 0;
                 *inner.counters.upload_failure.lock() = None;
             }
@@ -342,5 +368,59 @@ mod tests {
             }
         }
         assert_eq!(got, (0..15).map(payload).collect::<Vec<_>>());
+    }
+
+    /// A round bounded by `upload_max_object_bytes` trims the WAL only behind what it uploaded:
+    /// a crash right after it (before the next round) loses nothing.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_bounded_round_keeps_what_it_left_in_the_wal() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let objects = dir.path().join("objects");
+        let config = StorageConfig {
+            retention_ms: None,
+            upload_max_object_bytes: 8 * 1024,
+            wal_segment_bytes: 4 * 1024,
+            ..StorageConfig::default()
+        };
+        let open = || async {
+            StreamStore::builder(dir.path().join("wal"))
+                .config(config.clone())
+                .meta_url(format!("sqlite://{}", dir.path().join("meta.db").display()))
+                .object_store_url(objects.display().to_string())
+                .background_tasks(false)
+                .open()
+                .await
+                .expect("open")
+        };
+        let store = open().await;
+        let s = store.create_stream("s").await.expect("create").id;
+        let payload = |i: u8| Bytes::from(vec![i; 1000]);
+        for i in 0..40 {
+            store.append(s, payload(i), 1).await.expect("append");
+        }
+        let segments = store.stats().wal_segments;
+        let report = store.inner.upload_round().await.expect("one round");
+        assert!(
+            report.more,
+            "40 KB does not fit one 8 KiB object: {report:?}"
+        );
+        assert!(report.bytes <= 8 * 1024, "{report:?}");
+        assert!(
+            store.stats().wal_segments < segments,
+            "the WAL behind the uploaded part was trimmed"
+        );
+        drop(store);
+        let store = open().await;
+        let mut got = Vec::new();
+        let mut at = 0;
+        while at < store.end_offset(s).expect("end") {
+            for b in store.read(s, at, 1 << 20).await.expect("read") {
+                at = b.end_offset();
+                got.push(b.payload);
+            }
+        }
+        assert_eq!(got, (0..40).map(payload).collect::<Vec<_>>());
+        store.flush().await.expect("the rest drains");
+        assert_eq!(store.stats().dirty_bytes, 0);
     }
 }

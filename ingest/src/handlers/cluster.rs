@@ -200,12 +200,10 @@ impl Broker {
             Some(id) if id.is_empty() => return fail(ResponseError::InvalidRequest),
             Some(_) => return fail(ResponseError::TransactionalIdAuthorizationFailed),
         }
-        // KIP-360: a producer that knows its id asks for the next epoch.
-        if r.producer_id.0 >= 0 && r.producer_epoch >= 0 && r.producer_epoch < i16::MAX - 1 {
-            return InitProducerIdResponse::default()
-                .with_producer_id(r.producer_id)
-                .with_producer_epoch(r.producer_epoch + 1);
-        }
+        // An idempotent (non-transactional) producer always gets a new id at epoch 0, as
+        // Kafka answers it: even when it names its current id and epoch (KIP-360), which
+        // clients accept. Bumping the epoch of the id a request names would let any client
+        // fence any other producer, since nothing ties an id to the connection that holds it.
         match self.producer_ids.next().await {
             Ok(id) => InitProducerIdResponse::default()
                 .with_producer_id(ProducerId(id))

@@ -236,17 +236,23 @@ impl Broker {
             Some(now) => batch::set_log_append_time(&b.bytes, now),
             None => b.bytes,
         };
-        let timestamp = append_time.unwrap_or(header.max_timestamp);
+        // The stream store ages data for time retention by this: the broker's arrival time,
+        // not the producer's timestamps, so backfilled records with an old CreateTime are kept
+        // for retention.ms after they arrive (Kafka gets the same effect by never deleting its
+        // active segment). ListOffsets by time reads the batches' own timestamps.
+        let arrival = append_time.unwrap_or_else(|| self.now_ms());
         let options = AppendOptions {
-            timestamp_ms: (timestamp >= 0).then_some(timestamp as u64),
+            timestamp_ms: (arrival >= 0).then_some(arrival as u64),
             write_base_offset: true,
         };
         let size = bytes.len() as u64;
         let (pending, tx) = {
             let mut producers = partition.producers.lock().await;
+            let now = self.now_ms() as u64;
             producers
-                .ensure_loaded(&self.store, partition.stream)
+                .ensure_loaded(&self.store, partition.stream, now)
                 .await?;
+            producers.expire(now, self.config.producer_id_expiration_ms);
             match producers.check(&header)? {
                 SeqCheck::Duplicate(mut outcome) => {
                     drop(producers);
@@ -271,7 +277,7 @@ impl Broker {
             match pending {
                 Ok(pending) => {
                     let (tx, rx) = watch::channel(Outcome::Pending);
-                    producers.remember(&header, rx);
+                    producers.remember(&header, rx, now);
                     (pending, tx)
                 }
                 Err(e) => {

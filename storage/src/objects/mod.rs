@@ -98,12 +98,27 @@ impl ObjectClient {
 
     /// Runs `call` until it succeeds, fails with an error that is not retryable, or has used
     /// `max_attempts`. A timed-out attempt counts as a retryable failure.
-    async fn with_retry<T, F, Fut>(&self, op: &'static str, path: &Path, mut call: F) -> Result<T>
+    async fn with_retry<T, F, Fut>(&self, op: &'static str, path: &Path, call: F) -> Result<T>
     where
         F: FnMut() -> Fut,
         Fut: std::future::Future<Output = object_store::Result<T>>,
     {
         let timeout = Duration::from_millis(self.retry.attempt_timeout_ms);
+        self.with_retry_in(op, path, timeout, call).await
+    }
+
+    /// [`Self::with_retry`] with `timeout` for each attempt.
+    async fn with_retry_in<T, F, Fut>(
+        &self,
+        op: &'static str,
+        path: &Path,
+        timeout: Duration,
+        mut call: F,
+    ) -> Result<T>
+    where
+        F: FnMut() -> Fut,
+        Fut: std::future::Future<Output = object_store::Result<T>>,
+    {
         let mut attempt = 0;
         loop {
             let outcome = match tokio::time::timeout(timeout, call()).await {
@@ -136,12 +151,17 @@ impl ObjectClient {
         self.put_chunks(path, std::slice::from_ref(&data)).await
     }
 
-    /// Writes a whole object, given as chunks, atomically.
+    /// Writes a whole object, given as chunks, atomically. Each attempt may take longer the
+    /// larger the object is ([`RetryConfig`]'s `min_put_bytes_per_sec`).
     pub async fn put_chunks(&self, path: &Path, chunks: &[Bytes]) -> Result<()> {
         let payload: PutPayload = chunks.iter().cloned().collect();
-        self.with_retry("PUT", path, || self.store.put(path, payload.clone()))
-            .await
-            .map(|_| ())
+        let size: u64 = chunks.iter().map(|c| c.len() as u64).sum();
+        let timeout = self.retry.put_timeout(size);
+        self.with_retry_in("PUT", path, timeout, || {
+            self.store.put(path, payload.clone())
+        })
+        .await
+        .map(|_| ())
     }
 
     /// Reads a byte range of an object.

@@ -201,21 +201,24 @@ pub(crate) fn replay(dir: &Path, mut apply: impl FnMut(Replayed) -> Result<()>) 
         let next_start = segments.get(i + 1).map(|(s, _)| *s);
         let data = Bytes::from(std::fs::read(path).map_err(|e| Error::wal_io(path, e))?);
         let location = || path.display().to_string();
-        match format::decode_segment_header(&data) {
-            Ok(s) if s == start => {}
-            Ok(s) => {
-                return Err(Error::corrupt(
-                    location(),
-                    format!("header says start {s}, name says {start}"),
-                ))
-            }
-            Err(_) if next_start.is_none() && data.len() < SEGMENT_HEADER_LEN => {
-                // Created but its header never made it to disk: an empty last segment.
+        let problem = match format::decode_segment_header(&data) {
+            Ok(s) if s == start => None,
+            Ok(s) => Some(format!("header says start {s}, name says {start}")),
+            Err(detail) => Some(detail.to_string()),
+        };
+        if let Some(detail) = problem {
+            // The newest segment's header is written (and synced with the first group in it)
+            // before any entry, so a torn header there means nothing in the segment was ever
+            // acknowledged: a roll cut short by a crash or power cut (a fresh file, or a
+            // recycled one whose header rewrite did not land). It replays as an empty segment
+            // where the previous one ended. Anywhere else it is corruption.
+            if next_start.is_none() && (i == 0 || start == end) {
+                tracing::warn!(segment = %location(), detail, "the newest WAL segment has a torn header; it holds nothing acknowledged and starts again empty");
                 truncate_to_header(path, start)?;
                 end = start;
                 continue;
             }
-            Err(detail) => return Err(Error::corrupt(location(), detail)),
+            return Err(Error::corrupt(location(), detail));
         }
         if i > 0 && start != end {
             return Err(Error::corrupt(
@@ -677,6 +680,34 @@ mod tests {
         );
         let (got, _) = replay_payloads(dir.path());
         assert_eq!(got, [kept, newest].concat());
+    }
+
+    /// A crash while rolling leaves the newest segment with a torn header (zeros, a stale
+    /// header of a recycled file, or half a header): replay treats it as empty and the log is
+    /// intact up to it; the WAL then writes on.
+    #[test]
+    fn a_torn_header_of_the_newest_segment_replays_as_empty() {
+        for damage in 0..4 {
+            let dir = tempfile::tempdir().expect("tempdir");
+            let written = write_log(dir.path(), 0, 12, 0);
+            let (_, end) = replay_payloads(dir.path());
+            // The writer rolled at `end`: a file named for it, its header torn.
+            let newest_real = segment_path(dir.path(), end);
+            let mut header = format::encode_segment_header(end).to_vec();
+            match damage {
+                0 => header = vec![0; SEGMENT_HEADER_LEN + 100],
+                1 => header = format::encode_segment_header(end + 4096).to_vec(),
+                2 => header.truncate(SEGMENT_HEADER_LEN / 2),
+                _ => header[20] ^= 0xff,
+            }
+            std::fs::write(&newest_real, &header).expect("torn segment");
+            let (got, end2) = replay_payloads(dir.path());
+            assert_eq!(got, written, "damage {damage}");
+            assert_eq!(end2, end, "damage {damage}");
+            let more = write_log(dir.path(), end2, 3, 12);
+            let (got, _) = replay_payloads(dir.path());
+            assert_eq!(got, [written.clone(), more].concat(), "damage {damage}");
+        }
     }
 
     proptest! {

@@ -73,6 +73,7 @@ pub fn small_config() -> StorageConfig {
             initial_backoff_ms: 1,
             max_backoff_ms: 10,
             attempt_timeout_ms: 2_000,
+            ..inlet_storage::RetryConfig::default()
         },
         ..StorageConfig::default()
     }

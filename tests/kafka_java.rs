@@ -1,13 +1,14 @@
 //! The Kafka endpoint and the Schema Registry with the Java clients: Apache kafka-clients 4.3.0
-//! (AdminClient, an idempotent producer, a consumer group) and Confluent's `KafkaAvroSerializer`
-//! through Inlet's registry, from `tests/clients/java/InletClients.java`.
+//! and 3.9.1 (AdminClient, an idempotent producer, a consumer group) and Confluent's
+//! `KafkaAvroSerializer` through Inlet's registry, from `tests/clients/java/InletClients.java`.
 //!
-//! The jars come from `scripts/test-env.sh` (`INLET_TEST_JAVA_LIBS`); `javac` and `java` from
-//! the machine. Without them the test is skipped locally and fails in CI.
+//! The jars come from `scripts/test-env.sh` (`INLET_TEST_JAVA_LIBS`, `INLET_TEST_JAVA_LIBS_3_9`);
+//! `javac` and `java` from the machine. Without them the test is skipped locally and fails in
+//! CI.
 
 mod common;
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
 
@@ -26,33 +27,25 @@ fn has(tool: &str) -> bool {
         .is_ok_and(|o| o.status.success())
 }
 
-#[test]
-fn java_kafka_clients_4_3_and_the_avro_serializer() {
-    let libs = java_libs();
-    if !require(
-        "the Java client jars (INLET_TEST_JAVA_LIBS) and a JDK",
-        libs.is_some() && has("javac") && has("java"),
-    ) {
-        return;
-    }
-    let libs = libs.expect("checked");
-    let classes = tempfile::tempdir().expect("tempdir");
-    let classpath = format!("{}/*", libs.display());
-    let source =
-        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/clients/java/InletClients.java");
-    let compiled = Command::new("javac")
-        .arg("-d")
-        .arg(classes.path())
-        .args(["-cp", &classpath])
-        .arg(&source)
-        .output()
-        .expect("javac runs");
-    assert!(
-        compiled.status.success(),
-        "javac failed:\n{}",
-        String::from_utf8_lossy(&compiled.stderr)
-    );
+/// The class path of `dir`'s jars, with `first` ahead of them and the jars `without` left out.
+fn classpath(first: &[PathBuf], dir: &Path, without: &str) -> String {
+    let mut jars: Vec<PathBuf> = first.to_vec();
+    let mut rest: Vec<PathBuf> = std::fs::read_dir(dir)
+        .expect("jar folder")
+        .map(|e| e.expect("entry").path())
+        .filter(|p| p.extension().is_some_and(|x| x == "jar"))
+        .filter(|p| !p.file_name().is_some_and(|n| n == without))
+        .collect();
+    rest.sort();
+    jars.extend(rest);
+    jars.iter()
+        .map(|p| p.display().to_string())
+        .collect::<Vec<_>>()
+        .join(":")
+}
 
+/// Runs the client program on a fresh node with `classpath`; it must report `version`.
+fn run_clients(classes: &Path, classpath: &str, version: &str) {
     let dir = tempfile::tempdir().expect("tempdir");
     let node = Node::start(
         dir.path(),
@@ -63,7 +56,7 @@ fn java_kafka_clients_4_3_and_the_avro_serializer() {
         "java".as_ref(),
         &[
             "-cp".into(),
-            format!("{}:{classpath}", classes.path().display()).into(),
+            format!("{}:{classpath}", classes.display()).into(),
             "InletClients".into(),
             node.kafka.clone().into(),
             registry.into(),
@@ -74,12 +67,51 @@ fn java_kafka_clients_4_3_and_the_avro_serializer() {
         None => panic!("the Java clients did not finish within 300 s\n{output}"),
         Some(status) => assert!(
             status.success(),
-            "the Java clients failed: {status}\n{output}"
+            "the Java clients {version} failed: {status}\n{output}"
         ),
     }
     assert!(
-        output.lines().any(|l| l == "OK") && output.contains("kafka-clients 4.3.0"),
-        "the program exited 0 without reaching its end\n{output}"
+        output.lines().any(|l| l == "OK") && output.contains(&format!("kafka-clients {version},")),
+        "kafka-clients {version}: the program exited 0 without reaching its end\n{output}"
     );
     node.stop();
+}
+
+#[test]
+fn java_kafka_clients_4_3_and_3_9_and_the_avro_serializer() {
+    let libs = java_libs();
+    let libs_3_9 = std::env::var_os("INLET_TEST_JAVA_LIBS_3_9")
+        .map(PathBuf::from)
+        .filter(|d| d.join("kafka-clients.jar").is_file());
+    if !require(
+        "the Java client jars (INLET_TEST_JAVA_LIBS, INLET_TEST_JAVA_LIBS_3_9) and a JDK",
+        libs.is_some() && libs_3_9.is_some() && has("javac") && has("java"),
+    ) {
+        return;
+    }
+    let (libs, libs_3_9) = (libs.expect("checked"), libs_3_9.expect("checked"));
+    let classes = tempfile::tempdir().expect("tempdir");
+    let all = format!("{}/*", libs.display());
+    let source =
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/clients/java/InletClients.java");
+    let compiled = Command::new("javac")
+        .arg("-d")
+        .arg(classes.path())
+        .args(["-cp", &all])
+        .arg(&source)
+        .output()
+        .expect("javac runs");
+    assert!(
+        compiled.status.success(),
+        "javac failed:\n{}",
+        String::from_utf8_lossy(&compiled.stderr)
+    );
+    run_clients(classes.path(), &all, "4.3.0");
+    // 3.9.1 ahead of the same serializers and codecs, 4.3.0 left out.
+    let older = classpath(
+        &[libs_3_9.join("kafka-clients.jar")],
+        &libs,
+        "kafka-clients-4.3.0.jar",
+    );
+    run_clients(classes.path(), &older, "3.9.1");
 }

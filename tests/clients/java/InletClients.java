@@ -1,5 +1,5 @@
-// Inlet's Kafka endpoint and Schema Registry with the Java clients: Apache kafka-clients (4.3.0,
-// or whichever version is on the class path) and Confluent's KafkaAvroSerializer.
+// Inlet's Kafka endpoint and Schema Registry with the Java clients: Apache kafka-clients (4.3.0
+// and 3.9.1: whichever is on the class path) and Confluent's KafkaAvroSerializer.
 //
 // Usage: java -cp CLASSES:LIBS/* InletClients BOOTSTRAP REGISTRY_URL
 //
@@ -28,9 +28,9 @@ import org.apache.kafka.clients.admin.Admin;
 import org.apache.kafka.clients.admin.AdminClientConfig;
 import org.apache.kafka.clients.admin.AlterConfigOp;
 import org.apache.kafka.clients.admin.Config;
+import org.apache.kafka.clients.admin.ConsumerGroupListing;
 import org.apache.kafka.clients.admin.ConfigEntry;
 import org.apache.kafka.clients.admin.DescribeClusterResult;
-import org.apache.kafka.clients.admin.GroupListing;
 import org.apache.kafka.clients.admin.NewPartitions;
 import org.apache.kafka.clients.admin.NewTopic;
 import org.apache.kafka.clients.admin.TopicDescription;
@@ -48,6 +48,7 @@ import org.apache.kafka.common.config.ConfigResource;
 import org.apache.kafka.common.serialization.StringDeserializer;
 import org.apache.kafka.common.serialization.StringSerializer;
 
+@SuppressWarnings("removal")
 public class InletClients {
     static final long TIMEOUT_S = 30;
 
@@ -183,16 +184,18 @@ public class InletClients {
         }
         log("consumer group: " + n + " records exactly once, offsets committed");
 
-        Collection<GroupListing> groups = admin.listGroups().all()
+        // listConsumerGroups: in 3.9 and 4.3 alike (4.x adds listGroups and deprecates this).
+        @SuppressWarnings("removal")
+        Collection<ConsumerGroupListing> groups = admin.listConsumerGroups().all()
                 .get(TIMEOUT_S, TimeUnit.SECONDS);
         check(groups.stream().anyMatch(g -> g.groupId().equals("java-group")),
-                "listGroups: " + groups);
+                "listConsumerGroups: " + groups);
         Map<TopicPartition, OffsetAndMetadata> committed = admin
                 .listConsumerGroupOffsets("java-group").partitionsToOffsetAndMetadata()
                 .get(TIMEOUT_S, TimeUnit.SECONDS);
         long total = committed.values().stream().mapToLong(OffsetAndMetadata::offset).sum();
         check(total == n, "committed offsets sum to " + total + ": " + committed);
-        log("listGroups, listConsumerGroupOffsets: offsets sum to " + n);
+        log("listConsumerGroups, listConsumerGroupOffsets: offsets sum to " + n);
 
         try (KafkaConsumer<String, String> again =
                 new KafkaConsumer<>(consumerProps(bootstrap, "java-group"))) {

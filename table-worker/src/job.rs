@@ -205,7 +205,7 @@ pub async fn convert_range_indexed(
     // holding all of it.
     let cap = pool.budget();
     let mut reservation = pool.reserve(job.max_input_bytes.clamp(1, cap)).await?;
-    let (records, next_offset, input_bytes) = read_records(store, &job).await?;
+    let (records, next_offset, input_bytes, records_held) = read_records(store, &job).await?;
 
     // Pass 1: the schemas of the range, reconciled with the table's.
     let mut schemas: HashMap<u32, Arc<StoredSchema>> = HashMap::new();
@@ -399,7 +399,7 @@ pub async fn convert_range_indexed(
         // Keep the reservation in step with what the decoders hold (measured every few
         // hundred records: measuring walks every column and batch).
         if (i + 1).is_multiple_of(RESERVE_EVERY) {
-            let held = input_bytes
+            let held = records_held
                 + rows.buffered_bytes()
                 + batches_bytes(&batches)
                 + tombstones.as_ref().map_or(0, KeyColumn::buffered_bytes);
@@ -539,7 +539,9 @@ fn dead(partition: i32, r: &Rec, error: String) -> DeadLetter {
 }
 
 /// Reads and decodes the range's records. Returns them, the next offset and the bytes read.
-async fn read_records(store: &StreamStore, job: &JobSpec) -> Result<(Vec<Rec>, u64, usize)> {
+/// The records of the job's range: (records, the offset after them, stored bytes read, bytes
+/// the records hold in memory).
+async fn read_records(store: &StreamStore, job: &JobSpec) -> Result<(Vec<Rec>, u64, usize, usize)> {
     let end = store
         .end_offset(job.stream)
         .map_err(|e| Error::Storage(e.to_string()))?;
@@ -560,10 +562,16 @@ async fn read_records(store: &StreamStore, job: &JobSpec) -> Result<(Vec<Rec>, u
         );
         offset = start;
     }
+    // `bytes` counts stored bytes (what the job reports as its input); `held` what the decoded
+    // records hold in memory — decompressed keys and values plus each record's own struct — and
+    // it is what stops the read at `max_input_bytes`, the room the job reserved. Counting stored
+    // bytes alone let a compressed topic's job hold many times its reservation (a zstd batch of
+    // tiny records decodes to far more than it stores).
     let mut bytes = 0usize;
-    while offset < until && bytes < job.max_input_bytes {
+    let mut held = 0usize;
+    while offset < until && held < job.max_input_bytes {
         let batches = store
-            .read(job.stream, offset, (job.max_input_bytes - bytes).max(1))
+            .read(job.stream, offset, (job.max_input_bytes - held).max(1))
             .await
             .map_err(|e| Error::Storage(e.to_string()))?;
         if batches.is_empty() {
@@ -583,6 +591,16 @@ async fn read_records(store: &StreamStore, job: &JobSpec) -> Result<(Vec<Rec>, u
                         b.base_offset
                     ))
                 })?;
+                let decoded: usize = set
+                    .records
+                    .iter()
+                    .map(|r| {
+                        std::mem::size_of::<Rec>()
+                            + r.key.as_ref().map_or(0, |k| k.len())
+                            + r.value.as_ref().map_or(0, |v| v.len())
+                    })
+                    .sum();
+                held += decoded.max(b.payload.len());
                 for r in set.records {
                     let o = r.offset as u64;
                     if o < job.from.max(start) || o >= until || r.control {
@@ -597,12 +615,12 @@ async fn read_records(store: &StreamStore, job: &JobSpec) -> Result<(Vec<Rec>, u
                 }
             }
             offset = b.end_offset().min(until);
-            if bytes >= job.max_input_bytes {
+            if held >= job.max_input_bytes {
                 break;
             }
         }
     }
-    Ok((records, offset.max(job.from), bytes))
+    Ok((records, offset.max(job.from), bytes, held))
 }
 
 /// The registered schema `id`; None when the registry does not have it. A registry that

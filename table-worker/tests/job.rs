@@ -502,3 +502,57 @@ async fn unframed_values_use_the_latest_schema_of_the_subject() {
         .as_string::<i32>();
     assert_eq!(names.value(4), "n4");
 }
+
+/// A job stops reading once the records it decoded hold its `max_input_bytes`, not once it has
+/// read that many stored bytes: zstd batches of tiny records store a few KiB and decode to far
+/// more, and counting stored bytes let one job hold many times the memory it reserved.
+#[tokio::test]
+async fn a_job_counts_what_its_records_hold_not_what_they_store() {
+    let f = fixture().await;
+    let stream = f
+        .store
+        .create_stream("kafka/tiny/0")
+        .await
+        .expect("stream")
+        .id;
+    let per_batch = 20_000;
+    for _ in 0..3 {
+        let values: Vec<Option<Bytes>> = (0..per_batch)
+            .map(|_| Some(Bytes::from_static(b"x")))
+            .collect();
+        append(&f.store, stream, &values).await;
+    }
+    let stored: usize = f
+        .store
+        .read(stream, 0, 64 << 20)
+        .await
+        .expect("read")
+        .iter()
+        .map(|b| b.payload.len())
+        .sum();
+    let max_input_bytes = 1 << 20;
+    assert!(
+        stored < max_input_bytes / 2,
+        "the three batches store {stored} bytes"
+    );
+    let mut ctx = context(&f, "tiny");
+    ctx.value_type = ValueType::Raw;
+    let pool = MemoryPool::new(64 << 20);
+    let out = convert_range(
+        &f.store,
+        &pool,
+        &ctx,
+        JobSpec {
+            partition: 0,
+            stream,
+            from: 0,
+            until: None,
+            max_input_bytes,
+        },
+    )
+    .await
+    .expect("convert");
+    // 20,000 records hold more than 1 MiB as decoded structs: the job stops after one batch.
+    assert_eq!(out.next_offset, per_batch as u64, "{:?}", out.next_offset);
+    assert_eq!(out.rows as usize, per_batch);
+}

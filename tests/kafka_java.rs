@@ -34,7 +34,7 @@ fn classpath(first: &[PathBuf], dir: &Path, without: &str) -> String {
         .expect("jar folder")
         .map(|e| e.expect("entry").path())
         .filter(|p| p.extension().is_some_and(|x| x == "jar"))
-        .filter(|p| !p.file_name().is_some_and(|n| n == without))
+        .filter(|p| p.file_name().is_none_or(|n| n != without))
         .collect();
     rest.sort();
     jars.extend(rest);

@@ -1,5 +1,5 @@
-//! Produce-time validation for table topics (docs/ingest.md, "Produce-time validation of table topics"):
-//! before a batch of a topic with `table.topic.enable=true` is stored, every record's value (and
+//! Produce-time validation for table topics (`docs/ingest.md`, "Produce-time validation of
+//! table topics"): before a batch of a topic with `table.topic.enable=true` is stored, every record's value (and
 //! key, when its convert type says so) must be a Schema Registry framed record whose schema id
 //! exists and whose payload converts. With `table.topic.errors.tolerance=none` a batch with any
 //! bad record is refused whole (INVALID_RECORD with one message per bad record) and nothing of

@@ -30,15 +30,6 @@ use rdkafka::producer::{FutureProducer, FutureRecord};
 const CORRUPT_MESSAGE: i16 = 2;
 const INVALID_RECORD: i16 = 87;
 
-fn rss_kib(pid: i32) -> u64 {
-    std::fs::read_to_string(format!("/proc/{pid}/status"))
-        .expect("status")
-        .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
-        .and_then(|v| v.trim().trim_end_matches(" kB").trim().parse().ok())
-        .expect("VmRSS")
-}
-
 fn topic_name(s: &str) -> TopicName {
     TopicName(StrBytes::from_string(s.to_string()))
 }
@@ -145,7 +136,7 @@ fn lying_batches_are_refused_and_clients_carry_on() {
                 .with_name(Some(topic_name("bombs"))),
         ]))),
     );
-    let rss_before = rss_kib(node.pid());
+    let rss_before = node.rss_kib();
     let one = record_batch(
         &[Some(Bytes::from_static(b"v"))],
         -1,
@@ -248,17 +239,12 @@ fn lying_batches_are_refused_and_clients_carry_on() {
     // The connection still works, and the node did not allocate for the lies.
     let (code, message) = produce_raw(&mut conn, "bombs", one.clone());
     assert_eq!(code, 0, "{message}");
-    let rss_after = rss_kib(node.pid());
+    let rss_after = node.rss_kib();
     assert!(
         rss_after < rss_before + 256 * 1024,
         "RSS grew from {rss_before} KiB to {rss_after} KiB"
     );
-    let (_, metrics) = node.http_get("/metrics");
-    let refused: f64 = metrics
-        .lines()
-        .find_map(|l| l.strip_prefix("inlet_kafka_invalid_batches_total "))
-        .and_then(|v| v.parse().ok())
-        .expect("invalid batch counter");
+    let refused = node.metric("inlet_kafka_invalid_batches_total");
     assert!(refused >= 9.0, "invalid batches counted: {refused}");
     librdkafka_works(&node, "after-bombs", 20);
     node.stop();
@@ -277,7 +263,7 @@ fn announced_bodies_slow_senders_and_idle_crowds_stall_no_one() {
         ],
     );
     librdkafka_works(&node, "warm-up", 1);
-    let rss_before = rss_kib(node.pid());
+    let rss_before = node.rss_kib();
 
     // Three sockets each announce a 100 MiB body (over the 256 MiB budget together) and send
     // nothing: room is reserved only as bytes arrive, so nobody waits for them.
@@ -335,7 +321,7 @@ fn announced_bodies_slow_senders_and_idle_crowds_stall_no_one() {
         matches!(first.read(&mut buf), Ok(0) | Err(_)),
         "idle socket closed"
     );
-    let rss_after = rss_kib(node.pid());
+    let rss_after = node.rss_kib();
     assert!(
         rss_after < rss_before + 256 * 1024,
         "RSS grew from {rss_before} KiB to {rss_after} KiB"

@@ -72,15 +72,6 @@ fn api_versions_works(node: &Node) {
     assert_eq!(r.error_code, 0);
 }
 
-fn rss_kib(pid: i32) -> u64 {
-    std::fs::read_to_string(format!("/proc/{pid}/status"))
-        .expect("status")
-        .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
-        .and_then(|v| v.trim().trim_end_matches(" kB").trim().parse().ok())
-        .expect("VmRSS")
-}
-
 #[test]
 fn hostile_frames_close_the_connection_and_the_node_keeps_serving() {
     let dir = tempfile::tempdir().expect("tempdir");
@@ -89,7 +80,7 @@ fn hostile_frames_close_the_connection_and_the_node_keeps_serving() {
         &["--kafka-config", "socket.request.max.bytes=65536"],
     );
     api_versions_works(&node);
-    let rss_before = rss_kib(node.pid());
+    let rss_before = node.rss_kib();
 
     // A length prefix of 2 GiB: refused before anything is allocated or read.
     let mut s = connect(&node);
@@ -165,17 +156,12 @@ fn hostile_frames_close_the_connection_and_the_node_keeps_serving() {
 
     // Still serving, and nothing was allocated for the lies.
     api_versions_works(&node);
-    let rss_after = rss_kib(node.pid());
+    let rss_after = node.rss_kib();
     assert!(
         rss_after < rss_before + 64 * 1024,
         "RSS grew from {rss_before} KiB to {rss_after} KiB"
     );
-    let (_, metrics) = node.http_get("/metrics");
-    let bad_frames: f64 = metrics
-        .lines()
-        .find_map(|l| l.strip_prefix("inlet_kafka_bad_frames_total "))
-        .and_then(|v| v.parse().ok())
-        .expect("bad frame counter");
+    let bad_frames = node.metric("inlet_kafka_bad_frames_total");
     assert!(bad_frames >= 7.0, "bad frames counted: {bad_frames}");
     node.stop();
 }

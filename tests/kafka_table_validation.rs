@@ -33,12 +33,7 @@ fn table_topics_refuse_records_that_do_not_match_a_registered_schema() {
         status.is_some_and(|s| s.success()) && output.contains("OK"),
         "the validation script failed ({status:?}):\n{output}"
     );
-    let (_, metrics) = node.http_get("/metrics");
-    let refused: f64 = metrics
-        .lines()
-        .find_map(|l| l.strip_prefix("inlet_kafka_invalid_records_refused_total "))
-        .and_then(|v| v.parse().ok())
-        .expect("refused counter");
+    let refused = node.metric("inlet_kafka_invalid_records_refused_total");
     // Five bad Avro records (one a truncated string), two bad Protobuf ones and two bad JSON
     // ones.
     assert_eq!(refused, 9.0, "the nine bad records were counted");

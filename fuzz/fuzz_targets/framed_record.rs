@@ -6,8 +6,11 @@
 use std::sync::OnceLock;
 
 use inlet_schema_registry::framing::{decode_payload, split};
-use inlet_schema_registry::{ParsedSchema, SchemaType, StoredSchema};
+use inlet_schema_registry::{SchemaType, StoredSchema};
 use libfuzzer_sys::fuzz_target;
+
+#[path = "schemas.rs"]
+mod schemas;
 
 const SCHEMAS: &[(SchemaType, &str)] = &[
     (SchemaType::Avro, r#""string""#),
@@ -52,16 +55,7 @@ message Other { float f = 1; }
 
 fn schemas() -> &'static [StoredSchema] {
     static PARSED: OnceLock<Vec<StoredSchema>> = OnceLock::new();
-    PARSED.get_or_init(|| {
-        SCHEMAS
-            .iter()
-            .enumerate()
-            .map(|(i, (schema_type, text))| {
-                let parsed = ParsedSchema::parse(*schema_type, text, &[]).expect("valid schema");
-                StoredSchema::new(i as u32, parsed, Vec::new())
-            })
-            .collect()
-    })
+    PARSED.get_or_init(|| schemas::parse_all(SCHEMAS))
 }
 
 fuzz_target!(|data: &[u8]| {

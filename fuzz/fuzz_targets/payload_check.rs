@@ -6,9 +6,12 @@
 use std::sync::OnceLock;
 
 use inlet_schema_registry::framing::split;
-use inlet_schema_registry::{ParsedSchema, SchemaType, StoredSchema};
+use inlet_schema_registry::{SchemaType, StoredSchema};
 use inlet_table_worker::check::{PayloadChecker, Side};
 use libfuzzer_sys::fuzz_target;
+
+#[path = "schemas.rs"]
+mod schemas;
 
 const SCHEMAS: &[(SchemaType, &str)] = &[
     (SchemaType::Avro, r#""string""#),
@@ -41,16 +44,7 @@ message Order {
 
 fn schemas() -> &'static [StoredSchema] {
     static PARSED: OnceLock<Vec<StoredSchema>> = OnceLock::new();
-    PARSED.get_or_init(|| {
-        SCHEMAS
-            .iter()
-            .enumerate()
-            .map(|(i, (schema_type, text))| {
-                let parsed = ParsedSchema::parse(*schema_type, text, &[]).expect("valid schema");
-                StoredSchema::new(i as u32, parsed, Vec::new())
-            })
-            .collect()
-    })
+    PARSED.get_or_init(|| schemas::parse_all(SCHEMAS))
 }
 
 fn checker() -> &'static PayloadChecker {

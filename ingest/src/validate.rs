@@ -101,30 +101,33 @@ pub struct Verdict {
 /// Schemas by id, as resolved before the checking walk: `None` is an unknown id.
 type Schemas = HashMap<u32, Option<Arc<StoredSchema>>>;
 
-/// Checks every record of `batches` (each already passed [`crate::records::walk`]).
+impl Rules {
+    /// Notes the schema ids a record names (for [`check`]); called from the validation walk
+    /// every batch gets anyway, so the ids cost no walk of their own.
+    pub fn collect_ids(&self, key: Option<&[u8]>, value: Option<&[u8]>, ids: &mut Vec<u32>) {
+        for (framed, bytes) in [(self.value_framed, value), (self.key_framed, key)] {
+            if let (true, Some(b)) = (framed, bytes) {
+                // A record that is not framed fails in `check`.
+                if let Ok((id, _)) = framing::split(b) {
+                    if !ids.contains(&id) {
+                        ids.push(id);
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Checks every record of `batches` (each already passed [`crate::records::walk`], which
+/// collected the schema `ids` they name with [`Rules::collect_ids`]).
 pub async fn check(
     registry: &Registry,
     payloads: Arc<dyn PayloadCheck>,
     rules: Rules,
     batches: &[Batch],
+    ids: Vec<u32>,
     limits: Limits,
 ) -> Result<Verdict, String> {
-    // First walk: the schema ids the records name (records that are not framed fail below).
-    let mut ids = Vec::new();
-    for b in batches {
-        // Errors were reported by the validation walk already; ids of what decodes suffice.
-        let _ = records::walk(b, limits, |r| {
-            for (framed, bytes) in [(rules.value_framed, r.value), (rules.key_framed, r.key)] {
-                if let (true, Some(b)) = (framed, bytes) {
-                    if let Ok((id, _)) = framing::split(b) {
-                        if !ids.contains(&id) {
-                            ids.push(id);
-                        }
-                    }
-                }
-            }
-        });
-    }
     let mut schemas = Schemas::new();
     for id in ids {
         let schema = match registry.schema_by_id(id).await {

@@ -168,7 +168,7 @@ fn names<'a>(schema: &'a Schema, refs: &'a [Schema]) -> HashMap<String, &'a Sche
 
 /// The kind a schema is resolved as: logical types count as their underlying type.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Kind {
+pub(crate) enum Kind {
     Null,
     Boolean,
     Int,
@@ -183,6 +183,36 @@ enum Kind {
     Record,
     Enum,
     Fixed,
+}
+
+/// The kind a schema is read as: logical types count as their underlying type; `None` for a
+/// reference (resolve it first).
+pub(crate) fn kind(s: &Schema) -> Option<Kind> {
+    Some(match s {
+        Schema::Null => Kind::Null,
+        Schema::Boolean => Kind::Boolean,
+        Schema::Int | Schema::Date | Schema::TimeMillis => Kind::Int,
+        Schema::Long
+        | Schema::TimeMicros
+        | Schema::TimestampMillis
+        | Schema::TimestampMicros
+        | Schema::TimestampNanos
+        | Schema::LocalTimestampMillis
+        | Schema::LocalTimestampMicros
+        | Schema::LocalTimestampNanos => Kind::Long,
+        Schema::Float => Kind::Float,
+        Schema::Double => Kind::Double,
+        Schema::Bytes | Schema::BigDecimal => Kind::Bytes,
+        Schema::String | Schema::Uuid => Kind::String,
+        Schema::Array(_) => Kind::Array,
+        Schema::Map(_) => Kind::Map,
+        Schema::Union(_) => Kind::Union,
+        Schema::Record(_) => Kind::Record,
+        Schema::Enum(_) => Kind::Enum,
+        Schema::Fixed(_) | Schema::Duration => Kind::Fixed,
+        Schema::Decimal(d) => return kind(&d.inner),
+        Schema::Ref { .. } => return None,
+    })
 }
 
 struct Checker<'a> {
@@ -263,34 +293,6 @@ impl<'a> Checker<'a> {
         }
     }
 
-    fn kind(s: &Schema) -> Option<Kind> {
-        Some(match s {
-            Schema::Null => Kind::Null,
-            Schema::Boolean => Kind::Boolean,
-            Schema::Int | Schema::Date | Schema::TimeMillis => Kind::Int,
-            Schema::Long
-            | Schema::TimeMicros
-            | Schema::TimestampMillis
-            | Schema::TimestampMicros
-            | Schema::TimestampNanos
-            | Schema::LocalTimestampMillis
-            | Schema::LocalTimestampMicros
-            | Schema::LocalTimestampNanos => Kind::Long,
-            Schema::Float => Kind::Float,
-            Schema::Double => Kind::Double,
-            Schema::Bytes | Schema::BigDecimal => Kind::Bytes,
-            Schema::String | Schema::Uuid => Kind::String,
-            Schema::Array(_) => Kind::Array,
-            Schema::Map(_) => Kind::Map,
-            Schema::Union(_) => Kind::Union,
-            Schema::Record(_) => Kind::Record,
-            Schema::Enum(_) => Kind::Enum,
-            Schema::Fixed(_) | Schema::Duration => Kind::Fixed,
-            Schema::Decimal(d) => return Self::kind(&d.inner),
-            Schema::Ref { .. } => return None,
-        })
-    }
-
     /// Whether `writer` can be read as `reader` without recording errors (for union branches).
     fn quietly(&mut self, writer: &'a Schema, reader: &'a Schema) -> bool {
         let saved = std::mem::take(&mut self.errors);
@@ -307,7 +309,7 @@ impl<'a> Checker<'a> {
     fn check(&mut self, writer: &'a Schema, reader: &'a Schema, path: &str) {
         let writer = self.resolve_w(writer);
         let reader = self.resolve_r(reader);
-        let (Some(wk), Some(rk)) = (Self::kind(writer), Self::kind(reader)) else {
+        let (Some(wk), Some(rk)) = (kind(writer), kind(reader)) else {
             self.fail(path, "unresolvable named type reference".into());
             return;
         };

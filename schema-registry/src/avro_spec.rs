@@ -23,6 +23,7 @@ use std::collections::HashMap;
 use apache_avro::schema::{Schema, UnionSchema};
 use serde_json::Value;
 
+use crate::avro::{kind, Kind};
 use crate::error::{Error, Result};
 
 /// The field attribute that carries a default through apache-avro's parser unchecked.
@@ -195,31 +196,6 @@ fn valid_default(
         }
     };
     match schema {
-        Schema::Null => need(d.is_null(), "null"),
-        Schema::Boolean => need(d.is_boolean(), "a boolean"),
-        Schema::Int | Schema::Date | Schema::TimeMillis => need(
-            d.as_i64().is_some_and(|n| i32::try_from(n).is_ok()),
-            "a 32-bit integer",
-        ),
-        Schema::Long
-        | Schema::TimeMicros
-        | Schema::TimestampMillis
-        | Schema::TimestampMicros
-        | Schema::TimestampNanos
-        | Schema::LocalTimestampMillis
-        | Schema::LocalTimestampMicros
-        | Schema::LocalTimestampNanos => need(d.is_i64(), "a 64-bit integer"),
-        Schema::Float | Schema::Double => need(d.is_number(), "a number"),
-        // As Java's parser: any string for the types whose JSON form is a string (the
-        // specification's code points 0-255 and fixed sizes are not checked by it).
-        Schema::Bytes
-        | Schema::BigDecimal
-        | Schema::String
-        | Schema::Uuid
-        | Schema::Fixed(_)
-        | Schema::Duration
-        | Schema::Enum(_) => need(d.is_string(), "a string"),
-        Schema::Decimal(dec) => valid_default(&dec.inner, d, names, depth + 1),
         Schema::Array(a) => match d {
             Value::Array(items) => items
                 .iter()
@@ -263,9 +239,24 @@ fn valid_default(
             }
             _ => Err(format!("unknown type {}", name.fullname(None))),
         },
-        // Any other (future) kind: what apache-avro's own check would say is not consulted.
-        #[allow(unreachable_patterns)]
-        _ => Ok(()),
+        // The rest by the kind it is read as (`avro::kind`: logical types as their underlying
+        // type). As Java's parser: any string for the kinds whose JSON form is a string (the
+        // specification's code points 0-255 and fixed sizes are not checked by it).
+        _ => match kind(schema) {
+            Some(Kind::Null) => need(d.is_null(), "null"),
+            Some(Kind::Boolean) => need(d.is_boolean(), "a boolean"),
+            Some(Kind::Int) => need(
+                d.as_i64().is_some_and(|n| i32::try_from(n).is_ok()),
+                "a 32-bit integer",
+            ),
+            Some(Kind::Long) => need(d.is_i64(), "a 64-bit integer"),
+            Some(Kind::Float | Kind::Double) => need(d.is_number(), "a number"),
+            Some(Kind::Bytes | Kind::String | Kind::Fixed | Kind::Enum) => {
+                need(d.is_string(), "a string")
+            }
+            // Arrays, maps, unions, records and references are matched above.
+            _ => Ok(()),
+        },
     }
 }
 

@@ -296,6 +296,19 @@ mod tests {
 
     use crate::{StorageConfig, StreamStore};
 
+    /// Every payload of stream `s`, in order.
+    async fn payloads(store: &StreamStore, s: u64) -> Vec<Bytes> {
+        let mut got = Vec::new();
+        let mut at = 0;
+        while at < store.end_offset(s).expect("end") {
+            for b in store.read(s, at, 1 << 20).await.expect("read") {
+                at = b.end_offset();
+                got.push(b.payload);
+            }
+        }
+        got
+    }
+
     /// A metadata commit lands but its reply is lost, so memory never learns of it: the next
     /// upload of the same ranges conflicts, the index is rebuilt from the metadata store, and the
     /// round after that completes. Nothing is lost, duplicated, or double-counted.
@@ -359,14 +372,7 @@ mod tests {
         let stats = store.stats();
         assert_eq!(stats.dirty_bytes, 0, "{stats:?}");
         assert_eq!(stats.log_cache_used_bytes, 1500, "{stats:?}");
-        let mut got = Vec::new();
-        let mut at = 0;
-        while at < store.end_offset(s).expect("end") {
-            for b in store.read(s, at, 1 << 20).await.expect("read") {
-                at = b.end_offset();
-                got.push(b.payload);
-            }
-        }
+        let got = payloads(&store, s).await;
         assert_eq!(got, (0..15).map(payload).collect::<Vec<_>>());
     }
 
@@ -411,14 +417,7 @@ mod tests {
         );
         drop(store);
         let store = open().await;
-        let mut got = Vec::new();
-        let mut at = 0;
-        while at < store.end_offset(s).expect("end") {
-            for b in store.read(s, at, 1 << 20).await.expect("read") {
-                at = b.end_offset();
-                got.push(b.payload);
-            }
-        }
+        let got = payloads(&store, s).await;
         assert_eq!(got, (0..40).map(payload).collect::<Vec<_>>());
         store.flush().await.expect("the rest drains");
         assert_eq!(store.stats().dirty_bytes, 0);

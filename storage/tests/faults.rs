@@ -8,7 +8,7 @@ use std::time::Duration;
 use common::{payload, read_all, Backend, Fixture};
 use std::sync::Arc;
 
-use inlet_storage::{Fault, MetaStore, Op, StreamStore};
+use inlet_storage::{Fault, Op};
 
 async fn fixture() -> Fixture {
     Fixture::new(Backend::Local).await.expect("local backend")
@@ -254,14 +254,7 @@ async fn failing_uploads_are_reported_by_health_until_one_works() {
     let mut f = fixture().await;
     f.config.upload_interval_ms = 20;
     f.config.retry.max_attempts = 1;
-    let store = StreamStore::builder(f.wal_dir())
-        .config(f.config.clone())
-        .meta(MetaStore::connect(&f.meta_url).await.expect("meta"))
-        .object_store(Arc::new(f.objects.clone()))
-        .clock(Arc::new(f.clock.clone()))
-        .open()
-        .await
-        .expect("store with background uploads");
+    let store = f.open_with_background_tasks().await;
     assert_eq!(store.health(), Default::default(), "healthy at start");
     let s = store.create_stream("s").await.unwrap().id;
     f.objects.inject(Op::Put, Fault::Fail, None);
@@ -344,16 +337,7 @@ async fn an_outage_under_load_drains_and_loses_nothing() {
     f.config.log_cache_bytes = 2 << 20;
     f.config.wal_segment_bytes = 256 * 1024;
     f.config.retry.max_attempts = 2;
-    let store = Arc::new(
-        StreamStore::builder(f.wal_dir())
-            .config(f.config.clone())
-            .meta(MetaStore::connect(&f.meta_url).await.expect("meta"))
-            .object_store(Arc::new(f.objects.clone()))
-            .clock(Arc::new(f.clock.clone()))
-            .open()
-            .await
-            .expect("store with background uploads"),
-    );
+    let store = Arc::new(f.open_with_background_tasks().await);
     let streams: Vec<u64> = futures::future::join_all((0..4).map(|i| {
         let store = store.clone();
         async move { store.create_stream(&format!("s{i}")).await.unwrap().id }

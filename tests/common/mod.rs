@@ -161,6 +161,26 @@ impl Node {
     pub fn registry_get(&self, path: &str) -> (u16, String) {
         http_get(&self.registry, path)
     }
+
+    /// The value of the unlabelled Prometheus metric `name` in `/metrics`.
+    pub fn metric(&self, name: &str) -> f64 {
+        let (_, metrics) = self.http_get("/metrics");
+        metrics
+            .lines()
+            .find_map(|l| l.strip_prefix(name)?.strip_prefix(' '))
+            .and_then(|v| v.parse().ok())
+            .unwrap_or_else(|| panic!("no metric {name} in /metrics:\n{metrics}"))
+    }
+
+    /// The node's resident set size, in KiB.
+    pub fn rss_kib(&self) -> u64 {
+        std::fs::read_to_string(format!("/proc/{}/status", self.pid()))
+            .expect("status")
+            .lines()
+            .find_map(|l| l.strip_prefix("VmRSS:"))
+            .and_then(|v| v.trim().trim_end_matches(" kB").trim().parse().ok())
+            .expect("VmRSS")
+    }
 }
 
 /// A plain HTTP/1.1 GET; returns (status, body).

@@ -118,9 +118,9 @@ impl Broker {
                 ));
             }
         }
-        self.validate_records(&batches).await?;
-        if let Some(rules) = crate::validate::Rules::of(&topic.configs, &self.config.topic_defaults)
-        {
+        let rules = crate::validate::Rules::of(&topic.configs, &self.config.topic_defaults);
+        let ids = self.validate_records(&batches, rules).await?;
+        if let Some(rules) = rules {
             let registry = self.registry.as_ref().ok_or_else(|| {
                 KafkaError::new(
                     ResponseError::InvalidRecord,
@@ -132,6 +132,7 @@ impl Broker {
                 self.payloads.clone(),
                 rules,
                 &batches,
+                ids,
                 self.record_limits(),
             )
             .await
@@ -194,14 +195,24 @@ impl Broker {
 
     /// Reads every record of `batches` as Kafka's LogValidator does ([`records::walk`]): the
     /// count the header claims, consecutive offset deltas, well-formed records, a payload that
-    /// decompresses within the bound. Compressed batches are read off the async threads.
-    async fn validate_records(&self, batches: &[Batch]) -> Result<()> {
+    /// decompresses within the bound. Compressed batches are read off the async threads. For a
+    /// table topic (`rules`) the same walk returns the schema ids its records name.
+    async fn validate_records(
+        &self,
+        batches: &[Batch],
+        rules: Option<crate::validate::Rules>,
+    ) -> Result<Vec<u32>> {
         let limits = self.record_limits();
-        let walk_all = move |batches: &[Batch]| -> std::result::Result<(), BatchError> {
+        let walk_all = move |batches: &[Batch]| -> std::result::Result<Vec<u32>, BatchError> {
+            let mut ids = Vec::new();
             for b in batches {
-                records::walk(b, limits, |_| {})?;
+                records::walk(b, limits, |r| {
+                    if let Some(rules) = &rules {
+                        rules.collect_ids(r.key, r.value, &mut ids);
+                    }
+                })?;
             }
-            Ok(())
+            Ok(ids)
         };
         let compressed = batches.iter().any(|b| b.header.attributes & 0x7 != 0);
         let outcome = if compressed {

@@ -127,12 +127,21 @@ impl Fixture {
     }
 
     pub async fn try_open(&self) -> inlet_storage::Result<StreamStore> {
+        self.open_with(false).await
+    }
+
+    /// Opens the store with its background uploader and maintenance running.
+    pub async fn open_with_background_tasks(&self) -> StreamStore {
+        self.open_with(true).await.expect("store opens")
+    }
+
+    async fn open_with(&self, background: bool) -> inlet_storage::Result<StreamStore> {
         StreamStore::builder(self.wal_dir())
             .config(self.config.clone())
             .meta(MetaStore::connect(&self.meta_url).await?)
             .object_store(Arc::new(self.objects.clone()))
             .clock(Arc::new(self.clock.clone()))
-            .background_tasks(false)
+            .background_tasks(background)
             .open()
             .await
     }

@@ -37,6 +37,12 @@ fn topic_name(s: &str) -> TopicName {
 /// Produces `records` (a raw record set) to partition 0 of `topic`; the partition's error code
 /// and message.
 fn produce_raw(conn: &mut Conn, topic: &str, records: Bytes) -> (i16, String) {
+    let (code, message, _) = produce_at(conn, topic, records);
+    (code, message)
+}
+
+/// Produces `records` to partition 0 of `topic`: the error code, message and base offset.
+fn produce_at(conn: &mut Conn, topic: &str, records: Bytes) -> (i16, String, i64) {
     let r: ProduceResponse = conn.call(
         ApiKey::Produce,
         9,
@@ -58,6 +64,7 @@ fn produce_raw(conn: &mut Conn, topic: &str, records: Bytes) -> (i16, String) {
             .as_ref()
             .map(|m| m.to_string())
             .unwrap_or_default(),
+        p.base_offset,
     )
 }
 
@@ -234,6 +241,25 @@ fn lying_batches_are_refused_and_clients_carry_on() {
     assert!(
         code == INVALID_RECORD || code == CORRUPT_MESSAGE,
         "code {code}"
+    );
+
+    // Two valid batches for one partition: refused by Kafka's one-batch rule, and neither of
+    // them is stored (the next batch takes the very next offset).
+    let (code, _, before) = produce_at(&mut conn, "bombs", one.clone());
+    assert_eq!(code, 0);
+    let mut pair = BytesMut::from(&one[..]);
+    pair.extend_from_slice(&one);
+    let (code, message) = produce_raw(&mut conn, "bombs", pair.freeze());
+    assert_eq!(code, INVALID_RECORD, "{message}");
+    assert!(
+        message.contains("one record batch per partition"),
+        "{message}"
+    );
+    let (code, _, after) = produce_at(&mut conn, "bombs", one.clone());
+    assert_eq!(
+        (code, after),
+        (0, before + 1),
+        "the refused pair left nothing"
     );
 
     // The connection still works, and the node did not allocate for the lies.

@@ -41,20 +41,7 @@ fn set_property(key: &str, value: &str) -> Vec<TableUpdate> {
     }]
 }
 
-/// Reads a variable the CI's test environment provides. Outside CI a missing variable skips
-/// the test (returns `None`); in CI it fails it.
-fn service_env(name: &str) -> Option<String> {
-    match std::env::var(name) {
-        Ok(v) if !v.is_empty() => Some(v),
-        _ if std::env::var("CI").is_ok() => {
-            panic!("{name} is not set: run the tests after `source scripts/test-env.sh`")
-        }
-        _ => {
-            eprintln!("skipping: {name} is not set (source scripts/test-env.sh to run this test)");
-            None
-        }
-    }
-}
+use inlet_test_support::service_env;
 
 fn metadata_files(dir: &std::path::Path) -> Vec<String> {
     let mut names: Vec<String> = std::fs::read_dir(dir)

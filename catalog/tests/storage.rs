@@ -90,20 +90,7 @@ impl Backend {
     }
 }
 
-/// Reads a variable the CI's test environment provides. Outside CI a missing variable skips
-/// the test (returns `None`); in CI it fails it.
-fn service_env(name: &str) -> Option<String> {
-    match std::env::var(name) {
-        Ok(v) if !v.is_empty() => Some(v),
-        _ if std::env::var("CI").is_ok() => {
-            panic!("{name} is not set: run the tests after `source scripts/test-env.sh`")
-        }
-        _ => {
-            eprintln!("skipping: {name} is not set (source scripts/test-env.sh to run this test)");
-            None
-        }
-    }
-}
+use inlet_test_support::service_env;
 
 /// `len` bytes that differ at every offset modulo a prime, so misplaced ranges show.
 fn data(len: usize, seed: u8) -> Bytes {

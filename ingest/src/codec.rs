@@ -10,6 +10,8 @@ use bytes::{Buf, BufMut, Bytes, BytesMut};
 use kafka_protocol::messages::{ApiKey, RequestHeader, RequestKind, ResponseHeader, ResponseKind};
 use kafka_protocol::protocol::{Decodable, Encodable};
 
+use crate::frame::{Frame, FrameWriter};
+
 /// The API versions this broker implements; ApiVersions advertises exactly these.
 pub const SUPPORTED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::Produce, 3, 11),
@@ -144,21 +146,36 @@ pub fn decode_request(frame: Bytes) -> Result<Request, DecodeError> {
     }
 }
 
-/// Encodes a response frame, length prefix included.
+/// Encodes a response frame, length prefix included. A Fetch answer's record batches are
+/// not copied: the frame refers to them ([`Frame`]).
 pub fn encode_response(
     api_key: ApiKey,
     version: i16,
     correlation_id: i32,
     body: &ResponseKind,
-) -> anyhow::Result<Bytes> {
+) -> anyhow::Result<Frame> {
+    let header = ResponseHeader::default().with_correlation_id(correlation_id);
+    let header_version = api_key.response_header_version(version);
+    if let ResponseKind::Fetch(fetch) = body {
+        let batches = fetch
+            .responses
+            .iter()
+            .flat_map(|t| &t.partitions)
+            .filter_map(|p| p.records.clone());
+        let mut w = FrameWriter::new(batches);
+        let len = header.compute_size(header_version)? + fetch.compute_size(version)?;
+        w.put_i32(i32::try_from(len)?);
+        header.encode(&mut w, header_version)?;
+        fetch.encode(&mut w, version)?;
+        return Ok(w.finish());
+    }
     let mut buf = BytesMut::with_capacity(64);
     buf.put_i32(0);
-    let header = ResponseHeader::default().with_correlation_id(correlation_id);
-    header.encode(&mut buf, api_key.response_header_version(version))?;
+    header.encode(&mut buf, header_version)?;
     body.encode(&mut buf, version)?;
     let len = (buf.len() - 4) as i32;
     buf[..4].copy_from_slice(&len.to_be_bytes());
-    Ok(buf.freeze())
+    Ok(Frame::from(buf.freeze()))
 }
 
 /// Encodes a request frame, length prefix included (for tests and tools).

@@ -15,6 +15,7 @@ pub mod broker;
 pub mod codec;
 pub mod config;
 pub mod error;
+pub mod frame;
 pub mod groups;
 mod handlers;
 pub mod metrics;

@@ -32,6 +32,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::broker::Broker;
 use crate::codec::{self, DecodeError};
+use crate::frame::Frame;
 
 /// Requests of one connection being handled at once.
 pub const MAX_INFLIGHT: usize = 64;
@@ -92,7 +93,7 @@ fn admit(
 enum Item {
     Request(Box<codec::Request>, OwnedSemaphorePermit, Instant),
     /// A ready answer (ApiVersions at a version this broker does not know).
-    Reply(Bytes),
+    Reply(Frame),
     /// Stop after answering what came before.
     Close(String),
 }
@@ -186,7 +187,7 @@ async fn connection(
                         broker.metrics().observe(api, micros);
                         tracing::debug!(%peer, ?api, version, correlation, micros, "answered");
                         frame
-                    }) as futures::future::BoxFuture<'static, Option<Result<Bytes, String>>>);
+                    }) as futures::future::BoxFuture<'static, Option<Result<Frame, String>>>);
                 }
                 Some(Item::Reply(frame)) => inflight.push_back(Box::pin(async move { Some(Ok(frame)) })),
                 Some(Item::Close(reason)) => {
@@ -196,9 +197,10 @@ async fn connection(
                 None => reading = false,
             },
             Some(answer) = inflight.next(), if !inflight.is_empty() => match answer {
-                Some(Ok(frame)) => {
+                Some(Ok(mut frame)) => {
                     metrics.bytes_out.fetch_add(frame.len() as u64, Ordering::Relaxed);
-                    if let Err(e) = write.write_all(&frame).await {
+                    // Vectored writes: a Fetch frame's batches are the store's own buffers.
+                    if let Err(e) = write.write_all_buf(&mut frame).await {
                         tracing::debug!(%peer, error = %e, "writing a response failed");
                         break;
                     }

@@ -38,16 +38,7 @@ async fn registry(dir: &tempfile::TempDir) -> Registry {
 /// there is none, except in CI.
 async fn fresh_postgres_database() -> Option<String> {
     use sqlx::Connection;
-    let url = match std::env::var("INLET_TEST_POSTGRES_URL") {
-        Ok(url) if !url.is_empty() => url,
-        _ if std::env::var_os("CI").is_some() => {
-            panic!("INLET_TEST_POSTGRES_URL is not set: run after `source scripts/test-env.sh`")
-        }
-        _ => {
-            eprintln!("skipping: INLET_TEST_POSTGRES_URL is not set");
-            return None;
-        }
-    };
+    let url = inlet_test_support::service_env("INLET_TEST_POSTGRES_URL")?;
     // A random token without reading the clock: the name of a fresh temporary directory.
     let tmp = tempfile::tempdir().expect("tempdir");
     let token: String = tmp

@@ -238,17 +238,9 @@ pub fn poll_until<T>(secs: u64, what: &str, mut check: impl FnMut() -> Option<T>
 }
 
 /// A required external tool or service for client tests: in CI (`CI` set) its absence fails
-/// the test; elsewhere the test is skipped with a note.
-pub fn require(what: &str, available: bool) -> bool {
-    if available {
-        return true;
-    }
-    if std::env::var_os("CI").is_some() {
-        panic!("{what} is required in CI (see scripts/test-env.sh)");
-    }
-    eprintln!("skipping: {what} is not available here (CI installs it)");
-    false
-}
+/// the test; elsewhere the test is skipped and the skip is counted (`inlet_test_support`).
+#[allow(unused_imports)] // each test binary uses some of them
+pub use inlet_test_support::{require, service_env};
 
 /// Runs one phase of a table topic client script (`script BOOTSTRAP REGISTRY_URL ICEBERG_URI
 /// PHASE`) against `node`; it must exit 0 and print OK. In its `after-restart` phase the

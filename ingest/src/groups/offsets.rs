@@ -250,15 +250,8 @@ mod tests {
     /// The same SQL on PostgreSQL, when `source scripts/test-env.sh` provides one.
     #[tokio::test]
     async fn offsets_survive_a_reopen_and_deletes_are_durable_on_postgres() {
-        let url = match std::env::var("INLET_TEST_POSTGRES_URL") {
-            Ok(url) if !url.is_empty() => url,
-            _ if std::env::var("CI").is_ok() => {
-                panic!("INLET_TEST_POSTGRES_URL is not set: run after `source scripts/test-env.sh`")
-            }
-            _ => {
-                eprintln!("skipping: INLET_TEST_POSTGRES_URL is not set");
-                return;
-            }
+        let Some(url) = inlet_test_support::service_env("INLET_TEST_POSTGRES_URL") else {
+            return;
         };
         durability(&fresh_postgres_database(&url).await).await;
     }

@@ -67,7 +67,7 @@ impl Broker {
                     async move {
                         let index = p.index;
                         let outcome = match topic {
-                            Ok(topic) => self.produce_partition(&topic, p).await,
+                            Ok(topic) => self.produce_partition(&topic, p, version).await,
                             Err(e) => Err(e),
                         };
                         partition_response(index, outcome, version)
@@ -86,7 +86,12 @@ impl Broker {
         Some(ProduceResponse::default().with_responses(topics))
     }
 
-    async fn produce_partition(&self, topic: &Topic, p: PartitionProduceData) -> Result<Stored> {
+    async fn produce_partition(
+        &self,
+        topic: &Topic,
+        p: PartitionProduceData,
+        version: i16,
+    ) -> Result<Stored> {
         let partition = topic.partition(p.index).ok_or_else(|| {
             KafkaError::new(
                 ResponseError::UnknownTopicOrPartition,
@@ -95,6 +100,21 @@ impl Broker {
         })?;
         let records = p.records.unwrap_or_default();
         let batches = batch::split(&records).map_err(batch_error)?;
+        // Kafka's rule for Produce v3 and later (every version Inlet serves): one record batch
+        // per partition. The partition's append is then one WAL entry, stored whole or not at
+        // all, and a failure never hides stored batches.
+        if batches.len() != 1 {
+            return Err(KafkaError::new(
+                ResponseError::InvalidRecord,
+                format!(
+                    "a Produce v{version} request carries one record batch per partition; \
+                     partition {} of topic {:?} has {}",
+                    p.index,
+                    topic.name,
+                    batches.len()
+                ),
+            ));
+        }
         let limit = topic
             .configs
             .get("max.message.bytes")
@@ -171,16 +191,13 @@ impl Broker {
         }
         let log_append_time = topic.configs.get("message.timestamp.type") == Some("LogAppendTime");
         let now = self.now_ms();
-        let mut first = None;
-        for b in batches {
-            let offset = self
-                .append_batch(partition, b, log_append_time.then_some(now))
-                .await?;
-            first.get_or_insert(offset);
-        }
+        let batch = batches.into_iter().next().expect("checked: one batch");
+        let base_offset = self
+            .append_batch(partition, batch, log_append_time.then_some(now))
+            .await?;
         let log_start = self.store.start_offset(partition.stream)? as i64;
         Ok(Stored {
-            base_offset: first.expect("split returns at least one batch"),
+            base_offset,
             log_append_time: if log_append_time { now } else { -1 },
             log_start,
         })

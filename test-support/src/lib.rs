@@ -1,0 +1,97 @@
+//! What every crate's tests share: the one way a test says that a tool or service it needs
+//! (moto, PostgreSQL, the Python venv, kcat, a JDK) is missing on this machine.
+//!
+//! Invariants:
+//! - in CI (`CI` set, as `scripts/test` sets it under `.ci/run`) a missing requirement fails
+//!   the test: nothing CI is meant to run is skipped silently;
+//! - elsewhere the test returns early, prints why and how to get the whole suite
+//!   (`scripts/test`), and, when `INLET_TEST_SKIP_LOG` names a file, appends one line
+//!   `<test name>\t<reason>` to it, so `scripts/test` can count skipped tests and say why.
+//!
+//! A skipped test still counts as passed for `cargo test`; only the log tells them apart.
+
+use std::io::Write;
+
+/// Skips the calling test, or fails it in CI: call it and return when this machine lacks
+/// `why` (a sentence: "INLET_TEST_S3_ENDPOINT is not set").
+pub fn skip(why: &str) {
+    if std::env::var_os("CI").is_some() {
+        panic!("{why}: CI runs every test (`scripts/test` sets up the tools and services)");
+    }
+    eprintln!(
+        "skipping: {why} (`scripts/test` sets up the tools and services and runs every test)"
+    );
+    record_skip(why);
+}
+
+/// `true` when `available`; otherwise [`skip`]s the calling test with "`what` is not
+/// available here" and returns `false`.
+pub fn require(what: &str, available: bool) -> bool {
+    if !available {
+        skip(&format!("{what} is not available here"));
+    }
+    available
+}
+
+/// The value of a variable that `scripts/test-env.sh` exports (a service's address); `None`
+/// after [`skip`]ping the calling test when it is unset or empty.
+pub fn service_env(name: &str) -> Option<String> {
+    match std::env::var(name) {
+        Ok(v) if !v.is_empty() => Some(v),
+        _ => {
+            skip(&format!("{name} is not set"));
+            None
+        }
+    }
+}
+
+/// Appends `<test name>\t<why>` to `INLET_TEST_SKIP_LOG`. libtest names each test's thread
+/// after the test.
+fn record_skip(why: &str) {
+    let Some(path) = std::env::var_os("INLET_TEST_SKIP_LOG") else {
+        return;
+    };
+    let test = std::thread::current()
+        .name()
+        .unwrap_or("an unnamed thread")
+        .to_owned();
+    if let Err(e) = append_skip(std::path::Path::new(&path), &test, why) {
+        eprintln!("cannot record the skip in {}: {e}", path.to_string_lossy());
+    }
+}
+
+/// One line per skip, written with one `write` on an `O_APPEND` file, so that lines from
+/// concurrent tests and test binaries stay whole.
+fn append_skip(path: &std::path::Path, test: &str, why: &str) -> std::io::Result<()> {
+    let line = format!("{test}\t{}\n", why.replace(['\t', '\n'], " "));
+    std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)?
+        .write_all(line.as_bytes())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_present_requirement_runs_the_test() {
+        assert!(require("anything", true));
+    }
+
+    #[test]
+    fn skips_are_logged_one_line_each() {
+        let dir = std::env::temp_dir().join(format!("inlet-skip-log-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("temp dir");
+        let log = dir.join("skips");
+        append_skip(&log, "a::test", "kcat is not\tavailable\nhere").expect("append");
+        append_skip(&log, "b::test", "INLET_TEST_S3_ENDPOINT is not set").expect("append");
+        let text = std::fs::read_to_string(&log).expect("read");
+        std::fs::remove_dir_all(&dir).expect("cleanup");
+        assert_eq!(
+            text,
+            "a::test\tkcat is not available here\nb::test\tINLET_TEST_S3_ENDPOINT is not set\n"
+        );
+    }
+}

@@ -10,8 +10,9 @@
 //! Table topics' records are checked against the Schema Registry at produce time
 //! ([`validate`]). Not here yet: transactions (not advertised), and multi-node partition ownership.
 
-pub mod batch;
 pub mod broker;
+// Record batches are read by one crate shared with the table workers.
+pub use inlet_records::{batch, records};
 pub mod codec;
 pub mod config;
 pub mod error;
@@ -20,7 +21,6 @@ pub mod groups;
 mod handlers;
 pub mod metrics;
 pub mod producers;
-pub mod records;
 pub mod server;
 pub mod topic_config;
 pub mod topics;

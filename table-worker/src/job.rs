@@ -24,6 +24,7 @@
 //!   waiting when the pool is full.
 
 use std::collections::{BTreeMap, HashMap};
+use std::ops::Range;
 use std::sync::Arc;
 
 use arrow::array::ArrayBuilder;
@@ -32,12 +33,13 @@ use arrow::array::{
     StructArray, TimestampMicrosecondBuilder,
 };
 use arrow::datatypes::{DataType, Schema as ArrowSchema, SchemaRef};
-use bytes::Bytes;
+use bytes::{Bytes, BytesMut};
 use iceberg::spec::{DataFile, NestedField, PrimitiveType, Schema, Type};
+use inlet_records::batch::{self as records_batch, BatchError};
+use inlet_records::records::{walk, Limits};
 use inlet_schema_registry::framing::{self, Value};
 use inlet_schema_registry::{ParsedSchema, Registry, StoredSchema};
 use inlet_storage::{StreamId, StreamStore};
-use kafka_protocol::records::RecordBatchDecoder;
 use prost_reflect::ReflectMessage;
 
 use crate::data_file::{self, FileSettings, FileTarget};
@@ -564,12 +566,14 @@ async fn read_records(store: &StreamStore, job: &JobSpec) -> Result<(Vec<Rec>, u
     }
     // `bytes` counts stored bytes (what the job reports as its input); `held` what the decoded
     // records hold in memory — decompressed keys and values plus each record's own struct — and
-    // it is what stops the read at `max_input_bytes`, the room the job reserved. Counting stored
-    // bytes alone let a compressed topic's job hold many times its reservation (a zstd batch of
-    // tiny records decodes to far more than it stores).
+    // it is what stops the read at `max_input_bytes`, the room the job reserved, also in the
+    // middle of a batch (the next job goes on from there). Stored batches are walked one record
+    // at a time (`inlet_records`), so a zstd batch of millions of tiny records never exists as
+    // a whole in memory: counting stored bytes, or decoding whole batches, let one job hold
+    // many times its reservation.
     let mut bytes = 0usize;
     let mut held = 0usize;
-    while offset < until && held < job.max_input_bytes {
+    'read: while offset < until && held < job.max_input_bytes {
         let batches = store
             .read(job.stream, offset, (job.max_input_bytes - held).max(1))
             .await
@@ -579,48 +583,141 @@ async fn read_records(store: &StreamStore, job: &JobSpec) -> Result<(Vec<Rec>, u
         }
         for b in batches {
             if b.base_offset >= until {
-                break;
+                break 'read;
             }
             bytes += b.payload.len();
-            // A stored payload is normally one Kafka batch; decode every batch it holds.
-            let mut buf = b.payload.clone();
-            while !buf.is_empty() {
-                let set = RecordBatchDecoder::decode(&mut buf).map_err(|e| {
-                    Error::Decode(format!(
-                        "stored record batch at offset {} does not decode: {e:#}",
-                        b.base_offset
-                    ))
-                })?;
-                let decoded: usize = set
-                    .records
-                    .iter()
-                    .map(|r| {
-                        std::mem::size_of::<Rec>()
-                            + r.key.as_ref().map_or(0, |k| k.len())
-                            + r.value.as_ref().map_or(0, |v| v.len())
-                    })
-                    .sum();
-                held += decoded.max(b.payload.len());
-                for r in set.records {
-                    let o = r.offset as u64;
-                    if o < job.from.max(start) || o >= until || r.control {
-                        continue;
-                    }
-                    records.push(Rec {
-                        offset: r.offset,
-                        timestamp_ms: r.timestamp,
-                        key: r.key,
-                        value: r.value,
-                    });
-                }
+            let from = job.from.max(start).max(offset);
+            // A stored payload is normally one Kafka batch; read every batch it holds.
+            let stop = read_payload(
+                &b.payload,
+                from,
+                until,
+                job.max_input_bytes,
+                &mut held,
+                &mut records,
+            )
+            .map_err(|e| {
+                Error::Decode(format!(
+                    "stored record batch at offset {} does not read: {e}",
+                    b.base_offset
+                ))
+            })?;
+            if let Some(at) = stop {
+                offset = at;
+                break 'read;
             }
             offset = b.end_offset().min(until);
             if held >= job.max_input_bytes {
-                break;
+                break 'read;
             }
         }
     }
     Ok((records, offset.max(job.from), bytes, held))
+}
+
+/// A record read out of a compressed batch: offset, timestamp, and where its key and value are
+/// in the batch's buffer.
+type Taken = (i64, i64, Option<Range<usize>>, Option<Range<usize>>);
+
+/// What one record costs a job in memory: its struct, key and value.
+fn record_cost(key: Option<&[u8]>, value: Option<&[u8]>) -> usize {
+    std::mem::size_of::<Rec>() + key.map_or(0, <[u8]>::len) + value.map_or(0, <[u8]>::len)
+}
+
+/// A job stops inside a batch only once its records hold this much (and its `max_input_bytes`):
+/// small jobs take whole batches, and no batch, however many records it packs, makes a job hold
+/// more than this plus one record beyond its budget.
+const MIN_SPLIT_BYTES: usize = 4 << 20;
+
+/// Appends the records of one stored payload (one or more batches) with offsets in
+/// `from..until` to `records`, counting their cost in `held`. Returns the offset it stopped at
+/// when `held` reached `max_held` (and [`MIN_SPLIT_BYTES`]) before the payload's end.
+fn read_payload(
+    payload: &Bytes,
+    from: u64,
+    until: u64,
+    max_held: usize,
+    held: &mut usize,
+    records: &mut Vec<Rec>,
+) -> std::result::Result<Option<u64>, BatchError> {
+    let split_at = max_held.max(MIN_SPLIT_BYTES);
+    for batch in records_batch::split(payload)? {
+        let header = batch.header;
+        let base = i64::from_be_bytes(batch.bytes[..8].try_into().expect("a batch header"));
+        if header.is_control() {
+            continue;
+        }
+        // Kafka's LogAppendTime: every record carries the batch's max timestamp, the broker's.
+        let log_append = header.attributes & 0x08 != 0;
+        let timestamp = |delta: i64| {
+            if log_append {
+                header.max_timestamp
+            } else {
+                header.base_timestamp + delta
+            }
+        };
+        let mut stop = None;
+        if header.attributes & 0x7 == 0 {
+            // Uncompressed: keys and values are slices of the stored payload, not copies.
+            walk(&batch, Limits::default(), |r| {
+                let o = base + r.index as i64;
+                if stop.is_some() || (o as u64) < from || o as u64 >= until {
+                    return;
+                }
+                if *held >= split_at {
+                    stop = Some(o as u64);
+                    return;
+                }
+                *held += record_cost(r.key, r.value);
+                records.push(Rec {
+                    offset: o,
+                    timestamp_ms: timestamp(r.timestamp_delta),
+                    key: r.key.map(|k| batch.bytes.slice_ref(k)),
+                    value: r.value.map(|v| batch.bytes.slice_ref(v)),
+                });
+            })?;
+        } else {
+            // Compressed: the records' keys and values are copied into one buffer as they
+            // stream out of the decompressor, and sliced from it afterwards.
+            let mut arena = BytesMut::new();
+            let mut taken: Vec<Taken> = Vec::new();
+            walk(&batch, Limits::default(), |r| {
+                let o = base + r.index as i64;
+                if stop.is_some() || (o as u64) < from || o as u64 >= until {
+                    return;
+                }
+                if *held >= split_at {
+                    stop = Some(o as u64);
+                    return;
+                }
+                *held += record_cost(r.key, r.value);
+                let mut put = |b: Option<&[u8]>| {
+                    b.map(|b| {
+                        arena.extend_from_slice(b);
+                        arena.len() - b.len()..arena.len()
+                    })
+                };
+                let key = put(r.key);
+                let value = put(r.value);
+                taken.push((o, timestamp(r.timestamp_delta), key, value));
+            })?;
+            let arena = arena.freeze();
+            records.extend(
+                taken
+                    .into_iter()
+                    .map(|(offset, timestamp_ms, key, value)| Rec {
+                        offset,
+                        timestamp_ms,
+                        key: key.map(|k| arena.slice(k)),
+                        value: value.map(|v| arena.slice(v)),
+                    }),
+            );
+        }
+        if stop.is_some() {
+            return Ok(stop);
+        }
+    }
+    Ok(None)
 }
 
 /// The registered schema `id`; None when the registry does not have it. A registry that

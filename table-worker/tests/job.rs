@@ -16,6 +16,7 @@ use inlet_storage::{StreamId, StreamStore};
 use inlet_table_worker::evolve::Change;
 use inlet_table_worker::job::{convert_range, JobSpec, TableContext, ValueType};
 use inlet_table_worker::memory::MemoryPool;
+use kafka_protocol::records::Compression;
 
 const V1: &str = r#"{"type":"record","name":"User","namespace":"t","fields":[{"name":"id","type":"long"},{"name":"name","type":"string"}]}"#;
 const V2: &str = r#"{"type":"record","name":"User","namespace":"t","fields":[{"name":"id","type":"long"},{"name":"name","type":"string"},{"name":"email","type":["null","string"],"default":null}]}"#;
@@ -504,55 +505,80 @@ async fn unframed_values_use_the_latest_schema_of_the_subject() {
 }
 
 /// A job stops reading once the records it decoded hold its `max_input_bytes`, not once it has
-/// read that many stored bytes: zstd batches of tiny records store a few KiB and decode to far
-/// more, and counting stored bytes let one job hold many times the memory it reserved.
+/// read that many stored bytes, and a batch that alone holds more than a few MiB is split
+/// between jobs: zstd batches of tiny records store a few KiB and decode to far more, and
+/// counting stored bytes (or decoding whole batches) let one job hold many times the memory it
+/// reserved. Jobs that go on from each other's next offset convert every record exactly once,
+/// compressed or not.
 #[tokio::test]
-async fn a_job_counts_what_its_records_hold_not_what_they_store() {
-    let f = fixture().await;
-    let stream = f
-        .store
-        .create_stream("kafka/tiny/0")
-        .await
-        .expect("stream")
-        .id;
-    let per_batch = 20_000;
-    for _ in 0..3 {
-        let values: Vec<Option<Bytes>> = (0..per_batch)
-            .map(|_| Some(Bytes::from_static(b"x")))
-            .collect();
-        append(&f.store, stream, &values).await;
+async fn a_job_counts_what_its_records_hold_and_stops_inside_a_batch() {
+    for compression in [Compression::Zstd, Compression::None] {
+        let f = fixture().await;
+        let name = format!("tiny-{compression:?}");
+        let stream = f
+            .store
+            .create_stream(&format!("kafka/{name}/0"))
+            .await
+            .expect("stream")
+            .id;
+        // 100,000 records of one byte: ~8 MB as decoded records, over the 4 MiB a job holds
+        // before it splits a batch.
+        let per_batch = 100_000;
+        for _ in 0..3 {
+            let records: Vec<(Option<Bytes>, Option<Bytes>)> = (0..per_batch)
+                .map(|_| (None, Some(Bytes::from_static(b"x"))))
+                .collect();
+            common::append_records_with(&f.store, stream, &records, compression).await;
+        }
+        let stored: usize = f
+            .store
+            .read(stream, 0, 64 << 20)
+            .await
+            .expect("read")
+            .iter()
+            .map(|b| b.payload.len())
+            .sum();
+        let max_input_bytes = 1 << 20;
+        // Each record holds ~80 bytes as a decoded struct; zstd stores it in a few.
+        if compression == Compression::Zstd {
+            let holds = 3 * per_batch * 80;
+            assert!(stored * 8 < holds, "the batches store {stored} bytes");
+        }
+        let mut ctx = context(&f, &name);
+        ctx.value_type = ValueType::Raw;
+        let pool = MemoryPool::new(64 << 20);
+        let (mut from, mut rows, mut jobs) = (0u64, 0u64, 0);
+        while from < 3 * per_batch as u64 {
+            let out = convert_range(
+                &f.store,
+                &pool,
+                &ctx,
+                JobSpec {
+                    partition: 0,
+                    stream,
+                    from,
+                    until: None,
+                    max_input_bytes,
+                },
+            )
+            .await
+            .expect("convert");
+            // No job takes a whole batch.
+            assert!(
+                out.next_offset > from && out.next_offset - from < per_batch as u64,
+                "{compression:?}: a job from {from} ended at {}",
+                out.next_offset
+            );
+            assert_eq!(
+                out.rows,
+                out.next_offset - from,
+                "{compression:?}: every record of the range"
+            );
+            rows += out.rows;
+            from = out.next_offset;
+            jobs += 1;
+        }
+        assert_eq!(rows, 3 * per_batch as u64, "{compression:?}");
+        assert!(jobs > 3, "{compression:?}: {jobs} jobs");
     }
-    let stored: usize = f
-        .store
-        .read(stream, 0, 64 << 20)
-        .await
-        .expect("read")
-        .iter()
-        .map(|b| b.payload.len())
-        .sum();
-    let max_input_bytes = 1 << 20;
-    assert!(
-        stored < max_input_bytes / 2,
-        "the three batches store {stored} bytes"
-    );
-    let mut ctx = context(&f, "tiny");
-    ctx.value_type = ValueType::Raw;
-    let pool = MemoryPool::new(64 << 20);
-    let out = convert_range(
-        &f.store,
-        &pool,
-        &ctx,
-        JobSpec {
-            partition: 0,
-            stream,
-            from: 0,
-            until: None,
-            max_input_bytes,
-        },
-    )
-    .await
-    .expect("convert");
-    // 20,000 records hold more than 1 MiB as decoded structs: the job stops after one batch.
-    assert_eq!(out.next_offset, per_batch as u64, "{:?}", out.next_offset);
-    assert_eq!(out.rows as usize, per_batch);
 }

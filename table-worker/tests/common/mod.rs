@@ -58,6 +58,16 @@ pub async fn append_records(
     stream: StreamId,
     records: &[(Option<Bytes>, Option<Bytes>)],
 ) {
+    append_records_with(store, stream, records, Compression::Zstd).await
+}
+
+/// [`append_records`] with another codec.
+pub async fn append_records_with(
+    store: &StreamStore,
+    stream: StreamId,
+    records: &[(Option<Bytes>, Option<Bytes>)],
+    compression: Compression,
+) {
     let encoded: Vec<Record> = records
         .iter()
         .enumerate()
@@ -83,7 +93,7 @@ pub async fn append_records(
         &encoded,
         &RecordEncodeOptions {
             version: 2,
-            compression: Compression::Zstd,
+            compression,
         },
     )
     .expect("encode");

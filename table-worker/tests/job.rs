@@ -582,3 +582,63 @@ async fn a_job_counts_what_its_records_hold_and_stops_inside_a_batch() {
         assert!(jobs > 3, "{compression:?}: {jobs} jobs");
     }
 }
+
+/// Rows carry each record's Kafka timestamp in `_kafka.timestamp`: the producer's CreateTime,
+/// or for a batch the broker stamped with LogAppendTime, the broker's time for every record
+/// (Kafka's rule: the batch's max timestamp), compressed or not.
+#[tokio::test]
+async fn rows_carry_create_time_or_the_brokers_log_append_time() {
+    for compression in [Compression::None, Compression::Lz4] {
+        let f = fixture().await;
+        let name = format!("stamped-{compression:?}");
+        let stream = f
+            .store
+            .create_stream(&format!("kafka/{name}/0"))
+            .await
+            .expect("stream")
+            .id;
+        let records: Vec<(Option<Bytes>, Option<Bytes>)> = (0..3)
+            .map(|i| (None, Some(Bytes::from(format!("v{i}")))))
+            .collect();
+        let created = common::encode_records(&records, compression);
+        common::append_batch(&f.store, stream, created.clone(), 3).await;
+        let stamped = inlet_records::batch::set_log_append_time(&created, 1_800_000_000_000);
+        common::append_batch(&f.store, stream, stamped, 3).await;
+        let mut ctx = context(&f, &name);
+        ctx.value_type = ValueType::Raw;
+        let pool = MemoryPool::new(64 << 20);
+        let out = convert_range(
+            &f.store,
+            &pool,
+            &ctx,
+            JobSpec {
+                partition: 0,
+                stream,
+                from: 0,
+                until: None,
+                max_input_bytes: 1 << 20,
+            },
+        )
+        .await
+        .expect("convert");
+        assert_eq!(out.rows, 6);
+        let mut micros: Vec<i64> = Vec::new();
+        for b in out.data_files.iter().flat_map(|d| read_file(d.file_path())) {
+            let kafka = b.column_by_name("_kafka").expect("_kafka").as_struct();
+            micros.extend(
+                kafka
+                    .column(2)
+                    .as_primitive::<arrow::datatypes::TimestampMicrosecondType>()
+                    .values()
+                    .iter(),
+            );
+        }
+        let create = 1_700_000_000_000_000;
+        let append = 1_800_000_000_000_000;
+        assert_eq!(
+            micros,
+            vec![create, create + 1000, create + 2000, append, append, append],
+            "{compression:?}"
+        );
+    }
+}

@@ -68,6 +68,21 @@ pub async fn append_records_with(
     records: &[(Option<Bytes>, Option<Bytes>)],
     compression: Compression,
 ) {
+    append_batch(
+        store,
+        stream,
+        encode_records(records, compression),
+        records.len(),
+    )
+    .await
+}
+
+/// `records` as one Kafka record batch: offsets from 0, CreateTime timestamps from
+/// 1,700,000,000,000 ms, one per record.
+pub fn encode_records(
+    records: &[(Option<Bytes>, Option<Bytes>)],
+    compression: Compression,
+) -> Bytes {
     let encoded: Vec<Record> = records
         .iter()
         .enumerate()
@@ -97,11 +112,16 @@ pub async fn append_records_with(
         },
     )
     .expect("encode");
+    buf.freeze()
+}
+
+/// Appends one encoded batch of `count` records, as the broker stores it.
+pub async fn append_batch(store: &StreamStore, stream: StreamId, batch: Bytes, count: usize) {
     store
         .append_with(
             stream,
-            buf.freeze(),
-            records.len() as u32,
+            batch,
+            count as u32,
             AppendOptions {
                 write_base_offset: true,
                 ..AppendOptions::default()

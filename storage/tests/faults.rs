@@ -327,7 +327,8 @@ async fn a_backlog_drains_as_bounded_objects() {
 /// An object store outage under load: writers keep appending (waiting for room once the log
 /// cache is full of data not uploaded, the back pressure) while every PUT fails; the outage
 /// ends, the backlog drains as bounded objects, and every acknowledged append is there after a
-/// reopen, once, at its offset.
+/// reopen, once, at its offset. The outage lasts `INLET_TEST_OUTAGE_SECS` (3 s; `scripts/test`
+/// makes it three minutes), and the writers go on for 3 s after it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_outage_under_load_drains_and_loses_nothing() {
     let mut f = fixture().await;
@@ -344,7 +345,12 @@ async fn an_outage_under_load_drains_and_loses_nothing() {
     }))
     .await;
     f.objects.inject(Op::Put, Fault::Fail, None);
-    let outage = Duration::from_secs(3);
+    let outage = Duration::from_secs(
+        std::env::var("INLET_TEST_OUTAGE_SECS")
+            .ok()
+            .and_then(|s| s.parse().ok())
+            .unwrap_or(3),
+    );
     let started = std::time::Instant::now();
     let mut writers = tokio::task::JoinSet::new();
     for (w, &stream) in streams.iter().enumerate() {
@@ -352,7 +358,7 @@ async fn an_outage_under_load_drains_and_loses_nothing() {
         writers.spawn(async move {
             let mut acked = Vec::new();
             let mut seq = 0u64;
-            while started.elapsed() < outage * 2 {
+            while started.elapsed() < outage + Duration::from_secs(3) {
                 let p = payload(w as u32, seq, 2000);
                 let offset = store.append(stream, p.clone(), 1).await.expect("append");
                 acked.push((offset, p));

@@ -213,11 +213,32 @@ impl Committer {
         }
     }
 
-    /// Where the table's current snapshot says conversion got to (empty for a table without
-    /// snapshots or without Inlet's summary keys).
+    /// Where conversion got to: Inlet's summary keys on the newest snapshot of `main` that has
+    /// them, walking back from the current one through its parents. Other engines commit to
+    /// the table too (a pyiceberg append or delete, Spark's `rewrite_data_files`, a Trino
+    /// `DELETE`): their snapshots carry no `inlet.*` keys, and reading only the current one
+    /// would start every partition again from the stream's start. Empty for a table where no
+    /// ancestor of the current snapshot has the keys.
     pub fn committed(table: &Table) -> Committed {
-        let Some(snapshot) = table.metadata().current_snapshot() else {
-            return Committed::default();
+        let meta = table.metadata();
+        let mut next = meta.current_snapshot().map(|s| s.snapshot_id());
+        let mut seen = HashSet::new();
+        let snapshot = loop {
+            let Some(snapshot) = next.and_then(|id| meta.snapshot_by_id(id)) else {
+                return Committed::default();
+            };
+            if snapshot
+                .summary()
+                .additional_properties
+                .contains_key(OFFSETS)
+            {
+                break snapshot;
+            }
+            // A parent id that loops back (a corrupt history) ends the walk.
+            if !seen.insert(snapshot.snapshot_id()) {
+                return Committed::default();
+            }
+            next = snapshot.parent_snapshot_id();
         };
         let props = &snapshot.summary().additional_properties;
         let offsets = props

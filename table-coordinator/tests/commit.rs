@@ -677,3 +677,101 @@ async fn small_files_are_compacted_and_progress_is_kept() {
     let table = c.load(&ident).await.expect("load").expect("table");
     assert_eq!(scan(&table).await, expected);
 }
+
+/// Other engines commit to Inlet's tables (a pyiceberg append, Spark's maintenance, a Trino
+/// delete): their snapshots carry no `inlet.*` keys. Progress is read from the newest snapshot
+/// of `main`'s history that has them, so a foreign snapshot on top does not start every
+/// partition again from the stream's start (which duplicated every retained record), and the
+/// next round commits on top of the foreign one.
+#[tokio::test]
+async fn progress_survives_snapshots_that_other_engines_commit() {
+    use iceberg::transaction::{ApplyTransactionAction, Transaction};
+    let dir = tempfile::tempdir().expect("tempdir");
+    let meta = format!("sqlite://{}?mode=rwc", dir.path().join("meta.db").display());
+    let root = dir.path().join("objects");
+    std::fs::create_dir_all(&root).expect("objects dir");
+    let embedded = inlet_catalog::embedded::open(&meta, &root.to_string_lossy(), None)
+        .await
+        .expect("catalog");
+    let catalog = embedded.catalog.clone();
+    let c = Committer::new(embedded.catalog, embedded.pointers);
+    let ident = TableIdent::new(NamespaceIdent::new("default".into()), "t".into());
+    c.commit(&ident, &round(1, true, 1_000))
+        .await
+        .expect("commit");
+
+    // Two foreign appends on top, as another writer makes them.
+    for n in 0..2 {
+        let table = c.load(&ident).await.expect("load").expect("table");
+        let file = data_file(&table, &format!("foreign-{n}"), &[(100 + n, "theirs")]).await;
+        let tx = Transaction::new(&table);
+        let tx = tx
+            .fast_append()
+            .add_data_files([file])
+            .apply(tx)
+            .expect("apply");
+        tx.commit(&*catalog).await.expect("foreign commit");
+    }
+    let table = c.load(&ident).await.expect("load").expect("table");
+    assert_eq!(table.metadata().snapshots().len(), 3);
+    let current = table.metadata().current_snapshot().expect("current");
+    assert!(
+        !current
+            .summary()
+            .additional_properties
+            .contains_key("inlet.offsets"),
+        "the newest snapshot is the foreign one"
+    );
+    let committed = Committer::committed(&table);
+    assert_eq!(committed.offsets, BTreeMap::from([(0, 10), (1, 1)]));
+    assert_eq!(committed.watermark_ms, Some(1_001));
+    assert_eq!(committed.commit_id.as_deref(), Some("t-1"));
+
+    // Inlet's next round goes on top of the foreign snapshots and keeps their rows.
+    c.commit(&ident, &round(2, true, 2_000))
+        .await
+        .expect("commit");
+    let table = c.load(&ident).await.expect("load").expect("table");
+    assert_eq!(
+        Committer::committed(&table).offsets,
+        BTreeMap::from([(0, 20), (1, 2)])
+    );
+    let current = table.metadata().current_snapshot().expect("current");
+    assert_eq!(current.parent_snapshot_id(), Some(current_parent(&table)));
+    let ids: Vec<i64> = scan_ids(&table).await;
+    assert_eq!(ids, vec![100, 101], "the foreign rows are still there");
+}
+
+/// The id of the snapshot before the current one in `main`'s history (by sequence number).
+fn current_parent(table: &iceberg::table::Table) -> i64 {
+    let mut snapshots: Vec<_> = table.metadata().snapshots().collect();
+    snapshots.sort_by_key(|s| s.sequence_number());
+    snapshots[snapshots.len() - 2].snapshot_id()
+}
+
+/// The `id` column of every row of `table`.
+async fn scan_ids(table: &iceberg::table::Table) -> Vec<i64> {
+    use arrow::array::AsArray;
+    use futures::TryStreamExt;
+    let batches: Vec<arrow::array::RecordBatch> = table
+        .scan()
+        .build()
+        .expect("scan")
+        .to_arrow()
+        .await
+        .expect("arrow")
+        .try_collect()
+        .await
+        .expect("batches");
+    let mut ids: Vec<i64> = batches
+        .iter()
+        .flat_map(|b| {
+            b.column(0)
+                .as_primitive::<arrow::datatypes::Int64Type>()
+                .values()
+                .to_vec()
+        })
+        .collect();
+    ids.sort_unstable();
+    ids
+}

@@ -1,0 +1,44 @@
+//! Exactly once while other engines write to a table topic's table: pyiceberg deletes rows and
+//! appends its own, then the node is killed with SIGKILL and restarted. Every Kafka record is
+//! a row once, the deleted rows stay deleted, and the foreign rows stay
+//! (`tests/clients/table_topic_foreign.py`).
+
+mod common;
+
+use std::time::Duration;
+
+use common::python::python;
+use common::{require, run_table_topic_phase, Node};
+
+#[test]
+fn foreign_deletes_and_appends_do_not_reset_progress() {
+    let python = python(
+        "import confluent_kafka.schema_registry.avro, pyiceberg.catalog.rest, pyiceberg.expressions, pyarrow",
+    );
+    if !require(
+        "python with confluent-kafka[avro], pyiceberg and pyarrow",
+        python.is_some(),
+    ) {
+        return;
+    }
+    let python = python.expect("checked");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let node = Node::start(dir.path(), &[]);
+    run_table_topic_phase(
+        &python,
+        "table_topic_foreign.py",
+        &node,
+        "first",
+        Duration::from_secs(240),
+    );
+    // At once after the last acks: their round may or may not have landed.
+    let node = node.restart_after_kill9();
+    run_table_topic_phase(
+        &python,
+        "table_topic_foreign.py",
+        &node,
+        "restarted",
+        Duration::from_secs(240),
+    );
+    node.stop();
+}

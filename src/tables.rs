@@ -210,16 +210,7 @@ fn table_topic(
             indexes.dir.join(topic_name),
         )?,
     };
-    let watermark_idle = match get("table.topic.watermark.idle.ms") {
-        None => None,
-        Some(v) => match v.parse::<u64>() {
-            Ok(0) => None,
-            Ok(ms) => Some(Duration::from_millis(ms)),
-            Err(_) => {
-                anyhow::bail!("table.topic.watermark.idle.ms must be a number of ms, not {v:?}")
-            }
-        },
-    };
+    let watermark_idle = watermark_idle(get("table.topic.watermark.idle.ms").as_deref())?;
     let mut configs: Vec<(String, String)> = [
         "table.topic.namespace",
         "table.topic.table",
@@ -272,4 +263,35 @@ fn table_topic(
             ),
         },
     ))
+}
+
+/// `table.topic.watermark.idle.ms`: `None` when idleness is off, which is -1 (the default
+/// DescribeConfigs reports and the docs name) or 0, or the config is unset.
+fn watermark_idle(value: Option<&str>) -> anyhow::Result<Option<Duration>> {
+    let Some(v) = value else { return Ok(None) };
+    match v.trim().parse::<i64>() {
+        Ok(-1 | 0) => Ok(None),
+        Ok(ms) if ms > 0 => Ok(Some(Duration::from_millis(ms as u64))),
+        _ => anyhow::bail!(
+            "table.topic.watermark.idle.ms must be -1 (off) or a number of ms, not {v:?}"
+        ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn watermark_idleness_is_off_at_minus_one_and_zero() {
+        assert_eq!(watermark_idle(None).expect("unset"), None);
+        assert_eq!(watermark_idle(Some("-1")).expect("the default"), None);
+        assert_eq!(watermark_idle(Some("0")).expect("zero"), None);
+        assert_eq!(
+            watermark_idle(Some("30000")).expect("30 s"),
+            Some(Duration::from_secs(30))
+        );
+        assert!(watermark_idle(Some("-5")).is_err());
+        assert!(watermark_idle(Some("soon")).is_err());
+    }
 }

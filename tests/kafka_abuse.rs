@@ -36,6 +36,75 @@ fn topic_name(s: &str) -> TopicName {
 
 /// Produces `records` (a raw record set) to partition 0 of `topic`; the partition's error code
 /// and message.
+fn produce_request(topic: &str, records: Bytes) -> RequestKind {
+    RequestKind::Produce(
+        ProduceRequest::default()
+            .with_acks(-1)
+            .with_timeout_ms(10_000)
+            .with_topic_data(vec![TopicProduceData::default()
+                .with_name(topic_name(topic))
+                .with_partition_data(vec![PartitionProduceData::default()
+                    .with_index(0)
+                    .with_records(Some(records))])]),
+    )
+}
+
+/// Produce requests in flight on one connection are appended in the order they were sent, as
+/// Kafka appends them, whatever each one's checks cost: here a zstd batch of many records
+/// (read off the async threads) is followed by small uncompressed ones. Before, the small
+/// ones overtook it, so a client's records landed out of order.
+#[test]
+fn pipelined_produce_requests_keep_their_order() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let node = Node::start(dir.path(), &[]);
+    let mut conn = Conn::open(&node);
+    let (code, _, first) = produce_at(
+        &mut conn,
+        "ordered",
+        record_batch(
+            &[Some(Bytes::from_static(b"v"))],
+            -1,
+            -1,
+            -1,
+            Compression::None,
+        ),
+    );
+    assert_eq!(code, 0);
+    let slow: Vec<Option<Bytes>> = (0..200_000).map(|_| Some(Bytes::new())).collect();
+    let mut requests = vec![(record_batch(&slow, -1, -1, -1, Compression::Zstd), 200_000)];
+    for _ in 0..5 {
+        requests.push((
+            record_batch(
+                &[Some(Bytes::from_static(b"small"))],
+                -1,
+                -1,
+                -1,
+                Compression::None,
+            ),
+            1,
+        ));
+    }
+    let sent: Vec<(i32, i64)> = requests
+        .into_iter()
+        .map(|(b, n)| {
+            let c = conn.send(ApiKey::Produce, 9, produce_request("ordered", b));
+            (c, n)
+        })
+        .collect();
+    let mut expected = first + 1;
+    for (correlation, n) in sent {
+        let r: ProduceResponse = conn.receive(ApiKey::Produce, 9, correlation);
+        let p = &r.responses[0].partition_responses[0];
+        assert_eq!(p.error_code, 0, "{:?}", p.error_message);
+        assert_eq!(
+            p.base_offset, expected,
+            "request {correlation} in its place"
+        );
+        expected += n;
+    }
+    node.stop();
+}
+
 fn produce_raw(conn: &mut Conn, topic: &str, records: Bytes) -> (i16, String) {
     let (code, message, _) = produce_at(conn, topic, records);
     (code, message)

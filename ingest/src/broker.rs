@@ -14,6 +14,7 @@ use crate::codec::Request;
 use crate::config::BrokerConfig;
 use crate::error::{KafkaError, Result};
 use crate::groups::{ClientInfo, GroupConfig, GroupCoordinator};
+pub use crate::handlers::ProduceTurn;
 use crate::metrics::Metrics;
 use crate::producers::ProducerIds;
 use crate::topics::Topics;
@@ -140,6 +141,18 @@ impl Broker {
     /// Answers one request. `None` means no response is sent (Produce with acks=0).
     /// `peer` is the client's address, for DescribeGroups.
     pub async fn handle(&self, request: Request, peer: &str) -> Option<ResponseKind> {
+        self.handle_in_turn(request, peer, ProduceTurn::default())
+            .await
+    }
+
+    /// [`Self::handle`] for a request that keeps its place among its connection's Produce
+    /// requests (`turn`, see [`Broker::produce`]; other requests ignore it).
+    pub async fn handle_in_turn(
+        &self,
+        request: Request,
+        peer: &str,
+        turn: ProduceTurn,
+    ) -> Option<ResponseKind> {
         let version = request.version();
         let client_id = request
             .header
@@ -155,7 +168,10 @@ impl Broker {
             RequestKind::ApiVersions(r) => ResponseKind::ApiVersions(self.api_versions(r, version)),
             RequestKind::Metadata(r) => ResponseKind::Metadata(self.metadata(r, version).await),
             RequestKind::Produce(r) => {
-                return self.produce(r, version).await.map(ResponseKind::Produce)
+                return self
+                    .produce(r, version, turn)
+                    .await
+                    .map(ResponseKind::Produce)
             }
             RequestKind::Fetch(r) => ResponseKind::Fetch(self.fetch(r, version).await),
             RequestKind::ListOffsets(r) => {

@@ -163,18 +163,30 @@ async fn connection(
     let peer_ip: Arc<str> = peer.ip().to_string().into();
     let mut inflight = FuturesOrdered::new();
     let mut reading = true;
+    // The previous Produce request's "submitted" signal: Produce requests in flight on one
+    // connection submit their batches in the order they arrived (Broker::produce).
+    let mut last_produce: Option<tokio::sync::oneshot::Receiver<()>> = None;
     loop {
         tokio::select! {
             item = rx.recv(), if reading && inflight.len() < MAX_INFLIGHT => match item {
                 Some(Item::Request(request, permit, arrived)) => {
                     let broker = broker.clone();
                     let peer = peer_ip.clone();
+                    let turn = if request.api_key == ApiKey::Produce {
+                        let (done, next) = tokio::sync::oneshot::channel();
+                        crate::broker::ProduceTurn {
+                            after: last_produce.replace(next),
+                            done: Some(done),
+                        }
+                    } else {
+                        crate::broker::ProduceTurn::default()
+                    };
                     inflight.push_back(Box::pin(async move {
                         let api = request.api_key;
                         let version = request.version();
                         let correlation = request.header.correlation_id;
                         tracing::debug!(%peer, ?api, version, correlation, "request");
-                        let answer = broker.handle(*request, &peer).await;
+                        let answer = broker.handle_in_turn(*request, &peer, turn).await;
                         drop(permit);
                         let frame = match answer {
                             Some(body) => match codec::encode_response(api, version, correlation, &body) {

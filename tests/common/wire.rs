@@ -27,6 +27,12 @@ impl Conn {
 
     /// Sends one request and decodes its response body.
     pub fn call<R: Decodable>(&mut self, api: ApiKey, version: i16, body: RequestKind) -> R {
+        let correlation = self.send(api, version, body);
+        self.receive(api, version, correlation)
+    }
+
+    /// Sends one request without reading its answer; returns its correlation id.
+    pub fn send(&mut self, api: ApiKey, version: i16, body: RequestKind) -> i32 {
         let correlation = self.next;
         self.next += 1;
         let header = RequestHeader::default()
@@ -36,6 +42,11 @@ impl Conn {
             .with_client_id(Some(StrBytes::from_static_str("idempotence-test")));
         let frame = encode_request(&header, &body).expect("encode");
         self.s.write_all(&frame).expect("write");
+        correlation
+    }
+
+    /// Reads the next answer, which must be `correlation`'s, and decodes its body.
+    pub fn receive<R: Decodable>(&mut self, api: ApiKey, version: i16, correlation: i32) -> R {
         let mut len = [0u8; 4];
         self.s.read_exact(&mut len).expect("response length");
         let mut buf = vec![0u8; i32::from_be_bytes(len) as usize];

@@ -5,3 +5,5 @@ mod cluster;
 mod fetch;
 mod groups;
 mod produce;
+
+pub use produce::ProduceTurn;

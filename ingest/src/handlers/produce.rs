@@ -3,6 +3,7 @@
 //! offset is rewritten), and answer once they are durable.
 
 use std::sync::atomic::Ordering;
+use std::sync::Arc;
 
 use bytes::Bytes;
 use futures::future::join_all;
@@ -13,7 +14,7 @@ use kafka_protocol::messages::produce_response::{
 };
 use kafka_protocol::messages::*;
 use kafka_protocol::ResponseError;
-use tokio::sync::watch;
+use tokio::sync::{oneshot, watch};
 
 use crate::batch::{self, Batch, BatchError};
 use crate::broker::{str, Broker};
@@ -21,6 +22,35 @@ use crate::error::{KafkaError, Result};
 use crate::producers::{Outcome, SeqCheck};
 use crate::records::{self, Limits};
 use crate::topics::{Partition, Topic};
+
+/// A Produce request's place among its connection's Produce requests (see
+/// [`Broker::produce`]): it submits its batches once `after` fires (or its sender is gone),
+/// and drops `done` once its own are submitted.
+#[derive(Default)]
+pub struct ProduceTurn {
+    pub after: Option<oneshot::Receiver<()>>,
+    pub done: Option<oneshot::Sender<()>>,
+}
+
+/// One partition's batch, submitted, not yet durable.
+struct SubmittedPartition {
+    append: SubmittedBatch,
+    stream: inlet_storage::StreamId,
+    log_append_time: i64,
+}
+
+/// A batch handed to the stream store, or a retry of one that was.
+enum SubmittedBatch {
+    Appended {
+        pending: inlet_storage::PendingAppend,
+        tx: watch::Sender<Outcome>,
+        header: batch::BatchHeader,
+        size: u64,
+        topic: Arc<Topic>,
+        index: i32,
+    },
+    Duplicate(watch::Receiver<Outcome>),
+}
 
 /// What one partition's produce stored.
 struct Stored {
@@ -39,7 +69,21 @@ fn batch_error(e: BatchError) -> KafkaError {
 }
 
 impl Broker {
-    pub(crate) async fn produce(&self, r: ProduceRequest, version: i16) -> Option<ProduceResponse> {
+    /// Answers a Produce request. `turn` orders it after the connection's earlier Produce
+    /// requests: its batches are submitted to the stream store (which assigns offsets in
+    /// submission order) only once theirs are, as Kafka appends one connection's requests in
+    /// the order they arrived. The wait for durability is not ordered, so requests in flight
+    /// still share group commits.
+    pub(crate) async fn produce(
+        &self,
+        r: ProduceRequest,
+        version: i16,
+        turn: ProduceTurn,
+    ) -> Option<ProduceResponse> {
+        if let Some(earlier) = turn.after {
+            // Err: the earlier request was dropped; it submits nothing more.
+            let _ = earlier.await;
+        }
         let acks = r.acks;
         let refuse_all = if !(-1..=1).contains(&acks) {
             Some(KafkaError::new(
@@ -66,18 +110,33 @@ impl Broker {
                     let topic = topic.clone();
                     async move {
                         let index = p.index;
-                        let outcome = match topic {
-                            Ok(topic) => self.produce_partition(&topic, p, version).await,
+                        let submitted = match topic {
+                            Ok(topic) => self.submit_partition(&topic, p, version).await,
                             Err(e) => Err(e),
                         };
-                        partition_response(index, outcome, version)
+                        (index, submitted)
                     }
                 }))
                 .await;
-                TopicProduceResponse::default()
-                    .with_name(t.name)
-                    .with_partition_responses(partitions)
+                (t.name, partitions)
             }
+        }))
+        .await;
+        // Every batch of this request is submitted: the next request may submit its own.
+        drop(turn.done);
+        let topics = join_all(topics.into_iter().map(|(name, partitions)| async move {
+            let partitions =
+                join_all(partitions.into_iter().map(|(index, submitted)| async move {
+                    let outcome = match submitted {
+                        Ok(s) => self.finish_partition(s).await,
+                        Err(e) => Err(e),
+                    };
+                    partition_response(index, outcome, version)
+                }))
+                .await;
+            TopicProduceResponse::default()
+                .with_name(name)
+                .with_partition_responses(partitions)
         }))
         .await;
         if acks == 0 {
@@ -86,12 +145,14 @@ impl Broker {
         Some(ProduceResponse::default().with_responses(topics))
     }
 
-    async fn produce_partition(
+    /// Checks one partition's batch and submits it to the stream store (offsets are assigned
+    /// then); [`Self::finish_partition`] waits for it to be durable.
+    async fn submit_partition(
         &self,
-        topic: &Topic,
+        topic: &Arc<Topic>,
         p: PartitionProduceData,
         version: i16,
-    ) -> Result<Stored> {
+    ) -> Result<SubmittedPartition> {
         let partition = topic.partition(p.index).ok_or_else(|| {
             KafkaError::new(
                 ResponseError::UnknownTopicOrPartition,
@@ -192,13 +253,29 @@ impl Broker {
         let log_append_time = topic.configs.get("message.timestamp.type") == Some("LogAppendTime");
         let now = self.now_ms();
         let batch = batches.into_iter().next().expect("checked: one batch");
-        let base_offset = self
-            .append_batch(partition, batch, log_append_time.then_some(now))
+        let append = self
+            .submit_batch(
+                topic,
+                p.index,
+                partition,
+                batch,
+                log_append_time.then_some(now),
+            )
             .await?;
-        let log_start = self.store.start_offset(partition.stream)? as i64;
+        Ok(SubmittedPartition {
+            append,
+            stream: partition.stream,
+            log_append_time: if log_append_time { now } else { -1 },
+        })
+    }
+
+    /// Waits until a submitted partition's batch is durable; what the answer reports.
+    async fn finish_partition(&self, s: SubmittedPartition) -> Result<Stored> {
+        let base_offset = self.finish_batch(s.append).await?;
+        let log_start = self.store.start_offset(s.stream)? as i64;
         Ok(Stored {
             base_offset,
-            log_append_time: if log_append_time { now } else { -1 },
+            log_append_time: s.log_append_time,
             log_start,
         })
     }
@@ -251,14 +328,16 @@ impl Broker {
         })
     }
 
-    /// Appends one batch under the partition's producer lock; returns its base offset once it
-    /// is durable (or the original's offset for a retried duplicate).
-    async fn append_batch(
+    /// Submits one batch under the partition's producer lock: its offsets are assigned when
+    /// this returns. A retried duplicate is not submitted again: it waits for the original.
+    async fn submit_batch(
         &self,
+        topic: &Arc<Topic>,
+        index: i32,
         partition: &Partition,
         b: Batch,
         append_time: Option<i64>,
-    ) -> Result<i64> {
+    ) -> Result<SubmittedBatch> {
         let header = b.header;
         let bytes: Bytes = match append_time {
             Some(now) => batch::set_log_append_time(&b.bytes, now),
@@ -282,20 +361,7 @@ impl Broker {
                 .await?;
             producers.expire(now, self.config.producer_id_expiration_ms);
             match producers.check(&header)? {
-                SeqCheck::Duplicate(mut outcome) => {
-                    drop(producers);
-                    let result = outcome
-                        .wait_for(|o| *o != Outcome::Pending)
-                        .await
-                        .map(|o| *o);
-                    return match result {
-                        Ok(Outcome::Stored(offset)) => Ok(offset),
-                        _ => Err(KafkaError::new(
-                            ResponseError::KafkaStorageError,
-                            "the first attempt of this retried batch failed; retry",
-                        )),
-                    };
-                }
+                SeqCheck::Duplicate(outcome) => return Ok(SubmittedBatch::Duplicate(outcome)),
                 SeqCheck::Append => {}
             }
             let pending = self
@@ -314,6 +380,42 @@ impl Broker {
                 }
             }
         };
+        Ok(SubmittedBatch::Appended {
+            pending,
+            tx,
+            header,
+            size,
+            topic: topic.clone(),
+            index,
+        })
+    }
+
+    /// Waits for a submitted batch; returns its base offset once it is durable (or the
+    /// original's offset for a retried duplicate).
+    async fn finish_batch(&self, submitted: SubmittedBatch) -> Result<i64> {
+        let (pending, tx, header, size, topic, index) = match submitted {
+            SubmittedBatch::Duplicate(mut outcome) => {
+                let result = outcome
+                    .wait_for(|o| *o != Outcome::Pending)
+                    .await
+                    .map(|o| *o);
+                return match result {
+                    Ok(Outcome::Stored(offset)) => Ok(offset),
+                    _ => Err(KafkaError::new(
+                        ResponseError::KafkaStorageError,
+                        "the first attempt of this retried batch failed; retry",
+                    )),
+                };
+            }
+            SubmittedBatch::Appended {
+                pending,
+                tx,
+                header,
+                size,
+                topic,
+                index,
+            } => (pending, tx, header, size, topic, index),
+        };
         match pending.await {
             Ok(offset) => {
                 tx.send_replace(Outcome::Stored(offset as i64));
@@ -327,7 +429,9 @@ impl Broker {
             }
             Err(e) => {
                 tx.send_replace(Outcome::Failed);
-                partition.producers.lock().await.forget(header.producer_id);
+                if let Some(p) = topic.partition(index) {
+                    p.producers.lock().await.forget(header.producer_id);
+                }
                 Err(e.into())
             }
         }

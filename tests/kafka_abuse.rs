@@ -34,8 +34,7 @@ fn topic_name(s: &str) -> TopicName {
     TopicName(StrBytes::from_string(s.to_string()))
 }
 
-/// Produces `records` (a raw record set) to partition 0 of `topic`; the partition's error code
-/// and message.
+/// A Produce request (acks=all) of `records` (a raw record set) to partition 0 of `topic`.
 fn produce_request(topic: &str, records: Bytes) -> RequestKind {
     RequestKind::Produce(
         ProduceRequest::default()
@@ -105,6 +104,7 @@ fn pipelined_produce_requests_keep_their_order() {
     node.stop();
 }
 
+/// Produces `records` to partition 0 of `topic`; the partition's error code and message.
 fn produce_raw(conn: &mut Conn, topic: &str, records: Bytes) -> (i16, String) {
     let (code, message, _) = produce_at(conn, topic, records);
     (code, message)
@@ -112,20 +112,7 @@ fn produce_raw(conn: &mut Conn, topic: &str, records: Bytes) -> (i16, String) {
 
 /// Produces `records` to partition 0 of `topic`: the error code, message and base offset.
 fn produce_at(conn: &mut Conn, topic: &str, records: Bytes) -> (i16, String, i64) {
-    let r: ProduceResponse = conn.call(
-        ApiKey::Produce,
-        9,
-        RequestKind::Produce(
-            ProduceRequest::default()
-                .with_acks(-1)
-                .with_timeout_ms(10_000)
-                .with_topic_data(vec![TopicProduceData::default()
-                    .with_name(topic_name(topic))
-                    .with_partition_data(vec![PartitionProduceData::default()
-                        .with_index(0)
-                        .with_records(Some(records))])]),
-        ),
-    );
+    let r: ProduceResponse = conn.call(ApiKey::Produce, 9, produce_request(topic, records));
     let p = &r.responses[0].partition_responses[0];
     (
         p.error_code,

@@ -738,7 +738,7 @@ async fn progress_survives_snapshots_that_other_engines_commit() {
     );
     let current = table.metadata().current_snapshot().expect("current");
     assert_eq!(current.parent_snapshot_id(), Some(current_parent(&table)));
-    let ids: Vec<i64> = scan_ids(&table).await;
+    let ids: Vec<i64> = scan(&table).await.into_keys().collect();
     assert_eq!(ids, vec![100, 101], "the foreign rows are still there");
 }
 
@@ -747,31 +747,4 @@ fn current_parent(table: &iceberg::table::Table) -> i64 {
     let mut snapshots: Vec<_> = table.metadata().snapshots().collect();
     snapshots.sort_by_key(|s| s.sequence_number());
     snapshots[snapshots.len() - 2].snapshot_id()
-}
-
-/// The `id` column of every row of `table`.
-async fn scan_ids(table: &iceberg::table::Table) -> Vec<i64> {
-    use arrow::array::AsArray;
-    use futures::TryStreamExt;
-    let batches: Vec<arrow::array::RecordBatch> = table
-        .scan()
-        .build()
-        .expect("scan")
-        .to_arrow()
-        .await
-        .expect("arrow")
-        .try_collect()
-        .await
-        .expect("batches");
-    let mut ids: Vec<i64> = batches
-        .iter()
-        .flat_map(|b| {
-            b.column(0)
-                .as_primitive::<arrow::datatypes::Int64Type>()
-                .values()
-                .to_vec()
-        })
-        .collect();
-    ids.sort_unstable();
-    ids
 }

@@ -193,7 +193,14 @@ impl Committer {
             spec: spec.clone(),
             data_location,
         };
-        let prefix = format!("compact-{:016x}", parent.snapshot_id());
+        // Unique per attempt: two compactions of one parent (a restarted or a second
+        // coordinator) must not write the same files, or the loser's clean-up below would
+        // delete the winner's live ones. The prefix is also the snapshot's commit id.
+        let prefix = format!(
+            "compact-{:016x}-{}",
+            parent.snapshot_id(),
+            uuid::Uuid::new_v4().simple()
+        );
         let written = inlet_table_worker::data_file::write(&target, &prefix, batches, settings)
             .await
             .map_err(|e| CommitError::Catalog(format!("compaction: {e}")))?;
@@ -313,12 +320,15 @@ impl Committer {
                 removed: files.len(),
                 added: written.len(),
             }),
+            // Refused, or nothing changed: no snapshot references this attempt's files (their
+            // names are its own), so they go.
             Ok(None) | Err(CommitError::Conflict(_)) => {
                 for f in &written {
                     let _ = file_io.delete(f.file_path()).await;
                 }
                 Ok(Compacted::default())
             }
+            // The outcome is unknown: the files may be live, so they stay.
             Err(e) => Err(e),
         }
     }

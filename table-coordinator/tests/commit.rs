@@ -748,3 +748,112 @@ fn current_parent(table: &iceberg::table::Table) -> i64 {
     snapshots.sort_by_key(|s| s.sequence_number());
     snapshots[snapshots.len() - 2].snapshot_id()
 }
+
+/// A pointer store that, at the first swap it sees, lets `race` commit first: a second
+/// compaction of the same parent wins while the first is committing.
+#[derive(Debug)]
+struct RacingPointers {
+    inner: Arc<dyn inlet_catalog::rest::MetadataPointerStore>,
+    race: tokio::sync::Mutex<Option<Committer>>,
+}
+
+impl inlet_catalog::rest::MetadataPointerStore for RacingPointers {
+    fn swap<'a>(
+        &'a self,
+        swaps: &'a [inlet_catalog::rest::PointerSwap],
+    ) -> inlet_catalog::rest::BoxFuture<'a, iceberg::Result<()>> {
+        Box::pin(async move {
+            if let Some(other) = self.race.lock().await.take() {
+                let ident = swaps[0].table.clone();
+                let pool = inlet_table_worker::memory::MemoryPool::new(64 << 20);
+                let won = other
+                    .compact(
+                        &ident,
+                        &inlet_table_worker::data_file::FileSettings::default(),
+                        &pool,
+                        inlet_table_coordinator::compact::MIN_FILES,
+                        200_000,
+                    )
+                    .await
+                    .expect("the racing compaction");
+                assert!(won.removed > 0, "the racing compaction landed");
+            }
+            self.inner.swap(swaps).await
+        })
+    }
+}
+
+/// Two compactions of one parent: the one that commits second is refused, and cleaning up
+/// after itself deletes only its own files. Both used to name their files after the parent
+/// snapshot, so the loser overwrote and then deleted the winner's live file.
+#[tokio::test]
+async fn a_compaction_that_loses_a_race_deletes_only_its_own_files() {
+    use inlet_table_coordinator::compact::MIN_FILES;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let meta = format!("sqlite://{}?mode=rwc", dir.path().join("meta.db").display());
+    let root = dir.path().join("objects");
+    std::fs::create_dir_all(&root).expect("objects dir");
+    let catalog = inlet_catalog::embedded::open(&meta, &root.to_string_lossy(), None)
+        .await
+        .expect("catalog");
+    let plain = Committer::new(catalog.catalog.clone(), catalog.pointers.clone());
+    let racing = Arc::new(RacingPointers {
+        inner: catalog.pointers.clone(),
+        race: tokio::sync::Mutex::new(None),
+    });
+    let c = Committer::new(catalog.catalog.clone(), racing.clone());
+    let ident = TableIdent::new(NamespaceIdent::new("default".into()), "raced".into());
+    let table = c
+        .create_with_ids_if_missing(&ident, &upsert_schema(), None, &[])
+        .await
+        .expect("create");
+    let mut expected = BTreeMap::new();
+    for n in 1..=MIN_FILES as u64 {
+        let rows: Vec<(i64, String)> = (0..10)
+            .map(|i| (n as i64 * 100 + i, format!("r{n}")))
+            .collect();
+        let borrowed: Vec<(i64, &str)> = rows.iter().map(|(i, s)| (*i, s.as_str())).collect();
+        let file = data_file(&table, &format!("s{n}"), &borrowed).await;
+        expected.extend(rows);
+        let round = Round {
+            commit_id: format!("raced-{n}"),
+            schema: upsert_schema(),
+            files: vec![file],
+            delete_files: Vec::new(),
+            base: RoundBase::Latest,
+            id_columns: Vec::new(),
+            offsets: BTreeMap::from([(0, 10 * n)]),
+            watermark_ms: None,
+            partition_watermarks: BTreeMap::new(),
+            timestamp_ms: 1_000 * n as i64,
+            partition_spec: None,
+        };
+        c.commit(&ident, &round).await.expect("commit");
+    }
+    *racing.race.lock().await = Some(plain);
+    let pool = inlet_table_worker::memory::MemoryPool::new(64 << 20);
+    let lost = c
+        .compact(
+            &ident,
+            &inlet_table_worker::data_file::FileSettings::default(),
+            &pool,
+            MIN_FILES,
+            100_000,
+        )
+        .await
+        .expect("the losing compaction");
+    assert_eq!(
+        lost.removed, 0,
+        "the second commit of one parent is refused"
+    );
+    assert!(racing.race.lock().await.is_none(), "the race ran");
+
+    let table = c.load(&ident).await.expect("load").expect("table");
+    let snapshot = table.metadata().current_snapshot().expect("snapshot");
+    assert_eq!(
+        snapshot.summary().operation,
+        iceberg::spec::Operation::Replace,
+        "the winner's compaction is current"
+    );
+    assert_eq!(scan(&table).await, expected, "the winner's file is there");
+}

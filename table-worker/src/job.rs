@@ -20,8 +20,9 @@
 //! - Output rows are in offset order; `next_offset` is one past the last record consumed, so
 //!   consecutive jobs cover a partition without gaps or overlaps.
 //! - The job's memory (input, decoder buffers, the Parquet writer, an upsert job's keys) stays
-//!   within what it reserved from the pool; the reservation grows as the decoders' buffers do,
-//!   waiting when the pool is full.
+//!   within what it reserved from the pool; the reservation grows as the decoders' buffers do.
+//!   A job waits for room only before it starts: when the pool is full it cannot grow, so it
+//!   gives its room back and starts again asking for more (the pool never deadlocks).
 
 use std::collections::{BTreeMap, HashMap};
 use std::ops::Range;
@@ -46,7 +47,7 @@ use crate::data_file::{self, FileSettings, FileTarget};
 use crate::error::{Error, Result};
 use crate::evolve::{self, Change, KAFKA_COLUMN};
 use crate::key::KeyColumn;
-use crate::memory::MemoryPool;
+use crate::memory::{MemoryError, MemoryPool};
 use crate::pk_index::KeyIndex;
 use crate::transform::ValueTransform;
 use crate::upsert::{self, UpsertSpec};
@@ -196,7 +197,7 @@ pub async fn convert_range_indexed(
     pool: &MemoryPool,
     table: &TableContext,
     job: JobSpec,
-    index: Option<&mut KeyIndex>,
+    mut index: Option<&mut KeyIndex>,
 ) -> Result<JobOutput> {
     if table.upsert.is_some() && index.is_none() {
         return Err(Error::Schema(
@@ -204,9 +205,43 @@ pub async fn convert_range_indexed(
         ));
     }
     // A job never asks for more than the whole pool: one larger than the budget runs alone,
-    // holding all of it.
+    // holding all of it (and then never needs to grow).
     let cap = pool.budget();
-    let mut reservation = pool.reserve(job.max_input_bytes.clamp(1, cap)).await?;
+    let mut reserve = job.max_input_bytes.clamp(1, cap);
+    loop {
+        match attempt(store, pool, table, job, index.as_deref_mut(), reserve).await {
+            // The pool is lent out and the job needs more than it holds: it gave everything
+            // back (nothing is written and the index is untouched before the last growth) and
+            // waits for the larger room, holding nothing, so jobs never wait for each other.
+            Err(Error::Memory(MemoryError::Exhausted { wanted })) => {
+                let next = wanted.max(reserve.saturating_mul(2)).min(cap);
+                tracing::debug!(
+                    partition = job.partition,
+                    from = job.from,
+                    held = reserve,
+                    next,
+                    "conversion memory is lent out; the job starts again with more"
+                );
+                reserve = next;
+            }
+            done => return done,
+        }
+    }
+}
+
+/// One try at a job, with `reserve` bytes reserved first. Every growth of the reservation
+/// comes before the first file is written or the index changes, so a try that fails with
+/// [`MemoryError::Exhausted`] leaves nothing behind.
+async fn attempt(
+    store: &StreamStore,
+    pool: &MemoryPool,
+    table: &TableContext,
+    job: JobSpec,
+    index: Option<&mut KeyIndex>,
+    reserve: usize,
+) -> Result<JobOutput> {
+    let cap = pool.budget();
+    let mut reservation = pool.reserve(reserve).await?;
     let (records, next_offset, input_bytes, records_held) = read_records(store, &job).await?;
 
     // Pass 1: the schemas of the range, reconciled with the table's.
@@ -406,7 +441,7 @@ pub async fn convert_range_indexed(
                 + batches_bytes(&batches)
                 + tombstones.as_ref().map_or(0, KeyColumn::buffered_bytes);
             if held > reservation.size() && reservation.size() < cap {
-                reservation.resize(held.min(cap)).await?;
+                reservation.resize(held.min(cap))?;
             }
         }
     }
@@ -423,7 +458,7 @@ pub async fn convert_range_indexed(
     }
     // The Parquet writer holds the batches and about as much again in encoded pages.
     let writing = (2 * batches_bytes(&batches)).clamp(1, cap);
-    reservation.resize(writing).await?;
+    reservation.resize(writing)?;
     let mut target = table.target.clone();
     target.schema = Arc::new(schema.clone());
     if target.spec.is_unpartitioned() && !table.partition_by.is_empty() {
@@ -453,9 +488,7 @@ pub async fn convert_range_indexed(
             // The keys are held until the index has them, and once more as the new rows'
             // positions read back from the files.
             let keys: usize = ops.iter().map(|(k, _)| k.len() + 64).sum();
-            reservation
-                .resize((writing + 2 * keys).clamp(1, cap))
-                .await?;
+            reservation.resize((writing + 2 * keys).clamp(1, cap))?;
             (b, Some((spec, ops)))
         }
         None => (batches, None),

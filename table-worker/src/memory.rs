@@ -2,12 +2,18 @@
 //!
 //! Every conversion job borrows the bytes it needs from one [`MemoryPool`] before it buffers
 //! records, Arrow arrays or Parquet pages, and gives them back when its [`Reservation`] is
-//! dropped. A job that cannot get its bytes waits until others finish: nothing is dropped
-//! and nothing exceeds the budget, so a node's conversion memory grows with its write
+//! dropped. A job that cannot get its first bytes waits until others finish: nothing is
+//! dropped and nothing exceeds the budget, so a node's conversion memory grows with its write
 //! throughput, not with how many table topics it serves.
 //!
 //! Invariants:
 //! - `used() <= budget()` at all times; the high-water mark records the largest `used()`.
+//! - Nobody waits while holding bytes, so the pool cannot deadlock: only
+//!   [`MemoryPool::reserve`], which starts from nothing, waits. A reservation grows only by
+//!   bytes that are free at once ([`Reservation::grow`]); when they are not, it fails with
+//!   [`MemoryError::Exhausted`] and the job gives everything back and asks again for the
+//!   larger amount (`job::convert_range_indexed`). Waiting to grow while holding let jobs
+//!   that filled the pool with their first reservations wait for each other for ever.
 //! - Waiters are served in arrival order (tokio's semaphore is fair), so a large job is not
 //!   starved by a stream of small ones.
 //! - A single request larger than the whole budget is refused at once rather than waiting
@@ -16,7 +22,7 @@
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
-use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore, TryAcquireError};
 
 /// Permits are counted in units of this many bytes, so budgets up to terabytes fit the
 /// semaphore's permit range and small requests do not cost a permit per byte.
@@ -29,6 +35,10 @@ pub enum MemoryError {
     TooLarge { asked: usize, budget: usize },
     #[error("the memory pool is closed (the node is shutting down)")]
     Closed,
+    /// A reservation could not grow to `wanted` bytes without waiting: give it back and
+    /// [`MemoryPool::reserve`] `wanted` instead.
+    #[error("{wanted} bytes of conversion memory are not free now (the pool is lent out)")]
+    Exhausted { wanted: usize },
 }
 
 #[derive(Debug)]
@@ -93,10 +103,28 @@ impl MemoryPool {
         }
     }
 
-    /// Reserves `bytes`, waiting until they are free.
+    /// Reserves `bytes`, waiting until they are free (holding nothing while it waits).
     pub async fn reserve(&self, bytes: usize) -> Result<Reservation, MemoryError> {
+        let n = units(bytes);
         let mut r = self.empty();
-        r.grow(bytes).await?;
+        if n == 0 {
+            return Ok(r);
+        }
+        if n > self.inner.budget_units {
+            return Err(MemoryError::TooLarge {
+                asked: bytes,
+                budget: self.budget(),
+            });
+        }
+        let permit = self
+            .inner
+            .semaphore
+            .clone()
+            .acquire_many_owned(n as u32)
+            .await
+            .map_err(|_| MemoryError::Closed)?;
+        self.inner.account(n as isize);
+        r.permit = Some(permit);
         Ok(r)
     }
 
@@ -143,8 +171,9 @@ impl Reservation {
         self.permit.as_ref().map_or(0, |p| p.num_permits()) * UNIT
     }
 
-    /// Adds `bytes` to the reservation, waiting until they are free.
-    pub async fn grow(&mut self, bytes: usize) -> Result<(), MemoryError> {
+    /// Adds `bytes` to the reservation if they are free now; never waits (see the module
+    /// docs): [`MemoryError::Exhausted`] names the total the holder should ask for instead.
+    pub fn grow(&mut self, bytes: usize) -> Result<(), MemoryError> {
         let n = units(bytes);
         if n == 0 {
             return Ok(());
@@ -160,13 +189,15 @@ impl Reservation {
             asked: bytes,
             budget: self.pool.budget_units * UNIT,
         })?;
-        let more = self
-            .pool
-            .semaphore
-            .clone()
-            .acquire_many_owned(permits)
-            .await
-            .map_err(|_| MemoryError::Closed)?;
+        let more = match self.pool.semaphore.clone().try_acquire_many_owned(permits) {
+            Ok(p) => p,
+            Err(TryAcquireError::Closed) => return Err(MemoryError::Closed),
+            Err(TryAcquireError::NoPermits) => {
+                return Err(MemoryError::Exhausted {
+                    wanted: (held + n) * UNIT,
+                })
+            }
+        };
         self.pool.account(n as isize);
         match &mut self.permit {
             Some(p) => p.merge(more),
@@ -175,11 +206,12 @@ impl Reservation {
         Ok(())
     }
 
-    /// Grows or shrinks the reservation to `bytes`.
-    pub async fn resize(&mut self, bytes: usize) -> Result<(), MemoryError> {
+    /// Grows (if the bytes are free now, as [`Reservation::grow`]) or shrinks the reservation
+    /// to `bytes`.
+    pub fn resize(&mut self, bytes: usize) -> Result<(), MemoryError> {
         let held = self.size();
         if bytes > held {
-            self.grow(bytes - held).await
+            self.grow(bytes - held)
         } else {
             self.shrink(held - bytes);
             Ok(())
@@ -244,15 +276,15 @@ mod tests {
     async fn grow_shrink_and_limits() {
         let pool = MemoryPool::new(8 * UNIT);
         let mut r = pool.empty();
-        r.grow(3 * UNIT).await.expect("grow");
-        r.grow(1).await.expect("rounds up to a unit");
+        r.grow(3 * UNIT).expect("grow");
+        r.grow(1).expect("rounds up to a unit");
         assert_eq!(r.size(), 4 * UNIT);
         r.shrink(2 * UNIT);
         assert_eq!((r.size(), pool.used()), (2 * UNIT, 2 * UNIT));
-        r.resize(7 * UNIT).await.expect("resize up");
+        r.resize(7 * UNIT).expect("resize up");
         assert_eq!(pool.used(), 7 * UNIT);
         assert!(matches!(
-            r.grow(2 * UNIT).await,
+            r.grow(2 * UNIT),
             Err(MemoryError::TooLarge { .. })
         ));
         assert!(matches!(
@@ -263,6 +295,25 @@ mod tests {
         assert_eq!(pool.used(), 0);
         pool.close();
         assert!(matches!(pool.reserve(UNIT).await, Err(MemoryError::Closed)));
+    }
+
+    /// Growing never waits: with the room lent out it fails at once and names the total to
+    /// ask for again, and the reservation keeps what it had.
+    #[tokio::test]
+    async fn growing_past_the_free_room_fails_at_once() {
+        let pool = MemoryPool::new(8 * UNIT);
+        let other = pool.reserve(5 * UNIT).await.expect("other");
+        let mut r = pool.reserve(2 * UNIT).await.expect("r");
+        match r.grow(3 * UNIT) {
+            Err(MemoryError::Exhausted { wanted }) => assert_eq!(wanted, 5 * UNIT),
+            other => panic!("{other:?}"),
+        }
+        assert_eq!((r.size(), pool.used()), (2 * UNIT, 7 * UNIT));
+        r.grow(UNIT).expect("the last free unit");
+        drop(other);
+        r.resize(8 * UNIT)
+            .expect("room once the other gave it back");
+        assert_eq!(pool.high_water(), 8 * UNIT);
     }
 
     #[tokio::test]

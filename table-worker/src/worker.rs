@@ -153,11 +153,17 @@ impl Worker {
     }
 
     /// Converts every partition whose unsynced bytes passed the file target. Returns how
-    /// many jobs ran.
-    pub async fn poll(&self) -> Result<usize> {
-        let tables: Vec<_> = self.tables.lock().values().cloned().collect();
+    /// many jobs ran. A table whose job fails is logged and left for the next poll (its
+    /// coordinator sees the failure at its next drain); the tables after it still convert.
+    pub async fn poll(&self) -> usize {
+        let tables: Vec<_> = self
+            .tables
+            .lock()
+            .iter()
+            .map(|(name, t)| (name.clone(), t.clone()))
+            .collect();
         let mut jobs = 0;
-        for t in tables {
+        for (name, t) in tables {
             let mut state = t.lock().await;
             let target = state.ctx.settings.target_file_bytes;
             let due: Vec<i32> = state
@@ -170,11 +176,16 @@ impl Worker {
                 .map(|(n, _)| *n)
                 .collect();
             for partition in due {
-                run_job(&self.store, &self.pool, &mut state, partition, None, target).await?;
-                jobs += 1;
+                match run_job(&self.store, &self.pool, &mut state, partition, None, target).await {
+                    Ok(_) => jobs += 1,
+                    Err(e) => {
+                        tracing::warn!(table = %name, partition, error = %e, "early conversion failed; the table's next drain tries again");
+                        break;
+                    }
+                }
             }
         }
-        Ok(jobs)
+        jobs
     }
 
     /// For a commit round: converts each partition up to `until` (its end offset when the

@@ -318,8 +318,29 @@ async fn the_worker_converts_full_partitions_early_and_tails_at_commit() {
             },
         ],
     );
-    let jobs = worker.poll().await.expect("poll");
+    // A table polled first whose conversion fails (its subject has no schema): the tables
+    // after it still convert.
+    let mut broken = context(&f, "a-broken");
+    broken.value_type = ValueType::ByLatestSchema {
+        subject: "nobody-value".into(),
+    };
+    broken.settings.target_file_bytes = 4096;
+    worker.add_table(
+        "a-broken",
+        broken,
+        &[PartitionSource {
+            partition: 0,
+            stream: busy,
+            start: 0,
+        }],
+    );
+    let jobs = worker.poll().await;
     assert!(jobs >= 1, "the busy partition passed the target");
+    assert_eq!(
+        worker.synced("a-broken").await.expect("synced")[&0],
+        0,
+        "the broken table did not convert"
+    );
     let synced = worker.synced("w").await.expect("synced");
     assert!(synced[&0] > 0, "{synced:?}");
     assert_eq!(synced[&1], 0, "the quiet partition waits for the commit");
@@ -641,4 +662,84 @@ async fn rows_carry_create_time_or_the_brokers_log_append_time() {
             "{compression:?}"
         );
     }
+}
+
+/// Jobs that all need more than they first reserved, at once, in a pool they fill: none waits
+/// for room while holding its own (which deadlocked every table on the node: sixteen jobs
+/// filled the pool with their first reservations, then each waited for the others to give
+/// some back). A job that cannot grow gives everything back and asks again for what it needs,
+/// so every job finishes, converts every record once, and the pool never lends more than its
+/// budget.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn jobs_that_outgrow_their_reservations_at_once_never_deadlock() {
+    let f = Arc::new(fixture().await);
+    let id = register(&f.registry, "grow-value", V1).await;
+    let jobs_n = 8;
+    let per_job = 4_000;
+    let mut streams = Vec::new();
+    for t in 0..jobs_n {
+        let stream = f
+            .store
+            .create_stream(&format!("kafka/grow{t}/0"))
+            .await
+            .expect("stream")
+            .id;
+        // One batch (a job never splits one under 4 MiB) whose records hold ~400 KiB decoded.
+        let values: Vec<Option<Bytes>> = (0..per_job)
+            .map(|n| Some(framed_user(V1, id, n, None)))
+            .collect();
+        append(&f.store, stream, &values).await;
+        streams.push(stream);
+    }
+    // Eight first reservations of 128 KiB fill the 1 MiB pool; each job then needs several
+    // times that.
+    let budget = 1 << 20;
+    let pool = MemoryPool::new(budget);
+    let start = Arc::new(tokio::sync::Barrier::new(jobs_n));
+    let mut jobs = tokio::task::JoinSet::new();
+    for (t, stream) in streams.into_iter().enumerate() {
+        let (f, pool, start) = (f.clone(), pool.clone(), start.clone());
+        jobs.spawn(async move {
+            let ctx = context(&f, &format!("grow{t}"));
+            start.wait().await;
+            convert_range(
+                &f.store,
+                &pool,
+                &ctx,
+                JobSpec {
+                    partition: 0,
+                    stream,
+                    from: 0,
+                    until: None,
+                    max_input_bytes: budget / jobs_n,
+                },
+            )
+            .await
+            .expect("convert")
+        });
+    }
+    let all = async {
+        let mut rows = 0;
+        while let Some(j) = jobs.join_next().await {
+            let out = j.expect("job");
+            assert_eq!(out.next_offset, per_job as u64, "the whole range");
+            rows += out.rows;
+        }
+        rows
+    };
+    let rows = tokio::time::timeout(std::time::Duration::from_secs(60), all)
+        .await
+        .expect("every job finishes (the pool deadlocked)");
+    assert_eq!(rows, (jobs_n * per_job as usize) as u64);
+    assert!(
+        pool.high_water() <= budget,
+        "{} > {budget}",
+        pool.high_water()
+    );
+    assert!(
+        pool.high_water() > budget / 2,
+        "the jobs grew past their first reservations: {}",
+        pool.high_water()
+    );
+    assert_eq!(pool.used(), 0);
 }

@@ -72,14 +72,16 @@ pub async fn run(
     let committer = Committer::with_target(catalog.catalog(), catalog.commit_target());
     let file_io = catalog.file_io().clone();
     let warehouse = catalog.warehouse();
-    let mut running: HashMap<String, (Fingerprint, CancellationToken)> = HashMap::new();
-    let mut tasks = tokio::task::JoinSet::new();
+    let mut running: HashMap<String, Running> = HashMap::new();
+    // Coordinators told to stop that have not finished yet: a topic's next coordinator starts
+    // only once its last one is gone, so two never commit to one table at once.
+    let mut stopping: HashMap<String, tokio::task::JoinHandle<()>> = HashMap::new();
     loop {
         tokio::select! {
             _ = stop.cancelled() => break,
             _ = tokio::time::sleep(Duration::from_secs(1)) => {}
         }
-        while tasks.try_join_next().is_some() {}
+        stopping.retain(|_, task| !task.is_finished());
         let defaults = &broker.config().topic_defaults;
         let mut wanted: HashMap<String, (Fingerprint, TableTopic)> = HashMap::new();
         for topic in broker.topics().list() {
@@ -110,41 +112,68 @@ pub async fn run(
                 }
             }
         }
-        // Stop coordinators of topics that went away or changed.
-        running.retain(|name, (fp, token)| {
-            let keep = wanted.get(name).is_some_and(|(w, _)| w == fp);
-            if !keep {
-                token.cancel();
+        // Stop coordinators of topics that went away or changed. A coordinator stops between
+        // rounds (a round it has started is committed first) and then unregisters its table.
+        for name in running
+            .iter()
+            .filter(|(name, r)| wanted.get(*name).is_none_or(|(w, _)| *w != r.fingerprint))
+            .map(|(name, _)| name.clone())
+            .collect::<Vec<_>>()
+        {
+            if let Some(r) = running.remove(&name) {
+                r.token.cancel();
+                if let Some(earlier) = stopping.insert(name, r.task) {
+                    // Only one stopping task per topic exists: a new one starts after it ended.
+                    debug_assert!(earlier.is_finished());
+                }
             }
-            keep
-        });
-        for (name, (fp, topic)) in wanted {
-            if running.contains_key(&name) {
+        }
+        for (name, (fingerprint, topic)) in wanted {
+            if running.contains_key(&name) || stopping.contains_key(&name) {
                 continue;
             }
             let token = stop.child_token();
-            running.insert(name, (fp, token.clone()));
-            tasks.spawn(coordinator::run(
+            let task = tokio::spawn(coordinator::run(
                 topic,
                 worker.clone(),
                 committer.clone(),
                 store.clone(),
                 Arc::new(SystemClock),
                 statuses.clone(),
-                token,
+                token.clone(),
             ));
+            running.insert(
+                name,
+                Running {
+                    fingerprint,
+                    token,
+                    task,
+                },
+            );
         }
         if !running.is_empty() {
-            if let Err(e) = worker.poll().await {
-                tracing::warn!(error = %e, "early conversion failed; retrying");
-            }
+            worker.poll().await;
         }
     }
-    for (_, (_, token)) in running {
-        token.cancel();
+    for r in running.values() {
+        r.token.cancel();
     }
-    while tasks.join_next().await.is_some() {}
+    for task in running
+        .into_values()
+        .map(|r| r.task)
+        .chain(stopping.into_values())
+    {
+        let _ = task.await;
+    }
     worker.pool().close();
+}
+
+/// A running coordinator.
+struct Running {
+    /// What it was started with.
+    fingerprint: Fingerprint,
+    token: CancellationToken,
+    task: tokio::task::JoinHandle<()>,
 }
 
 fn table_topic(

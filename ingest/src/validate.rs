@@ -82,7 +82,10 @@ impl Rules {
         Some(Rules {
             value_framed,
             key_framed,
-            null_value_ok: get("table.topic.upsert.enable") == Some("true"),
+            // Upsert and CDC tables take a null value as a delete of its key (a CDC source
+            // such as Debezium follows each delete event with one).
+            null_value_ok: get("table.topic.upsert.enable") == Some("true")
+                || get("table.topic.cdc.field").is_some_and(|f| !f.is_empty()),
             tolerate: get("table.topic.errors.tolerance") == Some("all"),
         })
     }
@@ -185,7 +188,7 @@ fn check_record(
     if rules.value_framed {
         match value {
             None if rules.null_value_ok => {}
-            None => return Some("a table topic record needs a value (null is a delete only with table.topic.upsert.enable=true)".into()),
+            None => return Some("a table topic record needs a value (null is a delete only with table.topic.upsert.enable=true or table.topic.cdc.field)".into()),
             Some(v) => {
                 if let Err(e) = framed(Side::Value, v) {
                     return Some(format!("value: {e}"));
@@ -210,4 +213,29 @@ fn check_record(
         }
     }
     None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rules(pairs: &[(&str, &str)]) -> Rules {
+        let configs = TopicConfigs::from_stored(
+            pairs
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+        );
+        Rules::of(&configs, &TopicConfigs::default()).expect("a checked table topic")
+    }
+
+    #[test]
+    fn upsert_and_cdc_topics_take_null_values_as_deletes() {
+        let on = ("table.topic.enable", "true");
+        let ids = ("table.topic.id.columns", "[id]");
+        assert!(!rules(&[on]).null_value_ok);
+        assert!(rules(&[on, ids, ("table.topic.upsert.enable", "true")]).null_value_ok);
+        assert!(rules(&[on, ids, ("table.topic.cdc.field", "op")]).null_value_ok);
+        assert!(!rules(&[on, ids, ("table.topic.cdc.field", "")]).null_value_ok);
+    }
 }

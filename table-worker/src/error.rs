@@ -1,5 +1,6 @@
 //! Errors of the table workers, in the tiers callers act on: a schema that cannot map or
-//! evolve (bad input: the records wait until the schema is fixed), a payload that does not
+//! evolve (bad input: a job makes dead letters of a writer schema's records when the table
+//! cannot take it, and fails only for a table-wide mismatch), a payload that does not
 //! decode (the record goes to the dead-letter table), and object store or catalog failures
 //! (retryable), and memory pool shutdown.
 

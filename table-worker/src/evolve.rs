@@ -9,8 +9,8 @@
 //! - Only changes Iceberg allows without rewriting data are proposed: add an optional column
 //!   (at any level), widen int→long, float→double, decimal precision, and make a required
 //!   column optional. Anything else (a type change, a decimal scale change, a struct becoming a
-//!   list...) is refused with an error naming the column: the records wait rather than corrupt
-//!   the table.
+//!   list...) is refused with an error naming the column; the job makes dead letters of that
+//!   schema's records rather than corrupt the table or stall it.
 //! - Columns the table has but the record's schema lacks stay (new rows hold null there), so a
 //!   producer dropping a field never loses history.
 //! - Every table has the `_kafka` metadata column (DESIGN.md §5); a payload field of that name
@@ -269,7 +269,7 @@ impl Reconciler {
     fn merge_type(&mut self, path: &[String], table: &Type, incoming: &Type) -> Result<Type> {
         let refuse = || {
             Error::Schema(format!(
-                "column {} would change from {table} to {incoming}, which an Iceberg table cannot evolve to; the table keeps its schema and these records wait",
+                "column {} would change from {table} to {incoming}, which an Iceberg table cannot evolve to; the table keeps its schema",
                 show(path)
             ))
         };

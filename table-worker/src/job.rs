@@ -249,22 +249,48 @@ async fn attempt(
     let mut incoming: Vec<Schema> = Vec::new();
     let mut dead_letters = Vec::new();
     let mut latest: Option<Arc<StoredSchema>> = None;
+    // Schema ids whose records the table cannot take, and why: a schema with no Iceberg
+    // mapping, or a change the registry accepts but Iceberg cannot make (int → double,
+    // string ↔ bytes, ...). Their records become dead letters with the reason, so the table
+    // never stalls on them.
+    let mut refused: HashMap<u32, String> = HashMap::new();
     match &table.value_type {
         ValueType::BySchemaId => {
+            // The table's schema as the range's schemas evolve it so far.
+            let mut probe = table.schema.clone();
             for r in &records {
                 let Some(value) = &r.value else { continue };
                 let Ok((id, _)) = framing::split(value) else {
                     continue;
                 };
-                if schemas.contains_key(&id) {
+                if schemas.contains_key(&id) || refused.contains_key(&id) {
                     continue;
                 }
                 // Unknown ids make dead letters below.
-                if let Some(s) = registered(&table.registry, id).await? {
-                    if let Some(m) = iceberg_schema_of(&s, value)? {
-                        incoming.push(table.transform.table_schema(&m)?);
+                let Some(s) = registered(&table.registry, id).await? else {
+                    continue;
+                };
+                let mapped = iceberg_schema_of(&s, value)
+                    .and_then(|m| m.map(|m| table.transform.table_schema(&m)).transpose());
+                match mapped.and_then(|m| match m {
+                    Some(t) => {
+                        let evolved = evolve::reconcile(probe.as_ref(), &t)?;
+                        Ok(Some((t, evolved.schema)))
                     }
-                    schemas.insert(id, s);
+                    None => Ok(None),
+                }) {
+                    Ok(Some((t, evolved))) => {
+                        probe = Some(evolved);
+                        incoming.push(t);
+                        schemas.insert(id, s);
+                    }
+                    Ok(None) => {
+                        schemas.insert(id, s);
+                    }
+                    Err(e) => {
+                        tracing::warn!(partition = job.partition, schema_id = id, error = %e, "the table cannot take this schema; its records go to the dead-letter table");
+                        refused.insert(id, e.to_string());
+                    }
                 }
             }
         }
@@ -409,7 +435,10 @@ async fn attempt(
                 Some(v) => match framing::split(v) {
                     Err(e) => Err(e.to_string()),
                     Ok((id, payload)) => match schemas.get(&id) {
-                        None => Err(format!("unknown schema id {id}")),
+                        None => Err(match refused.get(&id) {
+                            Some(why) => format!("schema id {id} does not fit the table: {why}"),
+                            None => format!("unknown schema id {id}"),
+                        }),
                         Some(s) => rows.append_framed(s, payload, r, &mut batches),
                     },
                 },

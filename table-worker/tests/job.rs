@@ -743,3 +743,67 @@ async fn jobs_that_outgrow_their_reservations_at_once_never_deadlock() {
     );
     assert_eq!(pool.used(), 0);
 }
+
+/// A schema change the registry accepts (Avro promotes int to double) but an Iceberg table
+/// cannot make (int → double is no Iceberg promotion) does not stall the table: the job
+/// converts the records of the schema the table takes and makes dead letters of the others,
+/// naming the column and the change. The job used to fail, and so every job after it.
+#[tokio::test]
+async fn records_of_a_schema_the_table_cannot_take_become_dead_letters() {
+    const INT: &str =
+        r#"{"type":"record","name":"M","namespace":"t","fields":[{"name":"n","type":"int"}]}"#;
+    const DOUBLE: &str =
+        r#"{"type":"record","name":"M","namespace":"t","fields":[{"name":"n","type":"double"}]}"#;
+    let f = fixture().await;
+    let ints = register(&f.registry, "m-value", INT).await;
+    let doubles = register(&f.registry, "m-value", DOUBLE).await;
+    let stream = f.store.create_stream("kafka/m/0").await.expect("stream").id;
+    let frame = |text: &str, id: u32, v: AvroValue| {
+        let schema = apache_avro::Schema::parse_str(text).expect("schema");
+        let datum = apache_avro::to_avro_datum(&schema, AvroValue::Record(vec![("n".into(), v)]))
+            .expect("encode");
+        Some(Bytes::from(framing::frame(id, &datum)))
+    };
+    let values: Vec<Option<Bytes>> = (0..6)
+        .map(|n| {
+            if n % 2 == 0 {
+                frame(INT, ints, AvroValue::Int(n))
+            } else {
+                frame(DOUBLE, doubles, AvroValue::Double(n as f64 + 0.5))
+            }
+        })
+        .collect();
+    append(&f.store, stream, &values).await;
+    let pool = MemoryPool::new(16 << 20);
+    let ctx = context(&f, "m");
+    let out = convert_range(
+        &f.store,
+        &pool,
+        &ctx,
+        JobSpec {
+            partition: 0,
+            stream,
+            from: 0,
+            until: None,
+            max_input_bytes: 1 << 20,
+        },
+    )
+    .await
+    .expect("the job does not fail on a schema the table cannot take");
+    assert_eq!(out.next_offset, 6, "the whole range is consumed");
+    assert_eq!(out.rows, 3, "the int records are rows");
+    let offsets: Vec<i64> = out.dead_letters.iter().map(|d| d.offset).collect();
+    assert_eq!(offsets, vec![1, 3, 5]);
+    let why = &out.dead_letters[0].error;
+    assert!(
+        why.contains(&format!("schema id {doubles}"))
+            && why.contains("column n would change from int to double"),
+        "{why}"
+    );
+    let field = out.schema.as_struct().field_by_name("n").expect("column n");
+    assert_eq!(
+        *field.field_type,
+        iceberg::spec::Type::Primitive(iceberg::spec::PrimitiveType::Int),
+        "the table keeps its int column"
+    );
+}

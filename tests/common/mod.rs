@@ -105,6 +105,12 @@ impl Node {
         }
     }
 
+    /// The log lines not read yet by [`Node::wait_for_log`], in order.
+    #[allow(dead_code)] // not every test binary reads them
+    pub fn logs_so_far(&self) -> Vec<String> {
+        self.logs.try_iter().collect()
+    }
+
     pub fn pid(&self) -> i32 {
         self.child.id() as i32
     }

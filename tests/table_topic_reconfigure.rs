@@ -1,0 +1,50 @@
+//! A table topic reconfigured with Kafka's admin calls while it is written (AlterConfigs of
+//! its commit interval, CreatePartitions): each change restarts the topic's coordinator, which
+//! must hand over with no overlap. Every record is a row exactly once
+//! (`tests/clients/table_topic_reconfigure.py`).
+
+mod common;
+
+use std::time::Duration;
+
+use common::python::python;
+use common::{require, run_table_topic_phase, Node};
+
+#[test]
+fn reconfiguring_a_table_topic_hands_its_coordinator_over() {
+    let python = python("import confluent_kafka.schema_registry.avro, pyiceberg.catalog.rest");
+    if !require(
+        "python with confluent-kafka[avro] and pyiceberg",
+        python.is_some(),
+    ) {
+        return;
+    }
+    let python = python.expect("checked");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let node = Node::start(dir.path(), &[]);
+    run_table_topic_phase(
+        &python,
+        "table_topic_reconfigure.py",
+        &node,
+        "run",
+        Duration::from_secs(240),
+    );
+    // Every coordinator of the table stopped before the next one started, and the changes
+    // did restart it.
+    let log = node.logs_so_far();
+    let (mut live, mut starts) = (0i32, 0);
+    for line in log.iter().filter(|l| l.contains("default.moving")) {
+        if line.contains("table coordinator started") {
+            live += 1;
+            starts += 1;
+            assert!(
+                live <= 1,
+                "two coordinators of one table at once:\n{log:#?}"
+            );
+        } else if line.contains("table coordinator stopped") {
+            live -= 1;
+        }
+    }
+    assert!(starts >= 3, "{starts} coordinator starts:\n{log:#?}");
+    node.stop();
+}

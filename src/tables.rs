@@ -84,6 +84,10 @@ pub async fn run(
         stopping.retain(|_, task| !task.is_finished());
         let defaults = &broker.config().topic_defaults;
         let mut wanted: HashMap<String, (Fingerprint, TableTopic)> = HashMap::new();
+        // Tables (and dead-letter tables) taken so far, by topic: CreateTopics and
+        // AlterConfigs refuse two table topics sharing a table, but topics configured before
+        // that check may still; the first by name (the order `list` gives) keeps the table.
+        let mut taken: HashMap<TableIdent, String> = HashMap::new();
         for topic in broker.topics().list() {
             let get = |name: &str| -> Option<String> {
                 topic
@@ -105,6 +109,13 @@ pub async fn run(
                 &topic,
             ) {
                 Ok((fp, t)) => {
+                    let dlq = coordinator::dead_letter_table(&t.ident);
+                    if let Some(other) = taken.get(&t.ident).or_else(|| taken.get(&dlq)) {
+                        tracing::warn!(topic = %topic.name, table = %t.ident, other = %other, "table topic is misconfigured: its table or dead-letter table is another table topic's; it is not converted");
+                        continue;
+                    }
+                    taken.insert(t.ident.clone(), topic.name.clone());
+                    taken.insert(dlq, topic.name.clone());
                     wanted.insert(topic.name.clone(), (fp, t));
                 }
                 Err(e) => {

@@ -251,6 +251,10 @@ pub fn is_table_config(name: &str) -> bool {
     name.starts_with("table.topic.")
 }
 
+/// What a table topic's dead-letter table adds to its table's name (`<table>_dlq`, in the
+/// same namespace); the table path's name for it is `inlet_table_worker::dead_letter::SUFFIX`.
+pub const DEAD_LETTER_SUFFIX: &str = "_dlq";
+
 /// A topic's explicitly set configs (canonical names, validated values).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct TopicConfigs {
@@ -316,6 +320,25 @@ impl TopicConfigs {
             ));
         }
         Ok(())
+    }
+
+    /// The table a table topic named `topic` writes, as (namespace, table), with `defaults`
+    /// under these configs; None when `table.topic.enable` is not `true`.
+    pub fn table_of(&self, topic: &str, defaults: &TopicConfigs) -> Option<(String, String)> {
+        let get = |name: &str| {
+            self.get(name)
+                .or_else(|| defaults.get(name))
+                .or_else(|| def(name).map(|d| d.default))
+                .unwrap_or("")
+        };
+        if get("table.topic.enable") != "true" {
+            return None;
+        }
+        let table = match get("table.topic.table") {
+            "" => topic,
+            t => t,
+        };
+        Some((get("table.topic.namespace").to_string(), table.to_string()))
     }
 
     /// Every known config with its effective value and whether it is a default, for

@@ -239,6 +239,7 @@ impl Topics {
         configs.check_combination(&self.config.topic_defaults)?;
         let map = self.by_name.read();
         self.check_total(&map, partitions as usize)?;
+        self.check_table(&map, name, configs)?;
         if map.contains_key(name) {
             return Err(KafkaError::new(
                 ResponseError::TopicAlreadyExists,
@@ -445,6 +446,7 @@ impl Topics {
             .get(name)
             .ok_or_else(|| KafkaError::unknown_topic(name))?;
         configs.check_combination(&self.config.topic_defaults)?;
+        self.check_table(&self.by_name.read(), name, &configs)?;
         if validate_only {
             return Ok(());
         }
@@ -464,6 +466,53 @@ impl Topics {
             partitions: topic.partitions.clone(),
             configs,
         });
+        Ok(())
+    }
+
+    /// Refuses a table topic `name` with `configs` whose table is another table topic's, or
+    /// is another's dead-letter table (`<table>_dlq`), or has another's table as its own
+    /// dead-letter table: two coordinators would commit to one table.
+    fn check_table(
+        &self,
+        map: &HashMap<String, Arc<Topic>>,
+        name: &str,
+        configs: &TopicConfigs,
+    ) -> Result<()> {
+        use crate::topic_config::DEAD_LETTER_SUFFIX as DLQ;
+        let defaults = &self.config.topic_defaults;
+        let Some((namespace, table)) = configs.table_of(name, defaults) else {
+            return Ok(());
+        };
+        let mine = format!("{namespace}.{table}");
+        let my_dlq = format!("{mine}{DLQ}");
+        for other in map.values().filter(|t| t.name != name) {
+            let Some((ns, t)) = other.configs.table_of(&other.name, defaults) else {
+                continue;
+            };
+            let theirs = format!("{ns}.{t}");
+            let their_dlq = format!("{theirs}{DLQ}");
+            let clash = if theirs == mine {
+                format!(
+                    "table topic {:?} already writes the table {mine}",
+                    other.name
+                )
+            } else if their_dlq == mine {
+                format!(
+                    "{mine} is the dead-letter table of table topic {:?}",
+                    other.name
+                )
+            } else if theirs == my_dlq {
+                format!(
+                    "this topic's dead-letter table {my_dlq} is the table of table topic {:?}",
+                    other.name
+                )
+            } else {
+                continue;
+            };
+            return Err(KafkaError::invalid_config(format!(
+                "{clash}; set table.topic.namespace or table.topic.table to another table"
+            )));
+        }
         Ok(())
     }
 

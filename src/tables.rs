@@ -47,6 +47,8 @@ pub struct IndexSettings {
 #[derive(Debug, Clone, PartialEq, Eq)]
 struct Fingerprint {
     ident: TableIdent,
+    /// A topic deleted and created again under its name is another topic.
+    topic_id: uuid::Uuid,
     partitions: usize,
     configs: Vec<(String, String)>,
 }
@@ -274,6 +276,7 @@ fn table_topic(
     configs.sort();
     let fp = Fingerprint {
         ident: ident.clone(),
+        topic_id: topic.id,
         partitions: topic.partitions.len(),
         configs,
     };
@@ -281,6 +284,7 @@ fn table_topic(
         fp,
         TableTopic {
             name: topic_name.to_string(),
+            topic_id: topic.id.simple().to_string(),
             ident,
             partitions: topic
                 .partitions

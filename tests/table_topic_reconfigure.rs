@@ -48,3 +48,28 @@ fn reconfiguring_a_table_topic_hands_its_coordinator_over() {
     assert!(starts >= 3, "{starts} coordinator starts:\n{log:#?}");
     node.stop();
 }
+
+/// A table topic deleted and created again under its name: the new topic's offsets start
+/// again at 0, below the old one's progress in the table, and all its records become rows
+/// (`tests/clients/table_topic_recreate.py`). Progress names the topic id it belongs to.
+#[test]
+fn a_recreated_topic_does_not_resume_at_the_old_topics_offsets() {
+    let python = python("import confluent_kafka.schema_registry.avro, pyiceberg.catalog.rest");
+    if !require(
+        "python with confluent-kafka[avro] and pyiceberg",
+        python.is_some(),
+    ) {
+        return;
+    }
+    let python = python.expect("checked");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let node = Node::start(dir.path(), &[]);
+    run_table_topic_phase(
+        &python,
+        "table_topic_recreate.py",
+        &node,
+        "run",
+        Duration::from_secs(240),
+    );
+    node.stop();
+}

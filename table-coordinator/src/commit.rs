@@ -47,6 +47,10 @@ pub const WATERMARK: &str = "inlet.watermark";
 /// Each partition's watermark (JSON partition → epoch ms): an addition to DESIGN.md's keys, so
 /// the watermark API can answer per partition and a restarted coordinator keeps them.
 pub const PARTITION_WATERMARKS: &str = "inlet.partition-watermarks";
+/// The Kafka topic id (a UUID) whose offsets `inlet.offsets` are: an addition to DESIGN.md's
+/// keys, so a topic deleted and created again under the same name does not resume at the old
+/// topic's offsets.
+pub const TOPIC_ID: &str = "inlet.topic-id";
 
 pub(crate) const MAIN: &str = "main";
 /// Attempts at a round that keeps losing races.
@@ -118,6 +122,8 @@ pub struct Round {
     /// The partition spec a table created by this round gets (the one its files were written
     /// with); ignored for an existing table.
     pub partition_spec: Option<iceberg::spec::UnboundPartitionSpec>,
+    /// The Kafka topic id whose offsets `offsets` are ([`TOPIC_ID`]); None: not recorded.
+    pub topic_id: Option<String>,
 }
 
 /// What a table's current snapshot says about conversion progress.
@@ -127,6 +133,26 @@ pub struct Committed {
     pub watermark_ms: Option<i64>,
     pub partition_watermarks: BTreeMap<i32, i64>,
     pub commit_id: Option<String>,
+    /// The topic id the offsets belong to; None for progress written before Inlet recorded
+    /// it (trusted as this topic's).
+    pub topic_id: Option<String>,
+}
+
+impl Committed {
+    /// Forgets progress that belongs to another topic than `topic_id` (a deleted topic of the
+    /// same name): its offsets and partition watermarks. The table watermark stays, as it
+    /// never goes back. Returns whether it forgot anything.
+    pub fn keep_only_topic(&mut self, topic_id: &str) -> bool {
+        match &self.topic_id {
+            Some(theirs) if theirs != topic_id => {
+                self.offsets.clear();
+                self.partition_watermarks.clear();
+                self.commit_id = None;
+                true
+            }
+            _ => false,
+        }
+    }
 }
 
 /// Commits rounds to tables of one catalog.
@@ -264,6 +290,7 @@ impl Committer {
             partition_watermarks,
             watermark_ms: props.get(WATERMARK).and_then(|w| w.parse().ok()),
             commit_id: props.get(COMMIT_ID).cloned(),
+            topic_id: props.get(TOPIC_ID).cloned(),
         }
     }
 
@@ -465,6 +492,9 @@ impl Committer {
         );
         if let Some(w) = round.watermark_ms {
             props.insert(WATERMARK.into(), w.to_string());
+        }
+        if let Some(id) = &round.topic_id {
+            props.insert(TOPIC_ID.into(), id.clone());
         }
         if !round.partition_watermarks.is_empty() {
             let per: BTreeMap<String, i64> = round

@@ -85,6 +85,9 @@ struct StoredRound {
     partition_watermarks: BTreeMap<i32, i64>,
     timestamp_ms: i64,
     partition_spec: Option<iceberg::spec::UnboundPartitionSpec>,
+    /// Absent in records written before rounds carried it.
+    #[serde(default)]
+    topic_id: Option<String>,
 }
 
 /// The `PRE_COMMIT` record: a round, its dead-letter round, and the streams it was built from.
@@ -275,6 +278,7 @@ fn store_round(round: &Round, spec: &FileSpec) -> Result<StoredRound, ControlErr
         partition_watermarks: round.partition_watermarks.clone(),
         timestamp_ms: round.timestamp_ms,
         partition_spec: round.partition_spec.clone(),
+        topic_id: round.topic_id.clone(),
     })
 }
 
@@ -303,6 +307,7 @@ fn load_round(r: StoredRound) -> Result<Round, ControlError> {
         partition_watermarks: r.partition_watermarks,
         timestamp_ms: r.timestamp_ms,
         partition_spec: r.partition_spec,
+        topic_id: r.topic_id,
     })
 }
 
@@ -369,6 +374,7 @@ mod tests {
             partition_watermarks: BTreeMap::from([(0, 1_700_000_000_000)]),
             timestamp_ms: 42,
             partition_spec: Some(unbound),
+            topic_id: None,
         };
         let file_spec = FileSpec {
             spec_id: spec.spec_id(),

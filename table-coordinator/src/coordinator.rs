@@ -59,6 +59,9 @@ use crate::watermark::Watermarks;
 pub struct TableTopic {
     /// The key the worker knows the table by (the topic's name).
     pub name: String,
+    /// The Kafka topic id: rounds record it, and progress another topic id recorded (a
+    /// deleted topic of the same name) is not resumed from.
+    pub topic_id: String,
     pub ident: TableIdent,
     /// (partition, stream) of every partition.
     pub partitions: Vec<(i32, StreamId)>,
@@ -210,9 +213,12 @@ pub async fn run(
                 }
             }
             let Some(schema) = schema else { continue };
+            // The topic id's first 12 digits: a topic created again under the same name
+            // reaches the same offsets, and its rounds must not pass for the old one's.
             let commit_id = format!(
-                "{}-{}",
+                "{}-{}-{}",
                 topic.name,
+                &topic.topic_id[..topic.topic_id.len().min(12)],
                 offsets
                     .iter()
                     .map(|(p, o)| format!("{p}.{o}"))
@@ -234,6 +240,7 @@ pub async fn run(
                         partition_watermarks: BTreeMap::new(),
                         timestamp_ms,
                         partition_spec: None,
+                        topic_id: Some(topic.topic_id.clone()),
                     })
                 })
                 .flatten();
@@ -280,6 +287,7 @@ pub async fn run(
                 partition_watermarks: watermarks.partitions.clone(),
                 timestamp_ms,
                 partition_spec,
+                topic_id: Some(topic.topic_id.clone()),
             });
         }
         if pending.is_some() {
@@ -468,6 +476,10 @@ async fn register(
 ) -> Result<Registered, CommitError> {
     let table = committer.load(&topic.ident).await?;
     let mut committed = table.as_ref().map(Committer::committed).unwrap_or_default();
+    if committed.keep_only_topic(&topic.topic_id) {
+        // The rows stay: the table now also holds the new topic's, from its first offset.
+        tracing::warn!(table = %topic.ident, topic_id = %topic.topic_id, old_topic_id = ?committed.topic_id, "the table's progress is a deleted topic's of the same name; conversion starts at the new topic's first offsets");
+    }
     let control = ControlStream::open(store.clone(), &topic.name, &topic.partitions).await?;
     let recovered = recover(topic, &control, table.as_ref(), &committed).await?;
     if let Some(p) = &recovered {
@@ -481,7 +493,11 @@ async fn register(
     let dead_letter_floor = committer
         .load(&dead_letter_table(&topic.ident))
         .await?
-        .map(|t| Committer::committed(&t).offsets)
+        .map(|t| {
+            let mut c = Committer::committed(&t);
+            c.keep_only_topic(&topic.topic_id);
+            c.offsets
+        })
         .unwrap_or_default();
     let live = match (&table, &topic.ctx.upsert) {
         (Some(t), Some(_)) => crate::commit::live_files(t).await?,

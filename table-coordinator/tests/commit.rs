@@ -52,6 +52,7 @@ fn round(n: u64, extra: bool, timestamp_ms: i64) -> Round {
         partition_watermarks: BTreeMap::from([(0, 1_000 + n as i64), (1, 2_000)]),
         timestamp_ms,
         partition_spec: None,
+        topic_id: None,
     }
 }
 
@@ -269,6 +270,7 @@ async fn upsert_rounds_are_row_deltas_on_their_base_only() {
         partition_watermarks: BTreeMap::from([(0, n as i64)]),
         timestamp_ms: 1_000 * n as i64,
         partition_spec: None,
+        topic_id: None,
     };
     let s1 = c
         .commit(
@@ -461,6 +463,7 @@ async fn many_rounds_merge_manifests_and_deletes_still_apply() {
         partition_watermarks: BTreeMap::new(),
         timestamp_ms: 1_000 * n as i64,
         partition_spec: None,
+        topic_id: None,
     };
     let first = data_file(&table, "r0", &[(1, "a"), (2, "b")]).await;
     let first_path = first.file_path().to_string();
@@ -593,6 +596,7 @@ async fn small_files_are_compacted_and_progress_is_kept() {
         partition_watermarks: BTreeMap::from([(0, n as i64)]),
         timestamp_ms: 1_000 * n as i64,
         partition_spec: None,
+        topic_id: None,
     };
     let mut expected = BTreeMap::new();
     let files = MIN_FILES as u64 + 4;
@@ -827,6 +831,7 @@ async fn a_compaction_that_loses_a_race_deletes_only_its_own_files() {
             partition_watermarks: BTreeMap::new(),
             timestamp_ms: 1_000 * n as i64,
             partition_spec: None,
+            topic_id: None,
         };
         c.commit(&ident, &round).await.expect("commit");
     }

@@ -28,5 +28,6 @@ pub fn round(prefix: &str, n: u64) -> Round {
         partition_watermarks: BTreeMap::from([(0, 1_000 + n as i64)]),
         timestamp_ms: 1_000 + n as i64,
         partition_spec: None,
+        topic_id: None,
     }
 }

@@ -224,6 +224,7 @@ fn table_topic(
         .unwrap_or(60_000);
     let data_location = format!("{warehouse}/{namespace}/{table}/data");
     let ctx = TableContext {
+        last_column_id: 0,
         registry: registry.clone(),
         value_type,
         key_type,

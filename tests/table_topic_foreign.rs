@@ -1,7 +1,7 @@
-//! Exactly once while other engines write to a table topic's table: pyiceberg deletes rows and
-//! appends its own, then the node is killed with SIGKILL and restarted. Every Kafka record is
-//! a row once, the deleted rows stay deleted, and the foreign rows stay
-//! (`tests/clients/table_topic_foreign.py`).
+//! Exactly once while other engines write to a table topic's table: pyiceberg deletes rows,
+//! appends its own and adds a column, then the node is killed with SIGKILL and restarted.
+//! Every Kafka record is a row once, the deleted rows stay deleted, the foreign rows and
+//! column stay (`tests/clients/table_topic_foreign.py`).
 
 mod common;
 
@@ -30,6 +30,14 @@ fn foreign_deletes_and_appends_do_not_reset_progress() {
         &node,
         "first",
         Duration::from_secs(240),
+    );
+    // The round whose new column took the id pyiceberg gave its own column was refused and
+    // converted again (see the script).
+    let log = node.logs_so_far();
+    assert!(
+        log.iter()
+            .any(|l| l.contains("round dropped; converting again with the table's schema")),
+        "no refused round in the log:\n{log:#?}"
     );
     // At once after the last acks: their round may or may not have landed.
     let node = node.restart_after_kill9();

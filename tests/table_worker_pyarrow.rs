@@ -176,6 +176,7 @@ fn convert(
             .await
             .expect("append");
         let ctx = TableContext {
+            last_column_id: 0,
             registry,
             value_type: ValueType::BySchemaId,
             key_type: ValueType::Raw,

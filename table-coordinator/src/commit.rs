@@ -70,6 +70,11 @@ pub enum CommitError {
     Contended(u32),
     #[error(transparent)]
     Control(#[from] crate::control::ControlError),
+    /// The round's files do not fit the table's current schema (another engine changed it
+    /// in a way the round's field ids cannot follow, `crate::rebase`): the round must be
+    /// converted again from the table as it is.
+    #[error("the round does not fit the table's schema: {0}")]
+    SchemaConflict(String),
     /// An upsert round's base snapshot is no longer `main`'s: the round must be rebuilt.
     #[error("the table moved from snapshot {expected:?} to {found:?} under an upsert round; the round must be rebuilt on the new base")]
     BaseChanged {
@@ -124,6 +129,9 @@ pub struct Round {
     pub partition_spec: Option<iceberg::spec::UnboundPartitionSpec>,
     /// The Kafka topic id whose offsets `offsets` are ([`TOPIC_ID`]); None: not recorded.
     pub topic_id: Option<String>,
+    /// The table's `last-column-id` when the worker that converted the round was registered:
+    /// field ids above it in `schema` are the worker's own ([`crate::rebase`]).
+    pub base_column_id: i32,
 }
 
 /// What a table's current snapshot says about conversion progress.
@@ -339,10 +347,18 @@ impl Committer {
         let snapshot_id = snapshot_id_for(&round.commit_id, meta);
         let location = meta.location().trim_end_matches('/').to_string();
 
-        // Schema: the files' schema becomes current when it differs from the table's.
+        // Schema: the table's current one, plus what the round changed (`crate::rebase`), so
+        // another engine's schema change since the round was converted is never reverted.
         let current = meta.current_schema();
-        let evolve = current.as_struct() != round.schema.as_struct();
-        let (schema_for_files, schema_id) = if evolve {
+        let rebased = crate::rebase::rebase(
+            current,
+            &round.schema,
+            meta.last_column_id(),
+            round.base_column_id,
+        )
+        .map_err(CommitError::SchemaConflict)?;
+        let evolve = rebased.is_some();
+        let (schema_for_files, schema_id) = if let Some(fields) = rebased {
             let id = meta
                 .schemas_iter()
                 .map(|s| s.schema_id())
@@ -350,11 +366,9 @@ impl Committer {
                 .unwrap_or(0)
                 + 1;
             // The table's identifier fields stay (the worker's schemas do not carry them).
-            let s = round
-                .schema
-                .clone()
-                .into_builder()
+            let s = Schema::builder()
                 .with_schema_id(id)
+                .with_fields(fields.fields().to_vec())
                 .with_identifier_field_ids(current.identifier_field_ids())
                 .build()?;
             (Arc::new(s), id)
@@ -579,11 +593,16 @@ impl Committer {
         };
         let mut snapshots: Vec<_> = meta.snapshots().cloned().collect();
         snapshots.sort_by_key(|s| std::cmp::Reverse(s.timestamp_ms()));
+        // Snapshots that a tag or a branch names stay, whatever their age: a user (or
+        // another engine) pinned them.
+        let referenced = ref_heads(meta);
         let expired: Vec<_> = snapshots
             .iter()
             .skip(retain_last.max(1))
             .filter(|s| {
-                s.timestamp_ms() < older_than_ms && s.snapshot_id() != current.snapshot_id()
+                s.timestamp_ms() < older_than_ms
+                    && s.snapshot_id() != current.snapshot_id()
+                    && !referenced.contains(&s.snapshot_id())
             })
             .cloned()
             .collect();
@@ -619,6 +638,22 @@ impl Committer {
         }
         Ok(expired.len())
     }
+}
+
+/// The snapshots that the table's refs (branches and tags, `main` too) name. iceberg-rust
+/// keeps the refs private, so they are read from the metadata's JSON form (`refs`).
+fn ref_heads(meta: &TableMetadata) -> HashSet<i64> {
+    let Ok(json) = serde_json::to_value(meta) else {
+        return HashSet::new();
+    };
+    json.get("refs")
+        .and_then(|r| r.as_object())
+        .map(|refs| {
+            refs.values()
+                .filter_map(|r| r.get("snapshot-id").and_then(|id| id.as_i64()))
+                .collect()
+        })
+        .unwrap_or_default()
 }
 
 /// The manifests that `expired` list and that no other snapshot of the table lists: those merged

@@ -88,6 +88,8 @@ struct StoredRound {
     /// Absent in records written before rounds carried it.
     #[serde(default)]
     topic_id: Option<String>,
+    #[serde(default)]
+    base_column_id: i32,
 }
 
 /// The `PRE_COMMIT` record: a round, its dead-letter round, and the streams it was built from.
@@ -279,6 +281,7 @@ fn store_round(round: &Round, spec: &FileSpec) -> Result<StoredRound, ControlErr
         timestamp_ms: round.timestamp_ms,
         partition_spec: round.partition_spec.clone(),
         topic_id: round.topic_id.clone(),
+        base_column_id: round.base_column_id,
     })
 }
 
@@ -308,6 +311,7 @@ fn load_round(r: StoredRound) -> Result<Round, ControlError> {
         timestamp_ms: r.timestamp_ms,
         partition_spec: r.partition_spec,
         topic_id: r.topic_id,
+        base_column_id: r.base_column_id,
     })
 }
 
@@ -375,6 +379,7 @@ mod tests {
             timestamp_ms: 42,
             partition_spec: Some(unbound),
             topic_id: None,
+            base_column_id: 0,
         };
         let file_spec = FileSpec {
             spec_id: spec.spec_id(),

@@ -241,6 +241,9 @@ pub async fn run(
                         timestamp_ms,
                         partition_spec: None,
                         topic_id: Some(topic.topic_id.clone()),
+                        // Inlet's fixed schema: none of its ids is new, and another name
+                        // for one is another engine's rename.
+                        base_column_id: i32::MAX,
                     })
                 })
                 .flatten();
@@ -288,6 +291,7 @@ pub async fn run(
                 timestamp_ms,
                 partition_spec,
                 topic_id: Some(topic.topic_id.clone()),
+                base_column_id: reg.last_column_id,
             });
         }
         if pending.is_some() {
@@ -383,13 +387,16 @@ pub async fn run(
                     if let Some((older_than, retain_last)) = topic.expire {
                         if commits.is_multiple_of(EXPIRE_EVERY) {
                             let cutoff = clock.now_ms() as i64 - older_than.as_millis() as i64;
-                            match committer.expire(&topic.ident, cutoff, retain_last).await {
-                                Ok(0) => {}
-                                Ok(n) => {
-                                    tracing::info!(table = %topic.ident, snapshots = n, "expired snapshots")
-                                }
-                                Err(e) => {
-                                    tracing::warn!(table = %topic.ident, error = %e, "snapshot expiry failed")
+                            // The dead-letter table commits with the main one: it expires too.
+                            for ident in [topic.ident.clone(), dead_letter_table(&topic.ident)] {
+                                match committer.expire(&ident, cutoff, retain_last).await {
+                                    Ok(0) => {}
+                                    Ok(n) => {
+                                        tracing::info!(table = %ident, snapshots = n, "expired snapshots")
+                                    }
+                                    Err(e) => {
+                                        tracing::warn!(table = %ident, error = %e, "snapshot expiry failed")
+                                    }
                                 }
                             }
                         }
@@ -398,6 +405,16 @@ pub async fn run(
                 Err(e @ CommitError::BaseChanged { .. }) => {
                     statuses.update(&status_key, |s| s.failed_commits += 1);
                     tracing::warn!(table = %topic.ident, error = %e, "upsert round dropped; converting again on the new base");
+                    resync = true;
+                }
+                Err(e @ CommitError::SchemaConflict(_)) => {
+                    statuses.update(&status_key, |s| s.failed_commits += 1);
+                    tracing::warn!(table = %topic.ident, error = %e, "round dropped; converting again with the table's schema");
+                    // Its PRE_COMMIT must not be committed again after a restart: the round
+                    // is closed, and its range is converted again from the committed offsets.
+                    if let Err(e) = reg.control.committed(&round.commit_id, None).await {
+                        tracing::warn!(table = %topic.ident, error = %e, "cannot close the dropped round in the control stream");
+                    }
                     resync = true;
                 }
                 Err(e) => {
@@ -437,6 +454,9 @@ struct Registered {
     dead_letter_floor: BTreeMap<i32, u64>,
     /// The table's default partition spec (unpartitioned for a table not created yet).
     spec: Arc<iceberg::spec::PartitionSpec>,
+    /// The table's `last-column-id` (0 for a table not created yet): the worker's new
+    /// columns get ids above it.
+    last_column_id: i32,
     control: ControlStream,
     /// A round whose `PRE_COMMIT` is in the control stream but which never landed: the
     /// worker starts after it, and the coordinator commits it first.
@@ -513,6 +533,7 @@ async fn register(
     let mut ctx = topic.ctx.clone();
     if let Some(t) = &table {
         ctx.schema = Some(t.metadata().current_schema().as_ref().clone());
+        ctx.last_column_id = t.metadata().last_column_id();
         // An existing table's spec rules; `partition.by` only shapes a new table.
         ctx.target.spec = t.metadata().default_partition_spec().clone();
         ctx.partition_by.clear();
@@ -554,6 +575,7 @@ async fn register(
         partition_by,
         dead_letter_floor,
         spec,
+        last_column_id: table.as_ref().map_or(0, |t| t.metadata().last_column_id()),
         control,
         recovered,
     })

@@ -21,6 +21,7 @@ pub mod compact;
 pub mod control;
 pub mod coordinator;
 pub mod manifest_merge;
+pub mod rebase;
 /// Fail points live in the catalog crate, whose commit path holds two of them.
 pub use inlet_catalog::failpoint;
 pub mod status;

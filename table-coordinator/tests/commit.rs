@@ -3,7 +3,7 @@
 //! lands with the files that need it, and expiry keeps the metadata bounded. Upsert rounds
 //! commit as row deltas that iceberg-rust's own reader applies, only on their base snapshot.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashSet};
 use std::sync::Arc;
 
 use iceberg::spec::{NestedField, PrimitiveType, Schema, Type};
@@ -53,6 +53,7 @@ fn round(n: u64, extra: bool, timestamp_ms: i64) -> Round {
         timestamp_ms,
         partition_spec: None,
         topic_id: None,
+        base_column_id: 0,
     }
 }
 
@@ -271,6 +272,7 @@ async fn upsert_rounds_are_row_deltas_on_their_base_only() {
         timestamp_ms: 1_000 * n as i64,
         partition_spec: None,
         topic_id: None,
+        base_column_id: 0,
     };
     let s1 = c
         .commit(
@@ -464,6 +466,7 @@ async fn many_rounds_merge_manifests_and_deletes_still_apply() {
         timestamp_ms: 1_000 * n as i64,
         partition_spec: None,
         topic_id: None,
+        base_column_id: 0,
     };
     let first = data_file(&table, "r0", &[(1, "a"), (2, "b")]).await;
     let first_path = first.file_path().to_string();
@@ -597,6 +600,7 @@ async fn small_files_are_compacted_and_progress_is_kept() {
         timestamp_ms: 1_000 * n as i64,
         partition_spec: None,
         topic_id: None,
+        base_column_id: 0,
     };
     let mut expected = BTreeMap::new();
     let files = MIN_FILES as u64 + 4;
@@ -832,6 +836,7 @@ async fn a_compaction_that_loses_a_race_deletes_only_its_own_files() {
             timestamp_ms: 1_000 * n as i64,
             partition_spec: None,
             topic_id: None,
+            base_column_id: 0,
         };
         c.commit(&ident, &round).await.expect("commit");
     }
@@ -861,4 +866,91 @@ async fn a_compaction_that_loses_a_race_deletes_only_its_own_files() {
         "the winner's compaction is current"
     );
     assert_eq!(scan(&table).await, expected, "the winner's file is there");
+}
+
+/// Expiry keeps the snapshots that tags and branches name, however old: a user pinned them,
+/// and expiring them would leave the refs dangling.
+#[tokio::test]
+async fn expiry_keeps_tagged_and_branched_snapshots() {
+    use iceberg::spec::{SnapshotReference, SnapshotRetention};
+    let dir = tempfile::tempdir().expect("tempdir");
+    let meta = format!("sqlite://{}?mode=rwc", dir.path().join("meta.db").display());
+    let root = dir.path().join("objects");
+    std::fs::create_dir_all(&root).expect("objects dir");
+    let catalog = inlet_catalog::embedded::open(&meta, &root.to_string_lossy(), None)
+        .await
+        .expect("catalog");
+    let c = Committer::new(catalog.catalog.clone(), catalog.pointers.clone());
+    let ident = TableIdent::new(NamespaceIdent::new("default".into()), "pinned".into());
+    for n in 1..=5 {
+        c.commit(&ident, &round(n, false, 1_000 * n as i64))
+            .await
+            .expect("commit");
+    }
+    let table = c.load(&ident).await.expect("load").expect("table");
+    let mut by_age: Vec<(i64, i64)> = table
+        .metadata()
+        .snapshots()
+        .map(|s| (s.timestamp_ms(), s.snapshot_id()))
+        .collect();
+    by_age.sort();
+    let (tagged, branched) = (by_age[0].1, by_age[1].1);
+    let pin = |name: &str, snapshot_id: i64, retention: SnapshotRetention| {
+        iceberg::TableUpdate::SetSnapshotRef {
+            ref_name: name.to_string(),
+            reference: SnapshotReference {
+                snapshot_id,
+                retention,
+            },
+        }
+    };
+    inlet_catalog::CommitTarget::Pointers(catalog.pointers.clone())
+        .commit(
+            &table,
+            Vec::new(),
+            vec![
+                pin(
+                    "v1",
+                    tagged,
+                    SnapshotRetention::Tag {
+                        max_ref_age_ms: None,
+                    },
+                ),
+                pin(
+                    "audit",
+                    branched,
+                    SnapshotRetention::Branch {
+                        min_snapshots_to_keep: None,
+                        max_snapshot_age_ms: None,
+                        max_ref_age_ms: None,
+                    },
+                ),
+            ],
+        )
+        .await
+        .expect("tag and branch");
+
+    let expired = c.expire(&ident, i64::MAX, 1).await.expect("expire");
+    assert_eq!(expired, 2, "the two unpinned old snapshots");
+    let table = c.load(&ident).await.expect("load").expect("table");
+    let left: HashSet<i64> = table
+        .metadata()
+        .snapshots()
+        .map(|s| s.snapshot_id())
+        .collect();
+    assert!(
+        left.contains(&tagged) && left.contains(&branched),
+        "{left:?}"
+    );
+    assert_eq!(left.len(), 3, "the pinned two and main's head");
+    for (name, id) in [("v1", tagged), ("audit", branched)] {
+        assert_eq!(
+            table
+                .metadata()
+                .snapshot_for_ref(name)
+                .map(|s| s.snapshot_id()),
+            Some(id),
+            "{name} still names its snapshot"
+        );
+    }
 }

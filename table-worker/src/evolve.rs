@@ -90,6 +90,17 @@ fn kafka_type(next: &mut i32) -> Type {
 /// the table does not exist yet). Returns the table schema to write with and the changes it
 /// needs, or an error when the record's schema cannot be written to the table.
 pub fn reconcile(table: Option<&Schema>, incoming: &Schema) -> Result<Evolution> {
+    reconcile_above(table, incoming, 0)
+}
+
+/// [`reconcile`], with new columns numbered above `last_column_id` too: the table metadata's
+/// `last-column-id`, which stays above the ids of columns another engine dropped (Iceberg
+/// never reuses a field id).
+pub fn reconcile_above(
+    table: Option<&Schema>,
+    incoming: &Schema,
+    last_column_id: i32,
+) -> Result<Evolution> {
     if incoming.as_struct().field_by_name(KAFKA_COLUMN).is_some() {
         return Err(Error::Schema(format!(
             "the record schema has a field named {KAFKA_COLUMN}, which is reserved for Kafka metadata"
@@ -122,7 +133,7 @@ pub fn reconcile(table: Option<&Schema>, incoming: &Schema) -> Result<Evolution>
         });
     };
     let mut r = Reconciler {
-        next_id: table.highest_field_id(),
+        next_id: table.highest_field_id().max(last_column_id),
         changes: Vec::new(),
     };
     let fields = r.merge_struct(&[], table.as_struct(), incoming.as_struct(), true)?;

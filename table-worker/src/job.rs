@@ -100,6 +100,9 @@ pub struct TableContext {
     pub transform: ValueTransform,
     /// The table's current schema; None when the table does not exist yet.
     pub schema: Option<Schema>,
+    /// The table's `last-column-id` (0 for a new table): columns a job adds get ids above it
+    /// and above `schema`'s, never an id another engine used and dropped.
+    pub last_column_id: i32,
     /// Where files go; its `schema` is replaced by the schema the job writes with.
     pub target: FileTarget,
     /// Where the dead-letter table's files go (`errors.tolerance=all`); None: dead letters are
@@ -274,7 +277,8 @@ async fn attempt(
                     .and_then(|m| m.map(|m| table.transform.table_schema(&m)).transpose());
                 match mapped.and_then(|m| match m {
                     Some(t) => {
-                        let evolved = evolve::reconcile(probe.as_ref(), &t)?;
+                        let evolved =
+                            evolve::reconcile_above(probe.as_ref(), &t, table.last_column_id)?;
                         Ok(Some((t, evolved.schema)))
                     }
                     None => Ok(None),
@@ -329,7 +333,7 @@ async fn attempt(
     let mut current = table.schema.clone();
     let mut changes = Vec::new();
     for s in &incoming {
-        let e = evolve::reconcile(current.as_ref(), s)?;
+        let e = evolve::reconcile_above(current.as_ref(), s, table.last_column_id)?;
         changes.extend(e.changes);
         current = Some(e.schema);
     }

@@ -306,6 +306,7 @@ async fn run_job(
         p.synced = next;
     }
     if next > spec.from {
+        state.ctx.last_column_id = state.ctx.last_column_id.max(out.schema.highest_field_id());
         state.ctx.schema = Some(out.schema.clone());
         state.outputs.push((partition, out));
     }

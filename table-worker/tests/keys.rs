@@ -56,6 +56,7 @@ fn value(f: &Fixture, n: i64) -> Option<Bytes> {
 
 fn context(f: &Fixture, key_type: ValueType) -> TableContext {
     TableContext {
+        last_column_id: 0,
         key_type,
         ..common::table_context(
             &f.registry,

@@ -81,6 +81,7 @@ async fn append(f: &Fixture, values: Vec<Bytes>) {
 
 fn context(f: &Fixture, cdc: bool, budget: usize, partition_by: &str) -> TableContext {
     TableContext {
+        last_column_id: 0,
         partition_by: inlet_table_worker::partition::parse(partition_by).expect("partition.by"),
         upsert: Some(UpsertSpec {
             id_columns: vec!["id".into()],

@@ -6,11 +6,15 @@ Usage: table_topic_foreign.py BOOTSTRAP REGISTRY_URL ICEBERG_URI first|restarted
 first: creates a 3-partition table topic (1 s commits), produces 300 Avro records (ids 0..299)
 and waits until they are rows. Then pyiceberg, as another writer, deletes the rows with
 id < 10 and appends 5 rows of its own (ids 1000..1004); the newest snapshot is then pyiceberg's,
-without Inlet's summary keys. 50 more records (ids 300..349) are produced, and the test kills
-the node at once, before or after their round lands.
+without Inlet's summary keys. pyiceberg also adds a column `note`. 50 more records (ids
+300..349) are produced with a schema that adds `qty`: the worker, which has not seen `note`,
+gives `qty` the id pyiceberg gave `note`, so the round is refused at commit and converted
+again with the table's schema; the test waits for it to land with both columns. Then 10 more
+(350..359), and the test kills the node at once, before or after their round lands.
 
-restarted: waits until Inlet's progress covers all 350 records, then the table must hold
-exactly 345 rows: no Kafka record twice, the deleted rows still gone, pyiceberg's rows kept.
+restarted: waits until Inlet's progress covers all 360 records, then the table must hold
+exactly 355 rows: no Kafka record twice, the deleted rows still gone, pyiceberg's rows kept,
+and the schema has both `note` (never reverted) and `qty` (with the records' values).
 Before the fix, progress was read from the current (foreign) snapshot only, every partition
 started again from offset 0, and the table held the 290 kept rows twice and the deleted
 ones again. Prints OK at the end; raises on a mismatch.
@@ -29,6 +33,7 @@ from confluent_kafka.schema_registry.avro import AvroSerializer
 from confluent_kafka.serialization import MessageField, SerializationContext
 from pyiceberg.catalog import load_catalog
 from pyiceberg.expressions import LessThan
+from pyiceberg.types import StringType
 
 bootstrap, registry_url, iceberg_uri, phase = sys.argv[1:5]
 TOPIC = "shop"
@@ -37,15 +42,24 @@ SCHEMA = json.dumps({"type": "record", "name": "Sale", "namespace": "shop", "fie
     {"name": "item", "type": "string"},
 ]})
 
+SCHEMA_QTY = json.dumps({"type": "record", "name": "Sale", "namespace": "shop", "fields": [
+    {"name": "id", "type": "long"},
+    {"name": "item", "type": "string"},
+    {"name": "qty", "type": ["null", "long"], "default": None},
+]})
+
 catalog = load_catalog("inlet", type="rest", uri=iceberg_uri)
 
 
-def produce(ids):
+def produce(ids, schema=SCHEMA):
     producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5, "enable.idempotence": True})
-    ser = AvroSerializer(SchemaRegistryClient({"url": registry_url}), SCHEMA)
+    ser = AvroSerializer(SchemaRegistryClient({"url": registry_url}), schema)
     failed = []
     for i in ids:
-        value = ser({"id": i, "item": f"item-{i}"}, SerializationContext(TOPIC, MessageField.VALUE))
+        record = {"id": i, "item": f"item-{i}"}
+        if schema is SCHEMA_QTY:
+            record["qty"] = i
+        value = ser(record, SerializationContext(TOPIC, MessageField.VALUE))
         producer.produce(TOPIC, key=str(i).encode(), value=value,
                          on_delivery=lambda err, _m: err and failed.append(err))
     assert producer.flush(30) == 0 and not failed, failed
@@ -78,6 +92,18 @@ def wait_for_progress(n, timeout=120):
     raise AssertionError(f"Inlet's progress did not reach {n} records in {timeout}s: {seen}")
 
 
+def check_schema(table, produced):
+    """pyiceberg's column stayed, and the records' new column came with its values."""
+    names = [f.name for f in table.schema().fields]
+    assert "note" in names and "qty" in names, names
+    assert len({f.field_id for f in table.schema().fields}) == len(names), table.schema()
+    rows = table.scan().to_arrow()
+    qty = {r["id"]: r["qty"] for r in rows.select(["id", "qty"]).to_pylist()}
+    assert all(qty[i] == i for i in range(300, produced)), {i: qty[i] for i in range(300, 310)}
+    assert all(qty[i] is None for i in range(10, 300)), "older rows have no qty"
+    assert all(n is None for n in rows.column("note").to_pylist()), "nobody wrote a note"
+
+
 if phase == "first":
     admin = AdminClient({"bootstrap.servers": bootstrap})
     admin.create_topics([NewTopic(TOPIC, num_partitions=3, replication_factor=1, config={
@@ -100,16 +126,27 @@ if phase == "first":
     assert "inlet.offsets" not in current.summary.additional_properties, current.summary
     assert len(table.scan().to_arrow()) == 295
 
-    produce(range(300, 350))
+    # Another engine's schema change: a column of its own. The next records add one of
+    # theirs; the worker, which has not seen `note`, numbers `qty` with the id pyiceberg gave
+    # `note`.
+    with table.update_schema() as update:
+        update.add_column("note", StringType())
+    produce(range(300, 350), SCHEMA_QTY)
+    # The round that adds `qty` does not fit the table (one id, two columns): it is converted
+    # again with the table's schema, and lands with both columns.
+    check_schema(wait_for_progress(350), 350)
+
+    produce(range(350, 360), SCHEMA_QTY)
     print("OK")
     sys.exit(0)
 
-table = wait_for_progress(350)
+table = wait_for_progress(360)
 rows = table.scan().to_arrow()
 ids = sorted(rows.column("id").to_pylist())
-expected = sorted(list(range(10, 350)) + list(range(1000, 1005)))
+expected = sorted(list(range(10, 360)) + list(range(1000, 1005)))
 assert ids == expected, f"{len(ids)} rows; duplicates or resurrected rows: {ids[:20]}..."
 mine = rows.filter(pc.less(rows.column("id"), 1000))
 keys = {(k["partition"], k["offset"]) for k in mine.column("_kafka").to_pylist()}
-assert len(keys) == 340, "every Kafka record once"
+assert len(keys) == 350, "every Kafka record once"
+check_schema(table, 360)
 print("OK")

@@ -29,5 +29,6 @@ pub fn round(prefix: &str, n: u64) -> Round {
         timestamp_ms: 1_000 + n as i64,
         partition_spec: None,
         topic_id: None,
+        base_column_id: 0,
     }
 }

@@ -151,6 +151,7 @@ pub fn table_context(
 ) -> inlet_table_worker::job::TableContext {
     use inlet_table_worker::job::{TableContext, ValueType};
     TableContext {
+        last_column_id: 0,
         registry: registry.clone(),
         value_type: ValueType::BySchemaId,
         key_type: ValueType::Raw,

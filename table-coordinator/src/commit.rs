@@ -75,6 +75,15 @@ pub enum CommitError {
     /// converted again from the table as it is.
     #[error("the round does not fit the table's schema: {0}")]
     SchemaConflict(String),
+    /// The table's progress is not where the round starts: another writer committed the
+    /// same records (the table is ahead), or the table was rolled back below Inlet's last
+    /// round (behind). The round must be converted again from the table's progress.
+    #[error("the round starts partition {partition} at offset {start}, but the table's progress there is {table}")]
+    NotContinuous {
+        partition: i32,
+        start: u64,
+        table: u64,
+    },
     /// An upsert round's base snapshot is no longer `main`'s: the round must be rebuilt.
     #[error("the table moved from snapshot {expected:?} to {found:?} under an upsert round; the round must be rebuilt on the new base")]
     BaseChanged {
@@ -132,6 +141,11 @@ pub struct Round {
     /// The table's `last-column-id` when the worker that converted the round was registered:
     /// field ids above it in `schema` are the worker's own ([`crate::rebase`]).
     pub base_column_id: i32,
+    /// Where the round's records start per partition: the progress of the snapshot it was
+    /// built on. The commit is refused unless the table's progress is exactly there
+    /// ([`CommitError::NotContinuous`]); partitions the table has no progress for, and an
+    /// empty map, are not checked.
+    pub start_offsets: BTreeMap<i32, u64>,
 }
 
 /// What a table's current snapshot says about conversion progress.
@@ -327,6 +341,7 @@ impl Committer {
                     return Err(CommitError::BaseChanged { expected, found });
                 }
             }
+            continues(&table, round)?;
             match self.try_commit(&table, round).await {
                 Ok(id) => return Ok(Some(id)),
                 Err(CommitError::Conflict(_)) => {
@@ -750,13 +765,48 @@ pub(crate) fn main_updates(snapshot: Snapshot) -> [TableUpdate; 2] {
 /// Whether a snapshot of the table carries `commit_id`.
 /// Whether a snapshot of the table carries `commit_id`.
 pub fn already_committed(meta: &TableMetadata, commit_id: &str) -> bool {
-    meta.snapshots().any(|s| {
-        s.summary()
+    // Only `main`'s history counts: a snapshot that a rollback took off it no longer holds
+    // its rows in the table, and its round must land again.
+    let mut next = meta.current_snapshot().map(|s| s.snapshot_id());
+    let mut seen = HashSet::new();
+    while let Some(s) = next.and_then(|id| meta.snapshot_by_id(id)) {
+        if s.summary()
             .additional_properties
             .get(COMMIT_ID)
             .map(String::as_str)
             == Some(commit_id)
-    })
+        {
+            return true;
+        }
+        if !seen.insert(s.snapshot_id()) {
+            return false;
+        }
+        next = s.parent_snapshot_id();
+    }
+    false
+}
+
+/// Whether `round` starts where `table`'s progress (for the round's topic) ends.
+fn continues(table: &Table, round: &Round) -> Result<(), CommitError> {
+    if round.start_offsets.is_empty() {
+        return Ok(());
+    }
+    let mut progress = Committer::committed(table);
+    if let Some(topic) = &round.topic_id {
+        progress.keep_only_topic(topic);
+    }
+    for (partition, start) in &round.start_offsets {
+        if let Some(at) = progress.offsets.get(partition) {
+            if at != start {
+                return Err(CommitError::NotContinuous {
+                    partition: *partition,
+                    start: *start,
+                    table: *at,
+                });
+            }
+        }
+    }
+    Ok(())
 }
 
 /// A snapshot id from the commit id (FNV-1a), positive and not yet used by the table.

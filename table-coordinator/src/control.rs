@@ -90,6 +90,8 @@ struct StoredRound {
     topic_id: Option<String>,
     #[serde(default)]
     base_column_id: i32,
+    #[serde(default)]
+    start_offsets: BTreeMap<i32, u64>,
 }
 
 /// The `PRE_COMMIT` record: a round, its dead-letter round, and the streams it was built from.
@@ -282,6 +284,7 @@ fn store_round(round: &Round, spec: &FileSpec) -> Result<StoredRound, ControlErr
         partition_spec: round.partition_spec.clone(),
         topic_id: round.topic_id.clone(),
         base_column_id: round.base_column_id,
+        start_offsets: round.start_offsets.clone(),
     })
 }
 
@@ -312,6 +315,7 @@ fn load_round(r: StoredRound) -> Result<Round, ControlError> {
         partition_spec: r.partition_spec,
         topic_id: r.topic_id,
         base_column_id: r.base_column_id,
+        start_offsets: r.start_offsets,
     })
 }
 
@@ -380,6 +384,7 @@ mod tests {
             partition_spec: Some(unbound),
             topic_id: None,
             base_column_id: 0,
+            start_offsets: BTreeMap::new(),
         };
         let file_spec = FileSpec {
             spec_id: spec.spec_id(),

@@ -187,6 +187,9 @@ pub async fn run(
             if outputs.is_empty() {
                 continue;
             }
+            // Where this round starts: the progress of the last round (the table's, at
+            // registration).
+            let start_offsets = offsets.clone();
             let mut files = Vec::new();
             let mut delete_files = Vec::new();
             let mut dead_letter_files = Vec::new();
@@ -244,6 +247,8 @@ pub async fn run(
                         // Inlet's fixed schema: none of its ids is new, and another name
                         // for one is another engine's rename.
                         base_column_id: i32::MAX,
+                        // Its table's progress may be ahead after a crash (the floor).
+                        start_offsets: BTreeMap::new(),
                     })
                 })
                 .flatten();
@@ -292,6 +297,7 @@ pub async fn run(
                 partition_spec,
                 topic_id: Some(topic.topic_id.clone()),
                 base_column_id: reg.last_column_id,
+                start_offsets,
             });
         }
         if pending.is_some() {
@@ -407,9 +413,9 @@ pub async fn run(
                     tracing::warn!(table = %topic.ident, error = %e, "upsert round dropped; converting again on the new base");
                     resync = true;
                 }
-                Err(e @ CommitError::SchemaConflict(_)) => {
+                Err(e @ (CommitError::SchemaConflict(_) | CommitError::NotContinuous { .. })) => {
                     statuses.update(&status_key, |s| s.failed_commits += 1);
-                    tracing::warn!(table = %topic.ident, error = %e, "round dropped; converting again with the table's schema");
+                    tracing::warn!(table = %topic.ident, error = %e, "round dropped; converting again from the table as it is");
                     // Its PRE_COMMIT must not be committed again after a restart: the round
                     // is closed, and its range is converted again from the committed offsets.
                     if let Err(e) = reg.control.committed(&round.commit_id, None).await {

@@ -54,6 +54,7 @@ fn round(n: u64, extra: bool, timestamp_ms: i64) -> Round {
         partition_spec: None,
         topic_id: None,
         base_column_id: 0,
+        start_offsets: BTreeMap::new(),
     }
 }
 
@@ -273,6 +274,7 @@ async fn upsert_rounds_are_row_deltas_on_their_base_only() {
         partition_spec: None,
         topic_id: None,
         base_column_id: 0,
+        start_offsets: BTreeMap::new(),
     };
     let s1 = c
         .commit(
@@ -467,6 +469,7 @@ async fn many_rounds_merge_manifests_and_deletes_still_apply() {
         partition_spec: None,
         topic_id: None,
         base_column_id: 0,
+        start_offsets: BTreeMap::new(),
     };
     let first = data_file(&table, "r0", &[(1, "a"), (2, "b")]).await;
     let first_path = first.file_path().to_string();
@@ -601,6 +604,7 @@ async fn small_files_are_compacted_and_progress_is_kept() {
         partition_spec: None,
         topic_id: None,
         base_column_id: 0,
+        start_offsets: BTreeMap::new(),
     };
     let mut expected = BTreeMap::new();
     let files = MIN_FILES as u64 + 4;
@@ -837,6 +841,7 @@ async fn a_compaction_that_loses_a_race_deletes_only_its_own_files() {
             partition_spec: None,
             topic_id: None,
             base_column_id: 0,
+            start_offsets: BTreeMap::new(),
         };
         c.commit(&ident, &round).await.expect("commit");
     }
@@ -953,4 +958,89 @@ async fn expiry_keeps_tagged_and_branched_snapshots() {
             "{name} still names its snapshot"
         );
     }
+}
+
+/// A round commits only where the table's progress is: a second round of the same records
+/// (a second coordinator, a stale retry) is refused, and so is a round after a rollback that
+/// took Inlet's last rounds off `main`. The rolled-back round, converted again, lands again:
+/// its commit id is only "already committed" while `main`'s history holds it.
+#[tokio::test]
+async fn rounds_start_where_the_tables_progress_ends() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let meta = format!("sqlite://{}?mode=rwc", dir.path().join("meta.db").display());
+    let root = dir.path().join("objects");
+    std::fs::create_dir_all(&root).expect("objects dir");
+    let catalog = inlet_catalog::embedded::open(&meta, &root.to_string_lossy(), None)
+        .await
+        .expect("catalog");
+    let c = Committer::new(catalog.catalog.clone(), catalog.pointers.clone());
+    let ident = TableIdent::new(NamespaceIdent::new("default".into()), "continuous".into());
+    let spanning = |id: &str, from: u64, to: u64| {
+        let mut r = round(0, false, 1_000 + to as i64);
+        r.commit_id = id.to_string();
+        r.offsets = BTreeMap::from([(0, to)]);
+        r.start_offsets = BTreeMap::from([(0, from)]);
+        r
+    };
+    c.commit(&ident, &spanning("a", 0, 10))
+        .await
+        .expect("first");
+    c.commit(&ident, &spanning("b", 10, 20))
+        .await
+        .expect("second");
+    // The same records again under another id (a second coordinator's round).
+    match c.commit(&ident, &spanning("b-again", 10, 20)).await {
+        Err(CommitError::NotContinuous {
+            partition: 0,
+            start: 10,
+            table: 20,
+        }) => {}
+        other => panic!("a round of committed records: {other:?}"),
+    }
+
+    // Someone rolls main back to the first round's snapshot.
+    let table = c.load(&ident).await.expect("load").expect("table");
+    let first = table
+        .metadata()
+        .snapshots()
+        .find(|s| {
+            s.summary().additional_properties.get("inlet.commit-id") == Some(&"a".to_string())
+        })
+        .expect("the first round's snapshot")
+        .snapshot_id();
+    inlet_catalog::CommitTarget::Pointers(catalog.pointers.clone())
+        .commit(
+            &table,
+            Vec::new(),
+            vec![iceberg::TableUpdate::SetSnapshotRef {
+                ref_name: "main".into(),
+                reference: iceberg::spec::SnapshotReference {
+                    snapshot_id: first,
+                    retention: iceberg::spec::SnapshotRetention::Branch {
+                        min_snapshots_to_keep: None,
+                        max_snapshot_age_ms: None,
+                        max_ref_age_ms: None,
+                    },
+                },
+            }],
+        )
+        .await
+        .expect("rollback");
+    match c.commit(&ident, &spanning("c", 20, 30)).await {
+        Err(CommitError::NotContinuous { table: 10, .. }) => {}
+        other => panic!("a round past a rollback: {other:?}"),
+    }
+    // Converted again from the rolled-back progress, the second round lands again.
+    assert!(
+        c.commit(&ident, &spanning("b", 10, 20))
+            .await
+            .expect("the second round again")
+            .is_some(),
+        "not mistaken for the rolled-back snapshot"
+    );
+    let table = c.load(&ident).await.expect("load").expect("table");
+    assert_eq!(
+        Committer::committed(&table).offsets,
+        BTreeMap::from([(0, 20)])
+    );
 }

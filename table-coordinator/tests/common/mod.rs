@@ -30,5 +30,6 @@ pub fn round(prefix: &str, n: u64) -> Round {
         partition_spec: None,
         topic_id: None,
         base_column_id: 0,
+        start_offsets: BTreeMap::new(),
     }
 }

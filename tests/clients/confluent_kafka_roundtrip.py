@@ -264,6 +264,24 @@ def admin_whole_cluster(admin, servers):
     )
     log("alter_configs (legacy) set retention.ms=3600000")
 
+    # Every value DescribeConfigs reports is accepted back, defaults included, for a plain
+    # topic and a table topic: tools that copy a topic's configs (or re-apply them) send them.
+    for topic, extra in [("py-copy", {}), ("py-copy-table", {"table.topic.enable": "true"})]:
+        futures = admin.create_topics([NewTopic(topic, num_partitions=1, config=extra)],
+                                      request_timeout=TIMEOUT)
+        result(futures[topic], f"create_topics({topic})")
+        described = describe_topic(admin, topic)
+        everything = {name: c.value for name, c in described.items()
+                      if c.value is not None and not c.is_read_only}
+        check(len(everything) > 20, f"{topic}: only {sorted(everything)}")
+        resource = ConfigResource(ResourceType.TOPIC, topic, set_config=everything)
+        result(admin.alter_configs([resource], request_timeout=TIMEOUT)[resource],
+               f"alter_configs({topic}) with every described value")
+        again = describe_topic(admin, topic)
+        changed = {n: (v, again[n].value) for n, v in everything.items() if again[n].value != v}
+        check(not changed, f"{topic}: values changed by setting them back: {changed}")
+        log(f"alter_configs({topic}) took back all {len(everything)} described values")
+
 
 # ---------------------------------------------------------------------------------------------
 # Produce with every codec

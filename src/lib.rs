@@ -141,12 +141,18 @@ pub async fn serve(config: NodeConfig) -> anyhow::Result<()> {
             .context("opening the Schema Registry")?,
     );
 
+    // The table worker's view of its tables' schemas, which Produce checks writer schemas
+    // against.
+    let table_schemas = Arc::new(inlet_table_worker::worker::TableSchemas::default());
     let broker = Broker::open(
         store.clone(),
         broker_config,
         Arc::new(SystemClock),
         Some(registry.clone()),
-        Arc::new(TablePayloads::default()),
+        Arc::new(TablePayloads {
+            decoders: Default::default(),
+            tables: table_schemas.clone(),
+        }),
     )
     .await
     .context("opening the Kafka endpoint")?;
@@ -177,6 +183,7 @@ pub async fn serve(config: NodeConfig) -> anyhow::Result<()> {
             dir: config.data_dir.join("table-index"),
             budget: config.tables.upsert_index_memory_bytes,
         },
+        table_schemas,
         stop.clone(),
     ));
     {
@@ -246,10 +253,14 @@ fn shutdown_signal() -> anyhow::Result<impl std::future::Future<Output = ()>> {
     })
 }
 
-/// Produce-time checks of table topic payloads with the table workers' own decoders, so that
-/// the broker refuses exactly what a conversion job would send to the dead-letter table.
-#[derive(Debug, Default)]
-struct TablePayloads(inlet_table_worker::check::PayloadChecker);
+/// Produce-time checks of table topic payloads with the table workers' own decoders, and of
+/// writer schemas against the tables' schemas, so that the broker refuses exactly what a
+/// conversion job would send to the dead-letter table.
+#[derive(Debug)]
+struct TablePayloads {
+    decoders: inlet_table_worker::check::PayloadChecker,
+    tables: Arc<inlet_table_worker::worker::TableSchemas>,
+}
 
 impl inlet_ingest::validate::PayloadCheck for TablePayloads {
     fn check(
@@ -263,6 +274,14 @@ impl inlet_ingest::validate::PayloadCheck for TablePayloads {
             inlet_ingest::validate::Side::Value => WorkerSide::Value,
             inlet_ingest::validate::Side::Key => WorkerSide::Key,
         };
-        self.0.check(side, schema, payload)
+        self.decoders.check(side, schema, payload)
+    }
+
+    fn check_schema(
+        &self,
+        topic: &str,
+        schema: &inlet_schema_registry::StoredSchema,
+    ) -> Result<(), String> {
+        self.tables.fits(topic, schema)
     }
 }

@@ -60,6 +60,7 @@ pub async fn run(
     catalog: NodeCatalog,
     statuses: Statuses,
     indexes: IndexSettings,
+    schemas: Arc<inlet_table_worker::worker::TableSchemas>,
     stop: CancellationToken,
 ) {
     let index_dir = &indexes.dir;
@@ -70,7 +71,11 @@ pub async fn run(
         }
     }
     let store = broker.store().clone();
-    let worker = Arc::new(Worker::new(store.clone(), MemoryPool::new(MEMORY_BUDGET)));
+    let worker = Arc::new(Worker::with_schemas(
+        store.clone(),
+        MemoryPool::new(MEMORY_BUDGET),
+        schemas,
+    ));
     let committer = Committer::with_target(catalog.catalog(), catalog.commit_target());
     let file_io = catalog.file_io().clone();
     let warehouse = catalog.warehouse();

@@ -151,3 +151,88 @@ fn refused_batches_name_each_bad_record() {
     drop(c);
     node.stop();
 }
+
+/// A writer schema the registry accepts but the table cannot take (Avro int → double): with
+/// `errors.tolerance=none` Produce refuses its records, with `all` they go to the dead-letter
+/// table with the reason, and neither table stalls (`tests/clients/table_topic_schema_fit.py`).
+#[test]
+fn schemas_the_table_cannot_take_are_refused_or_dead_lettered() {
+    let python =
+        python::python("import confluent_kafka.schema_registry.avro, pyiceberg.catalog.rest");
+    if !require(
+        "python with confluent-kafka[avro] and pyiceberg",
+        python.is_some(),
+    ) {
+        return;
+    }
+    let dir = tempfile::tempdir().expect("tempdir");
+    let node = Node::start(dir.path(), &[]);
+    let output = common::run_table_topic_phase(
+        &python.expect("checked"),
+        "table_topic_schema_fit.py",
+        &node,
+        "run",
+        Duration::from_secs(240),
+    );
+    // Over the wire, the refusal names the column and the change.
+    let id: u32 = output
+        .split("double schema id ")
+        .nth(1)
+        .and_then(|rest| rest.split_whitespace().next())
+        .and_then(|id| id.parse().ok())
+        .unwrap_or_else(|| panic!("no schema id in:\n{output}"));
+    let mut value = vec![0u8];
+    value.extend(id.to_be_bytes());
+    value.extend(2.5f64.to_le_bytes());
+    let (code, messages) = produce_one(&node, "strict", bytes::Bytes::from(value));
+    assert_eq!(code, 87, "INVALID_RECORD");
+    assert!(
+        messages
+            .iter()
+            .any(|m| m.contains("column n would change from int to double")),
+        "{messages:?}"
+    );
+    node.stop();
+}
+
+/// Produces one record to partition 0 of `topic` (Produce v9); returns the partition's error
+/// code and its per-record messages.
+fn produce_one(node: &Node, topic: &str, value: bytes::Bytes) -> (i16, Vec<String>) {
+    use common::wire::Conn;
+    use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
+    use kafka_protocol::messages::*;
+    use kafka_protocol::protocol::StrBytes;
+    let batch = common::wire::record_batch(
+        &[Some(value)],
+        -1,
+        -1,
+        0,
+        kafka_protocol::records::Compression::None,
+    );
+    let mut c = Conn::open(node);
+    let r: ProduceResponse = c.call(
+        ApiKey::Produce,
+        9,
+        RequestKind::Produce(
+            ProduceRequest::default()
+                .with_acks(-1)
+                .with_timeout_ms(10_000)
+                .with_topic_data(vec![TopicProduceData::default()
+                    .with_name(TopicName(StrBytes::from_string(topic.into())))
+                    .with_partition_data(vec![PartitionProduceData::default()
+                        .with_index(0)
+                        .with_records(Some(batch))])]),
+        ),
+    );
+    let p = &r.responses[0].partition_responses[0];
+    let messages = p
+        .record_errors
+        .iter()
+        .filter_map(|e| {
+            e.batch_index_error_message
+                .as_deref()
+                .map(|m| m.to_string())
+        })
+        .collect();
+    (p.error_code, messages)
+}

@@ -1,7 +1,8 @@
 //! Produce-time validation for table topics (`docs/ingest.md`, "Produce-time validation of
 //! table topics"): before a batch of a topic with `table.topic.enable=true` is stored, every record's value (and
 //! key, when its convert type says so) must be a Schema Registry framed record whose schema id
-//! exists and whose payload converts. With `table.topic.errors.tolerance=none` a batch with any
+//! exists, whose payload converts, and whose schema the topic's table can take
+//! ([`PayloadCheck::check_schema`]). With `table.topic.errors.tolerance=none` a batch with any
 //! bad record is refused whole (INVALID_RECORD with one message per bad record) and nothing of
 //! it is stored; with `all` it is stored and the table side routes the bad records to the
 //! dead-letter table.
@@ -40,6 +41,14 @@ pub enum Side {
 /// Decides whether a framed record's payload (after the 5-byte header) converts.
 pub trait PayloadCheck: Send + Sync + 'static {
     fn check(&self, side: Side, schema: &StoredSchema, payload: &[u8]) -> Result<(), String>;
+
+    /// Whether the table of table topic `topic` can take values written with `schema`: a
+    /// change the registry accepts may be one an Iceberg table cannot make (int → double).
+    /// Asked once per schema id and batch, only where `errors.tolerance=none`; by default
+    /// (no table known) every schema fits.
+    fn check_schema(&self, _topic: &str, _schema: &StoredSchema) -> Result<(), String> {
+        Ok(())
+    }
 }
 
 /// The Schema Registry's decoder ([`framing::decode_payload`]): the check when the node wires
@@ -126,6 +135,7 @@ impl Rules {
 pub async fn check(
     registry: &Registry,
     payloads: Arc<dyn PayloadCheck>,
+    topic: &str,
     rules: Rules,
     batches: &[Batch],
     ids: Vec<u32>,
@@ -140,6 +150,18 @@ pub async fn check(
         };
         schemas.insert(id, schema);
     }
+    // Value schemas the table cannot take, with why (refused only when nothing is tolerated:
+    // otherwise the records go to the dead-letter table with the reason).
+    let mut unfit: HashMap<u32, String> = HashMap::new();
+    if rules.value_framed && !rules.tolerate {
+        for (id, schema) in &schemas {
+            if let Some(schema) = schema {
+                if let Err(why) = payloads.check_schema(topic, schema) {
+                    unfit.insert(*id, why);
+                }
+            }
+        }
+    }
     // Second walk: the payloads, with no I/O; off the async threads.
     let batches = batches.to_vec();
     let work = move || {
@@ -147,7 +169,8 @@ pub async fn check(
         let mut index = 0i32;
         for b in &batches {
             let walked = records::walk(b, limits, |r| {
-                let problem = check_record(&schemas, &*payloads, rules, r.key, r.value);
+                let problem = unfit_value(&unfit, rules, r.value)
+                    .or_else(|| check_record(&schemas, &*payloads, rules, r.key, r.value));
                 if let Some(message) = problem {
                     verdict.bad += 1;
                     if verdict.errors.len() < MAX_RECORD_ERRORS {
@@ -168,6 +191,17 @@ pub async fn check(
     tokio::task::spawn_blocking(work)
         .await
         .map_err(|e| format!("the validation task failed: {e}"))
+}
+
+/// Why a record's value is refused when its schema is one the table cannot take.
+fn unfit_value(unfit: &HashMap<u32, String>, rules: Rules, value: Option<&[u8]>) -> Option<String> {
+    if !rules.value_framed || unfit.is_empty() {
+        return None;
+    }
+    let (id, _) = framing::split(value?).ok()?;
+    unfit
+        .get(&id)
+        .map(|why| format!("value: schema id {id} does not fit the table: {why}"))
 }
 
 fn check_record(

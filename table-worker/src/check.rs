@@ -4,7 +4,8 @@
 //! into the writer schema's own columns, and throwing the row away.
 //!
 //! Invariant: a payload this accepts, a job converts (as long as the table can take the
-//! writer's schema); a payload this refuses, a job sends to the dead-letter table. A property
+//! writer's schema, which `worker::TableSchemas::fits` answers); a payload this refuses, a
+//! job sends to the dead-letter table. A property
 //! test (`tests/check.rs`) feeds both the same bytes.
 //!
 //! Memory: decoders are cached per schema id, at most [`PayloadChecker::MAX_SCHEMAS`] of them,

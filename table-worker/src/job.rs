@@ -934,6 +934,28 @@ fn with_key_column(
     Ok(keyed)
 }
 
+/// Whether a table whose schema is `table` (with `last_column_id`, see
+/// [`TableContext::last_column_id`]) can take values written with `stored`, as a job decides
+/// it for that schema's records: Err names the column and the change. Protobuf schemas are
+/// left to the job (the message type is in each payload).
+pub fn value_schema_fits(
+    table: &Schema,
+    last_column_id: i32,
+    transform: ValueTransform,
+    stored: &StoredSchema,
+) -> std::result::Result<(), String> {
+    if matches!(stored.parsed, ParsedSchema::Protobuf(_)) {
+        return Ok(());
+    }
+    let fits = || -> Result<()> {
+        if let Some(m) = iceberg_schema_of(stored, &[])? {
+            evolve::reconcile_above(Some(table), &transform.table_schema(&m)?, last_column_id)?;
+        }
+        Ok(())
+    };
+    fits().map_err(|e| e.to_string())
+}
+
 /// The Iceberg schema of the values a stored schema describes (for Protobuf, of the message
 /// the payload names); None when the payload cannot tell (it becomes a dead letter).
 fn iceberg_schema_of(schema: &StoredSchema, framed_or_payload: &[u8]) -> Result<Option<Schema>> {

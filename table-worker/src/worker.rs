@@ -24,16 +24,18 @@
 //! Unsynced bytes are estimated from offsets and the bytes per record the partition's earlier
 //! jobs saw (1 KiB until one ran): the stream store indexes offsets, not bytes.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
+use inlet_schema_registry::StoredSchema;
 use inlet_storage::{StreamId, StreamStore};
 use parking_lot::Mutex;
 
 use crate::error::{Error, Result};
-use crate::job::{convert_range_indexed, JobOutput, JobSpec, TableContext};
+use crate::job::{convert_range_indexed, value_schema_fits, JobOutput, JobSpec, TableContext};
 use crate::memory::MemoryPool;
 use crate::pk_index::KeyIndex;
+use crate::transform::ValueTransform;
 use crate::upsert::{LiveFiles, UpsertSpec};
 
 /// Bytes per record assumed before a partition's first job.
@@ -77,20 +79,105 @@ pub struct IndexStats {
     pub runs: usize,
 }
 
+/// The schema each served table converts into, by topic, readable at once (a job holds its
+/// table's lock): the produce path asks it whether a new writer schema fits the table
+/// ([`TableSchemas::fits`]), to refuse what a job could only make dead letters of.
+///
+/// Memory: one schema per served table, and per table at most [`TableSchemas::MAX_ANSWERS`]
+/// remembered answers (dropped whenever the schema changes or they are full).
+#[derive(Debug, Default)]
+pub struct TableSchemas {
+    tables: parking_lot::RwLock<HashMap<String, Arc<TableView>>>,
+}
+
+#[derive(Debug)]
+struct TableView {
+    schema: iceberg::spec::Schema,
+    last_column_id: i32,
+    transform: ValueTransform,
+    /// Answers by schema id.
+    answers: Mutex<HashMap<u32, Result<(), String>>>,
+}
+
+impl TableSchemas {
+    /// Remembered answers per table.
+    pub const MAX_ANSWERS: usize = 1024;
+
+    /// Whether the table of `topic` can take values written with `schema`; Ok when the table
+    /// is not served or has no schema yet (its first round creates it from the records).
+    pub fn fits(&self, topic: &str, schema: &StoredSchema) -> Result<(), String> {
+        let Some(view) = self.tables.read().get(topic).cloned() else {
+            return Ok(());
+        };
+        if let Some(known) = view.answers.lock().get(&schema.id) {
+            return known.clone();
+        }
+        let answer = value_schema_fits(&view.schema, view.last_column_id, view.transform, schema);
+        let mut answers = view.answers.lock();
+        if answers.len() >= Self::MAX_ANSWERS {
+            answers.clear();
+        }
+        answers.insert(schema.id, answer.clone());
+        answer
+    }
+
+    fn set(&self, topic: &str, ctx: &TableContext) {
+        let mut tables = self.tables.write();
+        match &ctx.schema {
+            Some(schema) => {
+                let same = tables.get(topic).is_some_and(|v| {
+                    v.schema == *schema
+                        && v.last_column_id == ctx.last_column_id
+                        && v.transform == ctx.transform
+                });
+                if !same {
+                    tables.insert(
+                        topic.to_string(),
+                        Arc::new(TableView {
+                            schema: schema.clone(),
+                            last_column_id: ctx.last_column_id,
+                            transform: ctx.transform,
+                            answers: Mutex::new(HashMap::new()),
+                        }),
+                    );
+                }
+            }
+            None => {
+                tables.remove(topic);
+            }
+        }
+    }
+
+    fn remove(&self, topic: &str) {
+        self.tables.write().remove(topic);
+    }
+}
+
 /// Converts the node's table topics, sharing one memory pool.
 #[derive(Debug)]
 pub struct Worker {
     store: Arc<StreamStore>,
     pool: MemoryPool,
     tables: Mutex<BTreeMap<String, Arc<tokio::sync::Mutex<TableState>>>>,
+    schemas: Arc<TableSchemas>,
 }
 
 impl Worker {
     pub fn new(store: Arc<StreamStore>, pool: MemoryPool) -> Self {
+        Self::with_schemas(store, pool, Arc::default())
+    }
+
+    /// A worker that keeps `schemas` up to date with its tables' schemas.
+    pub fn with_schemas(
+        store: Arc<StreamStore>,
+        pool: MemoryPool,
+        schemas: Arc<TableSchemas>,
+    ) -> Self {
         Worker {
             store,
             pool,
             tables: Mutex::new(BTreeMap::new()),
+            schemas,
         }
     }
 
@@ -126,6 +213,7 @@ impl Worker {
                 )
             })
             .collect();
+        self.schemas.set(table, &ctx);
         self.tables.lock().insert(
             table.to_string(),
             Arc::new(tokio::sync::Mutex::new(TableState {
@@ -142,6 +230,7 @@ impl Worker {
     /// orphans that the next conversion of the same ranges overwrites).
     pub fn remove_table(&self, table: &str) {
         self.tables.lock().remove(table);
+        self.schemas.remove(table);
     }
 
     fn table(&self, table: &str) -> Result<Arc<tokio::sync::Mutex<TableState>>> {
@@ -176,7 +265,18 @@ impl Worker {
                 .map(|(n, _)| *n)
                 .collect();
             for partition in due {
-                match run_job(&self.store, &self.pool, &mut state, partition, None, target).await {
+                match run_job(
+                    &self.store,
+                    &self.pool,
+                    &self.schemas,
+                    &name,
+                    &mut state,
+                    partition,
+                    None,
+                    target,
+                )
+                .await
+                {
                     Ok(_) => jobs += 1,
                     Err(e) => {
                         tracing::warn!(table = %name, partition, error = %e, "early conversion failed; the table's next drain tries again");
@@ -217,6 +317,8 @@ impl Worker {
                 let out = run_job(
                     &self.store,
                     &self.pool,
+                    &self.schemas,
+                    table,
                     &mut state,
                     partition,
                     Some(end),
@@ -261,9 +363,12 @@ impl Worker {
 }
 
 /// Runs one job for `partition` and records its output; returns the new synced offset.
+#[allow(clippy::too_many_arguments)]
 async fn run_job(
     store: &StreamStore,
     pool: &MemoryPool,
+    schemas: &TableSchemas,
+    table: &str,
     state: &mut TableState,
     partition: i32,
     until: Option<u64>,
@@ -308,6 +413,7 @@ async fn run_job(
     if next > spec.from {
         state.ctx.last_column_id = state.ctx.last_column_id.max(out.schema.highest_field_id());
         state.ctx.schema = Some(out.schema.clone());
+        schemas.set(table, &state.ctx);
         state.outputs.push((partition, out));
     }
     Ok(next)

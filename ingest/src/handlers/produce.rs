@@ -211,6 +211,7 @@ impl Broker {
             let verdict = crate::validate::check(
                 registry,
                 self.payloads.clone(),
+                &topic.name,
                 rules,
                 &batches,
                 ids,

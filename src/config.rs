@@ -78,14 +78,23 @@ impl QuerySettings {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct TablesConfig {
-    /// Bytes of primary-key index entries each upsert table keeps in memory; beyond them its
-    /// index spills to sorted runs under `<data_dir>/table-index` (docs/table-worker.md).
+    /// Bytes that all conversion jobs of the node's table topics share (records, Arrow
+    /// buffers, Parquet pages, compaction): one pool, however many table topics there are
+    /// (docs/table-worker.md, "Memory").
+    pub memory_bytes: usize,
+    /// Bytes of primary-key index entries that all upsert tables' indexes share in memory
+    /// (each keeps its share, at least 256 KiB); beyond them an index spills to sorted runs
+    /// under `<data_dir>/table-index` (docs/table-worker.md).
     pub upsert_index_memory_bytes: usize,
 }
+
+/// The default `[tables] memory_bytes`.
+pub const DEFAULT_CONVERSION_BYTES: usize = 512 << 20;
 
 impl Default for TablesConfig {
     fn default() -> Self {
         TablesConfig {
+            memory_bytes: DEFAULT_CONVERSION_BYTES,
             upsert_index_memory_bytes: inlet_table_worker::upsert::DEFAULT_INDEX_BUDGET,
         }
     }
@@ -155,6 +164,9 @@ impl NodeConfig {
         storage.node_id = self.node_id;
         storage.validate()?;
         self.registry.validate().map_err(anyhow::Error::msg)?;
+        if self.tables.memory_bytes < 1 << 20 {
+            bail!("tables.memory_bytes must be at least 1 MiB");
+        }
         if self.tables.upsert_index_memory_bytes == 0 {
             bail!("tables.upsert_index_memory_bytes must be positive");
         }
@@ -182,13 +194,18 @@ mod tests {
         std::fs::write(
             &path,
             "data_dir = \"/srv/inlet\"\n[storage]\nlog_cache_bytes = 1073741824\n\
-             [tables]\nupsert_index_memory_bytes = 1048576\n",
+             [tables]\nupsert_index_memory_bytes = 1048576\nmemory_bytes = 67108864\n",
         )
         .expect("write");
         let config = NodeConfig::from_file(&path).expect("parses");
         assert_eq!(config.data_dir, PathBuf::from("/srv/inlet"));
         assert_eq!(config.storage.log_cache_bytes, 1 << 30);
         assert_eq!(config.tables.upsert_index_memory_bytes, 1 << 20);
+        assert_eq!(config.tables.memory_bytes, 64 << 20);
+        assert_eq!(
+            NodeConfig::default().tables.memory_bytes,
+            DEFAULT_CONVERSION_BYTES
+        );
         assert_eq!(
             NodeConfig::default().tables.upsert_index_memory_bytes,
             64 << 20

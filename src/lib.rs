@@ -182,6 +182,7 @@ pub async fn serve(config: NodeConfig) -> anyhow::Result<()> {
         tables::IndexSettings {
             dir: config.data_dir.join("table-index"),
             budget: config.tables.upsert_index_memory_bytes,
+            conversion_bytes: config.tables.memory_bytes,
         },
         table_schemas,
         stop.clone(),

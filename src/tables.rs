@@ -7,8 +7,9 @@
 //! `table.topic.namespace`.`table.topic.table` (defaults `default` and the topic's name).
 //!
 //! Upsert tables (`table.topic.id.columns` with `upsert.enable=true` or a `cdc.field`) each
-//! get a primary-key index of `tables.upsert_index_memory_bytes` (64 MiB) in memory, spilling
-//! under `<index_dir>/<topic>`.
+//! get a primary-key index, spilling under `<index_dir>/<topic>`; all of them share the
+//! memory of `tables.upsert_index_memory_bytes` (256 MiB), so it does not grow with their
+//! number. Conversions share `tables.memory_bytes` (512 MiB).
 
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -27,20 +28,21 @@ use inlet_table_coordinator::status::Statuses;
 use inlet_table_worker::data_file::{FileSettings, FileTarget};
 use inlet_table_worker::job::{TableContext, ValueType};
 use inlet_table_worker::memory::MemoryPool;
+use inlet_table_worker::pk_index::IndexBudget;
 use inlet_table_worker::transform::ValueTransform;
 use inlet_table_worker::upsert::UpsertSpec;
 use inlet_table_worker::worker::Worker;
 use tokio_util::sync::CancellationToken;
 
-/// The node-wide conversion memory budget.
-const MEMORY_BUDGET: usize = 512 << 20;
-
-/// Where upsert tables' primary-key indexes spill, and their memory budget (each).
+/// The node's table-topic memory and where upsert tables' primary-key indexes spill.
 #[derive(Debug, Clone)]
 pub struct IndexSettings {
     /// Emptied at start: indexes are rebuilt from their tables.
     pub dir: PathBuf,
+    /// `[tables] upsert_index_memory_bytes`: shared by every upsert table's index.
     pub budget: usize,
+    /// `[tables] memory_bytes`: the one conversion pool of all table topics.
+    pub conversion_bytes: usize,
 }
 
 /// What a running coordinator was started with: restarted when it changes.
@@ -73,9 +75,10 @@ pub async fn run(
     let store = broker.store().clone();
     let worker = Arc::new(Worker::with_schemas(
         store.clone(),
-        MemoryPool::new(MEMORY_BUDGET),
+        MemoryPool::new(indexes.conversion_bytes),
         schemas,
     ));
+    let index_budget = IndexBudget::shared(indexes.budget);
     let committer = Committer::with_target(catalog.catalog(), catalog.commit_target());
     let file_io = catalog.file_io().clone();
     let warehouse = catalog.warehouse();
@@ -113,6 +116,7 @@ pub async fn run(
                 &warehouse,
                 &file_io,
                 &indexes,
+                &index_budget,
                 &topic,
             ) {
                 Ok((fp, t)) => {
@@ -201,6 +205,7 @@ fn table_topic(
     warehouse: &str,
     file_io: &FileIO,
     indexes: &IndexSettings,
+    index_budget: &IndexBudget,
     topic: &inlet_ingest::topics::Topic,
 ) -> anyhow::Result<(Fingerprint, TableTopic)> {
     let namespace = get("table.topic.namespace").unwrap_or_else(|| "default".into());
@@ -254,7 +259,7 @@ fn table_topic(
             get("table.topic.upsert.enable").as_deref() == Some("true"),
             get("table.topic.cdc.field").as_deref(),
             transform,
-            indexes.budget,
+            index_budget.clone(),
             indexes.dir.join(topic_name),
         )?,
     };

@@ -27,6 +27,8 @@ use std::collections::HashMap;
 use std::fs::File;
 use std::io::{BufReader, BufWriter, Read, Write};
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
 
 use iceberg::spec::Struct;
 
@@ -65,10 +67,79 @@ struct Run {
     len: u64,
 }
 
+/// The memory that primary-key indexes keep their entries in: a fixed amount for one index,
+/// or one node-wide amount shared by every index alive ([`IndexBudget::shared`]), so that the
+/// memory of upsert tables does not grow with their number. An index over its share spills
+/// at its next change.
+#[derive(Debug, Clone)]
+pub struct IndexBudget(Arc<BudgetInner>);
+
+#[derive(Debug)]
+struct BudgetInner {
+    bytes: usize,
+    shared: bool,
+    /// Indexes alive on a shared budget.
+    indexes: AtomicUsize,
+}
+
+impl IndexBudget {
+    /// The least an index keeps in memory, however many share the budget: a run per few
+    /// entries would make every lookup read many runs.
+    pub const MIN_SHARE: usize = 256 << 10;
+
+    /// `bytes` for one index.
+    pub fn fixed(bytes: usize) -> Self {
+        Self::new(bytes, false)
+    }
+
+    /// `bytes` shared by every index built on this budget (and its clones): each keeps
+    /// `bytes / indexes alive`, at least [`IndexBudget::MIN_SHARE`].
+    pub fn shared(bytes: usize) -> Self {
+        Self::new(bytes, true)
+    }
+
+    fn new(bytes: usize, shared: bool) -> Self {
+        IndexBudget(Arc::new(BudgetInner {
+            bytes: bytes.max(1),
+            shared,
+            indexes: AtomicUsize::new(0),
+        }))
+    }
+
+    /// The whole budget.
+    pub fn bytes(&self) -> usize {
+        self.0.bytes
+    }
+
+    /// What one index may keep now.
+    pub fn share(&self) -> usize {
+        if !self.0.shared {
+            return self.0.bytes;
+        }
+        let n = self.0.indexes.load(Ordering::Relaxed).max(1);
+        (self.0.bytes / n).max(Self::MIN_SHARE.min(self.0.bytes))
+    }
+}
+
+impl From<usize> for IndexBudget {
+    fn from(bytes: usize) -> Self {
+        IndexBudget::fixed(bytes)
+    }
+}
+
+impl PartialEq for IndexBudget {
+    fn eq(&self, other: &Self) -> bool {
+        Arc::ptr_eq(&self.0, &other.0)
+            || (self.0.bytes == other.0.bytes && self.0.shared == other.0.shared)
+    }
+}
+
+impl Eq for IndexBudget {}
+
 /// The primary-key index of one table.
 #[derive(Debug)]
 pub struct KeyIndex {
-    budget: usize,
+    budget: IndexBudget,
     dir: PathBuf,
     /// Recent changes; None is a tombstone (only needed while runs exist).
     mem: HashMap<Vec<u8>, Option<Location>>,
@@ -84,13 +155,15 @@ pub struct KeyIndex {
 impl KeyIndex {
     /// An empty index that keeps at most `budget` bytes of entries in memory and spills to
     /// `dir` (created, and emptied of earlier runs).
-    pub fn new(budget: usize, dir: PathBuf) -> Result<Self> {
+    pub fn new(budget: impl Into<IndexBudget>, dir: PathBuf) -> Result<Self> {
+        let budget = budget.into();
         if dir.exists() {
             std::fs::remove_dir_all(&dir).map_err(|e| io("clearing", &dir, e))?;
         }
         std::fs::create_dir_all(&dir).map_err(|e| io("creating", &dir, e))?;
+        budget.0.indexes.fetch_add(1, Ordering::Relaxed);
         Ok(KeyIndex {
-            budget: budget.max(1),
+            budget,
             dir,
             mem: HashMap::new(),
             mem_bytes: 0,
@@ -152,7 +225,7 @@ impl KeyIndex {
         if self.mem.insert(key, entry).is_none() {
             self.mem_bytes += cost;
         }
-        if self.mem_bytes > self.budget {
+        if self.mem_bytes > self.budget.share() {
             self.spill()?;
         }
         Ok(())
@@ -291,6 +364,7 @@ impl RunWriter {
 
 impl Drop for KeyIndex {
     fn drop(&mut self) {
+        self.budget.0.indexes.fetch_sub(1, Ordering::Relaxed);
         let _ = std::fs::remove_dir_all(&self.dir);
     }
 }
@@ -405,6 +479,48 @@ mod tests {
 
     fn key(i: u64) -> Vec<u8> {
         format!("key-{i:06}").into_bytes()
+    }
+
+    #[test]
+    fn indexes_on_a_shared_budget_keep_their_share() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let total = 4 * IndexBudget::MIN_SHARE;
+        let budget = IndexBudget::shared(total);
+        let fill = |index: &mut KeyIndex, from: u64| {
+            let f = index.file_id(FileRef {
+                path: "a.parquet".into(),
+                partition: Struct::empty(),
+                spec_id: 0,
+            });
+            // ~300 KiB of entries each time.
+            for i in from..from + 300_000 / (10 + ENTRY_OVERHEAD as u64) {
+                index
+                    .put(key(i), Location { file: f, pos: i })
+                    .expect("put");
+            }
+        };
+        let mut a = KeyIndex::new(budget.clone(), dir.path().join("a")).expect("a");
+        fill(&mut a, 0);
+        assert_eq!(a.spills(), 0, "alone, an index has the whole budget");
+        let mut others: Vec<KeyIndex> = (0..3)
+            .map(|i| KeyIndex::new(budget.clone(), dir.path().join(format!("o{i}"))).expect("o"))
+            .collect();
+        assert_eq!(budget.share(), total / 4);
+        fill(&mut a, 1_000_000);
+        assert!(a.spills() > 0, "over its share of four, it spills");
+        assert!(a.mem_bytes <= total / 4);
+        for o in &mut others {
+            fill(o, 0);
+            assert!(o.mem_bytes <= total / 4);
+        }
+        drop(others);
+        assert_eq!(budget.share(), total, "the share grows back");
+        // A thousand indexes still keep the least share each.
+        let many: Vec<KeyIndex> = (0..1_000)
+            .map(|i| KeyIndex::new(budget.clone(), dir.path().join(format!("m{i}"))).expect("m"))
+            .collect();
+        assert_eq!(budget.share(), IndexBudget::MIN_SHARE);
+        drop(many);
     }
 
     #[test]

@@ -44,8 +44,8 @@ use crate::error::{Error, Result};
 use crate::pk_index::{FileRef, KeyIndex, Location};
 use crate::transform::{ValueTransform, OP_COLUMN};
 
-/// The default memory budget of one table's primary-key index.
-pub const DEFAULT_INDEX_BUDGET: usize = 64 << 20;
+/// The default memory budget that all upsert tables' primary-key indexes on a node share.
+pub const DEFAULT_INDEX_BUDGET: usize = 256 << 20;
 
 /// How a table topic upserts.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -54,8 +54,9 @@ pub struct UpsertSpec {
     pub id_columns: Vec<String>,
     /// `table.topic.cdc.field`: the column holding the operation; None: every record upserts.
     pub cdc_field: Option<String>,
-    /// Bytes of index entries kept in memory before spilling to `index_dir`.
-    pub index_budget: usize,
+    /// The memory of index entries kept before spilling to `index_dir` (normally the node's
+    /// one shared budget).
+    pub index_budget: crate::pk_index::IndexBudget,
     /// Where the index spills (owned by the index: emptied when it is built).
     pub index_dir: PathBuf,
 }
@@ -83,7 +84,7 @@ impl UpsertSpec {
         upsert_enable: bool,
         cdc_field: Option<&str>,
         transform: ValueTransform,
-        index_budget: usize,
+        index_budget: crate::pk_index::IndexBudget,
         index_dir: PathBuf,
     ) -> Result<Option<Self>> {
         let id_columns = Self::parse_columns(id_columns);
@@ -516,7 +517,7 @@ mod tests {
     fn configs_choose_the_mode_and_the_cdc_column() {
         let dir = PathBuf::from("idx");
         let spec = |ids: &str, upsert: bool, cdc: Option<&str>, t: ValueTransform| {
-            UpsertSpec::from_configs(ids, upsert, cdc, t, 1, dir.clone())
+            UpsertSpec::from_configs(ids, upsert, cdc, t, 1.into(), dir.clone())
         };
         assert_eq!(
             spec("[id]", false, None, ValueTransform::None).expect("ok"),

@@ -429,7 +429,7 @@ async fn build_index(
     static GENERATION: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
     let generation = GENERATION.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     let mut index = KeyIndex::new(
-        upsert.index_budget,
+        upsert.index_budget.clone(),
         upsert.index_dir.join(format!("index-{generation}")),
     )?;
     let base = base.ok_or_else(|| {

@@ -86,7 +86,7 @@ fn context(f: &Fixture, cdc: bool, budget: usize, partition_by: &str) -> TableCo
         upsert: Some(UpsertSpec {
             id_columns: vec!["id".into()],
             cdc_field: cdc.then(|| "op".to_string()),
-            index_budget: budget,
+            index_budget: budget.into(),
             index_dir: f.dir.path().join("index"),
         }),
         ..common::table_context(
@@ -431,7 +431,7 @@ async fn debezium_change_events_upsert_and_delete_by_their_op() {
         true,
         None,
         ctx.transform,
-        64 << 20,
+        (64usize << 20).into(),
         f.dir.path().join("index"),
     )
     .expect("configs");

@@ -14,7 +14,8 @@
 //!   them.
 //!
 //! - Records that did not convert go to the dead-letter table `<table>_dlq`, committed just
-//!   before the main table's round, with the round's offsets. After a crash (or a re-register)
+//!   before the main table's round, with the round's offsets. A failed dead-letter commit
+//!   does not hold the main round back: it is retried, and joins the next round's. After a crash (or a re-register)
 //!   between the two commits the range is converted again, but dead letters below the
 //!   dead-letter table's committed offsets are not written again
 //!   (`TableContext::dead_letter_floor`): the dead letters land once, whatever the new round's
@@ -144,7 +145,7 @@ pub async fn run(
     );
     // A round slower than the interval delays the next one; ticks are not bunched up after.
     ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    loop {
+    'ticks: loop {
         tokio::select! {
             _ = stop.cancelled() => break,
             _ = ticks.tick() => {}
@@ -184,121 +185,145 @@ pub async fn run(
                     continue;
                 }
             };
-            if outputs.is_empty() {
-                continue;
-            }
-            // Where this round starts: the progress of the last round (the table's, at
-            // registration).
-            let start_offsets = offsets.clone();
-            let mut files = Vec::new();
-            let mut delete_files = Vec::new();
-            let mut dead_letter_files = Vec::new();
-            let mut schema = None;
-            let now_ms = clock.now_ms() as i64;
-            for (partition, out) in outputs {
-                files.extend(out.data_files);
-                delete_files.extend(out.delete_files);
-                dead_letter_files.extend(out.dead_letter_files);
-                let next = offsets.entry(partition).or_default();
-                if out.next_offset > *next {
-                    watermarks.observe(partition, out.max_timestamp_ms, now_ms);
+            // A dead-letter round that failed to commit is retried even without new output.
+            'build: {
+                if outputs.is_empty() {
+                    if pending_dead_letters.is_none() {
+                        continue 'ticks;
+                    }
+                    break 'build;
                 }
-                *next = (*next).max(out.next_offset);
-                schema = Some(out.schema);
-                if !out.dead_letters.is_empty() {
-                    tracing::warn!(
-                        table = %topic.ident,
-                        partition,
-                        records = out.dead_letters.len(),
-                        first_error = %out.dead_letters[0].error,
-                        "records did not convert; they go to the dead-letter table"
-                    );
-                }
-            }
-            let Some(schema) = schema else { continue };
-            // The topic id's first 12 digits: a topic created again under the same name
-            // reaches the same offsets, and its rounds must not pass for the old one's.
-            let commit_id = format!(
-                "{}-{}-{}",
-                topic.name,
-                &topic.topic_id[..topic.topic_id.len().min(12)],
-                offsets
-                    .iter()
-                    .map(|(p, o)| format!("{p}.{o}"))
-                    .collect::<Vec<_>>()
-                    .join("-")
-            );
-            let timestamp_ms = clock.now_ms() as i64;
-            pending_dead_letters = (!dead_letter_files.is_empty())
-                .then(|| {
-                    Some(Round {
-                        commit_id: format!("{commit_id}-dlq"),
-                        schema: inlet_table_worker::dead_letter::schema().ok()?,
-                        files: dead_letter_files,
-                        delete_files: Vec::new(),
-                        base: RoundBase::Latest,
-                        id_columns: Vec::new(),
-                        offsets: offsets.clone(),
-                        watermark_ms: None,
-                        partition_watermarks: BTreeMap::new(),
-                        timestamp_ms,
-                        partition_spec: None,
-                        topic_id: Some(topic.topic_id.clone()),
-                        // Inlet's fixed schema: none of its ids is new, and another name
-                        // for one is another engine's rename.
-                        base_column_id: i32::MAX,
-                        // Its table's progress may be ahead after a crash (the floor).
-                        start_offsets: BTreeMap::new(),
-                    })
-                })
-                .flatten();
-            let bound_spec = if partition_by.is_empty() {
-                None
-            } else {
-                match inlet_table_worker::partition::spec(&schema, &partition_by) {
-                    Ok(s) => Some(s),
-                    Err(e) => {
-                        tracing::warn!(table = %topic.ident, error = %e, "partition.by does not apply; the table is created unpartitioned");
-                        None
+                // Where this round starts: the progress of the last round (the table's, at
+                // registration).
+                let start_offsets = offsets.clone();
+                let mut files = Vec::new();
+                let mut delete_files = Vec::new();
+                let mut dead_letter_files = Vec::new();
+                let mut schema = None;
+                let now_ms = clock.now_ms() as i64;
+                for (partition, out) in outputs {
+                    files.extend(out.data_files);
+                    delete_files.extend(out.delete_files);
+                    dead_letter_files.extend(out.dead_letter_files);
+                    let next = offsets.entry(partition).or_default();
+                    if out.next_offset > *next {
+                        watermarks.observe(partition, out.max_timestamp_ms, now_ms);
+                    }
+                    *next = (*next).max(out.next_offset);
+                    schema = Some(out.schema);
+                    if !out.dead_letters.is_empty() {
+                        tracing::warn!(
+                            table = %topic.ident,
+                            partition,
+                            records = out.dead_letters.len(),
+                            first_error = %out.dead_letters[0].error,
+                            "records did not convert; they go to the dead-letter table"
+                        );
                     }
                 }
-            };
-            // The spec the files were written with: a new table's, or the table's.
-            let files_spec = bound_spec
-                .clone()
-                .unwrap_or_else(|| reg.spec.as_ref().clone());
-            file_spec = match files_spec.partition_type(&schema) {
-                Ok(t) => Some(FileSpec {
-                    spec_id: files_spec.spec_id(),
-                    partition_type: t,
-                }),
-                Err(e) => {
-                    tracing::warn!(table = %topic.ident, error = %e, "the files' partition type is unknown; the round is committed without a PRE_COMMIT");
-                    None
+                let Some(schema) = schema else { break 'build };
+                // The topic id's first 12 digits: a topic created again under the same name
+                // reaches the same offsets, and its rounds must not pass for the old one's.
+                let commit_id = format!(
+                    "{}-{}-{}",
+                    topic.name,
+                    &topic.topic_id[..topic.topic_id.len().min(12)],
+                    offsets
+                        .iter()
+                        .map(|(p, o)| format!("{p}.{o}"))
+                        .collect::<Vec<_>>()
+                        .join("-")
+                );
+                let timestamp_ms = clock.now_ms() as i64;
+                // Dead letters of an earlier round whose commit failed go with this round's.
+                // (Unless it landed after all: its commit's outcome may have been unknown.)
+                let mut dead_letter_files = dead_letter_files;
+                if let Some(earlier) = pending_dead_letters.take() {
+                    let landed = match committer.load(&dead_letter_table(&topic.ident)).await {
+                        Ok(t) => t.is_some_and(|t| {
+                            crate::commit::already_committed(t.metadata(), &earlier.commit_id)
+                        }),
+                        Err(e) => {
+                            tracing::warn!(table = %topic.ident, error = %e, "cannot load the dead-letter table; retrying");
+                            pending_dead_letters = Some(earlier);
+                            continue 'ticks;
+                        }
+                    };
+                    if !landed {
+                        dead_letter_files.splice(0..0, earlier.files);
+                    }
                 }
-            };
-            let partition_spec = bound_spec.map(|s| s.into_unbound());
-            pre_committed = false;
-            pending = Some(Round {
-                commit_id,
-                schema,
-                files,
-                delete_files,
-                base: if upsert {
-                    RoundBase::Snapshot(reg.base)
+                pending_dead_letters = (!dead_letter_files.is_empty())
+                    .then(|| {
+                        Some(Round {
+                            commit_id: format!("{commit_id}-dlq"),
+                            schema: inlet_table_worker::dead_letter::schema().ok()?,
+                            files: dead_letter_files,
+                            delete_files: Vec::new(),
+                            base: RoundBase::Latest,
+                            id_columns: Vec::new(),
+                            offsets: offsets.clone(),
+                            watermark_ms: None,
+                            partition_watermarks: BTreeMap::new(),
+                            timestamp_ms,
+                            partition_spec: None,
+                            topic_id: Some(topic.topic_id.clone()),
+                            // Inlet's fixed schema: none of its ids is new, and another name
+                            // for one is another engine's rename.
+                            base_column_id: i32::MAX,
+                            // Its table's progress may be ahead after a crash (the floor).
+                            start_offsets: BTreeMap::new(),
+                        })
+                    })
+                    .flatten();
+                let bound_spec = if partition_by.is_empty() {
+                    None
                 } else {
-                    RoundBase::Latest
-                },
-                id_columns: id_columns.clone(),
-                offsets: offsets.clone(),
-                watermark_ms: watermarks.advance(now_ms, idle_ms),
-                partition_watermarks: watermarks.partitions.clone(),
-                timestamp_ms,
-                partition_spec,
-                topic_id: Some(topic.topic_id.clone()),
-                base_column_id: reg.last_column_id,
-                start_offsets,
-            });
+                    match inlet_table_worker::partition::spec(&schema, &partition_by) {
+                        Ok(s) => Some(s),
+                        Err(e) => {
+                            tracing::warn!(table = %topic.ident, error = %e, "partition.by does not apply; the table is created unpartitioned");
+                            None
+                        }
+                    }
+                };
+                // The spec the files were written with: a new table's, or the table's.
+                let files_spec = bound_spec
+                    .clone()
+                    .unwrap_or_else(|| reg.spec.as_ref().clone());
+                file_spec = match files_spec.partition_type(&schema) {
+                    Ok(t) => Some(FileSpec {
+                        spec_id: files_spec.spec_id(),
+                        partition_type: t,
+                    }),
+                    Err(e) => {
+                        tracing::warn!(table = %topic.ident, error = %e, "the files' partition type is unknown; the round is committed without a PRE_COMMIT");
+                        None
+                    }
+                };
+                let partition_spec = bound_spec.map(|s| s.into_unbound());
+                pre_committed = false;
+                pending = Some(Round {
+                    commit_id,
+                    schema,
+                    files,
+                    delete_files,
+                    base: if upsert {
+                        RoundBase::Snapshot(reg.base)
+                    } else {
+                        RoundBase::Latest
+                    },
+                    id_columns: id_columns.clone(),
+                    offsets: offsets.clone(),
+                    watermark_ms: watermarks.advance(now_ms, idle_ms),
+                    partition_watermarks: watermarks.partitions.clone(),
+                    timestamp_ms,
+                    partition_spec,
+                    topic_id: Some(topic.topic_id.clone()),
+                    base_column_id: reg.last_column_id,
+                    start_offsets,
+                });
+            }
         }
         if pending.is_some() {
             crate::failpoint::hit("round-built");
@@ -326,9 +351,10 @@ pub async fn run(
                     pending_dead_letters = None;
                     crate::failpoint::hit("dlq-committed");
                 }
+                // The main table does not wait for its dead letters: they are retried at the
+                // next tick, and go with the next round's (its PRE_COMMIT keeps them durable).
                 Err(e) => {
-                    tracing::warn!(table = %topic.ident, error = %e, "dead-letter commit failed; retrying at the next tick");
-                    continue;
+                    tracing::warn!(table = %topic.ident, error = %e, "dead-letter commit failed; the round commits, and the dead letters are retried at the next tick");
                 }
             }
         }
@@ -507,7 +533,15 @@ async fn register(
         tracing::warn!(table = %topic.ident, topic_id = %topic.topic_id, old_topic_id = ?committed.topic_id, "the table's progress is a deleted topic's of the same name; conversion starts at the new topic's first offsets");
     }
     let control = ControlStream::open(store.clone(), &topic.name, &topic.partitions).await?;
-    let recovered = recover(topic, &control, table.as_ref(), &committed).await?;
+    let dead_letters = committer.load(&dead_letter_table(&topic.ident)).await?;
+    let recovered = recover(
+        topic,
+        &control,
+        table.as_ref(),
+        dead_letters.as_ref(),
+        &committed,
+    )
+    .await?;
     if let Some(p) = &recovered {
         // Conversion goes on after the recovered round, with its watermarks.
         committed.offsets.extend(p.main.offsets.clone());
@@ -516,9 +550,7 @@ async fn register(
     }
     // How far the dead letters are committed: a crash between a round's dead-letter commit
     // and its main commit leaves the dead-letter table ahead.
-    let dead_letter_floor = committer
-        .load(&dead_letter_table(&topic.ident))
-        .await?
+    let dead_letter_floor = dead_letters
         .map(|t| {
             let mut c = Committer::committed(&t);
             c.keep_only_topic(&topic.topic_id);
@@ -594,6 +626,7 @@ async fn recover(
     topic: &TableTopic,
     control: &ControlStream,
     table: Option<&iceberg::table::Table>,
+    dead_letters: Option<&iceberg::table::Table>,
     committed: &Committed,
 ) -> Result<Option<PendingRound>, CommitError> {
     let Some(p) = control.pending().await? else {
@@ -601,6 +634,16 @@ async fn recover(
     };
     let id = p.main.commit_id.clone();
     if table.is_some_and(|t| crate::commit::already_committed(t.metadata(), &id)) {
+        // The round landed; its dead letters may not have (the main table does not wait for
+        // them). Committed again, the round is recognised and only they land.
+        let dead_letters_landed = p.dead_letters.as_ref().is_none_or(|d| {
+            dead_letters
+                .is_some_and(|t| crate::commit::already_committed(t.metadata(), &d.commit_id))
+        });
+        if !dead_letters_landed {
+            tracing::info!(table = %topic.ident, commit_id = %id, "the round landed but its dead letters did not; committing them");
+            return Ok(Some(p));
+        }
         control.committed(&id, None).await?;
         return Ok(None);
     }

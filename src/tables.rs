@@ -110,7 +110,6 @@ pub async fn run(
                 continue;
             }
             match table_topic(
-                &topic.name,
                 &get,
                 &registry,
                 &warehouse,
@@ -199,7 +198,6 @@ struct Running {
 }
 
 fn table_topic(
-    topic_name: &str,
     get: &dyn Fn(&str) -> Option<String>,
     registry: &Arc<Registry>,
     warehouse: &str,
@@ -208,6 +206,7 @@ fn table_topic(
     index_budget: &IndexBudget,
     topic: &inlet_ingest::topics::Topic,
 ) -> anyhow::Result<(Fingerprint, TableTopic)> {
+    let topic_name = topic.name.as_str();
     let namespace = get("table.topic.namespace").unwrap_or_else(|| "default".into());
     let table = get("table.topic.table").unwrap_or_else(|| topic_name.to_string());
     let ident = TableIdent::new(NamespaceIdent::new(namespace.clone()), table.clone());

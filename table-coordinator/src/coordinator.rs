@@ -237,7 +237,6 @@ pub async fn run(
                 let timestamp_ms = clock.now_ms() as i64;
                 // Dead letters of an earlier round whose commit failed go with this round's.
                 // (Unless it landed after all: its commit's outcome may have been unknown.)
-                let mut dead_letter_files = dead_letter_files;
                 if let Some(earlier) = pending_dead_letters.take() {
                     let landed = match committer.load(&dead_letter_table(&topic.ident)).await {
                         Ok(t) => t.is_some_and(|t| {

@@ -208,7 +208,7 @@ mod tests {
         );
         assert_eq!(
             NodeConfig::default().tables.upsert_index_memory_bytes,
-            64 << 20
+            256 << 20
         );
         assert_eq!(config.kafka_listen, "127.0.0.1:9092");
         std::fs::write(&path, "colour = \"blue\"\n").expect("write");

@@ -625,7 +625,7 @@ impl Committer {
             return Ok(0);
         }
         // The manifests only the expired snapshots list, read before their lists go.
-        let orphans = unreferenced_manifests(&table, &expired).await;
+        let orphans = unreferenced(&table, &expired).await;
         let requirements = vec![TableRequirement::RefSnapshotIdMatch {
             r#ref: MAIN.to_string(),
             snapshot_id: Some(current.snapshot_id()),
@@ -645,7 +645,8 @@ impl Committer {
         let files = expired
             .iter()
             .map(|s| s.manifest_list().to_string())
-            .chain(orphans);
+            .chain(orphans.manifests)
+            .chain(orphans.files);
         for file in files {
             if let Err(e) = table.file_io().delete(&file).await {
                 tracing::debug!(file, error = %e, "could not delete an expired metadata file");
@@ -677,7 +678,12 @@ fn ref_heads(meta: &TableMetadata) -> HashSet<i64> {
 /// elsewhere keeps a snapshot off that line). Then a
 /// manifest a later snapshot lists is also in the oldest one that stays, because a snapshot
 /// lists its parent's manifests or new ones. Read failures also give an empty answer.
-async fn unreferenced_manifests(table: &Table, expired: &[SnapshotRef]) -> Vec<String> {
+///
+/// The data and delete files that those manifests hold alive and that no manifest of the
+/// oldest snapshot that stays holds alive go too: files a compaction (or another engine's
+/// rewrite, overwrite or delete) replaced before it. Later snapshots of a one-line history
+/// never add an existing file again.
+async fn unreferenced(table: &Table, expired: &[SnapshotRef]) -> Unreferenced {
     let meta = table.metadata();
     let gone: HashSet<i64> = expired.iter().map(|s| s.snapshot_id()).collect();
     let mut chain: Vec<i64> = Vec::new();
@@ -693,7 +699,7 @@ async fn unreferenced_manifests(table: &Table, expired: &[SnapshotRef]) -> Vec<S
         .filter(|id| !gone.contains(id))
         .collect();
     if stays.iter().any(|id| !chain_set.contains(id)) {
-        return Vec::new();
+        return Unreferenced::default();
     }
     // The chain runs newest first: the last one that stays is the oldest.
     let Some(oldest) = chain
@@ -702,7 +708,7 @@ async fn unreferenced_manifests(table: &Table, expired: &[SnapshotRef]) -> Vec<S
         .find(|id| !gone.contains(id))
         .and_then(|id| meta.snapshot_by_id(*id))
     else {
-        return Vec::new();
+        return Unreferenced::default();
     };
     let list = |snapshot: SnapshotRef| async move {
         let bytes = table
@@ -712,25 +718,78 @@ async fn unreferenced_manifests(table: &Table, expired: &[SnapshotRef]) -> Vec<S
             .await?;
         let list = ManifestList::parse_with_version(&bytes, meta.format_version())?;
         Ok::<_, iceberg::Error>(
-            list.entries()
-                .iter()
-                .map(|m| m.manifest_path.clone())
-                .collect::<HashSet<String>>(),
+            list.consume_entries()
+                .into_iter()
+                .collect::<Vec<ManifestFile>>(),
         )
     };
     let Ok(keep) = list(oldest.clone()).await else {
-        return Vec::new();
+        return Unreferenced::default();
     };
-    let mut orphans = HashSet::new();
+    let kept: HashSet<&str> = keep.iter().map(|m| m.manifest_path.as_str()).collect();
+    let mut orphans: HashMap<String, ManifestFile> = HashMap::new();
     for s in expired {
         match list(s.clone()).await {
-            Ok(paths) => orphans.extend(paths.into_iter().filter(|p| !keep.contains(p))),
-            Err(_) => return Vec::new(),
+            Ok(manifests) => orphans.extend(
+                manifests
+                    .into_iter()
+                    .filter(|m| !kept.contains(m.manifest_path.as_str()))
+                    .map(|m| (m.manifest_path.clone(), m)),
+            ),
+            Err(_) => return Unreferenced::default(),
         }
     }
-    let mut orphans: Vec<String> = orphans.into_iter().collect();
-    orphans.sort();
-    orphans
+    // Files live in a manifest that goes and in none that stays: replaced by a compaction
+    // (or another engine's rewrite or delete) before the oldest snapshot that stays. Any
+    // read failure keeps every file.
+    let mut live: HashSet<String> = HashSet::new();
+    for m in &keep {
+        let Ok(manifest) = m.load_manifest(table.file_io()).await else {
+            return Unreferenced {
+                manifests: sorted(orphans.into_keys()),
+                files: Vec::new(),
+            };
+        };
+        live.extend(
+            manifest
+                .entries()
+                .iter()
+                .filter(|e| e.is_alive())
+                .map(|e| e.data_file().file_path().to_string()),
+        );
+    }
+    let mut files = HashSet::new();
+    for m in orphans.values() {
+        let Ok(manifest) = m.load_manifest(table.file_io()).await else {
+            files.clear();
+            break;
+        };
+        files.extend(
+            manifest
+                .entries()
+                .iter()
+                .filter(|e| e.is_alive())
+                .map(|e| e.data_file().file_path().to_string())
+                .filter(|f| !live.contains(f)),
+        );
+    }
+    Unreferenced {
+        manifests: sorted(orphans.into_keys()),
+        files: sorted(files),
+    }
+}
+
+/// What an expiry leaves unreferenced: manifests, and data and delete files.
+#[derive(Debug, Default)]
+struct Unreferenced {
+    manifests: Vec<String>,
+    files: Vec<String>,
+}
+
+fn sorted(paths: impl IntoIterator<Item = String>) -> Vec<String> {
+    let mut v: Vec<String> = paths.into_iter().collect();
+    v.sort();
+    v
 }
 
 /// What a new `main` snapshot on `parent` requires: the same table, `main` still at `parent`.

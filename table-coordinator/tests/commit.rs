@@ -688,6 +688,49 @@ async fn small_files_are_compacted_and_progress_is_kept() {
         .expect("a snapshot");
     let table = c.load(&ident).await.expect("load").expect("table");
     assert_eq!(scan(&table).await, expected);
+
+    // Once the snapshots before the compaction expire, the small files it replaced are
+    // deleted; the compacted file and the later one stay, and the rows are the same.
+    fn walk(dir: &std::path::Path, out: &mut std::collections::BTreeSet<String>) {
+        for e in std::fs::read_dir(dir)
+            .expect("read dir")
+            .filter_map(Result::ok)
+        {
+            let path = e.path();
+            if path.is_dir() {
+                walk(&path, out);
+            } else if path.extension().is_some_and(|x| x == "parquet") {
+                out.insert(path.to_string_lossy().into_owned());
+            }
+        }
+    }
+    let parquet_files = || {
+        let mut out = std::collections::BTreeSet::new();
+        walk(dir.path(), &mut out);
+        out
+    };
+    let before = parquet_files();
+    assert_eq!(before.len(), files as usize + 2, "{before:?}");
+    let expired = c.expire(&ident, i64::MAX, 2).await.expect("expire");
+    assert!(expired > 0);
+    let after = parquet_files();
+    assert_eq!(
+        after.len(),
+        2,
+        "the compacted file and the later one: {after:?}"
+    );
+    assert!(
+        after
+            .iter()
+            .all(|p| p.contains("compact-") || p.contains("late")),
+        "{after:?}"
+    );
+    let table = c.load(&ident).await.expect("load").expect("table");
+    assert_eq!(
+        scan(&table).await,
+        expected,
+        "the same rows, read from the files left"
+    );
 }
 
 /// Other engines commit to Inlet's tables (a pyiceberg append, Spark's maintenance, a Trino

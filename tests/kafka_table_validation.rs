@@ -157,23 +157,11 @@ fn refused_batches_name_each_bad_record() {
 /// table with the reason, and neither table stalls (`tests/clients/table_topic_schema_fit.py`).
 #[test]
 fn schemas_the_table_cannot_take_are_refused_or_dead_lettered() {
-    let python =
-        python::python("import confluent_kafka.schema_registry.avro, pyiceberg.catalog.rest");
-    if !require(
-        "python with confluent-kafka[avro] and pyiceberg",
-        python.is_some(),
-    ) {
+    let Some(run) = common::run_table_topic_script("table_topic_schema_fit.py") else {
         return;
-    }
-    let dir = tempfile::tempdir().expect("tempdir");
-    let node = Node::start(dir.path(), &[]);
-    let output = common::run_table_topic_phase(
-        &python.expect("checked"),
-        "table_topic_schema_fit.py",
-        &node,
-        "run",
-        Duration::from_secs(240),
-    );
+    };
+    // The rest of `run` (the node's data directory) lives to the end of the test.
+    let (node, output) = (run.node, run.output);
     // Over the wire, the refusal names the column and the change.
     let id: u32 = output
         .split("double schema id ")

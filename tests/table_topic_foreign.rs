@@ -56,23 +56,10 @@ fn foreign_deletes_and_appends_do_not_reset_progress() {
 /// (`tests/clients/table_topic_dlq_refused.py`).
 #[test]
 fn a_failing_dead_letter_table_does_not_stop_the_main_table() {
-    let python = python("import confluent_kafka.schema_registry.avro, pyiceberg.catalog.rest");
-    if !require(
-        "python with confluent-kafka[avro] and pyiceberg",
-        python.is_some(),
-    ) {
+    let Some(run) = common::run_table_topic_script("table_topic_dlq_refused.py") else {
         return;
-    }
-    let python = python.expect("checked");
-    let dir = tempfile::tempdir().expect("tempdir");
-    let node = Node::start(dir.path(), &[]);
-    run_table_topic_phase(
-        &python,
-        "table_topic_dlq_refused.py",
-        &node,
-        "run",
-        Duration::from_secs(240),
-    );
+    };
+    let node = run.node;
     let log = node.logs_so_far();
     assert!(
         log.iter().any(|l| l.contains("dead-letter commit failed")),

@@ -5,30 +5,14 @@
 
 mod common;
 
-use std::time::Duration;
-
-use common::python::python;
-use common::{require, run_table_topic_phase, Node};
+use common::run_table_topic_script;
 
 #[test]
 fn reconfiguring_a_table_topic_hands_its_coordinator_over() {
-    let python = python("import confluent_kafka.schema_registry.avro, pyiceberg.catalog.rest");
-    if !require(
-        "python with confluent-kafka[avro] and pyiceberg",
-        python.is_some(),
-    ) {
+    let Some(run) = run_table_topic_script("table_topic_reconfigure.py") else {
         return;
-    }
-    let python = python.expect("checked");
-    let dir = tempfile::tempdir().expect("tempdir");
-    let node = Node::start(dir.path(), &[]);
-    run_table_topic_phase(
-        &python,
-        "table_topic_reconfigure.py",
-        &node,
-        "run",
-        Duration::from_secs(240),
-    );
+    };
+    let node = run.node;
     // Every coordinator of the table stopped before the next one started, and the changes
     // did restart it.
     let log = node.logs_so_far();
@@ -54,22 +38,7 @@ fn reconfiguring_a_table_topic_hands_its_coordinator_over() {
 /// (`tests/clients/table_topic_recreate.py`). Progress names the topic id it belongs to.
 #[test]
 fn a_recreated_topic_does_not_resume_at_the_old_topics_offsets() {
-    let python = python("import confluent_kafka.schema_registry.avro, pyiceberg.catalog.rest");
-    if !require(
-        "python with confluent-kafka[avro] and pyiceberg",
-        python.is_some(),
-    ) {
-        return;
+    if let Some(run) = run_table_topic_script("table_topic_recreate.py") {
+        run.node.stop();
     }
-    let python = python.expect("checked");
-    let dir = tempfile::tempdir().expect("tempdir");
-    let node = Node::start(dir.path(), &[]);
-    run_table_topic_phase(
-        &python,
-        "table_topic_recreate.py",
-        &node,
-        "run",
-        Duration::from_secs(240),
-    );
-    node.stop();
 }

@@ -10,13 +10,18 @@ use iceberg::spec::{NestedField, PrimitiveType, Schema, Type};
 use iceberg::{NamespaceIdent, TableIdent};
 use inlet_table_coordinator::commit::{CommitError, Committer, Round, RoundBase};
 
-async fn committer(dir: &tempfile::TempDir) -> Committer {
+/// The embedded catalog (SQLite and a local object store) in `dir`.
+async fn embedded(dir: &tempfile::TempDir) -> inlet_catalog::embedded::EmbeddedCatalog {
     let meta = format!("sqlite://{}?mode=rwc", dir.path().join("meta.db").display());
     let root = dir.path().join("objects");
     std::fs::create_dir_all(&root).expect("objects dir");
-    let catalog = inlet_catalog::embedded::open(&meta, &root.to_string_lossy(), None)
+    inlet_catalog::embedded::open(&meta, &root.to_string_lossy(), None)
         .await
-        .expect("catalog");
+        .expect("catalog")
+}
+
+async fn committer(dir: &tempfile::TempDir) -> Committer {
+    let catalog = embedded(dir).await;
     Committer::new(catalog.catalog, catalog.pointers)
 }
 
@@ -742,12 +747,7 @@ async fn small_files_are_compacted_and_progress_is_kept() {
 async fn progress_survives_snapshots_that_other_engines_commit() {
     use iceberg::transaction::{ApplyTransactionAction, Transaction};
     let dir = tempfile::tempdir().expect("tempdir");
-    let meta = format!("sqlite://{}?mode=rwc", dir.path().join("meta.db").display());
-    let root = dir.path().join("objects");
-    std::fs::create_dir_all(&root).expect("objects dir");
-    let embedded = inlet_catalog::embedded::open(&meta, &root.to_string_lossy(), None)
-        .await
-        .expect("catalog");
+    let embedded = embedded(&dir).await;
     let catalog = embedded.catalog.clone();
     let c = Committer::new(embedded.catalog, embedded.pointers);
     let ident = TableIdent::new(NamespaceIdent::new("default".into()), "t".into());
@@ -845,12 +845,7 @@ impl inlet_catalog::rest::MetadataPointerStore for RacingPointers {
 async fn a_compaction_that_loses_a_race_deletes_only_its_own_files() {
     use inlet_table_coordinator::compact::MIN_FILES;
     let dir = tempfile::tempdir().expect("tempdir");
-    let meta = format!("sqlite://{}?mode=rwc", dir.path().join("meta.db").display());
-    let root = dir.path().join("objects");
-    std::fs::create_dir_all(&root).expect("objects dir");
-    let catalog = inlet_catalog::embedded::open(&meta, &root.to_string_lossy(), None)
-        .await
-        .expect("catalog");
+    let catalog = embedded(&dir).await;
     let plain = Committer::new(catalog.catalog.clone(), catalog.pointers.clone());
     let racing = Arc::new(RacingPointers {
         inner: catalog.pointers.clone(),
@@ -922,12 +917,7 @@ async fn a_compaction_that_loses_a_race_deletes_only_its_own_files() {
 async fn expiry_keeps_tagged_and_branched_snapshots() {
     use iceberg::spec::{SnapshotReference, SnapshotRetention};
     let dir = tempfile::tempdir().expect("tempdir");
-    let meta = format!("sqlite://{}?mode=rwc", dir.path().join("meta.db").display());
-    let root = dir.path().join("objects");
-    std::fs::create_dir_all(&root).expect("objects dir");
-    let catalog = inlet_catalog::embedded::open(&meta, &root.to_string_lossy(), None)
-        .await
-        .expect("catalog");
+    let catalog = embedded(&dir).await;
     let c = Committer::new(catalog.catalog.clone(), catalog.pointers.clone());
     let ident = TableIdent::new(NamespaceIdent::new("default".into()), "pinned".into());
     for n in 1..=5 {
@@ -1010,12 +1000,7 @@ async fn expiry_keeps_tagged_and_branched_snapshots() {
 #[tokio::test]
 async fn rounds_start_where_the_tables_progress_ends() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let meta = format!("sqlite://{}?mode=rwc", dir.path().join("meta.db").display());
-    let root = dir.path().join("objects");
-    std::fs::create_dir_all(&root).expect("objects dir");
-    let catalog = inlet_catalog::embedded::open(&meta, &root.to_string_lossy(), None)
-        .await
-        .expect("catalog");
+    let catalog = embedded(&dir).await;
     let c = Committer::new(catalog.catalog.clone(), catalog.pointers.clone());
     let ident = TableIdent::new(NamespaceIdent::new("default".into()), "continuous".into());
     let spanning = |id: &str, from: u64, to: u64| {

@@ -77,6 +77,17 @@ fn context(f: &Fixture, table: &str) -> TableContext {
     common::table_context(&f.registry, format!("{}/{table}/data", f.warehouse))
 }
 
+/// A job over all of partition 0's `stream`, reading up to `max_input_bytes`.
+fn whole(stream: StreamId, max_input_bytes: usize) -> JobSpec {
+    JobSpec {
+        partition: 0,
+        stream,
+        from: 0,
+        until: None,
+        max_input_bytes,
+    }
+}
+
 fn read_file(path: &str) -> Vec<RecordBatch> {
     common::read_parquet(path)
 }
@@ -230,21 +241,10 @@ async fn a_hundred_table_topics_share_one_memory_budget() {
         let (f, pool) = (f.clone(), pool.clone());
         jobs.spawn(async move {
             let ctx = context(&f, &format!("t{t}"));
-            convert_range(
-                &f.store,
-                &pool,
-                &ctx,
-                JobSpec {
-                    partition: 0,
-                    stream,
-                    from: 0,
-                    until: None,
-                    max_input_bytes: 1 << 20,
-                },
-            )
-            .await
-            .expect("convert")
-            .rows
+            convert_range(&f.store, &pool, &ctx, whole(stream, 1 << 20))
+                .await
+                .expect("convert")
+                .rows
         });
     }
     let mut total = 0;
@@ -408,13 +408,7 @@ async fn flatten_turns_nested_fields_into_columns() {
         &f.store,
         &MemoryPool::new(16 << 20),
         &ctx,
-        JobSpec {
-            partition: 0,
-            stream,
-            from: 0,
-            until: None,
-            max_input_bytes: 1 << 20,
-        },
+        whole(stream, 1 << 20),
     )
     .await
     .expect("convert");
@@ -461,13 +455,7 @@ async fn a_range_trimmed_by_retention_resumes_at_the_first_record_left() {
         &f.store,
         &MemoryPool::new(16 << 20),
         &context(&f, "r"),
-        JobSpec {
-            partition: 0,
-            stream,
-            from: 0,
-            until: None,
-            max_input_bytes: 1 << 20,
-        },
+        whole(stream, 1 << 20),
     )
     .await
     .expect("convert");
@@ -502,13 +490,7 @@ async fn unframed_values_use_the_latest_schema_of_the_subject() {
         &f.store,
         &MemoryPool::new(16 << 20),
         &ctx,
-        JobSpec {
-            partition: 0,
-            stream,
-            from: 0,
-            until: None,
-            max_input_bytes: 1 << 20,
-        },
+        whole(stream, 1 << 20),
     )
     .await
     .expect("convert");
@@ -628,20 +610,9 @@ async fn rows_carry_create_time_or_the_brokers_log_append_time() {
         let mut ctx = context(&f, &name);
         ctx.value_type = ValueType::Raw;
         let pool = MemoryPool::new(64 << 20);
-        let out = convert_range(
-            &f.store,
-            &pool,
-            &ctx,
-            JobSpec {
-                partition: 0,
-                stream,
-                from: 0,
-                until: None,
-                max_input_bytes: 1 << 20,
-            },
-        )
-        .await
-        .expect("convert");
+        let out = convert_range(&f.store, &pool, &ctx, whole(stream, 1 << 20))
+            .await
+            .expect("convert");
         assert_eq!(out.rows, 6);
         let mut micros: Vec<i64> = Vec::new();
         for b in out.data_files.iter().flat_map(|d| read_file(d.file_path())) {
@@ -702,20 +673,9 @@ async fn jobs_that_outgrow_their_reservations_at_once_never_deadlock() {
         jobs.spawn(async move {
             let ctx = context(&f, &format!("grow{t}"));
             start.wait().await;
-            convert_range(
-                &f.store,
-                &pool,
-                &ctx,
-                JobSpec {
-                    partition: 0,
-                    stream,
-                    from: 0,
-                    until: None,
-                    max_input_bytes: budget / jobs_n,
-                },
-            )
-            .await
-            .expect("convert")
+            convert_range(&f.store, &pool, &ctx, whole(stream, budget / jobs_n))
+                .await
+                .expect("convert")
         });
     }
     let all = async {
@@ -776,20 +736,9 @@ async fn records_of_a_schema_the_table_cannot_take_become_dead_letters() {
     append(&f.store, stream, &values).await;
     let pool = MemoryPool::new(16 << 20);
     let ctx = context(&f, "m");
-    let out = convert_range(
-        &f.store,
-        &pool,
-        &ctx,
-        JobSpec {
-            partition: 0,
-            stream,
-            from: 0,
-            until: None,
-            max_input_bytes: 1 << 20,
-        },
-    )
-    .await
-    .expect("the job does not fail on a schema the table cannot take");
+    let out = convert_range(&f.store, &pool, &ctx, whole(stream, 1 << 20))
+        .await
+        .expect("the job does not fail on a schema the table cannot take");
     assert_eq!(out.next_offset, 6, "the whole range is consumed");
     assert_eq!(out.rows, 3, "the int records are rows");
     let offsets: Vec<i64> = out.dead_letters.iter().map(|d| d.offset).collect();

@@ -283,6 +283,43 @@ pub fn run_table_topic_phase(
     output
 }
 
+/// A node started in a new data directory, after which a one-phase table topic client
+/// script (`script BOOTSTRAP REGISTRY_URL ICEBERG_URI run`) ran against it and printed OK.
+pub struct ScriptRun {
+    pub node: Node,
+    /// What the script printed.
+    pub output: String,
+    _dir: tempfile::TempDir,
+}
+
+/// Starts a node and runs `script`'s `run` phase with confluent-kafka (Avro) and pyiceberg;
+/// None when that Python is missing and the test is skipped (a failure in CI).
+#[allow(dead_code)] // not every test binary runs such a script
+pub fn run_table_topic_script(script: &str) -> Option<ScriptRun> {
+    let python =
+        python::python("import confluent_kafka.schema_registry.avro, pyiceberg.catalog.rest");
+    if !require(
+        "python with confluent-kafka[avro] and pyiceberg",
+        python.is_some(),
+    ) {
+        return None;
+    }
+    let dir = tempfile::tempdir().expect("tempdir");
+    let node = Node::start(dir.path(), &[]);
+    let output = run_table_topic_phase(
+        &python.expect("checked"),
+        script,
+        &node,
+        "run",
+        Duration::from_secs(240),
+    );
+    Some(ScriptRun {
+        node,
+        output,
+        _dir: dir,
+    })
+}
+
 /// Is there a `java` that runs (for Spark)?
 pub fn java() -> bool {
     Command::new("java")

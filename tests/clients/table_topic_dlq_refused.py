@@ -12,7 +12,6 @@ tick, and the main table stopped. Prints OK at the end; raises on a mismatch.
 
 import json
 import sys
-import time
 
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
@@ -20,6 +19,7 @@ from confluent_kafka.schema_registry import SchemaRegistryClient
 from confluent_kafka.schema_registry.avro import AvroSerializer
 from confluent_kafka.serialization import MessageField, SerializationContext
 from pyiceberg.catalog import load_catalog
+from table_wait import wait_for_rows
 
 bootstrap, registry_url, iceberg_uri, phase = sys.argv[1:5]
 assert phase == "run", phase
@@ -45,29 +45,14 @@ def produce(ids):
     assert producer.flush(30) == 0 and not failed, failed
 
 
-def wait_for(table, n, timeout=120):
-    deadline = time.time() + timeout
-    seen = None
-    while time.time() < deadline:
-        try:
-            seen = len(catalog.load_table(f"default.{table}").scan().to_arrow())
-            if seen >= n:
-                return
-        except Exception as e:  # the table appears with its first commit
-            seen = e
-        time.sleep(0.25)
-    raise AssertionError(f"{table}: {n} rows did not appear in {timeout}s: {seen}")
-
-
 produce(range(5))
-wait_for(TOPIC, 5)
-wait_for(f"{TOPIC}_dlq", 1)
+wait_for_rows(catalog, TOPIC, 5)
+wait_for_rows(catalog, f"{TOPIC}_dlq", 1)
 dlq = catalog.load_table(f"default.{TOPIC}_dlq")
 with dlq.update_schema() as update:
     update.delete_column("error")
 
 produce(range(5, 10))
-wait_for(TOPIC, 10)
-ids = sorted(catalog.load_table(f"default.{TOPIC}").scan().to_arrow().column("id").to_pylist())
+ids = sorted(wait_for_rows(catalog, TOPIC, 10).column("id").to_pylist())
 assert ids == list(range(10)), ids
 print("OK")

@@ -32,6 +32,7 @@ from confluent_kafka.schema_registry import SchemaRegistryClient
 from confluent_kafka.schema_registry.avro import AvroSerializer
 from confluent_kafka.serialization import MessageField, SerializationContext
 from pyiceberg.catalog import load_catalog
+from table_wait import inlet_progress
 from pyiceberg.expressions import LessThan
 from pyiceberg.types import StringType
 
@@ -63,18 +64,6 @@ def produce(ids, schema=SCHEMA):
         producer.produce(TOPIC, key=str(i).encode(), value=value,
                          on_delivery=lambda err, _m: err and failed.append(err))
     assert producer.flush(30) == 0 and not failed, failed
-
-
-def inlet_progress(table):
-    """Records covered by the newest snapshot of main's history that has Inlet's keys."""
-    meta = table.metadata
-    snapshot = meta.current_snapshot()
-    while snapshot is not None:
-        offsets = snapshot.summary.additional_properties.get("inlet.offsets")
-        if offsets is not None:
-            return sum(json.loads(offsets).values())
-        snapshot = meta.snapshot_by_id(snapshot.parent_snapshot_id) if snapshot.parent_snapshot_id else None
-    return 0
 
 
 def wait_for_progress(n, timeout=120):

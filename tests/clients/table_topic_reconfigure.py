@@ -25,6 +25,7 @@ from confluent_kafka.schema_registry import SchemaRegistryClient
 from confluent_kafka.schema_registry.avro import AvroSerializer
 from confluent_kafka.serialization import MessageField, SerializationContext
 from pyiceberg.catalog import load_catalog
+from table_wait import inlet_progress
 
 bootstrap, registry_url, iceberg_uri, phase = sys.argv[1:5]
 assert phase == "run", phase
@@ -60,16 +61,9 @@ def set_interval(ms):
 def progress():
     """Records covered by Inlet's newest progress in main's history."""
     try:
-        meta = catalog.load_table(f"default.{TOPIC}").metadata
+        return inlet_progress(catalog.load_table(f"default.{TOPIC}"))
     except Exception:  # the table appears with the first commit
         return 0
-    snapshot = meta.current_snapshot()
-    while snapshot is not None:
-        offsets = snapshot.summary.additional_properties.get("inlet.offsets")
-        if offsets is not None:
-            return sum(json.loads(offsets).values())
-        snapshot = meta.snapshot_by_id(snapshot.parent_snapshot_id) if snapshot.parent_snapshot_id else None
-    return 0
 
 
 admin.create_topics([NewTopic(TOPIC, num_partitions=3, replication_factor=1, config={

@@ -20,6 +20,7 @@ from confluent_kafka.schema_registry import SchemaRegistryClient
 from confluent_kafka.schema_registry.avro import AvroSerializer
 from confluent_kafka.serialization import MessageField, SerializationContext
 from pyiceberg.catalog import load_catalog
+from table_wait import wait_for_rows
 
 bootstrap, registry_url, iceberg_uri, phase = sys.argv[1:5]
 assert phase == "run", phase
@@ -47,23 +48,9 @@ def produce(ids):
     assert producer.flush(30) == 0 and not failed, failed
 
 
-def wait_for_rows(n, timeout=120):
-    deadline = time.time() + timeout
-    seen = None
-    while time.time() < deadline:
-        try:
-            seen = len(catalog.load_table(f"default.{TOPIC}").scan().to_arrow())
-            if seen >= n:
-                return
-        except Exception as e:  # the table appears with the first commit
-            seen = e
-        time.sleep(0.25)
-    raise AssertionError(f"{n} rows did not appear in {timeout}s: {seen}")
-
-
 create()
 produce(range(200))
-wait_for_rows(200)
+wait_for_rows(catalog, TOPIC, 200)
 admin.delete_topics([TOPIC])[TOPIC].result(30)
 # The topic is gone once a metadata request no longer lists it.
 deadline = time.time() + 30
@@ -72,8 +59,7 @@ while TOPIC in admin.list_topics(timeout=10).topics:
     time.sleep(0.1)
 create()
 produce(range(1000, 1050))
-wait_for_rows(250)
-rows = catalog.load_table(f"default.{TOPIC}").scan().to_arrow()
+rows = wait_for_rows(catalog, TOPIC, 250)
 ids = sorted(rows.column("id").to_pylist())
 assert ids == list(range(200)) + list(range(1000, 1050)), f"{len(ids)} rows: {ids[-60:]}"
 snapshot = catalog.load_table(f"default.{TOPIC}").metadata.current_snapshot()

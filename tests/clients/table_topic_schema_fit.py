@@ -16,7 +16,6 @@ the end; raises on a mismatch.
 
 import json
 import sys
-import time
 
 from confluent_kafka import KafkaError, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
@@ -24,6 +23,7 @@ from confluent_kafka.schema_registry import SchemaRegistryClient
 from confluent_kafka.schema_registry.avro import AvroSerializer
 from confluent_kafka.serialization import MessageField, SerializationContext
 from pyiceberg.catalog import load_catalog
+from table_wait import wait_for_rows
 
 bootstrap, registry_url, iceberg_uri, phase = sys.argv[1:5]
 assert phase == "run", phase
@@ -65,20 +65,9 @@ def rows(table):
         return None
 
 
-def wait_for(table, n, timeout=120):
-    deadline = time.time() + timeout
-    got = None
-    while time.time() < deadline:
-        got = rows(table)
-        if got is not None and len(got) >= n:
-            return got
-        time.sleep(0.25)
-    raise AssertionError(f"{table}: {n} rows did not appear in {timeout}s ({got and len(got)})")
-
-
 for topic in ["strict", "tolerant"]:
     assert not produce(topic, "int", range(10))
-    wait_for(topic, 10)
+    wait_for_rows(catalog, topic, 10)
 
 errors = produce("strict", "double", [0.5, 1.5])
 assert len(errors) == 2 and all(e.code() == KafkaError.INVALID_RECORD for e in errors), errors
@@ -91,9 +80,9 @@ assert not produce("tolerant", "double", [0.5, 1.5])
 # Neither table stalls.
 for topic in ["strict", "tolerant"]:
     assert not produce(topic, "int", range(10, 15))
-    got = wait_for(topic, 15)
+    got = wait_for_rows(catalog, topic, 15)
     assert sorted(got.column("n").to_pylist()) == list(range(15)), got.column("n").to_pylist()
-dead = wait_for("tolerant_dlq", 2)
+dead = wait_for_rows(catalog, "tolerant_dlq", 2)
 why = dead.column("error").to_pylist()
 assert all("int to double" in w for w in why), why
 assert rows("strict_dlq") is None, "strict has no dead letters"

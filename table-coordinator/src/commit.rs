@@ -51,6 +51,16 @@ pub const PARTITION_WATERMARKS: &str = "inlet.partition-watermarks";
 /// keys, so a topic deleted and created again under the same name does not resume at the old
 /// topic's offsets.
 pub const TOPIC_ID: &str = "inlet.topic-id";
+/// A table property: the `inlet.*` summary keys of Inlet's last commit, plus its
+/// [`PROGRESS_SNAPSHOT_ID`] and [`PROGRESS_SEQUENCE_NUMBER`], as one JSON object of strings.
+/// Set in the same metadata commit as the snapshot, so it is exactly as current. Properties
+/// outlive snapshot expiry and other engines' rewrites, so the progress survives a history
+/// from which other engines expired every snapshot Inlet wrote ([`Committer::committed`]).
+pub const PROGRESS: &str = "inlet.progress";
+/// In [`PROGRESS`]: the snapshot the keys are the summary of.
+pub const PROGRESS_SNAPSHOT_ID: &str = "snapshot-id";
+/// In [`PROGRESS`]: that snapshot's sequence number.
+pub const PROGRESS_SEQUENCE_NUMBER: &str = "sequence-number";
 
 pub(crate) const MAIN: &str = "main";
 /// Attempts at a round that keeps losing races.
@@ -158,9 +168,41 @@ pub struct Committed {
     /// The topic id the offsets belong to; None for progress written before Inlet recorded
     /// it (trusted as this topic's).
     pub topic_id: Option<String>,
+    /// The progress came from the table property [`PROGRESS`]: no snapshot left on `main`
+    /// carries it.
+    pub from_property: bool,
 }
 
 impl Committed {
+    /// Reads Inlet's keys (a snapshot summary, or the [`PROGRESS`] property's map).
+    fn from_keys(props: &HashMap<String, String>, from_property: bool) -> Committed {
+        let per_partition = |key: &str| {
+            props
+                .get(key)
+                .and_then(|o| serde_json::from_str::<BTreeMap<String, serde_json::Value>>(o).ok())
+                .map(|m| {
+                    m.into_iter()
+                        .filter_map(|(k, v)| Some((k.parse::<i32>().ok()?, v)))
+                        .collect::<BTreeMap<_, _>>()
+                })
+                .unwrap_or_default()
+        };
+        Committed {
+            offsets: per_partition(OFFSETS)
+                .into_iter()
+                .filter_map(|(p, v)| Some((p, v.as_u64()?)))
+                .collect(),
+            partition_watermarks: per_partition(PARTITION_WATERMARKS)
+                .into_iter()
+                .filter_map(|(p, v)| Some((p, v.as_i64()?)))
+                .collect(),
+            watermark_ms: props.get(WATERMARK).and_then(|w| w.parse().ok()),
+            commit_id: props.get(COMMIT_ID).cloned(),
+            topic_id: props.get(TOPIC_ID).cloned(),
+            from_property,
+        }
+    }
+
     /// Forgets progress that belongs to another topic than `topic_id` (a deleted topic of the
     /// same name): its offsets and partition watermarks. The table watermark stays, as it
     /// never goes back. Returns whether it forgot anything.
@@ -265,54 +307,24 @@ impl Committer {
     /// them, walking back from the current one through its parents. Other engines commit to
     /// the table too (a pyiceberg append or delete, Spark's `rewrite_data_files`, a Trino
     /// `DELETE`): their snapshots carry no `inlet.*` keys, and reading only the current one
-    /// would start every partition again from the stream's start. Empty for a table where no
-    /// ancestor of the current snapshot has the keys.
+    /// would start every partition again from the stream's start.
+    ///
+    /// When the walk ends at a parent that is gone (another engine's `expire_snapshots` left
+    /// only its own snapshots), the progress comes from the table property [`PROGRESS`],
+    /// which every round sets in its commit, if it passes [`expired_progress`]'s checks.
+    /// Empty for a table where neither says anything.
     pub fn committed(table: &Table) -> Committed {
         let meta = table.metadata();
-        let mut next = meta.current_snapshot().map(|s| s.snapshot_id());
-        let mut seen = HashSet::new();
-        let snapshot = loop {
-            let Some(snapshot) = next.and_then(|id| meta.snapshot_by_id(id)) else {
-                return Committed::default();
-            };
-            if snapshot
-                .summary()
-                .additional_properties
-                .contains_key(OFFSETS)
-            {
-                break snapshot;
+        match walk_main(meta, |s| {
+            s.summary().additional_properties.contains_key(OFFSETS)
+        }) {
+            Walk::Found(snapshot) => {
+                Committed::from_keys(&snapshot.summary().additional_properties, false)
             }
-            // A parent id that loops back (a corrupt history) ends the walk.
-            if !seen.insert(snapshot.snapshot_id()) {
-                return Committed::default();
-            }
-            next = snapshot.parent_snapshot_id();
-        };
-        let props = &snapshot.summary().additional_properties;
-        let offsets = props
-            .get(OFFSETS)
-            .and_then(|o| serde_json::from_str::<BTreeMap<String, u64>>(o).ok())
-            .map(|m| {
-                m.into_iter()
-                    .filter_map(|(k, v)| Some((k.parse::<i32>().ok()?, v)))
-                    .collect()
-            })
-            .unwrap_or_default();
-        let partition_watermarks = props
-            .get(PARTITION_WATERMARKS)
-            .and_then(|o| serde_json::from_str::<BTreeMap<String, i64>>(o).ok())
-            .map(|m| {
-                m.into_iter()
-                    .filter_map(|(k, v)| Some((k.parse::<i32>().ok()?, v)))
-                    .collect()
-            })
-            .unwrap_or_default();
-        Committed {
-            offsets,
-            partition_watermarks,
-            watermark_ms: props.get(WATERMARK).and_then(|w| w.parse().ok()),
-            commit_id: props.get(COMMIT_ID).cloned(),
-            topic_id: props.get(TOPIC_ID).cloned(),
+            Walk::Truncated { oldest_sequence } => expired_progress(meta, oldest_sequence)
+                .map(|keys| Committed::from_keys(&keys, true))
+                .unwrap_or_default(),
+            Walk::Root => Committed::default(),
         }
     }
 
@@ -566,6 +578,22 @@ impl Committer {
             });
             updates.push(TableUpdate::SetCurrentSchema { schema_id: -1 });
         }
+        // The same keys as a table property, which outlives the snapshot (see [`PROGRESS`]).
+        let mut progress: HashMap<String, String> = snapshot
+            .summary()
+            .additional_properties
+            .iter()
+            .filter(|(k, _)| k.starts_with("inlet."))
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
+        progress.insert(PROGRESS_SNAPSHOT_ID.into(), snapshot_id.to_string());
+        progress.insert(PROGRESS_SEQUENCE_NUMBER.into(), sequence_number.to_string());
+        updates.push(TableUpdate::SetProperties {
+            updates: HashMap::from([(
+                PROGRESS.to_string(),
+                serde_json::to_string(&progress).unwrap_or_default(),
+            )]),
+        });
         updates.extend(main_updates(snapshot));
         match self.target.commit(table, requirements, updates).await? {
             Some(_) => Ok(snapshot_id),
@@ -821,28 +849,79 @@ pub(crate) fn main_updates(snapshot: Snapshot) -> [TableUpdate; 2] {
     ]
 }
 
-/// Whether a snapshot of the table carries `commit_id`.
-/// Whether a snapshot of the table carries `commit_id`.
+/// Whether `main`'s history holds the round `commit_id` (or, when that history was cut by
+/// another engine's expiry, whether the [`PROGRESS`] property says it was the last round).
 pub fn already_committed(meta: &TableMetadata, commit_id: &str) -> bool {
     // Only `main`'s history counts: a snapshot that a rollback took off it no longer holds
     // its rows in the table, and its round must land again.
-    let mut next = meta.current_snapshot().map(|s| s.snapshot_id());
-    let mut seen = HashSet::new();
-    while let Some(s) = next.and_then(|id| meta.snapshot_by_id(id)) {
-        if s.summary()
+    let carries = |s: &Snapshot| {
+        s.summary()
             .additional_properties
             .get(COMMIT_ID)
             .map(String::as_str)
             == Some(commit_id)
-        {
-            return true;
-        }
-        if !seen.insert(s.snapshot_id()) {
-            return false;
-        }
-        next = s.parent_snapshot_id();
+    };
+    match walk_main(meta, carries) {
+        Walk::Found(_) => true,
+        Walk::Truncated { oldest_sequence } => expired_progress(meta, oldest_sequence)
+            .is_some_and(|keys| keys.get(COMMIT_ID).map(String::as_str) == Some(commit_id)),
+        Walk::Root => false,
     }
-    false
+}
+
+/// How a walk back through `main`'s history ended.
+enum Walk<'a> {
+    /// At the newest snapshot that matched.
+    Found(&'a Snapshot),
+    /// Before any matched, at a parent that is no longer in the metadata (expired);
+    /// `oldest_sequence` is the sequence number of the oldest snapshot still there.
+    Truncated { oldest_sequence: i64 },
+    /// At the first snapshot (no parent), or no snapshot at all, or a history that loops.
+    Root,
+}
+
+/// Walks `main` from its current snapshot back through the parents until `matches`.
+fn walk_main<'a>(meta: &'a TableMetadata, matches: impl Fn(&Snapshot) -> bool) -> Walk<'a> {
+    let Some(mut snapshot) = meta.current_snapshot() else {
+        return Walk::Root;
+    };
+    let mut seen = HashSet::new();
+    loop {
+        if matches(snapshot) {
+            return Walk::Found(snapshot.as_ref());
+        }
+        // A parent id that loops back (a corrupt history) ends the walk.
+        if !seen.insert(snapshot.snapshot_id()) {
+            return Walk::Root;
+        }
+        let Some(parent) = snapshot.parent_snapshot_id() else {
+            return Walk::Root;
+        };
+        match meta.snapshot_by_id(parent) {
+            Some(p) => snapshot = p,
+            None => {
+                return Walk::Truncated {
+                    oldest_sequence: snapshot.sequence_number(),
+                }
+            }
+        }
+    }
+}
+
+/// The [`PROGRESS`] property's keys, when they can stand for a history that expiry cut at a
+/// snapshot of sequence number `oldest_sequence`: the snapshot they describe is gone from the
+/// metadata (expired, not merely taken off `main`: a snapshot still listed but not an
+/// ancestor was rolled back, and its rows are not in the table), and it is older than every
+/// snapshot left on `main`, as an expired ancestor is.
+///
+/// Not caught: a rollback to before Inlet's last round followed by an expiry of everything
+/// older than the rollback's target. The table then resumes after the rolled-back round.
+fn expired_progress(meta: &TableMetadata, oldest_sequence: i64) -> Option<HashMap<String, String>> {
+    let keys: HashMap<String, String> =
+        serde_json::from_str(meta.properties().get(PROGRESS)?).ok()?;
+    let snapshot: i64 = keys.get(PROGRESS_SNAPSHOT_ID)?.parse().ok()?;
+    let sequence: i64 = keys.get(PROGRESS_SEQUENCE_NUMBER)?.parse().ok()?;
+    (meta.snapshot_by_id(snapshot).is_none() && sequence < oldest_sequence).then_some(keys)
 }
 
 /// Whether `round` starts where `table`'s progress (for the round's topic) ends.

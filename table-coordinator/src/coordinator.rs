@@ -527,6 +527,9 @@ async fn register(
 ) -> Result<Registered, CommitError> {
     let table = committer.load(&topic.ident).await?;
     let mut committed = table.as_ref().map(Committer::committed).unwrap_or_default();
+    if committed.from_property {
+        tracing::info!(table = %topic.ident, offsets = ?committed.offsets, "no snapshot left on main carries Inlet's progress (another engine expired them); resuming from its progress in the table's properties");
+    }
     if committed.keep_only_topic(&topic.topic_id) {
         // The rows stay: the table now also holds the new topic's, from its first offset.
         tracing::warn!(table = %topic.ident, topic_id = %topic.topic_id, old_topic_id = ?committed.topic_id, "the table's progress is a deleted topic's of the same name; conversion starts at the new topic's first offsets");

@@ -1072,3 +1072,113 @@ async fn rounds_start_where_the_tables_progress_ends() {
         BTreeMap::from([(0, 20)])
     );
 }
+
+/// Another engine expires every snapshot Inlet wrote (Spark's `rewrite_data_files`, then
+/// `expire_snapshots` with `retain_last => 1`): the progress comes from the `inlet.progress`
+/// property, and the last round is still known as committed. A rollback to before Inlet's
+/// last round is not mistaken for such an expiry: the property's snapshot is still listed.
+#[tokio::test]
+async fn progress_outlives_an_expiry_of_every_snapshot_inlet_wrote() {
+    use iceberg::transaction::{ApplyTransactionAction, Transaction};
+    let dir = tempfile::tempdir().expect("tempdir");
+    let embedded = embedded(&dir).await;
+    let catalog = embedded.catalog.clone();
+    let target = inlet_catalog::CommitTarget::Pointers(embedded.pointers.clone());
+    let c = Committer::new(embedded.catalog, embedded.pointers);
+    let ident = TableIdent::new(NamespaceIdent::new("default".into()), "expired".into());
+    for n in 1..=2 {
+        c.commit(&ident, &round(n, true, 1_000 * n as i64))
+            .await
+            .expect("commit");
+    }
+    // A foreign append, then an expiry of every snapshot but it.
+    let table = c.load(&ident).await.expect("load").expect("table");
+    let file = data_file(&table, "foreign", &[(7, "theirs")]).await;
+    let tx = Transaction::new(&table);
+    let tx = tx
+        .fast_append()
+        .add_data_files([file])
+        .apply(tx)
+        .expect("apply");
+    tx.commit(&*catalog).await.expect("foreign commit");
+    let table = c.load(&ident).await.expect("load").expect("table");
+    let foreign = table
+        .metadata()
+        .current_snapshot()
+        .expect("current")
+        .snapshot_id();
+    let inlets: Vec<i64> = table
+        .metadata()
+        .snapshots()
+        .map(|s| s.snapshot_id())
+        .filter(|id| *id != foreign)
+        .collect();
+    assert_eq!(inlets.len(), 2);
+    target
+        .commit(
+            &table,
+            Vec::new(),
+            vec![iceberg::TableUpdate::RemoveSnapshots {
+                snapshot_ids: inlets,
+            }],
+        )
+        .await
+        .expect("expiry");
+    let table = c.load(&ident).await.expect("load").expect("table");
+    assert_eq!(table.metadata().snapshots().len(), 1);
+    let committed = Committer::committed(&table);
+    assert!(committed.from_property);
+    assert_eq!(committed.offsets, BTreeMap::from([(0, 20), (1, 2)]));
+    assert_eq!(committed.watermark_ms, Some(1_002));
+    assert_eq!(
+        committed.partition_watermarks,
+        BTreeMap::from([(0, 1_002), (1, 2_000)])
+    );
+    let meta = table.metadata();
+    assert!(inlet_table_coordinator::commit::already_committed(
+        meta, "t-2"
+    ));
+    assert!(!inlet_table_coordinator::commit::already_committed(
+        meta, "t-1"
+    ));
+    // A round that does not start there is refused, one that does lands.
+    let mut next = round(3, true, 3_000);
+    next.start_offsets = BTreeMap::from([(0, 10), (1, 1)]);
+    assert!(matches!(
+        c.commit(&ident, &next).await,
+        Err(CommitError::NotContinuous { table: 20, .. })
+    ));
+    next.start_offsets = BTreeMap::from([(0, 20), (1, 2)]);
+    c.commit(&ident, &next).await.expect("the next round");
+    let table = c.load(&ident).await.expect("load").expect("table");
+    let committed = Committer::committed(&table);
+    assert!(!committed.from_property, "the new snapshot carries it");
+    assert_eq!(committed.offsets, BTreeMap::from([(0, 30), (1, 3)]));
+
+    // Rolled back to the foreign snapshot: round 3 is off main but still listed, so the
+    // property (round 3's) does not count, and nothing is known.
+    target
+        .commit(
+            &table,
+            Vec::new(),
+            vec![iceberg::TableUpdate::SetSnapshotRef {
+                ref_name: "main".into(),
+                reference: iceberg::spec::SnapshotReference {
+                    snapshot_id: foreign,
+                    retention: iceberg::spec::SnapshotRetention::Branch {
+                        min_snapshots_to_keep: None,
+                        max_snapshot_age_ms: None,
+                        max_ref_age_ms: None,
+                    },
+                },
+            }],
+        )
+        .await
+        .expect("rollback");
+    let table = c.load(&ident).await.expect("load").expect("table");
+    assert_eq!(Committer::committed(&table), Default::default());
+    assert!(!inlet_table_coordinator::commit::already_committed(
+        table.metadata(),
+        "t-3"
+    ));
+}

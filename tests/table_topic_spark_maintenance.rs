@@ -1,0 +1,44 @@
+//! Exactly once while Spark 3.5 maintains a live table topic's table through the node's REST
+//! catalog: `ALTER TABLE ... ADD COLUMN`, `rewrite_data_files` and `rewrite_manifests` racing
+//! Inlet's rounds, then a rewrite and an `expire_snapshots` that leave no snapshot with Inlet's
+//! progress, and a kill -9 of the node. After the restart every Kafka record is a row once, and
+//! Spark's column stays (`tests/clients/table_topic_spark_maintenance.py`).
+
+mod common;
+
+use std::time::Duration;
+
+use common::{java, require, run_table_topic_phase, spark_python, Node};
+
+#[test]
+fn spark_maintenance_and_a_kill9_keep_every_record_once() {
+    let python = spark_python();
+    if !require(
+        "python with pyiceberg, pyspark and the Iceberg Spark runtime jar",
+        python.is_some(),
+    ) || !require("java (for Spark)", java())
+    {
+        return;
+    }
+    let python = python.expect("checked");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let node = Node::start(dir.path(), &[]);
+    let script = "table_topic_spark_maintenance.py";
+    run_table_topic_phase(&python, script, &node, "first", Duration::from_secs(420));
+    let node = node.restart_after_kill9();
+    run_table_topic_phase(
+        &python,
+        script,
+        &node,
+        "restarted",
+        Duration::from_secs(300),
+    );
+    // No snapshot with Inlet's progress was left: it came from the table's properties.
+    let log = node.logs_so_far();
+    assert!(
+        log.iter()
+            .any(|l| l.contains("resuming from its progress in the table's properties")),
+        "the node did not resume from the table's properties:\n{log:#?}"
+    );
+    node.stop();
+}

@@ -1,4 +1,4 @@
-//! Exactly once while other engines write to a table topic's table: pyiceberg deletes rows,
+//! Exactly once while other engines write to a table topic's table: pyiceberg deletes rows, overwrites some,
 //! appends its own and adds a column, then the node is killed with SIGKILL and restarted.
 //! Every Kafka record is a row once, the deleted rows stay deleted, the foreign rows and
 //! column stay (`tests/clients/table_topic_foreign.py`).

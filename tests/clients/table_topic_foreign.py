@@ -5,7 +5,8 @@ Usage: table_topic_foreign.py BOOTSTRAP REGISTRY_URL ICEBERG_URI first|restarted
 
 first: creates a 3-partition table topic (1 s commits), produces 300 Avro records (ids 0..299)
 and waits until they are rows. Then pyiceberg, as another writer, deletes the rows with
-id < 10 and appends 5 rows of its own (ids 1000..1004); the newest snapshot is then pyiceberg's,
+id < 10, appends 5 rows of its own (ids 1000..1004) and overwrites the rows 20..24 with
+changed items; the newest snapshot is then pyiceberg's,
 without Inlet's summary keys. pyiceberg also adds a column `note`. 50 more records (ids
 300..349) are produced with a schema that adds `qty`: the worker, which has not seen `note`,
 gives `qty` the id pyiceberg gave `note`, so the round is refused at commit and converted
@@ -13,7 +14,8 @@ again with the table's schema; the test waits for it to land with both columns. 
 (350..359), and the test kills the node at once, before or after their round lands.
 
 restarted: waits until Inlet's progress covers all 360 records, then the table must hold
-exactly 355 rows: no Kafka record twice, the deleted rows still gone, pyiceberg's rows kept,
+exactly 355 rows: no Kafka record twice, the deleted rows still gone, pyiceberg's rows and
+its overwrite kept,
 and the schema has both `note` (never reverted) and `qty` (with the records' values).
 Before the fix, progress was read from the current (foreign) snapshot only, every partition
 started again from offset 0, and the table held the 290 kept rows twice and the deleted
@@ -33,7 +35,7 @@ from confluent_kafka.schema_registry.avro import AvroSerializer
 from confluent_kafka.serialization import MessageField, SerializationContext
 from pyiceberg.catalog import load_catalog
 from table_wait import inlet_progress
-from pyiceberg.expressions import LessThan
+from pyiceberg.expressions import And, GreaterThanOrEqual, LessThan
 from pyiceberg.types import StringType
 
 bootstrap, registry_url, iceberg_uri, phase = sys.argv[1:5]
@@ -110,6 +112,15 @@ if phase == "first":
                                pa.field("id", pa.int64(), nullable=False),
                                pa.array(range(1000, 1005), pa.int64()))
     table.append(theirs)
+    # An overwrite: the rows with 20 <= id < 25 replaced by the same rows, items changed.
+    table = catalog.load_table(f"default.{TOPIC}")
+    band = And(GreaterThanOrEqual("id", 20), LessThan("id", 25))
+    changed = table.scan(row_filter=band).to_arrow()
+    assert len(changed) == 5, len(changed)
+    changed = changed.set_column(changed.schema.get_field_index("item"),
+                                 pa.field("item", pa.string(), nullable=False),
+                                 pa.array(["overwritten"] * 5, pa.string()))
+    table.overwrite(changed, overwrite_filter=band)
     table = catalog.load_table(f"default.{TOPIC}")
     current = table.metadata.current_snapshot()
     assert "inlet.offsets" not in current.summary.additional_properties, current.summary
@@ -138,4 +149,7 @@ mine = rows.filter(pc.less(rows.column("id"), 1000))
 keys = {(k["partition"], k["offset"]) for k in mine.column("_kafka").to_pylist()}
 assert len(keys) == 350, "every Kafka record once"
 check_schema(table, 360)
+items = {r["id"]: r["item"] for r in rows.select(["id", "item"]).to_pylist()}
+assert all(items[i] == "overwritten" for i in range(20, 25)), "the overwrite was undone"
+assert items[25] == "item-25"
 print("OK")

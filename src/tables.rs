@@ -250,7 +250,12 @@ fn table_topic(
             Some(p) => inlet_table_worker::partition::parse(&p)?,
             None => Vec::new(),
         },
-        settings: FileSettings::default(),
+        settings: FileSettings {
+            target_file_bytes: get("table.topic.target.file.size.bytes")
+                .and_then(|v| v.parse().ok())
+                .unwrap_or(FileSettings::default().target_file_bytes),
+            ..FileSettings::default()
+        },
         dead_letter_floor: Default::default(),
         event_time_field: get("table.topic.event.time.field").filter(|f| !f.is_empty()),
         upsert: UpsertSpec::from_configs(
@@ -270,6 +275,7 @@ fn table_topic(
         "table.topic.convert.key.type",
         "table.topic.transform.value.type",
         "table.topic.commit.interval.ms",
+        "table.topic.target.file.size.bytes",
         "table.topic.partition.by",
         "table.topic.event.time.field",
         "table.topic.watermark.idle.ms",

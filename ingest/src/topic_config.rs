@@ -212,6 +212,12 @@ const DEFS: &[Def] = &[
         effect: "reject bad batches, or route bad records to the DLQ table",
     },
     Def {
+        name: "table.topic.target.file.size.bytes",
+        default: "33554432",
+        kind: Kind::Int(1 << 16, 1 << 30),
+        effect: "Parquet bytes a data file is cut at",
+    },
+    Def {
         name: "table.topic.expire.snapshot.enable",
         default: "true",
         kind: Kind::Bool,

@@ -135,7 +135,8 @@ pub struct JobSpec {
     /// Stop before this offset (the commit's snapshot of the end); None: wherever the input
     /// budget ends.
     pub until: Option<u64>,
-    /// Stop once about this many bytes of record batches were read.
+    /// Stop once the records read hold about this many bytes decoded (keys, values and
+    /// their structs: [`JobOutput::decoded_bytes`]).
     pub max_input_bytes: usize,
 }
 
@@ -173,6 +174,9 @@ pub struct JobOutput {
     pub max_timestamp_ms: Option<i64>,
     /// Bytes of record batches read.
     pub input_bytes: usize,
+    /// What the records read held in memory decoded (keys, values, structs): the measure of
+    /// [`JobSpec::max_input_bytes`].
+    pub decoded_bytes: usize,
 }
 
 /// One Kafka record of the range.
@@ -361,6 +365,7 @@ async fn attempt(
                 rows: 0,
                 max_timestamp_ms: None,
                 input_bytes,
+                decoded_bytes: records_held,
             });
         }
     };
@@ -555,6 +560,7 @@ async fn attempt(
         rows: converted,
         max_timestamp_ms: max_ts,
         input_bytes,
+        decoded_bytes: records_held,
     })
 }
 

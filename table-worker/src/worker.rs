@@ -3,8 +3,9 @@
 //!
 //! For every table topic partition it serves, the worker knows how far conversion has got
 //! (`synced`, the next offset to convert) and holds the outputs of finished jobs until the
-//! coordinator collects them. It buffers no records: when a partition's unsynced bytes pass
-//! the file target, [`Worker::poll`] converts that range at once, while the records are still
+//! coordinator collects them. It buffers no records: when a partition's unsynced bytes are
+//! enough for one file of the target size (`table.topic.target.file.size.bytes`, Parquet
+//! output), [`Worker::poll`] converts that range at once, while the records are still
 //! in the stream store's log cache. When the coordinator starts a commit round,
 //! [`Worker::drain`] converts only the small tails up to the round's end offsets and hands over
 //! every output.
@@ -21,8 +22,12 @@
 //!   built (from the table's live files given at registration) before the table's first job,
 //!   and dropped with the uncollected outputs when the table is registered again.
 //!
-//! Unsynced bytes are estimated from offsets and the bytes per record the partition's earlier
-//! jobs saw (1 KiB until one ran): the stream store indexes offsets, not bytes.
+//! Unsynced bytes are estimated from offsets and the decoded bytes per record the partition's earlier
+//! jobs saw (1 KiB until one ran): the stream store indexes offsets, not bytes. How much input
+//! makes a target-size file is learnt the same way: Parquet bytes per input byte of the
+//! partition's jobs (zstd Parquet of Avro records is often a fifth of its input). A job reads
+//! at most a quarter of the conversion pool, so a table whose records compress very well
+//! gets files under the target rather than jobs that crowd out the others.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
@@ -41,6 +46,15 @@ use crate::upsert::{LiveFiles, UpsertSpec};
 /// Bytes per record assumed before a partition's first job.
 const DEFAULT_RECORD_BYTES: f64 = 1024.0;
 
+/// A job's output is measured into the partition's ratio only past this much input (or one
+/// target file's worth, if that is less): a small job's file is mostly Parquet footer and
+/// statistics.
+const RATIO_MIN_INPUT: usize = 1 << 20;
+
+/// A job reads at most this fraction of the conversion pool (or one target file of input,
+/// if that is more), so several tables' jobs fit at once.
+const MAX_JOB_POOL_SHARE: usize = 4;
+
 /// One partition of a table the worker serves.
 #[derive(Debug, Clone, Copy)]
 pub struct PartitionSource {
@@ -55,6 +69,19 @@ struct PartitionState {
     stream: StreamId,
     synced: u64,
     record_bytes: f64,
+    /// Parquet bytes per input byte, learnt from the partition's jobs: a file is cut at the
+    /// target size of *output*, so a job reads about `target / output_ratio` of input. None
+    /// before the first sizeable job, which reads one target's worth of input.
+    output_ratio: Option<f64>,
+}
+
+impl PartitionState {
+    /// Input bytes a job reads to write one file of `target` Parquet bytes, at most
+    /// `max_input` (but never less than `target`).
+    fn job_input(&self, target: usize, max_input: usize) -> usize {
+        let want = target as f64 / self.output_ratio.unwrap_or(1.0).max(1e-3);
+        (want as usize).clamp(target, max_input.max(target))
+    }
 }
 
 #[derive(Debug)]
@@ -209,6 +236,7 @@ impl Worker {
                         stream: s.stream,
                         synced: s.start,
                         record_bytes: DEFAULT_RECORD_BYTES,
+                        output_ratio: None,
                     },
                 )
             })
@@ -255,16 +283,19 @@ impl Worker {
         for (name, t) in tables {
             let mut state = t.lock().await;
             let target = state.ctx.settings.target_file_bytes;
-            let due: Vec<i32> = state
+            let max_input = self.max_job_input();
+            // Due: enough unconverted input for one target-size file of output.
+            let due: Vec<(i32, usize)> = state
                 .partitions
                 .iter()
-                .filter(|(_, p)| {
+                .filter_map(|(n, p)| {
                     let end = self.store.end_offset(p.stream).unwrap_or(p.synced);
-                    (end.saturating_sub(p.synced) as f64) * p.record_bytes >= target as f64
+                    let input = p.job_input(target, max_input);
+                    ((end.saturating_sub(p.synced) as f64) * p.record_bytes >= input as f64)
+                        .then_some((*n, input))
                 })
-                .map(|(n, _)| *n)
                 .collect();
-            for partition in due {
+            for (partition, input) in due {
                 match run_job(
                     &self.store,
                     &self.pool,
@@ -273,7 +304,7 @@ impl Worker {
                     &mut state,
                     partition,
                     None,
-                    target,
+                    input,
                 )
                 .await
                 {
@@ -288,6 +319,11 @@ impl Worker {
         jobs
     }
 
+    /// The most input one job reads (see [`MAX_JOB_POOL_SHARE`]).
+    fn max_job_input(&self) -> usize {
+        self.pool.budget() / MAX_JOB_POOL_SHARE
+    }
+
     /// For a commit round: converts each partition up to `until` (its end offset when the
     /// round started; partitions not named go to their current end), then returns all the
     /// table's outputs since the last drain, in the order they were made.
@@ -299,6 +335,7 @@ impl Worker {
         let t = self.table(table)?;
         let mut state = t.lock().await;
         let target = state.ctx.settings.target_file_bytes;
+        let max_input = self.max_job_input();
         let partitions: Vec<(i32, StreamId, u64)> = state
             .partitions
             .iter()
@@ -314,6 +351,10 @@ impl Worker {
             };
             let mut at = synced;
             while at < end {
+                let input = state
+                    .partitions
+                    .get(&partition)
+                    .map_or(target, |p| p.job_input(target, max_input));
                 let out = run_job(
                     &self.store,
                     &self.pool,
@@ -322,7 +363,7 @@ impl Worker {
                     &mut state,
                     partition,
                     Some(end),
-                    target,
+                    input,
                 )
                 .await?;
                 if out <= at {
@@ -372,7 +413,7 @@ async fn run_job(
     state: &mut TableState,
     partition: i32,
     until: Option<u64>,
-    target: usize,
+    max_input_bytes: usize,
 ) -> Result<u64> {
     let p = state
         .partitions
@@ -383,7 +424,7 @@ async fn run_job(
         stream: p.stream,
         from: p.synced,
         until,
-        max_input_bytes: target,
+        max_input_bytes,
     };
     if let Some(upsert) = &state.ctx.upsert {
         if state.index.is_none() {
@@ -405,8 +446,17 @@ async fn run_job(
     let records = out.next_offset.saturating_sub(spec.from);
     let next = out.next_offset;
     if let Some(p) = state.partitions.get_mut(&partition) {
-        if records > 0 && out.input_bytes > 0 {
-            p.record_bytes = out.input_bytes as f64 / records as f64;
+        // Both in decoded bytes, what a job's input budget counts.
+        if records > 0 && out.decoded_bytes > 0 {
+            p.record_bytes = out.decoded_bytes as f64 / records as f64;
+        }
+        let written: u64 = out.data_files.iter().map(|f| f.file_size_in_bytes()).sum();
+        let target = state.ctx.settings.target_file_bytes;
+        if out.decoded_bytes >= RATIO_MIN_INPUT.min(target) && written > 0 {
+            let ratio = written as f64 / out.decoded_bytes as f64;
+            // Smoothed: one odd range (a burst of dead letters, a schema change) does not
+            // swing the next job's size.
+            p.output_ratio = Some(p.output_ratio.map_or(ratio, |r| (r + ratio) / 2.0));
         }
         p.synced = next;
     }

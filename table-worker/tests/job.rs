@@ -756,3 +756,80 @@ async fn records_of_a_schema_the_table_cannot_take_become_dead_letters() {
         "the table keeps its int column"
     );
 }
+
+/// Files are cut at the target size of Parquet *output*: the worker learns how much input
+/// makes a target-size file (these records compress to a fraction of their input), so the
+/// files its early jobs write are near the target, not a target of input's worth of Parquet.
+#[tokio::test]
+async fn early_files_are_near_the_target_size_of_output() {
+    use inlet_table_worker::worker::{PartitionSource, Worker};
+    let f = fixture().await;
+    let id = register(&f.registry, "sized-value", V1).await;
+    let stream = f
+        .store
+        .create_stream("kafka/sized/0")
+        .await
+        .expect("stream")
+        .id;
+    let schema = apache_avro::Schema::parse_str(V1).expect("schema");
+    let mut offset = 0i64;
+    for _ in 0..100 {
+        let values: Vec<Option<Bytes>> = (0..500)
+            .map(|_| {
+                offset += 1;
+                let name =
+                    format!("{offset:08} the quick brown fox jumps over the lazy dog ").repeat(4);
+                let datum = apache_avro::to_avro_datum(
+                    &schema,
+                    AvroValue::Record(vec![
+                        ("id".into(), AvroValue::Long(offset)),
+                        ("name".into(), AvroValue::String(name)),
+                    ]),
+                )
+                .expect("encode");
+                Some(Bytes::from(framing::frame(id, &datum)))
+            })
+            .collect();
+        // Uncompressed, as librdkafka and the Java clients send by default.
+        let records: Vec<(Option<Bytes>, Option<Bytes>)> =
+            values.into_iter().map(|v| (None, v)).collect();
+        common::append_records_with(&f.store, stream, &records, Compression::None).await;
+    }
+    let target = 512 << 10;
+    let worker = Worker::new(f.store.clone(), MemoryPool::new(64 << 20));
+    let mut ctx = context(&f, "sized");
+    ctx.settings.target_file_bytes = target;
+    worker.add_table(
+        "sized",
+        ctx,
+        &[PartitionSource {
+            partition: 0,
+            stream,
+            start: 0,
+        }],
+    );
+    while worker.poll().await > 0 {}
+    let outputs = worker
+        .drain("sized", &[(0, 50_000u64)].into_iter().collect())
+        .await
+        .expect("drain");
+    let mut sizes: Vec<u64> = outputs
+        .iter()
+        .flat_map(|(_, o)| o.data_files.iter().map(|d| d.file_size_in_bytes()))
+        .collect();
+    let input: usize = outputs.iter().map(|(_, o)| o.decoded_bytes).sum();
+    let output: u64 = sizes.iter().sum();
+    assert!(
+        (output as f64) < input as f64 * 0.5,
+        "the records compress ({output} of {input} bytes): else this test shows nothing"
+    );
+    // The last file holds the tail; the first was written before the ratio was known.
+    sizes.pop();
+    sizes.remove(0);
+    sizes.sort_unstable();
+    let median = sizes[sizes.len() / 2];
+    assert!(
+        median as f64 >= target as f64 * 0.6 && median as f64 <= target as f64 * 1.3,
+        "median file {median} bytes for a {target}-byte target: {sizes:?}"
+    );
+}

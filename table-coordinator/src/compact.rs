@@ -1,18 +1,29 @@
-//! Small-file compaction of append-only tables: a table that commits every second gets a few
-//! small files per round, and readers pay per file. Every [`COMPACT_EVERY`] commits, and at
-//! most once per [`COMPACT_MIN_INTERVAL`], the coordinator rewrites the small files of a
-//! partition into one file of up to the target size, in one `replace` snapshot.
+//! Small-file compaction of append-only tables. A table that commits every second gets a
+//! tail file per partition per round, and readers pay per file. In the background of its
+//! coordinator (never in the way of a commit round), every [`COMPACT_EVERY`] commits and at
+//! most once per [`COMPACT_MIN_INTERVAL`], the small files of a partition are rewritten into
+//! files of the target size, in `replace` snapshots.
+//!
+//! Which files ([`Committer::compact`]): per partition of the current spec, the live files
+//! under [`SMALL_NUMERATOR`]/[`SMALL_DENOMINATOR`] of the target, smallest first, as many as
+//! fit in one target file. A partition is compacted when that takes [`MIN_FILES`] files, or
+//! at least two that make half a target file: commit tails of a few KiB and files of 2–24 MiB
+//! (at the default 32 MiB target) are both merged.
 //!
 //! Invariants:
 //! - Only append-only tables without delete files: an upsert table's primary-key index and
 //!   position deletes name files and row positions, which a rewrite would move.
 //! - Rows are copied, never changed: the same rows, `_kafka` included, read in the table's
 //!   current schema (columns added since a file was written read as null).
-//! - The replace snapshot carries the parent's `inlet.*` summary (offsets, watermarks), so
-//!   conversion resumes exactly where it did; it is pinned to its parent
-//!   (`assert-ref-snapshot-id`), so a concurrent writer makes it fail harmlessly.
+//! - A replace snapshot is valid on any base where every file it removes is still live and no
+//!   delete file exists: a commit that loses a race to a round (or another engine) is rebuilt
+//!   on the new base and retried; one whose files another commit removed is dropped.
+//! - The replace snapshot carries its parent's `inlet.*` summary (offsets, watermarks), the
+//!   parent it is finally committed on, so conversion resumes exactly where it did.
 //! - Its memory is borrowed from the node's conversion pool, like a conversion job's.
-//! - A crash or a lost race leaves the new files as orphans; the table is unchanged.
+//! - A dropped attempt deletes only its own files (their names are unique per attempt). A
+//!   crash, or an error whose outcome is unknown, leaves them as orphans; the table is
+//!   unchanged or compacted, never both.
 
 use std::collections::{HashMap, HashSet};
 
@@ -38,11 +49,21 @@ pub const COMPACT_EVERY: u64 = 10;
 /// small size.
 pub const COMPACT_MIN_INTERVAL: std::time::Duration = std::time::Duration::from_secs(60);
 
-/// A partition's files are compacted once it has this many small ones.
+/// A partition's files are compacted once it has this many small ones (or fewer that make
+/// half a target file).
 pub const MIN_FILES: usize = 16;
 
-/// A file under this fraction of the target file size is small.
-const SMALL_FRACTION: u64 = 4;
+/// A file under `SMALL_NUMERATOR / SMALL_DENOMINATOR` of the target file size is small.
+pub const SMALL_NUMERATOR: u64 = 3;
+/// See [`SMALL_NUMERATOR`].
+pub const SMALL_DENOMINATOR: u64 = 4;
+
+/// Partitions (or target files' worth of one partition) compacted in one background run: a
+/// backlog of small files catches up over a few runs, and a run ends in bounded time.
+pub const PARTITIONS_PER_RUN: usize = 8;
+
+/// Commits of one compaction lost to other commits before it is given up.
+const MAX_ATTEMPTS: u32 = 8;
 
 /// What a compaction did.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -53,17 +74,33 @@ pub struct Compacted {
     pub added: usize,
 }
 
-/// A live data file and where its entry was.
+/// A live data file.
 struct Live {
     file: DataFile,
-    manifest: usize,
+}
+
+/// Which small files of a partition to compact: smallest first, as many as fit in one target
+/// file; None when that is not worth a rewrite (see the module docs).
+fn pick(mut files: Vec<Live>, target: u64, min_files: usize) -> Option<Vec<Live>> {
+    files.sort_by(|a, b| {
+        (a.file.file_size_in_bytes(), a.file.file_path())
+            .cmp(&(b.file.file_size_in_bytes(), b.file.file_path()))
+    });
+    let mut input = 0u64;
+    files.retain(|l| {
+        input += l.file.file_size_in_bytes();
+        input <= target
+    });
+    let bytes: u64 = files.iter().map(|l| l.file.file_size_in_bytes()).sum();
+    let worth = files.len() >= min_files || (files.len() >= 2 && bytes >= target / 2);
+    worth.then_some(files)
 }
 
 impl Committer {
-    /// Compacts the small data files of one partition of `ident` (the one with the most), if
-    /// it has at least `min_files` of them; `now_ms` is the snapshot's time (the caller's
-    /// clock). Returns what was done; nothing when there is nothing to do, the table has
-    /// delete files, or another commit won the race.
+    /// Compacts the small data files of one partition of `ident` (the one with the most to
+    /// merge), as the module docs say; `now_ms` is the snapshot's time (the caller's clock).
+    /// Returns what was done; nothing when there is nothing to do, the table has delete
+    /// files, or other commits removed the files first.
     pub async fn compact(
         &self,
         ident: &TableIdent,
@@ -79,16 +116,17 @@ impl Committer {
         let Some(parent) = meta.current_snapshot().cloned() else {
             return Ok(Compacted::default());
         };
-        // Cheap first: fewer files in all than a compaction needs.
+        // Cheap first: fewer than two files in all.
         let total_files = parent
             .summary()
             .additional_properties
             .get("total-data-files")
             .and_then(|v| v.parse::<usize>().ok());
-        if total_files.is_some_and(|n| n < min_files) {
+        if total_files.is_some_and(|n| n < 2) {
             return Ok(Compacted::default());
         }
-        let file_io = table.file_io();
+        let file_io = table.file_io().clone();
+        let file_io = &file_io;
         let spec = meta.default_partition_spec().clone();
         let schema = meta.current_schema().clone();
         let bytes = file_io.new_input(parent.manifest_list())?.read().await?;
@@ -99,10 +137,10 @@ impl Committer {
                 .collect();
 
         // The small live files, by partition of the current spec.
-        let small_below = settings.target_file_bytes as u64 / SMALL_FRACTION;
+        let target = settings.target_file_bytes as u64;
+        let small_below = target * SMALL_NUMERATOR / SMALL_DENOMINATOR;
         let mut groups: HashMap<iceberg::spec::Struct, Vec<Live>> = HashMap::new();
-        let mut loaded = Vec::with_capacity(manifests.len());
-        for (i, m) in manifests.iter().enumerate() {
+        for m in &manifests {
             let manifest = m.load_manifest(file_io).await?;
             for entry in manifest.entries() {
                 if !entry.is_alive() {
@@ -114,31 +152,29 @@ impl Committer {
                 }
                 let f = entry.data_file();
                 if m.partition_spec_id == spec.spec_id() && f.file_size_in_bytes() < small_below {
-                    groups.entry(f.partition().clone()).or_default().push(Live {
-                        file: f.clone(),
-                        manifest: i,
-                    });
+                    groups
+                        .entry(f.partition().clone())
+                        .or_default()
+                        .push(Live { file: f.clone() });
                 }
             }
-            loaded.push(manifest);
         }
-        let Some((partition, mut files)) = groups
+        let Some((partition, files)) = groups
             .into_iter()
-            .filter(|(_, files)| files.len() >= min_files)
-            .max_by_key(|(_, files)| files.len())
+            .filter_map(|(p, files)| Some((p, pick(files, target, min_files)?)))
+            .max_by_key(|(_, files)| {
+                (
+                    files.len(),
+                    files
+                        .iter()
+                        .map(|l| l.file.file_size_in_bytes())
+                        .sum::<u64>(),
+                )
+            })
         else {
             return Ok(Compacted::default());
         };
-        // At most one target file's worth of input per compaction.
-        files.sort_by(|a, b| a.file.file_path().cmp(b.file.file_path()));
-        let mut input = 0u64;
-        files.retain(|l| {
-            input += l.file.file_size_in_bytes();
-            input <= settings.target_file_bytes as u64
-        });
-        if files.len() < min_files {
-            return Ok(Compacted::default());
-        }
+        let input: u64 = files.iter().map(|l| l.file.file_size_in_bytes()).sum();
 
         // Read the rows in the current schema, holding memory from the node's pool: the
         // decoded batches, and as much again while the Parquet writer runs.
@@ -187,7 +223,8 @@ impl Committer {
             .get("write.data.path")
             .cloned()
             .unwrap_or_else(|| format!("{location}/data"));
-        let target = FileTarget {
+        let parent_id = parent.snapshot_id();
+        let file_target = FileTarget {
             file_io: file_io.clone(),
             schema: schema.clone(),
             spec: spec.clone(),
@@ -198,19 +235,122 @@ impl Committer {
         // delete the winner's live ones. The prefix is also the snapshot's commit id.
         let prefix = format!(
             "compact-{:016x}-{}",
-            parent.snapshot_id(),
+            parent_id,
             uuid::Uuid::new_v4().simple()
         );
-        let written = inlet_table_worker::data_file::write(&target, &prefix, batches, settings)
-            .await
-            .map_err(|e| CommitError::Catalog(format!("compaction: {e}")))?;
+        let written =
+            inlet_table_worker::data_file::write(&file_target, &prefix, batches, settings)
+                .await
+                .map_err(|e| CommitError::Catalog(format!("compaction: {e}")))?;
+        let replace = Replace {
+            removed: files.iter().map(|l| l.file.clone()).collect(),
+            written,
+            rows,
+            prefix,
+            spec_id: spec.spec_id(),
+        };
+
+        // Committed on the table as it is at each attempt: rounds that land meanwhile only
+        // add files, so the rewrite still holds on their snapshots.
+        let mut table = table;
+        for _ in 0..MAX_ATTEMPTS {
+            let Some((requirements, updates)) = replace.on(&table, now_ms).await? else {
+                break;
+            };
+            match self
+                .target
+                .commit(&table, requirements, updates)
+                .await
+                .map_err(CommitError::from)
+            {
+                Ok(Some(_)) => {
+                    return Ok(Compacted {
+                        removed: replace.removed.len(),
+                        added: replace.written.len(),
+                    })
+                }
+                Ok(None) => break,
+                Err(CommitError::Conflict(_)) => match self.load(ident).await? {
+                    Some(t) => table = t,
+                    None => break,
+                },
+                // The outcome is unknown: the files may be live, so they stay.
+                Err(e) => return Err(e),
+            }
+        }
+        // Dropped: no snapshot references this attempt's files (their names are its own).
+        for f in &replace.written {
+            let _ = file_io.delete(f.file_path()).await;
+        }
+        Ok(Compacted::default())
+    }
+}
+
+/// A rewrite, ready to be committed on whatever `main` is by then.
+struct Replace {
+    removed: Vec<DataFile>,
+    written: Vec<DataFile>,
+    rows: u64,
+    prefix: String,
+    /// The spec the files were grouped and written by.
+    spec_id: i32,
+}
+
+impl Replace {
+    /// The requirements and updates of the replace snapshot on `table`'s current snapshot;
+    /// None when it no longer holds there: a file it removes is gone (another compaction, an
+    /// overwrite, a delete), a delete file exists, or the spec changed.
+    async fn on(
+        &self,
+        table: &iceberg::table::Table,
+        now_ms: i64,
+    ) -> Result<Option<(Vec<iceberg::TableRequirement>, Vec<iceberg::TableUpdate>)>, CommitError>
+    {
+        let meta = table.metadata();
+        let file_io = table.file_io();
+        let Some(parent) = meta.current_snapshot().cloned() else {
+            return Ok(None);
+        };
+        let spec = meta.default_partition_spec().clone();
+        if spec.spec_id() != self.spec_id {
+            return Ok(None);
+        }
+        let schema = meta.current_schema().clone();
+        let location = meta.location().trim_end_matches('/').to_string();
+        let bytes = file_io.new_input(parent.manifest_list())?.read().await?;
+        let manifests: Vec<ManifestFile> =
+            iceberg::spec::ManifestList::parse_with_version(&bytes, meta.format_version())?
+                .consume_entries()
+                .into_iter()
+                .collect();
+        let removed: HashSet<&str> = self.removed.iter().map(|f| f.file_path()).collect();
+        let mut found = 0usize;
+        let mut loaded = Vec::with_capacity(manifests.len());
+        let mut touched = HashSet::new();
+        for (i, m) in manifests.iter().enumerate() {
+            let manifest = m.load_manifest(file_io).await?;
+            for entry in manifest.entries() {
+                if !entry.is_alive() {
+                    continue;
+                }
+                if entry.content_type() != DataContentType::Data {
+                    return Ok(None);
+                }
+                if removed.contains(entry.file_path()) {
+                    found += 1;
+                    touched.insert(i);
+                }
+            }
+            loaded.push(manifest);
+        }
+        if found != removed.len() {
+            return Ok(None);
+        }
 
         // The replace snapshot: the new files added, the old ones deleted from their
         // manifests (the rest of those manifests kept), every other manifest as it was.
-        let snapshot_id = crate::commit::snapshot_id_for(&prefix, meta);
+        let snapshot_id = crate::commit::snapshot_id_for(&self.prefix, meta);
         let sequence_number = meta.next_sequence_number();
-        let removed: HashSet<&str> = files.iter().map(|l| l.file.file_path()).collect();
-        let touched: HashSet<usize> = files.iter().map(|l| l.manifest).collect();
         let mut out: Vec<ManifestFile> = Vec::new();
         let mut writer = ManifestWriterBuilder::new(
             file_io.new_output(format!("{location}/metadata/{snapshot_id:016x}-c0.avro"))?,
@@ -219,7 +359,7 @@ impl Committer {
             spec.as_ref().clone(),
         )
         .build_v2_data();
-        for f in &written {
+        for f in &self.written {
             writer.add_file(f.clone(), -1)?;
         }
         out.push(writer.write_manifest_file().await?);
@@ -250,7 +390,10 @@ impl Committer {
             )?;
             out.push(writer.write_manifest_file().await?);
         }
-        let list_path = format!("{location}/metadata/snap-{snapshot_id}-1-{prefix}.avro");
+        let list_path = format!(
+            "{location}/metadata/snap-{snapshot_id}-1-{}.avro",
+            self.prefix
+        );
         let mut list = ManifestListWriter::v2(
             file_io.new_output(&list_path)?.writer().await?,
             snapshot_id,
@@ -269,11 +412,14 @@ impl Committer {
             "added-delete-files",
             "added-position-delete-files",
             "added-position-deletes",
+            "deleted-data-files",
+            "deleted-records",
+            "removed-files-size",
         ] {
             props.remove(key);
         }
-        let removed_size: u64 = files.iter().map(|l| l.file.file_size_in_bytes()).sum();
-        let added_size: u64 = written.iter().map(|f| f.file_size_in_bytes()).sum();
+        let removed_size: u64 = self.removed.iter().map(|f| f.file_size_in_bytes()).sum();
+        let added_size: u64 = self.written.iter().map(|f| f.file_size_in_bytes()).sum();
         let shift = |props: &mut HashMap<String, String>, key: &str, delta: i64| {
             if let Some(v) = props.get(key).and_then(|v| v.parse::<i64>().ok()) {
                 props.insert(key.to_string(), (v + delta).max(0).to_string());
@@ -282,20 +428,20 @@ impl Committer {
         shift(
             &mut props,
             "total-data-files",
-            written.len() as i64 - files.len() as i64,
+            self.written.len() as i64 - self.removed.len() as i64,
         );
         shift(
             &mut props,
             "total-files-size",
             added_size as i64 - removed_size as i64,
         );
-        props.insert("added-data-files".into(), written.len().to_string());
-        props.insert("deleted-data-files".into(), files.len().to_string());
-        props.insert("added-records".into(), rows.to_string());
-        props.insert("deleted-records".into(), rows.to_string());
+        props.insert("added-data-files".into(), self.written.len().to_string());
+        props.insert("deleted-data-files".into(), self.removed.len().to_string());
+        props.insert("added-records".into(), self.rows.to_string());
+        props.insert("deleted-records".into(), self.rows.to_string());
         props.insert("added-files-size".into(), added_size.to_string());
         props.insert("removed-files-size".into(), removed_size.to_string());
-        props.insert(COMMIT_ID.into(), prefix.clone());
+        props.insert(COMMIT_ID.into(), self.prefix.clone());
         let snapshot = Snapshot::builder()
             .with_snapshot_id(snapshot_id)
             .with_parent_snapshot_id(Some(parent.snapshot_id()))
@@ -310,26 +456,6 @@ impl Committer {
             .build();
         let requirements = crate::commit::main_requirements(meta, Some(parent.snapshot_id()));
         let updates = crate::commit::main_updates(snapshot).to_vec();
-        match self
-            .target
-            .commit(&table, requirements, updates)
-            .await
-            .map_err(CommitError::from)
-        {
-            Ok(Some(_)) => Ok(Compacted {
-                removed: files.len(),
-                added: written.len(),
-            }),
-            // Refused, or nothing changed: no snapshot references this attempt's files (their
-            // names are its own), so they go.
-            Ok(None) | Err(CommitError::Conflict(_)) => {
-                for f in &written {
-                    let _ = file_io.delete(f.file_path()).await;
-                }
-                Ok(Compacted::default())
-            }
-            // The outcome is unknown: the files may be live, so they stay.
-            Err(e) => Err(e),
-        }
+        Ok(Some((requirements, updates)))
     }
 }

@@ -139,6 +139,8 @@ pub async fn run(
     let mut resync = false;
     let mut commits = 0u64;
     let mut last_compaction: Option<tokio::time::Instant> = None;
+    // The running compaction, off the commit path: rounds go on while it reads and writes.
+    let mut compaction: Option<tokio::task::JoinHandle<()>> = None;
     let mut ticks = tokio::time::interval_at(
         tokio::time::Instant::now() + topic.commit_interval,
         topic.commit_interval,
@@ -390,30 +392,21 @@ pub async fn run(
                     pending = None;
                     commits += 1;
                     let compact_due = last_compaction
-                        .is_none_or(|at| at.elapsed() >= crate::compact::COMPACT_MIN_INTERVAL);
+                        .is_none_or(|at| at.elapsed() >= crate::compact::COMPACT_MIN_INTERVAL)
+                        && compaction.as_ref().is_none_or(|c| c.is_finished());
                     if !upsert
                         && compact_due
                         && commits.is_multiple_of(crate::compact::COMPACT_EVERY)
                     {
                         last_compaction = Some(tokio::time::Instant::now());
-                        match committer
-                            .compact(
-                                &topic.ident,
-                                &topic.ctx.settings,
-                                worker.pool(),
-                                crate::compact::MIN_FILES,
-                                clock.now_ms() as i64,
-                            )
-                            .await
-                        {
-                            Ok(c) if c.removed > 0 => {
-                                tracing::info!(table = %topic.ident, removed = c.removed, added = c.added, "compacted small files")
-                            }
-                            Ok(_) => {}
-                            Err(e) => {
-                                tracing::warn!(table = %topic.ident, error = %e, "compaction failed")
-                            }
-                        }
+                        compaction = Some(tokio::spawn(compact_in_background(
+                            committer.clone(),
+                            topic.ident.clone(),
+                            topic.ctx.settings.clone(),
+                            worker.clone(),
+                            clock.clone(),
+                            stop.clone(),
+                        )));
                     }
                     if let Some((older_than, retain_last)) = topic.expire {
                         if commits.is_multiple_of(EXPIRE_EVERY) {
@@ -455,9 +448,50 @@ pub async fn run(
             }
         }
     }
+    // It stops between partitions once `stop` is cancelled; its files come from the pool.
+    if let Some(c) = compaction.take() {
+        let _ = c.await;
+    }
     worker.remove_table(&topic.name);
     statuses.remove(&status_key);
     tracing::info!(table = %topic.ident, "table coordinator stopped");
+}
+
+/// Compacts `ident`'s small files, partition after partition, up to
+/// [`crate::compact::PARTITIONS_PER_RUN`] of them, until nothing is left to merge or `stop`.
+/// Its commits race the coordinator's rounds, and rebase onto them (see [`crate::compact`]).
+async fn compact_in_background(
+    committer: Committer,
+    ident: TableIdent,
+    settings: inlet_table_worker::data_file::FileSettings,
+    worker: Arc<Worker>,
+    clock: Arc<dyn Clock>,
+    stop: CancellationToken,
+) {
+    for _ in 0..crate::compact::PARTITIONS_PER_RUN {
+        if stop.is_cancelled() {
+            return;
+        }
+        match committer
+            .compact(
+                &ident,
+                &settings,
+                worker.pool(),
+                crate::compact::MIN_FILES,
+                clock.now_ms() as i64,
+            )
+            .await
+        {
+            Ok(c) if c.removed > 0 => {
+                tracing::info!(table = %ident, removed = c.removed, added = c.added, "compacted small files")
+            }
+            Ok(_) => return,
+            Err(e) => {
+                tracing::warn!(table = %ident, error = %e, "compaction failed");
+                return;
+            }
+        }
+    }
 }
 
 /// The dead-letter table of `table`: `<table>_dlq` in the same namespace.

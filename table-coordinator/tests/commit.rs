@@ -809,7 +809,16 @@ fn current_parent(table: &iceberg::table::Table) -> i64 {
 #[derive(Debug)]
 struct RacingPointers {
     inner: Arc<dyn inlet_catalog::rest::MetadataPointerStore>,
-    race: tokio::sync::Mutex<Option<Committer>>,
+    race: tokio::sync::Mutex<Option<Race>>,
+}
+
+/// What commits first, through the plain pointers, at the racing store's first swap.
+#[derive(Debug)]
+enum Race {
+    /// A compaction of the same table.
+    Compaction(Committer),
+    /// A round.
+    Round(Committer, Box<Round>),
 }
 
 impl inlet_catalog::rest::MetadataPointerStore for RacingPointers {
@@ -818,20 +827,30 @@ impl inlet_catalog::rest::MetadataPointerStore for RacingPointers {
         swaps: &'a [inlet_catalog::rest::PointerSwap],
     ) -> inlet_catalog::rest::BoxFuture<'a, iceberg::Result<()>> {
         Box::pin(async move {
-            if let Some(other) = self.race.lock().await.take() {
-                let ident = swaps[0].table.clone();
-                let pool = inlet_table_worker::memory::MemoryPool::new(64 << 20);
-                let won = other
-                    .compact(
-                        &ident,
-                        &inlet_table_worker::data_file::FileSettings::default(),
-                        &pool,
-                        inlet_table_coordinator::compact::MIN_FILES,
-                        200_000,
-                    )
-                    .await
-                    .expect("the racing compaction");
-                assert!(won.removed > 0, "the racing compaction landed");
+            let ident = swaps[0].table.clone();
+            match self.race.lock().await.take() {
+                Some(Race::Compaction(other)) => {
+                    let pool = inlet_table_worker::memory::MemoryPool::new(64 << 20);
+                    let won = other
+                        .compact(
+                            &ident,
+                            &inlet_table_worker::data_file::FileSettings::default(),
+                            &pool,
+                            inlet_table_coordinator::compact::MIN_FILES,
+                            200_000,
+                        )
+                        .await
+                        .expect("the racing compaction");
+                    assert!(won.removed > 0, "the racing compaction landed");
+                }
+                Some(Race::Round(other, round)) => {
+                    other
+                        .commit(&ident, &round)
+                        .await
+                        .expect("the racing round")
+                        .expect("a snapshot");
+                }
+                None => {}
             }
             self.inner.swap(swaps).await
         })
@@ -883,7 +902,7 @@ async fn a_compaction_that_loses_a_race_deletes_only_its_own_files() {
         };
         c.commit(&ident, &round).await.expect("commit");
     }
-    *racing.race.lock().await = Some(plain);
+    *racing.race.lock().await = Some(Race::Compaction(plain));
     let pool = inlet_table_worker::memory::MemoryPool::new(64 << 20);
     let lost = c
         .compact(
@@ -1181,4 +1200,183 @@ async fn progress_outlives_an_expiry_of_every_snapshot_inlet_wrote() {
         table.metadata(),
         "t-3"
     ));
+}
+
+/// A round lands while a compaction is committing (compaction runs beside the rounds, not
+/// between them): the compaction's commit is rebuilt on the round's snapshot and lands, with
+/// the round's progress and rows kept.
+#[tokio::test]
+async fn a_compaction_rebases_onto_a_round_that_landed_first() {
+    use inlet_table_coordinator::compact::MIN_FILES;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let catalog = embedded(&dir).await;
+    let plain = Committer::new(catalog.catalog.clone(), catalog.pointers.clone());
+    let racing = Arc::new(RacingPointers {
+        inner: catalog.pointers.clone(),
+        race: tokio::sync::Mutex::new(None),
+    });
+    let c = Committer::new(catalog.catalog.clone(), racing.clone());
+    let ident = TableIdent::new(NamespaceIdent::new("default".into()), "rebased".into());
+    let table = c
+        .create_with_ids_if_missing(&ident, &upsert_schema(), None, &[])
+        .await
+        .expect("create");
+    let round = |n: u64, files| Round {
+        commit_id: format!("rebased-{n}"),
+        schema: upsert_schema(),
+        files,
+        delete_files: Vec::new(),
+        base: RoundBase::Latest,
+        id_columns: Vec::new(),
+        offsets: BTreeMap::from([(0, 10 * n)]),
+        watermark_ms: Some(n as i64),
+        partition_watermarks: BTreeMap::new(),
+        timestamp_ms: 1_000 * n as i64,
+        partition_spec: None,
+        topic_id: None,
+        base_column_id: 0,
+        start_offsets: BTreeMap::new(),
+    };
+    let mut expected = BTreeMap::new();
+    let files = MIN_FILES as u64;
+    for n in 1..=files {
+        let rows: Vec<(i64, String)> = (0..10)
+            .map(|i| (n as i64 * 100 + i, format!("r{n}")))
+            .collect();
+        let borrowed: Vec<(i64, &str)> = rows.iter().map(|(i, s)| (*i, s.as_str())).collect();
+        let file = data_file(&table, &format!("s{n}"), &borrowed).await;
+        expected.extend(rows);
+        plain
+            .commit(&ident, &round(n, vec![file]))
+            .await
+            .expect("commit");
+    }
+    let late = data_file(&table, "late", &[(9_999, "late")]).await;
+    expected.insert(9_999, "late".into());
+    *racing.race.lock().await = Some(Race::Round(
+        plain.clone(),
+        Box::new(round(files + 1, vec![late])),
+    ));
+    let pool = inlet_table_worker::memory::MemoryPool::new(64 << 20);
+    let done = c
+        .compact(
+            &ident,
+            &inlet_table_worker::data_file::FileSettings::default(),
+            &pool,
+            MIN_FILES,
+            100_000,
+        )
+        .await
+        .expect("compact");
+    assert!(racing.race.lock().await.is_none(), "the race ran");
+    assert_eq!(
+        (done.removed, done.added),
+        (files as usize, 1),
+        "landed on the round's snapshot"
+    );
+    let table = c.load(&ident).await.expect("load").expect("table");
+    let snapshot = table.metadata().current_snapshot().expect("snapshot");
+    assert_eq!(
+        snapshot.summary().operation,
+        iceberg::spec::Operation::Replace
+    );
+    assert_eq!(
+        Committer::committed(&table).offsets,
+        BTreeMap::from([(0, 10 * (files + 1))]),
+        "the round's progress, not the compaction's first parent's"
+    );
+    assert_eq!(
+        snapshot
+            .summary()
+            .additional_properties
+            .get("total-data-files")
+            .map(String::as_str),
+        Some("2"),
+        "the compacted file and the round's"
+    );
+    assert_eq!(scan(&table).await, expected, "every row once");
+}
+
+/// Files too big to count as commit tails but well under the target (2–8 MiB files at the
+/// default 32 MiB) are merged too: a few that make half a target file are enough.
+#[tokio::test]
+async fn mid_size_files_are_merged_into_target_size_ones() {
+    use inlet_table_coordinator::compact::MIN_FILES;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let c = committer(&dir).await;
+    let ident = TableIdent::new(NamespaceIdent::new("default".into()), "mid".into());
+    let table = c
+        .create_with_ids_if_missing(&ident, &upsert_schema(), None, &[])
+        .await
+        .expect("create");
+    let mut expected = BTreeMap::new();
+    let mut sizes = Vec::new();
+    for n in 1..=4u64 {
+        // Incompressible strings: the file is about as big as its rows.
+        let rows: Vec<(i64, String)> = (0..200)
+            .map(|i| {
+                let id = n as i64 * 1_000 + i;
+                // splitmix64 of (id, k): letters zstd cannot predict.
+                let noise: String = (0..40u64)
+                    .map(|k| {
+                        let mut x = (id as u64) << 8 ^ k;
+                        x = x.wrapping_add(0x9e37_79b9_7f4a_7c15);
+                        x = (x ^ (x >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+                        x = (x ^ (x >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+                        char::from(b'a' + ((x ^ (x >> 31)) % 26) as u8)
+                    })
+                    .collect();
+                (id, noise)
+            })
+            .collect();
+        let borrowed: Vec<(i64, &str)> = rows.iter().map(|(i, s)| (*i, s.as_str())).collect();
+        let file = data_file(&table, &format!("m{n}"), &borrowed).await;
+        sizes.push(file.file_size_in_bytes());
+        expected.extend(rows);
+        let round = Round {
+            commit_id: format!("mid-{n}"),
+            offsets: BTreeMap::from([(0, n)]),
+            files: vec![file],
+            ..round(n, false, 1_000 * n as i64)
+        };
+        c.commit(
+            &ident,
+            &Round {
+                schema: upsert_schema(),
+                ..round
+            },
+        )
+        .await
+        .expect("commit");
+    }
+    // A target for which each file is between a quarter and three quarters of it, so three
+    // fit in one target file and make more than half of it: the old rule (16 files under a
+    // quarter) merged none of them.
+    let largest = *sizes.iter().max().expect("sizes");
+    let smallest = *sizes.iter().min().expect("sizes");
+    let target = largest * 7 / 2;
+    assert!(
+        smallest * 4 > target && largest * 4 < target * 3,
+        "{sizes:?} for {target}"
+    );
+    let settings = inlet_table_worker::data_file::FileSettings {
+        target_file_bytes: target as usize,
+        ..Default::default()
+    };
+    let pool = inlet_table_worker::memory::MemoryPool::new(64 << 20);
+    let done = c
+        .compact(&ident, &settings, &pool, MIN_FILES, 100_000)
+        .await
+        .expect("compact");
+    assert_eq!((done.removed, done.added), (3, 1), "{sizes:?} for {target}");
+    let table = c.load(&ident).await.expect("load").expect("table");
+    assert_eq!(scan(&table).await, expected, "the same rows");
+    assert_eq!(
+        c.compact(&ident, &settings, &pool, MIN_FILES, 100_000)
+            .await
+            .expect("again")
+            .removed,
+        0,
+        "the merged file is past three quarters, and one small file is left: nothing to merge"
+    );
 }

@@ -235,7 +235,7 @@ assert s4["sent"].isoformat().startswith("2024-01-01T00:00:04"), s4
 assert all(r["_key"] == {"id": r["id"], "depot": f"d{r['id'] % 2}"} for r in shipments), shipments
 
 # Compaction: a 3-partition topic gets a burst per round; after 10 commits the coordinator
-# rewrites the ~30 small files as one, in a `replace` snapshot. Readers see every record once.
+# rewrites the ~30 small files as one in the background, in a `replace` snapshot. Readers see every record once.
 admin.create_topics([NewTopic("clicks", num_partitions=3, replication_factor=1, config={
     "table.topic.enable": "true", "table.topic.commit.interval.ms": "1000"})])["clicks"].result(30)
 click_ser = AvroSerializer(registry, V1)
@@ -259,9 +259,15 @@ for burst in range(12):
         time.sleep(0.2)
     else:
         raise AssertionError(f"clicks did not reach {produced} rows")
-clicks = catalog.load_table("default.clicks")
-operations = [s.summary.operation.value for s in clicks.metadata.snapshots]
-assert "replace" in operations, operations
+# Compaction runs beside the rounds: wait for its snapshot.
+deadline = time.time() + 60
+while True:
+    clicks = catalog.load_table("default.clicks")
+    operations = [s.summary.operation.value for s in clicks.metadata.snapshots]
+    if "replace" in operations:
+        break
+    assert time.time() < deadline, f"no compaction in 60 s: {operations}"
+    time.sleep(0.2)
 rows = clicks.scan().to_arrow().to_pylist()
 assert sorted(r["id"] for r in rows) == list(range(produced)), "every record once"
 files = list(clicks.scan().plan_files())

@@ -24,6 +24,7 @@ use inlet_schema_registry::Registry;
 use inlet_storage::SystemClock;
 use inlet_table_coordinator::commit::Committer;
 use inlet_table_coordinator::coordinator::{self, TableTopic};
+use inlet_table_coordinator::lease::{self, Leases};
 use inlet_table_coordinator::status::Statuses;
 use inlet_table_worker::data_file::{FileSettings, FileTarget};
 use inlet_table_worker::job::{TableContext, ValueType};
@@ -82,6 +83,26 @@ pub async fn run(
     let committer = Committer::with_target(catalog.catalog(), catalog.commit_target());
     let file_io = catalog.file_io().clone();
     let warehouse = catalog.warehouse();
+    // Coordinator epochs, in the node's metadata store, held under the node's id.
+    let leases = loop {
+        match Leases::open(
+            store.meta().clone(),
+            format!("node-{}", broker.config().node_id),
+            lease::DEFAULT_TTL,
+            Arc::new(SystemClock),
+        )
+        .await
+        {
+            Ok(l) => break l,
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot open the coordinator lease table; retrying");
+                tokio::select! {
+                    _ = stop.cancelled() => return,
+                    _ = tokio::time::sleep(Duration::from_secs(1)) => {}
+                }
+            }
+        }
+    };
     let mut running: HashMap<String, Running> = HashMap::new();
     // Coordinators told to stop that have not finished yet: a topic's next coordinator starts
     // only once its last one is gone, so two never commit to one table at once.
@@ -92,6 +113,15 @@ pub async fn run(
             _ = tokio::time::sleep(Duration::from_secs(1)) => {}
         }
         stopping.retain(|_, task| !task.is_finished());
+        // A coordinator that ended on its own (fenced by a newer epoch) starts again, and waits
+        // for the lease.
+        running.retain(|name, r| {
+            let ended = r.task.is_finished();
+            if ended {
+                tracing::warn!(topic = %name, "table coordinator ended; starting it again");
+            }
+            !ended
+        });
         let defaults = &broker.config().topic_defaults;
         let mut wanted: HashMap<String, (Fingerprint, TableTopic)> = HashMap::new();
         // Tables (and dead-letter tables) taken so far, by topic: CreateTopics and
@@ -160,6 +190,7 @@ pub async fn run(
                 committer.clone(),
                 store.clone(),
                 Arc::new(SystemClock),
+                leases.clone(),
                 statuses.clone(),
                 token.clone(),
             ));

@@ -37,26 +37,8 @@ async fn registry(dir: &tempfile::TempDir) -> Registry {
 /// A new empty database on the PostgreSQL of `source scripts/test-env.sh`; None (skip) when
 /// there is none, except in CI.
 async fn fresh_postgres_database() -> Option<String> {
-    use sqlx::Connection;
     let url = inlet_test_support::service_env("INLET_TEST_POSTGRES_URL")?;
-    // A random token without reading the clock: the name of a fresh temporary directory.
-    let tmp = tempfile::tempdir().expect("tempdir");
-    let token: String = tmp
-        .path()
-        .file_name()
-        .map(|n| n.to_string_lossy().to_ascii_lowercase())
-        .unwrap_or_default()
-        .chars()
-        .filter(char::is_ascii_alphanumeric)
-        .collect();
-    let name = format!("inlet_registry_{}_{token}", std::process::id());
-    let mut conn = sqlx::PgConnection::connect(&url).await.expect("connect");
-    sqlx::query(&format!("CREATE DATABASE {name}"))
-        .execute(&mut conn)
-        .await
-        .expect("create database");
-    let (base, _) = url.rsplit_once('/').expect("database in URL");
-    Some(format!("{base}/{name}"))
+    Some(inlet_test_support::fresh_postgres_database(&url).await)
 }
 
 #[tokio::test]

@@ -51,6 +51,10 @@ pub const PARTITION_WATERMARKS: &str = "inlet.partition-watermarks";
 /// keys, so a topic deleted and created again under the same name does not resume at the old
 /// topic's offsets.
 pub const TOPIC_ID: &str = "inlet.topic-id";
+/// The epoch of the coordinator that committed the round ([`crate::lease`]): an addition to
+/// DESIGN.md's keys. A round of a lower epoch than the table's is refused
+/// ([`CommitError::Fenced`]).
+pub const EPOCH: &str = "inlet.coordinator-epoch";
 /// A table property: the `inlet.*` summary keys of Inlet's last commit, plus its
 /// [`PROGRESS_SNAPSHOT_ID`] and [`PROGRESS_SEQUENCE_NUMBER`], as one JSON object of strings.
 /// Set in the same metadata commit as the snapshot, so it is exactly as current. Properties
@@ -73,6 +77,10 @@ pub enum CommitError {
     Iceberg(#[from] iceberg::Error),
     #[error("catalog: {0}")]
     Catalog(String),
+    /// A coordinator of a newer epoch has committed to the table: this one is stale and
+    /// must stop ([`crate::lease`]).
+    #[error("the table's last round is epoch {theirs}'s, and this coordinator's epoch is {ours}: a newer coordinator took over")]
+    Fenced { ours: i64, theirs: i64 },
     /// A requirement failed or another commit won: nothing changed; retry on the new base.
     #[error("commit conflict: {0}")]
     Conflict(String),
@@ -151,6 +159,8 @@ pub struct Round {
     /// The table's `last-column-id` when the worker that converted the round was registered:
     /// field ids above it in `schema` are the worker's own ([`crate::rebase`]).
     pub base_column_id: i32,
+    /// The epoch of the coordinator that built the round ([`EPOCH`]); None: not fenced.
+    pub epoch: Option<i64>,
     /// Where the round's records start per partition: the progress of the snapshot it was
     /// built on. The commit is refused unless the table's progress is exactly there
     /// ([`CommitError::NotContinuous`]); partitions the table has no progress for, and an
@@ -171,6 +181,8 @@ pub struct Committed {
     /// The progress came from the table property [`PROGRESS`]: no snapshot left on `main`
     /// carries it.
     pub from_property: bool,
+    /// The epoch of the coordinator that committed it ([`EPOCH`]).
+    pub epoch: Option<i64>,
 }
 
 impl Committed {
@@ -199,6 +211,7 @@ impl Committed {
             watermark_ms: props.get(WATERMARK).and_then(|w| w.parse().ok()),
             commit_id: props.get(COMMIT_ID).cloned(),
             topic_id: props.get(TOPIC_ID).cloned(),
+            epoch: props.get(EPOCH).and_then(|e| e.parse().ok()),
             from_property,
         }
     }
@@ -353,6 +366,7 @@ impl Committer {
                     return Err(CommitError::BaseChanged { expected, found });
                 }
             }
+            fenced(&table, round)?;
             continues(&table, round)?;
             match self.try_commit(&table, round).await {
                 Ok(id) => return Ok(Some(id)),
@@ -536,6 +550,9 @@ impl Committer {
         }
         if let Some(id) = &round.topic_id {
             props.insert(TOPIC_ID.into(), id.clone());
+        }
+        if let Some(epoch) = round.epoch {
+            props.insert(EPOCH.into(), epoch.to_string());
         }
         if !round.partition_watermarks.is_empty() {
             let per: BTreeMap<String, i64> = round
@@ -922,6 +939,18 @@ fn expired_progress(meta: &TableMetadata, oldest_sequence: i64) -> Option<HashMa
     let snapshot: i64 = keys.get(PROGRESS_SNAPSHOT_ID)?.parse().ok()?;
     let sequence: i64 = keys.get(PROGRESS_SEQUENCE_NUMBER)?.parse().ok()?;
     (meta.snapshot_by_id(snapshot).is_none() && sequence < oldest_sequence).then_some(keys)
+}
+
+/// Whether a coordinator of a newer epoch than `round`'s has committed to `table`. Checked
+/// on the base the commit requires (`assert-ref-snapshot-id`), so it is atomic with it.
+fn fenced(table: &Table, round: &Round) -> Result<(), CommitError> {
+    let Some(ours) = round.epoch else {
+        return Ok(());
+    };
+    match Committer::committed(table).epoch {
+        Some(theirs) if theirs > ours => Err(CommitError::Fenced { ours, theirs }),
+        _ => Ok(()),
+    }
 }
 
 /// Whether `round` starts where `table`'s progress (for the round's topic) ends.

@@ -92,6 +92,8 @@ struct StoredRound {
     base_column_id: i32,
     #[serde(default)]
     start_offsets: BTreeMap<i32, u64>,
+    #[serde(default)]
+    epoch: Option<i64>,
 }
 
 /// The `PRE_COMMIT` record: a round, its dead-letter round, and the streams it was built from.
@@ -285,6 +287,7 @@ fn store_round(round: &Round, spec: &FileSpec) -> Result<StoredRound, ControlErr
         topic_id: round.topic_id.clone(),
         base_column_id: round.base_column_id,
         start_offsets: round.start_offsets.clone(),
+        epoch: round.epoch,
     })
 }
 
@@ -316,6 +319,7 @@ fn load_round(r: StoredRound) -> Result<Round, ControlError> {
         topic_id: r.topic_id,
         base_column_id: r.base_column_id,
         start_offsets: r.start_offsets,
+        epoch: r.epoch,
     })
 }
 
@@ -385,6 +389,7 @@ mod tests {
             topic_id: None,
             base_column_id: 0,
             start_offsets: BTreeMap::new(),
+            epoch: Some(3),
         };
         let file_spec = FileSpec {
             spec_id: spec.spec_id(),
@@ -418,6 +423,7 @@ mod tests {
         assert_eq!(p.main.files, r1.files, "partition values and stats survive");
         assert_eq!(p.main.watermark_ms, r1.watermark_ms);
         assert_eq!(p.main.partition_spec, r1.partition_spec);
+        assert_eq!(p.main.epoch, Some(3));
         assert!(p.dead_letters.is_some());
 
         control

@@ -52,6 +52,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::commit::{CommitError, Committed, Committer, Round, RoundBase};
 use crate::control::{ControlStream, FileSpec, PendingRound};
+use crate::lease::{Lease, Leases};
 use crate::status::Statuses;
 use crate::watermark::Watermarks;
 
@@ -81,21 +82,30 @@ pub struct TableTopic {
 pub const EXPIRE_EVERY: u64 = 20;
 
 /// Runs the coordinator of `topic` until `stop`.
+#[allow(clippy::too_many_arguments)]
 pub async fn run(
     topic: TableTopic,
     worker: Arc<Worker>,
     committer: Committer,
     store: Arc<StreamStore>,
     clock: Arc<dyn Clock>,
+    leases: Leases,
     statuses: Statuses,
     stop: CancellationToken,
 ) {
     let status_key = topic.ident.to_string();
+    // The table's lease first: nothing is converted or committed without it.
+    let Some(lease) = take_lease(&topic, &committer, &leases, &stop).await else {
+        return;
+    };
     // Where the table is: retried until the catalog answers (or the node stops).
     let Some(mut reg) = register_until_ready(&topic, &worker, &committer, &store, &stop).await
     else {
+        let _ = leases.release(&lease).await;
         return;
     };
+    // Set when a newer coordinator took the table over: this one stops without committing.
+    let mut fenced = false;
     let upsert = topic.ctx.upsert.is_some();
     let id_columns: Vec<String> = topic
         .ctx
@@ -112,15 +122,21 @@ pub async fn run(
     let mut pre_committed = false;
     if let Some(p) = reg.recovered.take() {
         tracing::info!(table = %topic.ident, commit_id = %p.main.commit_id, files = p.main.files.len(), "recommitting a round from the control stream");
-        pending = Some(p.main);
-        pending_dead_letters = p.dead_letters;
+        // This coordinator commits it now, under its own epoch.
+        let mut main = p.main;
+        main.epoch = Some(lease.epoch);
+        pending = Some(main);
+        pending_dead_letters = p.dead_letters.map(|mut d| {
+            d.epoch = Some(lease.epoch);
+            d
+        });
         pre_committed = true;
     }
     statuses.update(&status_key, |s| {
         s.committed = offsets.clone();
         s.watermark_ms = reg.committed.watermark_ms;
     });
-    tracing::info!(table = %topic.ident, ?offsets, dead_letter_floor = ?reg.dead_letter_floor, "table coordinator started");
+    tracing::info!(table = %topic.ident, epoch = lease.epoch, ?offsets, dead_letter_floor = ?reg.dead_letter_floor, "table coordinator started");
 
     let idle_ms = topic.watermark_idle.map(|d| d.as_millis() as i64);
     let watermarks_from = |reg: &Registered| {
@@ -147,9 +163,24 @@ pub async fn run(
     );
     // A round slower than the interval delays the next one; ticks are not bunched up after.
     ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    // The lease is renewed a few times per ttl, and before every commit.
+    let mut renewals = tokio::time::interval(leases.ttl() / 3);
+    renewals.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     'ticks: loop {
         tokio::select! {
             _ = stop.cancelled() => break,
+            _ = renewals.tick() => {
+                match leases.renew(&lease).await {
+                    Ok(true) => {}
+                    Ok(false) => {
+                        tracing::warn!(table = %topic.ident, epoch = lease.epoch, "a newer coordinator took the table over; this one stops");
+                        fenced = true;
+                        break;
+                    }
+                    Err(e) => tracing::warn!(table = %topic.ident, error = %e, "cannot renew the coordinator's lease"),
+                }
+                continue;
+            }
             _ = ticks.tick() => {}
         }
         if resync {
@@ -274,6 +305,7 @@ pub async fn run(
                             base_column_id: i32::MAX,
                             // Its table's progress may be ahead after a crash (the floor).
                             start_offsets: BTreeMap::new(),
+                            epoch: Some(lease.epoch),
                         })
                     })
                     .flatten();
@@ -323,6 +355,7 @@ pub async fn run(
                     topic_id: Some(topic.topic_id.clone()),
                     base_column_id: reg.last_column_id,
                     start_offsets,
+                    epoch: Some(lease.epoch),
                 });
             }
         }
@@ -342,6 +375,21 @@ pub async fn run(
                 crate::failpoint::hit("pre-committed");
             }
             pre_committed = true;
+        }
+        if pending.is_some() || pending_dead_letters.is_some() {
+            // Committing only while the epoch is still this coordinator's (`crate::lease`).
+            match leases.renew(&lease).await {
+                Ok(true) => {}
+                Ok(false) => {
+                    tracing::warn!(table = %topic.ident, epoch = lease.epoch, "a newer coordinator took the table over; this one stops without committing");
+                    fenced = true;
+                    break;
+                }
+                Err(e) => {
+                    tracing::warn!(table = %topic.ident, error = %e, "cannot renew the coordinator's lease; the round commits at a later tick");
+                    continue;
+                }
+            }
         }
         if let Some(round) = &pending_dead_letters {
             match committer
@@ -426,6 +474,12 @@ pub async fn run(
                         }
                     }
                 }
+                Err(e @ CommitError::Fenced { .. }) => {
+                    statuses.update(&status_key, |s| s.failed_commits += 1);
+                    tracing::warn!(table = %topic.ident, error = %e, "this coordinator is fenced; it stops");
+                    fenced = true;
+                    break;
+                }
                 Err(e @ CommitError::BaseChanged { .. }) => {
                     statuses.update(&status_key, |s| s.failed_commits += 1);
                     tracing::warn!(table = %topic.ident, error = %e, "upsert round dropped; converting again on the new base");
@@ -450,7 +504,16 @@ pub async fn run(
     }
     // It stops between partitions once `stop` is cancelled; its files come from the pool.
     if let Some(c) = compaction.take() {
+        if fenced {
+            c.abort();
+        }
         let _ = c.await;
+    }
+    if !fenced {
+        // The next coordinator (here or on another node) may take the table at once.
+        if let Err(e) = leases.release(&lease).await {
+            tracing::warn!(table = %topic.ident, error = %e, "cannot release the coordinator's lease; it expires");
+        }
     }
     worker.remove_table(&topic.name);
     statuses.remove(&status_key);
@@ -490,6 +553,44 @@ async fn compact_in_background(
                 tracing::warn!(table = %ident, error = %e, "compaction failed");
                 return;
             }
+        }
+    }
+}
+
+/// Takes the table's lease ([`crate::lease`]), waiting while another node's coordinator holds
+/// it; None when stopped first. The new epoch is above any the table's snapshots record.
+async fn take_lease(
+    topic: &TableTopic,
+    committer: &Committer,
+    leases: &Leases,
+    stop: &CancellationToken,
+) -> Option<Lease> {
+    let key = topic.ident.to_string();
+    let mut told = false;
+    loop {
+        let floor = match committer.load(&topic.ident).await {
+            Ok(t) => Some(t.and_then(|t| Committer::committed(&t).epoch).unwrap_or(0)),
+            Err(e) => {
+                tracing::warn!(table = %topic.ident, error = %e, "cannot load the table; retrying");
+                None
+            }
+        };
+        if let Some(floor) = floor {
+            match leases.acquire(&key, floor).await {
+                Ok(Ok(lease)) => return Some(lease),
+                Ok(Err(held)) if !told => {
+                    tracing::info!(table = %topic.ident, holder = %held.holder, epoch = held.epoch, expires_ms = held.expires_ms, "another coordinator holds the table; waiting for its lease");
+                    told = true;
+                }
+                Ok(Err(_)) => {}
+                Err(e) => {
+                    tracing::warn!(table = %topic.ident, error = %e, "cannot take the coordinator's lease; retrying")
+                }
+            }
+        }
+        tokio::select! {
+            _ = stop.cancelled() => return None,
+            _ = tokio::time::sleep(Duration::from_secs(1)) => {}
         }
     }
 }

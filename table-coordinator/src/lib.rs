@@ -9,7 +9,10 @@
 //! - [`control`]: the table's control stream, `PRE_COMMIT` before a round's Iceberg commit
 //!   and `COMMITTED` after, from which a restarted coordinator commits a crashed round's
 //!   files again;
-//! - [`compact`]: rewrites an append-only table's small files into one per partition;
+//! - [`lease`]: coordinator epochs in the metadata store, which fence every commit (at most
+//!   one live coordinator per table);
+//! - [`compact`]: rewrites an append-only table's small files into target-size ones, beside
+//!   the rounds;
 //! - [`manifest_merge`]: merges small manifests, so the manifest list stays short however
 //!   often a table commits;
 //! - [`coordinator`]: the per-table loop that collects the worker's conversions every commit
@@ -20,6 +23,7 @@ pub mod commit;
 pub mod compact;
 pub mod control;
 pub mod coordinator;
+pub mod lease;
 pub mod manifest_merge;
 pub mod rebase;
 /// Fail points live in the catalog crate, whose commit path holds two of them.

@@ -60,6 +60,7 @@ fn round(n: u64, extra: bool, timestamp_ms: i64) -> Round {
         topic_id: None,
         base_column_id: 0,
         start_offsets: BTreeMap::new(),
+        epoch: None,
     }
 }
 
@@ -280,6 +281,7 @@ async fn upsert_rounds_are_row_deltas_on_their_base_only() {
         topic_id: None,
         base_column_id: 0,
         start_offsets: BTreeMap::new(),
+        epoch: None,
     };
     let s1 = c
         .commit(
@@ -475,6 +477,7 @@ async fn many_rounds_merge_manifests_and_deletes_still_apply() {
         topic_id: None,
         base_column_id: 0,
         start_offsets: BTreeMap::new(),
+        epoch: None,
     };
     let first = data_file(&table, "r0", &[(1, "a"), (2, "b")]).await;
     let first_path = first.file_path().to_string();
@@ -610,6 +613,7 @@ async fn small_files_are_compacted_and_progress_is_kept() {
         topic_id: None,
         base_column_id: 0,
         start_offsets: BTreeMap::new(),
+        epoch: None,
     };
     let mut expected = BTreeMap::new();
     let files = MIN_FILES as u64 + 4;
@@ -899,6 +903,7 @@ async fn a_compaction_that_loses_a_race_deletes_only_its_own_files() {
             topic_id: None,
             base_column_id: 0,
             start_offsets: BTreeMap::new(),
+            epoch: None,
         };
         c.commit(&ident, &round).await.expect("commit");
     }
@@ -1236,6 +1241,7 @@ async fn a_compaction_rebases_onto_a_round_that_landed_first() {
         topic_id: None,
         base_column_id: 0,
         start_offsets: BTreeMap::new(),
+        epoch: None,
     };
     let mut expected = BTreeMap::new();
     let files = MIN_FILES as u64;
@@ -1379,4 +1385,41 @@ async fn mid_size_files_are_merged_into_target_size_ones() {
         0,
         "the merged file is past three quarters, and one small file is left: nothing to merge"
     );
+}
+
+/// A round of an older coordinator epoch than the table's last round is refused
+/// (`CommitError::Fenced`), even when it would continue the table's progress; rounds of the
+/// same or a newer epoch land, and rounds without an epoch are not fenced.
+#[tokio::test]
+async fn rounds_of_an_older_epoch_are_fenced() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let c = committer(&dir).await;
+    let ident = TableIdent::new(NamespaceIdent::new("default".into()), "epochs".into());
+    let at = |n: u64, epoch: Option<i64>| {
+        let mut r = round(n, false, 1_000 * n as i64);
+        r.offsets = BTreeMap::from([(0, 10 * n)]);
+        r.start_offsets = BTreeMap::from([(0, 10 * (n - 1))]);
+        r.epoch = epoch;
+        r
+    };
+    c.commit(&ident, &at(1, Some(2))).await.expect("epoch 2");
+    match c.commit(&ident, &at(2, Some(1))).await {
+        Err(CommitError::Fenced { ours: 1, theirs: 2 }) => {}
+        other => panic!("a stale coordinator's round: {other:?}"),
+    }
+    c.commit(&ident, &at(2, Some(2)))
+        .await
+        .expect("the same epoch");
+    c.commit(&ident, &at(3, Some(5)))
+        .await
+        .expect("a newer epoch");
+    let table = c.load(&ident).await.expect("load").expect("table");
+    let committed = Committer::committed(&table);
+    assert_eq!(committed.epoch, Some(5));
+    assert_eq!(committed.offsets, BTreeMap::from([(0, 30)]));
+    assert!(matches!(
+        c.commit(&ident, &at(4, Some(4))).await,
+        Err(CommitError::Fenced { ours: 4, theirs: 5 })
+    ));
+    c.commit(&ident, &at(4, None)).await.expect("not fenced");
 }

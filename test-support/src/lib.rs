@@ -9,6 +9,9 @@
 //!   `<test name>\t<reason>` to it, so `scripts/test` can count skipped tests and say why.
 //!
 //! A skipped test still counts as passed for `cargo test`; only the log tells them apart.
+//!
+//! [`fresh_postgres_database`] gives each test an empty database of its own on the
+//! PostgreSQL that `scripts/test-env.sh` starts.
 
 use std::io::Write;
 
@@ -69,6 +72,31 @@ fn append_skip(path: &std::path::Path, test: &str, why: &str) -> std::io::Result
         .append(true)
         .open(path)?
         .write_all(line.as_bytes())
+}
+
+/// A new empty database on the PostgreSQL at `url` (a database URL); returns its URL. The name
+/// is unique without reading the clock: the process id and a fresh temporary directory's name.
+pub async fn fresh_postgres_database(url: &str) -> String {
+    use sqlx::Connection;
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let token: String = tmp
+        .path()
+        .file_name()
+        .map(|n| n.to_string_lossy().to_ascii_lowercase())
+        .unwrap_or_default()
+        .chars()
+        .filter(char::is_ascii_alphanumeric)
+        .collect();
+    let name = format!("inlet_t_{}_{token}", std::process::id());
+    let mut conn = sqlx::PgConnection::connect(url)
+        .await
+        .expect("connect to PostgreSQL");
+    sqlx::query(&format!("CREATE DATABASE {name}"))
+        .execute(&mut conn)
+        .await
+        .expect("create database");
+    let (base, _) = url.rsplit_once('/').expect("database in URL");
+    format!("{base}/{name}")
 }
 
 #[cfg(test)]

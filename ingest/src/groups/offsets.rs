@@ -253,23 +253,7 @@ mod tests {
         let Some(url) = inlet_test_support::service_env("INLET_TEST_POSTGRES_URL") else {
             return;
         };
-        durability(&fresh_postgres_database(&url).await).await;
-    }
-
-    async fn fresh_postgres_database(url: &str) -> String {
-        use sqlx::Connection;
-        let name = format!(
-            "inlet_groups_{}_{}",
-            std::process::id(),
-            rand::random::<u32>()
-        );
-        let mut conn = sqlx::PgConnection::connect(url).await.expect("connect");
-        sqlx::query(&format!("CREATE DATABASE {name}"))
-            .execute(&mut conn)
-            .await
-            .expect("create database");
-        let (base, _) = url.rsplit_once('/').expect("database in URL");
-        format!("{base}/{name}")
+        durability(&inlet_test_support::fresh_postgres_database(&url).await).await;
     }
 
     async fn durability(url: &str) {

@@ -91,7 +91,7 @@ impl Fixture {
                 );
                 (
                     open_object_store(&url).expect("s3 store"),
-                    fresh_postgres_database(&pg).await,
+                    inlet_test_support::fresh_postgres_database(&pg).await,
                 )
             }
         };
@@ -151,21 +151,6 @@ impl Fixture {
 fn open_inner(store: &FaultyStore) -> Arc<dyn ObjectStore> {
     // Listing through the wrapper would count as a store LIST; tests list the wrapped store.
     store.inner()
-}
-
-/// Creates an empty database next to the one in `url` and returns its URL.
-pub async fn fresh_postgres_database(url: &str) -> String {
-    use sqlx::Connection;
-    let name = unique("inlet_t");
-    let mut conn = sqlx::PgConnection::connect(url)
-        .await
-        .expect("connect to PostgreSQL");
-    sqlx::query(&format!("CREATE DATABASE {name}"))
-        .execute(&mut conn)
-        .await
-        .expect("create database");
-    let (base, _) = url.rsplit_once('/').expect("database in URL");
-    format!("{base}/{name}")
 }
 
 /// A payload that names its writer and sequence number, padded to `len` bytes.

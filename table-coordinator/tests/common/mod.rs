@@ -31,5 +31,6 @@ pub fn round(prefix: &str, n: u64) -> Round {
         topic_id: None,
         base_column_id: 0,
         start_offsets: BTreeMap::new(),
+        epoch: None,
     }
 }

@@ -36,6 +36,15 @@
 //!    half. The log cache (which holds recent records whatever the number of topics) is
 //!    reported beside it. `INLET_BENCH_RUNS` pairs, alternating which goes first.
 //!
+//! 4. **files** (not in the default phases): a fresh node with `INLET_BENCH_FILES_TOPICS` (4)
+//!    table topics of `INLET_BENCH_FILES_PARTITIONS` (1) partitions at a 1 s commit interval,
+//!    fed `INLET_BENCH_FILES_MIB_S` (10) MiB/s in total for `INLET_BENCH_FILES_SECONDS`
+//!    (1200), then left alone for `INLET_BENCH_FILES_SETTLE_SECONDS` (150: two compaction
+//!    intervals). Then the node stops and the bench opens its embedded catalog: per table,
+//!    the data files Inlet's rounds wrote (per partition-hour), the live files' median and p10
+//!    size, the snapshots and the size of the current `metadata.json`; and the node's CPU
+//!    during the load and during the settling (when only compaction works).
+//!
 //! Other knobs: `INLET_BENCH_DIR` (default: the target dir's `tmp/`), `INLET_BENCH_PHASES`
 //! (comma list of `ingest`, `freshness`, `memory`; default all), `INLET_BENCH_NODE_ARGS`
 //! (extra `inlet serve` arguments), `INLET_BENCH_NODE_LOG` (the node's `INLET_LOG`, default
@@ -1004,6 +1013,171 @@ fn memory_phase(base: &Path, runs: u64) -> Vec<String> {
     report
 }
 
+// ---------------------------------------------------------------------------------------------
+// 4. Files: how big the table's files get at a 1 s interval, once compaction catches up.
+
+/// One table's files, read from the node's embedded catalog after the node stopped.
+struct TableFiles {
+    /// Data files added by Inlet's rounds (append snapshots), over the whole run.
+    written: u64,
+    /// Sizes of the live data files.
+    live: Vec<u64>,
+    snapshots: usize,
+    replaces: usize,
+    metadata_bytes: u64,
+}
+
+fn table_files(dir: &Path, table: &str) -> TableFiles {
+    let runtime = tokio::runtime::Runtime::new().expect("runtime");
+    runtime.block_on(async {
+        use futures::TryStreamExt;
+        let meta = format!("sqlite://{}", dir.join("meta.db").display());
+        let catalog = inlet_catalog::embedded::open(
+            &meta,
+            &dir.join("objects").to_string_lossy(),
+            None,
+        )
+        .await
+        .expect("the node's catalog");
+        let ident = iceberg::TableIdent::new(
+            iceberg::NamespaceIdent::new("default".into()),
+            table.to_string(),
+        );
+        let t = iceberg::Catalog::load_table(catalog.catalog.as_ref(), &ident)
+            .await
+            .expect("table");
+        let m = t.metadata();
+        let count = |key: &str, s: &iceberg::spec::Snapshot| {
+            s.summary()
+                .additional_properties
+                .get(key)
+                .and_then(|v| v.parse::<u64>().ok())
+                .unwrap_or(0)
+        };
+        let written = m
+            .snapshots()
+            .filter(|s| s.summary().operation == iceberg::spec::Operation::Append)
+            .map(|s| count("added-data-files", s))
+            .sum();
+        let replaces = m
+            .snapshots()
+            .filter(|s| s.summary().operation == iceberg::spec::Operation::Replace)
+            .count();
+        let live: Vec<u64> = t
+            .scan()
+            .build()
+            .expect("scan")
+            .plan_files()
+            .await
+            .expect("plan")
+            .map_ok(|task| task.file_size_in_bytes)
+            .try_collect()
+            .await
+            .expect("tasks");
+        let location = t.metadata_location().unwrap_or_default().to_string();
+        let metadata_bytes = t
+            .file_io()
+            .new_input(&location)
+            .expect("metadata file")
+            .metadata()
+            .await
+            .map(|m| m.size)
+            .unwrap_or(0);
+        TableFiles {
+            written,
+            live,
+            snapshots: m.snapshots().count(),
+            replaces,
+            metadata_bytes,
+        }
+    })
+}
+
+fn percentile(sorted: &[u64], p: f64) -> u64 {
+    if sorted.is_empty() {
+        return 0;
+    }
+    sorted[((sorted.len() - 1) as f64 * p).round() as usize]
+}
+
+fn files_phase(base: &Path) -> Vec<String> {
+    let topics = env_u64("INLET_BENCH_FILES_TOPICS", 4).max(1) as usize;
+    let partitions = env_u64("INLET_BENCH_FILES_PARTITIONS", 1).max(1) as i32;
+    let mib_s = env_f64("INLET_BENCH_FILES_MIB_S", 10.0);
+    let seconds = env_u64("INLET_BENCH_FILES_SECONDS", 1200);
+    let settle = env_u64("INLET_BENCH_FILES_SETTLE_SECONDS", 150);
+    let dir = base.join("files");
+    let _ = std::fs::remove_dir_all(&dir);
+    let node = Node::start(&dir);
+    let pid = node.pid().to_string();
+    let names: Vec<String> = (0..topics).map(|i| format!("files_{i}")).collect();
+    let mut id = 0;
+    for n in &names {
+        id = register_schema(&node.registry, &format!("{n}-value"));
+    }
+    let records = framed_records(id);
+    create_table_topics(&node.kafka, &names, partitions, 1000);
+    let targets = names
+        .iter()
+        .flat_map(|n| (0..partitions).map(move |p| (n.clone(), p)))
+        .collect();
+    let load = Paced::start(&node.kafka, targets, mib_s, &records, Instant::now(), false);
+    let t0 = Instant::now();
+    let c0 = cpu_ms(&pid);
+    while t0.elapsed() < Duration::from_secs(seconds) {
+        std::thread::sleep(Duration::from_secs(10));
+        eprintln!(
+            "files: {:.0} s, {:.0} MiB acked, {:.0} records behind",
+            t0.elapsed().as_secs_f64(),
+            load.acks.bytes.load(Ordering::Relaxed) as f64 / MIB,
+            node.table_sum("inlet_table_records_behind")
+        );
+    }
+    let load_secs = t0.elapsed().as_secs_f64();
+    let acked_mib = load.acks.bytes.load(Ordering::Relaxed) as f64 / MIB;
+    let load_cpu = (cpu_ms(&pid) - c0) / load_secs / 10.0;
+    load.stop();
+    let t1 = Instant::now();
+    let c1 = cpu_ms(&pid);
+    std::thread::sleep(Duration::from_secs(settle)); // compaction's own schedule, not a condition
+    let settle_cpu = (cpu_ms(&pid) - c1) / t1.elapsed().as_secs_f64() / 10.0;
+    let behind = node.table_sum("inlet_table_records_behind");
+    node.stop();
+
+    let hours = load_secs / 3600.0;
+    let mut lines = vec![
+        format!("files ({topics} table topics × {partitions} partition(s), 1 s commits, {mib_s} MiB/s in total for {seconds} s, then {settle} s idle; {acked_mib:.0} MiB acked; {behind:.0} records behind at the end):"),
+        "| table | files written per partition-hour | live files | median live file | p10 live file | snapshots | replace snapshots | metadata.json |".into(),
+        "|---|---|---|---|---|---|---|---|".into(),
+    ];
+    let mut all_live = Vec::new();
+    for n in &names {
+        let f = table_files(&dir, n);
+        let mut live = f.live.clone();
+        live.sort_unstable();
+        lines.push(format!(
+            "| {n} | {:.0} | {} | {:.1} MiB | {:.1} MiB | {} | {} | {:.0} KiB |",
+            f.written as f64 / (partitions as f64 * hours),
+            live.len(),
+            percentile(&live, 0.5) as f64 / MIB,
+            percentile(&live, 0.1) as f64 / MIB,
+            f.snapshots,
+            f.replaces,
+            f.metadata_bytes as f64 / 1024.0,
+        ));
+        all_live.extend(live);
+    }
+    all_live.sort_unstable();
+    let median = percentile(&all_live, 0.5) as f64 / MIB;
+    lines.push(format!(
+        "all tables: median live file {median:.1} MiB, p10 {:.1} MiB (target: median ≥ 16 MiB: {}); node CPU {load_cpu:.0}% of a core during the load, {settle_cpu:.0}% while idle (compaction and empty rounds)",
+        percentile(&all_live, 0.1) as f64 / MIB,
+        if median >= 16.0 { "met" } else { "NOT met" },
+    ));
+    let _ = std::fs::remove_dir_all(&dir);
+    lines
+}
+
 fn main() {
     if std::env::args().any(|a| a == "--list") {
         return; // `cargo test --benches` asks benches to list their tests
@@ -1028,6 +1202,7 @@ fn main() {
             "ingest" => ingest_phase(&base, seconds, runs, partitions),
             "freshness" => freshness_phase(&base, seconds, runs, partitions),
             "memory" => memory_phase(&base, runs),
+            "files" => files_phase(&base),
             other => panic!("unknown phase {other:?}"),
         };
         for l in &lines {

@@ -1032,13 +1032,10 @@ fn table_files(dir: &Path, table: &str) -> TableFiles {
     runtime.block_on(async {
         use futures::TryStreamExt;
         let meta = format!("sqlite://{}", dir.join("meta.db").display());
-        let catalog = inlet_catalog::embedded::open(
-            &meta,
-            &dir.join("objects").to_string_lossy(),
-            None,
-        )
-        .await
-        .expect("the node's catalog");
+        let catalog =
+            inlet_catalog::embedded::open(&meta, &dir.join("objects").to_string_lossy(), None)
+                .await
+                .expect("the node's catalog");
         let ident = iceberg::TableIdent::new(
             iceberg::NamespaceIdent::new("default".into()),
             table.to_string(),

@@ -23,7 +23,7 @@ use inlet_ingest::Broker;
 use inlet_schema_registry::Registry;
 use inlet_storage::SystemClock;
 use inlet_table_coordinator::commit::Committer;
-use inlet_table_coordinator::coordinator::{self, TableTopic};
+use inlet_table_coordinator::coordinator::{self, Expiry, TableTopic};
 use inlet_table_coordinator::lease::{self, Leases};
 use inlet_table_coordinator::status::Statuses;
 use inlet_table_worker::data_file::{FileSettings, FileTarget};
@@ -313,6 +313,7 @@ fn table_topic(
         "table.topic.expire.snapshot.enable",
         "table.topic.expire.snapshot.older.than.hours",
         "table.topic.expire.snapshot.retain.last",
+        "table.topic.expire.snapshot.max.count",
         "table.topic.id.columns",
         "table.topic.upsert.enable",
         "table.topic.cdc.field",
@@ -349,7 +350,14 @@ fn table_topic(
                     let retain: usize = get("table.topic.expire.snapshot.retain.last")
                         .and_then(|v| v.parse().ok())
                         .unwrap_or(1);
-                    (Duration::from_secs(hours * 3600), retain)
+                    let max: usize = get("table.topic.expire.snapshot.max.count")
+                        .and_then(|v| v.parse().ok())
+                        .unwrap_or(coordinator::DEFAULT_MAX_SNAPSHOTS);
+                    Expiry {
+                        older_than: Duration::from_secs(hours * 3600),
+                        retain_last: retain,
+                        max_snapshots: max,
+                    }
                 },
             ),
         },

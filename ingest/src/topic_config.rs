@@ -235,6 +235,12 @@ const DEFS: &[Def] = &[
         kind: Kind::Int(1, 100_000),
         effect: "snapshots always kept",
     },
+    Def {
+        name: "table.topic.expire.snapshot.max.count",
+        default: "1440",
+        kind: Kind::Int(1, 1_000_000),
+        effect: "snapshots kept at most, whatever their age",
+    },
 ];
 
 const AUTOMQ_PREFIX: &str = "automq.";

@@ -644,6 +644,20 @@ impl Committer {
         older_than_ms: i64,
         retain_last: usize,
     ) -> Result<usize, CommitError> {
+        self.expire_beyond(ident, older_than_ms, retain_last, usize::MAX)
+            .await
+    }
+
+    /// [`Committer::expire`], and also every snapshot beyond the newest `max_snapshots`
+    /// whatever its age (`table.topic.expire.snapshot.max.count`): at a 1 s commit interval a
+    /// day is 86,400 snapshots, and every commit rewrites `metadata.json` with all of them.
+    pub async fn expire_beyond(
+        &self,
+        ident: &TableIdent,
+        older_than_ms: i64,
+        retain_last: usize,
+        max_snapshots: usize,
+    ) -> Result<usize, CommitError> {
         let Some(table) = self.load(ident).await? else {
             return Ok(0);
         };
@@ -656,15 +670,17 @@ impl Committer {
         // Snapshots that a tag or a branch names stay, whatever their age: a user (or
         // another engine) pinned them.
         let referenced = ref_heads(meta);
+        let keep = retain_last.max(1);
         let expired: Vec<_> = snapshots
             .iter()
-            .skip(retain_last.max(1))
-            .filter(|s| {
-                s.timestamp_ms() < older_than_ms
+            .enumerate()
+            .skip(keep)
+            .filter(|(newer, s)| {
+                (s.timestamp_ms() < older_than_ms || *newer >= max_snapshots.max(keep))
                     && s.snapshot_id() != current.snapshot_id()
                     && !referenced.contains(&s.snapshot_id())
             })
-            .cloned()
+            .map(|(_, s)| s.clone())
             .collect();
         if expired.is_empty() {
             return Ok(0);

@@ -73,10 +73,24 @@ pub struct TableTopic {
     /// `table.topic.watermark.idle.ms`: a partition without new records this long stops
     /// holding the table watermark back. None: off.
     pub watermark_idle: Option<Duration>,
-    /// Snapshot expiry (`table.topic.expire.snapshot.*`): snapshots older than this, beyond
-    /// the newest `retain_last`, are expired every [`EXPIRE_EVERY`] commits. None: off.
-    pub expire: Option<(Duration, usize)>,
+    /// Snapshot expiry (`table.topic.expire.snapshot.*`): see [`Expiry`]. None: off.
+    pub expire: Option<Expiry>,
 }
+
+/// Which snapshots expiry removes, every [`EXPIRE_EVERY`] commits.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Expiry {
+    /// `older.than.hours`: snapshots older than this, beyond the newest `retain_last`.
+    pub older_than: Duration,
+    /// `retain.last`: kept whatever their age.
+    pub retain_last: usize,
+    /// `max.count`: at most this many snapshots are kept, whatever their age.
+    pub max_snapshots: usize,
+}
+
+/// `table.topic.expire.snapshot.max.count` when unset: a day of snapshots at the default
+/// 60 s interval, so the 24 h age rule is what applies there; at a 1 s interval, 24 minutes.
+pub const DEFAULT_MAX_SNAPSHOTS: usize = 1_440;
 
 /// Commits between two expiry runs.
 pub const EXPIRE_EVERY: u64 = 20;
@@ -456,12 +470,21 @@ pub async fn run(
                             stop.clone(),
                         )));
                     }
-                    if let Some((older_than, retain_last)) = topic.expire {
+                    if let Some(expiry) = topic.expire {
                         if commits.is_multiple_of(EXPIRE_EVERY) {
-                            let cutoff = clock.now_ms() as i64 - older_than.as_millis() as i64;
+                            let cutoff =
+                                clock.now_ms() as i64 - expiry.older_than.as_millis() as i64;
                             // The dead-letter table commits with the main one: it expires too.
                             for ident in [topic.ident.clone(), dead_letter_table(&topic.ident)] {
-                                match committer.expire(&ident, cutoff, retain_last).await {
+                                match committer
+                                    .expire_beyond(
+                                        &ident,
+                                        cutoff,
+                                        expiry.retain_last,
+                                        expiry.max_snapshots,
+                                    )
+                                    .await
+                                {
                                     Ok(0) => {}
                                     Ok(n) => {
                                         tracing::info!(table = %ident, snapshots = n, "expired snapshots")

@@ -1423,3 +1423,49 @@ async fn rounds_of_an_older_epoch_are_fenced() {
     ));
     c.commit(&ident, &at(4, None)).await.expect("not fenced");
 }
+
+/// `metadata.json` stays bounded at a 1 s interval: beyond `max.count` snapshots, the oldest
+/// are expired whatever their age, the current one and the progress kept.
+#[tokio::test]
+async fn expiry_keeps_at_most_the_newest_max_count_snapshots() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let c = committer(&dir).await;
+    let ident = TableIdent::new(NamespaceIdent::new("default".into()), "capped".into());
+    for n in 1..=10 {
+        c.commit(&ident, &round(n, false, 1_000 * n as i64))
+            .await
+            .expect("commit");
+    }
+    // None is older than the cutoff: only the count expires them.
+    assert_eq!(
+        c.expire_beyond(&ident, 0, 1, usize::MAX)
+            .await
+            .expect("expire"),
+        0
+    );
+    assert_eq!(c.expire_beyond(&ident, 0, 1, 4).await.expect("expire"), 6);
+    let table = c.load(&ident).await.expect("load").expect("table");
+    let mut left: Vec<String> = table
+        .metadata()
+        .snapshots()
+        .filter_map(|s| {
+            s.summary()
+                .additional_properties
+                .get("inlet.commit-id")
+                .cloned()
+        })
+        .collect();
+    left.sort_unstable();
+    assert_eq!(left, vec!["t-10", "t-7", "t-8", "t-9"], "the newest four");
+    assert_eq!(
+        Committer::committed(&table).offsets,
+        BTreeMap::from([(0, 100), (1, 10)])
+    );
+    // retain.last above max.count wins: what the user asked to keep stays.
+    assert_eq!(
+        c.expire_beyond(&ident, i64::MAX, 3, 1)
+            .await
+            .expect("expire"),
+        1
+    );
+}

@@ -833,3 +833,89 @@ async fn early_files_are_near_the_target_size_of_output() {
         "median file {median} bytes for a {target}-byte target: {sizes:?}"
     );
 }
+
+/// 32 tables converting large backlogs at once through the worker, in a small pool: every
+/// drain finishes, the pool never lends more than its budget, and the process's RSS grows by
+/// far less than the backlogs decoded at once would take.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn thirty_two_backlogs_drain_at_once_within_a_small_pool() {
+    use inlet_table_worker::worker::{PartitionSource, Worker};
+    let f = Arc::new(fixture().await);
+    let id = register(&f.registry, "b-value", V1).await;
+    let schema = apache_avro::Schema::parse_str(V1).expect("schema");
+    let pad = "x".repeat(160);
+    let mut streams = Vec::new();
+    for t in 0..32 {
+        let stream = f
+            .store
+            .create_stream(&format!("kafka/b{t}/0"))
+            .await
+            .expect("stream")
+            .id;
+        for chunk in 0..8 {
+            let records: Vec<(Option<Bytes>, Option<Bytes>)> = (0..1_000)
+                .map(|n| {
+                    let datum = apache_avro::to_avro_datum(
+                        &schema,
+                        AvroValue::Record(vec![
+                            ("id".into(), AvroValue::Long(chunk * 1_000 + n)),
+                            ("name".into(), AvroValue::String(format!("{n}{pad}"))),
+                        ]),
+                    )
+                    .expect("encode");
+                    (None, Some(Bytes::from(framing::frame(id, &datum))))
+                })
+                .collect();
+            common::append_records_with(&f.store, stream, &records, Compression::None).await;
+        }
+        streams.push(stream);
+    }
+    // 32 backlogs of 8,000 records (~1.6 MiB each, ~52 MiB in all, more decoded) through a
+    // 4 MiB pool: a job reads at most a quarter of it.
+    let budget = 4 << 20;
+    let worker = Arc::new(Worker::new(f.store.clone(), MemoryPool::new(budget)));
+    for (t, stream) in streams.iter().enumerate() {
+        let mut ctx = context(&f, &format!("b{t}"));
+        ctx.settings.target_file_bytes = 256 << 10;
+        worker.add_table(
+            &format!("b{t}"),
+            ctx,
+            &[PartitionSource {
+                partition: 0,
+                stream: *stream,
+                start: 0,
+            }],
+        );
+    }
+    let rss_before = rss_bytes();
+    let mut drains = tokio::task::JoinSet::new();
+    for t in 0..32 {
+        let worker = worker.clone();
+        drains.spawn(async move {
+            let outputs = worker
+                .drain(&format!("b{t}"), &[(0, 8_000u64)].into_iter().collect())
+                .await
+                .expect("drain");
+            let rows: u64 = outputs.iter().map(|(_, o)| o.rows).sum();
+            let next = outputs.last().map(|(_, o)| o.next_offset);
+            (rows, next)
+        });
+    }
+    while let Some(d) = drains.join_next().await {
+        assert_eq!(d.expect("drain task"), (8_000, Some(8_000)));
+    }
+    let pool = worker.pool();
+    assert!(
+        pool.high_water() <= budget,
+        "{} > {budget}",
+        pool.high_water()
+    );
+    assert!(pool.high_water() > 0);
+    assert_eq!(pool.used(), 0, "every job gave its room back");
+    if let (Some(before), Some(after)) = (rss_before, rss_bytes()) {
+        // At once, the backlogs' records alone would hold ~60 MiB decoded, and their Arrow
+        // rows as much again.
+        let grown = after.saturating_sub(before);
+        assert!(grown < 48 << 20, "RSS grew by {grown} bytes");
+    }
+}

@@ -6,10 +6,14 @@ Usage:
   table_topic_crash.py produce BOOTSTRAP REGISTRY_URL LEDGER FIRST_ID COUNT
       produces COUNT good records (ids FIRST_ID...) and one unframed record (a dead letter)
       to the 3-partition topic `crashy`, and appends each acknowledged record's
-      "good|bad partition offset id" to LEDGER.
+      "good|bad partition offset id" to LEDGER. Then COUNT updates to the upsert topic
+      `crashy_kv` (keyed by `key`, 40 keys; each update's `seq` is its id), as
+      "kv partition offset key seq".
   table_topic_crash.py verify  ICEBERG_URI LEDGER
       waits until default.crashy and default.crashy_dlq hold every ledger record, then checks
-      each (partition, offset) is there exactly once and nothing else is.
+      each (partition, offset) is there exactly once and nothing else is; and that
+      default.crashy_kv holds one row per key, the key's last acknowledged update or one
+      produced after it whose acknowledgement the crash lost.
 """
 
 import json
@@ -21,17 +25,30 @@ SCHEMA = json.dumps({"type": "record", "name": "Event", "fields": [
     {"name": "id", "type": "long"},
     {"name": "note", "type": "string"},
 ]})
+KV_TOPIC = "crashy_kv"
+KV_SCHEMA = json.dumps({"type": "record", "name": "Update", "fields": [
+    {"name": "key", "type": "long"},
+    {"name": "seq", "type": "long"},
+]})
+KEYS = 40
 
 action = sys.argv[1]
 
 if action == "create":
     from confluent_kafka.admin import AdminClient, NewTopic
     admin = AdminClient({"bootstrap.servers": sys.argv[2]})
-    admin.create_topics([NewTopic(TOPIC, num_partitions=3, replication_factor=1, config={
+    futures = admin.create_topics([NewTopic(TOPIC, num_partitions=3, replication_factor=1, config={
         "table.topic.enable": "true",
         "table.topic.commit.interval.ms": "1000",
         "table.topic.errors.tolerance": "all",
-    })])[TOPIC].result(30)
+    }), NewTopic(KV_TOPIC, num_partitions=3, replication_factor=1, config={
+        "table.topic.enable": "true",
+        "table.topic.commit.interval.ms": "1000",
+        "table.topic.id.columns": "[key]",
+        "table.topic.upsert.enable": "true",
+    })])
+    for future in futures.values():
+        future.result(30)
     print("OK")
 
 elif action == "produce":
@@ -70,12 +87,18 @@ elif action == "produce":
     bad = first + count
     producer.produce(TOPIC, key=b"bad", value=f"not a framed record {bad}".encode(),
                      partition=bad % 3, on_delivery=on_delivery("bad", bad))
+    kv = AvroSerializer(SchemaRegistryClient({"url": registry_url}), KV_SCHEMA)
+    for i in range(first, first + count):
+        key = i % KEYS
+        value = kv({"key": key, "seq": i}, SerializationContext(KV_TOPIC, MessageField.VALUE))
+        producer.produce(KV_TOPIC, key=str(key).encode(), value=value,
+                         on_delivery=on_delivery("kv", f"{key} {i}"))
     producer.flush(60)
-    assert len(lines) == count + 1, lines
+    assert len(lines) == 2 * count + 1, lines
     with open(ledger, "a") as f:
         f.write("".join(line + "\n" for line in lines))
     partial = sum(1 for line in lines if line.startswith("maybe"))
-    print(f"OK {count + 1 - partial} acknowledged, {partial} not")
+    print(f"OK {2 * count + 1 - partial} acknowledged, {partial} not")
 
 elif action == "verify":
     from pyiceberg.catalog import load_catalog
@@ -83,8 +106,14 @@ elif action == "verify":
     uri, ledger = sys.argv[2:4]
     good, bad = {}, {}  # acknowledged: (partition, offset) -> id
     maybe_good, maybe_bad = set(), set()  # ids
+    kv_acked, kv_maybe = {}, {}  # key -> acknowledged seqs / unacknowledged seqs
     for line in open(ledger):
-        kind, p, o, ident = line.split()
+        kind, p, o, *rest = line.split()
+        if kind in ("kv", "maybe-kv"):
+            key, seq = int(rest[0]), int(rest[1])
+            (kv_acked if kind == "kv" else kv_maybe).setdefault(key, set()).add(seq)
+            continue
+        ident = rest[0]
         if kind == "good":
             good[(int(p), int(o))] = int(ident)
         elif kind == "bad":
@@ -141,5 +170,38 @@ elif action == "verify":
     unknown = set(bad_ids) - set(bad.values()) - maybe_bad
     assert not unknown, f"dead letters never produced: {unknown}"
     maybe_in = len(set(ids) & maybe_good)
+
+    # The upsert table: one row per key, its last acknowledged update, or an update produced
+    # after it whose acknowledgement was lost in a crash; never an older one (a lost update),
+    # never two rows (a lost delete of the replaced row).
+    def latest_ok(rows):
+        by_key = {}
+        for r in rows:
+            by_key.setdefault(r["key"], []).append(r["seq"])
+        for key, seqs in kv_acked.items():
+            have = by_key.get(key, [])
+            if len(have) != 1 or have[0] < max(seqs):
+                return by_key, key
+        return by_key, None
+
+    deadline = time.monotonic() + 120
+    while True:
+        try:
+            kv_rows = rows("default.crashy_kv", ("key", "seq"))
+        except Exception:
+            kv_rows = []
+        by_key, waiting = latest_ok(kv_rows)
+        if waiting is None:
+            break
+        # Two live rows for a key never go away by waiting.
+        assert all(len(v) == 1 for v in by_key.values()), (
+            f"keys with two live rows: {({k: v for k, v in by_key.items() if len(v) > 1})}")
+        assert time.monotonic() < deadline, (
+            f"key {waiting}: rows {by_key.get(waiting)}, last acknowledged {max(kv_acked[waiting])}")
+        time.sleep(0.5)
+    for key, (seq,) in by_key.items():
+        last = max(kv_acked.get(key, {-1}))
+        allowed = {last} | {s for s in kv_maybe.get(key, set()) if s > last}
+        assert seq in allowed, f"key {key}: row seq {seq}, allowed {sorted(allowed)}"
     print(f"OK {len(got)} rows ({maybe_in} of {len(maybe_good)} unacknowledged), "
-          f"{len(got_bad)} dead letters")
+          f"{len(got_bad)} dead letters, {len(by_key)} upsert keys")

@@ -92,14 +92,19 @@ impl Node {
 
     /// Waits for a log line containing `needle` and returns it.
     pub fn wait_for_log(&self, needle: &str) -> String {
+        self.wait_for_any_log(&[needle])
+    }
+
+    /// The first log line, from now, with any of `needles`; panics after 120 s.
+    pub fn wait_for_any_log(&self, needles: &[&str]) -> String {
         let deadline = Instant::now() + Duration::from_secs(120);
         loop {
             let left = deadline.saturating_duration_since(Instant::now());
             let line = self
                 .logs
                 .recv_timeout(left)
-                .unwrap_or_else(|_| panic!("no log line with {needle:?} within 120 s"));
-            if line.contains(needle) {
+                .unwrap_or_else(|_| panic!("no log line with any of {needles:?} within 120 s"));
+            if needles.iter().any(|n| line.contains(n)) {
                 return line;
             }
         }

@@ -19,6 +19,7 @@ use std::time::Duration;
 use iceberg::io::FileIO;
 use iceberg::{NamespaceIdent, TableIdent};
 use inlet_catalog::NodeCatalog;
+use inlet_ingest::topic_config::TableTopicConfig;
 use inlet_ingest::Broker;
 use inlet_schema_registry::Registry;
 use inlet_storage::SystemClock;
@@ -129,18 +130,11 @@ pub async fn run(
         // that check may still; the first by name (the order `list` gives) keeps the table.
         let mut taken: HashMap<TableIdent, String> = HashMap::new();
         for topic in broker.topics().list() {
-            let get = |name: &str| -> Option<String> {
-                topic
-                    .configs
-                    .get(name)
-                    .or_else(|| defaults.get(name))
-                    .map(str::to_string)
-            };
-            if get("table.topic.enable").as_deref() != Some("true") {
+            let Some(config) = topic.configs.table_topic(&topic.name, defaults) else {
                 continue;
-            }
+            };
             match table_topic(
-                &get,
+                &config,
                 &registry,
                 &warehouse,
                 &file_io,
@@ -229,7 +223,7 @@ struct Running {
 }
 
 fn table_topic(
-    get: &dyn Fn(&str) -> Option<String>,
+    config: &TableTopicConfig,
     registry: &Arc<Registry>,
     warehouse: &str,
     file_io: &FileIO,
@@ -238,30 +232,11 @@ fn table_topic(
     topic: &inlet_ingest::topics::Topic,
 ) -> anyhow::Result<(Fingerprint, TableTopic)> {
     let topic_name = topic.name.as_str();
-    let namespace = get("table.topic.namespace").unwrap_or_else(|| "default".into());
-    let table = get("table.topic.table").unwrap_or_else(|| topic_name.to_string());
+    let (namespace, table) = (&config.namespace, &config.table);
     let ident = TableIdent::new(NamespaceIdent::new(namespace.clone()), table.clone());
-    let subject = format!("{topic_name}-value");
-    let value_type = ValueType::parse(
-        get("table.topic.convert.value.type")
-            .as_deref()
-            .unwrap_or("by_schema_id"),
-        &subject,
-    )?;
-    let key_type = ValueType::parse(
-        get("table.topic.convert.key.type")
-            .as_deref()
-            .unwrap_or("raw"),
-        &format!("{topic_name}-key"),
-    )?;
-    let transform = ValueTransform::parse(
-        get("table.topic.transform.value.type")
-            .as_deref()
-            .unwrap_or("none"),
-    )?;
-    let interval_ms: u64 = get("table.topic.commit.interval.ms")
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(60_000);
+    let value_type = ValueType::parse(&config.convert_value, &format!("{topic_name}-value"))?;
+    let key_type = ValueType::parse(&config.convert_key, &format!("{topic_name}-key"))?;
+    let transform = ValueTransform::parse(&config.transform_value)?;
     let data_location = format!("{warehouse}/{namespace}/{table}/data");
     let ctx = TableContext {
         last_column_id: 0,
@@ -277,56 +252,30 @@ fn table_topic(
             data_location,
         },
         dead_letter_target: None,
-        partition_by: match get("table.topic.partition.by") {
-            Some(p) => inlet_table_worker::partition::parse(&p)?,
+        partition_by: match &config.partition_by {
+            Some(p) => inlet_table_worker::partition::parse(p)?,
             None => Vec::new(),
         },
         settings: FileSettings {
-            target_file_bytes: get("table.topic.target.file.size.bytes")
-                .and_then(|v| v.parse().ok())
-                .unwrap_or(FileSettings::default().target_file_bytes),
+            target_file_bytes: config.target_file_bytes,
             ..FileSettings::default()
         },
         dead_letter_floor: Default::default(),
-        event_time_field: get("table.topic.event.time.field").filter(|f| !f.is_empty()),
+        event_time_field: config.event_time_field.clone(),
         upsert: UpsertSpec::from_configs(
-            &get("table.topic.id.columns").unwrap_or_default(),
-            get("table.topic.upsert.enable").as_deref() == Some("true"),
-            get("table.topic.cdc.field").as_deref(),
+            &config.id_columns,
+            config.upsert,
+            config.cdc_field.as_deref(),
             transform,
             index_budget.clone(),
             indexes.dir.join(topic_name),
         )?,
     };
-    let watermark_idle = watermark_idle(get("table.topic.watermark.idle.ms").as_deref())?;
-    let mut configs: Vec<(String, String)> = [
-        "table.topic.namespace",
-        "table.topic.table",
-        "table.topic.convert.value.type",
-        "table.topic.convert.key.type",
-        "table.topic.transform.value.type",
-        "table.topic.commit.interval.ms",
-        "table.topic.target.file.size.bytes",
-        "table.topic.partition.by",
-        "table.topic.event.time.field",
-        "table.topic.watermark.idle.ms",
-        "table.topic.expire.snapshot.enable",
-        "table.topic.expire.snapshot.older.than.hours",
-        "table.topic.expire.snapshot.retain.last",
-        "table.topic.expire.snapshot.max.count",
-        "table.topic.id.columns",
-        "table.topic.upsert.enable",
-        "table.topic.cdc.field",
-    ]
-    .iter()
-    .filter_map(|k| Some((k.to_string(), get(k)?)))
-    .collect();
-    configs.sort();
     let fp = Fingerprint {
         ident: ident.clone(),
         topic_id: topic.id,
         partitions: topic.partitions.len(),
-        configs,
+        configs: config.effective.clone(),
     };
     Ok((
         fp,
@@ -340,57 +289,13 @@ fn table_topic(
                 .map(|p| (p.index, p.stream))
                 .collect(),
             ctx,
-            commit_interval: Duration::from_millis(interval_ms.max(1)),
-            watermark_idle,
-            expire: (get("table.topic.expire.snapshot.enable").as_deref() != Some("false")).then(
-                || {
-                    let hours: u64 = get("table.topic.expire.snapshot.older.than.hours")
-                        .and_then(|v| v.parse().ok())
-                        .unwrap_or(24);
-                    let retain: usize = get("table.topic.expire.snapshot.retain.last")
-                        .and_then(|v| v.parse().ok())
-                        .unwrap_or(1);
-                    let max: usize = get("table.topic.expire.snapshot.max.count")
-                        .and_then(|v| v.parse().ok())
-                        .unwrap_or(coordinator::DEFAULT_MAX_SNAPSHOTS);
-                    Expiry {
-                        older_than: Duration::from_secs(hours * 3600),
-                        retain_last: retain,
-                        max_snapshots: max,
-                    }
-                },
-            ),
+            commit_interval: config.commit_interval,
+            watermark_idle: config.watermark_idle,
+            expire: config.expire.map(|e| Expiry {
+                older_than: e.older_than,
+                retain_last: e.retain_last,
+                max_snapshots: e.max_snapshots,
+            }),
         },
     ))
-}
-
-/// `table.topic.watermark.idle.ms`: `None` when idleness is off, which is -1 (the default
-/// DescribeConfigs reports and the docs name) or 0, or the config is unset.
-fn watermark_idle(value: Option<&str>) -> anyhow::Result<Option<Duration>> {
-    let Some(v) = value else { return Ok(None) };
-    match v.trim().parse::<i64>() {
-        Ok(-1 | 0) => Ok(None),
-        Ok(ms) if ms > 0 => Ok(Some(Duration::from_millis(ms as u64))),
-        _ => anyhow::bail!(
-            "table.topic.watermark.idle.ms must be -1 (off) or a number of ms, not {v:?}"
-        ),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn watermark_idleness_is_off_at_minus_one_and_zero() {
-        assert_eq!(watermark_idle(None).expect("unset"), None);
-        assert_eq!(watermark_idle(Some("-1")).expect("the default"), None);
-        assert_eq!(watermark_idle(Some("0")).expect("zero"), None);
-        assert_eq!(
-            watermark_idle(Some("30000")).expect("30 s"),
-            Some(Duration::from_secs(30))
-        );
-        assert!(watermark_idle(Some("-5")).is_err());
-        assert!(watermark_idle(Some("soon")).is_err());
-    }
 }

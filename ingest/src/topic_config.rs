@@ -5,6 +5,7 @@
 //! validation, so readers of a stored topic never meet a value they cannot interpret.
 
 use std::collections::BTreeMap;
+use std::time::Duration;
 
 use kafka_protocol::ResponseError;
 
@@ -263,6 +264,120 @@ pub fn is_table_config(name: &str) -> bool {
     name.starts_with("table.topic.")
 }
 
+/// A table topic's `table.topic.*` settings, typed and read once: every crate that acts on
+/// them (produce-time validation here, the node's coordinators and the table worker) reads
+/// this, and each default comes from the one table of definitions above (`DEFS`), which
+/// DescribeConfigs reports too. Values were validated when they were set
+/// ([`TopicConfigs::parse`]), so reading them cannot fail; a value that does not parse anyway
+/// (a stored config from an older version) reads as the default.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TableTopicConfig {
+    /// `table.topic.namespace`.
+    pub namespace: String,
+    /// `table.topic.table`, or the topic's name when empty.
+    pub table: String,
+    /// `table.topic.commit.interval.ms`.
+    pub commit_interval: Duration,
+    /// `table.topic.convert.value.type`: `by_schema_id`, `by_latest_schema`, `string`, `raw`.
+    pub convert_value: String,
+    /// `table.topic.convert.key.type`, the same choices.
+    pub convert_key: String,
+    /// `table.topic.transform.value.type`: `none`, `flatten`, `flatten_debezium`.
+    pub transform_value: String,
+    /// `table.topic.id.columns`, parsed.
+    pub id_columns: Vec<String>,
+    /// `table.topic.upsert.enable`.
+    pub upsert: bool,
+    /// `table.topic.cdc.field`; None when empty.
+    pub cdc_field: Option<String>,
+    /// `table.topic.partition.by` as given (the table worker parses the transforms); None
+    /// when empty.
+    pub partition_by: Option<String>,
+    /// `table.topic.event.time.field`; None when empty.
+    pub event_time_field: Option<String>,
+    /// `table.topic.watermark.idle.ms`; None when off (-1, the default, or 0).
+    pub watermark_idle: Option<Duration>,
+    /// `table.topic.errors.tolerance=all`.
+    pub tolerate_errors: bool,
+    /// `table.topic.target.file.size.bytes`.
+    pub target_file_bytes: usize,
+    /// `table.topic.expire.snapshot.*`; None when `enable=false`.
+    pub expire: Option<ExpireConfig>,
+    /// Every `table.topic.*` config with its effective value, by name: what a coordinator
+    /// was started with.
+    pub effective: Vec<(String, String)>,
+}
+
+/// `table.topic.expire.snapshot.*`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ExpireConfig {
+    /// `older.than.hours`.
+    pub older_than: Duration,
+    /// `retain.last`.
+    pub retain_last: usize,
+    /// `max.count`.
+    pub max_snapshots: usize,
+}
+
+impl TableTopicConfig {
+    /// The settings of table topic `topic`, whose explicit configs `get` answers (the topic's,
+    /// then the broker's topic defaults); None when `table.topic.enable` is not `true`.
+    pub fn from_topic<'a>(topic: &str, get: impl Fn(&str) -> Option<&'a str>) -> Option<Self> {
+        let value = |name: &str| -> String {
+            get(name)
+                .or_else(|| def(name).map(|d| d.default))
+                .unwrap_or("")
+                .trim()
+                .to_string()
+        };
+        let number = |name: &str| -> i64 {
+            value(name).parse().unwrap_or_else(|_| {
+                def(name)
+                    .and_then(|d| d.default.parse().ok())
+                    .unwrap_or_default()
+            })
+        };
+        let text = |name: &str| Some(value(name)).filter(|v| !v.is_empty());
+        if value("table.topic.enable") != "true" {
+            return None;
+        }
+        let effective = DEFS
+            .iter()
+            .filter(|d| is_table_config(d.name))
+            .map(|d| (d.name.to_string(), value(d.name)))
+            .collect();
+        let idle = number("table.topic.watermark.idle.ms");
+        Some(TableTopicConfig {
+            namespace: value("table.topic.namespace"),
+            table: text("table.topic.table").unwrap_or_else(|| topic.to_string()),
+            commit_interval: Duration::from_millis(
+                number("table.topic.commit.interval.ms").max(1) as u64
+            ),
+            convert_value: value("table.topic.convert.value.type"),
+            convert_key: value("table.topic.convert.key.type"),
+            transform_value: value("table.topic.transform.value.type"),
+            id_columns: parse_list(&value("table.topic.id.columns")),
+            upsert: value("table.topic.upsert.enable") == "true",
+            cdc_field: text("table.topic.cdc.field"),
+            partition_by: text("table.topic.partition.by"),
+            event_time_field: text("table.topic.event.time.field"),
+            watermark_idle: (idle > 0).then(|| Duration::from_millis(idle as u64)),
+            tolerate_errors: value("table.topic.errors.tolerance") == "all",
+            target_file_bytes: number("table.topic.target.file.size.bytes").max(1) as usize,
+            expire: (value("table.topic.expire.snapshot.enable") != "false").then(|| {
+                ExpireConfig {
+                    older_than: Duration::from_secs(
+                        number("table.topic.expire.snapshot.older.than.hours").max(0) as u64 * 3600,
+                    ),
+                    retain_last: number("table.topic.expire.snapshot.retain.last").max(1) as usize,
+                    max_snapshots: number("table.topic.expire.snapshot.max.count").max(1) as usize,
+                }
+            }),
+            effective,
+        })
+    }
+}
+
 /// What a table topic's dead-letter table adds to its table's name (`<table>_dlq`, in the
 /// same namespace); the table path's name for it is `inlet_table_worker::dead_letter::SUFFIX`.
 pub const DEAD_LETTER_SUFFIX: &str = "_dlq";
@@ -337,20 +452,14 @@ impl TopicConfigs {
     /// The table a table topic named `topic` writes, as (namespace, table), with `defaults`
     /// under these configs; None when `table.topic.enable` is not `true`.
     pub fn table_of(&self, topic: &str, defaults: &TopicConfigs) -> Option<(String, String)> {
-        let get = |name: &str| {
-            self.get(name)
-                .or_else(|| defaults.get(name))
-                .or_else(|| def(name).map(|d| d.default))
-                .unwrap_or("")
-        };
-        if get("table.topic.enable") != "true" {
-            return None;
-        }
-        let table = match get("table.topic.table") {
-            "" => topic,
-            t => t,
-        };
-        Some((get("table.topic.namespace").to_string(), table.to_string()))
+        self.table_topic(topic, defaults)
+            .map(|c| (c.namespace, c.table))
+    }
+
+    /// The table topic settings of topic `topic`, with `defaults` under these configs; None
+    /// when it is not a table topic.
+    pub fn table_topic(&self, topic: &str, defaults: &TopicConfigs) -> Option<TableTopicConfig> {
+        TableTopicConfig::from_topic(topic, |name| self.get(name).or_else(|| defaults.get(name)))
     }
 
     /// Every known config with its effective value and whether it is a default, for
@@ -550,6 +659,103 @@ mod tests {
                 .map(|(k, v)| (k.to_string(), v.to_string()))
                 .collect(),
         )
+    }
+
+    /// The typed settings take every default from the definitions DescribeConfigs reports,
+    /// and the broker's topic defaults under the topic's own configs.
+    #[test]
+    fn table_topic_settings_are_typed_with_the_described_defaults() {
+        let none = TopicConfigs::default();
+        assert_eq!(parse(&[]).expect("empty").table_topic("t", &none), None);
+        let on = parse(&[("table.topic.enable", "true")]).expect("on");
+        let c = on.table_topic("orders", &none).expect("a table topic");
+        assert_eq!(
+            (c.namespace.as_str(), c.table.as_str()),
+            ("default", "orders")
+        );
+        assert_eq!(c.commit_interval, Duration::from_secs(60));
+        assert_eq!(
+            (
+                c.convert_value.as_str(),
+                c.convert_key.as_str(),
+                c.transform_value.as_str()
+            ),
+            ("by_schema_id", "raw", "none")
+        );
+        assert!(c.id_columns.is_empty() && !c.upsert && c.cdc_field.is_none());
+        assert_eq!(
+            (c.partition_by.clone(), c.event_time_field.clone()),
+            (None, None)
+        );
+        assert_eq!(c.watermark_idle, None, "-1 is off");
+        assert!(!c.tolerate_errors);
+        assert_eq!(c.target_file_bytes, 32 << 20);
+        assert_eq!(
+            c.expire,
+            Some(ExpireConfig {
+                older_than: Duration::from_secs(24 * 3600),
+                retain_last: 1,
+                max_snapshots: 1440,
+            })
+        );
+        assert!(c
+            .effective
+            .iter()
+            .any(|(k, v)| k == "table.topic.commit.interval.ms" && v == "60000"));
+        // Every described default reads back as the typed default (DescribeConfigs' values
+        // are accepted back, and mean the same).
+        let described: Vec<(String, String)> = DEFS
+            .iter()
+            .filter(|d| is_table_config(d.name) && !d.default.is_empty())
+            .map(|d| (d.name.to_string(), d.default.to_string()))
+            .collect();
+        let explicit = TopicConfigs::parse(&described.into_iter().collect()).expect("defaults");
+        let mut back = explicit.table_topic("orders", &none);
+        assert_eq!(
+            back.as_ref().map(|b| b.commit_interval),
+            None,
+            "enable defaults to false"
+        );
+        let mut with_on = explicit.clone();
+        with_on.merge(on.clone());
+        back = with_on.table_topic("orders", &none);
+        assert_eq!(back, Some(c));
+
+        let broker = parse(&[("table.topic.commit.interval.ms", "5000")]).expect("defaults");
+        let set = parse(&[
+            ("table.topic.enable", "true"),
+            ("table.topic.table", "o"),
+            ("table.topic.id.columns", "[id, region]"),
+            ("table.topic.cdc.field", "op"),
+            ("table.topic.watermark.idle.ms", "30000"),
+            ("table.topic.errors.tolerance", "all"),
+            ("table.topic.expire.snapshot.enable", "false"),
+            ("table.topic.target.file.size.bytes", "1048576"),
+        ])
+        .expect("valid");
+        let c = set.table_topic("orders", &broker).expect("a table topic");
+        assert_eq!(c.table, "o");
+        assert_eq!(
+            c.commit_interval,
+            Duration::from_secs(5),
+            "the broker's default"
+        );
+        assert_eq!(c.id_columns, vec!["id", "region"]);
+        assert_eq!(c.cdc_field.as_deref(), Some("op"));
+        assert_eq!(c.watermark_idle, Some(Duration::from_secs(30)));
+        assert!(c.tolerate_errors);
+        assert_eq!(c.expire, None);
+        assert_eq!(c.target_file_bytes, 1 << 20);
+        let zero = parse(&[
+            ("table.topic.enable", "true"),
+            ("table.topic.watermark.idle.ms", "0"),
+        ])
+        .expect("valid");
+        assert_eq!(
+            zero.table_topic("t", &none).expect("table").watermark_idle,
+            None,
+            "0 is off too"
+        );
     }
 
     #[test]

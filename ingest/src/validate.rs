@@ -78,13 +78,10 @@ pub struct Rules {
 impl Rules {
     /// The rules of a topic, or `None` when nothing is checked at produce time.
     pub fn of(configs: &TopicConfigs, defaults: &TopicConfigs) -> Option<Rules> {
-        let get = |name: &str| configs.get(name).or_else(|| defaults.get(name));
-        if get("table.topic.enable") != Some("true") {
-            return None;
-        }
-        let value_framed =
-            get("table.topic.convert.value.type").unwrap_or("by_schema_id") == "by_schema_id";
-        let key_framed = get("table.topic.convert.key.type") == Some("by_schema_id");
+        // The topic's name only names the table, which the rules do not need.
+        let table = configs.table_topic("", defaults)?;
+        let value_framed = table.convert_value == "by_schema_id";
+        let key_framed = table.convert_key == "by_schema_id";
         if !value_framed && !key_framed {
             return None;
         }
@@ -93,9 +90,8 @@ impl Rules {
             key_framed,
             // Upsert and CDC tables take a null value as a delete of its key (a CDC source
             // such as Debezium follows each delete event with one).
-            null_value_ok: get("table.topic.upsert.enable") == Some("true")
-                || get("table.topic.cdc.field").is_some_and(|f| !f.is_empty()),
-            tolerate: get("table.topic.errors.tolerance") == Some("all"),
+            null_value_ok: table.upsert || table.cdc_field.is_some(),
+            tolerate: table.tolerate_errors,
         })
     }
 }

@@ -62,32 +62,20 @@ pub struct UpsertSpec {
 }
 
 impl UpsertSpec {
-    /// Parses `table.topic.id.columns` (`[id]`, `[a, b]`, or `id`).
-    pub fn parse_columns(value: &str) -> Vec<String> {
-        let v = value.trim();
-        let v = v
-            .strip_prefix('[')
-            .and_then(|r| r.strip_suffix(']'))
-            .unwrap_or(v);
-        v.split(',')
-            .map(|c| c.trim().trim_matches('`').to_string())
-            .filter(|c| !c.is_empty())
-            .collect()
-    }
-
-    /// Upsert mode from a topic's configs: id columns with `upsert.enable=true` or a
+    /// Upsert mode from a topic's configs (`inlet_ingest::topic_config::TableTopicConfig`, read
+    /// by the node): id columns with `upsert.enable=true` or a
     /// `cdc.field`; None when neither is set (id columns alone keep a table append-only).
     /// With `flatten_debezium`, the operation is the `_op` column the transform adds: it is
     /// the CDC field when none is given, and `op` (the envelope's name for it) means it too.
     pub fn from_configs(
-        id_columns: &str,
+        id_columns: &[String],
         upsert_enable: bool,
         cdc_field: Option<&str>,
         transform: ValueTransform,
         index_budget: crate::pk_index::IndexBudget,
         index_dir: PathBuf,
     ) -> Result<Option<Self>> {
-        let id_columns = Self::parse_columns(id_columns);
+        let id_columns = id_columns.to_vec();
         let mut cdc_field = cdc_field
             .map(str::trim)
             .filter(|f| !f.is_empty())
@@ -517,7 +505,14 @@ mod tests {
     fn configs_choose_the_mode_and_the_cdc_column() {
         let dir = PathBuf::from("idx");
         let spec = |ids: &str, upsert: bool, cdc: Option<&str>, t: ValueTransform| {
-            UpsertSpec::from_configs(ids, upsert, cdc, t, 1.into(), dir.clone())
+            // `[a, b]` as the node reads `table.topic.id.columns`.
+            let ids: Vec<String> = ids
+                .trim_matches(|c| c == '[' || c == ']')
+                .split(',')
+                .map(|c| c.trim().to_string())
+                .filter(|c| !c.is_empty())
+                .collect();
+            UpsertSpec::from_configs(&ids, upsert, cdc, t, 1.into(), dir.clone())
         };
         assert_eq!(
             spec("[id]", false, None, ValueTransform::None).expect("ok"),

@@ -427,7 +427,7 @@ async fn debezium_change_events_upsert_and_delete_by_their_op() {
     ctx.transform = inlet_table_worker::transform::ValueTransform::FlattenDebezium;
     // What the node makes of `upsert.enable=true` with `flatten_debezium` and no cdc.field.
     ctx.upsert = UpsertSpec::from_configs(
-        "[id]",
+        &["id".to_string()],
         true,
         None,
         ctx.transform,

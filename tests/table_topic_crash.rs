@@ -1,7 +1,9 @@
 //! The crash matrix (DESIGN.md §5, "Recovery"): a node is aborted at each step of a commit
 //! round in turn, by a fail point (`INLET_FAILPOINT`, see `table-coordinator/src/failpoint.rs`),
 //! on the same data directory, with records produced before every crash and after every
-//! restart, to an append table topic and an upsert one (40 keys, updated over and over). At
+//! restart, to an append table topic (whose records gain a column part way, so rounds around
+//! it evolve the schema) and a partitioned upsert one (40 keys in `bucket(key, 2)`, updated
+//! over and over). At
 //! the end the table holds every acknowledged record exactly once, the dead-letter table
 //! every bad record exactly once, and the upsert table one row per key: its last
 //! acknowledged update (or a later one whose acknowledgement the crash lost).

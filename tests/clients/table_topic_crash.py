@@ -6,8 +6,9 @@ Usage:
   table_topic_crash.py produce BOOTSTRAP REGISTRY_URL LEDGER FIRST_ID COUNT
       produces COUNT good records (ids FIRST_ID...) and one unframed record (a dead letter)
       to the 3-partition topic `crashy`, and appends each acknowledged record's
-      "good|bad partition offset id" to LEDGER. Then COUNT updates to the upsert topic
-      `crashy_kv` (keyed by `key`, 40 keys; each update's `seq` is its id), as
+      "good|bad partition offset id" to LEDGER. From id 400 the records' schema adds an
+      optional `tag`. Then COUNT updates to the upsert topic `crashy_kv` (keyed by `key`, 40
+      keys, partitioned by bucket(key, 2); each update's `seq` is its id), as
       "kv partition offset key seq".
   table_topic_crash.py verify  ICEBERG_URI LEDGER
       waits until default.crashy and default.crashy_dlq hold every ledger record, then checks
@@ -25,6 +26,14 @@ SCHEMA = json.dumps({"type": "record", "name": "Event", "fields": [
     {"name": "id", "type": "long"},
     {"name": "note", "type": "string"},
 ]})
+# From id 400 on, records carry a new optional column: the rounds around it evolve the
+# table's schema, and some of them crash.
+SCHEMA_V2 = json.dumps({"type": "record", "name": "Event", "fields": [
+    {"name": "id", "type": "long"},
+    {"name": "note", "type": "string"},
+    {"name": "tag", "type": ["null", "string"], "default": None},
+]})
+V2_FROM = 400
 KV_TOPIC = "crashy_kv"
 KV_SCHEMA = json.dumps({"type": "record", "name": "Update", "fields": [
     {"name": "key", "type": "long"},
@@ -46,6 +55,7 @@ if action == "create":
         "table.topic.commit.interval.ms": "1000",
         "table.topic.id.columns": "[key]",
         "table.topic.upsert.enable": "true",
+        "table.topic.partition.by": "[bucket(key, 2)]",
     })])
     for future in futures.values():
         future.result(30)
@@ -59,7 +69,8 @@ elif action == "produce":
 
     bootstrap, registry_url, ledger, first, count = sys.argv[2:7]
     first, count = int(first), int(count)
-    ser = AvroSerializer(SchemaRegistryClient({"url": registry_url}), SCHEMA)
+    ser = AvroSerializer(SchemaRegistryClient({"url": registry_url}),
+                         SCHEMA_V2 if first >= V2_FROM else SCHEMA)
     # The node may die while we produce (a fail point fires): records not acknowledged by
     # then are "maybe" records, which may or may not be in the table, but never twice.
     producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 5,
@@ -81,7 +92,10 @@ elif action == "produce":
         print(f"OK nothing produced: the node is down ({e})")
         sys.exit(0)
     for i in range(first, first + count):
-        value = ser({"id": i, "note": f"n{i}"}, SerializationContext(TOPIC, MessageField.VALUE))
+        record = {"id": i, "note": f"n{i}"}
+        if first >= V2_FROM:
+            record["tag"] = f"t{i}"
+        value = ser(record, SerializationContext(TOPIC, MessageField.VALUE))
         producer.produce(TOPIC, key=str(i).encode(), value=value,
                          on_delivery=on_delivery("good", i))
     bad = first + count
@@ -170,6 +184,13 @@ elif action == "verify":
     unknown = set(bad_ids) - set(bad.values()) - maybe_bad
     assert not unknown, f"dead letters never produced: {unknown}"
     maybe_in = len(set(ids) & maybe_good)
+    # The schema change landed with its values, and older rows read it as null.
+    tags = {r["id"]: r["tag"] for r in rows("default.crashy", ("id", "tag"))}
+    for ident in good.values():
+        batch_start = ident - ident % 51
+        want = f"t{ident}" if batch_start >= V2_FROM else None
+        assert tags[ident] == want, (ident, tags[ident], want)
+    assert any(t is not None for t in tags.values()), "no record of the new schema landed"
 
     # The upsert table: one row per key, its last acknowledged update, or an update produced
     # after it whose acknowledgement was lost in a crash; never an older one (a lost update),

@@ -6,7 +6,7 @@
 //! random.
 //!
 //! Each schedule is a seed: the same seed makes the same choices, so a failing one replays.
-//! `INLET_SIM_SEEDS` (default 100; `scripts/test` runs 1,000) schedules run, from `INLET_SIM_FIRST_SEED` (default 0);
+//! `INLET_SIM_SEEDS` (default 100; `scripts/test` runs 500) schedules run, from `INLET_SIM_FIRST_SEED` (default 0);
 //! `INLET_SIM_STEPS` (default 40) steps each, then a fault-free drain until every produced
 //! record is committed. A failure prints `INLET_SIM_FIRST_SEED=<seed> INLET_SIM_SEEDS=1` to
 //! replay it alone.

@@ -85,9 +85,12 @@ elif action == "produce":
                 lines.append(f"maybe-{kind} - - {ident}")
         return cb
 
+    kv = AvroSerializer(SchemaRegistryClient({"url": registry_url}), KV_SCHEMA)
     try:
-        # The first call registers the schema with the node's registry.
+        # The first calls register the schemas with the node's registry; later ones use the
+        # serializers' caches, so a node that dies while we produce does not fail them.
         ser({"id": 0, "note": ""}, SerializationContext(TOPIC, MessageField.VALUE))
+        kv({"key": 0, "seq": 0}, SerializationContext(KV_TOPIC, MessageField.VALUE))
     except Exception as e:
         print(f"OK nothing produced: the node is down ({e})")
         sys.exit(0)
@@ -101,7 +104,6 @@ elif action == "produce":
     bad = first + count
     producer.produce(TOPIC, key=b"bad", value=f"not a framed record {bad}".encode(),
                      partition=bad % 3, on_delivery=on_delivery("bad", bad))
-    kv = AvroSerializer(SchemaRegistryClient({"url": registry_url}), KV_SCHEMA)
     for i in range(first, first + count):
         key = i % KEYS
         value = kv({"key": key, "seq": i}, SerializationContext(KV_TOPIC, MessageField.VALUE))

@@ -171,6 +171,8 @@ pub async fn run(
     let mut last_compaction: Option<tokio::time::Instant> = None;
     // The running compaction, off the commit path: rounds go on while it reads and writes.
     let mut compaction: Option<tokio::task::JoinHandle<()>> = None;
+    // `commits` when the last compaction started.
+    let mut commits_at_compaction = 0u64;
     let mut ticks = tokio::time::interval_at(
         tokio::time::Instant::now() + topic.commit_interval,
         topic.commit_interval,
@@ -215,6 +217,27 @@ pub async fn run(
                     continue;
                 }
             }
+        }
+        // A table that went quiet still gets its last small files merged: a minute after its
+        // last compaction, if it committed since (compaction otherwise starts only after a
+        // commit, and a quiet table commits nothing).
+        if !upsert
+            && pending.is_none()
+            && commits > commits_at_compaction
+            && last_compaction
+                .is_some_and(|at| at.elapsed() >= crate::compact::COMPACT_MIN_INTERVAL)
+            && compaction.as_ref().is_none_or(|c| c.is_finished())
+        {
+            last_compaction = Some(tokio::time::Instant::now());
+            commits_at_compaction = commits;
+            compaction = Some(tokio::spawn(compact_in_background(
+                committer.clone(),
+                topic.ident.clone(),
+                topic.ctx.settings.clone(),
+                worker.clone(),
+                clock.clone(),
+                stop.clone(),
+            )));
         }
         if pending.is_none() {
             let until: BTreeMap<i32, u64> = topic
@@ -461,6 +484,7 @@ pub async fn run(
                         && commits.is_multiple_of(crate::compact::COMPACT_EVERY)
                     {
                         last_compaction = Some(tokio::time::Instant::now());
+                        commits_at_compaction = commits;
                         compaction = Some(tokio::spawn(compact_in_background(
                             committer.clone(),
                             topic.ident.clone(),

@@ -107,7 +107,9 @@ try:
         load.start()
         rewritten = procedure(spark, f"CALL inlet.system.rewrite_data_files(table => '{TABLE}', "
                                      "options => map('rewrite-all', 'true'))")
-        assert rewritten[0]["rewritten_data_files_count"] >= 2, rewritten
+        # Inlet's own compaction may have merged the small files first (Spark's first try
+        # then conflicts with it and runs again): at least one file is Spark's rewrite.
+        assert rewritten[0]["rewritten_data_files_count"] >= 1, rewritten
         procedure(spark, f"CALL inlet.system.rewrite_manifests('{TABLE}')")
         load.join()
         table = wait_for_progress(600)

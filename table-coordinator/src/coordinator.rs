@@ -173,6 +173,16 @@ pub async fn run(
     let mut compaction: Option<tokio::task::JoinHandle<()>> = None;
     // `commits` when the last compaction started.
     let mut commits_at_compaction = 0u64;
+    let start_compaction = || {
+        tokio::spawn(compact_in_background(
+            committer.clone(),
+            topic.ident.clone(),
+            topic.ctx.settings.clone(),
+            worker.clone(),
+            clock.clone(),
+            stop.clone(),
+        ))
+    };
     let mut ticks = tokio::time::interval_at(
         tokio::time::Instant::now() + topic.commit_interval,
         topic.commit_interval,
@@ -230,14 +240,7 @@ pub async fn run(
         {
             last_compaction = Some(tokio::time::Instant::now());
             commits_at_compaction = commits;
-            compaction = Some(tokio::spawn(compact_in_background(
-                committer.clone(),
-                topic.ident.clone(),
-                topic.ctx.settings.clone(),
-                worker.clone(),
-                clock.clone(),
-                stop.clone(),
-            )));
+            compaction = Some(start_compaction());
         }
         if pending.is_none() {
             let until: BTreeMap<i32, u64> = topic
@@ -485,14 +488,7 @@ pub async fn run(
                     {
                         last_compaction = Some(tokio::time::Instant::now());
                         commits_at_compaction = commits;
-                        compaction = Some(tokio::spawn(compact_in_background(
-                            committer.clone(),
-                            topic.ident.clone(),
-                            topic.ctx.settings.clone(),
-                            worker.clone(),
-                            clock.clone(),
-                            stop.clone(),
-                        )));
+                        compaction = Some(start_compaction());
                     }
                     if let Some(expiry) = topic.expire {
                         if commits.is_multiple_of(EXPIRE_EVERY) {

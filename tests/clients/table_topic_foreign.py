@@ -24,7 +24,6 @@ ones again. Prints OK at the end; raises on a mismatch.
 
 import json
 import sys
-import time
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -34,7 +33,7 @@ from confluent_kafka.schema_registry import SchemaRegistryClient
 from confluent_kafka.schema_registry.avro import AvroSerializer
 from confluent_kafka.serialization import MessageField, SerializationContext
 from pyiceberg.catalog import load_catalog
-from table_wait import inlet_progress
+import table_wait
 from pyiceberg.expressions import And, GreaterThanOrEqual, LessThan
 from pyiceberg.types import StringType
 
@@ -69,18 +68,7 @@ def produce(ids, schema=SCHEMA):
 
 
 def wait_for_progress(n, timeout=120):
-    deadline = time.time() + timeout
-    seen = None
-    while time.time() < deadline:
-        try:
-            table = catalog.load_table(f"default.{TOPIC}")
-            seen = inlet_progress(table)
-            if seen >= n:
-                return table
-        except Exception as e:  # the table appears with the first commit
-            seen = e
-        time.sleep(0.25)
-    raise AssertionError(f"Inlet's progress did not reach {n} records in {timeout}s: {seen}")
+    return table_wait.wait_for_progress(catalog, TOPIC, n, timeout)
 
 
 def check_schema(table, produced):

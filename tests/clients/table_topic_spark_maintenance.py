@@ -33,6 +33,7 @@ from pyiceberg.catalog import load_catalog
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import spark_session  # noqa: E402
+import table_wait  # noqa: E402
 from table_wait import inlet_progress  # noqa: E402
 
 bootstrap, registry_url, iceberg_uri, phase = sys.argv[1:5]
@@ -62,18 +63,7 @@ def produce(ids, pause=0.0):
 
 
 def wait_for_progress(n, timeout=180):
-    deadline = time.time() + timeout
-    seen = None
-    while time.time() < deadline:
-        try:
-            table = catalog.load_table(TABLE)
-            seen = inlet_progress(table)
-            if seen >= n:
-                return table
-        except Exception as e:  # the table appears with the first commit
-            seen = e
-        time.sleep(0.25)
-    raise AssertionError(f"Inlet's progress did not reach {n} records in {timeout}s: {seen}")
+    return table_wait.wait_for_progress(catalog, TOPIC, n, timeout)
 
 
 def procedure(spark, sql, tries=3):

@@ -31,3 +31,20 @@ def wait_for_rows(catalog, table, n, timeout=120):
             seen = e
         time.sleep(0.25)
     raise AssertionError(f"{table}: {n} rows did not appear in {timeout}s: {seen}")
+
+
+def wait_for_progress(catalog, table, n, timeout=120):
+    """`default.<table>` once Inlet's progress in its history covers `n` records; raises
+    after `timeout` s."""
+    deadline = time.time() + timeout
+    seen = None
+    while time.time() < deadline:
+        try:
+            t = catalog.load_table(f"default.{table}")
+            seen = inlet_progress(t)
+            if seen >= n:
+                return t
+        except Exception as e:  # the table appears with its first commit
+            seen = e
+        time.sleep(0.25)
+    raise AssertionError(f"Inlet's progress did not reach {n} records in {timeout}s: {seen}")

@@ -346,25 +346,12 @@ pub fn spark_python() -> Option<PathBuf> {
     )
 }
 
-/// A new empty database on the PostgreSQL at `url` (made with `psql`); returns its URL.
+/// A new empty database on the PostgreSQL at `url`; returns its URL
+/// (`inlet_test_support::fresh_postgres_database`, for synchronous tests).
 pub fn fresh_postgres_database(url: &str) -> String {
-    // A unique name without reading the clock: a fresh temporary directory's name.
-    let tmp = tempfile::tempdir().expect("tempdir");
-    let token: String = tmp
-        .path()
-        .file_name()
-        .map(|n| n.to_string_lossy().to_ascii_lowercase())
-        .unwrap_or_default()
-        .chars()
-        .filter(char::is_ascii_alphanumeric)
-        .collect();
-    let name = format!("inlet_node_{}_{token}", std::process::id());
-    let status = Command::new("psql")
-        .arg(url)
-        .args(["-q", "-c", &format!("CREATE DATABASE {name}")])
-        .status()
-        .expect("psql runs");
-    assert!(status.success(), "CREATE DATABASE {name}");
-    let (base, _) = url.rsplit_once('/').expect("database in URL");
-    format!("{base}/{name}")
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime")
+        .block_on(inlet_test_support::fresh_postgres_database(url))
 }

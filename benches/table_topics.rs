@@ -1,6 +1,6 @@
 //! End-to-end table topic benchmark: one `inlet serve` node (the release binary) fed framed
 //! Avro records by librdkafka producers on the same machine, with the table read back through
-//! the node's Iceberg REST catalog (DESIGN.md §5; the performance section of the table
+//! the node's Iceberg REST catalog (docs/architecture.md, "Table topics"; the performance section of the table
 //! coordinator issue).
 //!
 //! ```text

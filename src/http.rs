@@ -1,4 +1,4 @@
-//! The node's HTTP listener (DESIGN.md §3): `/healthz`, Prometheus `/metrics`, each table
+//! The node's HTTP listener (docs/architecture.md, "HTTP endpoints"): `/healthz`, Prometheus `/metrics`, each table
 //! topic's commit lag at `/v1/tables[/{namespace}/{table}]`, watermarks at
 //! `/v1/watermarks/{namespace}/{table}`, read-only SQL at `POST /v1/query`, and the Iceberg REST
 //! catalog under `/iceberg`.

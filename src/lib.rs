@@ -1,4 +1,4 @@
-//! Assembling an Inlet node from its crates (DESIGN.md §2): the stream store, the Kafka
+//! Assembling an Inlet node from its crates (docs/architecture.md, "Crates"): the stream store, the Kafka
 //! endpoint on top of it, the Schema Registry, the embedded Iceberg catalog, and the HTTP
 //! listener with `/healthz`, `/metrics` and the Iceberg REST catalog under `/iceberg`. The
 //! table coordinators (which drive the table workers) and the query engine join as their

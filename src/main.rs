@@ -1,4 +1,4 @@
-//! The `inlet` command line (DESIGN.md §3).
+//! The `inlet` command line (docs/architecture.md, "Command line").
 
 use std::path::PathBuf;
 

@@ -1,4 +1,4 @@
-//! `POST /v1/query` and `inlet query` (DESIGN.md §6): read-only SQL over the node's tables.
+//! `POST /v1/query` and `inlet query` (docs/architecture.md, "Catalog and SQL"): read-only SQL over the node's tables.
 //! The body is `{"sql": "..."}`; the answer's format follows `Accept`: `application/json` (an
 //! array of row objects, the default), `text/csv`, or `application/vnd.apache.arrow.stream`.
 //! Refused and failing statements answer 4xx with `{"error": "..."}`.

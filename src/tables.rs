@@ -1,6 +1,6 @@
 //! Table topics on a node: the table worker (one memory pool for all conversions) and one
 //! coordinator per topic with `table.topic.enable=true`, started and stopped as topics are
-//! created, configured or deleted (DESIGN.md §5).
+//! created, configured or deleted (docs/architecture.md, "Table topics").
 //!
 //! Every second the service lets the worker convert partitions that passed the file target,
 //! and reconciles the running coordinators with the topics' configs. A coordinator's table is
@@ -270,6 +270,7 @@ fn table_topic(
             index_budget.clone(),
             indexes.dir.join(topic_name),
         )?,
+        file_tag: None,
     };
     let fp = Fingerprint {
         ident: ident.clone(),

@@ -1,4 +1,4 @@
-//! Watermarks for schedulers (DESIGN.md §5): `GET /v1/watermarks/{namespace}/{table}` answers
+//! Watermarks for schedulers (docs/architecture.md, "Watermarks"): `GET /v1/watermarks/{namespace}/{table}` answers
 //! the watermark of the table's current snapshot, and `inlet watermark get|wait` calls it.
 //!
 //! The answer is JSON: `watermark_ms` (epoch ms, null before the first record), `watermark`

@@ -1,4 +1,4 @@
-//! The crash matrix (DESIGN.md §5, "Recovery"): a node is aborted at each step of a commit
+//! The crash matrix (docs/architecture.md, "Recovery"): a node is aborted at each step of a commit
 //! round in turn, by a fail point (`INLET_FAILPOINT`, see `table-coordinator/src/failpoint.rs`),
 //! on the same data directory, with records produced before every crash and after every
 //! restart, to an append table topic (whose records gain a column part way, so rounds around

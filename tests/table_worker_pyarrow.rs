@@ -194,6 +194,7 @@ fn convert(
             event_time_field: None,
             dead_letter_floor: Default::default(),
             upsert: None,
+            file_tag: None,
         };
         let out = convert_range(
             &store,

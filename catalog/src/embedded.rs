@@ -1,4 +1,4 @@
-//! The embedded catalog a node serves by default (DESIGN.md §6): iceberg-rust's SQL catalog on
+//! The embedded catalog a node serves by default (docs/architecture.md, "Catalog and SQL"): iceberg-rust's SQL catalog on
 //! the node's metadata database (SQLite in the data dir, or the cluster's PostgreSQL), its files
 //! in the node's object store under `warehouse/`, and the REST server over it.
 //!

@@ -1,5 +1,5 @@
 //! Fail points: test hooks that stop the process at an exact step of a table topic's commit,
-//! so the crash tests can kill a node between any two durable steps (DESIGN.md §5,
+//! so the crash tests can kill a node between any two durable steps (docs/architecture.md,
 //! "Recovery"). The coordinator and the catalog's commit path call them.
 //!
 //! `INLET_FAILPOINT=<name>:<n>` makes the n-th time the process reaches the point `<name>`

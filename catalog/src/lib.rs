@@ -1,4 +1,4 @@
-//! Iceberg catalog access (DESIGN.md §6): the embedded SQL catalog on the metadata store,
+//! Iceberg catalog access (docs/architecture.md, "Catalog and SQL"): the embedded SQL catalog on the metadata store,
 //! external REST catalogs, AWS Glue, and the Iceberg REST catalog server engines connect to.
 //!
 //! - [`storage`]: iceberg's file IO over the node's object store (one client, one fault

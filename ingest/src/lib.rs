@@ -1,4 +1,4 @@
-//! The Kafka wire protocol server (DESIGN.md §2): topics, partitions, produce and fetch over
+//! The Kafka wire protocol server (docs/architecture.md, "Crates"): topics, partitions, produce and fetch over
 //! the stream store, consumer groups, idempotent producers and topic configs.
 //!
 //! The main flow: [`server::serve`] accepts connections; each frame goes through

@@ -1,5 +1,5 @@
 //! Topic configs: the Kafka ones Inlet honours or accepts, and the `table.topic.*` ones of
-//! DESIGN.md §5 (with AutoMQ's `automq.table.topic.*` spellings as aliases).
+//! docs/architecture.md, "Topic configs" (with AutoMQ's `automq.table.topic.*` spellings as aliases).
 //!
 //! Invariant: a [`TopicConfigs`] holds only canonical names with values that passed
 //! validation, so readers of a stored topic never meet a value they cannot interpret.

@@ -1,4 +1,4 @@
-//! Embedded DataFusion SQL over the Iceberg catalog (DESIGN.md §6): what `POST /v1/query` and
+//! Embedded DataFusion SQL over the Iceberg catalog (docs/architecture.md, "Catalog and SQL"): what `POST /v1/query` and
 //! `inlet query` run. Tables are `namespace.table` ([`provider`]: Iceberg scan planning with
 //! projection and filter pushdown, files read in parallel); `as_of(...)` and `snapshots(...)`
 //! travel in time ([`time_travel`]).

@@ -1,4 +1,4 @@
-//! Inlet's Confluent-compatible Schema Registry (DESIGN.md §2, §5). Producers keep using
+//! Inlet's Confluent-compatible Schema Registry (docs/architecture.md, "Schemas and columns"). Producers keep using
 //! Confluent's serializers pointed at it; the broker and the table workers decode framed
 //! records with it.
 //!

@@ -1,4 +1,4 @@
-//! Inlet's stream store (DESIGN.md §4): durable, ordered streams of batches on a local
+//! Inlet's stream store (docs/architecture.md, "Stream store"): durable, ordered streams of batches on a local
 //! write-ahead log and object storage.
 //!
 //! The main flow, from [`StreamStore::append`]:

@@ -1,7 +1,7 @@
 //! One commit round made durable as one Iceberg snapshot: the round's data files in a new
 //! manifest, a manifest list with every earlier manifest, and a snapshot whose summary carries
 //! `inlet.commit-id`, `inlet.offsets` (JSON partition → next offset) and `inlet.watermark`
-//! (DESIGN.md §5). The schema changes the files need go in the same metadata commit.
+//! (docs/architecture.md, "Summary keys and table properties"). The schema changes the files need go in the same metadata commit.
 //!
 //! Invariants:
 //! - The table's current snapshot summary is the source of truth for where conversion resumes
@@ -40,19 +40,19 @@ use inlet_catalog::CommitTarget;
 use inlet_table_worker::pk_index::FileRef;
 use inlet_table_worker::upsert::{LiveDataFile, LiveFiles};
 
-/// Summary keys (DESIGN.md §5).
+/// Summary keys (docs/architecture.md, "Summary keys and table properties").
 pub const COMMIT_ID: &str = "inlet.commit-id";
 pub const OFFSETS: &str = "inlet.offsets";
 pub const WATERMARK: &str = "inlet.watermark";
-/// Each partition's watermark (JSON partition → epoch ms): an addition to DESIGN.md's keys, so
+/// Each partition's watermark (JSON partition → epoch ms): an addition to docs/architecture.md's first keys, so
 /// the watermark API can answer per partition and a restarted coordinator keeps them.
 pub const PARTITION_WATERMARKS: &str = "inlet.partition-watermarks";
-/// The Kafka topic id (a UUID) whose offsets `inlet.offsets` are: an addition to DESIGN.md's
+/// The Kafka topic id (a UUID) whose offsets `inlet.offsets` are: an addition to docs/architecture.md's first
 /// keys, so a topic deleted and created again under the same name does not resume at the old
 /// topic's offsets.
 pub const TOPIC_ID: &str = "inlet.topic-id";
 /// The epoch of the coordinator that committed the round ([`crate::lease`]): an addition to
-/// DESIGN.md's keys. A round of a lower epoch than the table's is refused
+/// docs/architecture.md's first keys. A round of a lower epoch than the table's is refused
 /// ([`CommitError::Fenced`]).
 pub const EPOCH: &str = "inlet.coordinator-epoch";
 /// A table property: the `inlet.*` summary keys of Inlet's last commit, plus its
@@ -101,6 +101,14 @@ pub enum CommitError {
         partition: i32,
         start: u64,
         table: u64,
+    },
+    /// The table the round was built for is no longer under its name (renamed or dropped;
+    /// another table, or none, has the name now). The round must be converted again from the
+    /// progress of the table that has the name.
+    #[error("the table the round was built for ({expected}) is gone from its name (now {found:?}): renamed or dropped")]
+    TableReplaced {
+        expected: uuid::Uuid,
+        found: Option<uuid::Uuid>,
     },
     /// An upsert round's base snapshot is no longer `main`'s: the round must be rebuilt.
     #[error("the table moved from snapshot {expected:?} to {found:?} under an upsert round; the round must be rebuilt on the new base")]
@@ -166,6 +174,12 @@ pub struct Round {
     /// ([`CommitError::NotContinuous`]); partitions the table has no progress for, and an
     /// empty map, are not checked.
     pub start_offsets: BTreeMap<i32, u64>,
+    /// The table the round was built for: its uuid when the coordinator read its progress.
+    /// The commit is refused ([`CommitError::TableReplaced`]) when the name now holds another
+    /// table or none (the table was renamed or dropped): the round's offsets continue that
+    /// table's progress, not the new one's. None: whatever table has the name (created by
+    /// this round if missing).
+    pub table_uuid: Option<uuid::Uuid>,
 }
 
 /// What a table's current snapshot says about conversion progress.
@@ -348,6 +362,13 @@ impl Committer {
         ident: &TableIdent,
         round: &Round,
     ) -> Result<Option<i64>, CommitError> {
+        // A round pinned to a table never creates one: the name may not be recreated under it.
+        if let Some(expected) = round.table_uuid {
+            let found = self.load(ident).await?.map(|t| t.metadata().uuid());
+            if found != Some(expected) {
+                return Err(CommitError::TableReplaced { expected, found });
+            }
+        }
         let mut table = self
             .create_with_ids_if_missing(
                 ident,
@@ -364,6 +385,15 @@ impl Committer {
                 let found = table.metadata().current_snapshot().map(|s| s.snapshot_id());
                 if found != expected {
                     return Err(CommitError::BaseChanged { expected, found });
+                }
+            }
+            if let Some(expected) = round.table_uuid {
+                let found = table.metadata().uuid();
+                if found != expected {
+                    return Err(CommitError::TableReplaced {
+                        expected,
+                        found: Some(found),
+                    });
                 }
             }
             fenced(&table, round)?;

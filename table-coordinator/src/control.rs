@@ -1,4 +1,4 @@
-//! A table topic's control stream (DESIGN.md §5, "Coordinator and exactly-once"): the first
+//! A table topic's control stream (docs/architecture.md, "Recovery"): the first
 //! phase of a round's two-phase commit.
 //!
 //! Before the coordinator commits a round to Iceberg, it appends a `PRE_COMMIT` record that
@@ -94,6 +94,9 @@ struct StoredRound {
     start_offsets: BTreeMap<i32, u64>,
     #[serde(default)]
     epoch: Option<i64>,
+    /// The table's uuid, hyphenated.
+    #[serde(default)]
+    table_uuid: Option<String>,
 }
 
 /// The `PRE_COMMIT` record: a round, its dead-letter round, and the streams it was built from.
@@ -288,6 +291,7 @@ fn store_round(round: &Round, spec: &FileSpec) -> Result<StoredRound, ControlErr
         base_column_id: round.base_column_id,
         start_offsets: round.start_offsets.clone(),
         epoch: round.epoch,
+        table_uuid: round.table_uuid.map(|u| u.to_string()),
     })
 }
 
@@ -320,6 +324,11 @@ fn load_round(r: StoredRound) -> Result<Round, ControlError> {
         base_column_id: r.base_column_id,
         start_offsets: r.start_offsets,
         epoch: r.epoch,
+        table_uuid: r
+            .table_uuid
+            .map(|u| u.parse())
+            .transpose()
+            .map_err(|e: uuid::Error| ControlError::Record(e.to_string()))?,
     })
 }
 
@@ -390,6 +399,7 @@ mod tests {
             base_column_id: 0,
             start_offsets: BTreeMap::new(),
             epoch: Some(3),
+            table_uuid: None,
         };
         let file_spec = FileSpec {
             spec_id: spec.spec_id(),

@@ -346,6 +346,7 @@ pub async fn run(
                             // Its table's progress may be ahead after a crash (the floor).
                             start_offsets: BTreeMap::new(),
                             epoch: Some(lease.epoch),
+                            table_uuid: None,
                         })
                     })
                     .flatten();
@@ -396,6 +397,7 @@ pub async fn run(
                     base_column_id: reg.last_column_id,
                     start_offsets,
                     epoch: Some(lease.epoch),
+                    table_uuid: reg.table_uuid,
                 });
             }
         }
@@ -479,6 +481,15 @@ pub async fn run(
                     });
                     pending = None;
                     commits += 1;
+                    if reg.table_uuid.is_none() {
+                        // The round created the table: later rounds are pinned to it.
+                        match committer.load(&topic.ident).await {
+                            Ok(t) => reg.table_uuid = t.map(|t| t.metadata().uuid()),
+                            Err(e) => {
+                                tracing::warn!(table = %topic.ident, error = %e, "cannot read the new table's uuid; the next round is not pinned to it")
+                            }
+                        }
+                    }
                     let compact_due = last_compaction
                         .is_none_or(|at| at.elapsed() >= crate::compact::COMPACT_MIN_INTERVAL)
                         && compaction.as_ref().is_none_or(|c| c.is_finished());
@@ -528,7 +539,11 @@ pub async fn run(
                     tracing::warn!(table = %topic.ident, error = %e, "upsert round dropped; converting again on the new base");
                     resync = true;
                 }
-                Err(e @ (CommitError::SchemaConflict(_) | CommitError::NotContinuous { .. })) => {
+                Err(
+                    e @ (CommitError::SchemaConflict(_)
+                    | CommitError::NotContinuous { .. }
+                    | CommitError::TableReplaced { .. }),
+                ) => {
                     statuses.update(&status_key, |s| s.failed_commits += 1);
                     tracing::warn!(table = %topic.ident, error = %e, "round dropped; converting again from the table as it is");
                     // Its PRE_COMMIT must not be committed again after a restart: the round
@@ -657,6 +672,9 @@ struct Registered {
     offsets: BTreeMap<i32, u64>,
     /// The snapshot the worker's view (and an upsert table's index) starts from.
     base: Option<i64>,
+    /// The table's uuid; None when it does not exist yet (the first round creates it). Rounds
+    /// are pinned to it ([`Round::table_uuid`]).
+    table_uuid: Option<uuid::Uuid>,
     /// `partition.by` terms for a table that does not exist yet (empty otherwise).
     partition_by: Vec<inlet_table_worker::partition::Term>,
     /// The dead-letter table's committed offsets (see the module docs).
@@ -758,6 +776,17 @@ async fn register(
     } else {
         ctx.schema = None;
     }
+    // Files go to the table's own location, and their names carry its identity: a table made
+    // again under this name (this one renamed or dropped) must not write over this one's files.
+    let table_uuid = table.as_ref().map(|t| t.metadata().uuid());
+    match &table {
+        Some(t) => {
+            ctx.target.data_location =
+                format!("{}/data", t.metadata().location().trim_end_matches('/'));
+            ctx.file_tag = Some(t.metadata().uuid().simple().to_string()[..8].to_string());
+        }
+        None => ctx.file_tag = Some(uuid::Uuid::new_v4().simple().to_string()[..8].to_string()),
+    }
     let partition_by = ctx.partition_by.clone();
     ctx.dead_letter_floor = dead_letter_floor.clone();
     if ctx.dead_letter_target.is_none() {
@@ -790,6 +819,7 @@ async fn register(
         committed,
         offsets,
         base,
+        table_uuid,
         partition_by,
         dead_letter_floor,
         spec,

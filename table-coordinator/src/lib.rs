@@ -1,4 +1,4 @@
-//! Table coordinators (DESIGN.md §5): one per table topic. Commit rounds, the two-phase commit
+//! Table coordinators (docs/architecture.md, "Commit rounds"): one per table topic. Commit rounds, the two-phase commit
 //! protocol through the table's control stream, exactly-once offsets, watermarks and the
 //! `inlet.*` snapshot summary properties.
 //!

@@ -1,4 +1,4 @@
-//! The table watermark rule (DESIGN.md §5).
+//! The table watermark rule (docs/architecture.md, "Watermarks").
 //!
 //! A partition's watermark is the largest event time committed from it. The table's is the
 //! minimum over the partitions that count:

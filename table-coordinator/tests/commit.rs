@@ -61,6 +61,7 @@ fn round(n: u64, extra: bool, timestamp_ms: i64) -> Round {
         base_column_id: 0,
         start_offsets: BTreeMap::new(),
         epoch: None,
+        table_uuid: None,
     }
 }
 
@@ -282,6 +283,7 @@ async fn upsert_rounds_are_row_deltas_on_their_base_only() {
         base_column_id: 0,
         start_offsets: BTreeMap::new(),
         epoch: None,
+        table_uuid: None,
     };
     let s1 = c
         .commit(
@@ -478,6 +480,7 @@ async fn many_rounds_merge_manifests_and_deletes_still_apply() {
         base_column_id: 0,
         start_offsets: BTreeMap::new(),
         epoch: None,
+        table_uuid: None,
     };
     let first = data_file(&table, "r0", &[(1, "a"), (2, "b")]).await;
     let first_path = first.file_path().to_string();
@@ -614,6 +617,7 @@ async fn small_files_are_compacted_and_progress_is_kept() {
         base_column_id: 0,
         start_offsets: BTreeMap::new(),
         epoch: None,
+        table_uuid: None,
     };
     let mut expected = BTreeMap::new();
     let files = MIN_FILES as u64 + 4;
@@ -904,6 +908,7 @@ async fn a_compaction_that_loses_a_race_deletes_only_its_own_files() {
             base_column_id: 0,
             start_offsets: BTreeMap::new(),
             epoch: None,
+            table_uuid: None,
         };
         c.commit(&ident, &round).await.expect("commit");
     }
@@ -1242,6 +1247,7 @@ async fn a_compaction_rebases_onto_a_round_that_landed_first() {
         base_column_id: 0,
         start_offsets: BTreeMap::new(),
         epoch: None,
+        table_uuid: None,
     };
     let mut expected = BTreeMap::new();
     let files = MIN_FILES as u64;
@@ -1468,4 +1474,58 @@ async fn expiry_keeps_at_most_the_newest_max_count_snapshots() {
             .expect("expire"),
         1
     );
+}
+
+#[tokio::test]
+async fn a_round_pinned_to_a_table_never_lands_in_another_under_its_name() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let catalog = embedded(&dir).await;
+    let c = Committer::new(catalog.catalog.clone(), catalog.pointers.clone());
+    let ident = TableIdent::new(NamespaceIdent::new("default".into()), "t".into());
+    c.commit(&ident, &round(1, false, 1_000))
+        .await
+        .expect("first round creates the table");
+    let first = c.load(&ident).await.expect("load").expect("table");
+    let pinned = |n| Round {
+        table_uuid: Some(first.metadata().uuid()),
+        ..round(n, false, 1_000 * n as i64)
+    };
+    assert!(c
+        .commit(&ident, &pinned(2))
+        .await
+        .expect("same table")
+        .is_some());
+
+    // Renamed away: the name holds nothing, and the pinned round does not create a table.
+    let moved = TableIdent::new(NamespaceIdent::new("default".into()), "t_old".into());
+    catalog
+        .catalog
+        .rename_table(&ident, &moved)
+        .await
+        .expect("rename");
+    let err = c.commit(&ident, &pinned(3)).await.expect_err("refused");
+    assert!(
+        matches!(err, CommitError::TableReplaced { expected, found: None } if expected == first.metadata().uuid()),
+        "{err:?}"
+    );
+    assert!(
+        c.load(&ident).await.expect("load").is_none(),
+        "no table was created"
+    );
+
+    // Another table under the name: refused too, and nothing lands in either table.
+    c.commit(&ident, &round(7, false, 7_000))
+        .await
+        .expect("an unpinned round creates the new table");
+    let second = c.load(&ident).await.expect("load").expect("new table");
+    assert_ne!(second.metadata().uuid(), first.metadata().uuid());
+    let err = c.commit(&ident, &pinned(3)).await.expect_err("refused");
+    assert!(
+        matches!(err, CommitError::TableReplaced { found: Some(u), .. } if u == second.metadata().uuid()),
+        "{err:?}"
+    );
+    let after = c.load(&ident).await.expect("load").expect("new table");
+    assert_eq!(after.metadata().snapshots().count(), 1);
+    let old = c.load(&moved).await.expect("load").expect("renamed table");
+    assert_eq!(Committer::committed(&old).commit_id.as_deref(), Some("t-2"));
 }

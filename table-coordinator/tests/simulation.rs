@@ -265,6 +265,7 @@ async fn step(w: &mut World, c: &mut Coordinator, rng: &mut StdRng) {
             base_column_id: i32::MAX,
             start_offsets: BTreeMap::from([(0, c.next)]),
             epoch: Some(lease.epoch),
+            table_uuid: None,
         });
         return;
     }

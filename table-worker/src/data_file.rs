@@ -35,7 +35,7 @@ use crate::error::{Error, Result};
 /// How data files are written.
 #[derive(Debug, Clone)]
 pub struct FileSettings {
-    /// A file is closed and a new one started once it reaches this size (DESIGN.md §5:
+    /// A file is closed and a new one started once it reaches this size (docs/architecture.md, "Table workers":
     /// ~32 MiB).
     pub target_file_bytes: usize,
     /// zstd level of the Parquet pages.

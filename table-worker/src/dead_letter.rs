@@ -1,4 +1,4 @@
-//! The dead-letter table (DESIGN.md §5, `table.topic.errors.tolerance=all`): records that could
+//! The dead-letter table (docs/architecture.md, "Dead letters"; `table.topic.errors.tolerance=all`): records that could
 //! not be converted are kept, with the reason, in `<table>_dlq` instead of being dropped.
 //!
 //! Its schema is fixed, so it never evolves: `partition`, `offset`, `timestamp`, `key`,

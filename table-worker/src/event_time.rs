@@ -1,4 +1,4 @@
-//! Event time for watermarks (`table.topic.event.time.field`, DESIGN.md §5): the largest value
+//! Event time for watermarks (`table.topic.event.time.field`, docs/architecture.md, "Watermarks"): the largest value
 //! of a column among the rows a job converted.
 //!
 //! The field is a column of the table, a nested one written with dots (`payload.ts`). Its

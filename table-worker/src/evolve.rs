@@ -13,7 +13,7 @@
 //!   schema's records rather than corrupt the table or stall it.
 //! - Columns the table has but the record's schema lacks stay (new rows hold null there), so a
 //!   producer dropping a field never loses history.
-//! - Every table has the `_kafka` metadata column (DESIGN.md §5); a payload field of that name
+//! - Every table has the `_kafka` metadata column (docs/architecture.md, "Schemas and columns"); a payload field of that name
 //!   is refused.
 
 use std::sync::Arc;

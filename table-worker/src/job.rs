@@ -1,6 +1,6 @@
 //! A conversion job: one range of a partition's records, read from the stream store, turned
 //! into Arrow rows and written as data files. The unit the node's workers run in turn
-//! (DESIGN.md §5): a job borrows its memory from the node-wide [`MemoryPool`] for as long as it
+//! (docs/architecture.md, "Time-shared memory"): a job borrows its memory from the node-wide [`MemoryPool`] for as long as it
 //! runs and holds nothing once it returns.
 //!
 //! The flow of [`convert_range`]:
@@ -123,6 +123,22 @@ pub struct TableContext {
     /// Upsert or CDC mode (`table.topic.id.columns` with `upsert.enable` or `cdc.field`);
     /// None: append only. Jobs of such a table need the table's [`KeyIndex`].
     pub upsert: Option<UpsertSpec>,
+    /// Every file name carries this after its partition and offsets (`p<partition>-<from>-
+    /// <next>-<tag>`): the coordinator sets the table's uuid's first digits, or a random tag
+    /// for a table not created yet. A table made again under an old table's name (the old one
+    /// renamed, or dropped without purging its files) then never writes over the old one's
+    /// files, which the same offsets would otherwise name. None: no tag.
+    pub file_tag: Option<String>,
+}
+
+impl TableContext {
+    /// The name prefix of the files a job over `[from, next)` of `partition` writes.
+    fn file_prefix(&self, partition: i32, from: u64, next: u64) -> String {
+        match &self.file_tag {
+            Some(tag) => format!("p{partition}-{from}-{next}-{tag}"),
+            None => format!("p{partition}-{from}-{next}"),
+        }
+    }
 }
 
 /// One range to convert.
@@ -502,7 +518,7 @@ async fn attempt(
     if target.spec.is_unpartitioned() && !table.partition_by.is_empty() {
         target.spec = Arc::new(crate::partition::spec(&schema, &table.partition_by)?);
     }
-    let prefix = format!("p{}-{}-{}", job.partition, job.from, next_offset);
+    let prefix = table.file_prefix(job.partition, job.from, next_offset);
     let (batches, key_ops) = match &table.upsert {
         Some(spec) => {
             let deletes = match tombstones.as_mut() {
@@ -593,7 +609,7 @@ async fn write_dead_letters(
     // The dead-letter table is never partitioned.
     target.spec = Arc::new(iceberg::spec::PartitionSpec::unpartition_spec());
     let batch = crate::dead_letter::batch(letters)?;
-    let prefix = format!("p{}-{}-{}", job.partition, job.from, next_offset);
+    let prefix = table.file_prefix(job.partition, job.from, next_offset);
     data_file::write(&target, &prefix, [batch], &table.settings).await
 }
 

@@ -1,4 +1,4 @@
-//! Table workers (DESIGN.md §5): turn ranges of a table topic's records into Arrow record
+//! Table workers (docs/architecture.md, "Table workers"): turn ranges of a table topic's records into Arrow record
 //! batches and ~32 MiB Parquet data files, map schemas to Iceberg types, propose schema
 //! evolution, and lend conversion memory from one node-wide budget (docs/table-worker.md).
 //!

@@ -1,4 +1,4 @@
-//! The node-wide conversion memory budget (DESIGN.md §5, "time-shared memory").
+//! The node-wide conversion memory budget (docs/architecture.md, "Time-shared memory").
 //!
 //! Every conversion job borrows the bytes it needs from one [`MemoryPool`] before it buffers
 //! records, Arrow arrays or Parquet pages, and gives them back when its [`Reservation`] is

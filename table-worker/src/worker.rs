@@ -1,4 +1,4 @@
-//! The node's table worker: which ranges to convert, and when (DESIGN.md §5, "time-shared
+//! The node's table worker: which ranges to convert, and when (docs/architecture.md, "Time-shared
 //! memory").
 //!
 //! For every table topic partition it serves, the worker knows how far conversion has got

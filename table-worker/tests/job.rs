@@ -1,6 +1,6 @@
 //! Conversion jobs over a real stream store and schema registry: Kafka record batches of
 //! Confluent-framed records in, Parquet data files out, read back with the `parquet` crate.
-//! Also the memory test of DESIGN.md §5: 100 table topics converting at once stay within the
+//! Also the memory test of docs/architecture.md, "Time-shared memory": 100 table topics converting at once stay within the
 //! node's one budget.
 
 mod common;

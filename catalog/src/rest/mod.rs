@@ -1,4 +1,4 @@
-//! The Iceberg REST catalog server (DESIGN.md §6): the HTTP API that Spark, Trino, pyiceberg
+//! The Iceberg REST catalog server (docs/architecture.md, "Catalog and SQL"): the HTTP API that Spark, Trino, pyiceberg
 //! and DuckDB use to find Inlet's tables, served over any `iceberg::Catalog`.
 //!
 //! [`router`] answers the spec's routes under `/v1/...`; the binary mounts it under

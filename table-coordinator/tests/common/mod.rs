@@ -32,5 +32,6 @@ pub fn round(prefix: &str, n: u64) -> Round {
         base_column_id: 0,
         start_offsets: BTreeMap::new(),
         epoch: None,
+        table_uuid: None,
     }
 }

@@ -169,5 +169,6 @@ pub fn table_context(
         event_time_field: None,
         dead_letter_floor: Default::default(),
         upsert: None,
+        file_tag: None,
     }
 }

@@ -86,6 +86,12 @@ pub struct TablesConfig {
     /// (each keeps its share, at least 256 KiB); beyond them an index spills to sorted runs
     /// under `<data_dir>/table-index` (docs/table-worker.md).
     pub upsert_index_memory_bytes: usize,
+    /// Dead-letter files a table topic carries while its dead-letter table refuses commits
+    /// (another writer broke it); at this many the table's rounds wait until it takes them,
+    /// and `/v1/tables` shows the table as held. Nothing is lost: the records stay in the
+    /// stream. Bounds the memory and the control-stream records a broken dead-letter table
+    /// costs.
+    pub dead_letter_pending_files: usize,
 }
 
 /// The default `[tables] memory_bytes`.
@@ -96,6 +102,8 @@ impl Default for TablesConfig {
         TablesConfig {
             memory_bytes: DEFAULT_CONVERSION_BYTES,
             upsert_index_memory_bytes: inlet_table_worker::upsert::DEFAULT_INDEX_BUDGET,
+            dead_letter_pending_files:
+                inlet_table_coordinator::coordinator::DEFAULT_DEAD_LETTER_PENDING_FILES,
         }
     }
 }
@@ -169,6 +177,9 @@ impl NodeConfig {
         }
         if self.tables.upsert_index_memory_bytes == 0 {
             bail!("tables.upsert_index_memory_bytes must be positive");
+        }
+        if self.tables.dead_letter_pending_files == 0 {
+            bail!("tables.dead_letter_pending_files must be positive");
         }
         self.catalog.validate().map_err(anyhow::Error::msg)?;
         Ok(())

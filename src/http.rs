@@ -249,6 +249,8 @@ fn status_json(status: &TableStatus, now_ms: i64) -> serde_json::Value {
         "end_offsets": by_partition(&status.ends),
         "commits": status.commits,
         "failed_commits": status.failed_commits,
+        "pending_dead_letter_files": status.pending_dead_letter_files,
+        "held_by_dead_letters": status.held_by_dead_letters,
     })
 }
 
@@ -287,7 +289,7 @@ fn render_tables(out: &mut String, tables: &Statuses) {
     let now_ms = inlet_storage::Clock::now_ms(&inlet_storage::SystemClock) as i64;
     let tables = tables.snapshot();
     type Value<'a> = &'a dyn Fn(&TableStatus) -> Option<f64>;
-    let families: [(&str, &str, &str, Value); 5] = [
+    let families: [(&str, &str, &str, Value); 6] = [
         (
             "inlet_table_seconds_since_commit",
             "Seconds since the table's last commit.",
@@ -317,6 +319,12 @@ fn render_tables(out: &mut String, tables: &Statuses) {
             "Failed commit attempts since the node started.",
             "counter",
             &|t| Some(t.failed_commits as f64),
+        ),
+        (
+            "inlet_table_pending_dead_letter_files",
+            "Dead-letter files the dead-letter table has not taken yet.",
+            "gauge",
+            &|t| Some(t.pending_dead_letter_files as f64),
         ),
     ];
     for (name, help, kind, value) in families {

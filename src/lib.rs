@@ -183,6 +183,7 @@ pub async fn serve(config: NodeConfig) -> anyhow::Result<()> {
             dir: config.data_dir.join("table-index"),
             budget: config.tables.upsert_index_memory_bytes,
             conversion_bytes: config.tables.memory_bytes,
+            dead_letter_pending_files: config.tables.dead_letter_pending_files,
         },
         table_schemas,
         stop.clone(),

@@ -45,6 +45,8 @@ pub struct IndexSettings {
     pub budget: usize,
     /// `[tables] memory_bytes`: the one conversion pool of all table topics.
     pub conversion_bytes: usize,
+    /// `[tables] dead_letter_pending_files` (see `TableTopic::dead_letter_pending_files`).
+    pub dead_letter_pending_files: usize,
 }
 
 /// What a running coordinator was started with: restarted when it changes.
@@ -297,6 +299,7 @@ fn table_topic(
                 retain_last: e.retain_last,
                 max_snapshots: e.max_snapshots,
             }),
+            dead_letter_pending_files: indexes.dead_letter_pending_files,
         },
     ))
 }

@@ -67,3 +67,38 @@ fn a_failing_dead_letter_table_does_not_stop_the_main_table() {
     );
     node.stop();
 }
+
+/// A dead-letter table that keeps refusing Inlet's commits: its files are carried up to the
+/// node's bound (`[tables] dead_letter_pending_files`, 3 here), then the table waits, and
+/// once the dead-letter table is mended every carried letter and held record lands
+/// (`tests/clients/table_topic_dlq_held.py`).
+#[test]
+fn dead_letters_that_cannot_land_hold_the_table_at_a_bound() {
+    let python = python("import confluent_kafka.schema_registry.avro, pyiceberg.catalog.rest");
+    if !require(
+        "python with confluent-kafka[avro] and pyiceberg",
+        python.is_some(),
+    ) {
+        return;
+    }
+    let dir = tempfile::tempdir().expect("tempdir");
+    let config = dir.path().join("inlet.toml");
+    std::fs::write(&config, "[tables]\ndead_letter_pending_files = 3\n").expect("config");
+    let node = Node::start(
+        &dir.path().join("node"),
+        &["--config", &config.to_string_lossy()],
+    );
+    run_table_topic_phase(
+        &python.expect("checked"),
+        "table_topic_dlq_held.py",
+        &node,
+        "run",
+        Duration::from_secs(240),
+    );
+    let log = node.logs_so_far();
+    assert!(
+        log.iter().any(|l| l.contains("the table's rounds wait")),
+        "the table was held:\n{log:#?}"
+    );
+    node.stop();
+}

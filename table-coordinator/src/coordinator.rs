@@ -75,7 +75,15 @@ pub struct TableTopic {
     pub watermark_idle: Option<Duration>,
     /// Snapshot expiry (`table.topic.expire.snapshot.*`): see [`Expiry`]. None: off.
     pub expire: Option<Expiry>,
+    /// `[tables] dead_letter_pending_files`: while the dead-letter table refuses commits, its
+    /// files are carried from round to round (in memory and in every `PRE_COMMIT`); at this
+    /// many the table's rounds wait until it takes them. Nothing is lost meanwhile: the records
+    /// stay in the stream.
+    pub dead_letter_pending_files: usize,
 }
+
+/// The default `[tables] dead_letter_pending_files`.
+pub const DEFAULT_DEAD_LETTER_PENDING_FILES: usize = 256;
 
 /// Which snapshots expiry removes, every [`EXPIRE_EVERY`] commits.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -168,6 +176,8 @@ pub async fn run(
     // Set when an upsert table's index no longer matches the table (see the module docs).
     let mut resync = false;
     let mut commits = 0u64;
+    // Whether the table's rounds wait for its dead-letter table (see `TableTopic`).
+    let mut held_by_dead_letters = false;
     let mut last_compaction: Option<tokio::time::Instant> = None;
     // The running compaction, off the commit path: rounds go on while it reads and writes.
     let mut compaction: Option<tokio::task::JoinHandle<()>> = None;
@@ -242,7 +252,17 @@ pub async fn run(
             commits_at_compaction = commits;
             compaction = Some(start_compaction());
         }
-        if pending.is_none() {
+        let held = pending.is_none()
+            && pending_dead_letters
+                .as_ref()
+                .is_some_and(|d| d.files.len() >= topic.dead_letter_pending_files.max(1));
+        if held {
+            if !held_by_dead_letters {
+                tracing::warn!(table = %topic.ident, files = topic.dead_letter_pending_files, "the dead-letter table has refused this many files; the table's rounds wait until it takes them (the records stay in the stream)");
+            }
+            held_by_dead_letters = true;
+            statuses.update(&status_key, |s| s.held_by_dead_letters = true);
+        } else if pending.is_none() {
             let until: BTreeMap<i32, u64> = topic
                 .partitions
                 .iter()
@@ -440,15 +460,25 @@ pub async fn run(
             {
                 Ok(_) => {
                     pending_dead_letters = None;
+                    if held_by_dead_letters {
+                        tracing::info!(table = %topic.ident, "the dead-letter table took its files; the table's rounds go on");
+                        held_by_dead_letters = false;
+                    }
                     crate::failpoint::hit("dlq-committed");
                 }
                 // The main table does not wait for its dead letters: they are retried at the
                 // next tick, and go with the next round's (its PRE_COMMIT keeps them durable).
                 Err(e) => {
+                    statuses.update(&status_key, |s| s.failed_commits += 1);
                     tracing::warn!(table = %topic.ident, error = %e, "dead-letter commit failed; the round commits, and the dead letters are retried at the next tick");
                 }
             }
         }
+        let carried = pending_dead_letters.as_ref().map_or(0, |d| d.files.len());
+        statuses.update(&status_key, |s| {
+            s.pending_dead_letter_files = carried;
+            s.held_by_dead_letters = held_by_dead_letters;
+        });
         if let Some(round) = &pending {
             match committer.commit(&topic.ident, round).await {
                 Ok(snapshot) => {

@@ -18,6 +18,11 @@ pub struct TableStatus {
     pub watermark_ms: Option<i64>,
     pub commits: u64,
     pub failed_commits: u64,
+    /// Dead-letter files waiting for the dead-letter table to take them (it refused them).
+    pub pending_dead_letter_files: usize,
+    /// The table's rounds wait: `pending_dead_letter_files` reached the node's bound
+    /// (`[tables] dead_letter_pending_files`).
+    pub held_by_dead_letters: bool,
 }
 
 impl TableStatus {

@@ -1,8 +1,7 @@
-//! Assembling an Inlet node from its crates (docs/architecture.md, "Crates"): the stream store, the Kafka
-//! endpoint on top of it, the Schema Registry, the embedded Iceberg catalog, and the HTTP
-//! listener with `/healthz`, `/metrics` and the Iceberg REST catalog under `/iceberg`. The
-//! table coordinators (which drive the table workers) and the query engine join as their
-//! issues land.
+//! Assembling an Inlet node from its crates (docs/architecture.md, "Crates"): the stream
+//! store, the Kafka endpoint on top of it, the Schema Registry, the Iceberg catalog (embedded
+//! or external), the table coordinators and their table workers, the SQL engine, and the HTTP
+//! listener with `/healthz`, `/metrics`, `/v1/…` and the Iceberg REST catalog under `/iceberg`.
 
 pub mod config;
 mod http;

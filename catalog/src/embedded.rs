@@ -1,5 +1,5 @@
 //! The embedded catalog a node serves by default (docs/architecture.md, "Catalog and SQL"): iceberg-rust's SQL catalog on
-//! the node's metadata database (SQLite in the data dir, or the cluster's PostgreSQL), its files
+//! the node's metadata database (SQLite in the data dir, or PostgreSQL with `--meta`), its files
 //! in the node's object store under `warehouse/`, and the REST server over it.
 //!
 //! Invariants:

@@ -19,7 +19,7 @@ use std::time::Duration;
 use iceberg::io::FileIO;
 use iceberg::{NamespaceIdent, TableIdent};
 use inlet_catalog::NodeCatalog;
-use inlet_ingest::topic_config::TableTopicConfig;
+use inlet_ingest::topic_config::{Compaction, TableTopicConfig};
 use inlet_ingest::Broker;
 use inlet_schema_registry::Registry;
 use inlet_storage::SystemClock;
@@ -274,6 +274,7 @@ fn table_topic(
         )?,
         file_tag: None,
     };
+    let ctx_upsert = ctx.upsert.is_some();
     let fp = Fingerprint {
         ident: ident.clone(),
         topic_id: topic.id,
@@ -300,6 +301,13 @@ fn table_topic(
                 max_snapshots: e.max_snapshots,
             }),
             dead_letter_pending_files: indexes.dead_letter_pending_files,
+            compaction_interval: match config.compaction {
+                Compaction::Off => None,
+                Compaction::Every(d) => Some(d),
+                Compaction::Default => Some(inlet_table_coordinator::compact::default_interval(
+                    ctx_upsert,
+                )),
+            },
         },
     ))
 }

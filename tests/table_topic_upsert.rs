@@ -110,3 +110,20 @@ fn query_sees_the_latest_rows(node: &Node) {
         serde_json::json!([{"name": "u1-v5"}])
     );
 }
+
+/// An upsert table compacted while it is updated (`table.topic.compaction.interval.ms`):
+/// after every round, and after the compaction, exactly the latest row per key
+/// (`tests/clients/table_topic_upsert_compaction.py`). The round built on the snapshot before
+/// the compaction is refused, and the index is rebuilt from the compacted table.
+#[test]
+fn an_upsert_table_is_compacted_with_its_deletes_applied() {
+    let Some(run) = common::run_table_topic_script("table_topic_upsert_compaction.py") else {
+        return;
+    };
+    let log = run.node.logs_so_far();
+    assert!(
+        log.iter().any(|l| l.contains("compacted small files")),
+        "the node compacted:\n{log:#?}"
+    );
+    run.node.stop();
+}

@@ -219,6 +219,13 @@ const DEFS: &[Def] = &[
         effect: "Parquet bytes a data file is cut at",
     },
     Def {
+        name: "table.topic.compaction.interval.ms",
+        default: "0",
+        kind: Kind::Int(-1, i64::MAX),
+        effect:
+            "least time between two compactions; 0 is 60 s (10 min for upsert tables), -1 is off",
+    },
+    Def {
         name: "table.topic.expire.snapshot.enable",
         default: "true",
         kind: Kind::Bool,
@@ -301,11 +308,24 @@ pub struct TableTopicConfig {
     pub tolerate_errors: bool,
     /// `table.topic.target.file.size.bytes`.
     pub target_file_bytes: usize,
+    /// `table.topic.compaction.interval.ms`.
+    pub compaction: Compaction,
     /// `table.topic.expire.snapshot.*`; None when `enable=false`.
     pub expire: Option<ExpireConfig>,
     /// Every `table.topic.*` config with its effective value, by name: what a coordinator
     /// was started with.
     pub effective: Vec<(String, String)>,
+}
+
+/// `table.topic.compaction.interval.ms`: how often the table's small files are compacted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Compaction {
+    /// `0` (the default): the coordinator's default for the table's kind.
+    Default,
+    /// `-1`: never (another engine maintains the table).
+    Off,
+    /// At most once per this long.
+    Every(Duration),
 }
 
 /// `table.topic.expire.snapshot.*`.
@@ -347,6 +367,11 @@ impl TableTopicConfig {
             .map(|d| (d.name.to_string(), value(d.name)))
             .collect();
         let idle = number("table.topic.watermark.idle.ms");
+        let compaction = match number("table.topic.compaction.interval.ms") {
+            0 => Compaction::Default,
+            n if n < 0 => Compaction::Off,
+            n => Compaction::Every(Duration::from_millis(n as u64)),
+        };
         Some(TableTopicConfig {
             namespace: value("table.topic.namespace"),
             table: text("table.topic.table").unwrap_or_else(|| topic.to_string()),
@@ -364,6 +389,7 @@ impl TableTopicConfig {
             watermark_idle: (idle > 0).then(|| Duration::from_millis(idle as u64)),
             tolerate_errors: value("table.topic.errors.tolerance") == "all",
             target_file_bytes: number("table.topic.target.file.size.bytes").max(1) as usize,
+            compaction,
             expire: (value("table.topic.expire.snapshot.enable") != "false").then(|| {
                 ExpireConfig {
                     older_than: Duration::from_secs(
@@ -690,6 +716,7 @@ mod tests {
         assert_eq!(c.watermark_idle, None, "-1 is off");
         assert!(!c.tolerate_errors);
         assert_eq!(c.target_file_bytes, 32 << 20);
+        assert_eq!(c.compaction, Compaction::Default);
         assert_eq!(
             c.expire,
             Some(ExpireConfig {
@@ -731,6 +758,7 @@ mod tests {
             ("table.topic.errors.tolerance", "all"),
             ("table.topic.expire.snapshot.enable", "false"),
             ("table.topic.target.file.size.bytes", "1048576"),
+            ("table.topic.compaction.interval.ms", "5000"),
         ])
         .expect("valid");
         let c = set.table_topic("orders", &broker).expect("a table topic");
@@ -746,6 +774,7 @@ mod tests {
         assert!(c.tolerate_errors);
         assert_eq!(c.expire, None);
         assert_eq!(c.target_file_bytes, 1 << 20);
+        assert_eq!(c.compaction, Compaction::Every(Duration::from_secs(5)));
         let zero = parse(&[
             ("table.topic.enable", "true"),
             ("table.topic.watermark.idle.ms", "0"),

@@ -1,4 +1,4 @@
-//! Small-file compaction of append-only tables. A table that commits every second gets a
+//! Small-file compaction of table topics' tables. A table that commits every second gets a
 //! tail file per partition per round, and readers pay per file. In the background of its
 //! coordinator (never in the way of a commit round), every [`COMPACT_EVERY`] commits and at
 //! most once per [`COMPACT_MIN_INTERVAL`], the small files of a partition are rewritten into
@@ -11,14 +11,26 @@
 //! eighth: commit tails of a few KiB and files of 2–24 MiB (at the default 32 MiB target) are
 //! both merged, and a growing file is rewritten only for a sizeable addition.
 //!
+//! Deletes (upsert and CDC tables, or another engine's merge-on-read deletes): the position
+//! deletes of the partition that point into the chosen files are applied, so the new file
+//! holds only the live rows; a delete file all of whose rows point into them is removed with
+//! them. Position deletes that other commits add while the compaction runs (an upsert round
+//! landing meanwhile) are carried over when it rebases: those into the chosen files are
+//! written again as deletes of the new file, at the row's new position. An upsert table's
+//! primary-key index names files and positions too: the compaction moves `main`, so the next
+//! upsert round, pinned to its base, is refused and the coordinator rebuilds the index from
+//! the table (`crate::coordinator`, "re-registers").
+//!
 //! Invariants:
-//! - Only append-only tables without delete files: an upsert table's primary-key index and
-//!   position deletes name files and row positions, which a rewrite would move.
-//! - Rows are copied, never changed: the same rows, `_kafka` included, read in the table's
-//!   current schema (columns added since a file was written read as null).
-//! - A replace snapshot is valid on any base where every file it removes is still live and no
-//!   delete file exists: a commit that loses a race to a round (or another engine) is rebuilt
-//!   on the new base and retried; one whose files another commit removed is dropped.
+//! - Rows are copied, never changed: the same live rows, `_kafka` included, read in the
+//!   table's current schema (columns added since a file was written read as null), in the
+//!   files' order.
+//! - Tables with equality deletes are not compacted (Inlet never writes them; another engine's
+//!   would need their sequence numbers kept).
+//! - A replace snapshot is valid on any base where every file it removes is still live: a
+//!   commit that loses a race to a round (or another engine) is rebuilt on the new base,
+//!   with the new deletes carried over, and retried; one whose files another commit removed
+//!   is dropped.
 //! - The replace snapshot carries its parent's `inlet.*` summary (offsets, watermarks), the
 //!   parent it is finally committed on, so conversion resumes exactly where it did.
 //! - Its memory is borrowed from the node's conversion pool, like a conversion job's.
@@ -32,8 +44,8 @@ use futures::{StreamExt, TryStreamExt};
 use iceberg::arrow::ArrowReaderBuilder;
 use iceberg::scan::FileScanTask;
 use iceberg::spec::{
-    DataContentType, DataFile, ManifestFile, ManifestListWriter, ManifestWriterBuilder, Operation,
-    Snapshot, Summary,
+    DataContentType, DataFile, ManifestContentType, ManifestFile, ManifestListWriter,
+    ManifestWriterBuilder, Operation, Snapshot, Summary,
 };
 use iceberg::{Runtime, TableIdent};
 use inlet_table_worker::data_file::{FileSettings, FileTarget};
@@ -44,11 +56,25 @@ use crate::commit::{CommitError, Committer, COMMIT_ID};
 /// Commits of a table between two compaction checks.
 pub const COMPACT_EVERY: u64 = 10;
 
-/// And at least this long between two checks of a table: at a 1 s commit interval, ten
-/// commits of a quiet table hold too little data to be worth a rewrite, and a file still
-/// small after one compaction would be rewritten every ten seconds until it grows past the
-/// small size.
+/// And at least this long between two checks of a table, unless the topic says otherwise
+/// (`table.topic.compaction.interval.ms`): at a 1 s commit interval, ten commits of a quiet
+/// table hold too little data to be worth a rewrite, and a file still small after one
+/// compaction would be rewritten every ten seconds until it grows past the small size.
 pub const COMPACT_MIN_INTERVAL: std::time::Duration = std::time::Duration::from_secs(60);
+
+/// [`COMPACT_MIN_INTERVAL`] of upsert and CDC tables: each compaction moves the rows that
+/// their primary-key index names, and the index is then rebuilt from the table.
+pub const UPSERT_COMPACT_MIN_INTERVAL: std::time::Duration = std::time::Duration::from_secs(600);
+
+/// The least time between two compactions of a table by default: [`COMPACT_MIN_INTERVAL`],
+/// or [`UPSERT_COMPACT_MIN_INTERVAL`] for an upsert or CDC table.
+pub fn default_interval(upsert: bool) -> std::time::Duration {
+    if upsert {
+        UPSERT_COMPACT_MIN_INTERVAL
+    } else {
+        COMPACT_MIN_INTERVAL
+    }
+}
 
 /// A partition's files are compacted once it has this many small ones (or fewer that make
 /// half a target file).
@@ -78,6 +104,33 @@ pub struct Compacted {
 /// A live data file.
 struct Live {
     file: DataFile,
+}
+
+/// A live position delete file, with the spec its manifest has.
+struct LiveDeletes {
+    file: DataFile,
+    spec_id: i32,
+}
+
+/// Where the chosen files' live rows went: every row of `path` that `deleted` does not name is
+/// in the new file, from `base` on, in order.
+#[derive(Debug, Default)]
+struct Moved {
+    /// Per chosen file: its first live row's position in the new file, and its deleted
+    /// positions (sorted).
+    files: HashMap<String, (u64, Vec<u64>)>,
+}
+
+impl Moved {
+    /// The new position of row `pos` of `path`; None when the row was deleted already, or
+    /// `path` is not a chosen file.
+    fn position(&self, path: &str, pos: u64) -> Option<u64> {
+        let (base, deleted) = self.files.get(path)?;
+        match deleted.binary_search(&pos) {
+            Ok(_) => None,
+            Err(before) => Some(base + pos - before as u64),
+        }
+    }
 }
 
 /// Which small files of a partition to compact: smallest first, as many as fit in one target
@@ -146,15 +199,24 @@ impl Committer {
         let target = settings.target_file_bytes as u64;
         let small_below = target * SMALL_NUMERATOR / SMALL_DENOMINATOR;
         let mut groups: HashMap<iceberg::spec::Struct, Vec<Live>> = HashMap::new();
+        let mut deletes: Vec<LiveDeletes> = Vec::new();
         for m in &manifests {
             let manifest = m.load_manifest(file_io).await?;
             for entry in manifest.entries() {
                 if !entry.is_alive() {
                     continue;
                 }
-                if entry.content_type() != DataContentType::Data {
-                    // Deletes name files and positions: not for this compaction.
-                    return Ok(Compacted::default());
+                match entry.content_type() {
+                    DataContentType::Data => {}
+                    DataContentType::PositionDeletes => {
+                        deletes.push(LiveDeletes {
+                            file: entry.data_file().clone(),
+                            spec_id: m.partition_spec_id,
+                        });
+                        continue;
+                    }
+                    // Not Inlet's: see the module docs.
+                    DataContentType::EqualityDeletes => return Ok(Compacted::default()),
                 }
                 let f = entry.data_file();
                 if m.partition_spec_id == spec.spec_id() && f.file_size_in_bytes() < small_below {
@@ -189,10 +251,44 @@ impl Committer {
             .reserve(((input as usize).saturating_mul(8)).clamp(1, cap))
             .await
             .map_err(|e| CommitError::Catalog(format!("compaction memory: {e}")))?;
+        // The partition's position deletes into the chosen files; a delete file whose rows
+        // all point into them goes with them.
+        let chosen: HashSet<&str> = files.iter().map(|l| l.file.file_path()).collect();
+        let mut deleted: HashMap<String, Vec<u64>> = HashMap::new();
+        let mut removed_deletes: Vec<DataFile> = Vec::new();
+        let mut seen_deletes: HashSet<String> = HashSet::new();
+        for d in &deletes {
+            seen_deletes.insert(d.file.file_path().to_string());
+            if d.spec_id != spec.spec_id() || d.file.partition() != &partition {
+                continue;
+            }
+            if d.file
+                .referenced_data_file()
+                .is_some_and(|r| !chosen.contains(r.as_str()))
+            {
+                continue;
+            }
+            let rows = read_deletes(file_io, d.file.file_path()).await?;
+            let mut all_chosen = true;
+            for (path, pos) in rows {
+                if chosen.contains(path.as_str()) {
+                    deleted.entry(path).or_default().push(pos);
+                } else {
+                    all_chosen = false;
+                }
+            }
+            if all_chosen {
+                removed_deletes.push(d.file.clone());
+            }
+        }
+        // Each file read on its own, so its rows come in order, then its deleted rows dropped.
         let field_ids: Vec<i32> = schema.as_struct().fields().iter().map(|f| f.id).collect();
-        let tasks: Vec<FileScanTask> = files
-            .iter()
-            .map(|l| FileScanTask {
+        let mut batches: Vec<arrow::array::RecordBatch> = Vec::new();
+        let mut moved = Moved::default();
+        let mut rows = 0u64;
+        let mut removed_rows = 0u64;
+        for l in &files {
+            let task = FileScanTask {
                 file_size_in_bytes: l.file.file_size_in_bytes(),
                 start: 0,
                 length: l.file.file_size_in_bytes(),
@@ -207,21 +303,50 @@ impl Committer {
                 partition_spec: Some(spec.clone()),
                 name_mapping: None,
                 case_sensitive: true,
-            })
-            .collect();
-        let batches: Vec<arrow::array::RecordBatch> =
-            ArrowReaderBuilder::new(file_io.clone(), Runtime::current())
-                .build()
-                .read(futures::stream::iter(tasks.into_iter().map(Ok)).boxed())?
-                .stream()
-                .try_collect()
-                .await?;
-        let rows: u64 = batches.iter().map(|b| b.num_rows() as u64).sum();
-        let expected: u64 = files.iter().map(|l| l.file.record_count()).sum();
-        if rows != expected {
-            return Err(CommitError::Catalog(format!(
-                "compaction read {rows} rows from files that hold {expected}"
-            )));
+            };
+            let read: Vec<arrow::array::RecordBatch> =
+                ArrowReaderBuilder::new(file_io.clone(), Runtime::current())
+                    .build()
+                    .read(futures::stream::iter([Ok(task)]).boxed())?
+                    .stream()
+                    .try_collect()
+                    .await?;
+            let read_rows: u64 = read.iter().map(|b| b.num_rows() as u64).sum();
+            if read_rows != l.file.record_count() {
+                return Err(CommitError::Catalog(format!(
+                    "compaction read {read_rows} rows from {}, which holds {}",
+                    l.file.file_path(),
+                    l.file.record_count()
+                )));
+            }
+            removed_rows += read_rows;
+            let mut gone = deleted.remove(l.file.file_path()).unwrap_or_default();
+            gone.sort_unstable();
+            gone.dedup();
+            gone.retain(|&p| p < read_rows);
+            let mut at = 0u64;
+            for b in read {
+                let n = b.num_rows() as u64;
+                let first = gone.partition_point(|&p| p < at);
+                let last = gone.partition_point(|&p| p < at + n);
+                if first == last {
+                    batches.push(b);
+                } else {
+                    let keep = arrow::array::BooleanArray::from_iter(
+                        (at..at + n).map(|p| Some(gone[first..last].binary_search(&p).is_err())),
+                    );
+                    batches.push(
+                        arrow::compute::filter_record_batch(&b, &keep)
+                            .map_err(|e| CommitError::Catalog(format!("compaction: {e}")))?,
+                    );
+                }
+                at += n;
+            }
+            let live = read_rows - gone.len() as u64;
+            moved
+                .files
+                .insert(l.file.file_path().to_string(), (rows, gone));
+            rows += live;
         }
         let location = meta.location().trim_end_matches('/').to_string();
         let data_location = meta
@@ -256,16 +381,34 @@ impl Committer {
             inlet_table_worker::data_file::write(&file_target, &prefix, batches, &one_file)
                 .await
                 .map_err(|e| CommitError::Catalog(format!("compaction: {e}")))?;
+        // Deletes are carried over into the new file by row position: it must be one file.
+        if written.len() > 1 {
+            for f in &written {
+                let _ = file_io.delete(f.file_path()).await;
+            }
+            return Err(CommitError::Catalog(format!(
+                "compaction wrote {} files where one was expected",
+                written.len()
+            )));
+        }
         let replace = Replace {
             removed: files.iter().map(|l| l.file.clone()).collect(),
+            removed_deletes,
+            seen_deletes,
+            moved,
             written,
             rows,
+            removed_rows,
             prefix,
             spec_id: spec.spec_id(),
+            partition,
+            file_target,
+            settings: settings.clone(),
+            carried: Default::default(),
         };
 
-        // Committed on the table as it is at each attempt: rounds that land meanwhile only
-        // add files, so the rewrite still holds on their snapshots.
+        // Committed on the table as it is at each attempt: rounds that land meanwhile add
+        // files, and deletes that are carried over (see `Replace::on`).
         let mut table = table;
         for _ in 0..MAX_ATTEMPTS {
             let Some((requirements, updates)) = replace.on(&table, now_ms).await? else {
@@ -278,10 +421,12 @@ impl Committer {
                 .map_err(CommitError::from)
             {
                 Ok(Some(_)) => {
+                    // Carried deletes of earlier attempts, not the committed one, are unused.
+                    replace.delete_carried_except_last(file_io).await;
                     return Ok(Compacted {
                         removed: replace.removed.len(),
                         added: replace.written.len(),
-                    })
+                    });
                 }
                 Ok(None) => break,
                 Err(CommitError::Conflict(_)) => match self.load(ident).await? {
@@ -296,6 +441,7 @@ impl Committer {
         for f in &replace.written {
             let _ = file_io.delete(f.file_path()).await;
         }
+        replace.delete_carried(file_io).await;
         Ok(Compacted::default())
     }
 }
@@ -303,11 +449,26 @@ impl Committer {
 /// A rewrite, ready to be committed on whatever `main` is by then.
 struct Replace {
     removed: Vec<DataFile>,
+    /// Position delete files whose rows all point into `removed`.
+    removed_deletes: Vec<DataFile>,
+    /// The live position delete files when the rows were read: any other is newer, and its
+    /// rows into `removed` are carried over.
+    seen_deletes: HashSet<String>,
+    moved: Moved,
     written: Vec<DataFile>,
+    /// Rows written (the live rows of `removed`).
     rows: u64,
+    /// Rows `removed` hold, deleted ones included.
+    removed_rows: u64,
     prefix: String,
     /// The spec the files were grouped and written by.
     spec_id: i32,
+    /// The files' partition tuple.
+    partition: iceberg::spec::Struct,
+    file_target: FileTarget,
+    settings: FileSettings,
+    /// Delete files written to carry deletes over, one set per attempt.
+    carried: parking_lot::Mutex<Vec<Vec<String>>>,
 }
 
 impl Replace {
@@ -338,26 +499,56 @@ impl Replace {
                 .into_iter()
                 .collect();
         let removed: HashSet<&str> = self.removed.iter().map(|f| f.file_path()).collect();
-        let mut found = 0usize;
+        let removed_deletes: HashSet<&str> =
+            self.removed_deletes.iter().map(|f| f.file_path()).collect();
+        let (mut found, mut found_deletes) = (0usize, 0usize);
         let mut loaded = Vec::with_capacity(manifests.len());
         let mut touched = HashSet::new();
+        // Rows that deletes newer than the read remove from the chosen files, at their new
+        // positions in the new file.
+        let mut carried: Vec<(String, u64)> = Vec::new();
         for (i, m) in manifests.iter().enumerate() {
             let manifest = m.load_manifest(file_io).await?;
             for entry in manifest.entries() {
                 if !entry.is_alive() {
                     continue;
                 }
-                if entry.content_type() != DataContentType::Data {
-                    return Ok(None);
-                }
-                if removed.contains(entry.file_path()) {
-                    found += 1;
-                    touched.insert(i);
+                let path = entry.file_path();
+                match entry.content_type() {
+                    DataContentType::Data => {
+                        if removed.contains(path) {
+                            found += 1;
+                            touched.insert(i);
+                        }
+                    }
+                    DataContentType::PositionDeletes if removed_deletes.contains(path) => {
+                        found_deletes += 1;
+                        touched.insert(i);
+                    }
+                    DataContentType::PositionDeletes => {
+                        let elsewhere = entry
+                            .data_file()
+                            .referenced_data_file()
+                            .is_some_and(|r| !removed.contains(r.as_str()));
+                        if self.seen_deletes.contains(path) || elsewhere {
+                            continue;
+                        }
+                        let Some(new_file) = self.written.first() else {
+                            // Every row was deleted: nothing to carry.
+                            continue;
+                        };
+                        for (p, pos) in read_deletes(file_io, path).await? {
+                            if let Some(at) = self.moved.position(&p, pos) {
+                                carried.push((new_file.file_path().to_string(), at));
+                            }
+                        }
+                    }
+                    DataContentType::EqualityDeletes => return Ok(None),
                 }
             }
             loaded.push(manifest);
         }
-        if found != removed.len() {
+        if found != removed.len() || found_deletes != removed_deletes.len() {
             return Ok(None);
         }
 
@@ -365,18 +556,53 @@ impl Replace {
         // manifests (the rest of those manifests kept), every other manifest as it was.
         let snapshot_id = crate::commit::snapshot_id_for(&self.prefix, meta);
         let sequence_number = meta.next_sequence_number();
+        let carried_rows = carried.len() as u64;
+        let carried_files = if carried.is_empty() {
+            Vec::new()
+        } else {
+            inlet_table_worker::position_delete::write(
+                &self.file_target,
+                &format!("{}-{snapshot_id:016x}", self.prefix),
+                Some(self.partition.clone()),
+                carried,
+                &self.settings,
+            )
+            .await
+            .map_err(|e| CommitError::Catalog(format!("compaction: carried deletes: {e}")))?
+        };
+        self.carried.lock().push(
+            carried_files
+                .iter()
+                .map(|f| f.file_path().to_string())
+                .collect(),
+        );
         let mut out: Vec<ManifestFile> = Vec::new();
-        let mut writer = ManifestWriterBuilder::new(
-            file_io.new_output(format!("{location}/metadata/{snapshot_id:016x}-c0.avro"))?,
-            Some(snapshot_id),
-            schema.clone(),
-            spec.as_ref().clone(),
-        )
-        .build_v2_data();
-        for f in &self.written {
-            writer.add_file(f.clone(), -1)?;
+        if !self.written.is_empty() {
+            let mut writer = ManifestWriterBuilder::new(
+                file_io.new_output(format!("{location}/metadata/{snapshot_id:016x}-c0.avro"))?,
+                Some(snapshot_id),
+                schema.clone(),
+                spec.as_ref().clone(),
+            )
+            .build_v2_data();
+            for f in &self.written {
+                writer.add_file(f.clone(), -1)?;
+            }
+            out.push(writer.write_manifest_file().await?);
         }
-        out.push(writer.write_manifest_file().await?);
+        if !carried_files.is_empty() {
+            let mut writer = ManifestWriterBuilder::new(
+                file_io.new_output(format!("{location}/metadata/{snapshot_id:016x}-d0.avro"))?,
+                Some(snapshot_id),
+                schema.clone(),
+                spec.as_ref().clone(),
+            )
+            .build_v2_deletes();
+            for f in &carried_files {
+                writer.add_file(f.clone(), -1)?;
+            }
+            out.push(writer.write_manifest_file().await?);
+        }
         for (i, m) in manifests.into_iter().enumerate() {
             if !touched.contains(&i) {
                 out.push(m);
@@ -386,7 +612,7 @@ impl Replace {
                 .partition_spec_by_id(m.partition_spec_id)
                 .cloned()
                 .unwrap_or_else(|| spec.clone());
-            let mut writer = ManifestWriterBuilder::new(
+            let builder = ManifestWriterBuilder::new(
                 file_io.new_output(format!(
                     "{location}/metadata/{snapshot_id:016x}-c{}.avro",
                     i + 1
@@ -394,13 +620,16 @@ impl Replace {
                 Some(snapshot_id),
                 schema.clone(),
                 manifest_spec.as_ref().clone(),
-            )
-            .build_v2_data();
+            );
+            let mut writer = match m.content {
+                ManifestContentType::Data => builder.build_v2_data(),
+                ManifestContentType::Deletes => builder.build_v2_deletes(),
+            };
             crate::manifest_merge::carry_entries(
                 &mut writer,
                 &loaded[i],
                 &m.manifest_path,
-                |path| removed.contains(path),
+                |path| removed.contains(path) || removed_deletes.contains(path),
             )?;
             out.push(writer.write_manifest_file().await?);
         }
@@ -432,8 +661,11 @@ impl Replace {
         ] {
             props.remove(key);
         }
-        let removed_size: u64 = self.removed.iter().map(|f| f.file_size_in_bytes()).sum();
-        let added_size: u64 = self.written.iter().map(|f| f.file_size_in_bytes()).sum();
+        let size = |files: &[DataFile]| files.iter().map(|f| f.file_size_in_bytes()).sum::<u64>();
+        let removed_size = size(&self.removed) + size(&self.removed_deletes);
+        let added_size = size(&self.written) + size(&carried_files);
+        let removed_position_deletes: u64 =
+            self.removed_deletes.iter().map(|f| f.record_count()).sum();
         let shift = |props: &mut HashMap<String, String>, key: &str, delta: i64| {
             if let Some(v) = props.get(key).and_then(|v| v.parse::<i64>().ok()) {
                 props.insert(key.to_string(), (v + delta).max(0).to_string());
@@ -449,10 +681,46 @@ impl Replace {
             "total-files-size",
             added_size as i64 - removed_size as i64,
         );
+        shift(
+            &mut props,
+            "total-records",
+            self.rows as i64 - self.removed_rows as i64,
+        );
+        shift(
+            &mut props,
+            "total-delete-files",
+            carried_files.len() as i64 - self.removed_deletes.len() as i64,
+        );
+        shift(
+            &mut props,
+            "total-position-deletes",
+            carried_rows as i64 - removed_position_deletes as i64,
+        );
+        for key in ["removed-delete-files", "removed-position-deletes"] {
+            props.remove(key);
+        }
+        if !carried_files.is_empty() {
+            props.insert("added-delete-files".into(), carried_files.len().to_string());
+            props.insert(
+                "added-position-delete-files".into(),
+                carried_files.len().to_string(),
+            );
+            props.insert("added-position-deletes".into(), carried_rows.to_string());
+        }
+        if !self.removed_deletes.is_empty() {
+            props.insert(
+                "removed-delete-files".into(),
+                self.removed_deletes.len().to_string(),
+            );
+            props.insert(
+                "removed-position-deletes".into(),
+                removed_position_deletes.to_string(),
+            );
+        }
         props.insert("added-data-files".into(), self.written.len().to_string());
         props.insert("deleted-data-files".into(), self.removed.len().to_string());
         props.insert("added-records".into(), self.rows.to_string());
-        props.insert("deleted-records".into(), self.rows.to_string());
+        props.insert("deleted-records".into(), self.removed_rows.to_string());
         props.insert("added-files-size".into(), added_size.to_string());
         props.insert("removed-files-size".into(), removed_size.to_string());
         props.insert(COMMIT_ID.into(), self.prefix.clone());
@@ -472,4 +740,38 @@ impl Replace {
         let updates = crate::commit::main_updates(snapshot).to_vec();
         Ok(Some((requirements, updates)))
     }
+}
+
+impl Replace {
+    /// Deletes every carried-deletes file of every attempt (the compaction was dropped).
+    async fn delete_carried(&self, file_io: &iceberg::io::FileIO) {
+        let all: Vec<String> = self.carried.lock().drain(..).flatten().collect();
+        for path in all {
+            let _ = file_io.delete(&path).await;
+        }
+    }
+
+    /// Deletes the carried-deletes files of every attempt but the last (the committed one).
+    async fn delete_carried_except_last(&self, file_io: &iceberg::io::FileIO) {
+        let stale: Vec<String> = {
+            let mut carried = self.carried.lock();
+            let last = carried.pop();
+            let stale = carried.drain(..).flatten().collect();
+            carried.extend(last);
+            stale
+        };
+        for path in stale {
+            let _ = file_io.delete(&path).await;
+        }
+    }
+}
+
+/// The (data file path, position) rows of a position delete file.
+async fn read_deletes(
+    file_io: &iceberg::io::FileIO,
+    path: &str,
+) -> Result<Vec<(String, u64)>, CommitError> {
+    inlet_table_worker::upsert::read_position_deletes(file_io, path)
+        .await
+        .map_err(|e| CommitError::Catalog(format!("reading position deletes {path}: {e}")))
 }

@@ -75,6 +75,9 @@ pub struct TableTopic {
     pub watermark_idle: Option<Duration>,
     /// Snapshot expiry (`table.topic.expire.snapshot.*`): see [`Expiry`]. None: off.
     pub expire: Option<Expiry>,
+    /// `table.topic.compaction.interval.ms`: the least time between two compaction runs;
+    /// None: never. See [`crate::compact::default_interval`].
+    pub compaction_interval: Option<Duration>,
     /// `[tables] dead_letter_pending_files`: while the dead-letter table refuses commits, its
     /// files are carried from round to round (in memory and in every `PRE_COMMIT`); at this
     /// many the table's rounds wait until it takes them. Nothing is lost meanwhile: the records
@@ -241,11 +244,11 @@ pub async fn run(
         // A table that went quiet still gets its last small files merged: a minute after its
         // last compaction, if it committed since (compaction otherwise starts only after a
         // commit, and a quiet table commits nothing).
-        if !upsert
-            && pending.is_none()
+        if pending.is_none()
             && commits > commits_at_compaction
-            && last_compaction
-                .is_some_and(|at| at.elapsed() >= crate::compact::COMPACT_MIN_INTERVAL)
+            && topic
+                .compaction_interval
+                .is_some_and(|interval| last_compaction.is_some_and(|at| at.elapsed() >= interval))
             && compaction.as_ref().is_none_or(|c| c.is_finished())
         {
             last_compaction = Some(tokio::time::Instant::now());
@@ -520,13 +523,10 @@ pub async fn run(
                             }
                         }
                     }
-                    let compact_due = last_compaction
-                        .is_none_or(|at| at.elapsed() >= crate::compact::COMPACT_MIN_INTERVAL)
-                        && compaction.as_ref().is_none_or(|c| c.is_finished());
-                    if !upsert
-                        && compact_due
-                        && commits.is_multiple_of(crate::compact::COMPACT_EVERY)
-                    {
+                    let compact_due = topic.compaction_interval.is_some_and(|interval| {
+                        last_compaction.is_none_or(|at| at.elapsed() >= interval)
+                    }) && compaction.as_ref().is_none_or(|c| c.is_finished());
+                    if compact_due && commits.is_multiple_of(crate::compact::COMPACT_EVERY) {
                         last_compaction = Some(tokio::time::Instant::now());
                         commits_at_compaction = commits;
                         compaction = Some(start_compaction());

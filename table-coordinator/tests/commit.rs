@@ -1529,3 +1529,151 @@ async fn a_round_pinned_to_a_table_never_lands_in_another_under_its_name() {
     let old = c.load(&moved).await.expect("load").expect("renamed table");
     assert_eq!(Committer::committed(&old).commit_id.as_deref(), Some("t-2"));
 }
+
+/// An upsert table's small files are compacted with their position deletes applied: the new
+/// file holds only the live rows, a delete file that pointed only into them goes too, and
+/// deletes that a round commits while the compaction runs are carried over to the new file,
+/// so no deleted row comes back.
+#[tokio::test]
+async fn compaction_applies_position_deletes_and_carries_over_new_ones() {
+    use inlet_table_coordinator::compact::MIN_FILES;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let catalog = embedded(&dir).await;
+    let plain = Committer::new(catalog.catalog.clone(), catalog.pointers.clone());
+    let racing = Arc::new(RacingPointers {
+        inner: catalog.pointers.clone(),
+        race: tokio::sync::Mutex::new(None),
+    });
+    let c = Committer::new(catalog.catalog.clone(), racing.clone());
+    let ident = TableIdent::new(NamespaceIdent::new("default".into()), "upserted".into());
+    let table = c
+        .create_with_ids_if_missing(&ident, &upsert_schema(), None, &["id".into()])
+        .await
+        .expect("create");
+    let target = inlet_table_worker::data_file::FileTarget {
+        file_io: table.file_io().clone(),
+        schema: table.metadata().current_schema().clone(),
+        spec: table.metadata().default_partition_spec().clone(),
+        data_location: format!("{}/data", table.metadata().location()),
+    };
+    let deletes = |prefix: &'static str, rows: Vec<(String, u64)>| {
+        let target = target.clone();
+        async move {
+            inlet_table_worker::position_delete::write(
+                &target,
+                prefix,
+                None,
+                rows,
+                &Default::default(),
+            )
+            .await
+            .expect("deletes")
+        }
+    };
+    let upsert_round = |n: u64, files, delete_files| Round {
+        schema: upsert_schema(),
+        files,
+        delete_files,
+        ..round(n, false, 1_000 * n as i64)
+    };
+    let mut expected = BTreeMap::new();
+    let mut paths = Vec::new();
+    for n in 1..=MIN_FILES as u64 {
+        let rows: Vec<(i64, String)> = (0..10)
+            .map(|i| (n as i64 * 100 + i, format!("r{n}")))
+            .collect();
+        let borrowed: Vec<(i64, &str)> = rows.iter().map(|(i, s)| (*i, s.as_str())).collect();
+        let file = data_file(&table, &format!("s{n}"), &borrowed).await;
+        paths.push(file.file_path().to_string());
+        expected.extend(rows);
+        plain
+            .commit(&ident, &upsert_round(n, vec![file], Vec::new()))
+            .await
+            .expect("commit");
+    }
+    // Rows 3 of the first file and 0 of the second are deleted (ids 103 and 200): one delete
+    // file that points only into files the compaction takes.
+    let first = deletes("d1", vec![(paths[0].clone(), 3), (paths[1].clone(), 0)]).await;
+    let n = MIN_FILES as u64 + 1;
+    plain
+        .commit(&ident, &upsert_round(n, Vec::new(), first))
+        .await
+        .expect("deletes commit");
+    expected.remove(&103);
+    expected.remove(&200);
+    // While the compaction commits, a round deletes row 5 of the third file (id 305) and
+    // adds a row.
+    let late = data_file(&table, "late", &[(9_999, "late")]).await;
+    let racing_deletes = deletes("d2", vec![(paths[2].clone(), 5)]).await;
+    *racing.race.lock().await = Some(Race::Round(
+        plain.clone(),
+        Box::new(upsert_round(n + 1, vec![late], racing_deletes)),
+    ));
+    expected.remove(&305);
+    expected.insert(9_999, "late".into());
+    let before = scan(&c.load(&ident).await.expect("load").expect("table")).await;
+    assert!(
+        before.contains_key(&305) && !before.contains_key(&9_999) && !before.contains_key(&103),
+        "before: the first deletes applied, the racing round not landed"
+    );
+
+    let pool = inlet_table_worker::memory::MemoryPool::new(64 << 20);
+    let done = c
+        .compact(
+            &ident,
+            &inlet_table_worker::data_file::FileSettings::default(),
+            &pool,
+            MIN_FILES,
+            100_000,
+        )
+        .await
+        .expect("compact");
+    assert!(racing.race.lock().await.is_none(), "the race ran");
+    assert_eq!((done.removed, done.added), (MIN_FILES, 1));
+    let table = c.load(&ident).await.expect("load").expect("table");
+    assert_eq!(
+        scan(&table).await,
+        expected,
+        "every live row once, no deleted one"
+    );
+    let live = inlet_table_coordinator::commit::live_files(&table)
+        .await
+        .expect("live");
+    let compacted: Vec<&str> = live
+        .data
+        .iter()
+        .map(|d| d.file.path.as_str())
+        .filter(|p| p.contains("compact-"))
+        .collect();
+    assert_eq!(compacted.len(), 1, "{live:?}");
+    // The first delete file went with the files; the racing one stays (it points into a
+    // replaced file), and one carried-over delete file points into the new file.
+    assert_eq!(live.position_deletes.len(), 2, "{live:?}");
+    let carried = live
+        .position_deletes
+        .iter()
+        .find(|p| p.contains("compact-"))
+        .expect("a carried-over delete file");
+    let rows = inlet_table_worker::upsert::read_position_deletes(table.file_io(), carried)
+        .await
+        .expect("read");
+    // Id 305 was row 5 of the third file; before it in the new file: the first file's 9
+    // live rows, the second's 9, then rows 0..5 of the third.
+    assert_eq!(rows, vec![(compacted[0].to_string(), 9 + 9 + 5)]);
+    let summary = &table
+        .metadata()
+        .current_snapshot()
+        .expect("snapshot")
+        .summary()
+        .additional_properties;
+    assert_eq!(
+        summary.get("total-position-deletes").map(String::as_str),
+        Some("2"),
+        "the racing delete and the carried one: {summary:?}"
+    );
+    assert_eq!(
+        summary.get("total-records").map(String::as_str),
+        Some((MIN_FILES * 10 - 2 + 1).to_string().as_str()),
+        "the live rows rewritten, plus the late row: {summary:?}"
+    );
+}

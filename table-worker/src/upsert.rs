@@ -476,7 +476,8 @@ pub async fn rebuild(
     Ok(duplicates)
 }
 
-async fn read_position_deletes(file_io: &FileIO, path: &str) -> Result<Vec<(String, u64)>> {
+/// The (data file path, position) rows of the position delete file at `path`.
+pub async fn read_position_deletes(file_io: &FileIO, path: &str) -> Result<Vec<(String, u64)>> {
     let input = file_io.new_input(path)?;
     let reader =
         iceberg::arrow::ArrowFileReader::new(input.metadata().await?, input.reader().await?);

@@ -393,7 +393,14 @@ fn mean_len(records: &[Vec<u8>]) -> f64 {
 // ---------------------------------------------------------------------------------------------
 // Clients.
 
-fn create_table_topics(kafka: &str, names: &[String], partitions: i32, interval_ms: u64) {
+/// Creates table topics with the commit interval and `extra` topic configs.
+fn create_table_topics(
+    kafka: &str,
+    names: &[String],
+    partitions: i32,
+    interval_ms: u64,
+    extra: &[(&str, String)],
+) {
     let admin: AdminClient<DefaultClientContext> = ClientConfig::new()
         .set("bootstrap.servers", kafka)
         .create()
@@ -403,9 +410,13 @@ fn create_table_topics(kafka: &str, names: &[String], partitions: i32, interval_
         let topics: Vec<NewTopic> = chunk
             .iter()
             .map(|n| {
-                NewTopic::new(n, partitions, TopicReplication::Fixed(1))
+                let mut t = NewTopic::new(n, partitions, TopicReplication::Fixed(1))
                     .set("table.topic.enable", "true")
-                    .set("table.topic.commit.interval.ms", &interval)
+                    .set("table.topic.commit.interval.ms", &interval);
+                for (k, v) in extra {
+                    t = t.set(k, v);
+                }
+                t
             })
             .collect();
         let results = futures::executor::block_on(admin.create_topics(
@@ -596,7 +607,7 @@ fn ingest_run(
     records: &Arc<Vec<Vec<u8>>>,
     record_bytes: f64,
 ) -> IngestRun {
-    create_table_topics(&node.kafka, &[name.to_string()], partitions, 1000);
+    create_table_topics(&node.kafka, &[name.to_string()], partitions, 1000, &[]);
     let targets = (0..partitions).map(|p| (name.to_string(), p)).collect();
     let pid = node.pid().to_string();
     let load = Paced::start(&node.kafka, targets, mib_s, records, Instant::now(), false);
@@ -757,7 +768,13 @@ fn freshness_phase(base: &Path, seconds: u64, runs: u64, partitions: i32) -> Vec
     for run in 0..runs {
         node.settle();
         let name = format!("fresh_{run}");
-        create_table_topics(&node.kafka, std::slice::from_ref(&name), partitions, 1000);
+        create_table_topics(
+            &node.kafka,
+            std::slice::from_ref(&name),
+            partitions,
+            1000,
+            &[],
+        );
         let targets = (0..partitions).map(|p| (name.clone(), p)).collect();
         let base_t = Instant::now();
         let load = Paced::start(&node.kafka, targets, mib_s, &records, base_t, true);
@@ -904,7 +921,7 @@ fn memory_run(
         id = register_schema(&node.registry, &format!("{n}-value"));
     }
     let records = framed_records(id);
-    create_table_topics(&node.kafka, &names, partitions, interval_ms);
+    create_table_topics(&node.kafka, &names, partitions, interval_ms, &[]);
     let targets = names
         .iter()
         .flat_map(|n| (0..partitions).map(move |p| (n.clone(), p)))
@@ -1113,7 +1130,13 @@ fn files_phase(base: &Path) -> Vec<String> {
         id = register_schema(&node.registry, &format!("{n}-value"));
     }
     let records = framed_records(id);
-    create_table_topics(&node.kafka, &names, partitions, 1000);
+    // INLET_BENCH_FILES_COMPACTION_MS: the topics' table.topic.compaction.interval.ms (-1 to
+    // measure the load without compaction); the topic default when unset.
+    let compaction: Vec<(&str, String)> = std::env::var("INLET_BENCH_FILES_COMPACTION_MS")
+        .ok()
+        .map(|v| vec![("table.topic.compaction.interval.ms", v)])
+        .unwrap_or_default();
+    create_table_topics(&node.kafka, &names, partitions, 1000, &compaction);
     let targets = names
         .iter()
         .flat_map(|n| (0..partitions).map(move |p| (n.clone(), p)))

@@ -44,38 +44,117 @@ fn client(python: &Path, args: &[String]) -> String {
     output
 }
 
-#[test]
-fn a_crash_at_any_commit_step_loses_and_duplicates_nothing() {
-    let python = python("import confluent_kafka.schema_registry.avro, pyiceberg.catalog.rest");
-    if !require(
-        "python with confluent-kafka[avro] and pyiceberg",
-        python.is_some(),
-    ) {
-        return;
-    }
-    let python = python.expect("checked");
-    let dir = tempfile::tempdir().expect("tempdir");
-    let ledger = dir.path().join("ledger");
-    let data = dir.path().join("node");
-    std::fs::create_dir_all(&data).expect("data dir");
-    let ledger = ledger.to_string_lossy().into_owned();
+/// A data directory, the ledger of acknowledged records, and the client that writes both.
+struct Matrix {
+    python: std::path::PathBuf,
+    dir: tempfile::TempDir,
+    next_id: u64,
+    created: bool,
+}
 
-    let mut next_id = 0u64;
-    let mut produce = |node: &Node| {
+impl Matrix {
+    /// None (and a counted skip) without the Python clients.
+    fn new() -> Option<Matrix> {
+        let python = python("import confluent_kafka.schema_registry.avro, pyiceberg.catalog.rest");
+        if !require(
+            "python with confluent-kafka[avro] and pyiceberg",
+            python.is_some(),
+        ) {
+            return None;
+        }
+        let dir = tempfile::tempdir().expect("tempdir");
+        std::fs::create_dir_all(dir.path().join("node")).expect("data dir");
+        Some(Matrix {
+            python: python.expect("checked"),
+            dir,
+            next_id: 0,
+            created: false,
+        })
+    }
+
+    fn data(&self) -> std::path::PathBuf {
+        self.dir.path().join("node")
+    }
+
+    fn ledger(&self) -> String {
+        self.dir
+            .path()
+            .join("ledger")
+            .to_string_lossy()
+            .into_owned()
+    }
+
+    /// Creates the topics on the first call (`extra`: more `create` arguments).
+    fn create_once(&mut self, node: &Node, extra: &[&str]) {
+        if !self.created {
+            let mut args = vec!["create".to_string(), node.kafka.clone()];
+            args.extend(extra.iter().map(|a| a.to_string()));
+            let _ = client(&self.python, &args);
+            self.created = true;
+        }
+    }
+
+    /// One batch to each topic, recorded in the ledger as far as it was acknowledged.
+    fn produce(&mut self, node: &Node) {
         let _ = client(
-            &python,
+            &self.python,
             &[
                 "produce".into(),
                 node.kafka.clone(),
                 format!("http://{}", node.registry),
-                ledger.clone(),
-                next_id.to_string(),
+                self.ledger(),
+                self.next_id.to_string(),
                 "50".into(),
             ],
         );
-        next_id += 51;
+        self.next_id += 51;
+    }
+
+    /// Batches until the node dies at its armed fail point (`<point>:<n>`), which must abort
+    /// it, saying so in its log.
+    fn produce_until_it_dies(&mut self, mut node: Node, armed: &str, max_batches: usize) {
+        let mut batches = 0;
+        while !node.exited() {
+            assert!(
+                batches < max_batches,
+                "{armed}: the node never reached the point"
+            );
+            self.produce(&node);
+            batches += 1;
+        }
+        let line = node.wait_for_any_log(&["fail point reached"]);
+        let point = armed.split(':').next().unwrap_or(armed);
+        assert!(line.contains(point), "{armed}: died elsewhere: {line}");
+        let (status, _) = node.wait_for_exit(60);
+        assert!(
+            !status.success(),
+            "{armed}: the node should have aborted, got {status}"
+        );
+    }
+
+    /// A last node without fail points: one more batch, then every acknowledged record
+    /// must be in the tables exactly once.
+    fn verify(&mut self) {
+        let node = Node::start(&self.data(), &[]);
+        self.produce(&node);
+        let verified = client(
+            &self.python,
+            &[
+                "verify".into(),
+                format!("http://{}/iceberg", node.http),
+                self.ledger(),
+            ],
+        );
+        assert!(verified.contains(", 40 upsert keys"), "{verified}");
+        node.stop();
+    }
+}
+
+#[test]
+fn a_crash_at_any_commit_step_loses_and_duplicates_nothing() {
+    let Some(mut matrix) = Matrix::new() else {
+        return;
     };
-    let mut first = true;
     // The point the previous node died at.
     let mut died_at: Option<&str> = None;
     for nth in [2, 3] {
@@ -84,7 +163,8 @@ fn a_crash_at_any_commit_step_loses_and_duplicates_nothing() {
             // round whose dead letters were committed in a previous life does not commit
             // them again, so hits per round vary: counting batches would be fragile).
             let armed = format!("{point}:{nth}");
-            let mut node = Node::start_with_env(&data, &[], &[(failpoint_var(), armed.as_str())]);
+            let node =
+                Node::start_with_env(&matrix.data(), &[], &[(failpoint_var(), armed.as_str())]);
             if died_at
                 .is_some_and(|p| ["pre-committed", "dlq-committed", "metadata-staged"].contains(&p))
             {
@@ -96,35 +176,30 @@ fn a_crash_at_any_commit_step_loses_and_duplicates_nothing() {
                 ]);
             }
             died_at = Some(point);
-            if first {
-                let _ = client(&python, &["create".into(), node.kafka.clone()]);
-                first = false;
-            }
-            let mut batches = 0;
-            while !node.exited() {
-                assert!(batches < 20, "{armed}: the node never reached the point");
-                produce(&node);
-                batches += 1;
-            }
-            let (status, _) = node.wait_for_exit(60);
-            assert!(
-                !status.success(),
-                "{armed}: the node should have aborted, got {status}"
-            );
+            matrix.create_once(&node, &[]);
+            matrix.produce_until_it_dies(node, &armed, 20);
         }
     }
-    let node = Node::start(&data, &[]);
-    produce(&node);
-    let verified = client(
-        &python,
-        &[
-            "verify".into(),
-            format!("http://{}/iceberg", node.http),
-            ledger.clone(),
-        ],
-    );
-    assert!(verified.contains(", 40 upsert keys"), "{verified}");
-    node.stop();
+    matrix.verify();
+}
+
+/// The matrix's tables compacting every second (once ten rounds landed in a node's life):
+/// a node dies with a compaction's file written but its replace not committed, then just
+/// after the replace committed, in either table (the append one, or the upsert one, whose
+/// position deletes the compaction applies). Every acknowledged record is still there exactly
+/// once, and each upsert key has its latest row.
+#[test]
+fn a_crash_mid_compaction_loses_and_duplicates_nothing() {
+    let Some(mut matrix) = Matrix::new() else {
+        return;
+    };
+    for point in ["compaction-written", "compaction-committed"] {
+        let armed = format!("{point}:1");
+        let node = Node::start_with_env(&matrix.data(), &[], &[(failpoint_var(), armed.as_str())]);
+        matrix.create_once(&node, &["compacting"]);
+        matrix.produce_until_it_dies(node, &armed, 40);
+    }
+    matrix.verify();
 }
 
 /// The variable `table-coordinator`'s fail points read.

@@ -11,6 +11,9 @@
 //!   (embedded catalog; [`crate::CommitTarget::commit`]).
 //! - `committed`: the commit is done (the pointer swapped, or the external catalog answered);
 //!   nothing after it (old metadata clean-up, status) has run.
+//! - `compaction-written`: a compaction's new file is written; its replace is not committed.
+//! - `compaction-committed`: a compaction's replace is committed; the coordinator does not
+//!   know yet.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::OnceLock;

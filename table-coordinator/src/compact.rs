@@ -391,6 +391,7 @@ impl Committer {
                 written.len()
             )));
         }
+        crate::failpoint::hit("compaction-written");
         let replace = Replace {
             removed: files.iter().map(|l| l.file.clone()).collect(),
             removed_deletes,
@@ -421,6 +422,7 @@ impl Committer {
                 .map_err(CommitError::from)
             {
                 Ok(Some(_)) => {
+                    crate::failpoint::hit("compaction-committed");
                     // Carried deletes of earlier attempts, not the committed one, are unused.
                     replace.delete_carried_except_last(file_io).await;
                     return Ok(Compacted {

@@ -2,7 +2,9 @@
 acknowledged record exactly once.
 
 Usage:
-  table_topic_crash.py create  BOOTSTRAP
+  table_topic_crash.py create  BOOTSTRAP [compacting]
+      creates the two topics below; with `compacting`, both compact every second
+      (table.topic.compaction.interval.ms=1000) once ten rounds have landed
   table_topic_crash.py produce BOOTSTRAP REGISTRY_URL LEDGER FIRST_ID COUNT
       produces COUNT good records (ids FIRST_ID...) and one unframed record (a dead letter)
       to the 3-partition topic `crashy`, and appends each acknowledged record's
@@ -46,13 +48,16 @@ action = sys.argv[1]
 if action == "create":
     from confluent_kafka.admin import AdminClient, NewTopic
     admin = AdminClient({"bootstrap.servers": sys.argv[2]})
+    compacting = {"table.topic.compaction.interval.ms": "1000"} if sys.argv[3:] == ["compacting"] else {}
     futures = admin.create_topics([NewTopic(TOPIC, num_partitions=3, replication_factor=1, config={
         "table.topic.enable": "true",
         "table.topic.commit.interval.ms": "1000",
         "table.topic.errors.tolerance": "all",
+        **compacting,
     }), NewTopic(KV_TOPIC, num_partitions=3, replication_factor=1, config={
         "table.topic.enable": "true",
         "table.topic.commit.interval.ms": "1000",
+        **compacting,
         "table.topic.id.columns": "[key]",
         "table.topic.upsert.enable": "true",
         "table.topic.partition.by": "[bucket(key, 2)]",

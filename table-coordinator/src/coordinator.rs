@@ -50,11 +50,11 @@ use inlet_table_worker::job::TableContext;
 use inlet_table_worker::worker::{PartitionSource, Worker};
 use tokio_util::sync::CancellationToken;
 
-use crate::commit::{CommitError, Committed, Committer, Round, RoundBase};
-use crate::control::{ControlStream, FileSpec, PendingRound};
+use crate::commit::{CommitError, Committed, Committer};
+use crate::control::{ControlStream, PendingRound};
 use crate::lease::{Lease, Leases};
+use crate::machine::{Action, Machine, Outcome};
 use crate::status::Statuses;
-use crate::watermark::Watermarks;
 
 /// A table topic as the coordinator needs it.
 #[derive(Debug, Clone)]
@@ -106,7 +106,9 @@ pub const DEFAULT_MAX_SNAPSHOTS: usize = 1_440;
 /// Commits between two expiry runs.
 pub const EXPIRE_EVERY: u64 = 20;
 
-/// Runs the coordinator of `topic` until `stop`.
+/// Runs the coordinator of `topic` until `stop`: takes the table's lease, registers the
+/// table, then carries out what its [`Machine`] decides, tick after tick (see
+/// [`crate::machine`]).
 #[allow(clippy::too_many_arguments)]
 pub async fn run(
     topic: TableTopic,
@@ -124,78 +126,47 @@ pub async fn run(
         return;
     };
     // Where the table is: retried until the catalog answers (or the node stops).
-    let Some(mut reg) = register_until_ready(&topic, &worker, &committer, &store, &stop).await
-    else {
+    let Some(reg) = register_until_ready(&topic, &worker, &committer, &store, &stop).await else {
         let _ = leases.release(&lease).await;
         return;
     };
-    // Set when a newer coordinator took the table over: this one stops without committing.
-    let mut fenced = false;
-    let upsert = topic.ctx.upsert.is_some();
-    let id_columns: Vec<String> = topic
-        .ctx
-        .upsert
-        .as_ref()
-        .map(|u| u.id_columns.clone())
-        .unwrap_or_default();
-    let partition_by = reg.partition_by.clone();
-    let mut offsets = reg.offsets.clone();
-    // A crashed round read back from the control stream is committed first.
-    let mut pending: Option<Round> = None;
-    let mut pending_dead_letters: Option<Round> = None;
-    // Whether `pending`'s PRE_COMMIT is durable.
-    let mut pre_committed = false;
-    if let Some(p) = reg.recovered.take() {
+    if let Some(p) = &reg.recovered {
         tracing::info!(table = %topic.ident, commit_id = %p.main.commit_id, files = p.main.files.len(), "recommitting a round from the control stream");
-        // This coordinator commits it now, under its own epoch.
-        let mut main = p.main;
-        main.epoch = Some(lease.epoch);
-        pending = Some(main);
-        pending_dead_letters = p.dead_letters.map(|mut d| {
-            d.epoch = Some(lease.epoch);
-            d
-        });
-        pre_committed = true;
     }
-    statuses.update(&status_key, |s| {
-        s.committed = offsets.clone();
-        s.watermark_ms = reg.committed.watermark_ms;
-    });
-    tracing::info!(table = %topic.ident, epoch = lease.epoch, ?offsets, dead_letter_floor = ?reg.dead_letter_floor, "table coordinator started");
-
-    let idle_ms = topic.watermark_idle.map(|d| d.as_millis() as i64);
-    let watermarks_from = |reg: &Registered| {
-        let mut w = Watermarks {
-            partitions: reg.committed.partition_watermarks.clone(),
-            table: reg.committed.watermark_ms,
-            ..Watermarks::default()
-        };
-        w.start(reg.offsets.keys().copied(), clock.now_ms() as i64);
-        w
+    tracing::info!(table = %topic.ident, epoch = lease.epoch, offsets = ?reg.offsets, dead_letter_floor = ?reg.dead_letter_floor, "table coordinator started");
+    let settings = crate::machine::Settings {
+        name: topic.name.clone(),
+        topic_id: topic.topic_id.clone(),
+        upsert: topic.ctx.upsert.is_some(),
+        id_columns: topic
+            .ctx
+            .upsert
+            .as_ref()
+            .map(|u| u.id_columns.clone())
+            .unwrap_or_default(),
+        idle_ms: topic.watermark_idle.map(|d| d.as_millis() as i64),
+        compaction_interval: topic.compaction_interval,
+        expire: topic.expire,
+        dead_letter_pending_files: topic.dead_letter_pending_files,
+        epoch: lease.epoch,
     };
-    let mut watermarks = watermarks_from(&reg);
-    // The spec of the pending round's files, for its PRE_COMMIT.
-    let mut file_spec: Option<FileSpec> = None;
-    // Set when an upsert table's index no longer matches the table (see the module docs).
-    let mut resync = false;
-    let mut commits = 0u64;
-    // Whether the table's rounds wait for its dead-letter table (see `TableTopic`).
-    let mut held_by_dead_letters = false;
-    let mut last_compaction: Option<tokio::time::Instant> = None;
+    let mut control = reg.control.clone();
+    let mut machine = Machine::new(settings, reg.machine(), clock.now_ms() as i64);
+    let report = |m: &Machine| {
+        let r = m.report().clone();
+        statuses.update(&status_key, |s| {
+            s.committed = r.committed;
+            s.watermark_ms = r.watermark_ms.or(s.watermark_ms);
+            s.last_commit_ms = r.last_commit_ms.or(s.last_commit_ms);
+            s.commits = r.commits;
+            s.failed_commits = r.failed_commits;
+            s.pending_dead_letter_files = r.pending_dead_letter_files;
+            s.held_by_dead_letters = r.held_by_dead_letters;
+        });
+    };
+    report(&machine);
     // The running compaction, off the commit path: rounds go on while it reads and writes.
     let mut compaction: Option<tokio::task::JoinHandle<()>> = None;
-    // `commits` when the last compaction started.
-    let mut commits_at_compaction = 0u64;
-    let start_compaction = || {
-        tokio::spawn(compact_in_background(
-            committer.clone(),
-            topic.ident.clone(),
-            topic.ctx.settings.clone(),
-            worker.clone(),
-            clock.clone(),
-            stop.clone(),
-        ))
-    };
     let mut ticks = tokio::time::interval_at(
         tokio::time::Instant::now() + topic.commit_interval,
         topic.commit_interval,
@@ -205,391 +176,205 @@ pub async fn run(
     // The lease is renewed a few times per ttl, and before every commit.
     let mut renewals = tokio::time::interval(leases.ttl() / 3);
     renewals.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    'ticks: loop {
-        tokio::select! {
-            _ = stop.cancelled() => break,
-            _ = renewals.tick() => {
-                match leases.renew(&lease).await {
-                    Ok(true) => {}
-                    Ok(false) => {
-                        tracing::warn!(table = %topic.ident, epoch = lease.epoch, "a newer coordinator took the table over; this one stops");
-                        fenced = true;
-                        break;
-                    }
-                    Err(e) => tracing::warn!(table = %topic.ident, error = %e, "cannot renew the coordinator's lease"),
+    let mut was_held = false;
+    let fenced = 'ticks: loop {
+        let mut action = tokio::select! {
+            _ = stop.cancelled() => break false,
+            _ = renewals.tick() => machine.renewal(),
+            _ = ticks.tick() => {
+                if compaction.as_ref().is_some_and(|c| c.is_finished()) {
+                    compaction = None;
+                    machine.compaction_finished();
                 }
-                continue;
+                machine.tick(clock.now_ms() as i64)
             }
-            _ = ticks.tick() => {}
-        }
-        if resync {
-            match register(&topic, &worker, &committer, &store).await {
-                Ok(r) => {
-                    tracing::info!(table = %topic.ident, offsets = ?r.offsets, "re-registered: the primary-key index is rebuilt from the table");
-                    reg = r;
-                    offsets = reg.offsets.clone();
-                    watermarks = watermarks_from(&reg);
-                    pending = None;
-                    pending_dead_letters = None;
-                    // An upsert table's recovered round is never kept (see `register`).
-                    reg.recovered = None;
-                    resync = false;
+        };
+        // Whether this chain wrote the round's PRE_COMMIT (for the `round-built` point).
+        let mut pre_committing = false;
+        loop {
+            let outcome = match action {
+                Action::Idle => break,
+                Action::Stop { fenced } => {
+                    tracing::warn!(table = %topic.ident, epoch = lease.epoch, "a newer coordinator took the table over; this one stops without committing");
+                    report(&machine);
+                    break 'ticks fenced;
                 }
-                Err(e) => {
-                    tracing::warn!(table = %topic.ident, error = %e, "cannot reload the table; retrying");
-                    continue;
-                }
-            }
-        }
-        // A table that went quiet still gets its last small files merged: a minute after its
-        // last compaction, if it committed since (compaction otherwise starts only after a
-        // commit, and a quiet table commits nothing).
-        if pending.is_none()
-            && commits > commits_at_compaction
-            && topic
-                .compaction_interval
-                .is_some_and(|interval| last_compaction.is_some_and(|at| at.elapsed() >= interval))
-            && compaction.as_ref().is_none_or(|c| c.is_finished())
-        {
-            last_compaction = Some(tokio::time::Instant::now());
-            commits_at_compaction = commits;
-            compaction = Some(start_compaction());
-        }
-        let held = pending.is_none()
-            && pending_dead_letters
-                .as_ref()
-                .is_some_and(|d| d.files.len() >= topic.dead_letter_pending_files.max(1));
-        if held {
-            if !held_by_dead_letters {
-                tracing::warn!(table = %topic.ident, files = topic.dead_letter_pending_files, "the dead-letter table has refused this many files; the table's rounds wait until it takes them (the records stay in the stream)");
-            }
-            held_by_dead_letters = true;
-            statuses.update(&status_key, |s| s.held_by_dead_letters = true);
-        } else if pending.is_none() {
-            let until: BTreeMap<i32, u64> = topic
-                .partitions
-                .iter()
-                .filter_map(|(p, s)| Some((*p, store.end_offset(*s).ok()?)))
-                .collect();
-            statuses.update(&status_key, |s| s.ends = until.clone());
-            let outputs = match worker.drain(&topic.name, &until).await {
-                Ok(o) => o,
-                Err(e) => {
-                    tracing::warn!(table = %topic.ident, error = %e, "conversion failed; retrying at the next commit");
-                    // An upsert job that failed may have moved the index part way.
-                    resync = upsert;
-                    continue;
-                }
-            };
-            // A dead-letter round that failed to commit is retried even without new output.
-            'build: {
-                if outputs.is_empty() {
-                    if pending_dead_letters.is_none() {
-                        continue 'ticks;
+                Action::Register => match register(&topic, &worker, &committer, &store).await {
+                    Ok(r) => {
+                        tracing::info!(table = %topic.ident, offsets = ?r.offsets, "re-registered: the primary-key index is rebuilt from the table");
+                        control = r.control.clone();
+                        // An upsert table's recovered round is never kept (see `register`).
+                        Outcome::Registered(Box::new(r.machine()))
                     }
-                    break 'build;
-                }
-                // Where this round starts: the progress of the last round (the table's, at
-                // registration).
-                let start_offsets = offsets.clone();
-                let mut files = Vec::new();
-                let mut delete_files = Vec::new();
-                let mut dead_letter_files = Vec::new();
-                let mut schema = None;
-                let now_ms = clock.now_ms() as i64;
-                for (partition, out) in outputs {
-                    files.extend(out.data_files);
-                    delete_files.extend(out.delete_files);
-                    dead_letter_files.extend(out.dead_letter_files);
-                    let next = offsets.entry(partition).or_default();
-                    if out.next_offset > *next {
-                        watermarks.observe(partition, out.max_timestamp_ms, now_ms);
+                    Err(e) => {
+                        tracing::warn!(table = %topic.ident, error = %e, "cannot reload the table; retrying");
+                        Outcome::Failed(e.to_string())
                     }
-                    *next = (*next).max(out.next_offset);
-                    schema = Some(out.schema);
-                    if !out.dead_letters.is_empty() {
-                        tracing::warn!(
-                            table = %topic.ident,
-                            partition,
-                            records = out.dead_letters.len(),
-                            first_error = %out.dead_letters[0].error,
-                            "records did not convert; they go to the dead-letter table"
-                        );
-                    }
-                }
-                let Some(schema) = schema else { break 'build };
-                // The topic id's first 12 digits: a topic created again under the same name
-                // reaches the same offsets, and its rounds must not pass for the old one's.
-                let commit_id = format!(
-                    "{}-{}-{}",
-                    topic.name,
-                    &topic.topic_id[..topic.topic_id.len().min(12)],
-                    offsets
+                },
+                Action::Drain => {
+                    let until: BTreeMap<i32, u64> = topic
+                        .partitions
                         .iter()
-                        .map(|(p, o)| format!("{p}.{o}"))
-                        .collect::<Vec<_>>()
-                        .join("-")
-                );
-                let timestamp_ms = clock.now_ms() as i64;
-                // Dead letters of an earlier round whose commit failed go with this round's.
-                // (Unless it landed after all: its commit's outcome may have been unknown.)
-                if let Some(earlier) = pending_dead_letters.take() {
-                    let landed = match committer.load(&dead_letter_table(&topic.ident)).await {
-                        Ok(t) => t.is_some_and(|t| {
-                            crate::commit::already_committed(t.metadata(), &earlier.commit_id)
-                        }),
+                        .filter_map(|(p, s)| Some((*p, store.end_offset(*s).ok()?)))
+                        .collect();
+                    statuses.update(&status_key, |s| s.ends = until.clone());
+                    match worker.drain(&topic.name, &until).await {
+                        Ok(o) => Outcome::Drained(o),
+                        Err(e) => {
+                            tracing::warn!(table = %topic.ident, error = %e, "conversion failed; retrying at the next commit");
+                            Outcome::Failed(e.to_string())
+                        }
+                    }
+                }
+                Action::CheckDeadLetters { commit_id } => {
+                    match committer.load(&dead_letter_table(&topic.ident)).await {
+                        Ok(t) => Outcome::Landed(t.is_some_and(|t| {
+                            crate::commit::already_committed(t.metadata(), &commit_id)
+                        })),
                         Err(e) => {
                             tracing::warn!(table = %topic.ident, error = %e, "cannot load the dead-letter table; retrying");
-                            pending_dead_letters = Some(earlier);
-                            continue 'ticks;
+                            Outcome::Failed(e.to_string())
                         }
+                    }
+                }
+                Action::PreCommit => {
+                    crate::failpoint::hit("round-built");
+                    pre_committing = true;
+                    let (Some(round), Some(spec)) = (machine.pending(), machine.file_spec()) else {
+                        break;
                     };
-                    if !landed {
-                        dead_letter_files.splice(0..0, earlier.files);
-                    }
-                }
-                pending_dead_letters = (!dead_letter_files.is_empty())
-                    .then(|| {
-                        Some(Round {
-                            commit_id: format!("{commit_id}-dlq"),
-                            schema: inlet_table_worker::dead_letter::schema().ok()?,
-                            files: dead_letter_files,
-                            delete_files: Vec::new(),
-                            base: RoundBase::Latest,
-                            id_columns: Vec::new(),
-                            offsets: offsets.clone(),
-                            watermark_ms: None,
-                            partition_watermarks: BTreeMap::new(),
-                            timestamp_ms,
-                            partition_spec: None,
-                            topic_id: Some(topic.topic_id.clone()),
-                            // Inlet's fixed schema: none of its ids is new, and another name
-                            // for one is another engine's rename.
-                            base_column_id: i32::MAX,
-                            // Its table's progress may be ahead after a crash (the floor).
-                            start_offsets: BTreeMap::new(),
-                            epoch: Some(lease.epoch),
-                            table_uuid: None,
-                        })
-                    })
-                    .flatten();
-                let bound_spec = if partition_by.is_empty() {
-                    None
-                } else {
-                    match inlet_table_worker::partition::spec(&schema, &partition_by) {
-                        Ok(s) => Some(s),
+                    match control
+                        .pre_commit(round, spec, machine.pending_dead_letters())
+                        .await
+                    {
+                        Ok(()) => {
+                            crate::failpoint::hit("pre-committed");
+                            Outcome::Done
+                        }
                         Err(e) => {
-                            tracing::warn!(table = %topic.ident, error = %e, "partition.by does not apply; the table is created unpartitioned");
-                            None
+                            tracing::warn!(table = %topic.ident, error = %e, "PRE_COMMIT failed; retrying at the next tick");
+                            Outcome::Failed(e.to_string())
                         }
                     }
-                };
-                // The spec the files were written with: a new table's, or the table's.
-                let files_spec = bound_spec
-                    .clone()
-                    .unwrap_or_else(|| reg.spec.as_ref().clone());
-                file_spec = match files_spec.partition_type(&schema) {
-                    Ok(t) => Some(FileSpec {
-                        spec_id: files_spec.spec_id(),
-                        partition_type: t,
-                    }),
-                    Err(e) => {
-                        tracing::warn!(table = %topic.ident, error = %e, "the files' partition type is unknown; the round is committed without a PRE_COMMIT");
-                        None
+                }
+                Action::Renew | Action::RenewForCommit => {
+                    if action == Action::RenewForCommit
+                        && machine.pending().is_some()
+                        && !pre_committing
+                    {
+                        crate::failpoint::hit("round-built");
                     }
-                };
-                let partition_spec = bound_spec.map(|s| s.into_unbound());
-                pre_committed = false;
-                pending = Some(Round {
-                    commit_id,
-                    schema,
-                    files,
-                    delete_files,
-                    base: if upsert {
-                        RoundBase::Snapshot(reg.base)
-                    } else {
-                        RoundBase::Latest
-                    },
-                    id_columns: id_columns.clone(),
-                    offsets: offsets.clone(),
-                    watermark_ms: watermarks.advance(now_ms, idle_ms),
-                    partition_watermarks: watermarks.partitions.clone(),
-                    timestamp_ms,
-                    partition_spec,
-                    topic_id: Some(topic.topic_id.clone()),
-                    base_column_id: reg.last_column_id,
-                    start_offsets,
-                    epoch: Some(lease.epoch),
-                    table_uuid: reg.table_uuid,
-                });
-            }
-        }
-        if pending.is_some() {
-            crate::failpoint::hit("round-built");
-        }
-        if let (Some(round), false) = (&pending, pre_committed) {
-            if let Some(spec) = &file_spec {
-                if let Err(e) = reg
-                    .control
-                    .pre_commit(round, spec, pending_dead_letters.as_ref())
-                    .await
-                {
-                    tracing::warn!(table = %topic.ident, error = %e, "PRE_COMMIT failed; retrying at the next tick");
-                    continue;
-                }
-                crate::failpoint::hit("pre-committed");
-            }
-            pre_committed = true;
-        }
-        if pending.is_some() || pending_dead_letters.is_some() {
-            // Committing only while the epoch is still this coordinator's (`crate::lease`).
-            match leases.renew(&lease).await {
-                Ok(true) => {}
-                Ok(false) => {
-                    tracing::warn!(table = %topic.ident, epoch = lease.epoch, "a newer coordinator took the table over; this one stops without committing");
-                    fenced = true;
-                    break;
-                }
-                Err(e) => {
-                    tracing::warn!(table = %topic.ident, error = %e, "cannot renew the coordinator's lease; the round commits at a later tick");
-                    continue;
-                }
-            }
-        }
-        if let Some(round) = &pending_dead_letters {
-            match committer
-                .commit(&dead_letter_table(&topic.ident), round)
-                .await
-            {
-                Ok(_) => {
-                    pending_dead_letters = None;
-                    if held_by_dead_letters {
-                        tracing::info!(table = %topic.ident, "the dead-letter table took its files; the table's rounds go on");
-                        held_by_dead_letters = false;
+                    if machine.held_by_dead_letters() && !was_held {
+                        tracing::warn!(table = %topic.ident, files = topic.dead_letter_pending_files, "the dead-letter table has refused this many files; the table's rounds wait until it takes them (the records stay in the stream)");
                     }
-                    crate::failpoint::hit("dlq-committed");
-                }
-                // The main table does not wait for its dead letters: they are retried at the
-                // next tick, and go with the next round's (its PRE_COMMIT keeps them durable).
-                Err(e) => {
-                    statuses.update(&status_key, |s| s.failed_commits += 1);
-                    tracing::warn!(table = %topic.ident, error = %e, "dead-letter commit failed; the round commits, and the dead letters are retried at the next tick");
-                }
-            }
-        }
-        let carried = pending_dead_letters.as_ref().map_or(0, |d| d.files.len());
-        statuses.update(&status_key, |s| {
-            s.pending_dead_letter_files = carried;
-            s.held_by_dead_letters = held_by_dead_letters;
-        });
-        if let Some(round) = &pending {
-            match committer.commit(&topic.ident, round).await {
-                Ok(snapshot) => {
-                    if upsert {
-                        match snapshot {
-                            Some(id) => reg.base = Some(id),
-                            // Landed earlier (an unknown outcome): its snapshot may not be
-                            // `main` any more; the index is rebuilt from the table.
-                            None => resync = true,
+                    was_held = machine.held_by_dead_letters();
+                    match leases.renew(&lease).await {
+                        Ok(renewed) => Outcome::Renewed(renewed),
+                        Err(e) => {
+                            tracing::warn!(table = %topic.ident, error = %e, "cannot renew the coordinator's lease; a round commits at a later tick");
+                            Outcome::Failed(e.to_string())
                         }
                     }
-                    if let Err(e) = reg.control.committed(&round.commit_id, snapshot).await {
-                        // The snapshot summary already says the round landed.
-                        tracing::warn!(table = %topic.ident, error = %e, "COMMITTED not recorded");
-                    }
-                    tracing::info!(
-                        table = %topic.ident,
-                        ?snapshot,
-                        files = round.files.len(),
-                        delete_files = round.delete_files.len(),
-                        offsets = ?round.offsets,
-                        "committed"
-                    );
-                    let (committed, watermark) = (round.offsets.clone(), round.watermark_ms);
-                    statuses.update(&status_key, |s| {
-                        s.committed = committed;
-                        s.watermark_ms = watermark.or(s.watermark_ms);
-                        s.last_commit_ms = Some(clock.now_ms() as i64);
-                        s.commits += 1;
-                    });
-                    pending = None;
-                    commits += 1;
-                    if reg.table_uuid.is_none() {
-                        // The round created the table: later rounds are pinned to it.
-                        match committer.load(&topic.ident).await {
-                            Ok(t) => reg.table_uuid = t.map(|t| t.metadata().uuid()),
-                            Err(e) => {
-                                tracing::warn!(table = %topic.ident, error = %e, "cannot read the new table's uuid; the next round is not pinned to it")
+                }
+                Action::CommitDeadLetters => {
+                    let Some(round) = machine.pending_dead_letters() else {
+                        break;
+                    };
+                    match committer
+                        .commit(&dead_letter_table(&topic.ident), round)
+                        .await
+                    {
+                        Ok(s) => {
+                            crate::failpoint::hit("dlq-committed");
+                            if was_held {
+                                tracing::info!(table = %topic.ident, "the dead-letter table took its files; the table's rounds go on");
+                                was_held = false;
                             }
+                            Outcome::Committed(s)
+                        }
+                        // The main table does not wait for its dead letters.
+                        Err(e) => {
+                            tracing::warn!(table = %topic.ident, error = %e, "dead-letter commit failed; the round commits, and the dead letters are retried at the next tick");
+                            Outcome::CommitFailed(e)
                         }
                     }
-                    let compact_due = topic.compaction_interval.is_some_and(|interval| {
-                        last_compaction.is_none_or(|at| at.elapsed() >= interval)
-                    }) && compaction.as_ref().is_none_or(|c| c.is_finished());
-                    if compact_due && commits.is_multiple_of(crate::compact::COMPACT_EVERY) {
-                        last_compaction = Some(tokio::time::Instant::now());
-                        commits_at_compaction = commits;
-                        compaction = Some(start_compaction());
-                    }
-                    if let Some(expiry) = topic.expire {
-                        if commits.is_multiple_of(EXPIRE_EVERY) {
-                            let cutoff =
-                                clock.now_ms() as i64 - expiry.older_than.as_millis() as i64;
-                            // The dead-letter table commits with the main one: it expires too.
-                            for ident in [topic.ident.clone(), dead_letter_table(&topic.ident)] {
-                                match committer
-                                    .expire_beyond(
-                                        &ident,
-                                        cutoff,
-                                        expiry.retain_last,
-                                        expiry.max_snapshots,
-                                    )
-                                    .await
-                                {
-                                    Ok(0) => {}
-                                    Ok(n) => {
-                                        tracing::info!(table = %ident, snapshots = n, "expired snapshots")
-                                    }
-                                    Err(e) => {
-                                        tracing::warn!(table = %ident, error = %e, "snapshot expiry failed")
-                                    }
+                }
+                Action::Commit => {
+                    let Some(round) = machine.pending() else {
+                        break;
+                    };
+                    match committer.commit(&topic.ident, round).await {
+                        Ok(snapshot) => {
+                            tracing::info!(
+                                table = %topic.ident,
+                                ?snapshot,
+                                files = round.files.len(),
+                                delete_files = round.delete_files.len(),
+                                offsets = ?round.offsets,
+                                "committed"
+                            );
+                            Outcome::Committed(snapshot)
+                        }
+                        Err(e) => {
+                            let what = match &e {
+                                CommitError::Fenced { .. } => {
+                                    "this coordinator is fenced; it stops"
                                 }
-                            }
+                                CommitError::BaseChanged { .. } => {
+                                    "upsert round dropped; converting again on the new base"
+                                }
+                                CommitError::SchemaConflict(_)
+                                | CommitError::NotContinuous { .. }
+                                | CommitError::TableReplaced { .. } => {
+                                    "round dropped; converting again from the table as it is"
+                                }
+                                _ => "commit failed; retrying at the next tick",
+                            };
+                            tracing::warn!(table = %topic.ident, error = %e, "{what}");
+                            Outcome::CommitFailed(e)
                         }
                     }
                 }
-                Err(e @ CommitError::Fenced { .. }) => {
-                    statuses.update(&status_key, |s| s.failed_commits += 1);
-                    tracing::warn!(table = %topic.ident, error = %e, "this coordinator is fenced; it stops");
-                    fenced = true;
-                    break;
-                }
-                Err(e @ CommitError::BaseChanged { .. }) => {
-                    statuses.update(&status_key, |s| s.failed_commits += 1);
-                    tracing::warn!(table = %topic.ident, error = %e, "upsert round dropped; converting again on the new base");
-                    resync = true;
-                }
-                Err(
-                    e @ (CommitError::SchemaConflict(_)
-                    | CommitError::NotContinuous { .. }
-                    | CommitError::TableReplaced { .. }),
-                ) => {
-                    statuses.update(&status_key, |s| s.failed_commits += 1);
-                    tracing::warn!(table = %topic.ident, error = %e, "round dropped; converting again from the table as it is");
-                    // Its PRE_COMMIT must not be committed again after a restart: the round
-                    // is closed, and its range is converted again from the committed offsets.
-                    if let Err(e) = reg.control.committed(&round.commit_id, None).await {
-                        tracing::warn!(table = %topic.ident, error = %e, "cannot close the dropped round in the control stream");
+                Action::Close {
+                    commit_id,
+                    snapshot,
+                } => {
+                    if let Err(e) = control.committed(&commit_id, snapshot).await {
+                        // A landed round's snapshot summary already says so; a dropped one's
+                        // PRE_COMMIT would be committed again after a restart, and refused.
+                        tracing::warn!(table = %topic.ident, error = %e, commit_id, "COMMITTED not recorded");
                     }
-                    resync = true;
+                    Outcome::Done
                 }
-                Err(e) => {
-                    statuses.update(&status_key, |s| s.failed_commits += 1);
-                    tracing::warn!(table = %topic.ident, error = %e, "commit failed; retrying at the next tick");
+                Action::LearnTableUuid => match committer.load(&topic.ident).await {
+                    Ok(t) => Outcome::TableUuid(t.map(|t| t.metadata().uuid())),
+                    Err(e) => {
+                        tracing::warn!(table = %topic.ident, error = %e, "cannot read the new table's uuid; the next round is not pinned to it");
+                        Outcome::Failed(e.to_string())
+                    }
+                },
+                Action::StartCompaction => {
+                    compaction = Some(tokio::spawn(compact_in_background(
+                        committer.clone(),
+                        topic.ident.clone(),
+                        topic.ctx.settings.clone(),
+                        worker.clone(),
+                        clock.clone(),
+                        stop.clone(),
+                    )));
+                    Outcome::Done
                 }
-            }
+                Action::Expire => {
+                    if let Some(expiry) = topic.expire {
+                        expire(&committer, &topic.ident, expiry, clock.now_ms() as i64).await;
+                    }
+                    Outcome::Done
+                }
+            };
+            action = machine.on(outcome);
         }
-    }
+        report(&machine);
+    };
     // It stops between partitions once `stop` is cancelled; its files come from the pool.
     if let Some(c) = compaction.take() {
         if fenced {
@@ -606,6 +391,22 @@ pub async fn run(
     worker.remove_table(&topic.name);
     statuses.remove(&status_key);
     tracing::info!(table = %topic.ident, "table coordinator stopped");
+}
+
+/// Expires the snapshots of `ident` and of its dead-letter table (which commits with it) by
+/// `expiry`, at `now_ms`.
+async fn expire(committer: &Committer, ident: &TableIdent, expiry: Expiry, now_ms: i64) {
+    let cutoff = now_ms - expiry.older_than.as_millis() as i64;
+    for ident in [ident.clone(), dead_letter_table(ident)] {
+        match committer
+            .expire_beyond(&ident, cutoff, expiry.retain_last, expiry.max_snapshots)
+            .await
+        {
+            Ok(0) => {}
+            Ok(n) => tracing::info!(table = %ident, snapshots = n, "expired snapshots"),
+            Err(e) => tracing::warn!(table = %ident, error = %e, "snapshot expiry failed"),
+        }
+    }
 }
 
 /// Compacts `ident`'s small files, partition after partition, up to
@@ -718,6 +519,23 @@ struct Registered {
     /// A round whose `PRE_COMMIT` is in the control stream but which never landed: the
     /// worker starts after it, and the coordinator commits it first.
     recovered: Option<PendingRound>,
+}
+
+impl Registered {
+    /// What the machine takes from it.
+    fn machine(&self) -> crate::machine::Registration {
+        crate::machine::Registration {
+            offsets: self.offsets.clone(),
+            base: self.base,
+            table_uuid: self.table_uuid,
+            partition_by: self.partition_by.clone(),
+            spec: self.spec.clone(),
+            last_column_id: self.last_column_id,
+            watermark_ms: self.committed.watermark_ms,
+            partition_watermarks: self.committed.partition_watermarks.clone(),
+            recovered: self.recovered.clone().map(|p| (p.main, p.dead_letters)),
+        }
+    }
 }
 
 /// [`register`], retried every second until the catalog answers; None when stopped first.

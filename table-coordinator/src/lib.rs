@@ -11,12 +11,14 @@
 //!   files again;
 //! - [`lease`]: coordinator epochs in the metadata store, which fence every commit (at most
 //!   one live coordinator per table);
-//! - [`compact`]: rewrites an append-only table's small files into target-size ones, beside
-//!   the rounds;
+//! - [`compact`]: rewrites a table's small files into target-size ones (position deletes
+//!   applied), beside the rounds;
 //! - [`manifest_merge`]: merges small manifests, so the manifest list stays short however
 //!   often a table commits;
-//! - [`coordinator`]: the per-table loop that collects the worker's conversions every commit
-//!   interval and commits them;
+//! - [`machine`]: the coordinator's decisions as a state machine without I/O (events in,
+//!   actions out), which the simulation drives too;
+//! - [`coordinator`]: the per-table loop that carries out the machine's actions: collects
+//!   the worker's conversions every commit interval and commits them;
 //! - [`watermark`]: the table and partition watermarks; [`status`]: commit lag per table.
 
 pub mod commit;
@@ -24,6 +26,7 @@ pub mod compact;
 pub mod control;
 pub mod coordinator;
 pub mod lease;
+pub mod machine;
 pub mod manifest_merge;
 pub mod rebase;
 /// Fail points live in the catalog crate, whose commit path holds two of them.

@@ -7,7 +7,7 @@
 //!
 //! Each schedule is a seed: the same seed makes the same choices, so a failing one replays.
 //! `INLET_SIM_SEEDS` (default 100; `scripts/test` runs 500) schedules run, from `INLET_SIM_FIRST_SEED` (default 0);
-//! `INLET_SIM_STEPS` (default 40) steps each, then a fault-free drain until every produced
+//! `INLET_SIM_STEPS` (default 80) steps each, then a fault-free drain until every produced
 //! record is committed. A failure prints `INLET_SIM_FIRST_SEED=<seed> INLET_SIM_SEEDS=1` to
 //! replay it alone.
 //!
@@ -35,8 +35,11 @@ use iceberg::transaction::{ApplyTransactionAction, Transaction};
 use iceberg::{NamespaceIdent, TableIdent};
 use inlet_catalog::rest::{BoxFuture, MetadataPointerStore, PointerSwap};
 use inlet_storage::{ManualClock, MetaStore};
-use inlet_table_coordinator::commit::{CommitError, Committer, Round, RoundBase};
+use inlet_table_coordinator::commit::{already_committed, CommitError, Committer, Round};
+use inlet_table_coordinator::coordinator::Expiry;
 use inlet_table_coordinator::lease::{Lease, Leases};
+use inlet_table_coordinator::machine::{Action, Machine, Outcome, Registration, Settings};
+use inlet_table_worker::job::JobOutput;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
@@ -111,20 +114,23 @@ impl MetadataPointerStore for FaultyPointers {
     }
 }
 
-/// One coordinator, as the loop drives the committer.
+/// One coordinator: its lease store, and while it runs, its lease, its state machine (the
+/// node's own, `inlet_table_coordinator::machine`) and where its simulated worker converts.
 struct Coordinator {
     name: &'static str,
     leases: Leases,
-    lease: Option<Lease>,
-    /// Where its next round starts (the table's progress when it took the lease or reloaded).
-    next: u64,
-    pending: Option<Round>,
-    /// The lease was renewed for `pending`, which commits at this coordinator's next step:
-    /// other steps (time passing past the lease, the other coordinator) may come between,
-    /// as a pause between the renewal and the commit would let them.
-    renewed: bool,
+    run: Option<Running>,
     /// Steps this coordinator sleeps through (a SIGSTOP), however long they take.
     paused: u32,
+}
+
+struct Running {
+    lease: Lease,
+    machine: Machine,
+    /// The action to carry out at its next step; None: it waits for a tick.
+    next: Option<Action>,
+    /// The next offset its worker converts.
+    worker_next: u64,
 }
 
 struct World {
@@ -138,6 +144,8 @@ struct World {
     /// Records produced so far: offsets `0..produced`.
     produced: u64,
     foreign_rows: u64,
+    /// The control stream's last `PRE_COMMIT` not closed by a `COMMITTED`.
+    control: Option<Round>,
     log: Vec<String>,
 }
 
@@ -216,99 +224,227 @@ impl World {
     }
 }
 
-/// One step of coordinator `c`, as its loop would take it.
+/// What registering the table finds, as `coordinator::register` reads it; `first`: the
+/// coordinator just took the lease, and the control stream's last round is recovered (committed
+/// first) unless it landed or the table is past it.
+async fn registration(w: &mut World, first: bool) -> Registration {
+    let table = w.table().await;
+    let meta = table.metadata();
+    let committed = Committer::committed(&table);
+    let at = committed.offsets.get(&0).copied().unwrap_or(0);
+    let mut recovered = None;
+    if let Some(p) = w.control.clone().filter(|_| first) {
+        if already_committed(meta, &p.commit_id) {
+            w.control = None;
+        } else if at <= p.offsets[&0] {
+            recovered = Some((p, None));
+        }
+    }
+    let next = recovered
+        .as_ref()
+        .map_or(at, |(p, _): &(Round, Option<Round>)| p.offsets[&0]);
+    Registration {
+        offsets: BTreeMap::from([(0, next)]),
+        base: meta.current_snapshot().map(|s| s.snapshot_id()),
+        table_uuid: Some(meta.uuid()),
+        partition_by: Vec::new(),
+        spec: meta.default_partition_spec().clone(),
+        last_column_id: meta.last_column_id(),
+        watermark_ms: committed.watermark_ms,
+        partition_watermarks: committed.partition_watermarks.clone(),
+        recovered,
+    }
+}
+
+fn settings(epoch: i64) -> Settings {
+    Settings {
+        name: "sim".into(),
+        topic_id: "0123456789abcdef".into(),
+        upsert: false,
+        id_columns: Vec::new(),
+        idle_ms: None,
+        compaction_interval: Some(Duration::from_secs(60)),
+        expire: Some(Expiry {
+            older_than: Duration::from_secs(60),
+            retain_last: 1,
+            max_snapshots: 5,
+        }),
+        dead_letter_pending_files: 8,
+        epoch,
+    }
+}
+
+/// One step of coordinator `c`: take the lease and register, or wait for a tick, or carry
+/// out one action of its machine and feed it the outcome.
 async fn step(w: &mut World, c: &mut Coordinator, rng: &mut StdRng) {
     if c.paused > 0 {
         c.paused -= 1;
         return;
     }
-    let Some(lease) = c.lease.clone() else {
+    let now = w.clock.now_ms_i64();
+    let Some(run) = c.run.as_mut() else {
         // Take the lease, above the table's epoch, and start from the table's progress.
-        let (at, epoch) = w.progress().await;
+        let (_, epoch) = w.progress().await;
         match c.leases.acquire(TABLE, epoch).await.expect("acquire") {
             Ok(lease) => {
+                let reg = registration(w, true).await;
+                let at = reg.offsets[&0];
+                if let Some((p, _)) = &reg.recovered {
+                    w.log
+                        .push(format!("{} recovered round {}", c.name, p.commit_id));
+                }
                 w.log
                     .push(format!("{} took epoch {} at {at}", c.name, lease.epoch));
-                c.lease = Some(lease);
-                c.next = at;
-                c.pending = None;
+                let machine = Machine::new(settings(lease.epoch), reg, now);
+                c.run = Some(Running {
+                    lease,
+                    machine,
+                    next: None,
+                    worker_next: at,
+                });
             }
             Err(held) => w.log.push(format!("{} waits for {held:?}", c.name)),
         }
         return;
     };
-    if c.pending.is_none() {
-        if c.next >= w.produced {
-            return;
-        }
-        let end = (c.next + rng.random_range(1..=20)).min(w.produced);
-        let file = w
-            .file(
-                &format!("{}-{}-{end}", c.name, c.next),
-                c.next as i64..end as i64,
-            )
-            .await;
-        // The loop's commit id: the topic and the end offsets, the same for both.
-        c.pending = Some(Round {
-            commit_id: format!("sim-0.{end}"),
-            schema: schema(),
-            files: vec![file],
-            delete_files: Vec::new(),
-            base: RoundBase::Latest,
-            id_columns: Vec::new(),
-            offsets: BTreeMap::from([(0, end)]),
-            watermark_ms: None,
-            partition_watermarks: BTreeMap::new(),
-            timestamp_ms: w.clock.now_ms_i64(),
-            partition_spec: None,
-            topic_id: None,
-            base_column_id: i32::MAX,
-            start_offsets: BTreeMap::from([(0, c.next)]),
-            epoch: Some(lease.epoch),
-            table_uuid: None,
+    let Some(action) = run.next.take() else {
+        run.next = Some(if rng.random_bool(0.2) {
+            run.machine.renewal()
+        } else {
+            run.machine.tick(now)
         });
         return;
-    }
-    // Renew, then commit, as the loop does, in two steps.
-    if !c.renewed {
-        if c.leases.renew(&lease).await.expect("renew") {
-            c.renewed = true;
-        } else {
-            w.log.push(format!("{} lost epoch {}", c.name, lease.epoch));
-            c.lease = None;
-            c.pending = None;
-        }
-        return;
-    }
-    c.renewed = false;
-    let round = c.pending.clone().expect("pending");
-    let end = round.offsets[&0];
-    match w.committer.commit(&w.ident, &round).await {
-        Ok(snapshot) => {
+    };
+    let outcome = match action {
+        Action::Idle => return,
+        Action::Stop { fenced } => {
             w.log.push(format!(
-                "{} epoch {} committed {}..{end} ({snapshot:?})",
-                c.name, lease.epoch, round.start_offsets[&0]
+                "{} stops (fenced {fenced}) at epoch {}",
+                c.name, run.lease.epoch
             ));
-            c.next = end;
-            c.pending = None;
+            c.run = None;
+            return;
         }
-        Err(e @ (CommitError::NotContinuous { .. } | CommitError::SchemaConflict(_))) => {
-            let (at, _) = w.progress().await;
+        Action::Register => {
+            let reg = registration(w, false).await;
+            run.worker_next = reg.offsets[&0];
             w.log
-                .push(format!("{} refused ({e}); reloads at {at}", c.name));
-            c.next = at;
-            c.pending = None;
+                .push(format!("{} re-registered at {}", c.name, run.worker_next));
+            Outcome::Registered(Box::new(reg))
         }
-        Err(e @ CommitError::Fenced { .. }) => {
-            w.log.push(format!("{} fenced: {e}", c.name));
-            c.lease = None;
-            c.pending = None;
+        Action::Drain => {
+            if run.worker_next >= w.produced {
+                Outcome::Drained(Vec::new())
+            } else {
+                let from = run.worker_next;
+                let end = (from + rng.random_range(1..=20)).min(w.produced);
+                let file = w
+                    .file(&format!("{}-{from}-{end}", c.name), from as i64..end as i64)
+                    .await;
+                run.worker_next = end;
+                Outcome::Drained(vec![(
+                    0,
+                    JobOutput {
+                        data_files: vec![file],
+                        next_offset: end,
+                        schema: schema(),
+                        changes: Vec::new(),
+                        dead_letters: Vec::new(),
+                        dead_letter_files: Vec::new(),
+                        delete_files: Vec::new(),
+                        rows: end - from,
+                        max_timestamp_ms: None,
+                        input_bytes: 0,
+                        decoded_bytes: 0,
+                    },
+                )])
+            }
         }
-        // A conflict that kept coming, a failure, an unknown outcome: the same round again.
-        Err(e) => w
-            .log
-            .push(format!("{} commit failed ({e}); retries", c.name)),
-    }
+        // The simulated records all convert: there are no dead letters.
+        Action::CheckDeadLetters { .. } => Outcome::Landed(false),
+        Action::CommitDeadLetters => Outcome::Committed(None),
+        Action::PreCommit => {
+            w.control = run.machine.pending().cloned();
+            Outcome::Done
+        }
+        Action::Renew | Action::RenewForCommit => match c.leases.renew(&run.lease).await {
+            Ok(true) => Outcome::Renewed(true),
+            Ok(false) => {
+                w.log
+                    .push(format!("{} lost epoch {}", c.name, run.lease.epoch));
+                Outcome::Renewed(false)
+            }
+            Err(e) => Outcome::Failed(e.to_string()),
+        },
+        Action::Commit => {
+            let round = run.machine.pending().cloned().expect("a round to commit");
+            let end = round.offsets[&0];
+            match w.committer.commit(&w.ident, &round).await {
+                Ok(snapshot) => {
+                    w.log.push(format!(
+                        "{} epoch {} committed {}..{end} ({snapshot:?})",
+                        c.name,
+                        run.lease.epoch,
+                        round.start_offsets.get(&0).copied().unwrap_or(0)
+                    ));
+                    Outcome::Committed(snapshot)
+                }
+                Err(e) => {
+                    let what = match &e {
+                        CommitError::NotContinuous { .. } | CommitError::SchemaConflict(_) => {
+                            "refused"
+                        }
+                        CommitError::Fenced { .. } => "fenced",
+                        // A conflict that kept coming, a failure, an unknown outcome: the
+                        // same round again at the next tick.
+                        _ => "commit failed",
+                    };
+                    w.log.push(format!("{} {what}: {e}", c.name));
+                    Outcome::CommitFailed(e)
+                }
+            }
+        }
+        Action::Close { commit_id, .. } => {
+            if w.control.as_ref().is_some_and(|r| r.commit_id == commit_id) {
+                w.control = None;
+            }
+            Outcome::Done
+        }
+        Action::LearnTableUuid => Outcome::TableUuid(Some(w.table().await.metadata().uuid())),
+        Action::StartCompaction => {
+            // Run to its end before the next step: other steps interleave with its commit
+            // only through the rounds that landed before it.
+            let pool = inlet_table_worker::memory::MemoryPool::new(64 << 20);
+            match w
+                .committer
+                .compact(
+                    &w.ident,
+                    &inlet_table_worker::data_file::FileSettings::default(),
+                    &pool,
+                    4,
+                    now,
+                )
+                .await
+            {
+                Ok(done) if done.removed > 0 => w
+                    .log
+                    .push(format!("{} compacted {} files", c.name, done.removed)),
+                Ok(_) => {}
+                Err(e) => w.log.push(format!("{} compaction failed: {e}", c.name)),
+            }
+            run.machine.compaction_finished();
+            Outcome::Done
+        }
+        Action::Expire => {
+            let _ = w
+                .committer
+                .expire_beyond(&w.ident, now - 60_000, 1, 5)
+                .await;
+            Outcome::Done
+        }
+    };
+    let next = run.machine.on(outcome);
+    run.next = (next != Action::Idle).then_some(next);
 }
 
 /// A foreign writer: an append of its own rows, or an expiry of every snapshot but the
@@ -396,6 +532,10 @@ async fn schedule(
             "lost reply",
             "foreign append",
             "foreign expiry of",
+            "crashed",
+            "recovered round",
+            "compacted",
+            "re-registered",
         ] {
             if line.contains(kind) {
                 *seen.entry(kind).or_default() += 1;
@@ -447,6 +587,7 @@ async fn run_schedule(seed: u64, steps: u64, out: &mut Vec<String>) -> Result<()
         clock: clock.clone(),
         produced: 0,
         foreign_rows: 0,
+        control: None,
         log: Vec::new(),
     };
     let mut coordinators = Vec::new();
@@ -456,10 +597,7 @@ async fn run_schedule(seed: u64, steps: u64, out: &mut Vec<String>) -> Result<()
             leases: Leases::open(leases_meta.clone(), holder, LEASE_TTL, clock.clone())
                 .await
                 .expect("leases"),
-            lease: None,
-            next: 0,
-            pending: None,
-            renewed: false,
+            run: None,
             paused: 0,
         });
     }
@@ -539,6 +677,15 @@ async fn drive(
                 rng.random_range(100..5_000)
             }),
             28..34 => foreign(w, rng).await,
+            // A coordinator's node crashes (kill -9): its machine is gone, its lease is not
+            // released; started again, it takes the lease at once (the same holder) and
+            // recovers the control stream's last round.
+            37..40 => {
+                let c = &mut coordinators[rng.random_range(0..2usize)];
+                if c.run.take().is_some() {
+                    w.log.push(format!("{} crashed", c.name));
+                }
+            }
             // A coordinator is paused (a SIGSTOP, a long GC) past its lease.
             34..37 => {
                 let c = &mut coordinators[rng.random_range(0..2usize)];
@@ -556,13 +703,14 @@ async fn drive(
     }
     // The drain: no more faults or records; the coordinators go on until all is committed.
     faults.lock().expect("faults").on = false;
-    for round in 0..400 {
+    for round in 0..2_000 {
         if w.progress().await.0 == w.produced {
             break;
         }
-        if round % 50 == 49 {
-            // A coordinator waiting for the other's lease gets it after a ttl.
-            clock.advance(LEASE_TTL.as_millis() as u64 + 1);
+        {
+            // Time goes on slowly: the holder keeps renewing its lease, and a coordinator
+            // waiting for the other's lease gets it once it expires.
+            clock.advance(500);
         }
         let c = &mut coordinators[round % 2];
         step(w, c, rng).await;
@@ -583,7 +731,7 @@ async fn drive(
 async fn seeded_schedules_keep_every_record_once() {
     let first = env("INLET_SIM_FIRST_SEED", 0);
     let seeds = env("INLET_SIM_SEEDS", 100);
-    let steps = env("INLET_SIM_STEPS", 40);
+    let steps = env("INLET_SIM_STEPS", 80);
     let mut seen = BTreeMap::new();
     for seed in first..first + seeds {
         if let Err(e) = schedule(seed, steps, &mut seen).await {
@@ -601,6 +749,8 @@ async fn seeded_schedules_keep_every_record_once() {
         "fenced",
         "took epoch",
         "foreign expiry of",
+        "recovered round",
+        "compacted",
     ] {
         assert!(
             seeds < 20 || seen.get(kind).is_some_and(|n| *n > 0),

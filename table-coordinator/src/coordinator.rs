@@ -1,5 +1,8 @@
 //! One table topic's coordinator: every commit interval it collects what the node's table
 //! worker converted (and converts the tails), and commits it as one snapshot ([`commit`]).
+//! Its decisions are [`crate::machine::Machine`]'s, which has no I/O (and which the
+//! simulation drives too); [`run`] takes the lease, registers the table, and carries the
+//! machine's actions out against the worker, the control stream, the leases and the catalog.
 //!
 //! Invariants:
 //! - Conversion resumes where the table's current snapshot says (`inlet.offsets`); partitions

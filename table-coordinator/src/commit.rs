@@ -362,31 +362,24 @@ impl Committer {
         ident: &TableIdent,
         round: &Round,
     ) -> Result<Option<i64>, CommitError> {
-        // A round pinned to a table never creates one: the name may not be recreated under it.
-        if let Some(expected) = round.table_uuid {
-            let found = self.load(ident).await?.map(|t| t.metadata().uuid());
-            if found != Some(expected) {
-                return Err(CommitError::TableReplaced { expected, found });
+        // A round pinned to a table never creates one: the name may not be recreated under it
+        // (the uuid itself is checked in the loop, on every table the commit is tried on).
+        let mut table = match round.table_uuid {
+            Some(expected) => self.load(ident).await?.ok_or(CommitError::TableReplaced {
+                expected,
+                found: None,
+            })?,
+            None => {
+                self.create_with_ids_if_missing(
+                    ident,
+                    &round.schema,
+                    round.partition_spec.clone(),
+                    &round.id_columns,
+                )
+                .await?
             }
-        }
-        let mut table = self
-            .create_with_ids_if_missing(
-                ident,
-                &round.schema,
-                round.partition_spec.clone(),
-                &round.id_columns,
-            )
-            .await?;
+        };
         for attempt in 1..=MAX_ATTEMPTS {
-            if already_committed(table.metadata(), &round.commit_id) {
-                return Ok(None);
-            }
-            if let RoundBase::Snapshot(expected) = round.base {
-                let found = table.metadata().current_snapshot().map(|s| s.snapshot_id());
-                if found != expected {
-                    return Err(CommitError::BaseChanged { expected, found });
-                }
-            }
             if let Some(expected) = round.table_uuid {
                 let found = table.metadata().uuid();
                 if found != expected {
@@ -394,6 +387,15 @@ impl Committer {
                         expected,
                         found: Some(found),
                     });
+                }
+            }
+            if already_committed(table.metadata(), &round.commit_id) {
+                return Ok(None);
+            }
+            if let RoundBase::Snapshot(expected) = round.base {
+                let found = table.metadata().current_snapshot().map(|s| s.snapshot_id());
+                if found != expected {
+                    return Err(CommitError::BaseChanged { expected, found });
                 }
             }
             fenced(&table, round)?;

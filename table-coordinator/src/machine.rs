@@ -180,7 +180,6 @@ pub struct Machine {
     /// The table must be registered again before the next round (see the module docs).
     resync: bool,
     held: bool,
-    commits: u64,
     commits_at_compaction: u64,
     last_compaction_ms: Option<i64>,
     compaction_running: bool,
@@ -210,7 +209,6 @@ impl Machine {
             file_spec: None,
             resync: false,
             held: false,
-            commits: 0,
             commits_at_compaction: 0,
             last_compaction_ms: None,
             compaction_running: false,
@@ -403,7 +401,7 @@ impl Machine {
         // A table that went quiet still gets its last small files merged: an interval after
         // its last compaction, if it committed since.
         let quiet_due = self.pending.is_none()
-            && self.commits > self.commits_at_compaction
+            && self.report.commits > self.commits_at_compaction
             && !self.compaction_running
             && self
                 .settings
@@ -420,7 +418,7 @@ impl Machine {
 
     fn start_compaction_bookkeeping(&mut self) {
         self.last_compaction_ms = Some(self.now_ms);
-        self.commits_at_compaction = self.commits;
+        self.commits_at_compaction = self.report.commits;
         self.compaction_running = true;
     }
 
@@ -649,7 +647,6 @@ impl Machine {
         self.report.watermark_ms = round.watermark_ms.or(self.report.watermark_ms);
         self.report.last_commit_ms = Some(self.now_ms);
         self.report.commits += 1;
-        self.commits += 1;
         self.phase = Phase::ClosingCommitted;
         Action::Close {
             commit_id: round.commit_id,
@@ -668,7 +665,10 @@ impl Machine {
 
     fn after_uuid(&mut self) -> Action {
         let due = !self.compaction_running
-            && self.commits.is_multiple_of(crate::compact::COMPACT_EVERY)
+            && self
+                .report
+                .commits
+                .is_multiple_of(crate::compact::COMPACT_EVERY)
             && self.settings.compaction_interval.is_some_and(|interval| {
                 self.last_compaction_ms
                     .is_none_or(|at| self.now_ms - at >= interval.as_millis() as i64)
@@ -684,6 +684,7 @@ impl Machine {
     fn after_compaction_start(&mut self) -> Action {
         if self.settings.expire.is_some()
             && self
+                .report
                 .commits
                 .is_multiple_of(crate::coordinator::EXPIRE_EVERY)
         {

@@ -865,6 +865,18 @@ impl inlet_catalog::rest::MetadataPointerStore for RacingPointers {
     }
 }
 
+/// A committer through plain pointers, the racing pointer store, and a committer through it.
+async fn racing_committers(dir: &tempfile::TempDir) -> (Committer, Arc<RacingPointers>, Committer) {
+    let catalog = embedded(dir).await;
+    let plain = Committer::new(catalog.catalog.clone(), catalog.pointers.clone());
+    let racing = Arc::new(RacingPointers {
+        inner: catalog.pointers.clone(),
+        race: tokio::sync::Mutex::new(None),
+    });
+    let c = Committer::new(catalog.catalog.clone(), racing.clone());
+    (plain, racing, c)
+}
+
 /// Two compactions of one parent: the one that commits second is refused, and cleaning up
 /// after itself deletes only its own files. Both used to name their files after the parent
 /// snapshot, so the loser overwrote and then deleted the winner's live file.
@@ -872,13 +884,7 @@ impl inlet_catalog::rest::MetadataPointerStore for RacingPointers {
 async fn a_compaction_that_loses_a_race_deletes_only_its_own_files() {
     use inlet_table_coordinator::compact::MIN_FILES;
     let dir = tempfile::tempdir().expect("tempdir");
-    let catalog = embedded(&dir).await;
-    let plain = Committer::new(catalog.catalog.clone(), catalog.pointers.clone());
-    let racing = Arc::new(RacingPointers {
-        inner: catalog.pointers.clone(),
-        race: tokio::sync::Mutex::new(None),
-    });
-    let c = Committer::new(catalog.catalog.clone(), racing.clone());
+    let (plain, racing, c) = racing_committers(&dir).await;
     let ident = TableIdent::new(NamespaceIdent::new("default".into()), "raced".into());
     let table = c
         .create_with_ids_if_missing(&ident, &upsert_schema(), None, &[])
@@ -1219,13 +1225,7 @@ async fn progress_outlives_an_expiry_of_every_snapshot_inlet_wrote() {
 async fn a_compaction_rebases_onto_a_round_that_landed_first() {
     use inlet_table_coordinator::compact::MIN_FILES;
     let dir = tempfile::tempdir().expect("tempdir");
-    let catalog = embedded(&dir).await;
-    let plain = Committer::new(catalog.catalog.clone(), catalog.pointers.clone());
-    let racing = Arc::new(RacingPointers {
-        inner: catalog.pointers.clone(),
-        race: tokio::sync::Mutex::new(None),
-    });
-    let c = Committer::new(catalog.catalog.clone(), racing.clone());
+    let (plain, racing, c) = racing_committers(&dir).await;
     let ident = TableIdent::new(NamespaceIdent::new("default".into()), "rebased".into());
     let table = c
         .create_with_ids_if_missing(&ident, &upsert_schema(), None, &[])
@@ -1538,13 +1538,7 @@ async fn a_round_pinned_to_a_table_never_lands_in_another_under_its_name() {
 async fn compaction_applies_position_deletes_and_carries_over_new_ones() {
     use inlet_table_coordinator::compact::MIN_FILES;
     let dir = tempfile::tempdir().expect("tempdir");
-    let catalog = embedded(&dir).await;
-    let plain = Committer::new(catalog.catalog.clone(), catalog.pointers.clone());
-    let racing = Arc::new(RacingPointers {
-        inner: catalog.pointers.clone(),
-        race: tokio::sync::Mutex::new(None),
-    });
-    let c = Committer::new(catalog.catalog.clone(), racing.clone());
+    let (plain, racing, c) = racing_committers(&dir).await;
     let ident = TableIdent::new(NamespaceIdent::new("default".into()), "upserted".into());
     let table = c
         .create_with_ids_if_missing(&ident, &upsert_schema(), None, &["id".into()])

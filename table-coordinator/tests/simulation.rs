@@ -442,9 +442,15 @@ async fn step(w: &mut World, c: &mut Coordinator, rng: &mut StdRng) {
         }
         Action::Expire => {
             w.changed = true;
+            let e = settings(run.lease.epoch).expire.expect("expiry is on");
             let _ = w
                 .committer
-                .expire_beyond(&w.ident, now - 60_000, 1, 5)
+                .expire_beyond(
+                    &w.ident,
+                    now - e.older_than.as_millis() as i64,
+                    e.retain_last,
+                    e.max_snapshots,
+                )
                 .await;
             Outcome::Done
         }

@@ -1,29 +1,33 @@
-//! A seeded simulation of the commit protocol: two coordinators racing one table, through the
-//! real committer, leases, continuity and fencing, on the embedded catalog (SQLite and a local
-//! object store), with a manual clock, a pointer store that conflicts, fails or loses its
-//! replies, a foreign writer that appends, and expires every snapshot but its own, and
-//! coordinators paused past their lease (between a renewal and the commit it was for), at
-//! random.
+//! A seeded simulation of the commit protocol: two coordinators racing one table, each the
+//! node's own state machine (`machine::Machine`) driven through the real committer, leases,
+//! continuity and fencing, on the embedded catalog (SQLite and a local object store), with a
+//! manual clock, a pointer store that conflicts, fails or loses its replies, a foreign writer
+//! that appends, and expires every snapshot but its own, coordinators paused past their lease
+//! (between a renewal and the commit it was for), and crashes (the machine is lost, its lease
+//! is not released, and the next one recovers the control stream's last `PRE_COMMIT`), at
+//! random. Compaction and snapshot expiry run as the machine asks for them.
 //!
 //! Each schedule is a seed: the same seed makes the same choices, so a failing one replays.
-//! `INLET_SIM_SEEDS` (default 100; `scripts/test` runs 500) schedules run, from `INLET_SIM_FIRST_SEED` (default 0);
-//! `INLET_SIM_STEPS` (default 80) steps each, then a fault-free drain until every produced
-//! record is committed. A failure prints `INLET_SIM_FIRST_SEED=<seed> INLET_SIM_SEEDS=1` to
-//! replay it alone.
+//! `INLET_SIM_SEEDS` (default 100; `scripts/test` runs 2,000) schedules run, from
+//! `INLET_SIM_FIRST_SEED` (default 0), side by side, one per core; `INLET_SIM_STEPS` (default
+//! 80) steps each, then a fault-free drain until every produced record is committed. A failure
+//! prints `INLET_SIM_FIRST_SEED=<seed> INLET_SIM_SEEDS=1` to replay it alone (the lowest
+//! failing seed when several fail).
 //!
 //! The records are offsets of one partition; a round writes a data file whose rows are its
-//! offsets. Invariants, after every step:
+//! offsets. Invariants, after every step that can change the table (a commit, a compaction, an
+//! expiry, the foreign writer):
 //! - **progress is monotone**: the table's committed offset never goes back;
 //! - **one committing epoch at a time**: the epoch of the table's progress never goes back
 //!   (once a newer coordinator committed, no older one did);
+//! - **nothing past what was produced** is committed;
 //! - and at the end of each schedule, read from the table's rows: **no record twice**, and
 //!   **none lost**: the rows are exactly the offsets below the committed progress, which is
 //!   every record produced.
 //!
-//! What this does not cover: the coordinator's own loop (ticks, the worker, the control
-//! stream), which is driven by the node's end-to-end and crash tests. Here the two
-//! coordinators are small models that call the same committer and leases the loop calls, in
-//! the same order (renew, then commit; reload on a refused round; stop on a lost lease).
+//! What this does not cover: the worker (conversion, schemas, dead letters, upserts) and more
+//! than one partition; the simulated worker turns a range of offsets into one file. Those are
+//! driven by the node's end-to-end and crash tests.
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
@@ -563,7 +567,15 @@ async fn schedule(
 
 async fn run_schedule(seed: u64, steps: u64, out: &mut Vec<String>) -> Result<(), String> {
     let mut rng = StdRng::seed_from_u64(seed);
-    let dir = tempfile::tempdir().expect("tempdir");
+    // Memory-backed when the system has it: the stores fsync every write, and the schedules
+    // are about ordering, not disks (the power-loss tests are in `inlet-storage`).
+    let shm = std::path::Path::new("/dev/shm");
+    let dir = if shm.is_dir() {
+        tempfile::tempdir_in(shm)
+    } else {
+        tempfile::tempdir()
+    }
+    .expect("tempdir");
     let meta_url = format!("sqlite://{}?mode=rwc", dir.path().join("meta.db").display());
     let root = dir.path().join("objects");
     std::fs::create_dir_all(&root).expect("objects dir");
@@ -747,18 +759,42 @@ async fn drive(
     Ok(())
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[tokio::test(flavor = "multi_thread")]
 async fn seeded_schedules_keep_every_record_once() {
     let first = env("INLET_SIM_FIRST_SEED", 0);
     let seeds = env("INLET_SIM_SEEDS", 100);
     let steps = env("INLET_SIM_STEPS", 80);
-    let mut seen = BTreeMap::new();
+    // Schedules share nothing (each has its own folder, stores and clock), so they run side by
+    // side, one per core; each is still one sequence of steps, so a seed replays alone.
+    let parallel = std::thread::available_parallelism().map_or(2, |n| n.get());
+    let slots = Arc::new(tokio::sync::Semaphore::new(parallel));
+    let mut runs = tokio::task::JoinSet::new();
     for seed in first..first + seeds {
-        if let Err(e) = schedule(seed, steps, &mut seen).await {
-            panic!(
-                "seed {seed}: {e}\nreplay: INLET_SIM_FIRST_SEED={seed} INLET_SIM_SEEDS=1 cargo test -p inlet-table-coordinator --test simulation"
-            );
+        let slot = slots.clone().acquire_owned().await.expect("semaphore");
+        runs.spawn(async move {
+            let _slot = slot;
+            let mut seen = BTreeMap::new();
+            let result = schedule(seed, steps, &mut seen).await;
+            (seed, result, seen)
+        });
+    }
+    let mut seen: BTreeMap<&'static str, u64> = BTreeMap::new();
+    let mut failed: Option<(u64, String)> = None;
+    while let Some(run) = runs.join_next().await {
+        let (seed, result, counts) = run.expect("a schedule panicked");
+        for (kind, n) in counts {
+            *seen.entry(kind).or_default() += n;
         }
+        if let Err(e) = result {
+            if failed.as_ref().is_none_or(|(s, _)| seed < *s) {
+                failed = Some((seed, e));
+            }
+        }
+    }
+    if let Some((seed, e)) = failed {
+        panic!(
+            "seed {seed}: {e}\nreplay: INLET_SIM_FIRST_SEED={seed} INLET_SIM_SEEDS=1 cargo test -p inlet-table-coordinator --test simulation"
+        );
     }
     eprintln!("{seeds} schedules of {steps} steps: {seen:?}");
     // The schedules reach the cases they are for.

@@ -229,7 +229,7 @@ async fn metrics(State(Node { broker, tables }): State<Node>) -> impl IntoRespon
         "gauge",
         s.dirty_bytes as f64,
     );
-    render_tables(&mut out, &tables);
+    render_tables(&mut out, &tables, broker.clock_ms() as i64);
     ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], out)
 }
 
@@ -255,8 +255,8 @@ fn status_json(status: &TableStatus, now_ms: i64) -> serde_json::Value {
 }
 
 /// `GET /v1/tables`: every table topic's commit lag, by `namespace.table`.
-async fn tables_status(State(Node { tables, .. }): State<Node>) -> impl IntoResponse {
-    let now_ms = inlet_storage::Clock::now_ms(&inlet_storage::SystemClock) as i64;
+async fn tables_status(State(Node { broker, tables }): State<Node>) -> impl IntoResponse {
+    let now_ms = broker.clock_ms() as i64;
     let body: serde_json::Map<String, serde_json::Value> = tables
         .snapshot()
         .iter()
@@ -268,10 +268,10 @@ async fn tables_status(State(Node { tables, .. }): State<Node>) -> impl IntoResp
 /// `GET /v1/tables/{namespace}/{table}`: one table topic's commit lag; 404 for a table no
 /// coordinator of this node runs.
 async fn table_status(
-    State(Node { tables, .. }): State<Node>,
+    State(Node { broker, tables }): State<Node>,
     axum::extract::Path((namespace, table)): axum::extract::Path<(String, String)>,
 ) -> axum::response::Response {
-    let now_ms = inlet_storage::Clock::now_ms(&inlet_storage::SystemClock) as i64;
+    let now_ms = broker.clock_ms() as i64;
     match tables.snapshot().get(&format!("{namespace}.{table}")) {
         Some(s) => axum::Json(status_json(s, now_ms)).into_response(),
         None => (
@@ -285,8 +285,7 @@ async fn table_status(
 }
 
 /// Per table topic: commit lag, records behind, watermark, commits.
-fn render_tables(out: &mut String, tables: &Statuses) {
-    let now_ms = inlet_storage::Clock::now_ms(&inlet_storage::SystemClock) as i64;
+fn render_tables(out: &mut String, tables: &Statuses, now_ms: i64) {
     let tables = tables.snapshot();
     type Value<'a> = &'a dyn Fn(&TableStatus) -> Option<f64>;
     let families: [(&str, &str, &str, Value); 6] = [

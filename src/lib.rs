@@ -14,8 +14,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context;
+use inlet_common::{Clock, SystemClock};
 use inlet_ingest::{Broker, BrokerConfig};
-use inlet_storage::{StreamStore, SystemClock};
+use inlet_storage::StreamStore;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
@@ -29,6 +30,7 @@ const DRAIN_TIMEOUT: Duration = Duration::from_secs(10);
 pub async fn open_store(
     config: &NodeConfig,
     objects: Option<Arc<dyn object_store::ObjectStore>>,
+    clock: Arc<dyn Clock>,
 ) -> anyhow::Result<StreamStore> {
     let mut storage = config.storage.clone();
     storage.node_id = config.node_id;
@@ -37,7 +39,8 @@ pub async fn open_store(
     let mut builder = StreamStore::builder(config.wal_dir())
         .config(storage)
         .meta_url(config.meta_url())
-        .object_store_url(config.object_store_url());
+        .object_store_url(config.object_store_url())
+        .clock(clock);
     if let Some(objects) = objects {
         builder = builder.object_store(objects);
     }
@@ -122,15 +125,18 @@ pub async fn serve(config: NodeConfig) -> anyhow::Result<()> {
     let http_addr = http_listener.local_addr()?;
     let broker_config = broker_config(&config, kafka_addr)?;
 
-    // One object-store client for the stream store and the Iceberg tables.
+    // One clock for the whole node, and one object-store client for the stream store and the
+    // Iceberg tables.
+    let clock: Arc<dyn Clock> = Arc::new(SystemClock);
     let objects = inlet_storage::open_object_store(&config.object_store_url())
         .context("opening the object store")?;
-    let store = Arc::new(open_store(&config, Some(objects.clone())).await?);
+    let store = Arc::new(open_store(&config, Some(objects.clone()), clock.clone()).await?);
     let catalog = inlet_catalog::NodeCatalog::open(
         &config.catalog,
         &config.meta_url(),
         &config.object_store_url(),
         Some(objects),
+        clock.clone(),
     )
     .await
     .context("opening the Iceberg catalog")?;
@@ -146,7 +152,7 @@ pub async fn serve(config: NodeConfig) -> anyhow::Result<()> {
     let broker = Broker::open(
         store.clone(),
         broker_config,
-        Arc::new(SystemClock),
+        clock,
         Some(registry.clone()),
         Arc::new(TablePayloads {
             decoders: Default::default(),

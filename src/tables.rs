@@ -22,7 +22,6 @@ use inlet_catalog::NodeCatalog;
 use inlet_ingest::topic_config::{Compaction, TableTopicConfig};
 use inlet_ingest::Broker;
 use inlet_schema_registry::Registry;
-use inlet_storage::SystemClock;
 use inlet_table_coordinator::commit::Committer;
 use inlet_table_coordinator::coordinator::{self, Expiry, TableTopic};
 use inlet_table_coordinator::lease::{self, Leases};
@@ -92,7 +91,7 @@ pub async fn run(
             store.meta().clone(),
             format!("node-{}", broker.config().node_id),
             lease::DEFAULT_TTL,
-            Arc::new(SystemClock),
+            broker.clock().clone(),
         )
         .await
         {
@@ -185,7 +184,7 @@ pub async fn run(
                 worker.clone(),
                 committer.clone(),
                 store.clone(),
-                Arc::new(SystemClock),
+                broker.clock().clone(),
                 leases.clone(),
                 statuses.clone(),
                 token.clone(),

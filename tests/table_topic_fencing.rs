@@ -11,7 +11,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use common::{poll_until, Node};
-use inlet_storage::{Clock, ManualClock, MetaStore, SystemClock};
+use inlet_common::{Clock, ManualClock, SystemClock};
+use inlet_storage::MetaStore;
 use inlet_table_coordinator::lease::Leases;
 use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
 use rdkafka::client::DefaultClientContext;

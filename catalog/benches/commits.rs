@@ -64,7 +64,7 @@ use iceberg::{TableIdent, TableRequirement, TableUpdate};
 use iceberg_catalog_rest::{CommitTableRequest, CommitTableResponse, LoadTableResult};
 use inlet_catalog::embedded::{self, EmbeddedCatalog};
 use inlet_catalog::rest::RestConfig;
-use inlet_storage::{Clock, SystemClock};
+use inlet_common::{Clock, SystemClock};
 use parquet::arrow::ArrowWriter;
 use reqwest::StatusCode;
 use tokio::runtime::Runtime;

@@ -17,7 +17,6 @@
 pub mod config;
 pub mod embedded;
 pub mod external;
-pub mod failpoint;
 pub mod glue;
 pub mod metadata_cache;
 pub mod rest;
@@ -50,12 +49,14 @@ enum Home {
 impl NodeCatalog {
     /// Opens the catalog `config` names: the embedded one on the metadata database `meta_url`
     /// with files in the object store at `object_store_root` (through `store`, the node's
-    /// client, when given), or the external one.
+    /// client, when given), or an external one; `clock` is the node's (Glue signs its
+    /// requests with it).
     pub async fn open(
         config: &CatalogConfig,
         meta_url: &str,
         object_store_root: &str,
         store: Option<Arc<dyn ObjectStore>>,
+        clock: Arc<dyn inlet_common::Clock>,
     ) -> iceberg::Result<NodeCatalog> {
         config
             .validate()
@@ -79,12 +80,7 @@ impl NodeCatalog {
                 })
             }
             CatalogKind::Glue => {
-                let home = glue::open(
-                    config,
-                    object_store_root,
-                    store,
-                    Arc::new(inlet_storage::SystemClock),
-                )?;
+                let home = glue::open(config, object_store_root, store, clock)?;
                 Ok(NodeCatalog {
                     file_io: home.file_io.clone(),
                     home: Home::Glue(home),

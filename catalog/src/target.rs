@@ -59,7 +59,7 @@ impl CommitTarget {
                 let response = client
                     .commit(table.identifier(), requirements, updates)
                     .await?;
-                crate::failpoint::hit("committed");
+                inlet_common::failpoint::hit("committed");
                 Ok(Some(response.metadata))
             }
         }
@@ -75,9 +75,9 @@ async fn commit_and_swap(
 ) -> Result<Option<TableMetadata>, RestError> {
     match stage(table.clone(), &requirements, updates, &[]).await? {
         Checked::Staged(staged) => {
-            crate::failpoint::hit("metadata-staged");
+            inlet_common::failpoint::hit("metadata-staged");
             publish(pointers, std::slice::from_ref(staged.as_ref())).await?;
-            crate::failpoint::hit("committed");
+            inlet_common::failpoint::hit("committed");
             staged.delete_dropped_metadata(true).await;
             Ok(Some(staged.metadata))
         }

@@ -71,9 +71,15 @@ async fn tables_live_in_moto_glue_and_stale_commits_conflict() {
         files: Some(format!("file://{}", files.display())),
         ..CatalogConfig::default()
     };
-    let node = NodeCatalog::open(&config, "unused", &dir.path().to_string_lossy(), None)
-        .await
-        .expect("open");
+    let node = NodeCatalog::open(
+        &config,
+        "unused",
+        &dir.path().to_string_lossy(),
+        None,
+        std::sync::Arc::new(inlet_common::SystemClock),
+    )
+    .await
+    .expect("open");
     assert!(node.is_external());
     let catalog = node.catalog();
     // moto keeps its state for the whole run: a database of our own.
@@ -148,7 +154,7 @@ async fn tables_live_in_moto_glue_and_stale_commits_conflict() {
             endpoint: Some(endpoint.clone()),
             catalog_id: None,
         },
-        Arc::new(inlet_storage::SystemClock),
+        Arc::new(inlet_common::SystemClock),
     )
     .expect("client");
     let get = || async {
@@ -384,7 +390,7 @@ async fn update_table_carries_the_loaded_version_and_a_newer_one_is_a_conflict()
     // Fixed keys for the signature (nothing checks them), so no credential chain runs.
     let client = GlueClient::new(
         &glue::settings(&config).expect("settings"),
-        Arc::new(inlet_storage::SystemClock),
+        Arc::new(inlet_common::SystemClock),
     )
     .expect("client")
     .with_credentials(Arc::new(StaticCredentialProvider::new(AwsCredential {
@@ -464,9 +470,15 @@ async fn the_rest_api_over_glue_commits_one_table_at_a_time() {
         files: Some(format!("file://{}", files.display())),
         ..CatalogConfig::default()
     };
-    let node = NodeCatalog::open(&config, "unused", &dir.path().to_string_lossy(), None)
-        .await
-        .expect("open");
+    let node = NodeCatalog::open(
+        &config,
+        "unused",
+        &dir.path().to_string_lossy(),
+        None,
+        std::sync::Arc::new(inlet_common::SystemClock),
+    )
+    .await
+    .expect("open");
     let catalog = node.catalog();
     let db = format!("resttest_{}", std::process::id());
     let ns = NamespaceIdent::new(db.clone());

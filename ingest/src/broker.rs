@@ -4,7 +4,8 @@
 
 use std::sync::Arc;
 
-use inlet_storage::{Clock, StreamStore};
+use inlet_common::Clock;
+use inlet_storage::StreamStore;
 use kafka_protocol::messages::{ApiKey, RequestKind, ResponseKind};
 use kafka_protocol::protocol::StrBytes;
 use sqlx::Row;
@@ -263,5 +264,10 @@ impl Broker {
     /// The node's clock, as the stream store reads it (epoch milliseconds).
     pub fn clock_ms(&self) -> u64 {
         self.clock.now_ms()
+    }
+
+    /// The node's clock, for the parts the node starts beside the broker.
+    pub fn clock(&self) -> &Arc<dyn Clock> {
+        &self.clock
     }
 }

@@ -26,6 +26,16 @@ impl KafkaError {
         self.code.code()
     }
 
+    /// What the caller may do, read off the code as a Kafka client reads it: the protocol's
+    /// retriable codes are `Retryable`, the rest the request's fault (`BadInput`).
+    pub fn kind(&self) -> inlet_common::ErrorKind {
+        if self.code.is_retriable() {
+            inlet_common::ErrorKind::Retryable
+        } else {
+            inlet_common::ErrorKind::BadInput
+        }
+    }
+
     pub fn invalid_config(message: impl Into<String>) -> Self {
         Self::new(ResponseError::InvalidConfig, message)
     }

@@ -13,7 +13,8 @@
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
-use inlet_storage::{Clock, MetaStore, StreamId, StreamStore};
+use inlet_common::Clock;
+use inlet_storage::{MetaStore, StreamId, StreamStore};
 use kafka_protocol::ResponseError;
 use parking_lot::RwLock;
 use sqlx::Row;

@@ -54,8 +54,13 @@ pub enum Error {
     IdConflict(String),
     #[error("Unrecognized field or malformed request: {0}")]
     BadRequest(String),
-    #[error("metadata store error: {0}")]
-    Store(String),
+    /// The metadata store failed (its message says "metadata store error: ...").
+    #[error("{0}")]
+    Store(#[source] inlet_storage::Error),
+    /// What the registry stored does not read back (a schema that no longer parses, an
+    /// unknown type, references that are not JSON).
+    #[error("stored registry data is corrupt: {0}")]
+    Corrupt(String),
     #[error("invalid registry config: {0}")]
     Config(String),
 }
@@ -82,7 +87,7 @@ impl Error {
             Error::ReferenceExists { .. } => 42206,
             Error::IdConflict(_) => 42207,
             Error::BadRequest(_) => 400,
-            Error::Store(_) => 50001,
+            Error::Store(_) | Error::Corrupt(_) => 50001,
             Error::Config(_) => 50003,
         }
     }
@@ -98,20 +103,30 @@ impl Error {
         }
     }
 
-    /// Whether retrying the same call later may succeed (only store failures).
+    /// What the caller may do: a store failure has the store's kind, stored data that does
+    /// not read back is `Corruption`, and everything else is the request's fault.
+    pub fn kind(&self) -> inlet_common::ErrorKind {
+        match self {
+            Error::Store(e) => e.kind(),
+            Error::Corrupt(_) => inlet_common::ErrorKind::Corruption,
+            _ => inlet_common::ErrorKind::BadInput,
+        }
+    }
+
+    /// Whether retrying the same call later may succeed.
     pub fn is_retryable(&self) -> bool {
-        matches!(self, Error::Store(_))
+        self.kind().is_retryable()
     }
 }
 
 impl From<sqlx::Error> for Error {
     fn from(e: sqlx::Error) -> Self {
-        Error::Store(e.to_string())
+        Error::Store(inlet_storage::Error::Meta(e))
     }
 }
 
 impl From<inlet_storage::Error> for Error {
     fn from(e: inlet_storage::Error) -> Self {
-        Error::Store(e.to_string())
+        Error::Store(e)
     }
 }

@@ -210,12 +210,12 @@ impl Registry {
             return Err(Error::SchemaIdNotFound(id));
         };
         let schema_type = SchemaType::parse(Some(&row.schema_type)).map_err(|_| {
-            Error::Store(format!("schema {id} has unknown type {}", row.schema_type))
+            Error::Corrupt(format!("schema {id} has unknown type {}", row.schema_type))
         })?;
         let references = references_from_key(&row.refs)?;
         let (_, texts) = Box::pin(self.resolve_references(&references)).await?;
         let parsed = ParsedSchema::parse(schema_type, &row.text, &texts)
-            .map_err(|e| Error::Store(format!("stored schema {id} no longer parses: {e}")))?;
+            .map_err(|e| Error::Corrupt(format!("stored schema {id} no longer parses: {e}")))?;
         let stored = Arc::new(StoredSchema::new(id, parsed, references));
         self.cache.insert(stored.clone());
         Ok(stored)

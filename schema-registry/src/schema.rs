@@ -166,5 +166,5 @@ pub(crate) fn references_from_key(key: &str) -> Result<Vec<Reference>> {
     if key.is_empty() {
         return Ok(Vec::new());
     }
-    serde_json::from_str(key).map_err(|e| Error::Store(format!("stored references: {e}")))
+    serde_json::from_str(key).map_err(|e| Error::Corrupt(format!("stored references: {e}")))
 }

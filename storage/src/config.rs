@@ -71,7 +71,8 @@ pub struct StorageConfig {
 pub struct RetryConfig {
     /// Attempts in total, the first one included.
     pub max_attempts: u32,
-    /// Backoff before the second attempt; doubles up to `max_backoff_ms`.
+    /// The longest wait before the second attempt; it doubles for each further one, up to
+    /// `max_backoff_ms`, and each wait is drawn between half of that and all of it.
     pub initial_backoff_ms: u64,
     /// Longest backoff between two attempts.
     pub max_backoff_ms: u64,
@@ -105,12 +106,13 @@ impl RetryConfig {
         Duration::from_millis(self.attempt_timeout_ms.saturating_add(extra_ms))
     }
 
-    pub(crate) fn backoff(&self, attempt: u32) -> Duration {
-        let factor = 1u64 << attempt.min(20);
-        Duration::from_millis(
-            self.initial_backoff_ms
-                .saturating_mul(factor)
-                .min(self.max_backoff_ms),
+    /// The policy [`inlet_common::retry()`] runs object store calls under; the uploader, which
+    /// retries forever, waits its [`inlet_common::RetryPolicy::backoff`] between rounds.
+    pub fn policy(&self) -> inlet_common::RetryPolicy {
+        inlet_common::RetryPolicy::new(
+            self.max_attempts,
+            Duration::from_millis(self.initial_backoff_ms),
+            Duration::from_millis(self.max_backoff_ms),
         )
     }
 }
@@ -212,8 +214,8 @@ mod tests {
     #[test]
     fn backoff_doubles_and_is_capped() {
         let retry = RetryConfig::default();
-        assert_eq!(retry.backoff(0), Duration::from_millis(100));
-        assert_eq!(retry.backoff(1), Duration::from_millis(200));
-        assert_eq!(retry.backoff(30), Duration::from_millis(5_000));
+        assert_eq!(retry.policy().ceiling(0), Duration::from_millis(100));
+        assert_eq!(retry.policy().ceiling(1), Duration::from_millis(200));
+        assert_eq!(retry.policy().ceiling(30), Duration::from_millis(5_000));
     }
 }

@@ -1,25 +1,11 @@
-//! The stream store's error type. Every error says which of four kinds it is, so callers
-//! decide what to do without matching on messages: retry it, report bad input, stop on
-//! corruption, give up because the store is shutting down, or report a bug.
+//! The stream store's error type. Every error says which [`ErrorKind`] it is (the one kind
+//! shared by every crate, `inlet_common::ErrorKind`), so callers decide what to do without
+//! matching on messages: retry it, report bad input, stop on corruption, give up because the
+//! store is shutting down, or report a bug (`Permanent`).
 
 use std::io;
 
-/// What a caller can do about an error.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ErrorKind {
-    /// A transient failure (network, object store throttling, a busy database). Retrying the
-    /// same call later may succeed.
-    Retryable,
-    /// The request itself is wrong (unknown stream, offset out of range, too large). Retrying it
-    /// unchanged fails the same way.
-    BadInput,
-    /// Stored data failed a check (CRC, magic, index). Needs an operator.
-    Corruption,
-    /// The store is closed or failed a durable write and refuses further writes.
-    Shutdown,
-    /// A bug in Inlet (a background task panicked); report it.
-    Internal,
-}
+pub use inlet_common::ErrorKind;
 
 /// Errors of the stream store.
 #[derive(Debug, thiserror::Error)]
@@ -80,7 +66,7 @@ impl Error {
             | Error::Config(_) => ErrorKind::BadInput,
             Error::Corrupt { .. } => ErrorKind::Corruption,
             Error::WalFailed(_) | Error::Shutdown => ErrorKind::Shutdown,
-            Error::Internal(_) => ErrorKind::Internal,
+            Error::Internal(_) => ErrorKind::Permanent,
             Error::WalIo { .. } => ErrorKind::Shutdown,
             Error::ObjectStore { source, .. } => match source {
                 object_store::Error::NotFound { .. }

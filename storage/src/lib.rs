@@ -16,7 +16,6 @@
 //! This crate knows nothing of Kafka or tables: streams, offsets and byte batches only.
 
 mod cache;
-pub mod clock;
 pub mod config;
 pub mod error;
 pub mod maintenance;
@@ -28,7 +27,6 @@ mod stream;
 pub mod upload;
 pub mod wal;
 
-pub use clock::{Clock, ManualClock, SystemClock};
 pub use config::{RetryConfig, StorageConfig};
 pub use error::{Error, ErrorKind, Result};
 pub use maintenance::MaintenanceReport;

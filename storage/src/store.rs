@@ -21,7 +21,6 @@ use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
 use crate::cache::{BlockCache, LogBudget};
-use crate::clock::{Clock, SystemClock};
 use crate::config::StorageConfig;
 use crate::error::{Error, Result};
 use crate::meta::{MetaStore, ObjectState};
@@ -29,6 +28,7 @@ use crate::objects::{open_object_store, ObjectClient};
 use crate::stream::{CachedEntry, RangeRef, StreamShared, StreamState};
 use crate::wal::format::{self, EntryHeader};
 use crate::wal::{self, Wal, WalRequest, Written};
+use inlet_common::{Clock, SystemClock};
 
 /// Identifies a stream; assigned by the store, never reused.
 pub type StreamId = u64;

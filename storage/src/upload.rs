@@ -279,7 +279,7 @@ pub(crate) async fn run_uploader(inner: Arc<Inner>, cancel: CancellationToken) {
                         retryable: e.is_retryable(),
                     });
                 }
-                let backoff = inner.config.retry.backoff(failures);
+                let backoff = inner.config.retry.policy().backoff(failures);
                 tracing::error!(error = %e, ?backoff, "upload failed; the data stays in the WAL and is retried");
                 tokio::select! {
                     _ = cancel.cancelled() => return,

@@ -27,6 +27,7 @@
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
+use std::time::Duration;
 
 use iceberg::spec::{
     DataContentType, DataFile, FormatVersion, ManifestFile, ManifestList, ManifestListWriter,
@@ -37,6 +38,7 @@ use iceberg::table::Table;
 use iceberg::{Catalog, NamespaceIdent, TableCreation, TableIdent, TableRequirement, TableUpdate};
 use inlet_catalog::rest::{MetadataPointerStore, RestError, DELETE_AFTER_COMMIT};
 use inlet_catalog::CommitTarget;
+use inlet_common::{ErrorKind, RetryPolicy};
 use inlet_table_worker::pk_index::FileRef;
 use inlet_table_worker::upsert::{LiveDataFile, LiveFiles};
 
@@ -67,14 +69,30 @@ pub const PROGRESS_SNAPSHOT_ID: &str = "snapshot-id";
 pub const PROGRESS_SEQUENCE_NUMBER: &str = "sequence-number";
 
 pub(crate) const MAIN: &str = "main";
-/// Attempts at a round that keeps losing races.
-const MAX_ATTEMPTS: u32 = 8;
+/// Attempts at a round that keeps losing races, each on the table reloaded, with a short
+/// jittered wait between them so two committers that collided do not collide again.
+pub(crate) const COMMIT_RETRY: RetryPolicy =
+    RetryPolicy::new(8, Duration::from_millis(20), Duration::from_secs(1)).with_conflicts();
+
+/// What [`COMMIT_RETRY`] decides from: only a lost race (`Conflict`) is tried again, on the
+/// reloaded table. Anything else goes back to the caller, an unknown outcome too: the
+/// caller's next try finds the round by its commit id if it landed (and a compaction's file
+/// must then stay).
+pub(crate) fn lost_race(e: &CommitError) -> ErrorKind {
+    match e.kind() {
+        ErrorKind::Conflict => ErrorKind::Conflict,
+        _ => ErrorKind::Permanent,
+    }
+}
 
 /// Why a commit failed.
 #[derive(Debug, thiserror::Error)]
 pub enum CommitError {
     #[error("iceberg: {0}")]
     Iceberg(#[from] iceberg::Error),
+    #[error("catalog: {0}")]
+    Rest(#[source] RestError),
+    /// A step of the commit that could not be done: the message says which.
     #[error("catalog: {0}")]
     Catalog(String),
     /// A coordinator of a newer epoch has committed to the table: this one is stale and
@@ -118,6 +136,27 @@ pub enum CommitError {
     },
 }
 
+impl CommitError {
+    /// What the caller may do: retry (`Retryable`, and `Conflict` on the reloaded table),
+    /// stop (`Shutdown`: a newer coordinator took over), or convert the round again from the
+    /// table as it is (`Permanent`: the round itself can never land).
+    pub fn kind(&self) -> ErrorKind {
+        match self {
+            CommitError::Iceberg(e) if e.retryable() => ErrorKind::Retryable,
+            CommitError::Iceberg(_) => ErrorKind::Permanent,
+            CommitError::Rest(e) => e.kind(),
+            CommitError::Catalog(_) | CommitError::Contended(_) => ErrorKind::Retryable,
+            CommitError::Control(e) => e.kind(),
+            CommitError::Conflict(_) => ErrorKind::Conflict,
+            CommitError::Fenced { .. } => ErrorKind::Shutdown,
+            CommitError::SchemaConflict(_)
+            | CommitError::NotContinuous { .. }
+            | CommitError::TableReplaced { .. }
+            | CommitError::BaseChanged { .. } => ErrorKind::Permanent,
+        }
+    }
+}
+
 /// Which snapshot a round may be committed on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum RoundBase {
@@ -132,7 +171,7 @@ impl From<RestError> for CommitError {
     fn from(e: RestError) -> Self {
         match e {
             RestError::CommitFailed(m) => CommitError::Conflict(m),
-            e => CommitError::Catalog(e.to_string()),
+            e => CommitError::Rest(e),
         }
     }
 }
@@ -364,7 +403,7 @@ impl Committer {
     ) -> Result<Option<i64>, CommitError> {
         // A round pinned to a table never creates one: the name may not be recreated under it
         // (the uuid itself is checked in the loop, on every table the commit is tried on).
-        let mut table = match round.table_uuid {
+        let table = match round.table_uuid {
             Some(expected) => self.load(ident).await?.ok_or(CommitError::TableReplaced {
                 expected,
                 found: None,
@@ -379,37 +418,50 @@ impl Committer {
                 .await?
             }
         };
-        for attempt in 1..=MAX_ATTEMPTS {
-            if let Some(expected) = round.table_uuid {
-                let found = table.metadata().uuid();
-                if found != expected {
-                    return Err(CommitError::TableReplaced {
-                        expected,
-                        found: Some(found),
-                    });
-                }
+        // The first attempt on the table just loaded, each further one (after a lost race)
+        // on the table reloaded.
+        let first = table;
+        let outcome = inlet_common::retry(&COMMIT_RETRY, lost_race, |attempt| {
+            let first = (attempt == 1).then(|| first.clone());
+            async move {
+                let table = match first {
+                    Some(table) => table,
+                    None => self.catalog.load_table(ident).await?,
+                };
+                self.attempt(&table, round).await
             }
-            if already_committed(table.metadata(), &round.commit_id) {
-                return Ok(None);
-            }
-            if let RoundBase::Snapshot(expected) = round.base {
-                let found = table.metadata().current_snapshot().map(|s| s.snapshot_id());
-                if found != expected {
-                    return Err(CommitError::BaseChanged { expected, found });
-                }
-            }
-            fenced(&table, round)?;
-            continues(&table, round)?;
-            match self.try_commit(&table, round).await {
-                Ok(id) => return Ok(Some(id)),
-                Err(CommitError::Conflict(_)) => {
-                    tracing::info!(table = %ident, attempt, "commit lost a race; retrying on the new base");
-                    table = self.catalog.load_table(ident).await?;
-                }
-                Err(e) => return Err(e),
+        })
+        .await;
+        match outcome {
+            Err(CommitError::Conflict(_)) => Err(CommitError::Contended(COMMIT_RETRY.max_attempts)),
+            outcome => outcome,
+        }
+    }
+
+    /// One attempt at `round` on `table`: the checks, then the commit; `Ok(None)` when the
+    /// round is already in the table.
+    async fn attempt(&self, table: &Table, round: &Round) -> Result<Option<i64>, CommitError> {
+        if let Some(expected) = round.table_uuid {
+            let found = table.metadata().uuid();
+            if found != expected {
+                return Err(CommitError::TableReplaced {
+                    expected,
+                    found: Some(found),
+                });
             }
         }
-        Err(CommitError::Contended(MAX_ATTEMPTS))
+        if already_committed(table.metadata(), &round.commit_id) {
+            return Ok(None);
+        }
+        if let RoundBase::Snapshot(expected) = round.base {
+            let found = table.metadata().current_snapshot().map(|s| s.snapshot_id());
+            if found != expected {
+                return Err(CommitError::BaseChanged { expected, found });
+            }
+        }
+        fenced(table, round)?;
+        continues(table, round)?;
+        self.try_commit(table, round).await.map(Some)
     }
 
     async fn try_commit(&self, table: &Table, round: &Round) -> Result<i64, CommitError> {

@@ -51,7 +51,7 @@ use iceberg::{Runtime, TableIdent};
 use inlet_table_worker::data_file::{FileSettings, FileTarget};
 use inlet_table_worker::memory::MemoryPool;
 
-use crate::commit::{CommitError, Committer, COMMIT_ID};
+use crate::commit::{lost_race, CommitError, Committer, COMMIT_ID, COMMIT_RETRY};
 
 /// Commits of a table between two compaction checks.
 pub const COMPACT_EVERY: u64 = 10;
@@ -88,9 +88,6 @@ pub const SMALL_DENOMINATOR: u64 = 4;
 /// Partitions (or target files' worth of one partition) compacted in one background run: a
 /// backlog of small files catches up over a few runs, and a run ends in bounded time.
 pub const PARTITIONS_PER_RUN: usize = 8;
-
-/// Commits of one compaction lost to other commits before it is given up.
-const MAX_ATTEMPTS: u32 = 8;
 
 /// What a compaction did.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -391,7 +388,7 @@ impl Committer {
                 written.len()
             )));
         }
-        crate::failpoint::hit("compaction-written");
+        inlet_common::failpoint::hit("compaction-written");
         let replace = Replace {
             removed: files.iter().map(|l| l.file.clone()).collect(),
             removed_deletes,
@@ -410,34 +407,45 @@ impl Committer {
 
         // Committed on the table as it is at each attempt: rounds that land meanwhile add
         // files, and deletes that are carried over (see `Replace::on`).
-        let mut table = table;
-        for _ in 0..MAX_ATTEMPTS {
-            let Some((requirements, updates)) = replace.on(&table, now_ms).await? else {
-                break;
-            };
-            match self
-                .target
-                .commit(&table, requirements, updates)
-                .await
-                .map_err(CommitError::from)
-            {
-                Ok(Some(_)) => {
-                    crate::failpoint::hit("compaction-committed");
-                    // Carried deletes of earlier attempts, not the committed one, are unused.
-                    replace.delete_carried_except_last(file_io).await;
-                    return Ok(Compacted {
-                        removed: replace.removed.len(),
-                        added: replace.written.len(),
-                    });
-                }
-                Ok(None) => break,
-                Err(CommitError::Conflict(_)) => match self.load(ident).await? {
-                    Some(t) => table = t,
-                    None => break,
-                },
-                // The outcome is unknown: the files may be live, so they stay.
-                Err(e) => return Err(e),
+        // Only lost races are tried again: after an unknown outcome the replace may have
+        // landed, and its file must stay (an attempt on the reloaded table would find nothing
+        // to replace, and drop it).
+        let outcome = inlet_common::retry(&COMMIT_RETRY, lost_race, |attempt| {
+            let first = (attempt == 1).then(|| table.clone());
+            let replace = &replace;
+            async move {
+                let table = match first {
+                    Some(table) => table,
+                    None => match self.load(ident).await? {
+                        Some(table) => table,
+                        None => return Ok(false),
+                    },
+                };
+                let Some((requirements, updates)) = replace.on(&table, now_ms).await? else {
+                    return Ok(false);
+                };
+                let committed = self
+                    .target
+                    .commit(&table, requirements, updates)
+                    .await
+                    .map_err(CommitError::from)?;
+                Ok(committed.is_some())
             }
+        })
+        .await;
+        match outcome {
+            Ok(true) => {
+                inlet_common::failpoint::hit("compaction-committed");
+                // Carried deletes of earlier attempts, not the committed one, are unused.
+                replace.delete_carried_except_last(file_io).await;
+                return Ok(Compacted {
+                    removed: replace.removed.len(),
+                    added: replace.written.len(),
+                });
+            }
+            Ok(false) | Err(CommitError::Conflict(_)) => {}
+            // The outcome is unknown: the files may be live, so they stay.
+            Err(e) => return Err(e),
         }
         // Dropped: no snapshot references this attempt's files (their names are its own).
         for f in &replace.written {

@@ -54,6 +54,16 @@ pub enum ControlError {
     Record(String),
 }
 
+impl ControlError {
+    /// The stream store's kind, or `Corruption` for a record that does not parse.
+    pub fn kind(&self) -> inlet_common::ErrorKind {
+        match self {
+            ControlError::Storage(e) => e.kind(),
+            ControlError::Record(_) => inlet_common::ErrorKind::Corruption,
+        }
+    }
+}
+
 /// One record of the stream, as JSON: `{"PRE_COMMIT": {…}}` or `{"COMMITTED": {…}}`.
 /// (Externally tagged: serde's internally tagged enums cannot read integer map keys.)
 #[derive(Debug, Serialize, Deserialize)]

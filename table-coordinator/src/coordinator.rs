@@ -48,7 +48,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use iceberg::TableIdent;
-use inlet_storage::{Clock, StreamId, StreamStore};
+use inlet_common::Clock;
+use inlet_storage::{StreamId, StreamStore};
 use inlet_table_worker::job::TableContext;
 use inlet_table_worker::worker::{PartitionSource, Worker};
 use tokio_util::sync::CancellationToken;
@@ -241,7 +242,7 @@ pub async fn run(
                     }
                 }
                 Action::PreCommit => {
-                    crate::failpoint::hit("round-built");
+                    inlet_common::failpoint::hit("round-built");
                     pre_committing = true;
                     let (Some(round), Some(spec)) = (machine.pending(), machine.file_spec()) else {
                         break;
@@ -251,7 +252,7 @@ pub async fn run(
                         .await
                     {
                         Ok(()) => {
-                            crate::failpoint::hit("pre-committed");
+                            inlet_common::failpoint::hit("pre-committed");
                             Outcome::Done
                         }
                         Err(e) => {
@@ -265,7 +266,7 @@ pub async fn run(
                         && machine.pending().is_some()
                         && !pre_committing
                     {
-                        crate::failpoint::hit("round-built");
+                        inlet_common::failpoint::hit("round-built");
                     }
                     if machine.held_by_dead_letters() && !was_held {
                         tracing::warn!(table = %topic.ident, files = topic.dead_letter_pending_files, "the dead-letter table has refused this many files; the table's rounds wait until it takes them (the records stay in the stream)");
@@ -288,7 +289,7 @@ pub async fn run(
                         .await
                     {
                         Ok(s) => {
-                            crate::failpoint::hit("dlq-committed");
+                            inlet_common::failpoint::hit("dlq-committed");
                             if was_held {
                                 tracing::info!(table = %topic.ident, "the dead-letter table took its files; the table's rounds go on");
                                 was_held = false;

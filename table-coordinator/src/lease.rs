@@ -32,7 +32,8 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use inlet_storage::{Clock, MetaStore};
+use inlet_common::Clock;
+use inlet_storage::MetaStore;
 use sqlx::Row;
 
 /// The lease table, versioned with [`MetaStore::migrate`].
@@ -237,7 +238,7 @@ impl Leases {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use inlet_storage::ManualClock;
+    use inlet_common::ManualClock;
 
     async fn meta(dir: &tempfile::TempDir) -> MetaStore {
         MetaStore::connect(&format!(

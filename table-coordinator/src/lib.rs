@@ -30,7 +30,7 @@ pub mod machine;
 pub mod manifest_merge;
 pub mod rebase;
 /// Fail points live in the catalog crate, whose commit path holds two of them.
-pub use inlet_catalog::failpoint;
+pub use inlet_common::failpoint;
 pub mod status;
 pub mod watermark;
 

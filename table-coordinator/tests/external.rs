@@ -87,9 +87,15 @@ async fn lost_races_are_retried_on_the_new_base_and_lost_answers_not_committed_t
         files: Some(format!("{root}/warehouse")),
         ..CatalogConfig::default()
     };
-    let external = NodeCatalog::open(&config, "unused", &root, None)
-        .await
-        .expect("external catalog");
+    let external = NodeCatalog::open(
+        &config,
+        "unused",
+        &root,
+        None,
+        std::sync::Arc::new(inlet_common::SystemClock),
+    )
+    .await
+    .expect("external catalog");
     assert!(external.is_external());
     let remote = Committer::with_target(external.catalog(), external.commit_target());
     let ident = TableIdent::new(NamespaceIdent::new("default".into()), "t".into());

@@ -109,9 +109,15 @@ async fn rounds_commit_to_glue_and_a_stale_base_is_retried() {
     };
     let root = dir.path().to_string_lossy().into_owned();
     let open = || async {
-        NodeCatalog::open(&config, "unused", &root, None)
-            .await
-            .expect("glue catalog")
+        NodeCatalog::open(
+            &config,
+            "unused",
+            &root,
+            None,
+            std::sync::Arc::new(inlet_common::SystemClock),
+        )
+        .await
+        .expect("glue catalog")
     };
     let ours = open().await;
     let theirs = open().await;

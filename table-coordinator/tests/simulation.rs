@@ -38,7 +38,8 @@ use iceberg::spec::{NestedField, PrimitiveType, Schema, Type};
 use iceberg::transaction::{ApplyTransactionAction, Transaction};
 use iceberg::{NamespaceIdent, TableIdent};
 use inlet_catalog::rest::{BoxFuture, MetadataPointerStore, PointerSwap};
-use inlet_storage::{ManualClock, MetaStore};
+use inlet_common::ManualClock;
+use inlet_storage::MetaStore;
 use inlet_table_coordinator::commit::{already_committed, CommitError, Committer, Round};
 use inlet_table_coordinator::coordinator::Expiry;
 use inlet_table_coordinator::lease::{Lease, Leases};
@@ -525,7 +526,7 @@ trait NowMs {
 
 impl NowMs for ManualClock {
     fn now_ms_i64(&self) -> i64 {
-        inlet_storage::Clock::now_ms(self) as i64
+        inlet_common::Clock::now_ms(self) as i64
     }
 }
 

@@ -2,7 +2,8 @@
 //! evolve (bad input: a job makes dead letters of a writer schema's records when the table
 //! cannot take it, and fails only for a table-wide mismatch), a payload that does not
 //! decode (the record goes to the dead-letter table), and object store or catalog failures
-//! (retryable), and memory pool shutdown.
+//! (retryable), a corrupt primary-key index (corruption), and memory pool shutdown; see
+//! [`Error::kind`].
 
 /// The table worker's result type.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
@@ -25,12 +26,41 @@ pub enum Error {
     Memory(#[from] crate::memory::MemoryError),
     /// The stream store failed (reading a range).
     #[error("stream store: {0}")]
-    Storage(String),
+    Storage(#[source] inlet_storage::Error),
+    /// The primary-key index's local files could not be read or written.
+    #[error("primary-key index: {what} {path}: {source}")]
+    IndexIo {
+        what: &'static str,
+        path: String,
+        #[source]
+        source: std::io::Error,
+    },
+    /// A primary-key index run does not decode: the index must be rebuilt from the table.
+    #[error("primary-key index: {path}: corrupt run")]
+    IndexCorrupt { path: String },
 }
 
 impl Error {
-    /// Whether the same call may succeed later (object store or catalog I/O).
+    /// What the caller may do: a schema or payload the table cannot take is the input's
+    /// fault; the store, the catalog and local I/O may pass; a corrupt index never does.
+    pub fn kind(&self) -> inlet_common::ErrorKind {
+        use crate::memory::MemoryError;
+        use inlet_common::ErrorKind as Kind;
+        match self {
+            Error::Schema(_) | Error::Decode(_) => Kind::BadInput,
+            Error::Iceberg(e) if e.retryable() => Kind::Retryable,
+            Error::Iceberg(_) | Error::Arrow(_) | Error::Parquet(_) => Kind::Permanent,
+            Error::Memory(MemoryError::Closed) => Kind::Shutdown,
+            Error::Memory(MemoryError::Exhausted { .. }) => Kind::Retryable,
+            Error::Memory(MemoryError::TooLarge { .. }) => Kind::BadInput,
+            Error::Storage(e) => e.kind(),
+            Error::IndexIo { .. } => Kind::Retryable,
+            Error::IndexCorrupt { .. } => Kind::Corruption,
+        }
+    }
+
+    /// Whether the same call may succeed later.
     pub fn is_retryable(&self) -> bool {
-        matches!(self, Error::Storage(_)) || matches!(self, Error::Iceberg(e) if e.retryable())
+        self.kind().is_retryable()
     }
 }

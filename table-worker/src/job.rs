@@ -632,13 +632,9 @@ fn dead(partition: i32, r: &Rec, error: String) -> DeadLetter {
 /// The records of the job's range: (records, the offset after them, stored bytes read, bytes
 /// the records hold in memory).
 async fn read_records(store: &StreamStore, job: &JobSpec) -> Result<(Vec<Rec>, u64, usize, usize)> {
-    let end = store
-        .end_offset(job.stream)
-        .map_err(|e| Error::Storage(e.to_string()))?;
+    let end = store.end_offset(job.stream).map_err(Error::Storage)?;
     let until = job.until.map_or(end, |u| u.min(end));
-    let start = store
-        .start_offset(job.stream)
-        .map_err(|e| Error::Storage(e.to_string()))?;
+    let start = store.start_offset(job.stream).map_err(Error::Storage)?;
     let mut records = Vec::new();
     let mut offset = job.from;
     if offset < start {
@@ -665,7 +661,7 @@ async fn read_records(store: &StreamStore, job: &JobSpec) -> Result<(Vec<Rec>, u
         let batches = store
             .read(job.stream, offset, (job.max_input_bytes - held).max(1))
             .await
-            .map_err(|e| Error::Storage(e.to_string()))?;
+            .map_err(Error::Storage)?;
         if batches.is_empty() {
             break;
         }

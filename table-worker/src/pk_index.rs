@@ -382,8 +382,9 @@ impl Run {
         read_exact_at(&self.file, &mut buf, start).map_err(|e| io("reading", &self.path, e))?;
         let mut at = buf.as_slice();
         while !at.is_empty() {
-            let (k, entry, rest) = decode_entry(at)
-                .ok_or_else(|| Error::Storage(format!("{}: corrupt run", self.path.display())))?;
+            let (k, entry, rest) = decode_entry(at).ok_or_else(|| Error::IndexCorrupt {
+                path: self.path.display().to_string(),
+            })?;
             if k == key {
                 return Ok(Some(entry));
             }
@@ -423,8 +424,9 @@ impl RunReader {
             .map_err(|e| io("reading", &self.path, e))?;
         let mut whole = len.to_vec();
         whole.extend_from_slice(&rest);
-        let (k, entry, _) = decode_entry(&whole)
-            .ok_or_else(|| Error::Storage(format!("{}: corrupt run", self.path.display())))?;
+        let (k, entry, _) = decode_entry(&whole).ok_or_else(|| Error::IndexCorrupt {
+            path: self.path.display().to_string(),
+        })?;
         Ok(Some((k.to_vec(), entry)))
     }
 }
@@ -469,8 +471,12 @@ fn read_exact_at(file: &File, buf: &mut [u8], offset: u64) -> std::io::Result<()
     f.read_exact(buf)
 }
 
-fn io(what: &str, path: &std::path::Path, e: std::io::Error) -> Error {
-    Error::Storage(format!("primary-key index: {what} {}: {e}", path.display()))
+fn io(what: &'static str, path: &std::path::Path, e: std::io::Error) -> Error {
+    Error::IndexIo {
+        what,
+        path: path.display().to_string(),
+        source: e,
+    }
 }
 
 #[cfg(test)]

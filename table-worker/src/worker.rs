@@ -344,10 +344,7 @@ impl Worker {
         for (partition, stream, synced) in partitions {
             let end = match until.get(&partition) {
                 Some(u) => *u,
-                None => self
-                    .store
-                    .end_offset(stream)
-                    .map_err(|e| Error::Storage(e.to_string()))?,
+                None => self.store.end_offset(stream).map_err(Error::Storage)?,
             };
             let mut at = synced;
             while at < end {

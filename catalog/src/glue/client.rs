@@ -13,7 +13,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use hmac::{Hmac, Mac};
-use inlet_storage::Clock;
+use inlet_common::{Clock, ErrorKind, RetryPolicy};
 use object_store::aws::{AmazonS3Builder, AwsCredential, AwsCredentialProvider};
 use reqwest::Url;
 use serde_json::Value;
@@ -21,10 +21,9 @@ use sha2::{Digest, Sha256};
 
 /// How long one request to Glue may take.
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(60);
-/// Attempts of one call, when its failure is safe to retry ([`GlueClient::call`]).
-const ATTEMPTS: u32 = 4;
-/// The wait before the second attempt; it doubles after each.
-const INITIAL_BACKOFF: Duration = Duration::from_millis(100);
+/// Retries of one call, when its failure is safe to retry ([`GlueClient::call`]): 4 attempts,
+/// waiting up to 100 ms before the second, doubling.
+const RETRY: RetryPolicy = RetryPolicy::new(4, Duration::from_millis(100), Duration::from_secs(2));
 
 /// What a failed Glue call means for the caller.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -64,6 +63,24 @@ impl std::fmt::Display for GlueError {
 }
 
 impl std::error::Error for GlueError {}
+
+impl GlueError {
+    /// The error's kind for callers outside Glue's client. A service error (`Busy`) or an
+    /// unknown outcome is `Retryable` here: the caller may try the whole step again after
+    /// reloading; [`GlueClient::call`] itself retries only what is safe for its operation.
+    pub fn common_kind(&self) -> ErrorKind {
+        match self.kind {
+            GlueErrorKind::NotFound | GlueErrorKind::AlreadyExists | GlueErrorKind::Refused => {
+                ErrorKind::BadInput
+            }
+            GlueErrorKind::ConcurrentModification => ErrorKind::Conflict,
+            GlueErrorKind::Unreached
+            | GlueErrorKind::Throttled
+            | GlueErrorKind::Busy
+            | GlueErrorKind::Unknown => ErrorKind::Retryable,
+        }
+    }
+}
 
 impl GlueError {
     /// As an iceberg error: `not_found` is the kind a missing entity becomes
@@ -161,24 +178,24 @@ impl GlueClient {
     /// Calls `operation` (`GetTable`, ...) with `body`, adding `CatalogId` when configured;
     /// the answer's JSON body.
     ///
-    /// The one place Glue calls are retried, up to [`ATTEMPTS`] times with doubling backoff:
+    /// The one place Glue calls are retried, under [`RETRY`]:
     /// a request that never reached Glue or was throttled (nothing applied), and a read
     /// (`Get*`) that met a service error. A write that met a service error is not retried,
     /// since it may have been applied.
     pub async fn call(&self, operation: &str, body: Value) -> Result<Value, GlueError> {
-        let mut backoff = INITIAL_BACKOFF;
-        let mut attempt = 1;
-        loop {
-            match self.call_once(operation, body.clone()).await {
-                Err(e) if attempt < ATTEMPTS && retry_safe(operation, e.kind) => {
-                    tracing::debug!(operation, attempt, error = %e, ?backoff, "Glue call failed; retrying");
-                    tokio::time::sleep(backoff).await;
-                    backoff *= 2;
-                    attempt += 1;
-                }
-                other => return other,
+        // Only what is safe for this operation is retried here: a write that met a service
+        // error may have been applied.
+        let classify = |e: &GlueError| {
+            if retry_safe(operation, e.kind) {
+                ErrorKind::Retryable
+            } else {
+                ErrorKind::Permanent
             }
-        }
+        };
+        inlet_common::retry(&RETRY, classify, |_| {
+            self.call_once(operation, body.clone())
+        })
+        .await
     }
 
     async fn call_once(&self, operation: &str, mut body: Value) -> Result<Value, GlueError> {

@@ -103,7 +103,7 @@ pub fn open(
     config: &CatalogConfig,
     node_root: &str,
     node_store: Option<Arc<dyn ObjectStore>>,
-    clock: Arc<dyn inlet_storage::Clock>,
+    clock: Arc<dyn inlet_common::Clock>,
 ) -> Result<GlueHome> {
     let client = GlueClient::new(&settings(config)?, clock)
         .map_err(|e| Error::new(ErrorKind::DataInvalid, e))?;

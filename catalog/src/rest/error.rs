@@ -64,6 +64,28 @@ pub enum RestError {
 }
 
 impl RestError {
+    /// What a caller of the catalog may do about this error.
+    pub fn kind(&self) -> inlet_common::ErrorKind {
+        use inlet_common::ErrorKind as Kind;
+        match self {
+            Self::BadRequest(_)
+            | Self::NoSuchNamespace(_)
+            | Self::NoSuchTable(_)
+            | Self::NoSuchRoute(_)
+            | Self::MethodNotAllowed(_)
+            | Self::AlreadyExists(_)
+            | Self::NamespaceNotEmpty(_)
+            | Self::Unsupported(_)
+            | Self::PayloadTooLarge(_)
+            | Self::Unprocessable(_)
+            | Self::NotImplemented(_) => Kind::BadInput,
+            Self::CommitFailed(_) => Kind::Conflict,
+            // Unknown: the same commit may be tried again (commit ids make it idempotent).
+            Self::CommitStateUnknown(_) | Self::ServiceUnavailable(_) => Kind::Retryable,
+            Self::Internal(_) => Kind::Permanent,
+        }
+    }
+
     /// The HTTP status and the spec's error `type` for this error.
     pub fn status_and_type(&self) -> (StatusCode, &'static str) {
         match self {

@@ -39,7 +39,8 @@ pub struct WriteConfig {
     /// not retried part by part: a failed one is aborted and the caller writes again. At
     /// least 1.
     pub attempts: u32,
-    /// Backoff before the second attempt, doubling for each further one (at most 5 s).
+    /// The longest wait before the second attempt, doubling for each further one (at most
+    /// 5 s); each wait is drawn between half of that and all of it.
     pub initial_backoff_ms: u64,
 }
 
@@ -55,6 +56,15 @@ impl Default for WriteConfig {
 }
 
 impl WriteConfig {
+    /// The retries of one call: `attempts`, from `initial_backoff_ms`, at most 5 s apart.
+    fn policy(&self) -> inlet_common::RetryPolicy {
+        inlet_common::RetryPolicy::new(
+            self.attempts,
+            std::time::Duration::from_millis(self.initial_backoff_ms),
+            std::time::Duration::from_secs(5),
+        )
+    }
+
     /// Runs `call` until it succeeds, fails with an error that is not retryable, or has used
     /// `attempts`.
     pub(crate) async fn retrying<T, F, Fut>(&self, mut call: F) -> Result<T>
@@ -62,22 +72,14 @@ impl WriteConfig {
         F: FnMut() -> Fut,
         Fut: std::future::Future<Output = Result<T>>,
     {
-        let mut attempt = 1;
-        loop {
-            match call().await {
-                Err(e) if e.retryable() && attempt < self.attempts => {
-                    let backoff = std::time::Duration::from_millis(
-                        self.initial_backoff_ms
-                            .saturating_mul(1 << (attempt - 1).min(16))
-                            .min(5_000),
-                    );
-                    tracing::warn!(error = %e, attempt, ?backoff, "object store call failed; retrying");
-                    tokio::time::sleep(backoff).await;
-                    attempt += 1;
-                }
-                outcome => return outcome,
+        let classify = |e: &iceberg::Error| {
+            if e.retryable() {
+                inlet_common::ErrorKind::Retryable
+            } else {
+                inlet_common::ErrorKind::Permanent
             }
-        }
+        };
+        inlet_common::retry(&self.policy(), classify, |_| call()).await
     }
 }
 

@@ -42,7 +42,8 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use inlet_storage::{Clock, MetaStore};
+use inlet_common::Clock;
+use inlet_storage::MetaStore;
 use kafka_protocol::messages::delete_groups_response::DeletableGroupResult;
 use kafka_protocol::messages::describe_groups_response::{DescribedGroup, DescribedGroupMember};
 use kafka_protocol::messages::join_group_response::JoinGroupResponseMember;
@@ -61,6 +62,7 @@ use tokio::sync::Notify;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
+use crate::error::KafkaError;
 use member::{JoinParams, JoinResult, Protocol, Reply, SyncParams, SyncResult};
 use offsets::OffsetStore;
 use state::{Group, GroupState, GroupSummary};
@@ -148,9 +150,9 @@ impl GroupCoordinator {
         meta: MetaStore,
         config: GroupConfig,
         clock: Arc<dyn Clock>,
-    ) -> Result<Self, inlet_storage::Error> {
+    ) -> Result<Self, KafkaError> {
         if config.min_session_timeout_ms > config.max_session_timeout_ms {
-            return Err(inlet_storage::Error::Config(format!(
+            return Err(KafkaError::invalid_config(format!(
                 "group.min.session.timeout.ms ({}) exceeds group.max.session.timeout.ms ({})",
                 config.min_session_timeout_ms, config.max_session_timeout_ms
             )));

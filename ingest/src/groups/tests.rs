@@ -4,7 +4,7 @@ use std::future::Future;
 use std::time::Duration;
 
 use bytes::{BufMut, Bytes, BytesMut};
-use inlet_storage::SystemClock;
+use inlet_common::SystemClock;
 use kafka_protocol::messages::join_group_request::JoinGroupRequestProtocol;
 use kafka_protocol::messages::leave_group_request::MemberIdentity;
 use kafka_protocol::messages::offset_commit_request::{
@@ -562,7 +562,7 @@ async fn a_static_member_rejoins_without_a_rebalance() {
 
 #[tokio::test]
 async fn idle_groups_without_offsets_are_forgotten() {
-    let clock = inlet_storage::ManualClock::new(1_000_000);
+    let clock = inlet_common::ManualClock::new(1_000_000);
     let meta = MetaStore::connect("sqlite::memory:")
         .await
         .expect("metadata store");

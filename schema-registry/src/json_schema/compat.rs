@@ -22,6 +22,7 @@
 use std::collections::{BTreeSet, HashMap, HashSet};
 use std::sync::LazyLock;
 
+use inlet_common::text::percent_decode;
 use jsonschema::Draft;
 use serde_json::{Map, Value};
 
@@ -1320,24 +1321,6 @@ fn pattern_matches(pattern: &str, text: &str) -> bool {
     jsonschema::draft7::options()
         .build(&schema)
         .is_ok_and(|v| v.is_valid(&Value::String(text.to_string())))
-}
-
-/// A URI fragment with its %XX escapes decoded; `None` when malformed.
-fn percent_decode(fragment: &str) -> Option<String> {
-    let bytes = fragment.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        if bytes[i] == b'%' {
-            let hex = fragment.get(i + 1..i + 3)?;
-            out.push(u8::from_str_radix(hex, 16).ok()?);
-            i += 3;
-        } else {
-            out.push(bytes[i]);
-            i += 1;
-        }
-    }
-    String::from_utf8(out).ok()
 }
 
 /// The subschema of `root` that declares the plain-name fragment `name` (`$anchor`,

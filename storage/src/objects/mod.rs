@@ -119,31 +119,24 @@ impl ObjectClient {
         F: FnMut() -> Fut,
         Fut: std::future::Future<Output = object_store::Result<T>>,
     {
-        let mut attempt = 0;
-        loop {
-            let outcome = match tokio::time::timeout(timeout, call()).await {
-                Ok(result) => result,
-                Err(_) => Err(object_store::Error::Generic {
-                    store: "inlet",
-                    source: format!("attempt timed out after {timeout:?}").into(),
-                }),
-            };
-            let err = match outcome {
-                Ok(value) => return Ok(value),
-                Err(source) => Error::ObjectStore {
+        inlet_common::retry(&self.retry.policy(), Error::kind, |_| {
+            let attempt = call();
+            async move {
+                let outcome = match tokio::time::timeout(timeout, attempt).await {
+                    Ok(result) => result,
+                    Err(_) => Err(object_store::Error::Generic {
+                        store: "inlet",
+                        source: format!("attempt timed out after {timeout:?}").into(),
+                    }),
+                };
+                outcome.map_err(|source| Error::ObjectStore {
                     op,
                     path: path.to_string(),
                     source,
-                },
-            };
-            attempt += 1;
-            if !err.is_retryable() || attempt >= self.retry.max_attempts {
-                return Err(err);
+                })
             }
-            let backoff = self.retry.backoff(attempt - 1);
-            tracing::warn!(error = %err, attempt, ?backoff, "object store call failed; retrying");
-            tokio::time::sleep(backoff).await;
-        }
+        })
+        .await
     }
 
     /// Writes a whole object atomically.

@@ -7,9 +7,8 @@
 use std::sync::Arc;
 
 use bytes::Bytes;
-use inlet_storage::{
-    open_object_store, FaultyStore, ManualClock, MetaStore, StorageConfig, StreamStore,
-};
+pub use inlet_common::ManualClock;
+use inlet_storage::{open_object_store, FaultyStore, MetaStore, StorageConfig, StreamStore};
 use object_store::ObjectStore;
 
 /// Which object store and metadata store a fixture uses.

@@ -1,6 +1,7 @@
 //! The shape of a JSON Schema as a table sees it ([`JType`]): `$ref`s followed, `allOf`s
 //! merged, unions collapsed, and everything without one Iceberg type turned into JSON text.
 
+use inlet_common::text::percent_decode;
 use serde_json::{Map, Value};
 
 use crate::error::{Error, Result};
@@ -332,25 +333,4 @@ fn type_of_values<'v>(values: impl Iterator<Item = &'v Value>) -> JType {
         });
     }
     found.unwrap_or(JType::JsonText)
-}
-
-/// Decodes the %XX escapes of a URI fragment.
-fn percent_decode(text: &str) -> Option<String> {
-    if !text.contains('%') {
-        return Some(text.to_string());
-    }
-    let bytes = text.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        if bytes[i] == b'%' {
-            let hex = text.get(i + 1..i + 3)?;
-            out.push(u8::from_str_radix(hex, 16).ok()?);
-            i += 3;
-        } else {
-            out.push(bytes[i]);
-            i += 1;
-        }
-    }
-    String::from_utf8(out).ok()
 }

@@ -6,6 +6,8 @@
 //! date-time or time without an offset is taken as UTC. Fractions beyond microseconds are
 //! truncated; a leap second (`:60`) becomes the last microsecond of its minute.
 
+use inlet_common::civil::days_from_civil;
+
 use crate::error::{Error, Result};
 
 const MICROS_PER_SECOND: i64 = 1_000_000;
@@ -182,17 +184,6 @@ fn days_in_month(year: i64, month: i64) -> i64 {
         4 | 6 | 9 | 11 => 30,
         _ => 31,
     }
-}
-
-/// Days since 1970-01-01 of a proleptic Gregorian date (Howard Hinnant's algorithm).
-fn days_from_civil(year: i64, month: i64, day: i64) -> i64 {
-    let year = if month <= 2 { year - 1 } else { year };
-    let era = year.div_euclid(400);
-    let year_of_era = year - era * 400;
-    let month_from_march = (month + 9) % 12;
-    let day_of_year = (153 * month_from_march + 2) / 5 + day - 1;
-    let day_of_era = year_of_era * 365 + year_of_era / 4 - year_of_era / 100 + day_of_year;
-    era * 146_097 + day_of_era - 719_468
 }
 
 #[cfg(test)]

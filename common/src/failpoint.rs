@@ -1,6 +1,6 @@
 //! Fail points: test hooks that stop the process at an exact step of a table topic's commit,
 //! so the crash tests can kill a node between any two durable steps (docs/architecture.md,
-//! "Recovery"). The coordinator and the catalog's commit path call them.
+//! "Recovery"). The table coordinator and the catalog's commit path call them.
 //!
 //! `INLET_FAILPOINT=<name>:<n>` makes the n-th time the process reaches the point `<name>`
 //! abort it on the spot (`std::process::abort`: no destructor runs, nothing more is written,
@@ -8,7 +8,7 @@
 //! - `round-built`: a round's data files are uploaded; nothing is committed.
 //! - `dlq-committed`: the round's dead letters are committed; the round is not.
 //! - `metadata-staged`: a commit's new metadata file is written; the pointer is not swapped
-//!   (embedded catalog; [`crate::CommitTarget::commit`]).
+//!   (embedded catalog; `inlet_catalog::CommitTarget::commit`).
 //! - `committed`: the commit is done (the pointer swapped, or the external catalog answered);
 //!   nothing after it (old metadata clean-up, status) has run.
 //! - `compaction-written`: a compaction's new file is written; its replace is not committed.

@@ -1,5 +1,6 @@
-//! Time as a component: the store asks a [`Clock`] for wall-clock milliseconds, so retention and
-//! grace-period tests set time instead of sleeping.
+//! Time as a component: every part asks a [`Clock`] for wall-clock milliseconds, so retention,
+//! lease and grace-period tests set time instead of sleeping. A node builds one
+//! [`SystemClock`] and injects it; this is the one place that reads the system clock.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;

@@ -1,0 +1,23 @@
+//! Inlet's foundation: what every other crate shares and nothing in it knows Kafka, Iceberg or
+//! a storage format (docs/architecture.md, "Crates").
+//!
+//! - [`clock`]: wall-clock time as a component. A node builds one [`SystemClock`] and hands it
+//!   to every part; tests hand a [`ManualClock`] instead. Nothing else reads the system clock
+//!   (`clippy.toml` refuses `SystemTime::now` elsewhere).
+//! - [`retry`]: the one retry loop, with bounded, jittered exponential backoff. It decides from
+//!   an error's [`ErrorKind`] alone.
+//! - [`ErrorKind`]: what a caller may do about an error (retry it, report it as the client's
+//!   fault, stop), which every crate's error type answers with `kind()`.
+//! - [`failpoint`]: test hooks that abort the process at a named step (crash tests).
+//! - [`civil`] and [`text`]: date arithmetic and percent-decoding, written once.
+
+pub mod civil;
+pub mod clock;
+mod error;
+pub mod failpoint;
+pub mod retry;
+pub mod text;
+
+pub use clock::{Clock, ManualClock, SystemClock};
+pub use error::ErrorKind;
+pub use retry::{retry, RetryPolicy};

@@ -488,6 +488,45 @@ mod tests {
     }
 
     #[test]
+    fn a_corrupt_run_is_reported_as_corruption_not_as_retryable() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mut index = KeyIndex::new(
+            IndexBudget::fixed(IndexBudget::MIN_SHARE),
+            dir.path().join("i"),
+        )
+        .expect("index");
+        let f = index.file_id(FileRef {
+            path: "a.parquet".into(),
+            partition: Struct::empty(),
+            spec_id: 0,
+        });
+        let n = 2 * IndexBudget::MIN_SHARE as u64 / (10 + ENTRY_OVERHEAD as u64);
+        for i in 0..n {
+            index
+                .put(key(i), Location { file: f, pos: i })
+                .expect("put");
+        }
+        assert!(index.spills() > 0, "the entries spilled to a run on disk");
+        assert_eq!(
+            index.get(&key(0)).expect("get"),
+            Some(Location { file: f, pos: 0 })
+        );
+        // Every run file's bytes overwritten with a pattern that is no entry.
+        let mut runs = 0;
+        for entry in std::fs::read_dir(dir.path().join("i")).expect("dir") {
+            let path = entry.expect("entry").path();
+            let len = std::fs::metadata(&path).expect("metadata").len() as usize;
+            std::fs::write(&path, vec![0xff; len]).expect("overwrite");
+            runs += 1;
+        }
+        assert!(runs > 0);
+        let err = index.get(&key(0)).expect_err("a corrupt run");
+        assert_eq!(err.kind(), inlet_common::ErrorKind::Corruption, "{err}");
+        assert!(!err.is_retryable());
+        assert!(err.to_string().contains("corrupt run"), "{err}");
+    }
+
+    #[test]
     fn indexes_on_a_shared_budget_keep_their_share() {
         let dir = tempfile::tempdir().expect("tempdir");
         let total = 4 * IndexBudget::MIN_SHARE;

@@ -1,3 +1,4 @@
+#![allow(clippy::panic, clippy::unwrap_used)] // test-only: a failed step is a failed test
 //! What every crate's tests share: the one way a test says that a tool or service it needs
 //! (moto, PostgreSQL, the Python venv, kcat, a JDK) is missing on this machine.
 //!

@@ -23,7 +23,7 @@ struct Node {
     tables: Statuses,
 }
 
-pub async fn serve(
+pub(crate) async fn serve(
     listener: TcpListener,
     broker: Arc<Broker>,
     tables: Statuses,

@@ -37,7 +37,7 @@ use tokio_util::sync::CancellationToken;
 
 /// The node's table-topic memory and where upsert tables' primary-key indexes spill.
 #[derive(Debug, Clone)]
-pub struct IndexSettings {
+pub(crate) struct IndexSettings {
     /// Emptied at start: indexes are rebuilt from their tables.
     pub dir: PathBuf,
     /// `[tables] upsert_index_memory_bytes`: shared by every upsert table's index.
@@ -59,7 +59,7 @@ struct Fingerprint {
 }
 
 /// Runs the table topics of `broker` until `stop`.
-pub async fn run(
+pub(crate) async fn run(
     broker: Arc<Broker>,
     registry: Arc<Registry>,
     catalog: NodeCatalog,

@@ -4,6 +4,7 @@
 //! each; B's own `/iceberg` fronts A (reads, and a pyiceberg append forwarded as a commit),
 //! and `inlet query` on B reads the table from A. After a kill -9 of B, more records land in
 //! A's table once each.
+#![allow(clippy::unwrap_used, clippy::panic, clippy::disallowed_methods)] // a test: a failed step fails it, and its deadlines are real time
 
 mod common;
 

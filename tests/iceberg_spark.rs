@@ -11,6 +11,7 @@
 //! pyiceberg, pyspark and the runtime jar (from the PyPI package snowpark-connect-deps-iceberg),
 //! or without `java`, the test is skipped locally and fails in CI. One local Spark session: about
 //! 20 s.
+#![allow(clippy::unwrap_used, clippy::panic, clippy::disallowed_methods)] // a test: a failed step fails it, and its deadlines are real time
 
 mod common;
 

@@ -2,6 +2,7 @@
 //! not before, `max_wait_ms` bounds the wait, `partition_max_bytes` bounds the answer but the
 //! first batch always goes out whole (KIP-74), out-of-range offsets get their error; and
 //! DescribeCluster names this broker.
+#![allow(clippy::unwrap_used, clippy::panic, clippy::disallowed_methods)] // a test: a failed step fails it, and its deadlines are real time
 
 mod common;
 

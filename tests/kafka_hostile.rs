@@ -1,6 +1,7 @@
 //! Hostile and malformed input on the Kafka port: the node refuses it without allocating for
 //! it, closes the offending connection, and keeps serving everyone else. Also checks request
 //! pipelining: many requests written at once are answered in order.
+#![allow(clippy::unwrap_used, clippy::panic, clippy::disallowed_methods)] // a test: a failed step fails it, and its deadlines are real time
 
 mod common;
 

@@ -1,6 +1,7 @@
 //! Idempotent produce at the protocol level: a retried batch is answered with its first
 //! offset and not stored twice, a gap is refused, and both still hold after the node is
 //! killed with SIGKILL and restarted (the producer state is rebuilt from the log).
+#![allow(clippy::unwrap_used, clippy::panic, clippy::disallowed_methods)] // a test: a failed step fails it, and its deadlines are real time
 
 mod common;
 

@@ -1,6 +1,7 @@
 //! Time retention ages data by when the broker received it: records backfilled with a 2020
 //! CreateTime are kept for `retention.ms` after they arrive (Kafka keeps them through its
 //! active segment), and are deleted once that has passed.
+#![allow(clippy::unwrap_used, clippy::panic, clippy::disallowed_methods)] // a test: a failed step fails it, and its deadlines are real time
 
 mod common;
 

@@ -5,6 +5,7 @@
 //! with `inlet.offsets` and `inlet.watermark` in the snapshot summary; a schema evolution
 //! mid-stream adds a column. Then the node is killed with SIGKILL and restarted: more records
 //! land once each, none twice.
+#![allow(clippy::unwrap_used, clippy::panic, clippy::disallowed_methods)] // a test: a failed step fails it, and its deadlines are real time
 
 mod common;
 

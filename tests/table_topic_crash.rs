@@ -15,6 +15,7 @@
 //! (it says so in its log) rather than converting the range again; an upsert round is
 //! converted again, its primary-key index rebuilt from the table. The fail points count hits
 //! over both tables' coordinators, so each crash lands in one table's round or the other's.
+#![allow(clippy::unwrap_used, clippy::panic, clippy::disallowed_methods)] // a test: a failed step fails it, and its deadlines are real time
 
 mod common;
 

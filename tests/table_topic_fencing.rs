@@ -4,6 +4,7 @@
 //! its next renewal and stops, its replacement waits for the lease, and the table's progress
 //! does not move while node-9 holds it. Once node-9 releases the lease, the node takes it back
 //! with a higher epoch and every record is a row exactly once.
+#![allow(clippy::unwrap_used, clippy::panic, clippy::disallowed_methods)] // a test: a failed step fails it, and its deadlines are real time
 
 mod common;
 

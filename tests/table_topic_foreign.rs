@@ -2,6 +2,7 @@
 //! appends its own and adds a column, then the node is killed with SIGKILL and restarted.
 //! Every Kafka record is a row once, the deleted rows stay deleted, the foreign rows and
 //! column stay (`tests/clients/table_topic_foreign.py`).
+#![allow(clippy::unwrap_used, clippy::panic, clippy::disallowed_methods)] // a test: a failed step fails it, and its deadlines are real time
 
 mod common;
 

@@ -2,6 +2,7 @@
 //! IncrementalAlterConfigs with INVALID_CONFIG and a message: the same table, a table that is
 //! another topic's dead-letter table (`<table>_dlq`), or a dead-letter table that is another
 //! topic's table. Two coordinators committing to one table break exactly-once.
+#![allow(clippy::unwrap_used, clippy::panic, clippy::disallowed_methods)] // a test: a failed step fails it, and its deadlines are real time
 
 mod common;
 

@@ -2,6 +2,7 @@
 //! its commit interval, CreatePartitions): each change restarts the topic's coordinator, which
 //! must hand over with no overlap. Every record is a row exactly once
 //! (`tests/clients/table_topic_reconfigure.py`).
+#![allow(clippy::unwrap_used, clippy::panic, clippy::disallowed_methods)] // a test: a failed step fails it, and its deadlines are real time
 
 mod common;
 

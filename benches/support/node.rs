@@ -10,7 +10,7 @@ use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-pub struct Node {
+pub(crate) struct Node {
     child: Child,
     /// `host:port` of the Kafka listener.
     pub kafka: String,
@@ -28,7 +28,7 @@ fn field(line: &str, name: &str) -> Option<String> {
 
 impl Node {
     /// Starts a node on `data_dir` and waits until it is up.
-    pub fn start(data_dir: &Path) -> Node {
+    pub(crate) fn start(data_dir: &Path) -> Node {
         let mut child = Command::new(env!("CARGO_BIN_EXE_inlet"))
             .args([
                 "serve",
@@ -83,12 +83,12 @@ impl Node {
         }
     }
 
-    pub fn pid(&self) -> i32 {
+    pub(crate) fn pid(&self) -> i32 {
         self.child.id() as i32
     }
 
     /// SIGTERM, then up to 60 s for the node to exit (killed on drop otherwise).
-    pub fn stop(mut self) {
+    pub(crate) fn stop(mut self) {
         // SAFETY: signalling our own child process.
         unsafe { libc::kill(self.pid(), libc::SIGTERM) };
         let deadline = Instant::now() + Duration::from_secs(60);
@@ -102,7 +102,7 @@ impl Node {
     }
 
     /// The node's `/metrics`, as `name{labels}` → value.
-    pub fn metric_values(&self) -> HashMap<String, f64> {
+    pub(crate) fn metric_values(&self) -> HashMap<String, f64> {
         let mut s = std::net::TcpStream::connect(&self.http).expect("connect HTTP");
         write!(
             s,

@@ -41,6 +41,7 @@
 //! 1 s warm-up), on a table with one snapshot and on the first run's table with
 //! `INLET_BENCH_COMMITS` snapshots. The answer is read whole but not parsed (a client would
 //! parse it; that is client CPU, not catalog throughput).
+#![allow(clippy::unwrap_used, clippy::panic, clippy::disallowed_methods)] // a test: a failed step fails it, and its deadlines are real time
 
 use std::collections::HashMap;
 use std::path::PathBuf;

@@ -1,6 +1,7 @@
 //! On a local disk, table files are fsynced (file and folder) before a write returns, so a
 //! commit's new `metadata.json` is durable before its pointer swap. One test in its own
 //! process, so the process-wide sync counter counts only its writes.
+#![allow(clippy::unwrap_used, clippy::panic, clippy::disallowed_methods)] // a test: a failed step fails it, and its deadlines are real time
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;

@@ -10,6 +10,7 @@
 //! timing. Criterion reports input bytes per second per case; a summary line per codec then
 //! gives the best of 5 passes over 64 batches as CPU milliseconds per MiB of produce for the
 //! header check and for the full check, and their difference.
+#![allow(clippy::unwrap_used, clippy::panic, clippy::disallowed_methods)] // a test: a failed step fails it, and its deadlines are real time
 
 use std::hint::black_box;
 use std::time::{Duration, Instant};

@@ -97,6 +97,7 @@ impl Broker {
 
     /// The cluster id, created once and kept in the metadata store.
     async fn load_cluster_id(meta: &inlet_storage::MetaStore) -> Result<String> {
+        #[allow(clippy::disallowed_methods)] // a cluster id: unique is all it must be
         let fresh = uuid::Uuid::new_v4().simple().to_string();
         sqlx::query(
             "INSERT INTO inlet_cluster (name, value) VALUES ('cluster_id', $1)

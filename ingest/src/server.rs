@@ -18,7 +18,9 @@ use std::collections::HashMap;
 use std::net::{IpAddr, SocketAddr};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+use tokio::time::Instant;
 
 use bytes::{Bytes, BytesMut};
 use futures::stream::{FuturesOrdered, StreamExt};
@@ -272,7 +274,7 @@ async fn read_requests(
             return;
         }
         let size = size as usize;
-        let deadline = tokio::time::Instant::now() + read_timeout;
+        let deadline = Instant::now() + read_timeout;
         let body = tokio::select! {
             r = read_body(&mut read, size, &permits, deadline) => r,
             _ = shutdown.cancelled() => return,

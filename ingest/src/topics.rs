@@ -266,6 +266,7 @@ impl Topics {
     ) -> Result<Arc<Topic>> {
         let _guard = self.changes.lock().await;
         self.validate_create(name, partitions, &configs)?;
+        #[allow(clippy::disallowed_methods)] // a topic id: unique is all it must be
         let id = uuid::Uuid::new_v4();
         let json = serde_json::to_string(configs.explicit()).expect("a string map serializes");
         sqlx::query(

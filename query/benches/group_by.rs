@@ -12,6 +12,7 @@
 //! The table is shaped like a table topic's: an id, a customer, a region (16 values), an
 //! amount, an event time and the `_kafka` struct, in zstd Parquet files of the table worker's
 //! default 32 MiB, committed as one snapshot.
+#![allow(clippy::unwrap_used, clippy::panic, clippy::disallowed_methods)] // a test: a failed step fails it, and its deadlines are real time
 
 #[path = "../tests/common/mod.rs"]
 mod common;

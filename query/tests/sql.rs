@@ -10,6 +10,7 @@
 //!
 //! `${name}` in SQL is replaced by the fixture's values: `orders_snapshot_1`/`_2` (snapshot
 //! ids) and `orders_time_1`/`_2` (their commit times, RFC 3339), `before_orders`.
+#![allow(clippy::unwrap_used, clippy::panic, clippy::disallowed_methods)] // a test: a failed step fails it, and its deadlines are real time
 
 mod common;
 

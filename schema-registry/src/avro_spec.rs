@@ -35,7 +35,7 @@ const COMPLEX: [&str; 6] = ["record", "error", "enum", "array", "map", "fixed"];
 /// The text apache-avro should parse: `text` with each field's default moved into
 /// [`HIDDEN_DEFAULT`], after [`check_field_types`]. Text that is not JSON is returned as it
 /// is, for apache-avro's parser to describe.
-pub fn hide_defaults(text: &str) -> Result<String> {
+pub(crate) fn hide_defaults(text: &str) -> Result<String> {
     let Ok(mut json) = serde_json::from_str::<Value>(text) else {
         return Ok(text.to_string());
     };
@@ -102,7 +102,7 @@ fn check_field_types(field: &Value) -> Result<()> {
 }
 
 /// Puts hidden defaults back on the parsed schema's fields (see [`hide_defaults`]).
-pub fn restore_defaults(schema: &mut Schema) -> Result<()> {
+pub(crate) fn restore_defaults(schema: &mut Schema) -> Result<()> {
     match schema {
         Schema::Record(r) => {
             for f in &mut r.fields {
@@ -128,7 +128,7 @@ pub fn restore_defaults(schema: &mut Schema) -> Result<()> {
 }
 
 /// Checks every field default of `schema` (named types resolved through `names`).
-pub fn check_defaults(schema: &Schema, names: &HashMap<String, &Schema>) -> Result<()> {
+pub(crate) fn check_defaults(schema: &Schema, names: &HashMap<String, &Schema>) -> Result<()> {
     let mut seen = Vec::new();
     check_schema(schema, names, &mut seen)
 }

@@ -24,7 +24,7 @@ pub(crate) struct SchemaCache {
 }
 
 impl SchemaCache {
-    pub fn new(max_entries: usize, max_bytes: usize) -> Self {
+    pub(crate) fn new(max_entries: usize, max_bytes: usize) -> Self {
         SchemaCache {
             inner: Mutex::new(Inner::default()),
             max_entries,
@@ -32,13 +32,13 @@ impl SchemaCache {
         }
     }
 
-    pub fn get(&self, id: u32) -> Option<Arc<StoredSchema>> {
+    pub(crate) fn get(&self, id: u32) -> Option<Arc<StoredSchema>> {
         self.inner.lock().map.get(&id).cloned()
     }
 
     /// Inserts `schema`, evicting the oldest entries past the budget. A schema larger than the
     /// whole budget is not cached.
-    pub fn insert(&self, schema: Arc<StoredSchema>) {
+    pub(crate) fn insert(&self, schema: Arc<StoredSchema>) {
         let size = schema.estimated_bytes();
         if size > self.max_bytes || self.max_entries == 0 {
             return;
@@ -61,7 +61,7 @@ impl SchemaCache {
     }
 
     /// (entries, estimated bytes).
-    pub fn usage(&self) -> (usize, usize) {
+    pub(crate) fn usage(&self) -> (usize, usize) {
         let inner = self.inner.lock();
         (inner.map.len(), inner.bytes)
     }
@@ -73,13 +73,13 @@ impl SchemaCache {
 /// ([`UnknownIds::forget`]); another node's registration is seen within `ttl`.
 #[derive(Debug)]
 pub(crate) struct UnknownIds {
-    inner: Mutex<(HashMap<u32, std::time::Instant>, VecDeque<u32>)>,
+    inner: Mutex<(HashMap<u32, tokio::time::Instant>, VecDeque<u32>)>,
     max_entries: usize,
     ttl: std::time::Duration,
 }
 
 impl UnknownIds {
-    pub fn new(max_entries: usize, ttl: std::time::Duration) -> Self {
+    pub(crate) fn new(max_entries: usize, ttl: std::time::Duration) -> Self {
         UnknownIds {
             inner: Mutex::new((HashMap::new(), VecDeque::new())),
             max_entries,
@@ -88,7 +88,7 @@ impl UnknownIds {
     }
 
     /// Whether `id` was found unknown less than `ttl` ago.
-    pub fn contains(&self, id: u32) -> bool {
+    pub(crate) fn contains(&self, id: u32) -> bool {
         let mut inner = self.inner.lock();
         match inner.0.get(&id) {
             Some(at) if at.elapsed() < self.ttl => true,
@@ -100,7 +100,7 @@ impl UnknownIds {
         }
     }
 
-    pub fn insert(&self, id: u32) {
+    pub(crate) fn insert(&self, id: u32) {
         if self.max_entries == 0 || self.ttl.is_zero() {
             return;
         }
@@ -111,7 +111,7 @@ impl UnknownIds {
             };
             inner.0.remove(&old);
         }
-        if inner.0.insert(id, std::time::Instant::now()).is_none() {
+        if inner.0.insert(id, tokio::time::Instant::now()).is_none() {
             inner.1.push_back(id);
         }
         // Keep the order queue bounded too (ids removed on expiry leave stale slots).
@@ -121,7 +121,7 @@ impl UnknownIds {
         }
     }
 
-    pub fn forget(&self, id: u32) {
+    pub(crate) fn forget(&self, id: u32) {
         self.inner.lock().0.remove(&id);
     }
 }

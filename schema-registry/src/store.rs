@@ -94,13 +94,13 @@ pub(crate) struct Store {
 
 impl Store {
     /// Creates or upgrades the registry's tables.
-    pub async fn open(meta: MetaStore) -> Result<Self> {
+    pub(crate) async fn open(meta: MetaStore) -> Result<Self> {
         meta.migrate("schema-registry", MIGRATIONS).await?;
         Ok(Store { meta })
     }
 
     /// The row of schema `id`.
-    pub async fn schema(&self, id: u32) -> Result<Option<SchemaRow>> {
+    pub(crate) async fn schema(&self, id: u32) -> Result<Option<SchemaRow>> {
         let row = sqlx::query(
             "SELECT schema_type, schema_text, refs FROM registry_schemas WHERE schema_id = $1",
         )
@@ -118,7 +118,7 @@ impl Store {
     }
 
     /// The id of the schema with this type, canonical text and references, if registered.
-    pub async fn find_schema(
+    pub(crate) async fn find_schema(
         &self,
         schema_type: &str,
         text: &str,
@@ -155,7 +155,7 @@ impl Store {
     }
 
     /// Ids of the schemas that reference version `version` of `subject`.
-    pub async fn referenced_by(&self, subject: &str, version: u32) -> Result<Vec<u32>> {
+    pub(crate) async fn referenced_by(&self, subject: &str, version: u32) -> Result<Vec<u32>> {
         let rows = sqlx::query(
             "SELECT DISTINCT r.schema_id FROM registry_references r
              WHERE r.subject = $1 AND r.version = $2
@@ -173,7 +173,7 @@ impl Store {
 
     /// Whether any version row exists (of `subject`, or of any subject for None), soft-deleted
     /// ones included.
-    pub async fn has_versions(&self, subject: Option<&str>) -> Result<bool> {
+    pub(crate) async fn has_versions(&self, subject: Option<&str>) -> Result<bool> {
         let row = match subject {
             Some(s) => {
                 sqlx::query("SELECT COUNT(*) AS n FROM registry_versions WHERE subject = $1")
@@ -191,7 +191,7 @@ impl Store {
     }
 
     /// Rows of `subject`, oldest first, soft-deleted ones included.
-    pub async fn versions(&self, subject: &str) -> Result<Vec<VersionRow>> {
+    pub(crate) async fn versions(&self, subject: &str) -> Result<Vec<VersionRow>> {
         let rows = sqlx::query(
             "SELECT version, schema_id, deleted FROM registry_versions
              WHERE subject = $1 ORDER BY version",
@@ -211,7 +211,7 @@ impl Store {
     }
 
     /// Subjects with at least one version (live only unless `deleted`), sorted.
-    pub async fn subjects(&self, deleted: bool) -> Result<Vec<String>> {
+    pub(crate) async fn subjects(&self, deleted: bool) -> Result<Vec<String>> {
         let sql = if deleted {
             "SELECT DISTINCT subject FROM registry_versions ORDER BY subject"
         } else {
@@ -224,7 +224,7 @@ impl Store {
     }
 
     /// (subject, version) pairs that use schema `id`.
-    pub async fn uses_of(&self, id: u32, deleted: bool) -> Result<Vec<(String, u32)>> {
+    pub(crate) async fn uses_of(&self, id: u32, deleted: bool) -> Result<Vec<(String, u32)>> {
         let sql = if deleted {
             "SELECT subject, version FROM registry_versions WHERE schema_id = $1
              ORDER BY subject, version"
@@ -250,7 +250,7 @@ impl Store {
     /// id unless the same schema already has one. With `import_id` (IMPORT mode) the schema gets
     /// that id, which must be free or already hold the same schema. Returns the id. Durable when
     /// it returns.
-    pub async fn add_version(
+    pub(crate) async fn add_version(
         &self,
         subject: &str,
         version: u32,
@@ -357,7 +357,7 @@ impl Store {
     }
 
     /// Marks versions of `subject` soft-deleted (all when `version` is None).
-    pub async fn soft_delete(&self, subject: &str, version: Option<u32>) -> Result<()> {
+    pub(crate) async fn soft_delete(&self, subject: &str, version: Option<u32>) -> Result<()> {
         let q = match version {
             Some(v) => sqlx::query(
                 "UPDATE registry_versions SET deleted = 1 WHERE subject = $1 AND version = $2",
@@ -372,7 +372,7 @@ impl Store {
     }
 
     /// Removes rows of `subject` (all when `version` is None). The schemas keep their ids.
-    pub async fn hard_delete(&self, subject: &str, version: Option<u32>) -> Result<()> {
+    pub(crate) async fn hard_delete(&self, subject: &str, version: Option<u32>) -> Result<()> {
         let q = match version {
             Some(v) => {
                 sqlx::query("DELETE FROM registry_versions WHERE subject = $1 AND version = $2")
@@ -432,31 +432,31 @@ impl Store {
     }
 
     /// The compatibility level set for `subject` (`""`: the global one).
-    pub async fn compatibility(&self, subject: &str) -> Result<Option<String>> {
+    pub(crate) async fn compatibility(&self, subject: &str) -> Result<Option<String>> {
         self.get_setting("registry_config", "compatibility", subject)
             .await
     }
 
-    pub async fn set_compatibility(&self, subject: &str, level: &str) -> Result<()> {
+    pub(crate) async fn set_compatibility(&self, subject: &str, level: &str) -> Result<()> {
         self.put_setting("registry_config", "compatibility", subject, level)
             .await
     }
 
-    pub async fn delete_compatibility(&self, subject: &str) -> Result<()> {
+    pub(crate) async fn delete_compatibility(&self, subject: &str) -> Result<()> {
         self.delete_setting("registry_config", subject).await
     }
 
     /// The mode set for `subject` (`""`: the global one).
-    pub async fn mode(&self, subject: &str) -> Result<Option<String>> {
+    pub(crate) async fn mode(&self, subject: &str) -> Result<Option<String>> {
         self.get_setting("registry_mode", "mode", subject).await
     }
 
-    pub async fn set_mode(&self, subject: &str, mode: &str) -> Result<()> {
+    pub(crate) async fn set_mode(&self, subject: &str, mode: &str) -> Result<()> {
         self.put_setting("registry_mode", "mode", subject, mode)
             .await
     }
 
-    pub async fn delete_mode(&self, subject: &str) -> Result<()> {
+    pub(crate) async fn delete_mode(&self, subject: &str) -> Result<()> {
         self.delete_setting("registry_mode", subject).await
     }
 }

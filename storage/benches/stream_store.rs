@@ -20,6 +20,7 @@
 //!    an ideal group commit (one thread, one write + `fdatasync` for everything due);
 //! 4. tail reads from the log cache and catch-up reads from objects after a restart (MiB/s);
 //! 5. peak resident memory against the configured cache budgets.
+#![allow(clippy::unwrap_used, clippy::panic, clippy::disallowed_methods)] // a test: a failed step fails it, and its deadlines are real time
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;

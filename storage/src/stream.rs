@@ -34,7 +34,7 @@ pub(crate) struct CachedEntry {
 }
 
 impl CachedEntry {
-    pub fn end_offset(&self) -> u64 {
+    pub(crate) fn end_offset(&self) -> u64 {
         self.base_offset + self.record_count as u64
     }
 }
@@ -64,13 +64,13 @@ pub(crate) struct StreamState {
 
 impl StreamState {
     /// Index of the first cached entry that is not yet in object storage.
-    pub fn first_dirty(&self) -> usize {
+    pub(crate) fn first_dirty(&self) -> usize {
         self.cache
             .partition_point(|e| e.end_offset() <= self.committed_end)
     }
 
     /// Bytes of cached entries not yet in object storage.
-    pub fn dirty_bytes(&self) -> u64 {
+    pub(crate) fn dirty_bytes(&self) -> u64 {
         self.cache
             .range(self.first_dirty()..)
             .map(|e| e.payload.len() as u64)
@@ -78,7 +78,7 @@ impl StreamState {
     }
 
     /// The range holding `offset`, if any.
-    pub fn range_for(&self, offset: u64) -> Option<RangeRef> {
+    pub(crate) fn range_for(&self, offset: u64) -> Option<RangeRef> {
         self.ranges
             .range(..=offset)
             .next_back()
@@ -87,7 +87,7 @@ impl StreamState {
     }
 
     /// Checks the invariants in the module docs; returns what is broken.
-    pub fn check(&self) -> Result<(), String> {
+    pub(crate) fn check(&self) -> Result<(), String> {
         if !(self.start_offset <= self.durable_end
             && self.committed_end <= self.durable_end
             && self.durable_end <= self.next_offset)
@@ -146,7 +146,7 @@ pub(crate) struct StreamShared {
 }
 
 impl StreamShared {
-    pub fn new(id: u64, name: String, state: StreamState) -> Self {
+    pub(crate) fn new(id: u64, name: String, state: StreamState) -> Self {
         let (end, _) = watch::channel(state.durable_end);
         StreamShared {
             id,
@@ -157,7 +157,7 @@ impl StreamShared {
     }
 
     /// Drops cached entries that end at or below `end` and are already in object storage.
-    pub fn evict_cached_below(&self, end: u64) {
+    pub(crate) fn evict_cached_below(&self, end: u64) {
         let mut state = self.state.lock();
         let limit = end.min(state.committed_end);
         while state.cache.front().is_some_and(|e| e.end_offset() <= limit) {

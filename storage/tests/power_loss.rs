@@ -6,6 +6,7 @@
 //! The cut comes at random points: after some appends, some uploads (each of which trims the
 //! WAL behind it) and some more appends. A control run with a syncer that syncs nothing shows
 //! the simulation does lose data when writes are not synced, so the test can fail.
+#![allow(clippy::unwrap_used, clippy::panic, clippy::disallowed_methods)] // a test: a failed step fails it, and its deadlines are real time
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};

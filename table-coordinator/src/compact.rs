@@ -361,6 +361,7 @@ impl Committer {
         // Unique per attempt: two compactions of one parent (a restarted or a second
         // coordinator) must not write the same files, or the loser's clean-up below would
         // delete the winner's live ones. The prefix is also the snapshot's commit id.
+        #[allow(clippy::disallowed_methods)] // unique is all it must be
         let prefix = format!(
             "compact-{:016x}-{}",
             parent_id,

@@ -637,6 +637,7 @@ async fn register(
                 format!("{}/data", t.metadata().location().trim_end_matches('/'));
             ctx.file_tag = Some(t.metadata().uuid().simple().to_string()[..8].to_string());
         }
+        #[allow(clippy::disallowed_methods)] // before the table exists: unique is all it must be
         None => ctx.file_tag = Some(uuid::Uuid::new_v4().simple().to_string()[..8].to_string()),
     }
     let partition_by = ctx.partition_by.clone();

@@ -2,6 +2,7 @@
 //! process): rounds become snapshots through the spec's commit requests, and a commit that
 //! loses a race (the catalog answers 409) is rebuilt on the new base and retried; a commit
 //! whose answer is lost (500 after it landed) is recognised by the retry, not made twice.
+#![allow(clippy::unwrap_used, clippy::panic, clippy::disallowed_methods)] // a test: a failed step fails it, and its deadlines are real time
 
 mod common;
 

@@ -28,6 +28,7 @@
 //! What this does not cover: the worker (conversion, schemas, dead letters, upserts) and more
 //! than one partition; the simulated worker turns a range of offsets into one file. Those are
 //! driven by the node's end-to-end and crash tests.
+#![allow(clippy::unwrap_used, clippy::panic, clippy::disallowed_methods)] // a test: a failed step fails it, and its deadlines are real time
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};

@@ -21,6 +21,7 @@
 //! and MiB/s, for the decoder and for `apache_avro::from_avro_datum` (to `Value`, no Arrow),
 //! and their ratio, and the peak heap one decode + zstd Parquet pass allocates (on top of the
 //! datums).
+#![allow(clippy::unwrap_used, clippy::panic, clippy::disallowed_methods)] // a test: a failed step fails it, and its deadlines are real time
 
 mod support;
 

@@ -1,6 +1,7 @@
 //! The produce-time check and the conversion job agree on every payload: the same bytes are fed
 //! to [`PayloadChecker`] and, as records of a stream, to [`convert_range`]; a payload the check
 //! accepts must become a row, and one it refuses a dead letter.
+#![allow(clippy::unwrap_used, clippy::panic, clippy::disallowed_methods)] // a test: a failed step fails it, and its deadlines are real time
 
 mod common;
 

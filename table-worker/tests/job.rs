@@ -2,6 +2,7 @@
 //! Confluent-framed records in, Parquet data files out, read back with the `parquet` crate.
 //! Also the memory test of docs/architecture.md, "Time-shared memory": 100 table topics converting at once stay within the
 //! node's one budget.
+#![allow(clippy::unwrap_used, clippy::panic, clippy::disallowed_methods)] // a test: a failed step fails it, and its deadlines are real time
 
 mod common;
 

@@ -2,6 +2,7 @@
 //! store and schema registry: the `_key` column for Avro record and primitive keys, JSON
 //! Schema and Protobuf keys, `string` keys, null keys, key schema evolution, and bad keys as
 //! dead letters, with every row's `_key` next to its own value (checked through `_kafka`).
+#![allow(clippy::unwrap_used, clippy::panic, clippy::disallowed_methods)] // a test: a failed step fails it, and its deadlines are real time
 
 mod common;
 

@@ -2,8 +2,8 @@
 //! data directory, stopped with SIGTERM or killed with SIGKILL, restarted on the same data.
 #![allow(dead_code)]
 
-pub mod python;
-pub mod wire;
+pub(crate) mod python;
+pub(crate) mod wire;
 
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
@@ -12,7 +12,7 @@ use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 /// A running node.
-pub struct Node {
+pub(crate) struct Node {
     child: Child,
     logs: mpsc::Receiver<String>,
     pub data_dir: PathBuf,
@@ -33,12 +33,12 @@ fn field(line: &str, name: &str) -> Option<String> {
 
 impl Node {
     /// Starts a node on `data_dir` with extra `serve` arguments.
-    pub fn start(data_dir: &Path, extra: &[&str]) -> Node {
+    pub(crate) fn start(data_dir: &Path, extra: &[&str]) -> Node {
         Node::start_with_env(data_dir, extra, &[])
     }
 
     /// [`Node::start`] with extra environment variables for the node.
-    pub fn start_with_env(data_dir: &Path, extra: &[&str], env: &[(&str, &str)]) -> Node {
+    pub(crate) fn start_with_env(data_dir: &Path, extra: &[&str], env: &[(&str, &str)]) -> Node {
         let extra: Vec<String> = extra.iter().map(|s| s.to_string()).collect();
         let mut child = Command::new(env!("CARGO_BIN_EXE_inlet"))
             .args([
@@ -91,12 +91,12 @@ impl Node {
     }
 
     /// Waits for a log line containing `needle` and returns it.
-    pub fn wait_for_log(&self, needle: &str) -> String {
+    pub(crate) fn wait_for_log(&self, needle: &str) -> String {
         self.wait_for_any_log(&[needle])
     }
 
     /// The first log line, from now, with any of `needles`; panics after 120 s.
-    pub fn wait_for_any_log(&self, needles: &[&str]) -> String {
+    pub(crate) fn wait_for_any_log(&self, needles: &[&str]) -> String {
         let deadline = Instant::now() + Duration::from_secs(120);
         loop {
             let left = deadline.saturating_duration_since(Instant::now());
@@ -112,11 +112,11 @@ impl Node {
 
     /// The log lines not read yet by [`Node::wait_for_log`], in order.
     #[allow(dead_code)] // not every test binary reads them
-    pub fn logs_so_far(&self) -> Vec<String> {
+    pub(crate) fn logs_so_far(&self) -> Vec<String> {
         self.logs.try_iter().collect()
     }
 
-    pub fn pid(&self) -> i32 {
+    pub(crate) fn pid(&self) -> i32 {
         self.child.id() as i32
     }
 
@@ -127,7 +127,7 @@ impl Node {
     }
 
     /// SIGTERM, then waits for a clean exit.
-    pub fn stop(mut self) {
+    pub(crate) fn stop(mut self) {
         self.signal(libc::SIGTERM);
         self.wait_for_log("stopped cleanly");
         let status = self.child.wait().expect("exits");
@@ -135,20 +135,20 @@ impl Node {
     }
 
     /// SIGKILL: the process dies without any chance to flush.
-    pub fn kill9(mut self) -> PathBuf {
+    pub(crate) fn kill9(mut self) -> PathBuf {
         self.signal(libc::SIGKILL);
         let _ = self.child.wait();
         self.data_dir.clone()
     }
 
     /// Whether the process has ended by itself.
-    pub fn exited(&mut self) -> bool {
+    pub(crate) fn exited(&mut self) -> bool {
         self.child.try_wait().expect("try_wait").is_some()
     }
 
     /// Waits up to `secs` for the process to end by itself (a fail point aborting it);
     /// returns its exit status and data directory.
-    pub fn wait_for_exit(mut self, secs: u64) -> (std::process::ExitStatus, PathBuf) {
+    pub(crate) fn wait_for_exit(mut self, secs: u64) -> (std::process::ExitStatus, PathBuf) {
         let status = wait_until(secs, "the node to exit", || {
             self.child.try_wait().expect("try_wait")
         });
@@ -156,7 +156,7 @@ impl Node {
     }
 
     /// Starts a node again on the same data directory and arguments.
-    pub fn restart_after_kill9(self) -> Node {
+    pub(crate) fn restart_after_kill9(self) -> Node {
         let extra = self.extra.clone();
         let dir = self.kill9();
         let extra: Vec<&str> = extra.iter().map(String::as_str).collect();
@@ -164,17 +164,17 @@ impl Node {
     }
 
     /// GET on the HTTP listener; returns (status, body).
-    pub fn http_get(&self, path: &str) -> (u16, String) {
+    pub(crate) fn http_get(&self, path: &str) -> (u16, String) {
         http_get(&self.http, path)
     }
 
     /// GET on the Schema Registry listener; returns (status, body).
-    pub fn registry_get(&self, path: &str) -> (u16, String) {
+    pub(crate) fn registry_get(&self, path: &str) -> (u16, String) {
         http_get(&self.registry, path)
     }
 
     /// The value of the unlabelled Prometheus metric `name` in `/metrics`.
-    pub fn metric(&self, name: &str) -> f64 {
+    pub(crate) fn metric(&self, name: &str) -> f64 {
         let (_, metrics) = self.http_get("/metrics");
         metrics
             .lines()
@@ -184,7 +184,7 @@ impl Node {
     }
 
     /// The node's resident set size, in KiB.
-    pub fn rss_kib(&self) -> u64 {
+    pub(crate) fn rss_kib(&self) -> u64 {
         std::fs::read_to_string(format!("/proc/{}/status", self.pid()))
             .expect("status")
             .lines()
@@ -195,7 +195,7 @@ impl Node {
 }
 
 /// A plain HTTP/1.1 GET; returns (status, body).
-pub fn http_get(addr: &str, path: &str) -> (u16, String) {
+pub(crate) fn http_get(addr: &str, path: &str) -> (u16, String) {
     use std::io::{Read, Write};
     let mut s = std::net::TcpStream::connect(addr).expect("connect HTTP");
     write!(
@@ -225,7 +225,7 @@ impl Drop for Node {
 }
 
 /// Polls `check` until it returns `Some`, or panics after `secs` seconds with `what`.
-pub fn wait_until<T>(secs: u64, what: &str, mut check: impl FnMut() -> Option<T>) -> T {
+pub(crate) fn wait_until<T>(secs: u64, what: &str, mut check: impl FnMut() -> Option<T>) -> T {
     let deadline = Instant::now() + Duration::from_secs(secs);
     loop {
         if let Some(v) = check() {
@@ -238,7 +238,7 @@ pub fn wait_until<T>(secs: u64, what: &str, mut check: impl FnMut() -> Option<T>
 
 /// Like [`wait_until`] for checks that block on their own (a consumer's `poll` with a timeout):
 /// calls `check` again at once, without sleeping in between.
-pub fn poll_until<T>(secs: u64, what: &str, mut check: impl FnMut() -> Option<T>) -> T {
+pub(crate) fn poll_until<T>(secs: u64, what: &str, mut check: impl FnMut() -> Option<T>) -> T {
     let deadline = Instant::now() + Duration::from_secs(secs);
     loop {
         if let Some(v) = check() {
@@ -251,13 +251,13 @@ pub fn poll_until<T>(secs: u64, what: &str, mut check: impl FnMut() -> Option<T>
 /// A required external tool or service for client tests: in CI (`CI` set) its absence fails
 /// the test; elsewhere the test is skipped and the skip is counted (`inlet_test_support`).
 #[allow(unused_imports)] // each test binary uses some of them
-pub use inlet_test_support::{require, service_env};
+pub(crate) use inlet_test_support::{require, service_env};
 
 /// Runs one phase of a table topic client script (`script BOOTSTRAP REGISTRY_URL ICEBERG_URI
 /// PHASE`) against `node`; it must exit 0 and print OK. In its `after-restart` phase the
 /// script also reads with DuckDB: only a machine without DuckDB's packages skips that, never
 /// CI. Returns the script's output.
-pub fn run_table_topic_phase(
+pub(crate) fn run_table_topic_phase(
     python: &Path,
     script_name: &str,
     node: &Node,
@@ -290,7 +290,7 @@ pub fn run_table_topic_phase(
 
 /// A node started in a new data directory, after which a one-phase table topic client
 /// script (`script BOOTSTRAP REGISTRY_URL ICEBERG_URI run`) ran against it and printed OK.
-pub struct ScriptRun {
+pub(crate) struct ScriptRun {
     pub node: Node,
     /// What the script printed.
     pub output: String,
@@ -300,7 +300,7 @@ pub struct ScriptRun {
 /// Starts a node and runs `script`'s `run` phase with confluent-kafka (Avro) and pyiceberg;
 /// None when that Python is missing and the test is skipped (a failure in CI).
 #[allow(dead_code)] // not every test binary runs such a script
-pub fn run_table_topic_script(script: &str) -> Option<ScriptRun> {
+pub(crate) fn run_table_topic_script(script: &str) -> Option<ScriptRun> {
     let python =
         python::python("import confluent_kafka.schema_registry.avro, pyiceberg.catalog.rest");
     if !require(
@@ -326,7 +326,7 @@ pub fn run_table_topic_script(script: &str) -> Option<ScriptRun> {
 }
 
 /// Is there a `java` that runs (for Spark)?
-pub fn java() -> bool {
+pub(crate) fn java() -> bool {
     Command::new("java")
         .arg("-version")
         .stdin(Stdio::null())
@@ -338,7 +338,7 @@ pub fn java() -> bool {
 
 /// A Python with pyiceberg, pyspark and Iceberg's Spark runtime jar (from the PyPI package
 /// snowpark-connect-deps-iceberg), when there is one.
-pub fn spark_python() -> Option<PathBuf> {
+pub(crate) fn spark_python() -> Option<PathBuf> {
     python::python(
         "import pyiceberg.catalog.rest, pyarrow, pyspark, snowpark_connect_deps_iceberg, os; \
          assert os.path.isfile(os.path.join(os.path.dirname(snowpark_connect_deps_iceberg.__file__), \
@@ -348,7 +348,7 @@ pub fn spark_python() -> Option<PathBuf> {
 
 /// A new empty database on the PostgreSQL at `url`; returns its URL
 /// (`inlet_test_support::fresh_postgres_database`, for synchronous tests).
-pub fn fresh_postgres_database(url: &str) -> String {
+pub(crate) fn fresh_postgres_database(url: &str) -> String {
     tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()

@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 /// The interpreter: `INLET_TEST_PYTHON`, else the venv `scripts/test-env.sh` creates; `None`
 /// unless it can run `import_check` (a Python statement).
-pub fn python(import_check: &str) -> Option<PathBuf> {
+pub(crate) fn python(import_check: &str) -> Option<PathBuf> {
     let candidate = match std::env::var_os("INLET_TEST_PYTHON").filter(|p| !p.is_empty()) {
         Some(p) => PathBuf::from(p),
         None => {
@@ -30,7 +30,7 @@ pub fn python(import_check: &str) -> Option<PathBuf> {
 }
 
 /// A script in `tests/clients/`.
-pub fn script(name: &str) -> PathBuf {
+pub(crate) fn script(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("tests/clients")
         .join(name)
@@ -38,7 +38,11 @@ pub fn script(name: &str) -> PathBuf {
 
 /// Runs `program args`, output captured to files, killed after `timeout`; returns the exit
 /// status (`None` if killed) and the output for a failure message.
-pub fn run(program: &Path, args: &[OsString], timeout: Duration) -> (Option<ExitStatus>, String) {
+pub(crate) fn run(
+    program: &Path,
+    args: &[OsString],
+    timeout: Duration,
+) -> (Option<ExitStatus>, String) {
     let out_dir = tempfile::tempdir().expect("tempdir");
     let stdout_path = out_dir.path().join("stdout");
     let stderr_path = out_dir.path().join("stderr");

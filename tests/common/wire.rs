@@ -12,13 +12,13 @@ use kafka_protocol::protocol::{Decodable, StrBytes};
 use super::Node;
 
 /// One connection; requests are sent one at a time.
-pub struct Conn {
+pub(crate) struct Conn {
     pub s: TcpStream,
     next: i32,
 }
 
 impl Conn {
-    pub fn open(node: &Node) -> Conn {
+    pub(crate) fn open(node: &Node) -> Conn {
         let s = TcpStream::connect(&node.kafka).expect("connect");
         s.set_read_timeout(Some(Duration::from_secs(30)))
             .expect("timeout");
@@ -26,13 +26,13 @@ impl Conn {
     }
 
     /// Sends one request and decodes its response body.
-    pub fn call<R: Decodable>(&mut self, api: ApiKey, version: i16, body: RequestKind) -> R {
+    pub(crate) fn call<R: Decodable>(&mut self, api: ApiKey, version: i16, body: RequestKind) -> R {
         let correlation = self.send(api, version, body);
         self.receive(api, version, correlation)
     }
 
     /// Sends one request without reading its answer; returns its correlation id.
-    pub fn send(&mut self, api: ApiKey, version: i16, body: RequestKind) -> i32 {
+    pub(crate) fn send(&mut self, api: ApiKey, version: i16, body: RequestKind) -> i32 {
         let correlation = self.next;
         self.next += 1;
         let header = RequestHeader::default()
@@ -46,7 +46,12 @@ impl Conn {
     }
 
     /// Reads the next answer, which must be `correlation`'s, and decodes its body.
-    pub fn receive<R: Decodable>(&mut self, api: ApiKey, version: i16, correlation: i32) -> R {
+    pub(crate) fn receive<R: Decodable>(
+        &mut self,
+        api: ApiKey,
+        version: i16,
+        correlation: i32,
+    ) -> R {
         let mut len = [0u8; 4];
         self.s.read_exact(&mut len).expect("response length");
         let mut buf = vec![0u8; i32::from_be_bytes(len) as usize];
@@ -62,7 +67,7 @@ impl Conn {
 /// Encodes one record batch (magic 2) of `values` with keys `None`, timestamps fixed, and
 /// `producer_id`/`epoch`/`first_seq` for idempotent batches (-1 for plain ones). Records get
 /// consecutive sequences so the encoder keeps them in one batch.
-pub fn record_batch(
+pub(crate) fn record_batch(
     values: &[Option<Bytes>],
     producer_id: i64,
     epoch: i16,

@@ -438,7 +438,7 @@ pub async fn publish(pointers: &dyn MetadataPointerStore, staged: &[StagedCommit
 
 /// Deletes the metadata files of commits that will not be published (best effort: an
 /// unreferenced metadata file is harmless).
-pub async fn discard(staged: &[StagedCommit]) {
+pub(super) async fn discard(staged: &[StagedCommit]) {
     for commit in staged.iter().filter(|c| c.swap.new != c.swap.expected) {
         if let Err(err) = commit.file_io.delete(&commit.swap.new).await {
             tracing::warn!(file = %commit.swap.new, %err, "could not delete the metadata file of an abandoned commit");
@@ -449,7 +449,7 @@ pub async fn discard(staged: &[StagedCommit]) {
 /// The first part of a create transaction's updates, which sets up the table, turned into the
 /// `TableCreation` the catalog takes; the rest of the updates follow as a normal commit.
 #[derive(Debug)]
-pub struct CreateTransaction {
+pub(super) struct CreateTransaction {
     /// What to create.
     pub creation: TableCreation,
     /// Updates to commit on the created table (`assign-uuid` and everything after the set-up).
@@ -464,7 +464,7 @@ pub struct CreateTransaction {
 /// `set-default-spec`, `add-sort-order`, `set-default-sort-order`, `set-location`,
 /// `set-properties`. That prefix becomes the creation (the uuid is assigned afterwards); the
 /// first update of another kind, or a second schema, spec or sort order, starts the rest.
-pub fn split_create_transaction(
+pub(super) fn split_create_transaction(
     name: &str,
     updates: Vec<TableUpdate>,
 ) -> Result<CreateTransaction> {
@@ -521,7 +521,7 @@ pub fn split_create_transaction(
 
 /// The initial metadata of a staged create, not written anywhere: what the client starts its
 /// create transaction from.
-pub fn staged_metadata(creation: TableCreation) -> Result<TableMetadata> {
+pub(super) fn staged_metadata(creation: TableCreation) -> Result<TableMetadata> {
     Ok(TableMetadataBuilder::from_table_creation(creation)
         .and_then(|b| b.build())
         .map_err(RestError::from_catalog_input)?
@@ -529,7 +529,7 @@ pub fn staged_metadata(creation: TableCreation) -> Result<TableMetadata> {
 }
 
 /// Whether a commit's requirements include `assert-create`.
-pub fn asserts_create(requirements: &[TableRequirement]) -> bool {
+pub(super) fn asserts_create(requirements: &[TableRequirement]) -> bool {
     requirements
         .iter()
         .any(|r| matches!(r, TableRequirement::NotExist))

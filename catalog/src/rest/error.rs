@@ -9,7 +9,7 @@ use iceberg::ErrorKind;
 use serde::Serialize;
 
 /// The server's result type.
-pub type Result<T, E = RestError> = std::result::Result<T, E>;
+pub(super) type Result<T, E = RestError> = std::result::Result<T, E>;
 
 /// Errors of the REST catalog server. `Display` is the message a client sees.
 #[derive(Debug, thiserror::Error)]

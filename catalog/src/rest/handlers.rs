@@ -32,7 +32,7 @@ const MAX_PROPERTY_VALUE_BYTES: usize = 1000;
 
 /// What every handler shares.
 #[derive(Clone, Debug)]
-pub struct AppState {
+pub(super) struct AppState {
     pub catalog: Arc<dyn Catalog>,
     pub pointers: Option<Arc<dyn MetadataPointerStore>>,
     /// Table commits go to this external catalog as they are (see [`super::router_forwarding`]).
@@ -72,7 +72,7 @@ impl AppState {
 // Extractors
 
 /// A namespace from the `{namespace}` path segment, checked.
-pub struct NamespacePath(pub NamespaceIdent);
+pub(super) struct NamespacePath(pub NamespaceIdent);
 
 impl<S: Send + Sync> FromRequestParts<S> for NamespacePath {
     type Rejection = RestError;
@@ -89,7 +89,7 @@ impl<S: Send + Sync> FromRequestParts<S> for NamespacePath {
 }
 
 /// A table from the `{namespace}/tables/{table}` path segments, checked.
-pub struct TablePath(pub TableIdent);
+pub(super) struct TablePath(pub TableIdent);
 
 impl<S: Send + Sync> FromRequestParts<S> for TablePath {
     type Rejection = RestError;
@@ -105,7 +105,7 @@ impl<S: Send + Sync> FromRequestParts<S> for TablePath {
 }
 
 /// Query parameters as a map; bad encoding is a 400.
-pub struct Params(pub HashMap<String, String>);
+pub(super) struct Params(pub HashMap<String, String>);
 
 impl<S: Send + Sync> FromRequestParts<S> for Params {
     type Rejection = RestError;
@@ -133,7 +133,7 @@ impl Params {
 
 /// A JSON body of type `T`. Unlike `axum::Json` it needs no content type and answers bad JSON
 /// with the spec's 400 (and an oversized body with 413).
-pub struct JsonBody<T>(pub T);
+pub(super) struct JsonBody<T>(pub T);
 
 impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for JsonBody<T> {
     type Rejection = RestError;
@@ -244,7 +244,7 @@ pub(super) async fn require_namespace(catalog: &dyn Catalog, ns: &NamespaceIdent
 // ---------------------------------------------------------------------------------------------
 // Configuration
 
-pub async fn get_config(State(state): State<AppState>) -> Json<ConfigResponse> {
+pub(super) async fn get_config(State(state): State<AppState>) -> Json<ConfigResponse> {
     let mut endpoints = vec![
         "GET /v1/{prefix}/namespaces",
         "POST /v1/{prefix}/namespaces",
@@ -275,12 +275,12 @@ pub async fn get_config(State(state): State<AppState>) -> Json<ConfigResponse> {
 // ---------------------------------------------------------------------------------------------
 // Fallbacks
 
-pub async fn no_route() -> Response {
+pub(super) async fn no_route() -> Response {
     RestError::NoSuchRoute("no such route in the Iceberg REST catalog API".to_string())
         .into_response()
 }
 
-pub async fn wrong_method() -> Response {
+pub(super) async fn wrong_method() -> Response {
     RestError::MethodNotAllowed("this route does not take this method".to_string()).into_response()
 }
 

@@ -9,7 +9,7 @@ use serde::{Deserialize, Serialize};
 
 /// `GET /v1/config` response.
 #[derive(Debug, Serialize)]
-pub struct ConfigResponse {
+pub(super) struct ConfigResponse {
     /// Properties clients apply before their own.
     pub defaults: BTreeMap<String, String>,
     /// Properties that override the client's.
@@ -21,7 +21,7 @@ pub struct ConfigResponse {
 /// `POST /v1/transactions/commit` request.
 #[derive(Debug, Deserialize)]
 #[serde(rename_all = "kebab-case")]
-pub struct CommitTransactionRequest {
+pub(super) struct CommitTransactionRequest {
     /// One commit per table; each must name its table.
     pub table_changes: Vec<CommitTableRequest>,
 }

@@ -17,7 +17,7 @@ use super::handlers::{
 };
 use super::names::{check_namespace, parse_namespace};
 
-pub async fn list_namespaces(
+pub(super) async fn list_namespaces(
     State(state): State<AppState>,
     params: Params,
 ) -> Result<Json<ListNamespaceResponse>> {
@@ -38,7 +38,7 @@ pub async fn list_namespaces(
     }))
 }
 
-pub async fn create_namespace(
+pub(super) async fn create_namespace(
     State(state): State<AppState>,
     JsonBody(request): JsonBody<CreateNamespaceRequest>,
 ) -> Result<Json<NamespaceResponse>> {
@@ -52,7 +52,7 @@ pub async fn create_namespace(
     Ok(Json(NamespaceResponse::from(&namespace)))
 }
 
-pub async fn load_namespace(
+pub(super) async fn load_namespace(
     State(state): State<AppState>,
     NamespacePath(ns): NamespacePath,
 ) -> Result<Json<NamespaceResponse>> {
@@ -64,7 +64,7 @@ pub async fn load_namespace(
     Ok(Json(NamespaceResponse::from(&namespace)))
 }
 
-pub async fn namespace_exists(
+pub(super) async fn namespace_exists(
     State(state): State<AppState>,
     NamespacePath(ns): NamespacePath,
 ) -> Result<StatusCode> {
@@ -75,7 +75,7 @@ pub async fn namespace_exists(
 /// Drops an empty namespace: 409 while it holds tables or nested namespaces. (The SQL catalog
 /// checks only tables, and reports that as a generic error.) Not atomic with concurrent
 /// creates in the namespace.
-pub async fn drop_namespace(
+pub(super) async fn drop_namespace(
     State(state): State<AppState>,
     NamespacePath(ns): NamespacePath,
 ) -> Result<StatusCode> {
@@ -112,7 +112,7 @@ pub async fn drop_namespace(
 /// Sets and removes namespace properties. `iceberg::Catalog::update_namespace` takes the full
 /// property set; a catalog that cannot delete properties (the SQL catalog only upserts) gets
 /// 406 for removals, checked before any update is applied.
-pub async fn update_namespace_properties(
+pub(super) async fn update_namespace_properties(
     State(state): State<AppState>,
     NamespacePath(ns): NamespacePath,
     JsonBody(request): JsonBody<UpdateNamespacePropertiesRequest>,

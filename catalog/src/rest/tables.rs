@@ -22,7 +22,7 @@ use super::model::CommitTransactionRequest;
 use super::names::{check_location, check_name, check_table_ident, NameKind};
 use super::RestConfig;
 
-pub async fn list_tables(
+pub(super) async fn list_tables(
     State(state): State<AppState>,
     NamespacePath(ns): NamespacePath,
     params: Params,
@@ -42,7 +42,7 @@ pub async fn list_tables(
 
 /// Creates a table, or with `stage-create` answers the metadata a create transaction starts
 /// from without creating anything (the transaction's commit creates the table).
-pub async fn create_table(
+pub(super) async fn create_table(
     State(state): State<AppState>,
     NamespacePath(ns): NamespacePath,
     JsonBody(request): JsonBody<CreateTableRequest>,
@@ -125,7 +125,7 @@ fn default_location(
     }
 }
 
-pub async fn load_table(
+pub(super) async fn load_table(
     State(state): State<AppState>,
     TablePath(ident): TablePath,
     params: Params,
@@ -146,7 +146,7 @@ pub async fn load_table(
     Ok(Json(state.load_result(&table)))
 }
 
-pub async fn table_exists(
+pub(super) async fn table_exists(
     State(state): State<AppState>,
     TablePath(ident): TablePath,
 ) -> Result<StatusCode> {
@@ -165,7 +165,7 @@ pub async fn table_exists(
 }
 
 /// Drops a table; with `purgeRequested=true` also deletes the files its metadata lists.
-pub async fn drop_table(
+pub(super) async fn drop_table(
     State(state): State<AppState>,
     TablePath(ident): TablePath,
     params: Params,
@@ -182,7 +182,7 @@ pub async fn drop_table(
 
 /// Commits requirements and updates to one table (see the `commit` module). The body's
 /// `identifier` is optional (Spark omits it); when present it must match the path.
-pub async fn commit_table(
+pub(super) async fn commit_table(
     State(state): State<AppState>,
     TablePath(ident): TablePath,
     JsonBody(request): JsonBody<CommitTableRequest>,
@@ -311,7 +311,7 @@ async fn commit_create_transaction(
     }
 }
 
-pub async fn rename_table(
+pub(super) async fn rename_table(
     State(state): State<AppState>,
     JsonBody(request): JsonBody<RenameTableRequest>,
 ) -> Result<StatusCode> {
@@ -327,7 +327,7 @@ pub async fn rename_table(
 
 /// Registers an existing metadata file as a table. `overwrite` of an existing table is not
 /// supported (406).
-pub async fn register_table(
+pub(super) async fn register_table(
     State(state): State<AppState>,
     NamespacePath(ns): NamespacePath,
     JsonBody(request): JsonBody<RegisterTableRequest>,
@@ -356,7 +356,7 @@ pub async fn register_table(
 }
 
 /// Accepts a scan or commit metrics report and drops it (204).
-pub async fn report_metrics(
+pub(super) async fn report_metrics(
     State(state): State<AppState>,
     TablePath(ident): TablePath,
     JsonBody(report): JsonBody<serde_json::Value>,
@@ -373,7 +373,7 @@ pub async fn report_metrics(
 /// written, then all pointers move in one atomic swap (409 if any moved meanwhile; a table with
 /// requirements but no updates takes part as an assertion that it did not move). Create
 /// transactions are not accepted here (406).
-pub async fn commit_transaction(
+pub(super) async fn commit_transaction(
     State(state): State<AppState>,
     JsonBody(body): JsonBody<serde_json::Value>,
 ) -> Result<StatusCode> {

@@ -83,7 +83,7 @@ pub(crate) struct JoinResult {
 }
 
 impl JoinResult {
-    pub fn error(member_id: &str, error: ResponseError) -> Self {
+    pub(super) fn error(member_id: &str, error: ResponseError) -> Self {
         JoinResult {
             error: Some(error),
             generation_id: -1,
@@ -107,7 +107,7 @@ pub(crate) struct SyncResult {
 }
 
 impl SyncResult {
-    pub fn error(error: ResponseError) -> Self {
+    pub(super) fn error(error: ResponseError) -> Self {
         SyncResult {
             error: Some(error),
             protocol_type: None,
@@ -139,26 +139,26 @@ pub(crate) struct Member {
 
 impl Member {
     /// Whether the member is parked in JoinGroup (it has rejoined the pending rebalance).
-    pub fn awaiting_join(&self) -> bool {
+    pub(super) fn awaiting_join(&self) -> bool {
         self.join_waiter.is_some()
     }
 
     /// Whether the session must not expire now: the member is waiting on us, not silent.
-    pub fn keep_alive(&self) -> bool {
+    pub(super) fn keep_alive(&self) -> bool {
         self.join_waiter.is_some() || self.sync_waiter.is_some()
     }
 
     /// Restarts the session timer.
-    pub fn touch(&mut self, now_ms: u64) {
+    pub(super) fn touch(&mut self, now_ms: u64) {
         self.session_deadline_ms = now_ms.saturating_add(self.session_timeout_ms);
     }
 
-    pub fn supports(&self, protocol: &str) -> bool {
+    pub(super) fn supports(&self, protocol: &str) -> bool {
         self.protocols.iter().any(|p| p.name == protocol)
     }
 
     /// The member's metadata for `protocol` (empty if it does not support it).
-    pub fn metadata(&self, protocol: &str) -> Bytes {
+    pub(super) fn metadata(&self, protocol: &str) -> Bytes {
         self.protocols
             .iter()
             .find(|p| p.name == protocol)
@@ -167,21 +167,21 @@ impl Member {
     }
 
     /// The member's first choice among `candidates`.
-    pub fn vote<'a>(&self, candidates: &'a [String]) -> Option<&'a String> {
+    pub(super) fn vote<'a>(&self, candidates: &'a [String]) -> Option<&'a String> {
         self.protocols
             .iter()
             .find_map(|p| candidates.iter().find(|c| **c == p.name))
     }
 
     /// Answers a parked JoinGroup call, if any. A caller that went away is ignored.
-    pub fn reply_join(&mut self, result: JoinResult) {
+    pub(super) fn reply_join(&mut self, result: JoinResult) {
         if let Some(waiter) = self.join_waiter.take() {
             let _ = waiter.send(result);
         }
     }
 
     /// Answers a parked SyncGroup call, if any. A caller that went away is ignored.
-    pub fn reply_sync(&mut self, result: SyncResult) {
+    pub(super) fn reply_sync(&mut self, result: SyncResult) {
         if let Some(waiter) = self.sync_waiter.take() {
             let _ = waiter.send(result);
         }
@@ -189,7 +189,7 @@ impl Member {
 
     /// The topics a consumer-protocol member subscribes to with `protocol`, or `None` when its
     /// metadata is not a consumer subscription we can read.
-    pub fn subscribed_topics(&self, protocol: &str) -> Option<Vec<String>> {
+    pub(super) fn subscribed_topics(&self, protocol: &str) -> Option<Vec<String>> {
         let mut metadata = self.metadata(protocol);
         if metadata.len() < 2 {
             return None;

@@ -247,6 +247,7 @@ impl GroupCoordinator {
             (None, "") => "consumer",
             (None, client_id) => client_id,
         };
+        #[allow(clippy::disallowed_methods)] // a member id: unique is all it must be
         let params = JoinParams {
             member_id: req.member_id.to_string(),
             new_member_id: format!("{prefix}-{}", uuid::Uuid::new_v4()),

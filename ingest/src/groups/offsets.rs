@@ -55,7 +55,7 @@ pub(crate) struct OffsetStore {
 
 impl OffsetStore {
     /// Creates the table if needed and loads every committed offset.
-    pub async fn open(meta: MetaStore) -> Result<Self> {
+    pub(super) async fn open(meta: MetaStore) -> Result<Self> {
         meta.migrate("groups", MIGRATIONS).await?;
         let rows = sqlx::query(
             "SELECT group_id, topic, partition_index, committed_offset, leader_epoch, metadata,
@@ -96,7 +96,7 @@ impl OffsetStore {
     }
 
     /// Writes `offsets` of `group` durably, all or nothing, then caches them.
-    pub async fn commit(
+    pub(super) async fn commit(
         &self,
         group: &str,
         offsets: Vec<((String, i32), CommittedOffset)>,
@@ -137,7 +137,7 @@ impl OffsetStore {
     }
 
     /// The committed offset of one partition.
-    pub fn get(&self, group: &str, topic: &str, partition: i32) -> Option<CommittedOffset> {
+    pub(super) fn get(&self, group: &str, topic: &str, partition: i32) -> Option<CommittedOffset> {
         self.cache
             .read()
             .get(group)
@@ -146,17 +146,17 @@ impl OffsetStore {
     }
 
     /// Every committed offset of `group`.
-    pub fn all(&self, group: &str) -> GroupOffsets {
+    pub(super) fn all(&self, group: &str) -> GroupOffsets {
         self.cache.read().get(group).cloned().unwrap_or_default()
     }
 
     /// Whether `group` has committed offsets (such a group exists, `Empty`, with no members).
-    pub fn has_group(&self, group: &str) -> bool {
+    pub(super) fn has_group(&self, group: &str) -> bool {
         self.cache.read().get(group).is_some_and(|o| !o.is_empty())
     }
 
     /// Every group with committed offsets.
-    pub fn groups(&self) -> Vec<String> {
+    pub(super) fn groups(&self) -> Vec<String> {
         self.cache
             .read()
             .iter()
@@ -166,7 +166,7 @@ impl OffsetStore {
     }
 
     /// Deletes every offset of `group`.
-    pub async fn delete_group(&self, group: &str) -> Result<()> {
+    pub(super) async fn delete_group(&self, group: &str) -> Result<()> {
         let lock = self.write_lock(group);
         let _guard = lock.lock().await;
         sqlx::query("DELETE FROM inlet_group_offsets WHERE group_id = $1")
@@ -178,7 +178,11 @@ impl OffsetStore {
     }
 
     /// Deletes the offsets of some partitions of `group`.
-    pub async fn delete_partitions(&self, group: &str, partitions: &[(String, i32)]) -> Result<()> {
+    pub(super) async fn delete_partitions(
+        &self,
+        group: &str,
+        partitions: &[(String, i32)],
+    ) -> Result<()> {
         if partitions.is_empty() {
             return Ok(());
         }
@@ -210,7 +214,7 @@ impl OffsetStore {
     }
 
     /// Deletes the offsets of `topic` in every group.
-    pub async fn delete_topic(&self, topic: &str) -> Result<()> {
+    pub(super) async fn delete_topic(&self, topic: &str) -> Result<()> {
         sqlx::query("DELETE FROM inlet_group_offsets WHERE topic = $1")
             .bind(topic)
             .execute(self.meta.pool())

@@ -40,7 +40,7 @@ pub(crate) enum GroupState {
 
 impl GroupState {
     /// The name Kafka uses in DescribeGroups and ListGroups.
-    pub fn as_str(self) -> &'static str {
+    pub(super) fn as_str(self) -> &'static str {
         match self {
             GroupState::Empty => "Empty",
             GroupState::PreparingRebalance => "PreparingRebalance",
@@ -104,7 +104,7 @@ pub(crate) struct Group {
 }
 
 impl Group {
-    pub fn new(initial_rebalance_delay_ms: u64) -> Self {
+    pub(super) fn new(initial_rebalance_delay_ms: u64) -> Self {
         Group {
             state: GroupState::Empty,
             generation_id: 0,
@@ -120,17 +120,17 @@ impl Group {
     }
 
     #[cfg(test)]
-    pub fn state(&self) -> GroupState {
+    pub(super) fn state(&self) -> GroupState {
         self.state
     }
 
     /// Whether DeleteGroups may remove the group.
-    pub fn is_deletable(&self) -> bool {
+    pub(super) fn is_deletable(&self) -> bool {
         self.state == GroupState::Empty && self.members.is_empty()
     }
 
     /// Empty and expecting nobody: without committed offsets, the group can be forgotten.
-    pub fn is_idle(&self) -> bool {
+    pub(super) fn is_idle(&self) -> bool {
         self.is_deletable() && self.pending.is_empty()
     }
 
@@ -173,7 +173,7 @@ impl Group {
 
     // ---- JoinGroup ----
 
-    pub fn join(&mut self, params: JoinParams, now_ms: u64) -> Reply<JoinResult> {
+    pub(super) fn join(&mut self, params: JoinParams, now_ms: u64) -> Reply<JoinResult> {
         let reply = self.join_inner(params, now_ms);
         // The initial delay may be zero: complete now rather than on the next timer tick.
         self.tick(now_ms);
@@ -528,7 +528,7 @@ impl Group {
 
     /// Runs what is due at `now_ms`: expired sessions and pending member ids, and the
     /// rebalance deadline.
-    pub fn tick(&mut self, now_ms: u64) {
+    pub(super) fn tick(&mut self, now_ms: u64) {
         let pending_before = self.pending.len();
         self.pending.retain(|_, deadline| *deadline > now_ms);
         if self.pending.len() < pending_before {
@@ -569,7 +569,7 @@ impl Group {
     }
 
     /// The earliest time [`Group::tick`] has something to do.
-    pub fn next_deadline(&self) -> Option<u64> {
+    pub(super) fn next_deadline(&self) -> Option<u64> {
         let sessions = self
             .members
             .iter()
@@ -582,7 +582,7 @@ impl Group {
 
     // ---- SyncGroup, Heartbeat, LeaveGroup, OffsetCommit ----
 
-    pub fn sync(&mut self, p: SyncParams, now_ms: u64) -> Reply<SyncResult> {
+    pub(super) fn sync(&mut self, p: SyncParams, now_ms: u64) -> Reply<SyncResult> {
         let fail = |e| Reply::Now(SyncResult::error(e));
         if self.state == GroupState::Dead {
             return fail(ResponseError::CoordinatorNotAvailable);
@@ -647,7 +647,7 @@ impl Group {
         }
     }
 
-    pub fn heartbeat(
+    pub(super) fn heartbeat(
         &mut self,
         member_id: &str,
         group_instance_id: Option<&str>,
@@ -682,7 +682,7 @@ impl Group {
 
     /// LeaveGroup for each `(member_id, group_instance_id)`; a member may be named by its
     /// instance id alone. One answer per identity, in order.
-    pub fn leave(
+    pub(super) fn leave(
         &mut self,
         identities: &[(String, Option<String>)],
         now_ms: u64,
@@ -723,7 +723,7 @@ impl Group {
 
     /// Whether a member may commit offsets now. `generation_id < 0` is a commit from outside
     /// the group (admin tools, `assign()` consumers), allowed only while the group is empty.
-    pub fn check_commit(
+    pub(super) fn check_commit(
         &mut self,
         member_id: &str,
         group_instance_id: Option<&str>,
@@ -754,7 +754,7 @@ impl Group {
 
     /// For OffsetDelete: `Ok(Some(topics))` when the group is a consumer group (only offsets of
     /// topics outside `topics` may go), `Ok(None)` when every offset may go.
-    pub fn offset_delete_guard(&self) -> Result<Option<HashSet<String>>, ResponseError> {
+    pub(super) fn offset_delete_guard(&self) -> Result<Option<HashSet<String>>, ResponseError> {
         if self.state == GroupState::Dead {
             return Err(ResponseError::CoordinatorNotAvailable);
         }
@@ -776,7 +776,7 @@ impl Group {
     }
 
     /// Answers every parked call: the coordinator is going away.
-    pub fn shutdown(&mut self) {
+    pub(super) fn shutdown(&mut self) {
         for member in &mut self.members {
             member.reply_join(JoinResult::error(
                 &member.member_id.clone(),
@@ -787,7 +787,7 @@ impl Group {
         self.rebalance = None;
     }
 
-    pub fn summary(&self) -> GroupSummary {
+    pub(super) fn summary(&self) -> GroupSummary {
         // As Kafka: member metadata and the protocol only once the group is stable.
         let stable = self.state == GroupState::Stable;
         let protocol = self.protocol_name.clone().unwrap_or_default();

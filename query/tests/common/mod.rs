@@ -22,13 +22,13 @@ use iceberg::{Catalog, CatalogBuilder, NamespaceIdent, TableCreation, TableIdent
 use inlet_table_worker::data_file::{self, FileSettings, FileTarget};
 use inlet_table_worker::position_delete;
 
-pub struct Fixture {
+pub(crate) struct Fixture {
     pub catalog: Arc<dyn Catalog>,
     pub dir: tempfile::TempDir,
 }
 
 impl Fixture {
-    pub async fn new() -> Fixture {
+    pub(crate) async fn new() -> Fixture {
         let dir = tempfile::tempdir().expect("tempdir");
         let catalog = MemoryCatalogBuilder::default()
             .with_storage_factory(Arc::new(LocalFsStorageFactory))
@@ -48,7 +48,7 @@ impl Fixture {
     }
 
     /// Creates `ns.name` (and `ns`) with `schema` and `spec`.
-    pub async fn create(
+    pub(crate) async fn create(
         &self,
         ns: &str,
         name: &str,
@@ -75,7 +75,7 @@ impl Fixture {
             .expect("create table")
     }
 
-    pub async fn load(&self, ns: &str, name: &str) -> Table {
+    pub(crate) async fn load(&self, ns: &str, name: &str) -> Table {
         self.catalog
             .load_table(&TableIdent::new(
                 NamespaceIdent::new(ns.to_string()),
@@ -87,7 +87,7 @@ impl Fixture {
 
     /// Appends one snapshot holding `columns` (in schema order) as data files of at most
     /// `target_file_bytes` each. Returns the table after the commit.
-    pub async fn append(
+    pub(crate) async fn append(
         &self,
         table: &Table,
         columns: Vec<ArrayRef>,
@@ -101,7 +101,7 @@ impl Fixture {
     }
 
     /// Writes `columns` (in schema order) as data files named `<prefix>-…`.
-    pub async fn write_files(
+    pub(crate) async fn write_files(
         &self,
         table: &Table,
         columns: Vec<ArrayRef>,
@@ -135,7 +135,7 @@ impl Fixture {
     }
 
     /// Commits `files` as one fast-append snapshot.
-    pub async fn commit_files(&self, table: &Table, files: Vec<DataFile>) -> Table {
+    pub(crate) async fn commit_files(&self, table: &Table, files: Vec<DataFile>) -> Table {
         let tx = Transaction::new(table);
         let tx = tx
             .fast_append()
@@ -148,7 +148,7 @@ impl Fixture {
 
 impl Fixture {
     /// Adds the optional column `name` to `table`'s schema. Returns the table after the commit.
-    pub async fn add_column(&self, table: &Table, name: &str, field_type: Type) -> Table {
+    pub(crate) async fn add_column(&self, table: &Table, name: &str, field_type: Type) -> Table {
         let tx = Transaction::new(table);
         let tx = tx
             .update_schema()
@@ -159,7 +159,7 @@ impl Fixture {
     }
 
     /// Drops the column `name` from `table`'s schema. Returns the table after the commit.
-    pub async fn drop_column(&self, table: &Table, name: &str) -> Table {
+    pub(crate) async fn drop_column(&self, table: &Table, name: &str) -> Table {
         let tx = Transaction::new(table);
         let tx = tx
             .update_schema()
@@ -171,7 +171,11 @@ impl Fixture {
 
     /// Deletes rows of the unpartitioned `table` by (data file path, row position), the way
     /// an upsert does: a position delete file committed as a row-delta snapshot.
-    pub async fn delete_positions(&self, table: &Table, deletes: Vec<(String, u64)>) -> Table {
+    pub(crate) async fn delete_positions(
+        &self,
+        table: &Table,
+        deletes: Vec<(String, u64)>,
+    ) -> Table {
         let meta = table.metadata();
         let target = FileTarget {
             file_io: table.file_io().clone(),

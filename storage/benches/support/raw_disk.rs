@@ -11,7 +11,7 @@ use hdrhistogram::Histogram;
 
 const MIB: f64 = 1024.0 * 1024.0;
 
-pub fn create(path: &Path) -> std::fs::File {
+pub(crate) fn create(path: &Path) -> std::fs::File {
     std::fs::OpenOptions::new()
         .create(true)
         .write(true)
@@ -20,7 +20,7 @@ pub fn create(path: &Path) -> std::fs::File {
         .unwrap()
 }
 
-pub fn raw_sequential_mib_s(dir: &Path, seconds: u64) -> f64 {
+pub(crate) fn raw_sequential_mib_s(dir: &Path, seconds: u64) -> f64 {
     let path = dir.join("raw-seq");
     let mut file = create(&path);
     let chunk = vec![0x5au8; 1 << 20];
@@ -37,7 +37,7 @@ pub fn raw_sequential_mib_s(dir: &Path, seconds: u64) -> f64 {
 }
 
 /// 4 KiB write + `fdatasync`, back to back; latency in µs.
-pub fn raw_fsync_latency(dir: &Path, seconds: u64) -> Histogram<u64> {
+pub(crate) fn raw_fsync_latency(dir: &Path, seconds: u64) -> Histogram<u64> {
     let path = dir.join("raw-4k");
     let mut file = create(&path);
     let chunk = vec![0x5au8; 4096];
@@ -57,7 +57,7 @@ pub fn raw_fsync_latency(dir: &Path, seconds: u64) -> Histogram<u64> {
 /// it: `chunk`-byte messages fall due on a fixed schedule; one thread writes everything due
 /// with one write and one `fdatasync` (an ideal group commit). Per-message latency (µs) from
 /// when each message fell due.
-pub fn raw_group_commit_latency(
+pub(crate) fn raw_group_commit_latency(
     dir: &Path,
     seconds: u64,
     mib_s: f64,

@@ -514,7 +514,7 @@ impl Writer {
     }
 
     fn write_durably(&mut self, buf: &[u8]) -> Result<()> {
-        let started = std::time::Instant::now();
+        let started = tokio::time::Instant::now();
         let in_segment = self.position - self.segment_start;
         if in_segment > 0 && in_segment + buf.len() as u64 > self.segment_bytes {
             // Everything in the current segment is already synced: roll.

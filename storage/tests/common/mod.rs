@@ -7,13 +7,13 @@
 use std::sync::Arc;
 
 use bytes::Bytes;
-pub use inlet_common::ManualClock;
+pub(crate) use inlet_common::ManualClock;
 use inlet_storage::{open_object_store, FaultyStore, MetaStore, StorageConfig, StreamStore};
 use object_store::ObjectStore;
 
 /// Which object store and metadata store a fixture uses.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Backend {
+pub(crate) enum Backend {
     /// In-memory objects, SQLite metadata.
     Memory,
     /// A local folder, SQLite metadata: the embedded default.
@@ -22,7 +22,7 @@ pub enum Backend {
     S3Postgres,
 }
 
-pub struct Fixture {
+pub(crate) struct Fixture {
     pub dir: tempfile::TempDir,
     pub objects: FaultyStore,
     pub meta_url: String,
@@ -30,14 +30,14 @@ pub struct Fixture {
     pub config: StorageConfig,
 }
 
-pub use inlet_test_support::service_env;
+pub(crate) use inlet_test_support::service_env;
 
 fn unique(prefix: &str) -> String {
     format!("{prefix}_{}_{}", std::process::id(), rand::random::<u32>())
 }
 
 /// A small configuration that exercises blocks, read-ahead and uploads with little data.
-pub fn small_config() -> StorageConfig {
+pub(crate) fn small_config() -> StorageConfig {
     StorageConfig {
         wal_segment_bytes: 64 * 1024,
         log_cache_bytes: 4 << 20,
@@ -68,7 +68,7 @@ pub fn small_config() -> StorageConfig {
 impl Fixture {
     /// A fixture on `backend`, or `None` when that backend's services are not available
     /// outside CI.
-    pub async fn new(backend: Backend) -> Option<Fixture> {
+    pub(crate) async fn new(backend: Backend) -> Option<Fixture> {
         let dir = tempfile::tempdir().expect("tempdir");
         let (store, meta_url): (Arc<dyn ObjectStore>, String) = match backend {
             Backend::Memory => (
@@ -103,21 +103,21 @@ impl Fixture {
         })
     }
 
-    pub fn wal_dir(&self) -> std::path::PathBuf {
+    pub(crate) fn wal_dir(&self) -> std::path::PathBuf {
         self.dir.path().join("wal")
     }
 
     /// Opens the store with background tasks off (tests drive uploads and maintenance).
-    pub async fn open(&self) -> StreamStore {
+    pub(crate) async fn open(&self) -> StreamStore {
         self.try_open().await.expect("store opens")
     }
 
-    pub async fn try_open(&self) -> inlet_storage::Result<StreamStore> {
+    pub(crate) async fn try_open(&self) -> inlet_storage::Result<StreamStore> {
         self.open_with(false).await
     }
 
     /// Opens the store with its background uploader and maintenance running.
-    pub async fn open_with_background_tasks(&self) -> StreamStore {
+    pub(crate) async fn open_with_background_tasks(&self) -> StreamStore {
         self.open_with(true).await.expect("store opens")
     }
 
@@ -133,7 +133,7 @@ impl Fixture {
     }
 
     /// Every object key in the object store (tests may list; the store itself never does).
-    pub async fn object_keys(&self) -> Vec<String> {
+    pub(crate) async fn object_keys(&self) -> Vec<String> {
         use futures::TryStreamExt;
         let inner = open_inner(&self.objects);
         let mut keys: Vec<String> = inner
@@ -153,14 +153,14 @@ fn open_inner(store: &FaultyStore) -> Arc<dyn ObjectStore> {
 }
 
 /// A payload that names its writer and sequence number, padded to `len` bytes.
-pub fn payload(writer: u32, seq: u64, len: usize) -> Bytes {
+pub(crate) fn payload(writer: u32, seq: u64, len: usize) -> Bytes {
     let mut v = format!("w{writer}:s{seq}:").into_bytes();
     v.resize(len.max(v.len()), b'.');
     Bytes::from(v)
 }
 
 /// Reads a whole stream from `from` and returns its batches, checking offsets are dense.
-pub async fn read_all(
+pub(crate) async fn read_all(
     store: &StreamStore,
     stream: u64,
     from: u64,

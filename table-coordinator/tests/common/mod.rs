@@ -7,7 +7,7 @@ use iceberg::spec::{NestedField, PrimitiveType, Schema, Type};
 use inlet_table_coordinator::commit::{Round, RoundBase};
 
 /// Round `n` with commit id `<prefix>-<n>`: partition 0 at offset `n * 10`.
-pub fn round(prefix: &str, n: u64) -> Round {
+pub(crate) fn round(prefix: &str, n: u64) -> Round {
     let schema = Schema::builder()
         .with_fields(vec![Arc::new(NestedField::required(
             1,

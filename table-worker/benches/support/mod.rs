@@ -15,17 +15,17 @@ use parquet::basic::{Compression, ZstdLevel};
 use parquet::file::properties::WriterProperties;
 
 /// A small deterministic generator (xorshift64*).
-pub struct Rng(pub u64);
+pub(crate) struct Rng(pub u64);
 
 impl Rng {
-    pub fn next(&mut self) -> u64 {
+    pub(crate) fn next(&mut self) -> u64 {
         self.0 ^= self.0 >> 12;
         self.0 ^= self.0 << 25;
         self.0 ^= self.0 >> 27;
         self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
     }
 
-    pub fn text(&mut self, min: usize, max: usize) -> String {
+    pub(crate) fn text(&mut self, min: usize, max: usize) -> String {
         const ALPHABET: &[u8] =
             b"abcdefghijklmnopqrstuvwxyz ABCDEFGHIJKLMNOPQRSTUVWXYZ-.@0123456789";
         let len = min + (self.next() as usize) % (max - min + 1);
@@ -34,27 +34,27 @@ impl Rng {
             .collect()
     }
 
-    pub fn long(&mut self) -> i64 {
+    pub(crate) fn long(&mut self) -> i64 {
         (self.next() >> 20) as i64
     }
 
-    pub fn int(&mut self) -> i32 {
+    pub(crate) fn int(&mut self) -> i32 {
         (self.next() % 100_000) as i32
     }
 
-    pub fn double(&mut self) -> f64 {
+    pub(crate) fn double(&mut self) -> f64 {
         (self.next() % 1_000_000) as f64 / 100.0
     }
 }
 
 /// The ten string fields of the 20-field flat record every format's bench uses.
-pub const FLAT_STRINGS: [&str; 10] = [
+pub(crate) const FLAT_STRINGS: [&str; 10] = [
     "customer", "email", "street", "city", "country", "product", "category", "currency", "channel",
     "status",
 ];
 
 /// Best of `runs` passes of `f`.
-pub fn best(runs: usize, mut f: impl FnMut()) -> Duration {
+pub(crate) fn best(runs: usize, mut f: impl FnMut()) -> Duration {
     (0..runs)
         .map(|_| {
             let start = Instant::now();
@@ -67,7 +67,7 @@ pub fn best(runs: usize, mut f: impl FnMut()) -> Duration {
 
 /// Writes `columns` as one zstd (level 3, the table worker's default) Parquet file in memory,
 /// as a conversion job does; returns the file's size.
-pub fn zstd_parquet(target: &SchemaRef, columns: Vec<ArrayRef>) -> usize {
+pub(crate) fn zstd_parquet(target: &SchemaRef, columns: Vec<ArrayRef>) -> usize {
     let batch = RecordBatch::try_new(target.clone(), columns).expect("batch");
     let props = WriterProperties::builder()
         .set_compression(Compression::ZSTD(ZstdLevel::try_new(3).expect("level")))
@@ -80,7 +80,7 @@ pub fn zstd_parquet(target: &SchemaRef, columns: Vec<ArrayRef>) -> usize {
 }
 
 /// Prints one stage's line of a summary.
-pub fn print_stage(what: &str, t: Duration, fields: f64, input_mib: f64) {
+pub(crate) fn print_stage(what: &str, t: Duration, fields: f64, input_mib: f64) {
     let s = t.as_secs_f64();
     println!(
         "  {what:<32} {:>8.1} ms  {:>7.2} M fields/s  {:>8.1} MiB/s",
@@ -92,7 +92,7 @@ pub fn print_stage(what: &str, t: Duration, fields: f64, input_mib: f64) {
 
 /// The system allocator, counting live heap bytes and their peak while counting is on (off
 /// during the timed passes, so they pay one relaxed load per allocation only).
-pub struct Counting;
+pub(crate) struct Counting;
 
 static COUNTING: AtomicBool = AtomicBool::new(false);
 static LIVE: AtomicUsize = AtomicUsize::new(0);
@@ -145,7 +145,7 @@ static ALLOCATOR: Counting = Counting;
 /// The peak of heap bytes allocated while `f` ran and not freed before that peak: what one
 /// conversion holds at most on top of what existed before (its input included only if `f`
 /// allocates it).
-pub fn peak_heap(f: impl FnOnce()) -> usize {
+pub(crate) fn peak_heap(f: impl FnOnce()) -> usize {
     LIVE.store(0, Ordering::Relaxed);
     PEAK.store(0, Ordering::Relaxed);
     COUNTING.store(true, Ordering::Relaxed);
@@ -155,13 +155,13 @@ pub fn peak_heap(f: impl FnOnce()) -> usize {
 }
 
 /// Bytes as MiB.
-pub fn mib(bytes: usize) -> f64 {
+pub(crate) fn mib(bytes: usize) -> f64 {
     bytes as f64 / (1024.0 * 1024.0)
 }
 
 /// Prints a format's summary: one line per timed stage (best of `runs` passes), the Parquet
 /// file's size, and the peak heap of one full pass (`full`, which returns the file's size).
-pub fn report(
+pub(crate) fn report(
     title: &str,
     records: usize,
     input_bytes: usize,

@@ -17,7 +17,7 @@ use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 
 /// A stream store (local WAL and object folder, no background tasks) and a schema registry
 /// on its metadata, under `dir`.
-pub async fn open(dir: &std::path::Path) -> (Arc<StreamStore>, Arc<Registry>) {
+pub(crate) async fn open(dir: &std::path::Path) -> (Arc<StreamStore>, Arc<Registry>) {
     let meta_url = format!("sqlite://{}", dir.join("meta.db").display());
     let store = Arc::new(
         StreamStore::builder(dir.join("wal"))
@@ -37,7 +37,7 @@ pub async fn open(dir: &std::path::Path) -> (Arc<StreamStore>, Arc<Registry>) {
 }
 
 /// Registers `text` under `subject`; `schema_type` None is Avro. Returns the schema id.
-pub async fn register_typed(
+pub(crate) async fn register_typed(
     registry: &Registry,
     subject: &str,
     text: &str,
@@ -53,7 +53,7 @@ pub async fn register_typed(
 
 /// Appends `records` (key, value) as one zstd Kafka record batch, offsets and timestamps
 /// counting from the batch's start.
-pub async fn append_records(
+pub(crate) async fn append_records(
     store: &StreamStore,
     stream: StreamId,
     records: &[(Option<Bytes>, Option<Bytes>)],
@@ -62,7 +62,7 @@ pub async fn append_records(
 }
 
 /// [`append_records`] with another codec.
-pub async fn append_records_with(
+pub(crate) async fn append_records_with(
     store: &StreamStore,
     stream: StreamId,
     records: &[(Option<Bytes>, Option<Bytes>)],
@@ -79,7 +79,7 @@ pub async fn append_records_with(
 
 /// `records` as one Kafka record batch: offsets from 0, CreateTime timestamps from
 /// 1,700,000,000,000 ms, one per record.
-pub fn encode_records(
+pub(crate) fn encode_records(
     records: &[(Option<Bytes>, Option<Bytes>)],
     compression: Compression,
 ) -> Bytes {
@@ -116,7 +116,12 @@ pub fn encode_records(
 }
 
 /// Appends one encoded batch of `count` records, as the broker stores it.
-pub async fn append_batch(store: &StreamStore, stream: StreamId, batch: Bytes, count: usize) {
+pub(crate) async fn append_batch(
+    store: &StreamStore,
+    stream: StreamId,
+    batch: Bytes,
+    count: usize,
+) {
     store
         .append_with(
             stream,
@@ -132,7 +137,7 @@ pub async fn append_batch(store: &StreamStore, stream: StreamId, batch: Bytes, c
 }
 
 /// Every record batch of a Parquet data file (`file://` path or plain path).
-pub fn read_parquet(path: &str) -> Vec<RecordBatch> {
+pub(crate) fn read_parquet(path: &str) -> Vec<RecordBatch> {
     let file = std::fs::File::open(path.trim_start_matches("file://")).expect("open");
     ParquetRecordBatchReaderBuilder::try_new(file)
         .expect("parquet")
@@ -145,7 +150,7 @@ pub fn read_parquet(path: &str) -> Vec<RecordBatch> {
 /// A table context with the defaults the tests start from: framed values
 /// (`by_schema_id`), raw keys, no transform, an unpartitioned table that does not exist yet
 /// under `data_location`, append-only.
-pub fn table_context(
+pub(crate) fn table_context(
     registry: &Arc<Registry>,
     data_location: String,
 ) -> inlet_table_worker::job::TableContext {

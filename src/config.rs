@@ -39,10 +39,28 @@ pub struct NodeConfig {
     pub tables: TablesConfig,
     /// Limits of each SQL query (`POST /v1/query`, `inlet query`).
     pub query: QuerySettings,
+    /// Membership (`[cluster]`): this node's lease on its row of the metadata store.
+    pub cluster: ClusterSettings,
     /// The Iceberg catalog the tables live in (`[catalog]`): embedded by default, an
     /// external REST catalog (`type = "rest"`, `uri`, ...), or AWS Glue (`type = "glue"`,
     /// `region`, ...).
     pub catalog: inlet_catalog::CatalogConfig,
+}
+
+/// `[cluster]`: membership (`src/members.rs`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ClusterSettings {
+    /// How long a node's membership lasts without a renewal (renewed every third of it). A
+    /// crashed node keeps other nodes from starting on its metadata store for this long; the
+    /// same node restarting on its own data directory starts at once.
+    pub lease_ms: u64,
+}
+
+impl Default for ClusterSettings {
+    fn default() -> Self {
+        ClusterSettings { lease_ms: 30_000 }
+    }
 }
 
 /// `[query]`: limits of each SQL query.
@@ -124,6 +142,7 @@ impl Default for NodeConfig {
             registry: inlet_schema_registry::RegistryConfig::default(),
             tables: TablesConfig::default(),
             query: QuerySettings::default(),
+            cluster: ClusterSettings::default(),
             catalog: inlet_catalog::CatalogConfig::default(),
         }
     }
@@ -155,6 +174,12 @@ impl NodeConfig {
 
     /// Checks the settings fit together.
     pub fn validate(&self) -> anyhow::Result<()> {
+        if self.cluster.lease_ms < 1_000 {
+            bail!(
+                "[cluster] lease_ms must be at least 1000, got {}",
+                self.cluster.lease_ms
+            );
+        }
         for (name, addr) in [
             ("kafka-listen", &self.kafka_listen),
             ("registry-listen", &self.registry_listen),

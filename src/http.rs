@@ -46,6 +46,7 @@ pub(crate) async fn serve(
         .route("/metrics", get(metrics))
         .route("/v1/tables", get(tables_status))
         .route("/v1/tables/{namespace}/{table}", get(table_status))
+        .route("/v1/cluster", get(cluster))
         .with_state(Node { broker, tables })
         .merge(watermarks)
         .merge(sql)
@@ -56,6 +57,54 @@ pub(crate) async fn serve(
     {
         tracing::error!(error = %e, "the HTTP listener failed");
     }
+}
+
+/// `GET /v1/cluster`: the nodes on this node's metadata store with their leases, and what this
+/// node owns. One node owns everything: a cluster is not built (`crate::members`).
+async fn cluster(State(Node { broker, tables }): State<Node>) -> axum::response::Response {
+    let now_ms = broker.clock_ms() as i64;
+    let me = broker.config().node_id;
+    let members = match crate::members::Membership::members(broker.store().meta()).await {
+        Ok(m) => m,
+        Err(e) => {
+            return (
+                StatusCode::SERVICE_UNAVAILABLE,
+                axum::Json(serde_json::json!({ "error": format!("{e:#}") })),
+            )
+                .into_response()
+        }
+    };
+    let nodes: Vec<serde_json::Value> = members
+        .iter()
+        .map(|m| {
+            serde_json::json!({
+                "node_id": m.node_id,
+                "kafka": m.kafka_addr,
+                "http": m.http_addr,
+                "started_ms": m.started_ms,
+                "lease_expires_ms": m.expires_ms,
+                "live": m.expires_ms > now_ms,
+                "this_node": m.node_id as i64 == i64::from(me),
+            })
+        })
+        .collect();
+    let partitions: serde_json::Map<String, serde_json::Value> = broker
+        .topics()
+        .list()
+        .iter()
+        .map(|t| (t.name.clone(), serde_json::json!(t.partitions.len())))
+        .collect();
+    let table_names: Vec<String> = tables.snapshot().keys().cloned().collect();
+    axum::Json(serde_json::json!({
+        "node_id": me,
+        "nodes": nodes,
+        "owned_by_this_node": {
+            "partitions": partitions,
+            "groups": "all",
+            "tables": table_names,
+        },
+    }))
+    .into_response()
 }
 
 /// Uploads failing for this long (with errors that may pass) make the node unhealthy: the WAL

@@ -2,9 +2,17 @@
 //! store, the Kafka endpoint on top of it, the Schema Registry, the Iceberg catalog (embedded
 //! or external), the table coordinators and their table workers, the SQL engine, and the HTTP
 //! listener with `/healthz`, `/metrics`, `/v1/…` and the Iceberg REST catalog under `/iceberg`.
+//!
+//! [`Node::builder`] assembles one: each part (clock, object store, metadata store, catalog)
+//! comes from the configuration unless the builder is handed one, which is how tests run a
+//! whole node in-process on a fault-injecting store and a manual clock. [`serve`] runs a node
+//! until a signal; [`Node::shutdown`] stops one cleanly. `inlet config dump`
+//! ([`config_dump`]) prints the configuration a node would run with.
 
 pub mod config;
+pub mod config_dump;
 mod http;
+pub mod members;
 pub mod sql;
 mod tables;
 pub mod watermark;
@@ -26,10 +34,11 @@ use config::NodeConfig;
 const DRAIN_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Opens a node's stream store from its configuration, on `objects` (the node's one
-/// object-store client) when given.
+/// object-store client) and `meta` (its metadata store) when given.
 pub async fn open_store(
     config: &NodeConfig,
     objects: Option<Arc<dyn object_store::ObjectStore>>,
+    meta: Option<inlet_storage::MetaStore>,
     clock: Arc<dyn Clock>,
 ) -> anyhow::Result<StreamStore> {
     let mut storage = config.storage.clone();
@@ -43,6 +52,9 @@ pub async fn open_store(
         .clock(clock);
     if let Some(objects) = objects {
         builder = builder.object_store(objects);
+    }
+    if let Some(meta) = meta {
+        builder = builder.meta(meta);
     }
     builder.open().await.context("opening the stream store")
 }
@@ -117,134 +129,309 @@ fn rest_config(object_store_url: &str) -> inlet_catalog::rest::RestConfig {
 pub async fn serve(config: NodeConfig) -> anyhow::Result<()> {
     // Listen for signals before announcing readiness, so an early SIGTERM is not fatal.
     let shutdown_signal = shutdown_signal()?;
-    let kafka_listener = bind("Kafka", &config.kafka_listen).await?;
-    let http_listener = bind("HTTP", &config.http_listen).await?;
-    let registry_listener = bind("Schema Registry", &config.registry_listen).await?;
-    let registry_addr = registry_listener.local_addr()?;
-    let kafka_addr = kafka_listener.local_addr()?;
-    let http_addr = http_listener.local_addr()?;
-    let broker_config = broker_config(&config, kafka_addr)?;
-
-    // One clock for the whole node, and one object-store client for the stream store and the
-    // Iceberg tables.
-    let clock: Arc<dyn Clock> = Arc::new(SystemClock);
-    let objects = inlet_storage::open_object_store(&config.object_store_url())
-        .context("opening the object store")?;
-    let store = Arc::new(open_store(&config, Some(objects.clone()), clock.clone()).await?);
-    let catalog = inlet_catalog::NodeCatalog::open(
-        &config.catalog,
-        &config.meta_url(),
-        &config.object_store_url(),
-        Some(objects),
-        clock.clone(),
-    )
-    .await
-    .context("opening the Iceberg catalog")?;
-    let registry = Arc::new(
-        inlet_schema_registry::open(store.meta().clone(), config.registry.clone())
-            .await
-            .context("opening the Schema Registry")?,
-    );
-
-    // The table worker's view of its tables' schemas, which Produce checks writer schemas
-    // against.
-    let table_schemas = Arc::new(inlet_table_worker::worker::TableSchemas::default());
-    let broker = Broker::open(
-        store.clone(),
-        broker_config,
-        clock,
-        Some(registry.clone()),
-        Arc::new(TablePayloads {
-            decoders: Default::default(),
-            tables: table_schemas.clone(),
-        }),
-    )
-    .await
-    .context("opening the Kafka endpoint")?;
-
-    let stop = CancellationToken::new();
-    let mut tasks = tokio::task::JoinSet::new();
-    tasks.spawn(inlet_ingest::server::serve(
-        kafka_listener,
-        broker.clone(),
-        stop.clone(),
-    ));
-    let statuses = inlet_table_coordinator::status::Statuses::default();
-    tasks.spawn(http::serve(
-        http_listener,
-        broker.clone(),
-        statuses.clone(),
-        catalog.catalog(),
-        config.query.to_config(),
-        catalog.router(rest_config(&config.object_store_url())),
-        stop.clone(),
-    ));
-    tasks.spawn(tables::run(
-        broker.clone(),
-        registry.clone(),
-        catalog.clone(),
-        statuses,
-        tables::IndexSettings {
-            dir: config.data_dir.join("table-index"),
-            budget: config.tables.upsert_index_memory_bytes,
-            conversion_bytes: config.tables.memory_bytes,
-            dead_letter_pending_files: config.tables.dead_letter_pending_files,
-        },
-        table_schemas,
-        stop.clone(),
-    ));
-    {
-        let (registry, stop) = (registry.clone(), stop.clone());
-        tasks.spawn(async move {
-            if let Err(e) = inlet_schema_registry::serve(registry_listener, registry, stop).await {
-                tracing::error!(error = %e, "the Schema Registry listener failed");
-            }
-        });
+    let node = Node::builder(config).start().await?;
+    let lost = node.membership.lost();
+    tokio::select! {
+        _ = shutdown_signal => {}
+        _ = lost.cancelled() => tracing::error!("stopping: this node lost its membership"),
     }
-    tracing::info!(
-        kafka = %kafka_addr,
-        advertised = %format!("{}:{}", broker.config().advertised_host, broker.config().advertised_port),
-        http = %http_addr,
-        registry = %registry_addr,
-        data_dir = %config.data_dir.display(),
-        object_store = %config.object_store_url(),
-        iceberg = %format!("http://{http_addr}/iceberg"),
-        warehouse = %catalog.warehouse(),
-        catalog = %match config.catalog.kind {
-            inlet_catalog::CatalogKind::Embedded => "embedded".to_string(),
-            inlet_catalog::CatalogKind::Rest => config.catalog.uri.clone().unwrap_or_default(),
-            inlet_catalog::CatalogKind::Glue => format!(
-                "glue ({})",
-                config.catalog.endpoint.as_deref().or(config.catalog.region.as_deref()).unwrap_or("region from AWS_REGION")
+    node.shutdown().await
+}
+
+/// A running node: its listeners, the parts they serve, and the tasks that run them. Built by
+/// [`Node::builder`]; [`serve`] runs one until a signal, tests run one in-process.
+pub struct Node {
+    kafka_addr: SocketAddr,
+    http_addr: SocketAddr,
+    registry_addr: SocketAddr,
+    broker: Arc<Broker>,
+    registry: Arc<inlet_schema_registry::Registry>,
+    store: Arc<StreamStore>,
+    stop: CancellationToken,
+    tasks: tokio::task::JoinSet<()>,
+    membership: members::Membership,
+    /// Ends the membership's renewals, which leave (delete the node's row) last of all.
+    leave: CancellationToken,
+    renewals: tokio::task::JoinHandle<()>,
+}
+
+/// What a node is built from. Each part defaults to what the configuration says: the clock
+/// to the system clock, the object store and the metadata store to the URLs in the
+/// configuration, the catalog to `[catalog]`. Tests hand in a fault-injecting object store, a
+/// manual clock, or a catalog of their own.
+pub struct NodeBuilder {
+    config: NodeConfig,
+    clock: Option<Arc<dyn Clock>>,
+    objects: Option<Arc<dyn object_store::ObjectStore>>,
+    meta: Option<inlet_storage::MetaStore>,
+    catalog: Option<inlet_catalog::NodeCatalog>,
+}
+
+impl Node {
+    /// A builder for a node with `config`.
+    pub fn builder(config: NodeConfig) -> NodeBuilder {
+        NodeBuilder {
+            config,
+            clock: None,
+            objects: None,
+            meta: None,
+            catalog: None,
+        }
+    }
+
+    /// Where the Kafka listener is bound.
+    pub fn kafka_addr(&self) -> SocketAddr {
+        self.kafka_addr
+    }
+
+    /// Where the HTTP listener (Iceberg REST, SQL, watermarks, metrics, health) is bound.
+    pub fn http_addr(&self) -> SocketAddr {
+        self.http_addr
+    }
+
+    /// Where the Schema Registry listener is bound.
+    pub fn registry_addr(&self) -> SocketAddr {
+        self.registry_addr
+    }
+
+    /// The node's stream store.
+    pub fn store(&self) -> &Arc<StreamStore> {
+        &self.store
+    }
+
+    /// Stops the node cleanly: no new requests are read, in-flight produces are answered, the
+    /// tasks get [`DRAIN_TIMEOUT`] to finish, and the store is closed (what was acknowledged
+    /// but not uploaded is replayed from the WAL at the next start).
+    pub async fn shutdown(self) -> anyhow::Result<()> {
+        let Node {
+            broker,
+            registry,
+            store,
+            stop,
+            mut tasks,
+            leave,
+            renewals,
+            ..
+        } = self;
+        tracing::info!("shutting down: finishing in-flight requests");
+        stop.cancel();
+        broker.shutdown().await;
+        let drained = tokio::time::timeout(DRAIN_TIMEOUT, async {
+            while tasks.join_next().await.is_some() {}
+        })
+        .await;
+        if drained.is_err() {
+            tracing::warn!("in-flight requests did not finish in time; stopping anyway");
+            tasks.abort_all();
+            while tasks.join_next().await.is_some() {}
+        }
+        drop(broker);
+        drop(registry);
+        match Arc::try_unwrap(store) {
+            Ok(store) => store.close().await,
+            // Every acknowledged append is already synced; what is not uploaded is replayed
+            // from the WAL on the next start.
+            Err(_) => tracing::warn!("the stream store is still in use; leaving it to the WAL"),
+        }
+        // Last: another node may start on this metadata store once the row is gone.
+        leave.cancel();
+        let _ = renewals.await;
+        tracing::info!("stopped cleanly");
+        Ok(())
+    }
+}
+
+impl NodeBuilder {
+    /// The node's one clock (default: the system clock).
+    pub fn clock(mut self, clock: Arc<dyn Clock>) -> Self {
+        self.clock = Some(clock);
+        self
+    }
+
+    /// The object store for the stream store and the tables (default: the configuration's
+    /// `object_store` URL).
+    pub fn object_store(mut self, objects: Arc<dyn object_store::ObjectStore>) -> Self {
+        self.objects = Some(objects);
+        self
+    }
+
+    /// The metadata store (default: the configuration's `meta` URL).
+    pub fn meta_store(mut self, meta: inlet_storage::MetaStore) -> Self {
+        self.meta = Some(meta);
+        self
+    }
+
+    /// The Iceberg catalog (default: `[catalog]`, over the node's object store).
+    pub fn catalog(mut self, catalog: inlet_catalog::NodeCatalog) -> Self {
+        self.catalog = Some(catalog);
+        self
+    }
+
+    /// Binds the listeners, opens every part and starts serving.
+    pub async fn start(self) -> anyhow::Result<Node> {
+        let NodeBuilder {
+            config,
+            clock,
+            objects,
+            meta,
+            catalog,
+        } = self;
+        let kafka_listener = bind("Kafka", &config.kafka_listen).await?;
+        let http_listener = bind("HTTP", &config.http_listen).await?;
+        let registry_listener = bind("Schema Registry", &config.registry_listen).await?;
+        let registry_addr = registry_listener.local_addr()?;
+        let kafka_addr = kafka_listener.local_addr()?;
+        let http_addr = http_listener.local_addr()?;
+        let broker_config = broker_config(&config, kafka_addr)?;
+
+        // One clock for the whole node, and one object-store client for the stream store and
+        // the Iceberg tables.
+        let clock = clock.unwrap_or_else(|| Arc::new(SystemClock));
+        // Membership first: nothing of the store (its WAL replay, its uploads) runs while
+        // another node is live on this metadata store.
+        std::fs::create_dir_all(&config.data_dir)
+            .with_context(|| format!("creating data dir {}", config.data_dir.display()))?;
+        let meta = match meta {
+            Some(meta) => meta,
+            None => inlet_storage::MetaStore::connect(&config.meta_url())
+                .await
+                .context("opening the metadata store")?,
+        };
+        let membership = members::Membership::join(
+            meta.clone(),
+            &config.data_dir,
+            config.node_id,
+            (
+                format!(
+                    "{}:{}",
+                    broker_config.advertised_host, broker_config.advertised_port
+                ),
+                http_addr.to_string(),
             ),
-        },
-        topics = broker.topics().list().len(),
-        "Inlet node is up"
-    );
+            Duration::from_millis(config.cluster.lease_ms),
+            clock.clone(),
+        )
+        .await
+        .context("joining the metadata store's nodes")?;
+        let leave = CancellationToken::new();
+        let renewals = tokio::spawn(membership.clone().run(leave.clone()));
+        let objects = match objects {
+            Some(objects) => objects,
+            None => inlet_storage::open_object_store(&config.object_store_url())
+                .context("opening the object store")?,
+        };
+        let store =
+            Arc::new(open_store(&config, Some(objects.clone()), Some(meta), clock.clone()).await?);
+        let catalog = match catalog {
+            Some(catalog) => catalog,
+            None => inlet_catalog::NodeCatalog::open(
+                &config.catalog,
+                &config.meta_url(),
+                &config.object_store_url(),
+                Some(objects),
+                clock.clone(),
+            )
+            .await
+            .context("opening the Iceberg catalog")?,
+        };
+        let registry = Arc::new(
+            inlet_schema_registry::open(store.meta().clone(), config.registry.clone())
+                .await
+                .context("opening the Schema Registry")?,
+        );
 
-    shutdown_signal.await;
-    tracing::info!("shutting down: finishing in-flight requests");
-    stop.cancel();
-    broker.shutdown().await;
-    let drained = tokio::time::timeout(DRAIN_TIMEOUT, async {
-        while tasks.join_next().await.is_some() {}
-    })
-    .await;
-    if drained.is_err() {
-        tracing::warn!("in-flight requests did not finish in time; stopping anyway");
-        tasks.abort_all();
-        while tasks.join_next().await.is_some() {}
+        // The table worker's view of its tables' schemas, which Produce checks writer schemas
+        // against.
+        let table_schemas = Arc::new(inlet_table_worker::worker::TableSchemas::default());
+        let broker = Broker::open(
+            store.clone(),
+            broker_config,
+            clock,
+            Some(registry.clone()),
+            Arc::new(TablePayloads {
+                decoders: Default::default(),
+                tables: table_schemas.clone(),
+            }),
+        )
+        .await
+        .context("opening the Kafka endpoint")?;
+
+        let stop = CancellationToken::new();
+        let mut tasks = tokio::task::JoinSet::new();
+        tasks.spawn(inlet_ingest::server::serve(
+            kafka_listener,
+            broker.clone(),
+            stop.clone(),
+        ));
+        let statuses = inlet_table_coordinator::status::Statuses::default();
+        tasks.spawn(http::serve(
+            http_listener,
+            broker.clone(),
+            statuses.clone(),
+            catalog.catalog(),
+            config.query.to_config(),
+            catalog.router(rest_config(&config.object_store_url())),
+            stop.clone(),
+        ));
+        tasks.spawn(tables::run(
+            broker.clone(),
+            registry.clone(),
+            catalog.clone(),
+            statuses,
+            tables::IndexSettings {
+                dir: config.data_dir.join("table-index"),
+                budget: config.tables.upsert_index_memory_bytes,
+                conversion_bytes: config.tables.memory_bytes,
+                dead_letter_pending_files: config.tables.dead_letter_pending_files,
+            },
+            table_schemas,
+            stop.clone(),
+        ));
+        {
+            let (registry, stop) = (registry.clone(), stop.clone());
+            tasks.spawn(async move {
+                if let Err(e) =
+                    inlet_schema_registry::serve(registry_listener, registry, stop).await
+                {
+                    tracing::error!(error = %e, "the Schema Registry listener failed");
+                }
+            });
+        }
+        tracing::info!(
+            kafka = %kafka_addr,
+            advertised = %format!("{}:{}", broker.config().advertised_host, broker.config().advertised_port),
+            http = %http_addr,
+            registry = %registry_addr,
+            data_dir = %config.data_dir.display(),
+            object_store = %config.object_store_url(),
+            iceberg = %format!("http://{http_addr}/iceberg"),
+            warehouse = %catalog.warehouse(),
+            catalog = %match config.catalog.kind {
+                inlet_catalog::CatalogKind::Embedded => "embedded".to_string(),
+                inlet_catalog::CatalogKind::Rest => config.catalog.uri.clone().unwrap_or_default(),
+                inlet_catalog::CatalogKind::Glue => format!(
+                    "glue ({})",
+                    config.catalog.endpoint.as_deref().or(config.catalog.region.as_deref()).unwrap_or("region from AWS_REGION")
+                ),
+            },
+            topics = broker.topics().list().len(),
+            "Inlet node is up"
+        );
+
+        Ok(Node {
+            kafka_addr,
+            http_addr,
+            registry_addr,
+            broker,
+            registry,
+            store,
+            stop,
+            tasks,
+            membership,
+            leave,
+            renewals,
+        })
     }
-    drop(broker);
-    drop(registry);
-    match Arc::try_unwrap(store) {
-        Ok(store) => store.close().await,
-        // Every acknowledged append is already synced; what is not uploaded is replayed from
-        // the WAL on the next start.
-        Err(_) => tracing::warn!("the stream store is still in use; leaving it to the WAL"),
-    }
-    tracing::info!("stopped cleanly");
-    Ok(())
 }
 
 /// Resolves on SIGTERM or Ctrl-C; the handlers are installed when this is called.

@@ -3,9 +3,11 @@
 use std::path::PathBuf;
 
 use anyhow::Context;
-use clap::{Args, Parser, Subcommand};
+use clap::parser::ValueSource;
+use clap::{ArgMatches, Args, CommandFactory, FromArgMatches, Parser, Subcommand};
 
 use inlet::config::{parse_key_value, NodeConfig};
+use inlet::config_dump::{KeyPath, Source};
 
 #[derive(Parser, Debug)]
 #[command(
@@ -25,6 +27,12 @@ enum Command {
     /// A table's watermark: how far its event time is complete.
     #[command(subcommand)]
     Watermark(WatermarkCommand),
+    /// The node's configuration.
+    #[command(subcommand)]
+    Config(ConfigCommand),
+    /// The nodes on a node's metadata store.
+    #[command(subcommand)]
+    Cluster(ClusterCommand),
     /// Run a read-only SQL query on a node's tables (`namespace.table`).
     Query {
         #[arg(long, env = "INLET_SERVER", default_value = "http://127.0.0.1:8181")]
@@ -62,6 +70,24 @@ enum WatermarkCommand {
     },
 }
 
+#[derive(Subcommand, Debug)]
+enum ClusterCommand {
+    /// Print the nodes on the node's metadata store (their addresses and leases) and what the
+    /// node owns, as JSON.
+    Status {
+        #[arg(long, env = "INLET_SERVER", default_value = "http://127.0.0.1:8181")]
+        server: String,
+    },
+}
+
+#[derive(Subcommand, Debug)]
+enum ConfigCommand {
+    /// Print the configuration `inlet serve` would run with, given the same flags and
+    /// environment: every setting as TOML, with where its value came from (default, file,
+    /// env or flag).
+    Dump(ServeArgs),
+}
+
 #[derive(Args, Debug)]
 struct ServeArgs {
     /// TOML configuration file; flags and INLET_* variables override it.
@@ -91,7 +117,74 @@ struct ServeArgs {
     kafka_config: Vec<(String, String)>,
 }
 
+/// The flags of [`ServeArgs`] that set one setting each, by argument id (which is also the
+/// setting's key); `kafka_config` sets `kafka.<name>` per pair.
+const SETTING_ARGS: [&str; 8] = [
+    "data_dir",
+    "kafka_listen",
+    "registry_listen",
+    "http_listen",
+    "advertised_host",
+    "object_store",
+    "meta",
+    "node_id",
+];
+
 impl ServeArgs {
+    /// The settings that these flags and `INLET_*` variables set, with their source, read
+    /// from `matches` (the `serve` or `config dump` subcommand's).
+    fn overrides(&self, matches: &ArgMatches) -> std::collections::BTreeMap<KeyPath, Source> {
+        let source = |id: &str| match matches.value_source(id) {
+            Some(ValueSource::CommandLine) => {
+                Some(Source::Flag(format!("--{}", id.replace('_', "-"))))
+            }
+            Some(ValueSource::EnvVariable) => {
+                Some(Source::Env(format!("INLET_{}", id.to_uppercase())))
+            }
+            _ => None,
+        };
+        let mut out = std::collections::BTreeMap::new();
+        for id in SETTING_ARGS {
+            if let Some(s) = source(id) {
+                out.insert(vec![id.to_string()], s);
+            }
+        }
+        if let Some(s) = source("kafka_config") {
+            for (name, _) in &self.kafka_config {
+                out.insert(vec!["kafka".to_string(), name.clone()], s.clone());
+            }
+        }
+        out
+    }
+
+    /// `inlet config dump`.
+    fn dump(self, matches: &ArgMatches) -> anyhow::Result<String> {
+        let overrides = self.overrides(matches);
+        let file = match &self.config {
+            Some(path) => {
+                let text = std::fs::read_to_string(path)
+                    .with_context(|| format!("reading config file {}", path.display()))?;
+                Some(
+                    text.parse::<toml::Table>()
+                        .with_context(|| format!("parsing config file {}", path.display()))?,
+                )
+            }
+            None => None,
+        };
+        let header = match &self.config {
+            Some(path) => format!(
+                "# inlet config dump: defaults, then {}, then INLET_* variables, then flags\n",
+                path.display()
+            ),
+            None => {
+                "# inlet config dump: defaults, then INLET_* variables, then flags (no --config)\n"
+                    .to_string()
+            }
+        };
+        let config = self.into_config()?;
+        Ok(header + &inlet::config_dump::dump(&config, file.as_ref(), &overrides)?)
+    }
+
     fn into_config(self) -> anyhow::Result<NodeConfig> {
         let mut config = match &self.config {
             Some(path) => NodeConfig::from_file(path)?,
@@ -165,7 +258,8 @@ fn main() -> anyhow::Result<()> {
         )
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stdout()))
         .init();
-    let cli = Cli::parse();
+    let matches = Cli::command().get_matches();
+    let cli = Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -174,6 +268,31 @@ fn main() -> anyhow::Result<()> {
         Command::Serve(args) => {
             trim_malloc_every_second();
             runtime.block_on(inlet::serve(args.into_config()?))
+        }
+        Command::Cluster(ClusterCommand::Status { server }) => {
+            let url = format!("{}/v1/cluster", server.trim_end_matches('/'));
+            let body = runtime.block_on(async {
+                let response = reqwest::get(&url)
+                    .await
+                    .with_context(|| format!("GET {url}"))?;
+                let status = response.status();
+                let text = response.text().await?;
+                if !status.is_success() {
+                    anyhow::bail!("GET {url}: {status}: {text}");
+                }
+                Ok(text)
+            })?;
+            let value: serde_json::Value = serde_json::from_str(&body)?;
+            println!("{}", serde_json::to_string_pretty(&value)?);
+            Ok(())
+        }
+        Command::Config(ConfigCommand::Dump(args)) => {
+            let sub = matches
+                .subcommand_matches("config")
+                .and_then(|m| m.subcommand_matches("dump"))
+                .context("the config dump subcommand's arguments")?;
+            print!("{}", args.dump(sub)?);
+            Ok(())
         }
         Command::Query {
             server,

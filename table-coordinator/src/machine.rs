@@ -276,7 +276,11 @@ impl Machine {
         self.report.committed = self.offsets.clone();
         self.report.watermark_ms = reg.watermark_ms;
         if let (true, Some((mut main, dead_letters))) = (first, reg.recovered) {
-            // This coordinator commits it now, under its own epoch.
+            // This coordinator commits it now, under its own epoch. Until it lands, the
+            // table's progress is where the round starts.
+            for (partition, start) in &main.start_offsets {
+                self.report.committed.insert(*partition, *start);
+            }
             main.epoch = Some(self.settings.epoch);
             self.pending = Some(main);
             self.pending_dead_letters = dead_letters.map(|mut d| {

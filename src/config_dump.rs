@@ -1,0 +1,182 @@
+//! `inlet config dump`: the effective configuration of a node, each setting with where its
+//! value came from (docs/architecture.md, "Configuration").
+//!
+//! The output is TOML (one dotted key a line, the source in a comment), so it can be saved and
+//! used as a config file. Sources, from weakest to strongest: the default, the config file,
+//! an `INLET_*` environment variable, a command-line flag.
+
+use std::collections::BTreeMap;
+use std::fmt::Write;
+
+use crate::config::NodeConfig;
+
+/// Where a setting's value came from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Source {
+    Default,
+    /// The config file (`--config`).
+    File,
+    /// This environment variable.
+    Env(String),
+    /// This command-line flag.
+    Flag(String),
+}
+
+impl std::fmt::Display for Source {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Source::Default => f.write_str("default"),
+            Source::File => f.write_str("file"),
+            Source::Env(name) => write!(f, "env {name}"),
+            Source::Flag(name) => write!(f, "flag {name}"),
+        }
+    }
+}
+
+/// A setting's place in the config: its keys from the top (`["storage", "retry",
+/// "max_attempts"]`, `["kafka", "log.retention.ms"]`).
+pub type KeyPath = Vec<String>;
+
+/// Every setting of `config`, a line each: `key = value  # source`. `file` is the config
+/// file's table as written (None: no file); `overrides` the settings that flags and
+/// environment variables set, with their source. Settings that are unset show what they
+/// default to, as a comment.
+pub fn dump(
+    config: &NodeConfig,
+    file: Option<&toml::Table>,
+    overrides: &BTreeMap<KeyPath, Source>,
+) -> anyhow::Result<String> {
+    let toml::Value::Table(table) = toml::Value::try_from(config)? else {
+        anyhow::bail!("the configuration is not a TOML table");
+    };
+    let mut leaves = Vec::new();
+    walk(&mut Vec::new(), &table, &mut leaves);
+    let source = |path: &KeyPath| {
+        if let Some(s) = overrides.get(path) {
+            return s.clone();
+        }
+        let mut at = file.map(|t| t as &toml::Table);
+        for (i, key) in path.iter().enumerate() {
+            let Some(t) = at else { break };
+            match t.get(key) {
+                Some(toml::Value::Table(inner)) if i + 1 < path.len() => at = Some(inner),
+                Some(_) if i + 1 == path.len() => return Source::File,
+                _ => break,
+            }
+        }
+        Source::Default
+    };
+    let mut out = String::new();
+    for (path, value) in &leaves {
+        let key = path
+            .iter()
+            .map(|k| quote_key(k))
+            .collect::<Vec<_>>()
+            .join(".");
+        writeln!(out, "{key} = {value}  # {}", source(path))?;
+    }
+    // Unset options, with what they mean.
+    for (name, set, meaning) in [
+        (
+            "advertised_host",
+            config.advertised_host.is_some(),
+            "the Kafka listener's host (127.0.0.1 when it listens on 0.0.0.0)".to_string(),
+        ),
+        (
+            "object_store",
+            config.object_store.is_some(),
+            config.object_store_url(),
+        ),
+        ("meta", config.meta.is_some(), config.meta_url()),
+    ] {
+        if !set {
+            writeln!(out, "# {name} is unset: {meaning}  # default")?;
+        }
+    }
+    Ok(out)
+}
+
+/// The leaves of `table` below `path`, in order: every value that is not a table (arrays are
+/// leaves).
+fn walk(path: &mut KeyPath, table: &toml::Table, out: &mut Vec<(KeyPath, toml::Value)>) {
+    for (key, value) in table {
+        path.push(key.clone());
+        match value {
+            toml::Value::Table(inner) => walk(path, inner, out),
+            leaf => out.push((path.clone(), leaf.clone())),
+        }
+        path.pop();
+    }
+}
+
+/// `key` as a TOML key: bare when it can be, else a quoted string.
+fn quote_key(key: &str) -> String {
+    let bare = !key.is_empty()
+        && key
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-');
+    if bare {
+        key.to_string()
+    } else {
+        toml::Value::String(key.to_string()).to_string()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_setting_says_where_its_value_came_from_and_the_output_reads_back() {
+        let file: toml::Table = toml::from_str(
+            "node_id = 7\n[storage]\nupload_interval_ms = 2000\n[kafka]\n\"log.retention.ms\" = \"60000\"\n",
+        )
+        .expect("file");
+        let mut config: NodeConfig =
+            toml::from_str(&toml::to_string(&file).expect("text")).expect("config");
+        config.http_listen = "127.0.0.1:18181".into();
+        config.kafka_listen = "127.0.0.1:19092".into();
+        let overrides = BTreeMap::from([
+            (
+                vec!["http_listen".to_string()],
+                Source::Env("INLET_HTTP_LISTEN".into()),
+            ),
+            (
+                vec!["kafka_listen".to_string()],
+                Source::Flag("--kafka-listen".into()),
+            ),
+        ]);
+        let out = dump(&config, Some(&file), &overrides).expect("dump");
+        let line = |key: &str| {
+            out.lines()
+                .find(|l| l.starts_with(&format!("{key} = ")))
+                .unwrap_or_else(|| panic!("no {key} in\n{out}"))
+                .to_string()
+        };
+        assert_eq!(line("node_id"), "node_id = 7  # file");
+        assert_eq!(
+            line("storage.upload_interval_ms"),
+            "storage.upload_interval_ms = 2000  # file"
+        );
+        assert_eq!(
+            line("kafka.\"log.retention.ms\""),
+            "kafka.\"log.retention.ms\" = \"60000\"  # file"
+        );
+        assert_eq!(
+            line("http_listen"),
+            "http_listen = \"127.0.0.1:18181\"  # env INLET_HTTP_LISTEN"
+        );
+        assert_eq!(
+            line("kafka_listen"),
+            "kafka_listen = \"127.0.0.1:19092\"  # flag --kafka-listen"
+        );
+        assert!(line("storage.retry.max_attempts").ends_with("# default"));
+        assert!(
+            out.contains("# object_store is unset: inlet-data/objects"),
+            "{out}"
+        );
+        // Read back as a config file, it is the same configuration.
+        let again: NodeConfig = toml::from_str(&out).expect("the dump parses as a config");
+        assert_eq!(again, config);
+    }
+}

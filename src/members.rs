@@ -1,0 +1,275 @@
+//! Membership: the nodes that share a metadata store, each holding a lease on its row of
+//! `inlet_nodes` (its id, its data directory's identity, its advertised Kafka and HTTP
+//! addresses, when it started and when its lease ends).
+//!
+//! Several nodes on one metadata store and one object store (a cluster) are not built: two
+//! nodes would assign the same offsets and one could drop the other's data (issue 18). So a
+//! node refuses to start, with a message that says why, while another node's lease is live on
+//! its metadata store:
+//! - the same `--node-id` from another data directory: "node id N is live";
+//! - any other node id: "a cluster is not supported yet".
+//!
+//! A node restarting on its own data directory (after a crash, or a kill -9) takes its row at
+//! once, whatever the lease says: the row carries the identity kept in
+//! `<data_dir>/node-identity`, written at the node's first start. A clean stop deletes the
+//! row, so the next node may start at once; a crashed node's row blocks others until its
+//! lease ends (`[cluster] lease_ms`, 30 s).
+//!
+//! Invariants:
+//! - At most one row is live at a time, and only its identity renews it: the check and the
+//!   write of a join are one transaction, under PostgreSQL's advisory lock or SQLite's write
+//!   lock, so two nodes starting together cannot both pass.
+//! - A node whose renewal finds its row gone or taken (it was paused past its lease and
+//!   another node joined) stops: it reports [`Membership::lost`].
+
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::{bail, Context};
+use inlet_common::Clock;
+use inlet_storage::{Backend, MetaStore};
+use serde::Serialize;
+use sqlx::Row;
+use tokio_util::sync::CancellationToken;
+
+/// The membership table, versioned with [`MetaStore::migrate`].
+const MIGRATIONS: &[&str] = &["CREATE TABLE inlet_nodes (
+        node_id BIGINT PRIMARY KEY,
+        identity VARCHAR(64) NOT NULL,
+        kafka_addr VARCHAR(255) NOT NULL,
+        http_addr VARCHAR(255) NOT NULL,
+        started_ms BIGINT NOT NULL,
+        expires_ms BIGINT NOT NULL)"];
+
+/// The PostgreSQL advisory lock that joins hold (one per metadata store).
+const JOIN_LOCK: i64 = 7_243_508;
+
+/// The file in the data directory that names it: a node restarted on it is the same node.
+const IDENTITY_FILE: &str = "node-identity";
+
+/// One node's row.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Member {
+    pub node_id: u64,
+    pub kafka_addr: String,
+    pub http_addr: String,
+    pub started_ms: i64,
+    pub expires_ms: i64,
+    #[serde(skip)]
+    identity: String,
+}
+
+/// This node's membership: its row, kept alive by [`Membership::run`].
+#[derive(Debug, Clone)]
+pub struct Membership {
+    meta: MetaStore,
+    node_id: u64,
+    identity: String,
+    ttl: Duration,
+    clock: Arc<dyn Clock>,
+    lost: CancellationToken,
+}
+
+/// `<data_dir>/node-identity`, created with a new random identity on the first start.
+fn identity(data_dir: &Path) -> anyhow::Result<String> {
+    let path = data_dir.join(IDENTITY_FILE);
+    match std::fs::read_to_string(&path) {
+        Ok(text) if !text.trim().is_empty() => return Ok(text.trim().to_string()),
+        Ok(_) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => return Err(e).with_context(|| format!("reading {}", path.display())),
+    }
+    #[allow(clippy::disallowed_methods)] // an identity: unique is all it must be
+    let fresh = uuid::Uuid::new_v4().simple().to_string();
+    let staging = data_dir.join(format!("{IDENTITY_FILE}.tmp"));
+    std::fs::write(&staging, &fresh)
+        .and_then(|()| std::fs::File::open(&staging)?.sync_all())
+        .and_then(|()| std::fs::rename(&staging, &path))
+        .with_context(|| format!("writing {}", path.display()))?;
+    Ok(fresh)
+}
+
+impl Membership {
+    /// Joins the metadata store's membership as `node_id`, or refuses with the reason: another
+    /// node's lease is live (see the module doc). `kafka_addr` and `http_addr` are what
+    /// `inlet cluster status` shows.
+    pub async fn join(
+        meta: MetaStore,
+        data_dir: &Path,
+        node_id: u64,
+        addrs: (String, String),
+        ttl: Duration,
+        clock: Arc<dyn Clock>,
+    ) -> anyhow::Result<Membership> {
+        let identity = identity(data_dir)?;
+        meta.migrate("node.members", MIGRATIONS)
+            .await
+            .context("creating the membership table")?;
+        let id = i64::try_from(node_id).context("--node-id must fit in 63 bits")?;
+        let mut conn = meta
+            .pool()
+            .acquire()
+            .await
+            .context("connecting to the metadata store")?;
+        // The check and the write as one transaction that no other join can interleave with.
+        let begin = match meta.backend() {
+            Backend::Postgres => "BEGIN",
+            Backend::Sqlite => "BEGIN IMMEDIATE",
+        };
+        sqlx::query(begin).execute(&mut *conn).await?;
+        let outcome: anyhow::Result<()> = async {
+            if meta.backend() == Backend::Postgres {
+                sqlx::query("SELECT pg_advisory_xact_lock($1)")
+                    .bind(JOIN_LOCK)
+                    .execute(&mut *conn)
+                    .await?;
+            }
+            let now = clock.now_ms() as i64;
+            let rows = sqlx::query(
+                "SELECT node_id, identity, kafka_addr, http_addr, started_ms, expires_ms
+                 FROM inlet_nodes",
+            )
+            .fetch_all(&mut *conn)
+            .await?;
+            for row in rows {
+                let other = member(&row)?;
+                let live = other.expires_ms > now;
+                let mine = other.identity == identity;
+                if !live || mine {
+                    continue;
+                }
+                let left = Duration::from_millis((other.expires_ms - now) as u64);
+                if other.node_id == node_id {
+                    bail!(
+                        "node id {node_id} is live on this metadata store (a node at {} from \
+                         another data directory; its lease ends in {left:?}): start this node with \
+                         another --node-id, or stop that one first",
+                        other.kafka_addr
+                    );
+                }
+                bail!(
+                    "another node is live on this metadata store (node id {} at {}; its lease \
+                     ends in {left:?}), and a cluster is not supported yet: two nodes on one \
+                     metadata store would assign the same offsets and lose data. Run one node \
+                     per metadata store (docs/architecture.md, \"What is not built\")",
+                    other.node_id,
+                    other.kafka_addr
+                );
+            }
+            // This node's old rows, and rows whose lease ended.
+            sqlx::query(
+                "DELETE FROM inlet_nodes WHERE node_id = $1 OR identity = $2 OR expires_ms <= $3",
+            )
+            .bind(id)
+            .bind(&identity)
+            .bind(now)
+            .execute(&mut *conn)
+            .await?;
+            sqlx::query(
+                "INSERT INTO inlet_nodes
+                 (node_id, identity, kafka_addr, http_addr, started_ms, expires_ms)
+                 VALUES ($1, $2, $3, $4, $5, $6)",
+            )
+            .bind(id)
+            .bind(&identity)
+            .bind(&addrs.0)
+            .bind(&addrs.1)
+            .bind(now)
+            .bind(now + ttl.as_millis() as i64)
+            .execute(&mut *conn)
+            .await?;
+            Ok(())
+        }
+        .await;
+        let end = if outcome.is_ok() {
+            "COMMIT"
+        } else {
+            "ROLLBACK"
+        };
+        sqlx::query(end).execute(&mut *conn).await?;
+        outcome?;
+        Ok(Membership {
+            meta,
+            node_id,
+            identity,
+            ttl,
+            clock,
+            lost: CancellationToken::new(),
+        })
+    }
+
+    /// Cancelled when the node lost its row (see the module doc): it must stop.
+    pub fn lost(&self) -> CancellationToken {
+        self.lost.clone()
+    }
+
+    /// Extends this node's lease by the ttl from now; false when its row is gone or another
+    /// identity's.
+    pub async fn renew(&self) -> anyhow::Result<bool> {
+        let renewed = sqlx::query(
+            "UPDATE inlet_nodes SET expires_ms = $1 WHERE node_id = $2 AND identity = $3",
+        )
+        .bind(self.clock.now_ms() as i64 + self.ttl.as_millis() as i64)
+        .bind(self.node_id as i64)
+        .bind(&self.identity)
+        .execute(self.meta.pool())
+        .await?;
+        Ok(renewed.rows_affected() == 1)
+    }
+
+    /// Renews the lease every third of its ttl until `stop`, then leaves (deletes the row).
+    /// Stops early, cancelling [`Membership::lost`], when a renewal finds the row lost.
+    pub async fn run(self, stop: CancellationToken) {
+        let every = self.ttl / 3;
+        loop {
+            tokio::select! {
+                _ = stop.cancelled() => break,
+                _ = tokio::time::sleep(every) => {}
+            }
+            match self.renew().await {
+                Ok(true) => {}
+                Ok(false) => {
+                    tracing::error!(
+                        node_id = self.node_id,
+                        "this node's membership row is gone or another node's (was it paused \
+                         past its lease?): stopping"
+                    );
+                    self.lost.cancel();
+                    return;
+                }
+                Err(e) => tracing::warn!(error = %e, "could not renew the node's lease"),
+            }
+        }
+        let left = sqlx::query("DELETE FROM inlet_nodes WHERE node_id = $1 AND identity = $2")
+            .bind(self.node_id as i64)
+            .bind(&self.identity)
+            .execute(self.meta.pool())
+            .await;
+        if let Err(e) = left {
+            tracing::warn!(error = %e, "could not leave the membership table; the lease will end");
+        }
+    }
+
+    /// Every node's row, by id.
+    pub async fn members(meta: &MetaStore) -> anyhow::Result<Vec<Member>> {
+        let rows = sqlx::query(
+            "SELECT node_id, identity, kafka_addr, http_addr, started_ms, expires_ms
+             FROM inlet_nodes ORDER BY node_id",
+        )
+        .fetch_all(meta.pool())
+        .await?;
+        rows.iter().map(member).collect()
+    }
+}
+
+fn member(row: &sqlx::any::AnyRow) -> anyhow::Result<Member> {
+    Ok(Member {
+        node_id: row.try_get::<i64, _>("node_id")? as u64,
+        identity: row.try_get("identity")?,
+        kafka_addr: row.try_get("kafka_addr")?,
+        http_addr: row.try_get("http_addr")?,
+        started_ms: row.try_get("started_ms")?,
+        expires_ms: row.try_get("expires_ms")?,
+    })
+}

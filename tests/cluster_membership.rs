@@ -12,7 +12,7 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{service_env, wait_until, Node};
+use common::{serve_command, service_env, wait_until, Node};
 
 /// The shared arguments: one metadata store, one object store, a 2 s lease.
 fn args<'a>(meta: &'a str, objects: &'a str, config: &'a str, id: &'a str) -> Vec<&'a str> {
@@ -31,39 +31,8 @@ fn args<'a>(meta: &'a str, objects: &'a str, config: &'a str, id: &'a str) -> Ve
 /// Starts `inlet serve` on `data_dir` expecting a refusal: returns its stderr once it exits
 /// with a failure; panics if it is still running after 60 s (it started) or exits cleanly.
 fn refused(data_dir: &Path, extra: &[&str]) -> String {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_inlet"))
-        .args([
-            "serve",
-            "--kafka-listen",
-            "127.0.0.1:0",
-            "--http-listen",
-            "127.0.0.1:0",
-            "--registry-listen",
-            "127.0.0.1:0",
-        ])
-        .arg("--data-dir")
-        .arg(data_dir)
-        .args(extra)
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("inlet starts");
-    let deadline = Instant::now() + Duration::from_secs(60);
-    let status = loop {
-        if let Some(status) = child.try_wait().expect("try_wait") {
-            break status;
-        }
-        if Instant::now() > deadline {
-            let _ = child.kill();
-            panic!("the node was not refused: it is still running after 60 s");
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    };
-    let mut stderr = String::new();
-    std::io::Read::read_to_string(&mut child.stderr.take().expect("stderr"), &mut stderr)
-        .expect("stderr");
-    assert!(!status.success(), "refused with a failure status: {stderr}");
-    stderr
+    refused_within(data_dir, extra, Duration::from_secs(60))
+        .expect("the node was refused, not still running after 60 s")
 }
 
 fn cluster(node: &Node) -> serde_json::Value {
@@ -175,34 +144,29 @@ fn scenario(meta: &str) {
 /// Runs the node for up to 5 s: Some(stderr) if it was refused in that time, None if it is
 /// still running (then it is stopped, and the caller starts it for real).
 fn refused_quickly(data_dir: &Path, extra: &[&str]) -> Option<String> {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_inlet"))
-        .args([
-            "serve",
-            "--kafka-listen",
-            "127.0.0.1:0",
-            "--http-listen",
-            "127.0.0.1:0",
-            "--registry-listen",
-            "127.0.0.1:0",
-        ])
-        .arg("--data-dir")
-        .arg(data_dir)
-        .args(extra)
+    refused_within(data_dir, extra, Duration::from_secs(5))
+}
+
+/// Runs the node for up to `wait`: Some(stderr) if it exited with a failure in that time
+/// (panics on a clean exit), None if it is still running (then it is sent SIGTERM, so it
+/// leaves cleanly).
+fn refused_within(data_dir: &Path, extra: &[&str], wait: Duration) -> Option<String> {
+    let mut child = serve_command(data_dir, extra)
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
         .spawn()
         .expect("inlet starts");
-    let deadline = Instant::now() + Duration::from_secs(5);
+    let deadline = Instant::now() + wait;
     while Instant::now() < deadline {
-        if child.try_wait().expect("try_wait").is_some() {
+        if let Some(status) = child.try_wait().expect("try_wait") {
             let mut stderr = String::new();
             std::io::Read::read_to_string(&mut child.stderr.take().expect("stderr"), &mut stderr)
                 .expect("stderr");
+            assert!(!status.success(), "refused with a failure status: {stderr}");
             return Some(stderr);
         }
         std::thread::sleep(Duration::from_millis(50));
     }
-    // Still running: it joined. SIGTERM it so it leaves cleanly.
     // SAFETY: signalling our own child process.
     unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
     let _ = child.wait();

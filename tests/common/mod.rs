@@ -11,6 +11,25 @@ use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
+/// `inlet serve` on `data_dir`, listening on free ports, with `extra` arguments.
+pub(crate) fn serve_command<S: AsRef<std::ffi::OsStr>>(data_dir: &Path, extra: &[S]) -> Command {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_inlet"));
+    command
+        .args([
+            "serve",
+            "--kafka-listen",
+            "127.0.0.1:0",
+            "--http-listen",
+            "127.0.0.1:0",
+            "--registry-listen",
+            "127.0.0.1:0",
+        ])
+        .arg("--data-dir")
+        .arg(data_dir)
+        .args(extra);
+    command
+}
+
 /// A running node.
 pub(crate) struct Node {
     child: Child,
@@ -40,19 +59,7 @@ impl Node {
     /// [`Node::start`] with extra environment variables for the node.
     pub(crate) fn start_with_env(data_dir: &Path, extra: &[&str], env: &[(&str, &str)]) -> Node {
         let extra: Vec<String> = extra.iter().map(|s| s.to_string()).collect();
-        let mut child = Command::new(env!("CARGO_BIN_EXE_inlet"))
-            .args([
-                "serve",
-                "--kafka-listen",
-                "127.0.0.1:0",
-                "--http-listen",
-                "127.0.0.1:0",
-                "--registry-listen",
-                "127.0.0.1:0",
-            ])
-            .arg("--data-dir")
-            .arg(data_dir)
-            .args(&extra)
+        let mut child = serve_command(data_dir, &extra)
             .env(
                 "INLET_LOG",
                 std::env::var("INLET_TEST_LOG").unwrap_or_else(|_| "info".into()),

@@ -1,6 +1,8 @@
 //! A release `inlet serve` node for the end-to-end benchmarks (`kafka_load`, `table_topics`):
 //! started on free ports in a data directory, with `INLET_BENCH_NODE_ARGS` as extra arguments
-//! and `INLET_BENCH_NODE_LOG` as its log filter. Its warnings and errors go to the bench's
+//! and `INLET_BENCH_NODE_LOG` as its log filter. `INLET_BENCH_BIN` names another `inlet`
+//! executable to run (an older build, for a before/after comparison in one run); by default
+//! it is the one this bench was built with. Its warnings and errors go to the bench's
 //! stderr; other log lines are dropped once the node is up.
 
 use std::collections::HashMap;
@@ -29,7 +31,9 @@ fn field(line: &str, name: &str) -> Option<String> {
 impl Node {
     /// Starts a node on `data_dir` and waits until it is up.
     pub(crate) fn start(data_dir: &Path) -> Node {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_inlet"))
+        let bin = std::env::var_os("INLET_BENCH_BIN")
+            .unwrap_or_else(|| env!("CARGO_BIN_EXE_inlet").into());
+        let mut child = Command::new(bin)
             .args([
                 "serve",
                 "--kafka-listen",

@@ -78,23 +78,7 @@ impl Error {
                 | object_store::Error::UnknownConfigurationKey { .. } => ErrorKind::BadInput,
                 _ => ErrorKind::Retryable,
             },
-            Error::Meta(e) => match e {
-                sqlx::Error::Io(_)
-                | sqlx::Error::PoolTimedOut
-                | sqlx::Error::PoolClosed
-                | sqlx::Error::WorkerCrashed
-                | sqlx::Error::Tls(_) => ErrorKind::Retryable,
-                sqlx::Error::Database(db) => {
-                    // SQLite BUSY/LOCKED and PostgreSQL serialization/deadlock failures.
-                    match db.code().as_deref() {
-                        Some("5") | Some("6") | Some("40001") | Some("40P01") => {
-                            ErrorKind::Retryable
-                        }
-                        _ => ErrorKind::BadInput,
-                    }
-                }
-                _ => ErrorKind::BadInput,
-            },
+            Error::Meta(e) => meta_error_kind(e),
         }
     }
 
@@ -119,3 +103,21 @@ impl Error {
 }
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// The kind of a metadata store error (SQLite or PostgreSQL through sqlx), for every crate that
+/// talks to the store: connection and pool failures, SQLite's BUSY and LOCKED, and PostgreSQL's
+/// serialization and deadlock failures may pass; anything else is the statement's own fault.
+pub fn meta_error_kind(e: &sqlx::Error) -> ErrorKind {
+    match e {
+        sqlx::Error::Io(_)
+        | sqlx::Error::PoolTimedOut
+        | sqlx::Error::PoolClosed
+        | sqlx::Error::WorkerCrashed
+        | sqlx::Error::Tls(_) => ErrorKind::Retryable,
+        sqlx::Error::Database(db) => match db.code().as_deref() {
+            Some("5") | Some("6") | Some("40001") | Some("40P01") => ErrorKind::Retryable,
+            _ => ErrorKind::BadInput,
+        },
+        _ => ErrorKind::BadInput,
+    }
+}

@@ -28,7 +28,7 @@ pub mod upload;
 pub mod wal;
 
 pub use config::{RetryConfig, StorageConfig};
-pub use error::{Error, ErrorKind, Result};
+pub use error::{meta_error_kind, Error, ErrorKind, Result};
 pub use maintenance::MaintenanceReport;
 pub use meta::{Backend, MetaStore};
 pub use objects::faulty::{Fault, FaultyStore, Op};

@@ -11,6 +11,11 @@
 //! eighth: commit tails of a few KiB and files of 2–24 MiB (at the default 32 MiB target) are
 //! both merged, and a growing file is rewritten only for a sizeable addition.
 //!
+//! How: files none of whose rows are deleted, written in the table's current schema, are
+//! merged by copying their Parquet column chunks (`crate::concat`: no value is decoded, which
+//! makes a compaction cost I/O rather than CPU); otherwise the rows are read in the current
+//! schema and written again.
+//!
 //! Deletes (upsert and CDC tables, or another engine's merge-on-read deletes): the position
 //! deletes of the partition that point into the chosen files are applied, so the new file
 //! holds only the live rows; a delete file all of whose rows point into them is removed with
@@ -96,6 +101,9 @@ pub struct Compacted {
     pub removed: usize,
     /// Files written.
     pub added: usize,
+    /// Whether the rows were moved by copying Parquet column chunks (`crate::concat`), not
+    /// decoded and written again.
+    pub copied: bool,
 }
 
 /// A live data file.
@@ -241,13 +249,6 @@ impl Committer {
         };
         let input: u64 = files.iter().map(|l| l.file.file_size_in_bytes()).sum();
 
-        // Read the rows in the current schema, holding memory from the node's pool: the
-        // decoded batches, and as much again while the Parquet writer runs.
-        let cap = pool.budget();
-        let _reservation = pool
-            .reserve(((input as usize).saturating_mul(8)).clamp(1, cap))
-            .await
-            .map_err(|e| CommitError::Catalog(format!("compaction memory: {e}")))?;
         // The partition's position deletes into the chosen files; a delete file whose rows
         // all point into them goes with them.
         let chosen: HashSet<&str> = files.iter().map(|l| l.file.file_path()).collect();
@@ -278,73 +279,6 @@ impl Committer {
                 removed_deletes.push(d.file.clone());
             }
         }
-        // Each file read on its own, so its rows come in order, then its deleted rows dropped.
-        let field_ids: Vec<i32> = schema.as_struct().fields().iter().map(|f| f.id).collect();
-        let mut batches: Vec<arrow::array::RecordBatch> = Vec::new();
-        let mut moved = Moved::default();
-        let mut rows = 0u64;
-        let mut removed_rows = 0u64;
-        for l in &files {
-            let task = FileScanTask {
-                file_size_in_bytes: l.file.file_size_in_bytes(),
-                start: 0,
-                length: l.file.file_size_in_bytes(),
-                record_count: Some(l.file.record_count()),
-                data_file_path: l.file.file_path().to_string(),
-                data_file_format: l.file.file_format(),
-                schema: schema.clone(),
-                project_field_ids: field_ids.clone(),
-                predicate: None,
-                deletes: Vec::new(),
-                partition: Some(partition.clone()),
-                partition_spec: Some(spec.clone()),
-                name_mapping: None,
-                case_sensitive: true,
-            };
-            let read: Vec<arrow::array::RecordBatch> =
-                ArrowReaderBuilder::new(file_io.clone(), Runtime::current())
-                    .build()
-                    .read(futures::stream::iter([Ok(task)]).boxed())?
-                    .stream()
-                    .try_collect()
-                    .await?;
-            let read_rows: u64 = read.iter().map(|b| b.num_rows() as u64).sum();
-            if read_rows != l.file.record_count() {
-                return Err(CommitError::Catalog(format!(
-                    "compaction read {read_rows} rows from {}, which holds {}",
-                    l.file.file_path(),
-                    l.file.record_count()
-                )));
-            }
-            removed_rows += read_rows;
-            let mut gone = deleted.remove(l.file.file_path()).unwrap_or_default();
-            gone.sort_unstable();
-            gone.dedup();
-            gone.retain(|&p| p < read_rows);
-            let mut at = 0u64;
-            for b in read {
-                let n = b.num_rows() as u64;
-                let first = gone.partition_point(|&p| p < at);
-                let last = gone.partition_point(|&p| p < at + n);
-                if first == last {
-                    batches.push(b);
-                } else {
-                    let keep = arrow::array::BooleanArray::from_iter(
-                        (at..at + n).map(|p| Some(gone[first..last].binary_search(&p).is_err())),
-                    );
-                    batches.push(
-                        arrow::compute::filter_record_batch(&b, &keep)
-                            .map_err(|e| CommitError::Catalog(format!("compaction: {e}")))?,
-                    );
-                }
-                at += n;
-            }
-            let live = read_rows - gone.len() as u64;
-            moved
-                .files
-                .insert(l.file.file_path().to_string(), (rows, gone));
-            rows += live;
-        }
         let location = meta.location().trim_end_matches('/').to_string();
         let data_location = meta
             .properties()
@@ -352,12 +286,6 @@ impl Committer {
             .cloned()
             .unwrap_or_else(|| format!("{location}/data"));
         let parent_id = parent.snapshot_id();
-        let file_target = FileTarget {
-            file_io: file_io.clone(),
-            schema: schema.clone(),
-            spec: spec.clone(),
-            data_location,
-        };
         // Unique per attempt: two compactions of one parent (a restarted or a second
         // coordinator) must not write the same files, or the loser's clean-up below would
         // delete the winner's live ones. The prefix is also the snapshot's commit id.
@@ -367,18 +295,79 @@ impl Committer {
             parent_id,
             uuid::Uuid::new_v4().simple()
         );
-        // One file: the input is at most one target file of Parquet already. The writer's
-        // rolling size is an estimate that counts in-progress pages before compression (and
-        // dictionaries whole), so at the target it cut highly compressible rows into files of
-        // a twentieth of it (the files benchmark: 1.6 MiB files at a 32 MiB target).
-        let one_file = FileSettings {
-            target_file_bytes: usize::MAX,
-            ..settings.clone()
-        };
-        let written =
-            inlet_table_worker::data_file::write(&file_target, &prefix, batches, &one_file)
+
+        // Memory from the node's pool: to copy column chunks, the inputs' bytes and the new
+        // file's; to decode, the decoded batches, and as much again while the Parquet writer
+        // runs.
+        let cap = pool.budget();
+        let reserve = |factor: usize| async move {
+            pool.reserve(((input as usize).saturating_mul(factor)).clamp(1, cap))
                 .await
-                .map_err(|e| CommitError::Catalog(format!("compaction: {e}")))?;
+                .map_err(|e| CommitError::Catalog(format!("compaction memory: {e}")))
+        };
+        let no_deletes = deleted.is_empty() && removed_deletes.is_empty();
+        let mut reservation = reserve(if no_deletes { 2 } else { 8 }).await?;
+        let copied = if no_deletes {
+            let inputs: Vec<DataFile> = files.iter().map(|l| l.file.clone()).collect();
+            crate::concat::concat(
+                &inputs,
+                &crate::concat::Output {
+                    file_io,
+                    data_location: &data_location,
+                    file_name: &format!("{prefix}-00000.parquet"),
+                    schema: &schema,
+                    spec: &spec,
+                    partition: &partition,
+                },
+            )
+            .await?
+        } else {
+            None
+        };
+        let mut moved = Moved::default();
+        let mut rows = 0u64;
+        let removed_rows: u64;
+        let file_target = FileTarget {
+            file_io: file_io.clone(),
+            schema: schema.clone(),
+            spec: spec.clone(),
+            data_location,
+        };
+        let copied_chunks = copied.is_some();
+        let written = match copied {
+            Some(file) => {
+                for l in &files {
+                    moved
+                        .files
+                        .insert(l.file.file_path().to_string(), (rows, Vec::new()));
+                    rows += l.file.record_count();
+                }
+                removed_rows = rows;
+                vec![file]
+            }
+            None => {
+                if no_deletes {
+                    drop(reservation);
+                    reservation = reserve(8).await?;
+                }
+                let batches;
+                (batches, moved, rows, removed_rows) =
+                    decode(file_io, &files, &schema, &spec, &partition, deleted).await?;
+                // One file: the input is at most one target file of Parquet already. The
+                // writer's rolling size is an estimate that counts in-progress pages before
+                // compression (and dictionaries whole), so at the target it cut highly
+                // compressible rows into files of a twentieth of it (the files benchmark:
+                // 1.6 MiB files at a 32 MiB target).
+                let one_file = FileSettings {
+                    target_file_bytes: usize::MAX,
+                    ..settings.clone()
+                };
+                inlet_table_worker::data_file::write(&file_target, &prefix, batches, &one_file)
+                    .await
+                    .map_err(|e| CommitError::Catalog(format!("compaction: {e}")))?
+            }
+        };
+        drop(reservation);
         // Deletes are carried over into the new file by row position: it must be one file.
         if written.len() > 1 {
             for f in &written {
@@ -442,6 +431,7 @@ impl Committer {
                 return Ok(Compacted {
                     removed: replace.removed.len(),
                     added: replace.written.len(),
+                    copied: copied_chunks,
                 });
             }
             Ok(false) | Err(CommitError::Conflict(_)) => {}
@@ -785,4 +775,84 @@ async fn read_deletes(
     inlet_table_worker::upsert::read_position_deletes(file_io, path)
         .await
         .map_err(|e| CommitError::Catalog(format!("reading position deletes {path}: {e}")))
+}
+
+/// The general path: the chosen files' rows read in the current schema, each file on its own
+/// so its rows come in order, with its deleted rows dropped. Returns the batches, where each
+/// file's live rows went, the rows kept and the rows the files held.
+async fn decode(
+    file_io: &iceberg::io::FileIO,
+    files: &[Live],
+    schema: &iceberg::spec::SchemaRef,
+    spec: &iceberg::spec::PartitionSpecRef,
+    partition: &iceberg::spec::Struct,
+    mut deleted: HashMap<String, Vec<u64>>,
+) -> Result<(Vec<arrow::array::RecordBatch>, Moved, u64, u64), CommitError> {
+    let field_ids: Vec<i32> = schema.as_struct().fields().iter().map(|f| f.id).collect();
+    let mut batches: Vec<arrow::array::RecordBatch> = Vec::new();
+    let mut moved = Moved::default();
+    let mut rows = 0u64;
+    let mut removed_rows = 0u64;
+    for l in files {
+        let task = FileScanTask {
+            file_size_in_bytes: l.file.file_size_in_bytes(),
+            start: 0,
+            length: l.file.file_size_in_bytes(),
+            record_count: Some(l.file.record_count()),
+            data_file_path: l.file.file_path().to_string(),
+            data_file_format: l.file.file_format(),
+            schema: schema.clone(),
+            project_field_ids: field_ids.clone(),
+            predicate: None,
+            deletes: Vec::new(),
+            partition: Some(partition.clone()),
+            partition_spec: Some(spec.clone()),
+            name_mapping: None,
+            case_sensitive: true,
+        };
+        let read: Vec<arrow::array::RecordBatch> =
+            ArrowReaderBuilder::new(file_io.clone(), Runtime::current())
+                .build()
+                .read(futures::stream::iter([Ok(task)]).boxed())?
+                .stream()
+                .try_collect()
+                .await?;
+        let read_rows: u64 = read.iter().map(|b| b.num_rows() as u64).sum();
+        if read_rows != l.file.record_count() {
+            return Err(CommitError::Catalog(format!(
+                "compaction read {read_rows} rows from {}, which holds {}",
+                l.file.file_path(),
+                l.file.record_count()
+            )));
+        }
+        removed_rows += read_rows;
+        let mut gone = deleted.remove(l.file.file_path()).unwrap_or_default();
+        gone.sort_unstable();
+        gone.dedup();
+        gone.retain(|&p| p < read_rows);
+        let mut at = 0u64;
+        for b in read {
+            let n = b.num_rows() as u64;
+            let first = gone.partition_point(|&p| p < at);
+            let last = gone.partition_point(|&p| p < at + n);
+            if first == last {
+                batches.push(b);
+            } else {
+                let keep = arrow::array::BooleanArray::from_iter(
+                    (at..at + n).map(|p| Some(gone[first..last].binary_search(&p).is_err())),
+                );
+                batches.push(
+                    arrow::compute::filter_record_batch(&b, &keep)
+                        .map_err(|e| CommitError::Catalog(format!("compaction: {e}")))?,
+                );
+            }
+            at += n;
+        }
+        let live = read_rows - gone.len() as u64;
+        moved
+            .files
+            .insert(l.file.file_path().to_string(), (rows, gone));
+        rows += live;
+    }
+    Ok((batches, moved, rows, removed_rows))
 }

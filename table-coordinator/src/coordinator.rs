@@ -439,7 +439,7 @@ async fn compact_in_background(
             .await
         {
             Ok(c) if c.removed > 0 => {
-                tracing::info!(table = %ident, removed = c.removed, added = c.added, "compacted small files")
+                tracing::info!(table = %ident, removed = c.removed, added = c.added, copied = c.copied, "compacted small files")
             }
             Ok(_) => return,
             Err(e) => {

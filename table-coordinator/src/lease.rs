@@ -46,20 +46,27 @@ const MIGRATIONS: &[&str] = &["CREATE TABLE inlet_table_leases (
 /// How long a lease lasts without a renewal, unless configured otherwise.
 pub const DEFAULT_TTL: Duration = Duration::from_secs(30);
 
-/// A lease error: the metadata store failed.
+/// A lease error: the metadata store failed, or the lease row changed under the call.
 #[derive(Debug, thiserror::Error)]
-#[error("coordinator lease: {0}")]
-pub struct LeaseError(String);
-
-impl From<sqlx::Error> for LeaseError {
-    fn from(e: sqlx::Error) -> Self {
-        LeaseError(e.to_string())
-    }
+pub enum LeaseError {
+    #[error("coordinator lease: the metadata store: {0}")]
+    Meta(#[from] sqlx::Error),
+    #[error("coordinator lease: {0}")]
+    Storage(#[from] inlet_storage::Error),
+    /// The row was deleted between this call's read and its write.
+    #[error("coordinator lease: the lease row of {table} vanished")]
+    Vanished { table: String },
 }
 
-impl From<inlet_storage::Error> for LeaseError {
-    fn from(e: inlet_storage::Error) -> Self {
-        LeaseError(e.to_string())
+impl LeaseError {
+    /// Which kind of failure this is: the store's own, or retryable for a row that vanished
+    /// (the next attempt finds the table free).
+    pub fn kind(&self) -> inlet_common::ErrorKind {
+        match self {
+            LeaseError::Meta(e) => inlet_storage::meta_error_kind(e),
+            LeaseError::Storage(e) => e.kind(),
+            LeaseError::Vanished { .. } => inlet_common::ErrorKind::Retryable,
+        }
     }
 }
 
@@ -182,7 +189,9 @@ impl Leases {
         // Someone else took it between our read and our write.
         match self.held_by(table).await? {
             Some(held) => Ok(Err(held)),
-            None => Err(LeaseError(format!("the lease row of {table} vanished"))),
+            None => Err(LeaseError::Vanished {
+                table: table.to_string(),
+            }),
         }
     }
 
@@ -239,6 +248,25 @@ impl Leases {
 mod tests {
     use super::*;
     use inlet_common::ManualClock;
+
+    #[test]
+    fn lease_errors_keep_their_kind() {
+        use inlet_common::ErrorKind;
+        assert_eq!(
+            LeaseError::from(sqlx::Error::PoolTimedOut).kind(),
+            ErrorKind::Retryable
+        );
+        assert_eq!(
+            LeaseError::from(sqlx::Error::RowNotFound).kind(),
+            ErrorKind::BadInput
+        );
+        let vanished = LeaseError::Vanished { table: "t".into() };
+        assert_eq!(vanished.kind(), ErrorKind::Retryable);
+        assert_eq!(
+            vanished.to_string(),
+            "coordinator lease: the lease row of t vanished"
+        );
+    }
 
     async fn meta(dir: &tempfile::TempDir) -> MetaStore {
         MetaStore::connect(&format!(

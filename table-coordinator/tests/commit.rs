@@ -642,6 +642,10 @@ async fn small_files_are_compacted_and_progress_is_kept() {
         .await
         .expect("compact");
     assert_eq!((done.removed, done.added), (files as usize, 1));
+    assert!(
+        done.copied,
+        "files of the current schema without deletes are copied, not decoded"
+    );
     assert_eq!(pool.used(), 0, "the compaction returned its memory");
 
     let table = c.load(&ident).await.expect("load").expect("table");
@@ -678,6 +682,48 @@ async fn small_files_are_compacted_and_progress_is_kept() {
             .expect("tasks")
     };
     assert_eq!(plan.len(), 1, "one file to read");
+    // The merged file's metrics are the inputs': the ids' bounds span every file, and the
+    // counts add up (planning prunes by them).
+    let merged = &plan[0];
+    assert_eq!(merged.record_count, Some(files * 10));
+    let pruned: Vec<_> = {
+        use futures::TryStreamExt;
+        table
+            .scan()
+            .with_filter(
+                iceberg::expr::Reference::new("id")
+                    .greater_than(iceberg::spec::Datum::long(files as i64 * 100 + 9)),
+            )
+            .build()
+            .expect("scan")
+            .plan_files()
+            .await
+            .expect("plan")
+            .try_collect()
+            .await
+            .expect("tasks")
+    };
+    assert!(
+        pruned.is_empty(),
+        "past the upper bound of id, nothing to read"
+    );
+    let inside: Vec<_> = {
+        use futures::TryStreamExt;
+        table
+            .scan()
+            .with_filter(
+                iceberg::expr::Reference::new("id").less_than(iceberg::spec::Datum::long(101)),
+            )
+            .build()
+            .expect("scan")
+            .plan_files()
+            .await
+            .expect("plan")
+            .try_collect()
+            .await
+            .expect("tasks")
+    };
+    assert_eq!(inside.len(), 1, "the lower bound is the first file's");
     // Nothing small enough left: a second compaction does nothing.
     assert_eq!(
         c.compact(&ident, &settings, &pool, MIN_FILES, 100_000)
@@ -1382,6 +1428,7 @@ async fn mid_size_files_are_merged_into_target_size_ones() {
         .await
         .expect("compact");
     assert_eq!((done.removed, done.added), (3, 1), "{sizes:?} for {target}");
+    assert!(done.copied);
     let table = c.load(&ident).await.expect("load").expect("table");
     assert_eq!(scan(&table).await, expected, "the same rows");
     assert_eq!(
@@ -1625,6 +1672,7 @@ async fn compaction_applies_position_deletes_and_carries_over_new_ones() {
         .expect("compact");
     assert!(racing.race.lock().await.is_none(), "the race ran");
     assert_eq!((done.removed, done.added), (MIN_FILES, 1));
+    assert!(!done.copied, "rows are deleted: decoded, not copied");
     let table = c.load(&ident).await.expect("load").expect("table");
     assert_eq!(
         scan(&table).await,
@@ -1671,4 +1719,84 @@ async fn compaction_applies_position_deletes_and_carries_over_new_ones() {
         Some((MIN_FILES * 10 - 2 + 1).to_string().as_str()),
         "the live rows rewritten, plus the late row: {summary:?}"
     );
+}
+
+/// Files written before a column was added are not copied as they are (their Parquet schema
+/// lacks the column): they are read in the current schema and written again, and the rows
+/// stay the same.
+#[tokio::test]
+async fn files_of_an_older_schema_are_decoded_into_the_current_one() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let c = committer(&dir).await;
+    let ident = TableIdent::new(NamespaceIdent::new("default".into()), "evolved".into());
+    let table = c
+        .create_with_ids_if_missing(&ident, &upsert_schema(), None, &[])
+        .await
+        .expect("create");
+    let wider = Schema::builder()
+        .with_fields(vec![
+            Arc::new(NestedField::required(
+                1,
+                "id",
+                Type::Primitive(PrimitiveType::Long),
+            )),
+            Arc::new(NestedField::optional(
+                2,
+                "name",
+                Type::Primitive(PrimitiveType::String),
+            )),
+            Arc::new(NestedField::optional(
+                3,
+                "score",
+                Type::Primitive(PrimitiveType::Int),
+            )),
+        ])
+        .build()
+        .expect("schema");
+    let mut expected = BTreeMap::new();
+    for n in 1..=4u64 {
+        let (schema, files) = if n < 4 {
+            let rows: Vec<(i64, String)> = (0..5)
+                .map(|i| (n as i64 * 10 + i, format!("e{n}")))
+                .collect();
+            let borrowed: Vec<(i64, &str)> = rows.iter().map(|(i, s)| (*i, s.as_str())).collect();
+            let file = data_file(&table, &format!("e{n}"), &borrowed).await;
+            expected.extend(rows);
+            (upsert_schema(), vec![file])
+        } else {
+            // The last round adds a column and no file.
+            (wider.clone(), Vec::new())
+        };
+        c.commit(
+            &ident,
+            &Round {
+                commit_id: format!("evolved-{n}"),
+                schema,
+                files,
+                offsets: BTreeMap::from([(0, n)]),
+                ..round(n, false, 1_000 * n as i64)
+            },
+        )
+        .await
+        .expect("commit");
+    }
+    let pool = inlet_table_worker::memory::MemoryPool::new(64 << 20);
+    let done = c
+        .compact(
+            &ident,
+            &inlet_table_worker::data_file::FileSettings::default(),
+            &pool,
+            2,
+            100_000,
+        )
+        .await
+        .expect("compact");
+    assert_eq!((done.removed, done.added), (3, 1));
+    assert!(!done.copied, "files of an older schema are decoded");
+    let table = c.load(&ident).await.expect("load").expect("table");
+    assert_eq!(
+        table.metadata().current_schema().as_struct().fields().len(),
+        3
+    );
+    assert_eq!(scan(&table).await, expected, "the same rows");
 }

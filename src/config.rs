@@ -110,6 +110,26 @@ pub struct TablesConfig {
     /// stream. Bounds the memory and the control-stream records a broken dead-letter table
     /// costs.
     pub dead_letter_pending_files: usize,
+    /// Commits of a table topic between two checks for small files to compact (and at most
+    /// one run per `table.topic.compaction.interval.ms`).
+    pub compaction_every_commits: u64,
+    /// Small files (under three quarters of the target size) that make a partition worth
+    /// compacting on their count alone; fewer are merged once they make half a target file.
+    pub compaction_min_files: usize,
+    /// Partitions (or target files' worth of one) one compaction run merges before it stops
+    /// until the next check: a backlog catches up over several runs, each of bounded length.
+    pub compaction_partitions_per_run: usize,
+}
+
+impl TablesConfig {
+    /// The compaction settings as the coordinators take them.
+    pub fn compaction_tuning(&self) -> inlet_table_coordinator::compact::CompactionTuning {
+        inlet_table_coordinator::compact::CompactionTuning {
+            every_commits: self.compaction_every_commits,
+            min_files: self.compaction_min_files,
+            partitions_per_run: self.compaction_partitions_per_run,
+        }
+    }
 }
 
 /// The default `[tables] memory_bytes`.
@@ -117,11 +137,15 @@ pub const DEFAULT_CONVERSION_BYTES: usize = 512 << 20;
 
 impl Default for TablesConfig {
     fn default() -> Self {
+        let compaction = inlet_table_coordinator::compact::CompactionTuning::default();
         TablesConfig {
             memory_bytes: DEFAULT_CONVERSION_BYTES,
             upsert_index_memory_bytes: inlet_table_worker::upsert::DEFAULT_INDEX_BUDGET,
             dead_letter_pending_files:
                 inlet_table_coordinator::coordinator::DEFAULT_DEAD_LETTER_PENDING_FILES,
+            compaction_every_commits: compaction.every_commits,
+            compaction_min_files: compaction.min_files,
+            compaction_partitions_per_run: compaction.partitions_per_run,
         }
     }
 }
@@ -206,6 +230,18 @@ impl NodeConfig {
         if self.tables.dead_letter_pending_files == 0 {
             bail!("tables.dead_letter_pending_files must be positive");
         }
+        if self.tables.compaction_every_commits == 0 {
+            bail!("tables.compaction_every_commits must be positive");
+        }
+        if self.tables.compaction_min_files < 2 {
+            bail!(
+                "tables.compaction_min_files must be at least 2, got {}",
+                self.tables.compaction_min_files
+            );
+        }
+        if self.tables.compaction_partitions_per_run == 0 {
+            bail!("tables.compaction_partitions_per_run must be positive");
+        }
         self.catalog.validate().map_err(anyhow::Error::msg)?;
         Ok(())
     }
@@ -247,6 +283,26 @@ mod tests {
             256 << 20
         );
         assert_eq!(config.kafka_listen, "127.0.0.1:9092");
+        assert_eq!(
+            config.tables.compaction_tuning(),
+            inlet_table_coordinator::compact::CompactionTuning::default(),
+            "unset, the compaction settings are the coordinator's defaults"
+        );
+        std::fs::write(
+            &path,
+            "[tables]\ncompaction_min_files = 4\ncompaction_every_commits = 3\n",
+        )
+        .expect("write");
+        let config = NodeConfig::from_file(&path).expect("parses");
+        assert_eq!(config.tables.compaction_tuning().min_files, 4);
+        assert_eq!(config.tables.compaction_tuning().every_commits, 3);
+        config.validate().expect("valid");
+        std::fs::write(&path, "[tables]\ncompaction_min_files = 1\n").expect("write");
+        let err = NodeConfig::from_file(&path)
+            .expect("parses")
+            .validate()
+            .unwrap_err();
+        assert!(format!("{err}").contains("compaction_min_files"), "{err}");
         std::fs::write(&path, "colour = \"blue\"\n").expect("write");
         let err = NodeConfig::from_file(&path).unwrap_err();
         assert!(format!("{err:#}").contains("colour"), "{err:#}");

@@ -383,6 +383,7 @@ impl NodeBuilder {
                 budget: config.tables.upsert_index_memory_bytes,
                 conversion_bytes: config.tables.memory_bytes,
                 dead_letter_pending_files: config.tables.dead_letter_pending_files,
+                compaction: config.tables.compaction_tuning(),
             },
             table_schemas,
             stop.clone(),

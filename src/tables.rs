@@ -46,6 +46,8 @@ pub(crate) struct IndexSettings {
     pub conversion_bytes: usize,
     /// `[tables] dead_letter_pending_files` (see `TableTopic::dead_letter_pending_files`).
     pub dead_letter_pending_files: usize,
+    /// `[tables] compaction_*` (see `TableTopic::compaction`).
+    pub compaction: inlet_table_coordinator::compact::CompactionTuning,
 }
 
 /// What a running coordinator was started with: restarted when it changes.
@@ -300,6 +302,7 @@ fn table_topic(
                 max_snapshots: e.max_snapshots,
             }),
             dead_letter_pending_files: indexes.dead_letter_pending_files,
+            compaction: indexes.compaction,
             compaction_interval: match config.compaction {
                 Compaction::Off => None,
                 Compaction::Every(d) => Some(d),

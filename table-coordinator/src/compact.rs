@@ -11,8 +11,9 @@
 //! eighth: commit tails of a few KiB and files of 2–24 MiB (at the default 32 MiB target) are
 //! both merged, and a growing file is rewritten only for a sizeable addition.
 //!
-//! How: files none of whose rows are deleted, written in the table's current schema, are
-//! merged by copying their Parquet column chunks (`crate::concat`: no value is decoded, which
+//! How: files none of whose rows are deleted, written in the table's current schema, in row
+//! groups of at least [`COPY_ROW_GROUP_DIVISOR`]th of the target, are merged by copying their
+//! Parquet column chunks (`crate::concat`: no value is decoded, which
 //! makes a compaction cost I/O rather than CPU); otherwise the rows are read in the current
 //! schema and written again.
 //!
@@ -58,8 +59,32 @@ use inlet_table_worker::memory::MemoryPool;
 
 use crate::commit::{lost_race, CommitError, Committer, COMMIT_ID, COMMIT_RETRY};
 
-/// Commits of a table between two compaction checks.
+/// Commits of a table between two compaction checks, unless `[tables]
+/// compaction_every_commits` says otherwise ([`CompactionTuning`]).
 pub const COMPACT_EVERY: u64 = 10;
+
+/// How often and how much small-file compaction works, node-wide (`[tables] compaction_*`
+/// in the node's config): defaults [`COMPACT_EVERY`], [`MIN_FILES`] and
+/// [`PARTITIONS_PER_RUN`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CompactionTuning {
+    /// Commits of a table between two compaction checks (at least 1).
+    pub every_commits: u64,
+    /// Small files that make a partition worth compacting on their count alone (at least 2).
+    pub min_files: usize,
+    /// Partitions (or target files' worth of one) compacted in one run (at least 1).
+    pub partitions_per_run: usize,
+}
+
+impl Default for CompactionTuning {
+    fn default() -> Self {
+        CompactionTuning {
+            every_commits: COMPACT_EVERY,
+            min_files: MIN_FILES,
+            partitions_per_run: PARTITIONS_PER_RUN,
+        }
+    }
+}
 
 /// And at least this long between two checks of a table, unless the topic says otherwise
 /// (`table.topic.compaction.interval.ms`): at a 1 s commit interval, ten commits of a quiet
@@ -82,7 +107,7 @@ pub fn default_interval(upsert: bool) -> std::time::Duration {
 }
 
 /// A partition's files are compacted once it has this many small ones (or fewer that make
-/// half a target file).
+/// half a target file), unless `[tables] compaction_min_files` says otherwise.
 pub const MIN_FILES: usize = 16;
 
 /// A file under `SMALL_NUMERATOR / SMALL_DENOMINATOR` of the target file size is small.
@@ -90,8 +115,14 @@ pub const SMALL_NUMERATOR: u64 = 3;
 /// See [`SMALL_NUMERATOR`].
 pub const SMALL_DENOMINATOR: u64 = 4;
 
+/// Files are merged by copying their column chunks only when each of their row groups holds
+/// at least a `COPY_ROW_GROUP_DIVISOR`th of the target file (1 MiB at the default 32 MiB):
+/// smaller ones are decoded and written again (see `crate::concat`).
+pub const COPY_ROW_GROUP_DIVISOR: u64 = 32;
+
 /// Partitions (or target files' worth of one partition) compacted in one background run: a
-/// backlog of small files catches up over a few runs, and a run ends in bounded time.
+/// backlog of small files catches up over a few runs, and a run ends in bounded time. Unless
+/// `[tables] compaction_partitions_per_run` says otherwise.
 pub const PARTITIONS_PER_RUN: usize = 8;
 
 /// What a compaction did.
@@ -319,6 +350,7 @@ impl Committer {
                     spec: &spec,
                     partition: &partition,
                 },
+                (target / COPY_ROW_GROUP_DIVISOR) as i64,
             )
             .await?
         } else {

@@ -4,10 +4,14 @@
 //! (the general path in [`crate::compact`]) costs about as much CPU as converting the records
 //! did, and at a 1 s commit interval every byte is compacted at least once.
 //!
-//! When ([`concat`]): every chosen file has no deleted rows, and its Parquet schema is exactly
-//! the one the table's current schema writes (the same columns, types and field ids), so the
-//! copied chunks read as the current schema. Files written before a schema change, or by
-//! another engine with another layout, take the general path.
+//! When ([`concat`]): every chosen file has no deleted rows, its Parquet schema is exactly the
+//! one the table's current schema writes (the same columns, types and field ids), so the
+//! copied chunks read as the current schema, and each of its row groups holds at least
+//! `min_row_group_bytes` (a thirty-second of the target file). Files written before a schema
+//! change, or by another engine with another layout, take the general path; so do tiny commit
+//! tails, which cost little to decode, and whose row groups, copied, would leave a file of
+//! hundreds of row groups of a few KiB each (every one costing readers a footer entry per
+//! column).
 //!
 //! Invariants:
 //! - The new file holds every row of the inputs, in the inputs' order, each input's row groups
@@ -49,10 +53,12 @@ pub(crate) struct Output<'a> {
 
 /// Merges `inputs` (data files of one partition, none with deleted rows) into one file by
 /// copying their column chunks. None, having written nothing, when an input's Parquet
-/// schema is not the one `out.schema` writes (see the module docs).
+/// schema is not the one `out.schema` writes, or one of its row groups holds fewer than
+/// `min_row_group_bytes` (see the module docs).
 pub(crate) async fn concat(
     inputs: &[DataFile],
     out: &Output<'_>,
+    min_row_group_bytes: i64,
 ) -> Result<Option<DataFile>, CommitError> {
     let Some(first) = inputs.first() else {
         return Ok(None);
@@ -68,7 +74,12 @@ pub(crate) async fn concat(
             .with_page_index_policy(PageIndexPolicy::Optional)
             .parse_and_finish(&bytes)
             .map_err(|e| parquet_error(f.file_path(), e))?;
-        if meta.file_metadata().schema() != expected.as_ref() {
+        if meta.file_metadata().schema() != expected.as_ref()
+            || meta
+                .row_groups()
+                .iter()
+                .any(|g| g.compressed_size() < min_row_group_bytes)
+        {
             return Ok(None);
         }
         let rows = meta.file_metadata().num_rows();

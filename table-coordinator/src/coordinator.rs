@@ -82,6 +82,8 @@ pub struct TableTopic {
     /// `table.topic.compaction.interval.ms`: the least time between two compaction runs;
     /// None: never. See [`crate::compact::default_interval`].
     pub compaction_interval: Option<Duration>,
+    /// `[tables] compaction_*`: how often and how much compaction works.
+    pub compaction: crate::compact::CompactionTuning,
     /// `[tables] dead_letter_pending_files`: while the dead-letter table refuses commits, its
     /// files are carried from round to round (in memory and in every `PRE_COMMIT`); at this
     /// many the table's rounds wait until it takes them. Nothing is lost meanwhile: the records
@@ -150,6 +152,7 @@ pub async fn run(
             .unwrap_or_default(),
         idle_ms: topic.watermark_idle.map(|d| d.as_millis() as i64),
         compaction_interval: topic.compaction_interval,
+        compact_every: topic.compaction.every_commits,
         expire: topic.expire,
         dead_letter_pending_files: topic.dead_letter_pending_files,
         epoch: lease.epoch,
@@ -364,6 +367,7 @@ pub async fn run(
                         topic.ctx.settings.clone(),
                         worker.clone(),
                         clock.clone(),
+                        topic.compaction,
                         stop.clone(),
                     )));
                     Outcome::Done
@@ -414,7 +418,7 @@ async fn expire(committer: &Committer, ident: &TableIdent, expiry: Expiry, now_m
 }
 
 /// Compacts `ident`'s small files, partition after partition, up to
-/// [`crate::compact::PARTITIONS_PER_RUN`] of them, until nothing is left to merge or `stop`.
+/// `tuning.partitions_per_run` of them, until nothing is left to merge or `stop`.
 /// Its commits race the coordinator's rounds, and rebase onto them (see [`crate::compact`]).
 async fn compact_in_background(
     committer: Committer,
@@ -422,9 +426,10 @@ async fn compact_in_background(
     settings: inlet_table_worker::data_file::FileSettings,
     worker: Arc<Worker>,
     clock: Arc<dyn Clock>,
+    tuning: crate::compact::CompactionTuning,
     stop: CancellationToken,
 ) {
-    for _ in 0..crate::compact::PARTITIONS_PER_RUN {
+    for _ in 0..tuning.partitions_per_run {
         if stop.is_cancelled() {
             return;
         }
@@ -433,7 +438,7 @@ async fn compact_in_background(
                 &ident,
                 &settings,
                 worker.pool(),
-                crate::compact::MIN_FILES,
+                tuning.min_files,
                 clock.now_ms() as i64,
             )
             .await

@@ -44,6 +44,8 @@ pub struct Settings {
     pub idle_ms: Option<i64>,
     /// Least time between compactions; None: never.
     pub compaction_interval: Option<Duration>,
+    /// Commits between two compaction checks (`[tables] compaction_every_commits`).
+    pub compact_every: u64,
     pub expire: Option<Expiry>,
     /// At this many carried dead-letter files, no round is built.
     pub dead_letter_pending_files: usize,
@@ -672,7 +674,7 @@ impl Machine {
             && self
                 .report
                 .commits
-                .is_multiple_of(crate::compact::COMPACT_EVERY)
+                .is_multiple_of(self.settings.compact_every.max(1))
             && self.settings.compaction_interval.is_some_and(|interval| {
                 self.last_compaction_ms
                     .is_none_or(|at| self.now_ms - at >= interval.as_millis() as i64)

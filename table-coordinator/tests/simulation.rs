@@ -273,6 +273,7 @@ fn settings(epoch: i64) -> Settings {
         id_columns: Vec::new(),
         idle_ms: None,
         compaction_interval: Some(Duration::from_secs(60)),
+        compact_every: inlet_table_coordinator::compact::COMPACT_EVERY,
         expire: Some(Expiry {
             older_than: Duration::from_secs(60),
             retain_last: 1,

@@ -39,7 +39,7 @@ use parquet::file::writer::SerializedFileWriter;
 use crate::commit::CommitError;
 
 /// Where the merged file goes and what it is.
-pub(crate) struct Output<'a> {
+pub struct Output<'a> {
     pub file_io: &'a FileIO,
     /// The table's data location (`write.data.path`, or `<location>/data`).
     pub data_location: &'a str,
@@ -55,7 +55,7 @@ pub(crate) struct Output<'a> {
 /// copying their column chunks. None, having written nothing, when an input's Parquet
 /// schema is not the one `out.schema` writes, or one of its row groups holds fewer than
 /// `min_row_group_bytes` (see the module docs).
-pub(crate) async fn concat(
+pub async fn concat(
     inputs: &[DataFile],
     out: &Output<'_>,
     min_row_group_bytes: i64,

@@ -13,7 +13,7 @@
 //!   one live coordinator per table);
 //! - [`compact`]: rewrites a table's small files into target-size ones (position deletes
 //!   applied), beside the rounds; files without deletes are merged by copying their Parquet
-//!   column chunks (`concat`), not decoded;
+//!   column chunks ([`concat`]), not decoded;
 //! - [`manifest_merge`]: merges small manifests, so the manifest list stays short however
 //!   often a table commits;
 //! - [`machine`]: the coordinator's decisions as a state machine without I/O (events in,
@@ -24,7 +24,7 @@
 
 pub mod commit;
 pub mod compact;
-mod concat;
+pub mod concat;
 pub mod control;
 pub mod coordinator;
 pub mod lease;

@@ -185,6 +185,41 @@ fn upsert_schema() -> Schema {
         .expect("schema")
 }
 
+/// A committer on an embedded catalog in `dir`, and a new append-only table `default.<name>`
+/// of [`upsert_schema`].
+async fn append_table(
+    dir: &tempfile::TempDir,
+    name: &str,
+) -> (Committer, TableIdent, iceberg::table::Table) {
+    let c = committer(dir).await;
+    let ident = TableIdent::new(NamespaceIdent::new("default".into()), name.into());
+    let table = c
+        .create_with_ids_if_missing(&ident, &upsert_schema(), None, &[])
+        .await
+        .expect("create");
+    (c, ident, table)
+}
+
+/// The files a scan of `table` plans, under `filter`.
+async fn plan(
+    table: &iceberg::table::Table,
+    filter: Option<iceberg::expr::Predicate>,
+) -> Vec<iceberg::scan::FileScanTask> {
+    use futures::TryStreamExt;
+    let mut scan = table.scan();
+    if let Some(f) = filter {
+        scan = scan.with_filter(f);
+    }
+    scan.build()
+        .expect("scan")
+        .plan_files()
+        .await
+        .expect("plan")
+        .try_collect()
+        .await
+        .expect("tasks")
+}
+
 /// Writes rows (id, name) as one data file of `table`.
 async fn data_file(
     table: &iceberg::table::Table,
@@ -596,12 +631,7 @@ async fn many_rounds_merge_manifests_and_deletes_still_apply() {
 async fn small_files_are_compacted_and_progress_is_kept() {
     use inlet_table_coordinator::compact::MIN_FILES;
     let dir = tempfile::tempdir().expect("tempdir");
-    let c = committer(&dir).await;
-    let ident = TableIdent::new(NamespaceIdent::new("default".into()), "small".into());
-    let table = c
-        .create_with_ids_if_missing(&ident, &upsert_schema(), None, &[])
-        .await
-        .expect("create");
+    let (c, ident, table) = append_table(&dir, "small").await;
     let round = |n: u64, files| Round {
         commit_id: format!("small-{n}"),
         schema: upsert_schema(),
@@ -668,19 +698,7 @@ async fn small_files_are_compacted_and_progress_is_kept() {
     assert_eq!(after.watermark_ms, before.watermark_ms);
     assert_eq!(after.partition_watermarks, before.partition_watermarks);
     assert_eq!(scan(&table).await, expected, "the same rows");
-    let plan: Vec<_> = {
-        use futures::TryStreamExt;
-        table
-            .scan()
-            .build()
-            .expect("scan")
-            .plan_files()
-            .await
-            .expect("plan")
-            .try_collect()
-            .await
-            .expect("tasks")
-    };
+    let plan = plan(&table, None).await;
     assert_eq!(plan.len(), 1, "one file to read");
     // Nothing small enough left: a second compaction does nothing.
     assert_eq!(
@@ -1320,12 +1338,7 @@ async fn a_compaction_rebases_onto_a_round_that_landed_first() {
 async fn mid_size_files_are_merged_into_target_size_ones() {
     use inlet_table_coordinator::compact::MIN_FILES;
     let dir = tempfile::tempdir().expect("tempdir");
-    let c = committer(&dir).await;
-    let ident = TableIdent::new(NamespaceIdent::new("default".into()), "mid".into());
-    let table = c
-        .create_with_ids_if_missing(&ident, &upsert_schema(), None, &[])
-        .await
-        .expect("create");
+    let (c, ident, table) = append_table(&dir, "mid").await;
     let mut expected = BTreeMap::new();
     let mut sizes = Vec::new();
     for n in 1..=4u64 {
@@ -1395,27 +1408,7 @@ async fn mid_size_files_are_merged_into_target_size_ones() {
     assert_eq!(scan(&table).await, expected, "the same rows");
     // The merged file's metrics are the inputs' merged: its record count adds up, and
     // planning prunes by its bounds of id (ids run from 1,000 to 4,199 over the four files).
-    let plan_with = |filter: Option<iceberg::expr::Predicate>| {
-        let table = table.clone();
-        async move {
-            use futures::TryStreamExt;
-            let mut scan = table.scan();
-            if let Some(f) = filter {
-                scan = scan.with_filter(f);
-            }
-            let tasks: Vec<_> = scan
-                .build()
-                .expect("scan")
-                .plan_files()
-                .await
-                .expect("plan")
-                .try_collect()
-                .await
-                .expect("tasks");
-            tasks
-        }
-    };
-    let all = plan_with(None).await;
+    let all = plan(&table, None).await;
     assert_eq!(all.len(), 2, "the merged file and the one left");
     let merged = all
         .iter()
@@ -1423,15 +1416,20 @@ async fn mid_size_files_are_merged_into_target_size_ones() {
         .expect("the merged file");
     assert_eq!(merged.record_count, Some(600));
     let id = iceberg::expr::Reference::new("id");
-    let past = plan_with(Some(
-        id.clone().greater_than(iceberg::spec::Datum::long(4_199)),
-    ))
+    let past = plan(
+        &table,
+        Some(id.clone().greater_than(iceberg::spec::Datum::long(4_199))),
+    )
     .await;
     assert!(
         past.is_empty(),
         "past every upper bound of id, nothing to read"
     );
-    let below = plan_with(Some(id.less_than(iceberg::spec::Datum::long(1_000)))).await;
+    let below = plan(
+        &table,
+        Some(id.less_than(iceberg::spec::Datum::long(1_000))),
+    )
+    .await;
     assert!(below.is_empty(), "below every lower bound, nothing to read");
     assert_eq!(
         c.compact(&ident, &settings, &pool, MIN_FILES, 100_000)
@@ -1729,30 +1727,15 @@ async fn compaction_applies_position_deletes_and_carries_over_new_ones() {
 #[tokio::test]
 async fn files_of_an_older_schema_are_decoded_into_the_current_one() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let c = committer(&dir).await;
-    let ident = TableIdent::new(NamespaceIdent::new("default".into()), "evolved".into());
-    let table = c
-        .create_with_ids_if_missing(&ident, &upsert_schema(), None, &[])
-        .await
-        .expect("create");
+    let (c, ident, table) = append_table(&dir, "evolved").await;
+    let mut fields = upsert_schema().as_struct().fields().to_vec();
+    fields.push(Arc::new(NestedField::optional(
+        3,
+        "score",
+        Type::Primitive(PrimitiveType::Int),
+    )));
     let wider = Schema::builder()
-        .with_fields(vec![
-            Arc::new(NestedField::required(
-                1,
-                "id",
-                Type::Primitive(PrimitiveType::Long),
-            )),
-            Arc::new(NestedField::optional(
-                2,
-                "name",
-                Type::Primitive(PrimitiveType::String),
-            )),
-            Arc::new(NestedField::optional(
-                3,
-                "score",
-                Type::Primitive(PrimitiveType::Int),
-            )),
-        ])
+        .with_fields(fields)
         .build()
         .expect("schema");
     let mut expected = BTreeMap::new();

@@ -93,6 +93,18 @@ pub fn dump(
             writeln!(out, "# {name} is unset: {meaning}  # default")?;
         }
     }
+    // Broker configs not given, with their defaults and meanings.
+    for s in inlet_ingest::config::SETTINGS {
+        let given = config
+            .kafka
+            .keys()
+            .any(|k| inlet_ingest::config::setting_set_by(k) == Some(s.name));
+        if !given {
+            let key = format!("kafka.{}", quote_key(s.name));
+            let value = toml::Value::String(s.default_value());
+            writeln!(out, "# {key} = {value}  # default: {}", s.doc)?;
+        }
+    }
     Ok(out)
 }
 
@@ -175,6 +187,15 @@ mod tests {
             out.contains("# object_store is unset: inlet-data/objects"),
             "{out}"
         );
+        // A broker config not given shows its default, commented out, with its meaning; a
+        // given one does not repeat as a default.
+        assert!(
+            out.lines()
+                .any(|l| l
+                    .starts_with("# kafka.\"num.partitions\" = \"1\"  # default: Partitions of")),
+            "{out}"
+        );
+        assert!(!out.contains("# kafka.\"log.retention.ms\""), "{out}");
         // Read back as a config file, it is the same configuration.
         let again: NodeConfig = toml::from_str(&out).expect("the dump parses as a config");
         assert_eq!(again, config);

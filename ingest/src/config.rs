@@ -1,254 +1,276 @@
-//! Broker-level settings, read from Kafka config names (`--kafka-config KEY=VALUE`) with
-//! Kafka's defaults. DescribeConfigs on the broker resource reports them.
+//! Broker-level settings, read from Kafka config names (`--kafka-config KEY=VALUE`, or the
+//! `[kafka]` table of the node's config file) with Kafka's defaults. DescribeConfigs on the
+//! broker resource reports them.
+//!
+//! Each setting is defined once, in the [`broker_settings!`] list below: its field, type,
+//! default, Kafka name, bounds and meaning. The struct, its `Default`, parsing, DescribeConfigs
+//! and `inlet config dump` all come from that one list ([`SETTINGS`]).
+//!
+//! Invariant: a [`BrokerConfig`] built by [`BrokerConfig::apply_kafka_configs`] holds only
+//! values inside their settings' bounds, and the cross-setting rules hold (a request of
+//! `socket.request.max.bytes` fits `queued.max.request.bytes`; the minimum session timeout is
+//! not above the maximum).
 
 use std::collections::BTreeMap;
 
 use crate::topic_config::{self, TopicConfigs};
 
-/// The Kafka endpoint's settings.
-#[derive(Debug, Clone)]
-pub struct BrokerConfig {
-    /// This broker's node id in Metadata responses.
-    pub node_id: i32,
-    /// Host and port clients are told to connect to.
-    pub advertised_host: String,
-    pub advertised_port: u16,
-    /// `auto.create.topics.enable`: Metadata and Produce create unknown topics.
-    pub auto_create_topics: bool,
-    /// `num.partitions`: partitions of auto-created topics.
-    pub num_partitions: i32,
-    /// `message.max.bytes`: the largest record batch a topic accepts unless its
-    /// `max.message.bytes` says otherwise.
-    pub message_max_bytes: i32,
-    /// `log.retention.ms`: retention of topics without `retention.ms`; -1 keeps forever.
-    pub log_retention_ms: i64,
-    /// `log.retention.bytes`: per-partition size retention; -1 is unlimited.
-    pub log_retention_bytes: i64,
-    /// `group.initial.rebalance.delay.ms`.
-    pub group_initial_rebalance_delay_ms: u64,
-    /// `group.min.session.timeout.ms` / `group.max.session.timeout.ms`.
-    pub group_min_session_timeout_ms: u64,
-    pub group_max_session_timeout_ms: u64,
-    /// `socket.request.max.bytes`: a request frame longer than this closes the connection
-    /// before anything is allocated for it.
-    pub socket_request_max_bytes: u32,
-    /// `queued.max.request.bytes`: request bytes read but not yet answered, over all
-    /// connections; readers wait for room (back pressure) before reading a frame.
-    pub queued_max_request_bytes: u64,
-    /// `inlet.batch.max.decompressed.bytes` (Inlet's own): the most bytes one compressed record
-    /// batch may decompress to; more is refused as INVALID_RECORD. Records are read streaming,
-    /// so this bounds time, not memory.
-    pub max_decompressed_batch_bytes: u64,
-    /// `connections.max.idle.ms`: a connection that sends no request for this long is closed.
-    pub connections_max_idle_ms: u64,
-    /// `max.connections`: connections open at once; more are closed as they are accepted.
-    pub max_connections: u32,
-    /// `max.connections.per.ip`: connections open at once from one client address.
-    pub max_connections_per_ip: u32,
-    /// `inlet.request.read.timeout.ms` (Inlet's own): once a request's length has arrived, its
-    /// body must arrive within this, or the connection is closed (a client that announces a
-    /// body and sends it slowly, or never, holds request memory only this long).
-    pub request_read_timeout_ms: u64,
-    /// `fetch.max.bytes`: the most a Fetch response carries, whatever the request asks (the
-    /// first batch of a response still goes whole, KIP-74).
-    pub fetch_max_bytes: u32,
-    /// `inlet.max.partitions` (Inlet's own): partitions one node holds over all topics;
-    /// CreateTopics and CreatePartitions beyond it are refused (INVALID_PARTITIONS).
-    pub max_partitions: u32,
-    /// `producer.id.expiration.ms`: a partition forgets an idempotent producer that sent it
-    /// nothing for this long.
-    pub producer_id_expiration_ms: u64,
-    /// Defaults for new topics' `table.topic.*` configs (and any other topic config given at
-    /// broker level by its topic name).
-    pub topic_defaults: TopicConfigs,
-    /// Every broker config as given, for DescribeConfigs.
-    pub given: BTreeMap<String, String>,
+/// What a broker config's value must look like.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SettingKind {
+    /// `true` or `false`.
+    Bool,
+    /// An integer in `min..=max`.
+    Int { min: i64, max: i64 },
 }
 
-impl Default for BrokerConfig {
-    fn default() -> Self {
-        BrokerConfig {
-            node_id: 0,
-            advertised_host: "127.0.0.1".into(),
-            advertised_port: 9092,
-            auto_create_topics: true,
-            num_partitions: 1,
-            message_max_bytes: 1_048_588,
-            log_retention_ms: 7 * 24 * 3600 * 1000,
-            log_retention_bytes: -1,
-            group_initial_rebalance_delay_ms: 3000,
-            group_min_session_timeout_ms: 6000,
-            group_max_session_timeout_ms: 1_800_000,
-            socket_request_max_bytes: 100 * 1024 * 1024,
-            queued_max_request_bytes: 256 * 1024 * 1024,
-            max_decompressed_batch_bytes: 64 * 1024 * 1024,
-            connections_max_idle_ms: 600_000,
-            max_connections: i32::MAX as u32,
-            max_connections_per_ip: i32::MAX as u32,
-            request_read_timeout_ms: 30_000,
-            fetch_max_bytes: 57_671_680,
-            max_partitions: 100_000,
-            producer_id_expiration_ms: 86_400_000,
-            topic_defaults: TopicConfigs::default(),
-            given: BTreeMap::new(),
+impl SettingKind {
+    /// Reads `text` as this kind's value, as an integer (booleans as 0 and 1), or says what
+    /// the value must be.
+    fn parse(self, text: &str) -> Result<i64, String> {
+        let text = text.trim();
+        match self {
+            SettingKind::Bool => match text {
+                "true" => Ok(1),
+                "false" => Ok(0),
+                _ => Err("must be true or false".into()),
+            },
+            SettingKind::Int { min, max } => {
+                let n: i64 = text.parse().map_err(|_| "not an integer".to_string())?;
+                if (min..=max).contains(&n) {
+                    Ok(n)
+                } else if max == i64::MAX {
+                    Err(format!("must be at least {min}"))
+                } else {
+                    Err(format!("must be {min} to {max}"))
+                }
+            }
+        }
+    }
+
+    /// `value` written the way [`SettingKind::parse`] reads it.
+    fn render(self, value: i64) -> String {
+        match self {
+            SettingKind::Bool => (value != 0).to_string(),
+            SettingKind::Int { .. } => value.to_string(),
         }
     }
 }
 
+/// A field type a broker setting can have: every value crosses the table as an `i64` inside
+/// the setting's bounds (booleans as 0 and 1), so the conversions cannot truncate.
+trait SettingValue: Copy {
+    fn to_i64(self) -> i64;
+    fn from_i64(value: i64) -> Self;
+}
+
+impl SettingValue for bool {
+    fn to_i64(self) -> i64 {
+        i64::from(self)
+    }
+    fn from_i64(value: i64) -> Self {
+        value != 0
+    }
+}
+
+macro_rules! int_setting_value {
+    ($($t:ty),*) => {$(
+        impl SettingValue for $t {
+            fn to_i64(self) -> i64 {
+                // Every field's bounds fit i64 (the widest are u32 and i64).
+                i64::try_from(self).unwrap_or(i64::MAX)
+            }
+            fn from_i64(value: i64) -> Self {
+                // The setting's bounds fit the field's type; clamping only guards a wrong bound.
+                <$t>::try_from(value).unwrap_or(if value < 0 { <$t>::MIN } else { <$t>::MAX })
+            }
+        }
+    )*};
+}
+int_setting_value!(i32, i64, u32, u64);
+
+/// One broker config: its Kafka name, bounds and meaning, and the [`BrokerConfig`] field it
+/// sets. The default is that field's value in `BrokerConfig::default()`.
+pub struct BrokerSetting {
+    /// The Kafka config name (`inlet.*` for Inlet's own).
+    pub name: &'static str,
+    pub kind: SettingKind,
+    /// What the setting does, for DescribeConfigs' documentation and `inlet config dump`.
+    pub doc: &'static str,
+    get: fn(&BrokerConfig) -> i64,
+    set: fn(&mut BrokerConfig, i64),
+}
+
+impl BrokerSetting {
+    /// The setting's value in `config`, written as Kafka writes it.
+    pub fn value(&self, config: &BrokerConfig) -> String {
+        self.kind.render((self.get)(config))
+    }
+
+    /// The setting's default, written as Kafka writes it.
+    pub fn default_value(&self) -> String {
+        self.value(&BrokerConfig::default())
+    }
+}
+
+impl std::fmt::Debug for BrokerSetting {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("BrokerSetting")
+            .field("name", &self.name)
+            .field("kind", &self.kind)
+            .finish()
+    }
+}
+
+/// Upper bound of the settings that Kafka keeps in a Java `int`.
+const INT_MAX: i64 = i32::MAX as i64;
+
+/// Defines [`BrokerConfig`] and [`SETTINGS`] from one list: each entry is the setting's doc
+/// comment, then `field: Type = default, "kafka.name", kind;`.
+macro_rules! broker_settings {
+    ($(
+        #[doc = $doc:literal]
+        $field:ident: $ty:ty = $default:expr, $name:literal, $kind:expr;
+    )*) => {
+        /// The Kafka endpoint's settings: the node's identity and address, then every broker
+        /// config of [`SETTINGS`] as a typed field.
+        #[derive(Debug, Clone)]
+        pub struct BrokerConfig {
+            /// This broker's node id in Metadata responses (`--node-id`; reported as
+            /// `broker.id`).
+            pub node_id: i32,
+            /// Host and port clients are told to connect to.
+            pub advertised_host: String,
+            pub advertised_port: u16,
+            $(
+                #[doc = concat!("`", $name, "`:", $doc)]
+                pub $field: $ty,
+            )*
+            /// Defaults for new topics' configs (`table.topic.*` and any other topic config
+            /// given at broker level by its topic name).
+            pub topic_defaults: TopicConfigs,
+            /// Every broker config as given, for DescribeConfigs' sources.
+            pub given: BTreeMap<String, String>,
+        }
+
+        impl Default for BrokerConfig {
+            fn default() -> Self {
+                BrokerConfig {
+                    node_id: 0,
+                    advertised_host: "127.0.0.1".into(),
+                    advertised_port: 9092,
+                    $( $field: $default, )*
+                    topic_defaults: TopicConfigs::default(),
+                    given: BTreeMap::new(),
+                }
+            }
+        }
+
+        /// Every broker config, in DescribeConfigs order.
+        pub const SETTINGS: &[BrokerSetting] = &[
+            $(
+                BrokerSetting {
+                    name: $name,
+                    kind: $kind,
+                    doc: $doc.trim_ascii_start(),
+                    get: |c| SettingValue::to_i64(c.$field),
+                    set: |c, v| c.$field = <$ty as SettingValue>::from_i64(v),
+                },
+            )*
+        ];
+    };
+}
+
+broker_settings! {
+    /// Metadata and Produce create unknown topics.
+    auto_create_topics: bool = true, "auto.create.topics.enable", SettingKind::Bool;
+    /// Partitions of auto-created topics.
+    num_partitions: i32 = 1, "num.partitions", SettingKind::Int { min: 1, max: 10_000 };
+    /// The largest record batch a topic accepts unless its `max.message.bytes` says otherwise.
+    message_max_bytes: i32 = 1_048_588, "message.max.bytes", SettingKind::Int { min: 1, max: INT_MAX };
+    /// Time retention of topics without `retention.ms`; -1 keeps forever. Also set as `log.retention.hours` or `log.retention.minutes`.
+    log_retention_ms: i64 = 7 * 24 * 3600 * 1000, "log.retention.ms", SettingKind::Int { min: -1, max: i64::MAX };
+    /// Per-partition size retention of topics without `retention.bytes`; -1 is unlimited.
+    log_retention_bytes: i64 = -1, "log.retention.bytes", SettingKind::Int { min: -1, max: i64::MAX };
+    /// How long a new consumer group waits for more members before its first rebalance.
+    group_initial_rebalance_delay_ms: u64 = 3000, "group.initial.rebalance.delay.ms", SettingKind::Int { min: 0, max: 300_000 };
+    /// The shortest session timeout a group member may ask for.
+    group_min_session_timeout_ms: u64 = 6000, "group.min.session.timeout.ms", SettingKind::Int { min: 1, max: i64::MAX };
+    /// The longest session timeout a group member may ask for.
+    group_max_session_timeout_ms: u64 = 1_800_000, "group.max.session.timeout.ms", SettingKind::Int { min: 1, max: i64::MAX };
+    /// A request frame longer than this closes the connection before anything is allocated for it; at most `queued.max.request.bytes`.
+    socket_request_max_bytes: u32 = 100 * 1024 * 1024, "socket.request.max.bytes", SettingKind::Int { min: 1024, max: INT_MAX };
+    /// Request bytes read but not yet answered, over all connections; readers wait for room (back pressure) before reading a frame.
+    queued_max_request_bytes: u64 = 256 * 1024 * 1024, "queued.max.request.bytes", SettingKind::Int { min: 1, max: i64::MAX };
+    /// (Inlet's own) The most bytes one compressed record batch may decompress to; more is refused as INVALID_RECORD. Records are read streaming, so this bounds time, not memory.
+    max_decompressed_batch_bytes: u64 = 64 * 1024 * 1024, "inlet.batch.max.decompressed.bytes", SettingKind::Int { min: 1024, max: i64::MAX };
+    /// A connection that sends no request for this long is closed.
+    connections_max_idle_ms: u64 = 600_000, "connections.max.idle.ms", SettingKind::Int { min: 1, max: i64::MAX };
+    /// Connections open at once; more are closed as they are accepted.
+    max_connections: u32 = i32::MAX as u32, "max.connections", SettingKind::Int { min: 0, max: INT_MAX };
+    /// Connections open at once from one client address.
+    max_connections_per_ip: u32 = i32::MAX as u32, "max.connections.per.ip", SettingKind::Int { min: 0, max: INT_MAX };
+    /// (Inlet's own) Once a request's length has arrived, its body must arrive within this, or the connection is closed: a client that announces a body and sends it slowly, or never, holds request memory only this long.
+    request_read_timeout_ms: u64 = 30_000, "inlet.request.read.timeout.ms", SettingKind::Int { min: 1, max: i64::MAX };
+    /// A partition forgets an idempotent producer that sent it nothing for this long.
+    producer_id_expiration_ms: u64 = 86_400_000, "producer.id.expiration.ms", SettingKind::Int { min: 1, max: i64::MAX };
+    /// (Inlet's own) Partitions one node holds over all topics; CreateTopics and CreatePartitions beyond it are refused (INVALID_PARTITIONS).
+    max_partitions: u32 = 100_000, "inlet.max.partitions", SettingKind::Int { min: 1, max: 10_000_000 };
+    /// The most a Fetch response carries, whatever the request asks (the first batch of a response still goes whole, KIP-74).
+    fetch_max_bytes: u32 = 57_671_680, "fetch.max.bytes", SettingKind::Int { min: 1024, max: INT_MAX };
+}
+
+/// Kafka's other spellings of a setting: the name, the setting it sets, and the factor from
+/// its unit to the setting's (-1 stays -1).
+const ALIASES: &[(&str, &str, i64)] = &[
+    ("log.retention.hours", "log.retention.ms", 3_600_000),
+    ("log.retention.minutes", "log.retention.ms", 60_000),
+];
+
+/// The name of the setting that config `key` sets: itself, or what an alias such as
+/// `log.retention.hours` stands for.
+pub fn setting_set_by(key: &str) -> Option<&'static str> {
+    setting(key).map(|s| s.name).or_else(|| {
+        ALIASES
+            .iter()
+            .find(|(alias, _, _)| *alias == key)
+            .map(|(_, target, _)| *target)
+    })
+}
+
+/// The setting named `name`, if it is one.
+pub fn setting(name: &str) -> Option<&'static BrokerSetting> {
+    SETTINGS.iter().find(|s| s.name == name)
+}
+
 impl BrokerConfig {
     /// Applies broker configs given by their Kafka names. Unknown names are refused, so a
-    /// typo does not silently keep a default.
+    /// typo does not silently keep a default; so are values outside a setting's bounds.
     pub fn apply_kafka_configs(
         &mut self,
         configs: &BTreeMap<String, String>,
     ) -> Result<(), String> {
         for (key, value) in configs {
             let bad = |what: &str| format!("--kafka-config {key}={value}: {what}");
-            let int = || {
-                value
-                    .trim()
-                    .parse::<i64>()
-                    .map_err(|_| bad("not an integer"))
-            };
-            match key.as_str() {
-                "auto.create.topics.enable" => {
-                    self.auto_create_topics = match value.trim() {
-                        "true" => true,
-                        "false" => false,
-                        _ => return Err(bad("must be true or false")),
-                    }
+            if let Some(s) = setting(key) {
+                let n = s.kind.parse(value).map_err(|e| bad(&e))?;
+                (s.set)(self, n);
+            } else if let Some(&(_, target, unit)) = ALIASES.iter().find(|a| a.0 == key) {
+                let s = setting(target).ok_or_else(|| bad("an alias of an unknown setting"))?;
+                let n = SettingKind::Int {
+                    min: -1,
+                    max: i64::MAX / unit,
                 }
-                "num.partitions" => {
-                    let n = int()?;
-                    if !(1..=10_000).contains(&n) {
-                        return Err(bad("must be 1 to 10000"));
-                    }
-                    self.num_partitions = n as i32;
-                }
-                "message.max.bytes" => {
-                    let n = int()?;
-                    if !(1..=i32::MAX as i64).contains(&n) {
-                        return Err(bad("must be a positive 32-bit integer"));
-                    }
-                    self.message_max_bytes = n as i32;
-                }
-                "log.retention.ms" => {
-                    let n = int()?;
-                    if n < -1 {
-                        return Err(bad("must be -1 (forever) or a duration"));
-                    }
-                    self.log_retention_ms = n;
-                }
-                "log.retention.hours" | "log.retention.minutes" => {
-                    let n = int()?;
-                    if n < -1 {
-                        return Err(bad("must be -1 (forever) or a duration"));
-                    }
-                    let unit = if key.ends_with("hours") {
-                        3_600_000
-                    } else {
-                        60_000
-                    };
-                    self.log_retention_ms = if n == -1 { -1 } else { n * unit };
-                }
-                "log.retention.bytes" => {
-                    let n = int()?;
-                    if n < -1 {
-                        return Err(bad("must be -1 (unlimited) or a size"));
-                    }
-                    self.log_retention_bytes = n;
-                }
-                "group.initial.rebalance.delay.ms" => {
-                    let n = int()?;
-                    if !(0..=300_000).contains(&n) {
-                        return Err(bad("must be 0 to 300000"));
-                    }
-                    self.group_initial_rebalance_delay_ms = n as u64;
-                }
-                "group.min.session.timeout.ms" | "group.max.session.timeout.ms" => {
-                    let n = int()?;
-                    if n < 1 {
-                        return Err(bad("must be positive"));
-                    }
-                    if key.contains(".min.") {
-                        self.group_min_session_timeout_ms = n as u64;
-                    } else {
-                        self.group_max_session_timeout_ms = n as u64;
-                    }
-                }
-                "socket.request.max.bytes" => {
-                    let n = int()?;
-                    if !(1024..=i32::MAX as i64).contains(&n) {
-                        return Err(bad("must be 1024 to 2147483647"));
-                    }
-                    self.socket_request_max_bytes = n as u32;
-                }
-                "queued.max.request.bytes" => {
-                    let n = int()?;
-                    if n < 1 {
-                        return Err(bad("must be positive"));
-                    }
-                    self.queued_max_request_bytes = n as u64;
-                }
-                "inlet.batch.max.decompressed.bytes" => {
-                    let n = int()?;
-                    if n < 1024 {
-                        return Err(bad("must be at least 1024"));
-                    }
-                    self.max_decompressed_batch_bytes = n as u64;
-                }
-                "connections.max.idle.ms" | "inlet.request.read.timeout.ms" => {
-                    let n = int()?;
-                    if n < 1 {
-                        return Err(bad("must be positive"));
-                    }
-                    if key.starts_with("connections") {
-                        self.connections_max_idle_ms = n as u64;
-                    } else {
-                        self.request_read_timeout_ms = n as u64;
-                    }
-                }
-                "max.connections" | "max.connections.per.ip" => {
-                    let n = int()?;
-                    if !(0..=i32::MAX as i64).contains(&n) {
-                        return Err(bad("must be 0 to 2147483647"));
-                    }
-                    if key.ends_with("per.ip") {
-                        self.max_connections_per_ip = n as u32;
-                    } else {
-                        self.max_connections = n as u32;
-                    }
-                }
-                "producer.id.expiration.ms" => {
-                    let n = int()?;
-                    if n < 1 {
-                        return Err(bad("must be positive"));
-                    }
-                    self.producer_id_expiration_ms = n as u64;
-                }
-                "inlet.max.partitions" => {
-                    let n = int()?;
-                    if !(1..=10_000_000).contains(&n) {
-                        return Err(bad("must be 1 to 10000000"));
-                    }
-                    self.max_partitions = n as u32;
-                }
-                "fetch.max.bytes" => {
-                    let n = int()?;
-                    if !(1024..=i32::MAX as i64).contains(&n) {
-                        return Err(bad("must be 1024 to 2147483647"));
-                    }
-                    self.fetch_max_bytes = n as u32;
-                }
-                other => {
-                    // Topic configs given at broker level become defaults for new topics.
-                    let name = topic_config::canonical_name(other)
-                        .ok_or_else(|| bad("unknown broker config"))?;
-                    let mut one = BTreeMap::new();
-                    one.insert(name.to_string(), value.clone());
-                    let parsed = TopicConfigs::parse(&one).map_err(|e| bad(&e.message))?;
-                    self.topic_defaults.merge(parsed);
-                }
+                .parse(value)
+                .map_err(|e| bad(&e))?;
+                (s.set)(self, if n == -1 { -1 } else { n * unit });
+            } else {
+                // Topic configs given at broker level become defaults for new topics.
+                let name = topic_config::canonical_name(key)
+                    .ok_or_else(|| bad("unknown broker config"))?;
+                let one = BTreeMap::from([(name.to_string(), value.clone())]);
+                let parsed = TopicConfigs::parse(&one).map_err(|e| bad(&e.message))?;
+                self.topic_defaults.merge(parsed);
             }
             self.given.insert(key.clone(), value.clone());
         }
@@ -264,111 +286,181 @@ impl BrokerConfig {
         Ok(())
     }
 
-    /// Every broker config with its current value, for DescribeConfigs.
+    /// Every broker config with its current value and whether that is the default, for
+    /// DescribeConfigs: [`SETTINGS`], then `broker.id`, then the topic defaults given at
+    /// broker level.
     pub fn describe(&self) -> Vec<(String, String, bool)> {
-        let mut out: Vec<(String, String, bool)> = vec![
-            (
-                "auto.create.topics.enable".into(),
-                self.auto_create_topics.to_string(),
-                false,
-            ),
-            (
-                "num.partitions".into(),
-                self.num_partitions.to_string(),
-                false,
-            ),
-            (
-                "message.max.bytes".into(),
-                self.message_max_bytes.to_string(),
-                false,
-            ),
-            (
-                "log.retention.ms".into(),
-                self.log_retention_ms.to_string(),
-                false,
-            ),
-            (
-                "log.retention.bytes".into(),
-                self.log_retention_bytes.to_string(),
-                false,
-            ),
-            (
-                "group.initial.rebalance.delay.ms".into(),
-                self.group_initial_rebalance_delay_ms.to_string(),
-                false,
-            ),
-            (
-                "group.min.session.timeout.ms".into(),
-                self.group_min_session_timeout_ms.to_string(),
-                false,
-            ),
-            (
-                "group.max.session.timeout.ms".into(),
-                self.group_max_session_timeout_ms.to_string(),
-                false,
-            ),
-            (
-                "socket.request.max.bytes".into(),
-                self.socket_request_max_bytes.to_string(),
-                false,
-            ),
-            (
-                "queued.max.request.bytes".into(),
-                self.queued_max_request_bytes.to_string(),
-                false,
-            ),
-            (
-                "inlet.batch.max.decompressed.bytes".into(),
-                self.max_decompressed_batch_bytes.to_string(),
-                false,
-            ),
-            (
-                "connections.max.idle.ms".into(),
-                self.connections_max_idle_ms.to_string(),
-                false,
-            ),
-            (
-                "max.connections".into(),
-                self.max_connections.to_string(),
-                false,
-            ),
-            (
-                "max.connections.per.ip".into(),
-                self.max_connections_per_ip.to_string(),
-                false,
-            ),
-            (
-                "inlet.request.read.timeout.ms".into(),
-                self.request_read_timeout_ms.to_string(),
-                false,
-            ),
-            (
-                "producer.id.expiration.ms".into(),
-                self.producer_id_expiration_ms.to_string(),
-                false,
-            ),
-            (
-                "inlet.max.partitions".into(),
-                self.max_partitions.to_string(),
-                false,
-            ),
-            (
-                "fetch.max.bytes".into(),
-                self.fetch_max_bytes.to_string(),
-                false,
-            ),
-            ("broker.id".into(), self.node_id.to_string(), false),
-        ];
+        let mut out: Vec<(String, String, bool)> = SETTINGS
+            .iter()
+            .map(|s| (s.name.to_string(), s.value(self), false))
+            .collect();
+        out.push(("broker.id".into(), self.node_id.to_string(), false));
         for (name, value) in self.topic_defaults.explicit() {
             out.push((name.clone(), value.clone(), false));
         }
         for entry in out.iter_mut() {
             entry.2 = !self.given.contains_key(&entry.0)
-                && !self
-                    .given
-                    .keys()
-                    .any(|k| topic_config::canonical_name(k) == Some(&entry.0));
+                && !self.given.keys().any(|k| {
+                    topic_config::canonical_name(k) == Some(&entry.0)
+                        || setting_set_by(k) == Some(&entry.0)
+                });
         }
         out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn applied(pairs: &[(&str, &str)]) -> Result<BrokerConfig, String> {
+        let mut config = BrokerConfig::default();
+        let given = pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        config.apply_kafka_configs(&given).map(|()| config)
+    }
+
+    #[test]
+    fn every_setting_has_a_unique_name_and_a_default_inside_its_bounds() {
+        let mut names: Vec<_> = SETTINGS.iter().map(|s| s.name).collect();
+        names.sort_unstable();
+        names.dedup();
+        assert_eq!(names.len(), SETTINGS.len(), "a setting is defined twice");
+        for s in SETTINGS {
+            assert!(
+                s.kind.parse(&s.default_value()).is_ok(),
+                "{}'s default {} is outside its bounds",
+                s.name,
+                s.default_value()
+            );
+            assert!(!s.doc.is_empty() && !s.doc.starts_with(' '), "{}", s.name);
+        }
+    }
+
+    #[test]
+    fn every_described_value_is_accepted_back_and_changes_nothing() {
+        let tuned = applied(&[
+            ("num.partitions", "3"),
+            ("auto.create.topics.enable", "false"),
+            ("log.retention.hours", "2"),
+            ("fetch.max.bytes", "2048"),
+        ])
+        .expect("valid configs");
+        let described: BTreeMap<String, String> = tuned
+            .describe()
+            .into_iter()
+            .filter(|(name, _, _)| name != "broker.id")
+            .map(|(name, value, _)| (name, value))
+            .collect();
+        let again = applied(
+            &described
+                .iter()
+                .map(|(k, v)| (k.as_str(), v.as_str()))
+                .collect::<Vec<_>>(),
+        )
+        .expect("every described value reads back");
+        for s in SETTINGS {
+            assert_eq!(s.value(&again), s.value(&tuned), "{}", s.name);
+        }
+        assert_eq!(tuned.num_partitions, 3);
+        assert!(!tuned.auto_create_topics);
+        assert_eq!(tuned.log_retention_ms, 7_200_000);
+        assert_eq!(tuned.fetch_max_bytes, 2048);
+    }
+
+    #[test]
+    fn describe_marks_what_was_given_and_keeps_the_rest_default() {
+        let config = applied(&[("log.retention.minutes", "-1"), ("max.connections", "5")])
+            .expect("valid configs");
+        let described = config.describe();
+        let entry = |name: &str| {
+            described
+                .iter()
+                .find(|(n, _, _)| n == name)
+                .cloned()
+                .unwrap_or_else(|| panic!("{name} is not described"))
+        };
+        assert_eq!(
+            entry("log.retention.ms"),
+            ("log.retention.ms".into(), "-1".into(), false)
+        );
+        assert_eq!(
+            entry("max.connections"),
+            ("max.connections".into(), "5".into(), false)
+        );
+        assert_eq!(
+            entry("num.partitions"),
+            ("num.partitions".into(), "1".into(), true)
+        );
+        assert_eq!(entry("broker.id"), ("broker.id".into(), "0".into(), true));
+    }
+
+    #[test]
+    fn values_outside_the_bounds_and_unknown_names_are_refused_with_the_reason() {
+        for (pairs, expected) in [
+            (
+                vec![("num.partitions", "0")],
+                "--kafka-config num.partitions=0: must be 1 to 10000",
+            ),
+            (
+                vec![("auto.create.topics.enable", "yes")],
+                "--kafka-config auto.create.topics.enable=yes: must be true or false",
+            ),
+            (
+                vec![("log.retention.ms", "-2")],
+                "--kafka-config log.retention.ms=-2: must be at least -1",
+            ),
+            (
+                vec![("log.retention.hours", "x")],
+                "--kafka-config log.retention.hours=x: not an integer",
+            ),
+            (
+                vec![("num.partition", "3")],
+                "--kafka-config num.partition=3: unknown broker config",
+            ),
+            (
+                vec![("socket.request.max.bytes", "4096"), ("queued.max.request.bytes", "2048")],
+                "socket.request.max.bytes (4096) exceeds queued.max.request.bytes (2048): a request that large could never be read",
+            ),
+            (
+                vec![("group.min.session.timeout.ms", "10"), ("group.max.session.timeout.ms", "5")],
+                "group.min.session.timeout.ms exceeds group.max.session.timeout.ms",
+            ),
+        ] {
+            assert_eq!(applied(&pairs).err().as_deref(), Some(expected), "{pairs:?}");
+        }
+    }
+
+    #[test]
+    fn topic_configs_given_at_broker_level_become_topic_defaults() {
+        let config = applied(&[("table.topic.commit.interval.ms", "5000")]).expect("valid");
+        assert_eq!(
+            config.topic_defaults.get("table.topic.commit.interval.ms"),
+            Some("5000")
+        );
+        assert!(config
+            .describe()
+            .iter()
+            .any(|(n, v, default)| n == "table.topic.commit.interval.ms"
+                && v == "5000"
+                && !default));
+    }
+
+    #[test]
+    fn the_architecture_doc_lists_every_broker_setting() {
+        let doc = include_str!("../../docs/architecture.md");
+        let section = doc
+            .split_once("### Broker configs")
+            .map(|(_, rest)| rest.split("\n### ").next().unwrap_or(rest))
+            .expect("docs/architecture.md has a Broker configs section");
+        for s in SETTINGS {
+            assert!(
+                section.contains(&format!("`{}`", s.name)),
+                "docs/architecture.md, Broker configs, does not list {}",
+                s.name
+            );
+        }
     }
 }

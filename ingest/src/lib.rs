@@ -27,5 +27,5 @@ pub mod topics;
 pub mod validate;
 
 pub use broker::Broker;
-pub use config::BrokerConfig;
+pub use config::{BrokerConfig, BrokerSetting, SettingKind};
 pub use error::KafkaError;

@@ -15,6 +15,7 @@ use kafka_protocol::messages::*;
 use kafka_protocol::ResponseError;
 
 use crate::broker::{str, Broker};
+use crate::config::{self, SettingKind};
 use crate::error::{KafkaError, Result};
 use crate::topic_config::{self, ConfigSource, TopicConfigs};
 
@@ -29,6 +30,10 @@ const SOURCE_DEFAULT: i8 = 5;
 
 /// DescribeConfigs config types (v3+).
 const TYPE_STRING: i8 = 2;
+/// DescribeConfigs' config types of the broker settings (Kafka's `ConfigType`).
+const TYPE_BOOLEAN: i8 = 1;
+const TYPE_INT: i8 = 3;
+const TYPE_LONG: i8 = 5;
 
 fn source_code(s: ConfigSource) -> i8 {
     match s {
@@ -291,7 +296,8 @@ impl Broker {
                                 .into_iter()
                                 .filter(|(n, _, _)| wanted(n))
                                 .map(|(n, v, default)| {
-                                    entry(
+                                    let setting = config::setting(&n);
+                                    let mut c = entry(
                                         n,
                                         v,
                                         if default {
@@ -300,7 +306,22 @@ impl Broker {
                                             SOURCE_STATIC_BROKER
                                         },
                                         true,
-                                    )
+                                    );
+                                    if let (Some(s), true) = (setting, version >= 3) {
+                                        c.config_type = match s.kind {
+                                            SettingKind::Bool => TYPE_BOOLEAN,
+                                            SettingKind::Int { max, .. }
+                                                if max <= i64::from(i32::MAX) =>
+                                            {
+                                                TYPE_INT
+                                            }
+                                            SettingKind::Int { .. } => TYPE_LONG,
+                                        };
+                                        if r.include_documentation {
+                                            c.documentation = Some(str(s.doc.to_string()));
+                                        }
+                                    }
+                                    c
                                 })
                                 .collect(),
                         )

@@ -119,6 +119,14 @@ pub struct TablesConfig {
     /// Partitions (or target files' worth of one) one compaction run merges before it stops
     /// until the next check: a backlog catches up over several runs, each of bounded length.
     pub compaction_partitions_per_run: usize,
+    /// Commits of a table topic between two runs of snapshot expiry
+    /// (`table.topic.expire.snapshot.*` say which snapshots go).
+    pub expire_every_commits: u64,
+    /// How long a table coordinator's epoch (its lease in the metadata store) lasts without a
+    /// renewal; it is renewed at a third of this. A node that dies holds its tables this long
+    /// before another coordinator can take them over; a coordinator that cannot renew for this
+    /// long stops committing.
+    pub coordinator_lease_ms: u64,
 }
 
 impl TablesConfig {
@@ -146,6 +154,8 @@ impl Default for TablesConfig {
             compaction_every_commits: compaction.every_commits,
             compaction_min_files: compaction.min_files,
             compaction_partitions_per_run: compaction.partitions_per_run,
+            expire_every_commits: inlet_table_coordinator::coordinator::DEFAULT_EXPIRE_EVERY,
+            coordinator_lease_ms: inlet_table_coordinator::lease::DEFAULT_TTL.as_millis() as u64,
         }
     }
 }
@@ -242,6 +252,15 @@ impl NodeConfig {
         if self.tables.compaction_partitions_per_run == 0 {
             bail!("tables.compaction_partitions_per_run must be positive");
         }
+        if self.tables.expire_every_commits == 0 {
+            bail!("tables.expire_every_commits must be positive");
+        }
+        if self.tables.coordinator_lease_ms < 1_000 {
+            bail!(
+                "tables.coordinator_lease_ms must be at least 1000, got {}",
+                self.tables.coordinator_lease_ms
+            );
+        }
         self.catalog.validate().map_err(anyhow::Error::msg)?;
         Ok(())
     }
@@ -303,6 +322,32 @@ mod tests {
             .validate()
             .unwrap_err();
         assert!(format!("{err}").contains("compaction_min_files"), "{err}");
+        std::fs::write(
+            &path,
+            "[tables]\nexpire_every_commits = 5\ncoordinator_lease_ms = 4000\n",
+        )
+        .expect("write");
+        let config = NodeConfig::from_file(&path).expect("parses");
+        assert_eq!(config.tables.expire_every_commits, 5);
+        assert_eq!(config.tables.coordinator_lease_ms, 4_000);
+        config.validate().expect("valid");
+        for (text, name) in [
+            (
+                "[tables]\ncoordinator_lease_ms = 999\n",
+                "coordinator_lease_ms",
+            ),
+            (
+                "[tables]\nexpire_every_commits = 0\n",
+                "expire_every_commits",
+            ),
+        ] {
+            std::fs::write(&path, text).expect("write");
+            let err = NodeConfig::from_file(&path)
+                .expect("parses")
+                .validate()
+                .unwrap_err();
+            assert!(format!("{err}").contains(name), "{err}");
+        }
         std::fs::write(&path, "colour = \"blue\"\n").expect("write");
         let err = NodeConfig::from_file(&path).unwrap_err();
         assert!(format!("{err:#}").contains("colour"), "{err:#}");

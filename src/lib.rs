@@ -378,12 +378,14 @@ impl NodeBuilder {
             registry.clone(),
             catalog.clone(),
             statuses,
-            tables::IndexSettings {
+            tables::TableSettings {
                 dir: config.data_dir.join("table-index"),
                 budget: config.tables.upsert_index_memory_bytes,
                 conversion_bytes: config.tables.memory_bytes,
                 dead_letter_pending_files: config.tables.dead_letter_pending_files,
                 compaction: config.tables.compaction_tuning(),
+                expire_every: config.tables.expire_every_commits,
+                lease_ttl: Duration::from_millis(config.tables.coordinator_lease_ms),
             },
             table_schemas,
             stop.clone(),

@@ -24,7 +24,7 @@ use inlet_ingest::Broker;
 use inlet_schema_registry::Registry;
 use inlet_table_coordinator::commit::Committer;
 use inlet_table_coordinator::coordinator::{self, Expiry, TableTopic};
-use inlet_table_coordinator::lease::{self, Leases};
+use inlet_table_coordinator::lease::Leases;
 use inlet_table_coordinator::status::Statuses;
 use inlet_table_worker::data_file::{FileSettings, FileTarget};
 use inlet_table_worker::job::{TableContext, ValueType};
@@ -35,9 +35,10 @@ use inlet_table_worker::upsert::UpsertSpec;
 use inlet_table_worker::worker::Worker;
 use tokio_util::sync::CancellationToken;
 
-/// The node's table-topic memory and where upsert tables' primary-key indexes spill.
+/// The node's `[tables]` settings as the table topics take them: memory, where upsert
+/// tables' primary-key indexes spill, compaction, expiry and coordinator leases.
 #[derive(Debug, Clone)]
-pub(crate) struct IndexSettings {
+pub(crate) struct TableSettings {
     /// Emptied at start: indexes are rebuilt from their tables.
     pub dir: PathBuf,
     /// `[tables] upsert_index_memory_bytes`: shared by every upsert table's index.
@@ -48,6 +49,10 @@ pub(crate) struct IndexSettings {
     pub dead_letter_pending_files: usize,
     /// `[tables] compaction_*` (see `TableTopic::compaction`).
     pub compaction: inlet_table_coordinator::compact::CompactionTuning,
+    /// `[tables] expire_every_commits` (see `TableTopic::expire_every`).
+    pub expire_every: u64,
+    /// `[tables] coordinator_lease_ms`: how long a coordinator's epoch lasts unrenewed.
+    pub lease_ttl: Duration,
 }
 
 /// What a running coordinator was started with: restarted when it changes.
@@ -66,7 +71,7 @@ pub(crate) async fn run(
     registry: Arc<Registry>,
     catalog: NodeCatalog,
     statuses: Statuses,
-    indexes: IndexSettings,
+    indexes: TableSettings,
     schemas: Arc<inlet_table_worker::worker::TableSchemas>,
     stop: CancellationToken,
 ) {
@@ -92,7 +97,7 @@ pub(crate) async fn run(
         match Leases::open(
             store.meta().clone(),
             format!("node-{}", broker.config().node_id),
-            lease::DEFAULT_TTL,
+            indexes.lease_ttl,
             broker.clock().clone(),
         )
         .await
@@ -230,7 +235,7 @@ fn table_topic(
     registry: &Arc<Registry>,
     warehouse: &str,
     file_io: &FileIO,
-    indexes: &IndexSettings,
+    indexes: &TableSettings,
     index_budget: &IndexBudget,
     topic: &inlet_ingest::topics::Topic,
 ) -> anyhow::Result<(Fingerprint, TableTopic)> {
@@ -303,6 +308,7 @@ fn table_topic(
             }),
             dead_letter_pending_files: indexes.dead_letter_pending_files,
             compaction: indexes.compaction,
+            expire_every: indexes.expire_every,
             compaction_interval: match config.compaction {
                 Compaction::Off => None,
                 Compaction::Every(d) => Some(d),

@@ -84,6 +84,8 @@ pub struct TableTopic {
     pub compaction_interval: Option<Duration>,
     /// `[tables] compaction_*`: how often and how much compaction works.
     pub compaction: crate::compact::CompactionTuning,
+    /// `[tables] expire_every_commits`: commits between two expiry runs (when `expire` is on).
+    pub expire_every: u64,
     /// `[tables] dead_letter_pending_files`: while the dead-letter table refuses commits, its
     /// files are carried from round to round (in memory and in every `PRE_COMMIT`); at this
     /// many the table's rounds wait until it takes them. Nothing is lost meanwhile: the records
@@ -94,7 +96,7 @@ pub struct TableTopic {
 /// The default `[tables] dead_letter_pending_files`.
 pub const DEFAULT_DEAD_LETTER_PENDING_FILES: usize = 256;
 
-/// Which snapshots expiry removes, every [`EXPIRE_EVERY`] commits.
+/// Which snapshots expiry removes, every [`TableTopic::expire_every`] commits.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Expiry {
     /// `older.than.hours`: snapshots older than this, beyond the newest `retain_last`.
@@ -109,8 +111,8 @@ pub struct Expiry {
 /// 60 s interval, so the 24 h age rule is what applies there; at a 1 s interval, 24 minutes.
 pub const DEFAULT_MAX_SNAPSHOTS: usize = 1_440;
 
-/// Commits between two expiry runs.
-pub const EXPIRE_EVERY: u64 = 20;
+/// Commits between two expiry runs unless `[tables] expire_every_commits` says otherwise.
+pub const DEFAULT_EXPIRE_EVERY: u64 = 20;
 
 /// Runs the coordinator of `topic` until `stop`: takes the table's lease, registers the
 /// table, then carries out what its [`Machine`] decides, tick after tick (see
@@ -154,6 +156,7 @@ pub async fn run(
         compaction_interval: topic.compaction_interval,
         compact_every: topic.compaction.every_commits,
         expire: topic.expire,
+        expire_every: topic.expire_every,
         dead_letter_pending_files: topic.dead_letter_pending_files,
         epoch: lease.epoch,
     };

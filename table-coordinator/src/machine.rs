@@ -47,6 +47,8 @@ pub struct Settings {
     /// Commits between two compaction checks (`[tables] compaction_every_commits`).
     pub compact_every: u64,
     pub expire: Option<Expiry>,
+    /// Commits between two expiry runs (`[tables] expire_every_commits`).
+    pub expire_every: u64,
     /// At this many carried dead-letter files, no round is built.
     pub dead_letter_pending_files: usize,
     /// The lease's epoch: every round carries it.
@@ -692,7 +694,7 @@ impl Machine {
             && self
                 .report
                 .commits
-                .is_multiple_of(crate::coordinator::EXPIRE_EVERY)
+                .is_multiple_of(self.settings.expire_every.max(1))
         {
             self.phase = Phase::Expiring;
             return Action::Expire;

@@ -279,6 +279,7 @@ fn settings(epoch: i64) -> Settings {
             retain_last: 1,
             max_snapshots: 5,
         }),
+        expire_every: inlet_table_coordinator::coordinator::DEFAULT_EXPIRE_EVERY,
         dead_letter_pending_files: 8,
         epoch,
     }

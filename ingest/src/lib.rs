@@ -7,6 +7,11 @@
 //! ([`topics`]); produce checks batches ([`batch`]) and idempotent producers' sequences
 //! ([`producers`]); consumer groups are [`groups`].
 //!
+//! Where a produce becomes durable: `handlers/produce.rs` (`Broker::produce`) checks each
+//! partition's batch, then `submit_batch` hands it to
+//! [`inlet_storage::StreamStore::submit_append`]; the WAL writer's group commit (one `write`,
+//! one `fdatasync`; storage's `wal` module) completes it, and only then is the batch acked.
+//!
 //! Table topics' records are checked against the Schema Registry at produce time
 //! ([`validate`]). Not here yet: transactions (not advertised), and multi-node partition ownership.
 

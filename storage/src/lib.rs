@@ -3,7 +3,9 @@
 //!
 //! The main flow, from [`StreamStore::append`]:
 //! 1. [`wal`]: the batch joins a group commit — one write and one `fdatasync` for every append
-//!    waiting — and gets its offset; `append` returns when it is durable.
+//!    waiting — and gets its offset; `append` returns when it is durable (the Kafka endpoint
+//!    uses [`StreamStore::submit_append`], which returns the offset at once and completes
+//!    with the sync).
 //! 2. The batch sits in the log cache ([`cache`]) for tail reads.
 //! 3. [`upload`]: when enough data waits (or time passes), all of it becomes one stream set
 //!    object ([`objects::format`]) in the object store, indexed in the metadata store ([`meta`])

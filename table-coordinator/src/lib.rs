@@ -21,6 +21,11 @@
 //! - [`coordinator`]: the per-table loop that carries out the machine's actions: collects
 //!   the worker's conversions every commit interval and commits them;
 //! - [`watermark`]: the table and partition watermarks; [`status`]: commit lag per table.
+//!
+//! Where a round commits: [`coordinator::run`] carries out the machine's `Action::Commit` with
+//! [`commit::Committer::commit`], which writes the round's manifests and manifest list and
+//! makes one catalog commit that requires the base snapshot (`assert-ref-snapshot-id`), after
+//! checking the round's epoch and continuity against that base.
 
 pub mod commit;
 pub mod compact;

@@ -66,9 +66,43 @@ pub enum QueryError {
     /// The query needed more memory than its limit.
     #[error("{0}")]
     ResourcesExhausted(String),
-    /// The catalog or storage failed.
+    /// The catalog, storage or the engine failed: the error it failed with, kept typed.
     #[error("{0}")]
-    Failed(String),
+    Failed(#[source] Box<dyn std::error::Error + Send + Sync>),
+}
+
+impl QueryError {
+    /// [`QueryError::Failed`] with `e` as its source.
+    pub fn failed(e: impl Into<Box<dyn std::error::Error + Send + Sync>>) -> Self {
+        QueryError::Failed(e.into())
+    }
+
+    /// What the caller may do: a refused or invalid statement, or one over its memory limit,
+    /// is the client's to change; a timeout or a failure may pass (a catalog or store that
+    /// was unavailable) when the source says so, and is otherwise permanent.
+    pub fn kind(&self) -> inlet_common::ErrorKind {
+        use inlet_common::ErrorKind as Kind;
+        match self {
+            QueryError::Refused(_) | QueryError::Invalid(_) | QueryError::ResourcesExhausted(_) => {
+                Kind::BadInput
+            }
+            QueryError::Timeout(_) => Kind::Retryable,
+            QueryError::Failed(source) => {
+                let mut at: Option<&(dyn std::error::Error + 'static)> = Some(source.as_ref());
+                while let Some(e) = at {
+                    if let Some(e) = e.downcast_ref::<iceberg::Error>() {
+                        return if e.retryable() {
+                            Kind::Retryable
+                        } else {
+                            Kind::Permanent
+                        };
+                    }
+                    at = e.source();
+                }
+                Kind::Permanent
+            }
+        }
+    }
 }
 
 impl QueryError {
@@ -98,7 +132,7 @@ fn classify(e: DataFusionError) -> QueryError {
             }
         }
         E::ResourcesExhausted(_) => QueryError::ResourcesExhausted(msg),
-        _ => QueryError::Failed(msg),
+        _ => QueryError::failed(e),
     }
 }
 
@@ -184,7 +218,7 @@ fn plain_strings(schema: &SchemaRef) -> Option<SchemaRef> {
 
 /// `batch` cast to `schema` (column by column, where the types differ).
 fn to_schema(batch: RecordBatch, schema: &SchemaRef) -> Result<RecordBatch, QueryError> {
-    let err = |e: arrow::error::ArrowError| QueryError::Failed(e.to_string());
+    let err = |e: arrow::error::ArrowError| QueryError::failed(e);
     let columns = batch
         .columns()
         .iter()
@@ -211,11 +245,11 @@ pub async fn run(
     let plan = async {
         let inlet = provider::InletCatalog::list(catalog.clone())
             .await
-            .map_err(|e| QueryError::Failed(e.to_string()))?;
+            .map_err(QueryError::failed)?;
         let runtime = RuntimeEnvBuilder::new()
             .with_memory_limit(config.memory_limit_bytes, 1.0)
             .build_arc()
-            .map_err(|e| QueryError::Failed(e.to_string()))?;
+            .map_err(QueryError::failed)?;
         let session = SessionConfig::new()
             .with_default_catalog_and_schema("inlet", "default")
             .with_information_schema(true);
@@ -265,7 +299,7 @@ enum Format {
 impl Encoder {
     /// An encoder for `format`, and the bytes that open the output.
     pub fn new(schema: &SchemaRef, format: &str) -> Result<(Encoder, Vec<u8>), QueryError> {
-        let err = |e: arrow::error::ArrowError| QueryError::Failed(e.to_string());
+        let err = |e: arrow::error::ArrowError| QueryError::failed(e);
         let (format, head) = match format {
             "json" => (Format::Json, b"[".to_vec()),
             "csv" => {
@@ -301,7 +335,7 @@ impl Encoder {
 
     /// The bytes of one batch.
     pub fn batch(&mut self, batch: &RecordBatch) -> Result<Vec<u8>, QueryError> {
-        let err = |e: arrow::error::ArrowError| QueryError::Failed(e.to_string());
+        let err = |e: arrow::error::ArrowError| QueryError::failed(e);
         match &mut self.format {
             Format::Json => {
                 let mut w = arrow::json::LineDelimitedWriter::new(Vec::new());
@@ -337,7 +371,7 @@ impl Encoder {
             Format::Json => Ok(b"]".to_vec()),
             Format::Csv => Ok(Vec::new()),
             Format::Arrow(w) => {
-                w.finish().map_err(|e| QueryError::Failed(e.to_string()))?;
+                w.finish().map_err(QueryError::failed)?;
                 Ok(std::mem::take(w.get_mut()))
             }
         }
@@ -367,7 +401,7 @@ pub fn format(
 ) -> Result<Vec<u8>, QueryError> {
     if format == "table" {
         return Ok(arrow::util::pretty::pretty_format_batches(batches)
-            .map_err(|e| QueryError::Failed(e.to_string()))?
+            .map_err(QueryError::failed)?
             .to_string()
             .into_bytes());
     }
@@ -382,6 +416,33 @@ pub fn format(
 #[cfg(test)]
 mod tests {
     use datafusion::prelude::SessionContext;
+
+    use super::QueryError;
+    use inlet_common::ErrorKind;
+
+    #[tokio::test]
+    async fn errors_keep_their_kind_and_their_typed_source() {
+        let ctx = SessionContext::new();
+        let planned = match ctx.sql("SELECT nope FROM nowhere").await {
+            Ok(_) => panic!("an unknown table plans"),
+            Err(e) => super::classify(e),
+        };
+        assert_eq!(planned.kind(), ErrorKind::BadInput, "{planned}");
+        let unavailable = iceberg::Error::new(iceberg::ErrorKind::Unexpected, "catalog down")
+            .with_retryable(true);
+        let failed = QueryError::failed(unavailable);
+        assert_eq!(failed.kind(), ErrorKind::Retryable);
+        let source = std::error::Error::source(&failed).expect("a source");
+        assert!(
+            source.downcast_ref::<iceberg::Error>().is_some(),
+            "{source:?}"
+        );
+        let broken = QueryError::failed(iceberg::Error::new(
+            iceberg::ErrorKind::DataInvalid,
+            "bad manifest",
+        ));
+        assert_eq!(broken.kind(), ErrorKind::Permanent);
+    }
 
     #[tokio::test]
     async fn datafusion_runs_a_query() {

@@ -146,14 +146,11 @@ async fn load(catalog: &dyn Catalog, name: &str) -> Result<iceberg::table::Table
     if !catalog
         .table_exists(&ident)
         .await
-        .map_err(|e| QueryError::Failed(e.to_string()))?
+        .map_err(QueryError::failed)?
     {
         return Err(QueryError::Invalid(format!("table {name} does not exist")));
     }
-    catalog
-        .load_table(&ident)
-        .await
-        .map_err(|e| QueryError::Failed(e.to_string()))
+    catalog.load_table(&ident).await.map_err(QueryError::failed)
 }
 
 /// The snapshot of `table`'s main history current at `time` (epoch ms).
@@ -195,7 +192,7 @@ async fn provide(catalog: &dyn Catalog, call: &Call) -> Result<Arc<dyn TableProv
         }
         (SNAPSHOTS, [Arg::Text(name)]) => {
             let table = load(catalog, name).await?;
-            let failed = |e: iceberg::Error| QueryError::Failed(e.to_string());
+            let failed = |e: iceberg::Error| QueryError::failed(e);
             let inspect = table.inspect();
             let snapshots = inspect.snapshots();
             let batches: Vec<_> = snapshots
@@ -207,10 +204,8 @@ async fn provide(catalog: &dyn Catalog, call: &Call) -> Result<Arc<dyn TableProv
                 .map_err(failed)?;
             let schema = snapshots.schema();
             let schema = Arc::new(iceberg::arrow::schema_to_arrow_schema(&schema).map_err(failed)?);
-            let batch =
-                concat_batches(&schema, &batches).map_err(|e| QueryError::Failed(e.to_string()))?;
-            let table = MemTable::try_new(schema, vec![vec![batch]])
-                .map_err(|e| QueryError::Failed(e.to_string()))?;
+            let batch = concat_batches(&schema, &batches).map_err(QueryError::failed)?;
+            let table = MemTable::try_new(schema, vec![vec![batch]]).map_err(QueryError::failed)?;
             Ok(Arc::new(table))
         }
         _ => Err(QueryError::Invalid(usage(call.function).to_string())),

@@ -40,13 +40,22 @@ pub enum FramingError {
     #[error("payload has {extra} bytes left over after a datum of schema {id}")]
     TrailingBytes { id: u32, extra: usize },
     #[error("schema registry: {0}")]
-    Registry(Error),
+    Registry(#[source] Error),
 }
 
 impl FramingError {
     /// Whether retrying later may succeed (a metadata store failure, not bad bytes).
     pub fn is_retryable(&self) -> bool {
         matches!(self, FramingError::Registry(e) if e.is_retryable())
+    }
+
+    /// What the caller may do: bytes that are not a framed record of a known schema are the
+    /// producer's; a registry failure keeps the registry's kind.
+    pub fn kind(&self) -> inlet_common::ErrorKind {
+        match self {
+            FramingError::Registry(e) => e.kind(),
+            _ => inlet_common::ErrorKind::BadInput,
+        }
     }
 }
 
@@ -145,6 +154,22 @@ pub fn frame(id: u32, payload: &[u8]) -> Vec<u8> {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn framing_errors_are_the_producers_unless_the_registry_failed() {
+        use inlet_common::ErrorKind;
+        assert_eq!(super::FramingError::TooShort(3).kind(), ErrorKind::BadInput);
+        assert_eq!(
+            super::FramingError::UnknownId(7).kind(),
+            ErrorKind::BadInput
+        );
+        let registry = super::FramingError::Registry(super::Error::Corrupt("a row".into()));
+        assert_eq!(
+            registry.kind(),
+            super::Error::Corrupt("a row".into()).kind()
+        );
+        assert!(std::error::Error::source(&registry).is_some());
+    }
+
     #[test]
     fn recursive_schemas_are_not_decoded() {
         // Found by the fuzz target: a linked list nested as deep as the payload is long

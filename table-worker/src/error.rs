@@ -44,15 +44,12 @@ impl Error {
     /// What the caller may do: a schema or payload the table cannot take is the input's
     /// fault; the store, the catalog and local I/O may pass; a corrupt index never does.
     pub fn kind(&self) -> inlet_common::ErrorKind {
-        use crate::memory::MemoryError;
         use inlet_common::ErrorKind as Kind;
         match self {
             Error::Schema(_) | Error::Decode(_) => Kind::BadInput,
             Error::Iceberg(e) if e.retryable() => Kind::Retryable,
             Error::Iceberg(_) | Error::Arrow(_) | Error::Parquet(_) => Kind::Permanent,
-            Error::Memory(MemoryError::Closed) => Kind::Shutdown,
-            Error::Memory(MemoryError::Exhausted { .. }) => Kind::Retryable,
-            Error::Memory(MemoryError::TooLarge { .. }) => Kind::BadInput,
+            Error::Memory(e) => e.kind(),
             Error::Storage(e) => e.kind(),
             Error::IndexIo { .. } => Kind::Retryable,
             Error::IndexCorrupt { .. } => Kind::Corruption,

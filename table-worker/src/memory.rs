@@ -31,7 +31,7 @@ const UNIT: usize = 1024;
 /// Why memory could not be reserved.
 #[derive(Debug, thiserror::Error)]
 pub enum MemoryError {
-    #[error("a conversion asked for {asked} bytes, more than the whole memory budget of {budget} bytes (raise table.worker.memory.bytes)")]
+    #[error("a conversion asked for {asked} bytes, more than the whole memory budget of {budget} bytes (raise [tables] memory_bytes)")]
     TooLarge { asked: usize, budget: usize },
     #[error("the memory pool is closed (the node is shutting down)")]
     Closed,
@@ -39,6 +39,19 @@ pub enum MemoryError {
     /// [`MemoryPool::reserve`] `wanted` instead.
     #[error("{wanted} bytes of conversion memory are not free now (the pool is lent out)")]
     Exhausted { wanted: usize },
+}
+
+impl MemoryError {
+    /// What the caller may do: a conversion larger than the whole budget is the input's (or
+    /// the setting's) to change; a lent-out pool frees up; a closed one means the node is
+    /// stopping.
+    pub fn kind(&self) -> inlet_common::ErrorKind {
+        match self {
+            MemoryError::TooLarge { .. } => inlet_common::ErrorKind::BadInput,
+            MemoryError::Closed => inlet_common::ErrorKind::Shutdown,
+            MemoryError::Exhausted { .. } => inlet_common::ErrorKind::Retryable,
+        }
+    }
 }
 
 #[derive(Debug)]
@@ -247,6 +260,25 @@ impl Drop for Reservation {
 mod tests {
     use super::*;
     use std::time::Duration;
+
+    #[test]
+    fn memory_errors_say_what_the_caller_may_do() {
+        use inlet_common::ErrorKind;
+        let too_large = MemoryError::TooLarge {
+            asked: 2,
+            budget: 1,
+        };
+        assert_eq!(too_large.kind(), ErrorKind::BadInput);
+        assert_eq!(MemoryError::Closed.kind(), ErrorKind::Shutdown);
+        assert_eq!(
+            MemoryError::Exhausted { wanted: 1 }.kind(),
+            ErrorKind::Retryable
+        );
+        assert_eq!(
+            crate::error::Error::from(MemoryError::Closed).kind(),
+            ErrorKind::Shutdown
+        );
+    }
 
     #[tokio::test]
     async fn reservations_wait_for_room_and_return_it_on_drop() {

@@ -88,9 +88,9 @@ fn ms(us: u64) -> f64 {
 // ---------------------------------------------------------------------------------------------
 // Raw disk (the method of storage/benches/stream_store.rs).
 
-#[path = "../storage/benches/support/raw_disk.rs"]
-mod raw_disk;
-use raw_disk::{raw_fsync_latency, raw_group_commit_latency, raw_sequential_mib_s};
+use inlet_test_support::raw_disk::{
+    raw_fsync_latency, raw_group_commit_latency, raw_sequential_mib_s,
+};
 
 /// Writes back every dirty page so that a phase does not pay for the one before it.
 fn sync_all() {
@@ -120,11 +120,19 @@ fn fs_kind(dir: &Path) -> String {
 // ---------------------------------------------------------------------------------------------
 // The node.
 
-#[path = "support/node.rs"]
-mod node;
-use node::Node;
+use inlet_test_support::node::Node;
 
-impl Node {
+/// The `inlet` this bench was built with; `INLET_BENCH_BIN` names another
+/// (`inlet_test_support::node::Node::start_bench`).
+const INLET: &str = env!("CARGO_BIN_EXE_inlet");
+
+/// What this bench reads of a node.
+trait BenchNode {
+    fn metrics(&self) -> Metrics;
+    fn wait_uploaded(&self, max: f64, timeout: Duration) -> f64;
+}
+
+impl BenchNode for Node {
     /// The node's `/metrics`.
     fn metrics(&self) -> Metrics {
         Metrics(self.metric_values())
@@ -858,10 +866,10 @@ fn main() {
         ms(raw_group.value_at_quantile(0.99))
     );
 
-    let node = Node::start(&base.join("node"));
+    let node = Node::start_bench(INLET.as_ref(), &base.join("node"));
     if std::env::var_os("INLET_BENCH_VALIDATION").is_some() {
         validation_phase(&node, seconds, runs, producers, partitions);
-        node.stop();
+        node.stop_within(60);
         let _ = std::fs::remove_dir_all(&base);
         return;
     }
@@ -989,15 +997,15 @@ fn main() {
     eprintln!("{catchup_line}");
     let end_metrics = node.metrics();
     let total = end_metrics.since(&start_metrics);
-    node.stop();
+    node.stop_within(60);
 
     // The same read after a restart: no log cache, a cold block cache, all from objects.
     sync_all();
-    let node = Node::start(&base.join("node"));
+    let node = Node::start_bench(INLET.as_ref(), &base.join("node"));
     let cold = read_all(&node, &topic, partitions);
     let cold_line = format!("catch-up after a restart: {}", cold.describe());
     eprintln!("{cold_line}");
-    node.stop();
+    node.stop_within(60);
     // The raw disk again, after the load: the figures above are compared with both probes.
     sync_all();
     let raw_after = raw_fsync_latency(&base, raw_secs);

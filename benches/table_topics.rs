@@ -150,11 +150,21 @@ fn rss_mib(pid: i32) -> (f64, f64) {
 // ---------------------------------------------------------------------------------------------
 // The node.
 
-#[path = "support/node.rs"]
-mod node;
-use node::Node;
+use inlet_test_support::node::Node;
 
-impl Node {
+/// The `inlet` this bench was built with; `INLET_BENCH_BIN` names another
+/// (`inlet_test_support::node::Node::start_bench`).
+const INLET: &str = env!("CARGO_BIN_EXE_inlet");
+
+/// What this bench reads of a node.
+trait BenchNode {
+    fn metrics(&self) -> HashMap<String, f64>;
+    fn table_sum(&self, family: &str) -> f64;
+    fn table_offsets(&self, table: &str) -> Option<BTreeMap<i32, u64>>;
+    fn settle(&self);
+}
+
+impl BenchNode for Node {
     /// The node's `/metrics`, as `name{labels}` → value.
     fn metrics(&self) -> HashMap<String, f64> {
         self.metric_values()
@@ -686,7 +696,7 @@ fn ingest_phase(base: &Path, seconds: u64, runs: u64, partitions: i32) -> Vec<St
         .iter()
         .filter_map(|r| r.parse().ok())
         .collect();
-    let node = Node::start(&base.join("ingest"));
+    let node = Node::start_bench(INLET.as_ref(), &base.join("ingest"));
     let id = register_schema(&node.registry, "bench-flat-value");
     let records = framed_records(id);
     let record_bytes = mean_len(&records);
@@ -741,7 +751,7 @@ fn ingest_phase(base: &Path, seconds: u64, runs: u64, partitions: i32) -> Vec<St
             break;
         }
     }
-    node.stop();
+    node.stop_within(60);
     let mut report = vec![
         format!("ingest ({runs} runs of {seconds} s per rate, {partitions} partitions, commit interval 1 s; medians):"),
         "| offered | acked | into the table | behind at the end | node / bench CPU (of one core) | kept up |".into(),
@@ -759,7 +769,7 @@ fn ingest_phase(base: &Path, seconds: u64, runs: u64, partitions: i32) -> Vec<St
 fn freshness_phase(base: &Path, seconds: u64, runs: u64, partitions: i32) -> Vec<String> {
     let mib_s = env_f64("INLET_BENCH_FRESH_MIB_S", 10.0);
     let poll = Duration::from_millis(20);
-    let node = Node::start(&base.join("freshness"));
+    let node = Node::start_bench(INLET.as_ref(), &base.join("freshness"));
     let id = register_schema(&node.registry, "bench-flat-value");
     let records = framed_records(id);
     let pid = node.pid().to_string();
@@ -872,7 +882,7 @@ fn freshness_phase(base: &Path, seconds: u64, runs: u64, partitions: i32) -> Vec
         p50s.push(ms(0.5));
         p99s.push(ms(0.99));
     }
-    node.stop();
+    node.stop_within(60);
     let p99 = median(p99s);
     let mut report = vec![
         format!(
@@ -912,7 +922,7 @@ fn memory_run(
     let dir = base.join(format!("memory-{topics}"));
     let _ = std::fs::remove_dir_all(&dir);
     sync_all();
-    let node = Node::start(&dir);
+    let node = Node::start_bench(INLET.as_ref(), &dir);
     let pid = node.pid();
     let names: Vec<String> = (0..topics).map(|i| format!("mem_{i:03}")).collect();
     // One schema (the producers frame every record with its id), registered under each
@@ -955,7 +965,7 @@ fn memory_run(
     let failed = node.table_sum("inlet_table_failed_commits_total");
     let (_, peak) = rss_mib(pid);
     load.stop();
-    node.stop();
+    node.stop_within(60);
     let _ = std::fs::remove_dir_all(&dir);
     MemoryRun {
         topics,
@@ -1123,7 +1133,7 @@ fn files_phase(base: &Path) -> Vec<String> {
     let settle = env_u64("INLET_BENCH_FILES_SETTLE_SECONDS", 150);
     let dir = base.join("files");
     let _ = std::fs::remove_dir_all(&dir);
-    let node = Node::start(&dir);
+    let node = Node::start_bench(INLET.as_ref(), &dir);
     let pid = node.pid().to_string();
     let names: Vec<String> = (0..topics).map(|i| format!("files_{i}")).collect();
     let mut id = 0;
@@ -1163,7 +1173,7 @@ fn files_phase(base: &Path) -> Vec<String> {
     std::thread::sleep(Duration::from_secs(settle)); // compaction's own schedule, not a condition
     let settle_cpu = (cpu_ms(&pid) - c1) / t1.elapsed().as_secs_f64() / 10.0;
     let behind = node.table_sum("inlet_table_records_behind");
-    node.stop();
+    node.stop_within(60);
 
     let hours = load_secs / 3600.0;
     let mut lines = vec![

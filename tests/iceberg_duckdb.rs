@@ -10,12 +10,13 @@
 #![allow(clippy::unwrap_used, clippy::panic, clippy::disallowed_methods)] // a test: a failed step fails it, and its deadlines are real time
 
 mod common;
+use common::Start as _;
 
 use std::path::Path;
 use std::time::Duration;
 
-use common::python::{python, run, script};
-use common::{require, Node};
+use common::python::{require_python, run_client};
+use common::Node;
 
 /// The Parquet files directly under `dir` (none if it is missing).
 fn parquet_files(dir: &Path) -> usize {
@@ -30,28 +31,21 @@ fn parquet_files(dir: &Path) -> usize {
 
 #[test]
 fn duckdb_reads_and_writes_through_the_nodes_catalog() {
-    let python = python(
+    let Some(python) = require_python(
         "import pyiceberg.catalog.rest, pyarrow, duckdb, duckdb_extension_iceberg, \
          duckdb_extension_avro, duckdb_extension_httpfs",
-    );
-    if !require(
-        "python with pyiceberg, duckdb and its iceberg, avro and httpfs extension packages",
-        python.is_some(),
-    ) {
+        "pyiceberg, duckdb and its iceberg, avro and httpfs extension packages",
+    ) else {
         return;
-    }
-    let python = python.expect("checked");
+    };
     let dir = tempfile::tempdir().expect("tempdir");
     let node = Node::start(dir.path(), &[]);
     let uri = format!("http://{}/iceberg", node.http);
-    let (status, output) = run(
+    run_client(
         &python,
-        &[script("iceberg_duckdb.py").into(), uri.into()],
+        "iceberg_duckdb.py",
+        &[&uri],
         Duration::from_secs(180),
-    );
-    assert!(
-        status.is_some_and(|s| s.success()) && output.contains("OK"),
-        "the DuckDB script failed ({status:?}):\n{output}"
     );
     // DuckDB's table is in the node's object store: two inserts, at least a data file each.
     let data = dir.path().join("objects/warehouse/duck/events/data");

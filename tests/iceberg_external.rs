@@ -7,22 +7,18 @@
 #![allow(clippy::unwrap_used, clippy::panic, clippy::disallowed_methods)] // a test: a failed step fails it, and its deadlines are real time
 
 mod common;
+use common::Start as _;
 
 use std::time::Duration;
 
-use common::python::{python, run, script};
-use common::{require, Node};
+use common::python::run_client;
+use common::{avro_python, Node};
 
 #[test]
 fn a_node_commits_its_table_topics_to_another_nodes_catalog() {
-    let python = python("import confluent_kafka.schema_registry.avro, pyiceberg.catalog.rest");
-    if !require(
-        "python with confluent-kafka[avro] and pyiceberg",
-        python.is_some(),
-    ) {
+    let Some(python) = avro_python() else {
         return;
-    }
-    let python = python.expect("checked");
+    };
     let a_dir = tempfile::tempdir().expect("tempdir");
     let a = Node::start(a_dir.path(), &[]);
 
@@ -42,21 +38,17 @@ fn a_node_commits_its_table_topics_to_another_nodes_catalog() {
     let mut b = Node::start(&b_data, &["--config", &config.to_string_lossy()]);
 
     let phase = |b: &Node, phase: &str| {
-        let (status, output) = run(
+        run_client(
             &python,
+            "table_topic_external.py",
             &[
-                script("table_topic_external.py").into(),
-                b.kafka.clone().into(),
-                format!("http://{}", b.registry).into(),
-                format!("http://{}/iceberg", a.http).into(),
-                format!("http://{}/iceberg", b.http).into(),
-                phase.into(),
+                &b.kafka,
+                &format!("http://{}", b.registry),
+                &format!("http://{}/iceberg", a.http),
+                &format!("http://{}/iceberg", b.http),
+                &phase,
             ],
             Duration::from_secs(240),
-        );
-        assert!(
-            status.is_some_and(|s| s.success()) && output.contains("OK"),
-            "the {phase} phase failed ({status:?}):\n{output}"
         );
     };
     phase(&b, "first");

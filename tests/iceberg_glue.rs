@@ -8,30 +8,27 @@
 #![allow(clippy::unwrap_used, clippy::panic, clippy::disallowed_methods)] // a test: a failed step fails it, and its deadlines are real time
 
 mod common;
+use common::Start as _;
 
 use std::time::Duration;
 
-use common::python::{python, run, script};
-use common::{require, service_env, Node};
+use common::python::{require_python, run_client};
+use common::{service_env, Node};
 
 #[test]
 fn a_node_commits_its_table_topics_to_glue() {
-    let python = python(
+    let Some(python) = require_python(
         "import confluent_kafka.schema_registry.avro, pyiceberg.catalog.glue, boto3, pyarrow",
-    );
-    if !require(
-        "python with confluent-kafka[avro], pyiceberg and boto3",
-        python.is_some(),
-    ) {
+        "confluent-kafka[avro], pyiceberg and boto3",
+    ) else {
         return;
-    }
+    };
     let (Some(endpoint), Some(bucket)) = (
         service_env("INLET_TEST_S3_ENDPOINT"),
         service_env("INLET_TEST_S3_BUCKET"),
     ) else {
         return;
     };
-    let python = python.expect("checked");
     let dir = tempfile::tempdir().expect("tempdir");
     // A prefix of its own in the shared bucket, and a Glue database of its own.
     let prefix = dir
@@ -68,27 +65,23 @@ fn a_node_commits_its_table_topics_to_glue() {
     let node = start();
 
     let phase = |node: &Node, phase: &str| {
-        let (status, output) = run(
+        let output = run_client(
             &python,
+            "table_topic_glue.py",
             &[
-                script("table_topic_glue.py").into(),
-                node.kafka.clone().into(),
-                format!("http://{}", node.registry).into(),
-                endpoint.clone().into(),
-                warehouse.clone().into(),
-                format!("http://{}/iceberg", node.http).into(),
-                namespace.clone().into(),
-                phase.into(),
+                &node.kafka,
+                &format!("http://{}", node.registry),
+                &endpoint,
+                &warehouse,
+                &format!("http://{}/iceberg", node.http),
+                &namespace,
+                &phase,
             ],
             Duration::from_secs(240),
         );
         if std::env::var_os("INLET_TEST_VERBOSE").is_some() {
             eprintln!("{output}");
         }
-        assert!(
-            status.is_some_and(|s| s.success()) && output.contains("OK"),
-            "the {phase} phase failed ({status:?}):\n{output}"
-        );
     };
     phase(&node, "first");
 

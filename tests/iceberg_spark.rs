@@ -14,12 +14,13 @@
 #![allow(clippy::unwrap_used, clippy::panic, clippy::disallowed_methods)] // a test: a failed step fails it, and its deadlines are real time
 
 mod common;
+use common::Start as _;
 
 use std::path::Path;
 use std::time::Duration;
 
-use common::python::{run, script};
-use common::{java, require, spark_python, Node};
+use common::python::run_client;
+use common::{require_spark, Node};
 
 /// The Parquet files directly under `dir` (none if it is missing).
 fn parquet_files(dir: &Path) -> usize {
@@ -34,26 +35,17 @@ fn parquet_files(dir: &Path) -> usize {
 
 #[test]
 fn spark_reads_and_writes_through_the_nodes_catalog() {
-    let python = spark_python();
-    if !require(
-        "python with pyiceberg, pyspark and the Iceberg Spark runtime jar",
-        python.is_some(),
-    ) || !require("java (for Spark)", java())
-    {
+    let Some(python) = require_spark() else {
         return;
-    }
-    let python = python.expect("checked");
+    };
     let dir = tempfile::tempdir().expect("tempdir");
     let node = Node::start(dir.path(), &[]);
     let uri = format!("http://{}/iceberg", node.http);
-    let (status, output) = run(
+    run_client(
         &python,
-        &[script("iceberg_spark.py").into(), uri.into()],
+        "iceberg_spark.py",
+        &[&uri],
         Duration::from_secs(300),
-    );
-    assert!(
-        status.is_some_and(|s| s.success()) && output.contains("OK"),
-        "the Spark script failed ({status:?}):\n{output}"
     );
     // Spark's table is in the node's object store: two inserts, at least a data file each.
     let data = dir.path().join("objects/warehouse/spark/clicks/data");

@@ -6,6 +6,7 @@
 #![allow(clippy::unwrap_used, clippy::panic, clippy::disallowed_methods)] // a test: a failed step fails it, and its deadlines are real time
 
 mod common;
+use common::Start as _;
 
 use std::io::{Read, Write};
 use std::net::TcpStream;

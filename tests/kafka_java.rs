@@ -8,6 +8,7 @@
 #![allow(clippy::unwrap_used, clippy::panic, clippy::disallowed_methods)] // a test: a failed step fails it, and its deadlines are real time
 
 mod common;
+use common::Start as _;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;

@@ -7,24 +7,26 @@
 #![allow(clippy::unwrap_used, clippy::panic, clippy::disallowed_methods)] // a test: a failed step fails it, and its deadlines are real time
 
 mod common;
+use common::Start as _;
 
-use std::io::Write;
-use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::process::Command;
+use std::time::Duration;
 
-use common::{require, Node};
+use common::{require, tool_runs, Node};
+use inlet_test_support::process::run_captured;
 
 /// How long one kcat run may take before it is killed.
 const KCAT_TIMEOUT: Duration = Duration::from_secs(60);
 
-fn kcat_available() -> bool {
-    Command::new("kcat")
-        .arg("-V")
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success())
+/// A node started with `extra` arguments in a new data directory; None after skipping the
+/// test (a failure in CI) when there is no kcat.
+fn kcat_node(extra: &[&str]) -> Option<(tempfile::TempDir, Node)> {
+    if !require("kcat", tool_runs("kcat", "-V")) {
+        return None;
+    }
+    let dir = tempfile::tempdir().expect("tempdir");
+    let node = Node::start(dir.path(), extra);
+    Some((dir, node))
 }
 
 struct Run {
@@ -49,46 +51,22 @@ impl Run {
 /// Runs `kcat -b BOOTSTRAP args` with `stdin` on its standard input; killed after KCAT_TIMEOUT.
 fn kcat(bootstrap: &str, args: &[&str], stdin: &str) -> Run {
     let what = format!("kcat -b {bootstrap} {}", args.join(" "));
-    let out_dir = tempfile::tempdir().expect("tempdir");
-    let stdout_path = out_dir.path().join("stdout");
-    let stderr_path = out_dir.path().join("stderr");
-    let mut child = Command::new("kcat")
-        .arg("-b")
-        .arg(bootstrap)
-        .args(args)
-        .stdin(Stdio::piped())
-        .stdout(std::fs::File::create(&stdout_path).expect("stdout file"))
-        .stderr(std::fs::File::create(&stderr_path).expect("stderr file"))
-        .spawn()
-        .expect("kcat starts");
-    let mut input = child.stdin.take().expect("stdin");
-    let data = stdin.as_bytes().to_vec();
-    let writer = std::thread::spawn(move || {
-        // A kcat that exits early closes the pipe; its exit status tells what happened.
-        let _ = input.write_all(&data);
-    });
-    let deadline = Instant::now() + KCAT_TIMEOUT;
-    let status = loop {
-        if let Some(status) = child.try_wait().expect("try_wait") {
-            break Some(status);
-        }
-        if Instant::now() >= deadline {
-            let _ = child.kill();
-            let _ = child.wait();
-            break None;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    };
-    writer.join().expect("stdin writer");
-    let stdout = std::fs::read_to_string(&stdout_path).unwrap_or_default();
-    let stderr = std::fs::read_to_string(&stderr_path).unwrap_or_default();
-    let Some(status) = status else {
-        panic!("{what} did not finish within {KCAT_TIMEOUT:?}\n--- stdout ---\n{stdout}--- stderr ---\n{stderr}");
+    let done = run_captured(
+        Command::new("kcat").arg("-b").arg(bootstrap).args(args),
+        Some(stdin.as_bytes()),
+        KCAT_TIMEOUT,
+        Duration::from_millis(20),
+    );
+    let Some(status) = done.status else {
+        panic!(
+            "{what} did not finish within {KCAT_TIMEOUT:?}\n{}",
+            done.output()
+        );
     };
     Run {
         success: status.success(),
-        stdout,
-        stderr,
+        stdout: done.stdout,
+        stderr: done.stderr,
         what,
     }
 }
@@ -127,19 +105,14 @@ fn sorted_lines(text: &str) -> Vec<&str> {
 
 #[test]
 fn kcat_metadata_lists_the_advertised_broker_and_topics() {
-    if !require("kcat", kcat_available()) {
+    let Some((_dir, node)) = kcat_node(&[
+        "--advertised-host",
+        "localhost",
+        "--kafka-config",
+        "num.partitions=3",
+    ]) else {
         return;
-    }
-    let dir = tempfile::tempdir().expect("tempdir");
-    let node = Node::start(
-        dir.path(),
-        &[
-            "--advertised-host",
-            "localhost",
-            "--kafka-config",
-            "num.partitions=3",
-        ],
-    );
+    };
     let port = node
         .kafka
         .rsplit_once(':')
@@ -188,11 +161,9 @@ fn kcat_metadata_lists_the_advertised_broker_and_topics() {
 
 #[test]
 fn kcat_produces_with_every_codec_and_reads_back_exactly() {
-    if !require("kcat", kcat_available()) {
+    let Some((_dir, node)) = kcat_node(&[]) else {
         return;
-    }
-    let dir = tempfile::tempdir().expect("tempdir");
-    let node = Node::start(dir.path(), &[]);
+    };
     let b = node.kafka.as_str();
 
     let all = kcat(b, &["-L", "-J", "-m", "10"], "").ok().stdout;
@@ -319,19 +290,14 @@ fn kcat_produces_with_every_codec_and_reads_back_exactly() {
 
 #[test]
 fn kcat_group_consumers_commit_and_resume() {
-    if !require("kcat", kcat_available()) {
+    let Some((_dir, node)) = kcat_node(&[
+        "--kafka-config",
+        "num.partitions=3",
+        "--kafka-config",
+        "group.initial.rebalance.delay.ms=0",
+    ]) else {
         return;
-    }
-    let dir = tempfile::tempdir().expect("tempdir");
-    let node = Node::start(
-        dir.path(),
-        &[
-            "--kafka-config",
-            "num.partitions=3",
-            "--kafka-config",
-            "group.initial.rebalance.delay.ms=0",
-        ],
-    );
+    };
     let b = node.kafka.as_str();
     let group_consume = |group: &str| {
         kcat(

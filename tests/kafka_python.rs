@@ -9,22 +9,21 @@
 #![allow(clippy::unwrap_used, clippy::panic, clippy::disallowed_methods)] // a test: a failed step fails it, and its deadlines are real time
 
 mod common;
+use common::Start as _;
 
 use std::time::Duration;
 
-use common::python::{python, run, script};
-use common::{require, Node};
+use common::python::{require_python, run, script};
+use common::Node;
 
 /// How long the whole script may run before it is killed.
 const SCRIPT_TIMEOUT: Duration = Duration::from_secs(300);
 
 #[test]
 fn confluent_kafka_python_roundtrip() {
-    let python = python("import confluent_kafka");
-    if !require("python with confluent-kafka", python.is_some()) {
+    let Some(python) = require_python("import confluent_kafka", "confluent-kafka") else {
         return;
-    }
-    let python = python.expect("checked");
+    };
     let dir = tempfile::tempdir().expect("tempdir");
     let node = Node::start(
         dir.path(),

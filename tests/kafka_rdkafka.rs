@@ -4,6 +4,7 @@
 #![allow(clippy::unwrap_used, clippy::panic, clippy::disallowed_methods)] // a test: a failed step fails it, and its deadlines are real time
 
 mod common;
+use common::Start as _;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::time::Duration;
@@ -168,49 +169,33 @@ fn admin_creates_describes_alters_and_deletes_topics() {
         assert_eq!(created, vec![Ok("orders".to_string())]);
 
         // Again: the topic exists. A bad config and a bad name are refused with the right codes.
-        let again = admin
-            .create_topics(
-                &[NewTopic::new("orders", 1, TopicReplication::Fixed(1))],
-                &opts,
-            )
-            .await
-            .expect("create");
-        assert_eq!(
-            again,
-            vec![Err((
-                "orders".to_string(),
-                RDKafkaErrorCode::TopicAlreadyExists
-            ))]
-        );
-        let bad = admin
-            .create_topics(
-                &[NewTopic::new("bad-config", 1, TopicReplication::Fixed(1))
-                    .set("table.topic.commit.interval.ms", "10")],
-                &opts,
-            )
-            .await
-            .expect("create");
-        assert_eq!(
-            bad,
-            vec![Err((
-                "bad-config".to_string(),
-                RDKafkaErrorCode::InvalidConfig
-            ))]
-        );
-        let bad_name = admin
-            .create_topics(
-                &[NewTopic::new("no/slashes", 1, TopicReplication::Fixed(1))],
-                &opts,
-            )
-            .await
-            .expect("create");
-        assert_eq!(
-            bad_name,
-            vec![Err((
-                "no/slashes".to_string(),
-                RDKafkaErrorCode::InvalidTopic
-            ))]
-        );
+        let refused = |topic: NewTopic<'static>, name: &'static str, code| {
+            let admin = &admin;
+            let opts = &opts;
+            async move {
+                let answer = admin.create_topics(&[topic], opts).await.expect("create");
+                assert_eq!(answer, vec![Err((name.to_string(), code))]);
+            }
+        };
+        refused(
+            NewTopic::new("orders", 1, TopicReplication::Fixed(1)),
+            "orders",
+            RDKafkaErrorCode::TopicAlreadyExists,
+        )
+        .await;
+        refused(
+            NewTopic::new("bad-config", 1, TopicReplication::Fixed(1))
+                .set("table.topic.commit.interval.ms", "10"),
+            "bad-config",
+            RDKafkaErrorCode::InvalidConfig,
+        )
+        .await;
+        refused(
+            NewTopic::new("no/slashes", 1, TopicReplication::Fixed(1)),
+            "no/slashes",
+            RDKafkaErrorCode::InvalidTopic,
+        )
+        .await;
 
         let described = admin
             .describe_configs(&[ResourceSpecifier::Topic("orders")], &opts)

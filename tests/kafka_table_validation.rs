@@ -5,23 +5,21 @@
 #![allow(clippy::unwrap_used, clippy::panic, clippy::disallowed_methods)] // a test: a failed step fails it, and its deadlines are real time
 
 mod common;
+use common::Start as _;
 
 use std::ffi::OsString;
 use std::time::Duration;
 
-use common::{python, require, Node};
+use common::{python, Node};
 
 #[test]
 fn table_topics_refuse_records_that_do_not_match_a_registered_schema() {
-    let python = python::python(
+    let Some(python) = python::require_python(
         "import confluent_kafka.schema_registry.avro, fastavro, confluent_kafka.schema_registry.protobuf",
-    );
-    if !require(
-        "python with confluent-kafka[avro,schemaregistry,protobuf,json]",
-        python.is_some(),
-    ) {
+        "confluent-kafka[avro,schemaregistry,protobuf,json]",
+    ) else {
         return;
-    }
+    };
     let dir = tempfile::tempdir().expect("tempdir");
     let node = Node::start(dir.path(), &[]);
     let args: Vec<OsString> = vec![
@@ -29,7 +27,7 @@ fn table_topics_refuse_records_that_do_not_match_a_registered_schema() {
         node.kafka.clone().into(),
         format!("http://{}", node.registry).into(),
     ];
-    let (status, output) = python::run(&python.expect("checked"), &args, Duration::from_secs(180));
+    let (status, output) = python::run(&python, &args, Duration::from_secs(180));
     assert!(
         status.is_some_and(|s| s.success()) && output.contains("OK"),
         "the validation script failed ({status:?}):\n{output}"

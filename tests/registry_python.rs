@@ -16,8 +16,7 @@ mod common;
 use std::sync::Arc;
 use std::time::Duration;
 
-use common::python::{python, run, script};
-use common::require;
+use common::python::{require_python, run, script};
 use inlet_schema_registry::{RegistryConfig, VersionSpec};
 use inlet_storage::MetaStore;
 use tokio_util::sync::CancellationToken;
@@ -27,14 +26,12 @@ const SCRIPT_TIMEOUT: Duration = Duration::from_secs(120);
 
 #[test]
 fn confluent_schema_registry_client_with_avro() {
-    let python = python("import confluent_kafka.schema_registry.avro, fastavro");
-    if !require(
-        "python with confluent-kafka[avro,schemaregistry]",
-        python.is_some(),
-    ) {
+    let Some(python) = require_python(
+        "import confluent_kafka.schema_registry.avro, fastavro",
+        "confluent-kafka[avro,schemaregistry]",
+    ) else {
         return;
-    }
-    let python = python.expect("checked");
+    };
     let dir = tempfile::tempdir().expect("tempdir");
     let meta_url = format!("sqlite://{}", dir.path().join("meta.db").display());
     let rt = tokio::runtime::Runtime::new().expect("runtime");
@@ -116,16 +113,9 @@ async fn start(
 
 #[test]
 fn confluent_schema_registry_client_with_protobuf_and_json() {
-    let python = python(
-        "import confluent_kafka.schema_registry.protobuf, confluent_kafka.schema_registry.json_schema",
-    );
-    if !require(
-        "python with confluent-kafka[schemaregistry,protobuf,json]",
-        python.is_some(),
-    ) {
+    let Some(python) = require_python("import confluent_kafka.schema_registry.protobuf, confluent_kafka.schema_registry.json_schema", "confluent-kafka[schemaregistry,protobuf,json]") else {
         return;
-    }
-    let python = python.expect("checked");
+    };
     let dir = tempfile::tempdir().expect("tempdir");
     let meta_url = format!("sqlite://{}", dir.path().join("meta.db").display());
     let state = dir.path().join("framed.json");

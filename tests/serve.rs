@@ -2,6 +2,8 @@
 //! what was stored across restarts, and stops cleanly on SIGTERM.
 #![allow(clippy::unwrap_used, clippy::panic, clippy::disallowed_methods)] // a test: a failed step fails it, and its deadlines are real time
 
+mod common;
+
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
@@ -9,19 +11,8 @@ use std::time::Duration;
 
 /// Starts `inlet serve` in `dir` and waits until it logs that it is up.
 fn start(dir: &std::path::Path) -> (Child, mpsc::Receiver<String>) {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_inlet"))
-        // Free ports, so the test never collides with a node already on the defaults.
-        .args([
-            "serve",
-            "--kafka-listen",
-            "127.0.0.1:0",
-            "--http-listen",
-            "127.0.0.1:0",
-            "--registry-listen",
-            "127.0.0.1:0",
-        ])
-        .arg("--data-dir")
-        .arg(dir.join("inlet-data"))
+    // Free ports, so the test never collides with a node already on the defaults.
+    let mut child = common::serve_command(&dir.join("inlet-data"), &[] as &[&str])
         .env("INLET_LOG", "info")
         .env("NO_COLOR", "1")
         .stdout(Stdio::piped())

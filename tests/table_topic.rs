@@ -8,24 +8,18 @@
 #![allow(clippy::unwrap_used, clippy::panic, clippy::disallowed_methods)] // a test: a failed step fails it, and its deadlines are real time
 
 mod common;
+use common::Start as _;
 
 use std::time::Duration;
 
-use common::python::{python, run, script};
-use common::{require, run_table_topic_phase, Node};
+use common::python::{require_python, run, run_client, script};
+use common::{run_table_topic_phase, Node};
 
 #[test]
 fn produced_records_become_rows_of_the_table() {
-    let python = python(
-        "import confluent_kafka.schema_registry.avro, confluent_kafka.schema_registry.protobuf, pyiceberg.catalog.rest",
-    );
-    if !require(
-        "python with confluent-kafka[avro] and pyiceberg",
-        python.is_some(),
-    ) {
+    let Some(python) = require_python("import confluent_kafka.schema_registry.avro, confluent_kafka.schema_registry.protobuf, pyiceberg.catalog.rest", "confluent-kafka[avro] and pyiceberg") else {
         return;
-    }
-    let python = python.expect("checked");
+    };
     let dir = tempfile::tempdir().expect("tempdir");
     let mut node = Node::start(dir.path(), &[]);
     for phase in ["first", "after-restart"] {
@@ -83,26 +77,23 @@ fn produced_records_become_rows_of_the_table() {
 /// and it never goes back (tests/clients/table_topic_watermarks.py).
 #[test]
 fn watermarks_follow_event_time_and_idleness() {
-    let python = python("import confluent_kafka.schema_registry.avro");
-    if !require("python with confluent-kafka[avro]", python.is_some()) {
+    let Some(python) = require_python(
+        "import confluent_kafka.schema_registry.avro",
+        "confluent-kafka[avro]",
+    ) else {
         return;
-    }
-    let python = python.expect("checked");
+    };
     let dir = tempfile::tempdir().expect("tempdir");
     let node = Node::start(dir.path(), &[]);
-    let (status, output) = run(
+    run_client(
         &python,
+        "table_topic_watermarks.py",
         &[
-            script("table_topic_watermarks.py").into(),
-            node.kafka.clone().into(),
-            format!("http://{}", node.registry).into(),
-            format!("http://{}", node.http).into(),
+            &node.kafka,
+            &format!("http://{}", node.registry),
+            &format!("http://{}", node.http),
         ],
         Duration::from_secs(180),
-    );
-    assert!(
-        status.is_some_and(|s| s.success()) && output.contains("OK"),
-        "table_topic_watermarks.py failed ({status:?}):\n{output}"
     );
     node.stop();
 }
@@ -220,17 +211,11 @@ fn query_cli(node: &Node) {
 
 /// `POST /v1/query` from Python: Arrow IPC read by pyarrow, CSV, time travel, a refusal.
 fn query_http(node: &Node, python: &std::path::Path) {
-    let (status, output) = run(
+    run_client(
         python,
-        &[
-            script("query_http.py").into(),
-            format!("http://{}", node.http).into(),
-        ],
+        "query_http.py",
+        &[&format!("http://{}", node.http)],
         Duration::from_secs(120),
-    );
-    assert!(
-        status.is_some_and(|s| s.success()) && output.contains("OK"),
-        "query_http.py failed ({status:?}):\n{output}"
     );
 }
 

@@ -18,12 +18,13 @@
 #![allow(clippy::unwrap_used, clippy::panic, clippy::disallowed_methods)] // a test: a failed step fails it, and its deadlines are real time
 
 mod common;
+use common::Start as _;
 
 use std::path::Path;
 use std::time::Duration;
 
-use common::python::{python, run, script};
-use common::{require, Node};
+use common::python::{run, script};
+use common::{avro_python, Node};
 
 const POINTS: [&str; 5] = [
     "round-built",
@@ -56,17 +57,11 @@ struct Matrix {
 impl Matrix {
     /// None (and a counted skip) without the Python clients.
     fn new() -> Option<Matrix> {
-        let python = python("import confluent_kafka.schema_registry.avro, pyiceberg.catalog.rest");
-        if !require(
-            "python with confluent-kafka[avro] and pyiceberg",
-            python.is_some(),
-        ) {
-            return None;
-        }
+        let python = avro_python()?;
         let dir = tempfile::tempdir().expect("tempdir");
         std::fs::create_dir_all(dir.path().join("node")).expect("data dir");
         Some(Matrix {
-            python: python.expect("checked"),
+            python,
             dir,
             next_id: 0,
             created: false,

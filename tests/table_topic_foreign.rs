@@ -5,24 +5,19 @@
 #![allow(clippy::unwrap_used, clippy::panic, clippy::disallowed_methods)] // a test: a failed step fails it, and its deadlines are real time
 
 mod common;
+use common::Start as _;
 
 use std::time::Duration;
 
-use common::python::python;
-use common::{require, run_table_topic_phase, Node};
+use common::avro_python;
+use common::python::require_python;
+use common::{run_table_topic_phase, Node};
 
 #[test]
 fn foreign_deletes_and_appends_do_not_reset_progress() {
-    let python = python(
-        "import confluent_kafka.schema_registry.avro, pyiceberg.catalog.rest, pyiceberg.expressions, pyarrow",
-    );
-    if !require(
-        "python with confluent-kafka[avro], pyiceberg and pyarrow",
-        python.is_some(),
-    ) {
+    let Some(python) = require_python("import confluent_kafka.schema_registry.avro, pyiceberg.catalog.rest, pyiceberg.expressions, pyarrow", "confluent-kafka[avro], pyiceberg and pyarrow") else {
         return;
-    }
-    let python = python.expect("checked");
+    };
     let dir = tempfile::tempdir().expect("tempdir");
     let node = Node::start(dir.path(), &[]);
     run_table_topic_phase(
@@ -75,13 +70,9 @@ fn a_failing_dead_letter_table_does_not_stop_the_main_table() {
 /// (`tests/clients/table_topic_dlq_held.py`).
 #[test]
 fn dead_letters_that_cannot_land_hold_the_table_at_a_bound() {
-    let python = python("import confluent_kafka.schema_registry.avro, pyiceberg.catalog.rest");
-    if !require(
-        "python with confluent-kafka[avro] and pyiceberg",
-        python.is_some(),
-    ) {
+    let Some(python) = avro_python() else {
         return;
-    }
+    };
     let dir = tempfile::tempdir().expect("tempdir");
     let config = dir.path().join("inlet.toml");
     std::fs::write(&config, "[tables]\ndead_letter_pending_files = 3\n").expect("config");
@@ -90,7 +81,7 @@ fn dead_letters_that_cannot_land_hold_the_table_at_a_bound() {
         &["--config", &config.to_string_lossy()],
     );
     run_table_topic_phase(
-        &python.expect("checked"),
+        &python,
         "table_topic_dlq_held.py",
         &node,
         "run",

@@ -6,22 +6,17 @@
 #![allow(clippy::unwrap_used, clippy::panic, clippy::disallowed_methods)] // a test: a failed step fails it, and its deadlines are real time
 
 mod common;
+use common::Start as _;
 
 use std::time::Duration;
 
-use common::{java, require, run_table_topic_phase, spark_python, Node};
+use common::{require_spark, run_table_topic_phase, Node};
 
 #[test]
 fn spark_maintenance_and_a_kill9_keep_every_record_once() {
-    let python = spark_python();
-    if !require(
-        "python with pyiceberg, pyspark and the Iceberg Spark runtime jar",
-        python.is_some(),
-    ) || !require("java (for Spark)", java())
-    {
+    let Some(python) = require_spark() else {
         return;
-    }
-    let python = python.expect("checked");
+    };
     let dir = tempfile::tempdir().expect("tempdir");
     let node = Node::start(dir.path(), &[]);
     let script = "table_topic_spark_maintenance.py";

@@ -14,22 +14,18 @@
 #![allow(clippy::unwrap_used, clippy::panic, clippy::disallowed_methods)] // a test: a failed step fails it, and its deadlines are real time
 
 mod common;
+use common::Start as _;
 
 use std::time::Duration;
 
-use common::python::{python, run, script};
-use common::{java, require, run_table_topic_phase, spark_python, Node};
+use common::python::run_client;
+use common::{avro_python, require_spark, run_table_topic_phase, Node};
 
 #[test]
 fn upserts_and_cdc_deletes_leave_the_latest_row_per_key_across_a_kill9() {
-    let python = python("import confluent_kafka.schema_registry.avro, pyiceberg.catalog.rest");
-    if !require(
-        "python with confluent-kafka[avro] and pyiceberg",
-        python.is_some(),
-    ) {
+    let Some(python) = avro_python() else {
         return;
-    }
-    let python = python.expect("checked");
+    };
     let dir = tempfile::tempdir().expect("tempdir");
     let mut node = Node::start(dir.path(), &[]);
     for phase in ["first", "after-restart"] {
@@ -56,28 +52,19 @@ fn upserts_and_cdc_deletes_leave_the_latest_row_per_key_across_a_kill9() {
 /// Spark 3.5 with Iceberg's runtime reads the upsert, CDC and partitioned upsert tables as
 /// pyiceberg does: the same latest row per key, position deletes applied.
 fn spark_sees_the_same_rows(node: &Node) {
-    let python = spark_python();
-    if !require(
-        "python with pyiceberg, pyspark and the Iceberg Spark runtime jar",
-        python.is_some(),
-    ) || !require("java (for Spark)", java())
-    {
+    let Some(python) = require_spark() else {
         return;
-    }
-    let (status, output) = run(
-        &python.expect("checked"),
+    };
+    run_client(
+        &python,
+        "table_topic_spark.py",
         &[
-            script("table_topic_spark.py").into(),
-            format!("http://{}/iceberg", node.http).into(),
-            "default.users:id:name".into(),
-            "default.accounts:id:balance".into(),
-            "default.items:id:name".into(),
+            &format!("http://{}/iceberg", node.http),
+            &"default.users:id:name",
+            &"default.accounts:id:balance",
+            &"default.items:id:name",
         ],
         Duration::from_secs(300),
-    );
-    assert!(
-        status.is_some_and(|s| s.success()) && output.contains("OK"),
-        "Spark over the upsert tables failed ({status:?}):\n{output}"
     );
 }
 

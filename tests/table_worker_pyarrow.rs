@@ -14,8 +14,8 @@ use std::time::Duration;
 
 use apache_avro::types::Value as AvroValue;
 use bytes::Bytes;
-use common::python::{python, run, script};
-use common::require;
+use common::python::{require_python, run, script};
+use common::wire::{encode_batch, BatchOptions};
 use iceberg::io::FileIO;
 use iceberg::spec::PartitionSpec;
 use inlet_schema_registry::{framing, RegistryConfig, SchemaRequest};
@@ -23,9 +23,7 @@ use inlet_storage::{AppendOptions, MetaStore, StreamStore};
 use inlet_table_worker::data_file::{FileSettings, FileTarget};
 use inlet_table_worker::job::{convert_range, JobSpec, TableContext, ValueType};
 use inlet_table_worker::memory::MemoryPool;
-use kafka_protocol::records::{
-    Compression, Record, RecordBatchEncoder, RecordEncodeOptions, TimestampType,
-};
+use kafka_protocol::records::Compression;
 use serde_json::{json, Value};
 
 const ORDER: &str = r#"{"type":"record","name":"Order","namespace":"shop","fields":[
@@ -96,36 +94,15 @@ fn order(n: i64) -> AvroValue {
 }
 
 fn kafka_batch(values: &[Bytes]) -> Bytes {
-    let records: Vec<Record> = values
-        .iter()
-        .enumerate()
-        .map(|(i, value)| Record {
-            transactional: false,
-            control: false,
-            delete_horizon: false,
-            partition_leader_epoch: 0,
-            producer_id: -1,
-            producer_epoch: -1,
-            timestamp_type: TimestampType::Creation,
-            offset: i as i64,
-            sequence: i as i32,
-            timestamp: 1_700_000_000_000,
-            key: None,
-            value: Some(value.clone()),
-            headers: Default::default(),
-        })
-        .collect();
-    let mut buf = bytes::BytesMut::new();
-    RecordBatchEncoder::encode(
-        &mut buf,
+    let records: Vec<_> = values.iter().map(|v| (None, Some(v.clone()))).collect();
+    encode_batch(
         &records,
-        &RecordEncodeOptions {
-            version: 2,
+        &BatchOptions {
+            timestamp_step: 0,
             compression: Compression::Lz4,
+            ..BatchOptions::default()
         },
     )
-    .expect("encode");
-    buf.freeze()
 }
 
 /// Registers `schema` under `subject`, appends the framed `payloads` (built from the id) to a
@@ -254,8 +231,7 @@ fn read_with_pyarrow(python: &std::path::Path, files: &[String]) -> (Vec<Value>,
 }
 
 fn pyarrow() -> Option<std::path::PathBuf> {
-    let python = python("import pyarrow.parquet");
-    require("python with pyarrow", python.is_some()).then_some(python?)
+    require_python("import pyarrow.parquet", "pyarrow")
 }
 
 #[test]

@@ -15,13 +15,12 @@
 use std::hint::black_box;
 use std::time::{Duration, Instant};
 
-use bytes::{Bytes, BytesMut};
+use bytes::Bytes;
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use inlet_ingest::batch;
 use inlet_ingest::records::{walk, Limits};
-use kafka_protocol::records::{
-    Compression, Record, RecordBatchEncoder, RecordEncodeOptions, TimestampType,
-};
+use inlet_test_support::wire::{encode_batch, BatchOptions};
+use kafka_protocol::records::Compression;
 
 const RECORDS: usize = 1_000;
 
@@ -33,8 +32,8 @@ fn batch(compression: Compression, seed: u64) -> Bytes {
         x ^= x << 17;
         x
     };
-    let records: Vec<Record> = (0..RECORDS)
-        .map(|i| {
+    let records: Vec<(Option<Bytes>, Option<Bytes>)> = (0..RECORDS)
+        .map(|_| {
             let words: Vec<u8> = (0..128)
                 .flat_map(|_| {
                     let w = next();
@@ -46,34 +45,21 @@ fn batch(compression: Compression, seed: u64) -> Bytes {
                     }
                 })
                 .collect();
-            Record {
-                transactional: false,
-                control: false,
-                delete_horizon: false,
-                partition_leader_epoch: 0,
-                producer_id: 7,
-                producer_epoch: 0,
-                timestamp_type: TimestampType::Creation,
-                offset: i as i64,
-                sequence: i as i32,
-                timestamp: 1_700_000_000_000 + i as i64,
-                key: Some(Bytes::from(format!("key-{:012}", next() % 1_000_000))),
-                value: Some(Bytes::from(words)),
-                headers: Default::default(),
-            }
+            (
+                Some(Bytes::from(format!("key-{:012}", next() % 1_000_000))),
+                Some(Bytes::from(words)),
+            )
         })
         .collect();
-    let mut buf = BytesMut::new();
-    RecordBatchEncoder::encode(
-        &mut buf,
+    encode_batch(
         &records,
-        &RecordEncodeOptions {
-            version: 2,
+        &BatchOptions {
+            producer_id: 7,
+            producer_epoch: 0,
             compression,
+            ..BatchOptions::default()
         },
     )
-    .expect("encode");
-    buf.freeze()
 }
 
 fn header_only(b: &Bytes) -> usize {

@@ -44,9 +44,9 @@ fn median(mut v: Vec<f64>) -> f64 {
     v[v.len() / 2]
 }
 
-#[path = "support/raw_disk.rs"]
-mod raw_disk;
-use raw_disk::{raw_fsync_latency, raw_group_commit_latency, raw_sequential_mib_s};
+use inlet_test_support::raw_disk::{
+    raw_fsync_latency, raw_group_commit_latency, raw_sequential_mib_s,
+};
 
 fn config() -> StorageConfig {
     let no_upload = std::env::var("INLET_BENCH_NO_UPLOAD").is_ok();

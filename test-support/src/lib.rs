@@ -1,4 +1,4 @@
-#![allow(clippy::panic, clippy::unwrap_used)] // test-only: a failed step is a failed test
+#![allow(clippy::panic, clippy::unwrap_used, clippy::disallowed_methods)] // test-only: a failed step is a failed test, and deadlines are real time
 //! What every crate's tests share: the one way a test says that a tool or service it needs
 //! (moto, PostgreSQL, the Python venv, kcat, a JDK) is missing on this machine.
 //!
@@ -13,6 +13,23 @@
 //!
 //! [`fresh_postgres_database`] gives each test an empty database of its own on the
 //! PostgreSQL that `scripts/test-env.sh` starts.
+//!
+//! The rest of the kit, a dev-dependency of the crates whose tests and benches use it:
+//! - [`node`]: the `inlet serve` launcher of the end-to-end tests and benches;
+//! - [`python`]: the Python client runner, on [`process`], which runs any tool with a watchdog;
+//! - [`wire`] (feature `kafka`): raw Kafka wire helpers and record batches;
+//! - [`raw_disk`] (feature `bench`): the raw-disk probes benchmarks compare against.
+//!
+//! It depends on no workspace crate: those that dev-depend on it would see two copies of their
+//! own types. Fixtures that need a crate's types stay in that crate's `tests/common`.
+
+pub mod node;
+pub mod process;
+pub mod python;
+#[cfg(feature = "bench")]
+pub mod raw_disk;
+#[cfg(feature = "kafka")]
+pub mod wire;
 
 use std::io::Write;
 

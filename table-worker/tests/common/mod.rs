@@ -10,9 +10,7 @@ use arrow::array::RecordBatch;
 use bytes::Bytes;
 use inlet_schema_registry::{Registry, RegistryConfig, SchemaRequest};
 use inlet_storage::{AppendOptions, MetaStore, StreamId, StreamStore};
-use kafka_protocol::records::{
-    Compression, Record, RecordBatchEncoder, RecordEncodeOptions, TimestampType,
-};
+use kafka_protocol::records::Compression;
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 
 /// A stream store (local WAL and object folder, no background tasks) and a schema registry
@@ -83,36 +81,13 @@ pub(crate) fn encode_records(
     records: &[(Option<Bytes>, Option<Bytes>)],
     compression: Compression,
 ) -> Bytes {
-    let encoded: Vec<Record> = records
-        .iter()
-        .enumerate()
-        .map(|(i, (key, value))| Record {
-            transactional: false,
-            control: false,
-            delete_horizon: false,
-            partition_leader_epoch: 0,
-            producer_id: -1,
-            producer_epoch: -1,
-            timestamp_type: TimestampType::Creation,
-            offset: i as i64,
-            sequence: i as i32,
-            timestamp: 1_700_000_000_000 + i as i64,
-            key: key.clone(),
-            value: value.clone(),
-            headers: Default::default(),
-        })
-        .collect();
-    let mut buf = bytes::BytesMut::new();
-    RecordBatchEncoder::encode(
-        &mut buf,
-        &encoded,
-        &RecordEncodeOptions {
-            version: 2,
+    inlet_test_support::wire::encode_batch(
+        records,
+        &inlet_test_support::wire::BatchOptions {
             compression,
+            ..Default::default()
         },
     )
-    .expect("encode");
-    buf.freeze()
 }
 
 /// Appends one encoded batch of `count` records, as the broker stores it.

@@ -31,6 +31,7 @@ import org.apache.kafka.clients.admin.Config;
 import org.apache.kafka.clients.admin.ConsumerGroupListing;
 import org.apache.kafka.clients.admin.ConfigEntry;
 import org.apache.kafka.clients.admin.DescribeClusterResult;
+import org.apache.kafka.clients.admin.DescribeConfigsOptions;
 import org.apache.kafka.clients.admin.NewPartitions;
 import org.apache.kafka.clients.admin.NewTopic;
 import org.apache.kafka.clients.admin.TopicDescription;
@@ -117,10 +118,21 @@ public class InletClients {
                 "incrementalAlterConfigs: retention.ms " + config.get("retention.ms"));
         ConfigResource broker = new ConfigResource(ConfigResource.Type.BROKER,
                 String.valueOf(nodes.iterator().next().id()));
-        Config brokerConfig = admin.describeConfigs(List.of(broker)).all()
+        Config brokerConfig = admin.describeConfigs(List.of(broker),
+                new DescribeConfigsOptions().includeDocumentation(true)).all()
                 .get(TIMEOUT_S, TimeUnit.SECONDS).get(broker);
-        check(brokerConfig.get("message.max.bytes") != null,
+        ConfigEntry maxBytes = brokerConfig.get("message.max.bytes");
+        check(maxBytes != null && "1048588".equals(maxBytes.value()),
                 "describeConfigs(broker): " + brokerConfig);
+        // Each broker setting carries its type and its documentation (one definition each).
+        check(maxBytes.type() == ConfigEntry.ConfigType.INT
+                && maxBytes.documentation() != null && !maxBytes.documentation().isEmpty(),
+                "describeConfigs(broker) message.max.bytes type/documentation: " + maxBytes);
+        ConfigEntry autoCreate = brokerConfig.get("auto.create.topics.enable");
+        check(autoCreate != null && autoCreate.type() == ConfigEntry.ConfigType.BOOLEAN,
+                "describeConfigs(broker) auto.create.topics.enable: " + autoCreate);
+        check(brokerConfig.get("log.retention.ms").type() == ConfigEntry.ConfigType.LONG,
+                "describeConfigs(broker) log.retention.ms: " + brokerConfig.get("log.retention.ms"));
         log("describeConfigs, incrementalAlterConfigs: retention.ms 86400000 -> 3600000");
 
         admin.createPartitions(Map.of("java-configs", NewPartitions.increaseTo(2)))

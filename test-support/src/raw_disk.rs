@@ -1,7 +1,6 @@
 //! Raw-disk probes shared by the benchmarks (`storage/benches/stream_store.rs` and the root
 //! `benches/kafka_load.rs`), so both compare against the same measurement: fsynced sequential
 //! bandwidth, 4 KiB `fdatasync` latency, and an ideal group commit at a given load.
-#![allow(dead_code)]
 
 use std::io::Write;
 use std::path::Path;
@@ -11,7 +10,8 @@ use hdrhistogram::Histogram;
 
 const MIB: f64 = 1024.0 * 1024.0;
 
-pub(crate) fn create(path: &Path) -> std::fs::File {
+/// Creates (or truncates) `path` for writing.
+pub fn create(path: &Path) -> std::fs::File {
     std::fs::OpenOptions::new()
         .create(true)
         .write(true)
@@ -20,7 +20,8 @@ pub(crate) fn create(path: &Path) -> std::fs::File {
         .unwrap()
 }
 
-pub(crate) fn raw_sequential_mib_s(dir: &Path, seconds: u64) -> f64 {
+/// Fsynced sequential 1 MiB writes for `seconds`; MiB/s.
+pub fn raw_sequential_mib_s(dir: &Path, seconds: u64) -> f64 {
     let path = dir.join("raw-seq");
     let mut file = create(&path);
     let chunk = vec![0x5au8; 1 << 20];
@@ -37,7 +38,7 @@ pub(crate) fn raw_sequential_mib_s(dir: &Path, seconds: u64) -> f64 {
 }
 
 /// 4 KiB write + `fdatasync`, back to back; latency in µs.
-pub(crate) fn raw_fsync_latency(dir: &Path, seconds: u64) -> Histogram<u64> {
+pub fn raw_fsync_latency(dir: &Path, seconds: u64) -> Histogram<u64> {
     let path = dir.join("raw-4k");
     let mut file = create(&path);
     let chunk = vec![0x5au8; 4096];
@@ -57,7 +58,7 @@ pub(crate) fn raw_fsync_latency(dir: &Path, seconds: u64) -> Histogram<u64> {
 /// it: `chunk`-byte messages fall due on a fixed schedule; one thread writes everything due
 /// with one write and one `fdatasync` (an ideal group commit). Per-message latency (µs) from
 /// when each message fell due.
-pub(crate) fn raw_group_commit_latency(
+pub fn raw_group_commit_latency(
     dir: &Path,
     seconds: u64,
     mib_s: f64,

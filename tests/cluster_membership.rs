@@ -10,10 +10,10 @@ mod common;
 use common::Start as _;
 
 use std::path::Path;
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 use std::time::{Duration, Instant};
 
-use common::{serve_command, service_env, wait_until, Node};
+use common::{http_url, inlet_ok, serve_command, service_env, wait_until, Node};
 
 /// The shared arguments: one metadata store, one object store, a 2 s lease.
 fn args<'a>(meta: &'a str, objects: &'a str, config: &'a str, id: &'a str) -> Vec<&'a str> {
@@ -76,21 +76,8 @@ fn scenario(meta: &str) {
         "{view}"
     );
     // `inlet cluster status` prints the same view.
-    let out = Command::new(env!("CARGO_BIN_EXE_inlet"))
-        .args([
-            "cluster",
-            "status",
-            "--server",
-            &format!("http://{}", a.http),
-        ])
-        .output()
-        .expect("inlet cluster status");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let printed: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    let out = inlet_ok(&["cluster", "status", "--server", &http_url(&a)]);
+    let printed: serde_json::Value = serde_json::from_slice(&out).expect("JSON");
     assert_eq!(live_ids(&printed), vec![1]);
 
     // The same id from another data directory, and another id: both refused, saying why.

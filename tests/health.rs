@@ -8,32 +8,16 @@
 mod common;
 use common::Start as _;
 
-use std::time::Duration;
-
-use common::{poll_until, Node};
-use rdkafka::config::ClientConfig;
-use rdkafka::producer::{FutureProducer, FutureRecord};
+use common::{poll_until, rdkafka_send, Node};
 
 fn produce_one(node: &Node, topic: &str) {
-    let producer: FutureProducer = ClientConfig::new()
-        .set("bootstrap.servers", &node.kafka)
-        .set("message.timeout.ms", "20000")
-        .create()
-        .expect("producer");
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .expect("runtime");
-    rt.block_on(async {
-        producer
-            .send(
-                FutureRecord::<(), _>::to(topic).payload("x"),
-                Duration::from_secs(20),
-            )
-            .await
-            .map_err(|(e, _)| e)
-            .expect("the WAL takes the record while uploads fail");
-    });
+    rdkafka_send(
+        node,
+        &[],
+        topic,
+        ["x".to_string()],
+        "the WAL takes the record while uploads fail",
+    );
 }
 
 #[test]

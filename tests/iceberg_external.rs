@@ -12,7 +12,7 @@ use common::Start as _;
 use std::time::Duration;
 
 use common::python::run_client;
-use common::{avro_python, Node};
+use common::{avro_python, inlet_query, Node};
 
 #[test]
 fn a_node_commits_its_table_topics_to_another_nodes_catalog() {
@@ -54,23 +54,8 @@ fn a_node_commits_its_table_topics_to_another_nodes_catalog() {
     phase(&b, "first");
 
     // B's SQL reads the table from A's catalog.
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_inlet"))
-        .args([
-            "query",
-            "--server",
-            &format!("http://{}", b.http),
-            "--format",
-            "csv",
-            "SELECT count(*) AS n, sum(id) AS s FROM ext.clicks",
-        ])
-        .output()
-        .expect("inlet query");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "n,s\n20,190");
+    let sql = "SELECT count(*) AS n, sum(id) AS s FROM ext.clicks";
+    assert_eq!(inlet_query(&b, "csv", sql), "n,s\n20,190");
 
     // Nothing of the table is in B's own catalog or object store.
     assert!(!b_data.join("objects").join("warehouse").exists());

@@ -13,7 +13,7 @@ use common::Start as _;
 use std::time::Duration;
 
 use common::python::{require_python, run_client};
-use common::{service_env, Node};
+use common::{inlet_query, service_env, Node};
 
 #[test]
 fn a_node_commits_its_table_topics_to_glue() {
@@ -50,18 +50,9 @@ fn a_node_commits_its_table_topics_to_glue() {
         ("AWS_ENDPOINT", endpoint.as_str()),
         ("AWS_ALLOW_HTTP", "true"),
     ];
-    let start = || {
-        Node::start_with_env(
-            &data,
-            &[
-                "--object-store",
-                &object_store,
-                "--config",
-                &config.to_string_lossy(),
-            ],
-            &env,
-        )
-    };
+    let config = config.to_string_lossy();
+    let args: [&str; 4] = ["--object-store", &object_store, "--config", &config];
+    let start = || Node::start_with_env(&data, &args, &env);
     let node = start();
 
     let phase = |node: &Node, phase: &str| {
@@ -86,23 +77,8 @@ fn a_node_commits_its_table_topics_to_glue() {
     phase(&node, "first");
 
     // The node's SQL reads the table from Glue.
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_inlet"))
-        .args([
-            "query",
-            "--server",
-            &format!("http://{}", node.http),
-            "--format",
-            "csv",
-            &format!("SELECT count(*) AS n, sum(id) AS s FROM {namespace}.{namespace}_clicks"),
-        ])
-        .output()
-        .expect("inlet query");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "n,s\n20,190");
+    let sql = format!("SELECT count(*) AS n, sum(id) AS s FROM {namespace}.{namespace}_clicks");
+    assert_eq!(inlet_query(&node, "csv", &sql), "n,s\n20,190");
 
     // The node's /iceberg lists Glue's databases.
     let (status, body) = node.http_get("/iceberg/v1/namespaces");
@@ -118,16 +94,7 @@ fn a_node_commits_its_table_topics_to_glue() {
         let armed = format!("{point}:1");
         let mut env = env.to_vec();
         env.push((inlet_table_coordinator::failpoint::VAR, armed.as_str()));
-        let doomed = Node::start_with_env(
-            &data,
-            &[
-                "--object-store",
-                &object_store,
-                "--config",
-                &config.to_string_lossy(),
-            ],
-            &env,
-        );
+        let doomed = Node::start_with_env(&data, &args, &env);
         phase(&doomed, &format!("produce:{produced}:{}", produced + 5));
         produced += 5;
         let (status, _) = doomed.wait_for_exit(120);

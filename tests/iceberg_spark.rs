@@ -14,46 +14,21 @@
 #![allow(clippy::unwrap_used, clippy::panic, clippy::disallowed_methods)] // a test: a failed step fails it, and its deadlines are real time
 
 mod common;
-use common::Start as _;
 
-use std::path::Path;
 use std::time::Duration;
 
-use common::python::run_client;
-use common::{require_spark, Node};
-
-/// The Parquet files directly under `dir` (none if it is missing).
-fn parquet_files(dir: &Path) -> usize {
-    std::fs::read_dir(dir)
-        .map(|d| {
-            d.filter_map(Result::ok)
-                .filter(|e| e.path().extension().is_some_and(|x| x == "parquet"))
-                .count()
-        })
-        .unwrap_or(0)
-}
+use common::{require_spark, run_catalog_client};
 
 #[test]
 fn spark_reads_and_writes_through_the_nodes_catalog() {
     let Some(python) = require_spark() else {
         return;
     };
-    let dir = tempfile::tempdir().expect("tempdir");
-    let node = Node::start(dir.path(), &[]);
-    let uri = format!("http://{}/iceberg", node.http);
-    run_client(
+    // Spark's table is in the node's object store: two inserts, at least a data file each.
+    run_catalog_client(
         &python,
         "iceberg_spark.py",
-        &[&uri],
         Duration::from_secs(300),
+        "spark/clicks",
     );
-    // Spark's table is in the node's object store: two inserts, at least a data file each.
-    let data = dir.path().join("objects/warehouse/spark/clicks/data");
-    let files = parquet_files(&data);
-    assert!(
-        files >= 2,
-        "two inserts, {files} data files under {}",
-        data.display()
-    );
-    node.stop();
 }

@@ -6,49 +6,29 @@
 #![allow(clippy::unwrap_used, clippy::panic, clippy::disallowed_methods)] // a test: a failed step fails it, and its deadlines are real time
 
 mod common;
-use common::Start as _;
+use common::temp_node;
 
 use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::time::{Duration, Instant};
 
 use bytes::{Bytes, BytesMut};
+use common::requests::{self, produce as produce_request, topic_name};
 use common::wire::{record_batch, Conn};
-use common::Node;
-use kafka_protocol::messages::create_topics_request::CreatableTopic;
+use common::{rdkafka_send, Node};
 use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
 use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
 use kafka_protocol::messages::{
-    ApiKey, CreateTopicsRequest, CreateTopicsResponse, FetchRequest, FetchResponse,
-    MetadataRequest, MetadataResponse, ProduceRequest, ProduceResponse, RequestKind, TopicName,
+    ApiKey, CreateTopicsResponse, FetchRequest, FetchResponse, MetadataRequest, MetadataResponse,
+    ProduceRequest, ProduceResponse, RequestKind,
 };
-use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::records::Compression;
 use rdkafka::config::ClientConfig;
 use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::message::Message;
-use rdkafka::producer::{FutureProducer, FutureRecord};
 
 const CORRUPT_MESSAGE: i16 = 2;
 const INVALID_RECORD: i16 = 87;
-
-fn topic_name(s: &str) -> TopicName {
-    TopicName(StrBytes::from_string(s.to_string()))
-}
-
-/// A Produce request (acks=all) of `records` (a raw record set) to partition 0 of `topic`.
-fn produce_request(topic: &str, records: Bytes) -> RequestKind {
-    RequestKind::Produce(
-        ProduceRequest::default()
-            .with_acks(-1)
-            .with_timeout_ms(10_000)
-            .with_topic_data(vec![TopicProduceData::default()
-                .with_name(topic_name(topic))
-                .with_partition_data(vec![PartitionProduceData::default()
-                    .with_index(0)
-                    .with_records(Some(records))])]),
-    )
-}
 
 /// Produce requests in flight on one connection are appended in the order they were sent, as
 /// Kafka appends them, whatever each one's checks cost: here a zstd batch of many records
@@ -56,8 +36,7 @@ fn produce_request(topic: &str, records: Bytes) -> RequestKind {
 /// ones overtook it, so a client's records landed out of order.
 #[test]
 fn pipelined_produce_requests_keep_their_order() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let node = Node::start(dir.path(), &[]);
+    let (_dir, node) = temp_node(&[]);
     let mut conn = Conn::open(&node);
     let (code, _, first) = produce_at(
         &mut conn,
@@ -138,28 +117,13 @@ fn claim(batch: &Bytes, count: i32, last_delta: i32) -> Bytes {
 
 /// A real librdkafka client produces and then consumes `n` records of `topic` at once.
 fn librdkafka_works(node: &Node, topic: &str, n: usize) {
-    let producer: FutureProducer = ClientConfig::new()
-        .set("bootstrap.servers", &node.kafka)
-        .set("enable.idempotence", "true")
-        .set("message.timeout.ms", "20000")
-        .create()
-        .expect("producer");
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .expect("runtime");
-    rt.block_on(async {
-        for i in 0..n {
-            let payload = format!("after-{i}");
-            producer
-                .send(
-                    FutureRecord::<(), _>::to(topic).payload(&payload),
-                    Duration::from_secs(20),
-                )
-                .await
-                .unwrap_or_else(|(e, _)| panic!("produce to {topic} after the attack: {e}"));
-        }
-    });
+    rdkafka_send(
+        node,
+        &[("enable.idempotence", "true")],
+        topic,
+        (0..n).map(|i| format!("after-{i}")),
+        "after the attack",
+    );
     let consumer: BaseConsumer = ClientConfig::new()
         .set("bootstrap.servers", &node.kafka)
         .set("group.id", format!("abuse-{topic}"))
@@ -184,14 +148,10 @@ fn librdkafka_works(node: &Node, topic: &str, n: usize) {
 
 #[test]
 fn lying_batches_are_refused_and_clients_carry_on() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let node = Node::start(
-        dir.path(),
-        &[
-            "--kafka-config",
-            "inlet.batch.max.decompressed.bytes=8388608",
-        ],
-    );
+    let (_dir, node) = temp_node(&[
+        "--kafka-config",
+        "inlet.batch.max.decompressed.bytes=8388608",
+    ]);
     let mut conn = Conn::open(&node);
     let _: MetadataResponse = conn.call(
         ApiKey::Metadata,
@@ -336,16 +296,12 @@ fn lying_batches_are_refused_and_clients_carry_on() {
 
 #[test]
 fn announced_bodies_slow_senders_and_idle_crowds_stall_no_one() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let node = Node::start(
-        dir.path(),
-        &[
-            "--kafka-config",
-            "inlet.request.read.timeout.ms=3000",
-            "--kafka-config",
-            "connections.max.idle.ms=4000",
-        ],
-    );
+    let (_dir, node) = temp_node(&[
+        "--kafka-config",
+        "inlet.request.read.timeout.ms=3000",
+        "--kafka-config",
+        "connections.max.idle.ms=4000",
+    ]);
     librdkafka_works(&node, "warm-up", 1);
     let rss_before = node.rss_kib();
 
@@ -421,16 +377,12 @@ fn announced_bodies_slow_senders_and_idle_crowds_stall_no_one() {
 
 #[test]
 fn connection_caps_huge_fetches_and_huge_partition_counts_are_bounded() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let node = Node::start(
-        dir.path(),
-        &[
-            "--kafka-config",
-            "max.connections.per.ip=50",
-            "--kafka-config",
-            "fetch.max.bytes=1048576",
-        ],
-    );
+    let (_dir, node) = temp_node(&[
+        "--kafka-config",
+        "max.connections.per.ip=50",
+        "--kafka-config",
+        "fetch.max.bytes=1048576",
+    ]);
     // Over max.connections.per.ip: the 51st and later are closed as they are accepted. The
     // connection used below is the first of the 50.
     let mut conn = common::wire::Conn::open(&node);
@@ -499,14 +451,7 @@ fn connection_caps_huge_fetches_and_huge_partition_counts_are_bounded() {
     let r: CreateTopicsResponse = conn.call(
         ApiKey::CreateTopics,
         5,
-        RequestKind::CreateTopics(
-            CreateTopicsRequest::default()
-                .with_timeout_ms(10_000)
-                .with_topics(vec![CreatableTopic::default()
-                    .with_name(topic_name("huge"))
-                    .with_num_partitions(100_000)
-                    .with_replication_factor(1)]),
-        ),
+        requests::create_topic("huge", 100_000, &[]),
     );
     assert_ne!(r.topics[0].error_code, 0, "100,000 partitions are refused");
     let m: MetadataResponse = conn.call(

@@ -5,15 +5,14 @@
 #![allow(clippy::unwrap_used, clippy::panic, clippy::disallowed_methods)] // a test: a failed step fails it, and its deadlines are real time
 
 mod common;
-use common::Start as _;
+use common::temp_node;
 
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
+use common::requests;
 use common::wire::{record_batch, Conn};
-use common::Node;
 use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
-use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
 use kafka_protocol::messages::*;
 use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::records::Compression;
@@ -29,20 +28,7 @@ fn batch(count: usize, size: usize) -> Bytes {
 }
 
 fn produce(c: &mut Conn, records: Bytes) -> i64 {
-    let r: ProduceResponse = c.call(
-        ApiKey::Produce,
-        9,
-        RequestKind::Produce(
-            ProduceRequest::default()
-                .with_acks(-1)
-                .with_timeout_ms(10_000)
-                .with_topic_data(vec![TopicProduceData::default()
-                    .with_name(TopicName(StrBytes::from_static_str(TOPIC)))
-                    .with_partition_data(vec![PartitionProduceData::default()
-                        .with_index(0)
-                        .with_records(Some(records))])]),
-        ),
-    );
+    let r: ProduceResponse = c.call(ApiKey::Produce, 9, requests::produce(TOPIC, records));
     let p = &r.responses[0].partition_responses[0];
     assert_eq!(p.error_code, 0);
     p.base_offset
@@ -84,8 +70,7 @@ fn fetch(
 
 #[test]
 fn long_polls_wait_for_data_and_answers_respect_byte_limits() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let node = Node::start(dir.path(), &[]);
+    let (_dir, node) = temp_node(&[]);
     let mut c = Conn::open(&node);
     assert_eq!(produce(&mut c, batch(1, 10)), 0); // creates the topic
 

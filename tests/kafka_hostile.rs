@@ -4,7 +4,7 @@
 #![allow(clippy::unwrap_used, clippy::panic, clippy::disallowed_methods)] // a test: a failed step fails it, and its deadlines are real time
 
 mod common;
-use common::Start as _;
+use common::temp_node;
 
 use std::io::{Read, Write};
 use std::net::TcpStream;
@@ -76,11 +76,7 @@ fn api_versions_works(node: &Node) {
 
 #[test]
 fn hostile_frames_close_the_connection_and_the_node_keeps_serving() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let node = Node::start(
-        dir.path(),
-        &["--kafka-config", "socket.request.max.bytes=65536"],
-    );
+    let (_dir, node) = temp_node(&["--kafka-config", "socket.request.max.bytes=65536"]);
     api_versions_works(&node);
     let rss_before = node.rss_kib();
 
@@ -170,8 +166,7 @@ fn hostile_frames_close_the_connection_and_the_node_keeps_serving() {
 
 #[test]
 fn pipelined_requests_are_answered_in_order() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let node = Node::start(dir.path(), &[]);
+    let (_dir, node) = temp_node(&[]);
     let mut s = connect(&node);
     let mut all = Vec::new();
     for i in 0..50 {

@@ -4,15 +4,14 @@
 #![allow(clippy::unwrap_used, clippy::panic, clippy::disallowed_methods)] // a test: a failed step fails it, and its deadlines are real time
 
 mod common;
-use common::Start as _;
+use common::temp_node;
 
 use std::io::Write;
 
 use bytes::Bytes;
+use common::requests;
 use common::wire::{record_batch, Conn};
-use common::Node;
 use inlet_ingest::codec::encode_request;
-use kafka_protocol::messages::list_offsets_request::{ListOffsetsPartition, ListOffsetsTopic};
 use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
 use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
 use kafka_protocol::messages::*;
@@ -28,15 +27,7 @@ fn batch(producer_id: i64, epoch: i16, first_seq: i32, count: usize, tag: &str) 
 
 /// Produces one batch to `idem-0`; returns (error code, base offset).
 fn produce(c: &mut Conn, records: Bytes) -> (i16, i64) {
-    let request = ProduceRequest::default()
-        .with_acks(-1)
-        .with_timeout_ms(10_000)
-        .with_topic_data(vec![TopicProduceData::default()
-            .with_name(TopicName(StrBytes::from_static_str("idem")))
-            .with_partition_data(vec![PartitionProduceData::default()
-                .with_index(0)
-                .with_records(Some(records))])]);
-    let r: ProduceResponse = c.call(ApiKey::Produce, 9, RequestKind::Produce(request));
+    let r: ProduceResponse = c.call(ApiKey::Produce, 9, requests::produce("idem", records));
     let p = &r.responses[0].partition_responses[0];
     (p.error_code, p.base_offset)
 }
@@ -58,19 +49,7 @@ fn init_producer_id(c: &mut Conn) -> i64 {
 }
 
 fn end_offset(c: &mut Conn) -> i64 {
-    let r: ListOffsetsResponse = c.call(
-        ApiKey::ListOffsets,
-        5,
-        RequestKind::ListOffsets(
-            ListOffsetsRequest::default()
-                .with_replica_id(BrokerId(-1))
-                .with_topics(vec![ListOffsetsTopic::default()
-                    .with_name(TopicName(StrBytes::from_static_str("idem")))
-                    .with_partitions(vec![ListOffsetsPartition::default()
-                        .with_partition_index(0)
-                        .with_timestamp(-1)])]),
-        ),
-    );
+    let r: ListOffsetsResponse = c.call(ApiKey::ListOffsets, 5, requests::list_offsets("idem", -1));
     r.topics[0].partitions[0].offset
 }
 
@@ -78,8 +57,7 @@ const OUT_OF_ORDER_SEQUENCE_NUMBER: i16 = 45;
 
 #[test]
 fn retries_are_deduplicated_and_gaps_refused_across_a_sigkill() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let node = Node::start(dir.path(), &[]);
+    let (_dir, node) = temp_node(&[]);
     let mut c = Conn::open(&node);
     let _: MetadataResponse = c.call(
         ApiKey::Metadata,
@@ -125,8 +103,7 @@ fn retries_are_deduplicated_and_gaps_refused_across_a_sigkill() {
 
 #[test]
 fn acks_zero_stores_without_answering() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let node = Node::start(dir.path(), &[]);
+    let (_dir, node) = temp_node(&[]);
     let mut c = Conn::open(&node);
     let request = ProduceRequest::default()
         .with_acks(0)

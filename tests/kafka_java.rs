@@ -8,14 +8,14 @@
 #![allow(clippy::unwrap_used, clippy::panic, clippy::disallowed_methods)] // a test: a failed step fails it, and its deadlines are real time
 
 mod common;
-use common::Start as _;
+use common::temp_node;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
 
 use common::python::run;
-use common::{require, Node};
+use common::require;
 
 fn java_libs() -> Option<PathBuf> {
     let dir = PathBuf::from(std::env::var_os("INLET_TEST_JAVA_LIBS")?);
@@ -48,11 +48,7 @@ fn classpath(first: &[PathBuf], dir: &Path, without: &str) -> String {
 
 /// Runs the client program on a fresh node with `classpath`; it must report `version`.
 fn run_clients(classes: &Path, classpath: &str, version: &str) {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let node = Node::start(
-        dir.path(),
-        &["--kafka-config", "group.initial.rebalance.delay.ms=0"],
-    );
+    let (_dir, node) = temp_node(&["--kafka-config", "group.initial.rebalance.delay.ms=0"]);
     let registry = format!("http://{}", node.registry);
     let (status, output) = run(
         "java".as_ref(),

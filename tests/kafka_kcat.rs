@@ -71,6 +71,15 @@ fn kcat(bootstrap: &str, args: &[&str], stdin: &str) -> Run {
     }
 }
 
+/// `kcat -C -t TOPIC -e -q EXTRA -o OFFSET -f FORMAT`: reads `topic` from `offset` to its
+/// end; it must exit 0. Returns what it printed.
+fn consume(bootstrap: &str, topic: &str, extra: &[&str], offset: &str, format: &str) -> String {
+    let mut args = vec!["-C", "-t", topic, "-e", "-q"];
+    args.extend_from_slice(extra);
+    args.extend_from_slice(&["-o", offset, "-f", format]);
+    kcat(bootstrap, &args, "").ok().stdout
+}
+
 /// `kcat -L -J` output: the `"brokers":[...]` array, verbatim.
 fn brokers_json(metadata: &str) -> &str {
     let start = metadata
@@ -186,70 +195,18 @@ fn kcat_produces_with_every_codec_and_reads_back_exactly() {
             )
             .ok();
         }
-        let read = kcat(
-            b,
-            &[
-                "-C",
-                "-t",
-                &topic,
-                "-e",
-                "-q",
-                "-o",
-                "beginning",
-                "-f",
-                "%k %s\n",
-            ],
-            "",
-        )
-        .ok()
-        .stdout;
+        let read = consume(b, &topic, &[], "beginning", "%k %s\n");
         assert_eq!(
             read,
             key_value_output(&records),
             "{codec}: read back in order"
         );
 
-        let offsets = kcat(
-            b,
-            &[
-                "-C",
-                "-t",
-                &topic,
-                "-p",
-                "0",
-                "-e",
-                "-q",
-                "-o",
-                "beginning",
-                "-f",
-                "%o\n",
-            ],
-            "",
-        )
-        .ok()
-        .stdout;
+        let offsets = consume(b, &topic, &["-p", "0"], "beginning", "%o\n");
         let expected: String = (0..300).map(|o| format!("{o}\n")).collect();
         assert_eq!(offsets, expected, "{codec}: offsets are dense from 0");
 
-        let last_two = kcat(
-            b,
-            &[
-                "-C",
-                "-t",
-                &topic,
-                "-p",
-                "0",
-                "-e",
-                "-q",
-                "-o",
-                "-2",
-                "-f",
-                "%o %k %s\n",
-            ],
-            "",
-        )
-        .ok()
-        .stdout;
+        let last_two = consume(b, &topic, &["-p", "0"], "-2", "%o %k %s\n");
         assert_eq!(
             last_two,
             format!(
@@ -266,24 +223,7 @@ fn kcat_produces_with_every_codec_and_reads_back_exactly() {
         "first line\nsecond: with a colon\n",
     )
     .ok();
-    let read = kcat(
-        b,
-        &[
-            "-C",
-            "-t",
-            "kcat-nokey",
-            "-e",
-            "-q",
-            "-Z",
-            "-o",
-            "beginning",
-            "-f",
-            "%k|%s\n",
-        ],
-        "",
-    )
-    .ok()
-    .stdout;
+    let read = consume(b, "kcat-nokey", &["-Z"], "beginning", "%k|%s\n");
     assert_eq!(read, "NULL|first line\nNULL|second: with a colon\n");
     node.stop();
 }
@@ -358,23 +298,7 @@ fn kcat_group_consumers_commit_and_resume() {
     assert_eq!(sorted_lines(&other), sorted_lines(&everything));
 
     // The default partitioner spread the keyed records over the auto-created topic's 3 partitions.
-    let by_partition = kcat(
-        b,
-        &[
-            "-C",
-            "-t",
-            "grouped",
-            "-e",
-            "-q",
-            "-o",
-            "beginning",
-            "-f",
-            "%p %k\n",
-        ],
-        "",
-    )
-    .ok()
-    .stdout;
+    let by_partition = consume(b, "grouped", &[], "beginning", "%p %k\n");
     let partitions: std::collections::BTreeSet<&str> = by_partition
         .lines()
         .filter_map(|l| l.split(' ').next())

@@ -9,12 +9,11 @@
 #![allow(clippy::unwrap_used, clippy::panic, clippy::disallowed_methods)] // a test: a failed step fails it, and its deadlines are real time
 
 mod common;
-use common::Start as _;
+use common::temp_node;
 
 use std::time::Duration;
 
 use common::python::{require_python, run, script};
-use common::Node;
 
 /// How long the whole script may run before it is killed.
 const SCRIPT_TIMEOUT: Duration = Duration::from_secs(300);
@@ -24,11 +23,7 @@ fn confluent_kafka_python_roundtrip() {
     let Some(python) = require_python("import confluent_kafka", "confluent-kafka") else {
         return;
     };
-    let dir = tempfile::tempdir().expect("tempdir");
-    let node = Node::start(
-        dir.path(),
-        &["--kafka-config", "group.initial.rebalance.delay.ms=0"],
-    );
+    let (_dir, node) = temp_node(&["--kafka-config", "group.initial.rebalance.delay.ms=0"]);
     let script = script("confluent_kafka_roundtrip.py");
     let (status, output) = run(
         &python,

@@ -4,6 +4,7 @@
 #![allow(clippy::unwrap_used, clippy::panic, clippy::disallowed_methods)] // a test: a failed step fails it, and its deadlines are real time
 
 mod common;
+use common::temp_node;
 use common::Start as _;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
@@ -11,8 +12,8 @@ use std::time::Duration;
 
 use common::{poll_until, wait_until, Node};
 use rdkafka::admin::{
-    AdminClient, AdminOptions, AlterConfig, NewPartitions, NewTopic, ResourceSpecifier,
-    TopicReplication,
+    AdminClient, AdminOptions, AlterConfig, ConfigResource, NewPartitions, NewTopic,
+    ResourceSpecifier, TopicReplication,
 };
 use rdkafka::client::DefaultClientContext;
 use rdkafka::config::ClientConfig;
@@ -69,6 +70,21 @@ fn consumer(node: &Node, group: &str, extra: &[(&str, &str)]) -> BaseConsumer<Lo
     config.create_with_context(LogContext).expect("consumer")
 }
 
+/// A node in a new directory with extra `serve` arguments, an admin client of it, and a
+/// runtime for the async client calls.
+fn start(
+    extra: &[&str],
+) -> (
+    tempfile::TempDir,
+    Node,
+    AdminClient<DefaultClientContext>,
+    tokio::runtime::Runtime,
+) {
+    let (dir, node) = temp_node(extra);
+    let admin = admin(&node);
+    (dir, node, admin, runtime())
+}
+
 fn runtime() -> tokio::runtime::Runtime {
     tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
@@ -86,6 +102,29 @@ async fn create_topic(admin: &AdminClient<DefaultClientContext>, name: &str, par
         .await
         .expect("create_topics");
     assert_eq!(results[0], Ok(name.to_string()));
+}
+
+/// The configs of `resource`, described through `admin`.
+async fn describe(
+    admin: &AdminClient<DefaultClientContext>,
+    resource: ResourceSpecifier<'_>,
+    opts: &AdminOptions,
+) -> ConfigResource {
+    let what = format!("{resource:?}");
+    let described = admin
+        .describe_configs(&[resource], opts)
+        .await
+        .unwrap_or_else(|e| panic!("describe {what}: {e}"));
+    described
+        .into_iter()
+        .next()
+        .expect("one resource")
+        .unwrap_or_else(|e| panic!("{what} described: {e}"))
+}
+
+/// The value of the config `name` in `resource`.
+fn value<'a>(resource: &'a ConfigResource, name: &str) -> Option<&'a str> {
+    resource.get(name).and_then(|e| e.value.as_deref())
 }
 
 /// Produces `count` records `key-i`/`value-i` and returns (partition, offset) per record.
@@ -156,10 +195,8 @@ fn read_all(node: &Node, topic: &str, partitions: i32) -> Vec<(i32, i64, String)
 
 #[test]
 fn admin_creates_describes_alters_and_deletes_topics() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let node = Node::start(dir.path(), &["--kafka-config", "num.partitions=2"]);
-    let admin = admin(&node);
-    runtime().block_on(async {
+    let (_dir, node, admin, rt) = start(&["--kafka-config", "num.partitions=2"]);
+    rt.block_on(async {
         let opts = AdminOptions::new();
         let topic = NewTopic::new("orders", 3, TopicReplication::Fixed(1))
             .set("table.topic.enable", "true")
@@ -197,18 +234,13 @@ fn admin_creates_describes_alters_and_deletes_topics() {
         )
         .await;
 
-        let described = admin
-            .describe_configs(&[ResourceSpecifier::Topic("orders")], &opts)
-            .await
-            .expect("describe");
-        let resource = described[0].as_ref().expect("topic described");
-        let get = |name: &str| resource.get(name).and_then(|e| e.value.clone());
-        assert_eq!(get("table.topic.enable").as_deref(), Some("true"));
+        let resource = describe(&admin, ResourceSpecifier::Topic("orders"), &opts).await;
+        assert_eq!(value(&resource, "table.topic.enable"), Some("true"));
         assert_eq!(
-            get("table.topic.commit.interval.ms").as_deref(),
+            value(&resource, "table.topic.commit.interval.ms"),
             Some("5000")
         );
-        assert_eq!(get("retention.ms").as_deref(), Some("3600000"));
+        assert_eq!(value(&resource, "retention.ms"), Some("3600000"));
         assert!(resource
             .get("table.topic.enable")
             .is_some_and(|e| !e.is_default));
@@ -224,37 +256,14 @@ fn admin_creates_describes_alters_and_deletes_topics() {
             .await
             .expect("alter");
         assert!(altered[0].is_ok(), "{altered:?}");
-        let described = admin
-            .describe_configs(&[ResourceSpecifier::Topic("orders")], &opts)
-            .await
-            .expect("describe");
-        let resource = described[0].as_ref().expect("topic described");
-        assert_eq!(
-            resource
-                .get("table.topic.namespace")
-                .and_then(|e| e.value.as_deref()),
-            Some("sales")
-        );
+        let resource = describe(&admin, ResourceSpecifier::Topic("orders"), &opts).await;
+        assert_eq!(value(&resource, "table.topic.namespace"), Some("sales"));
         // AlterConfigs replaces the whole set: retention.ms is back to its default.
         assert!(resource.get("retention.ms").is_some_and(|e| e.is_default));
 
-        let broker = admin
-            .describe_configs(&[ResourceSpecifier::Broker(0)], &opts)
-            .await
-            .expect("describe broker");
-        let broker = broker[0].as_ref().expect("broker described");
-        assert_eq!(
-            broker
-                .get("num.partitions")
-                .and_then(|e| e.value.as_deref()),
-            Some("2")
-        );
-        assert_eq!(
-            broker
-                .get("auto.create.topics.enable")
-                .and_then(|e| e.value.as_deref()),
-            Some("true")
-        );
+        let broker = describe(&admin, ResourceSpecifier::Broker(0), &opts).await;
+        assert_eq!(value(&broker, "num.partitions"), Some("2"));
+        assert_eq!(value(&broker, "auto.create.topics.enable"), Some("true"));
 
         let grown = admin
             .create_partitions(&[NewPartitions::new("orders", 5)], &opts)
@@ -289,10 +298,7 @@ fn admin_creates_describes_alters_and_deletes_topics() {
 
 #[test]
 fn idempotent_produce_with_every_codec_reads_back_exactly() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let node = Node::start(dir.path(), &[]);
-    let admin = admin(&node);
-    let rt = runtime();
+    let (_dir, node, admin, rt) = start(&[]);
     for codec in ["none", "gzip", "snappy", "lz4", "zstd"] {
         let topic = format!("codec-{codec}");
         rt.block_on(create_topic(&admin, &topic, 3));
@@ -332,10 +338,7 @@ fn idempotent_produce_with_every_codec_reads_back_exactly() {
 
 #[test]
 fn oversized_batches_are_refused_with_message_too_large() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let node = Node::start(dir.path(), &[]);
-    let admin = admin(&node);
-    let rt = runtime();
+    let (_dir, node, admin, rt) = start(&[]);
     rt.block_on(async {
         let topic =
             NewTopic::new("small", 1, TopicReplication::Fixed(1)).set("max.message.bytes", "2000");
@@ -374,6 +377,18 @@ fn close(c: BaseConsumer<LogContext>) {
     std::mem::forget(c);
 }
 
+/// The partitions assigned to `c` now (None if it cannot say).
+fn assigned(c: &BaseConsumer<LogContext>) -> Option<BTreeSet<i32>> {
+    Some(
+        c.assignment()
+            .ok()?
+            .elements()
+            .iter()
+            .map(|e| e.partition())
+            .collect(),
+    )
+}
+
 /// Polls `c` until its assignment has `n` partitions.
 fn wait_for_assignment(c: &BaseConsumer<LogContext>, n: usize, what: &str) -> BTreeSet<i32> {
     wait_until(60, what, || {
@@ -385,13 +400,7 @@ fn wait_for_assignment(c: &BaseConsumer<LogContext>, n: usize, what: &str) -> BT
 
 #[test]
 fn consumer_groups_commit_and_rebalance_with_every_assignor() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let node = Node::start(
-        dir.path(),
-        &["--kafka-config", "group.initial.rebalance.delay.ms=0"],
-    );
-    let admin = admin(&node);
-    let rt = runtime();
+    let (_dir, node, admin, rt) = start(&["--kafka-config", "group.initial.rebalance.delay.ms=0"]);
     for strategy in ["range", "roundrobin", "cooperative-sticky"] {
         let topic = format!("groups-{strategy}");
         let group = format!("group-{strategy}");
@@ -445,20 +454,7 @@ fn consumer_groups_commit_and_rebalance_with_every_assignor() {
         let (pa, pb) = wait_until(90, "the rebalance to split the partitions", || {
             let _ = a.poll(Duration::from_millis(50));
             let _ = b.poll(Duration::from_millis(50));
-            let pa: BTreeSet<i32> = a
-                .assignment()
-                .ok()?
-                .elements()
-                .iter()
-                .map(|e| e.partition())
-                .collect();
-            let pb: BTreeSet<i32> = b
-                .assignment()
-                .ok()?
-                .elements()
-                .iter()
-                .map(|e| e.partition())
-                .collect();
+            let (pa, pb) = (assigned(&a)?, assigned(&b)?);
             (pa.len() == 2 && pb.len() == 2).then_some((pa, pb))
         });
         assert!(pa.is_disjoint(&pb), "{strategy}: {pa:?} and {pb:?} overlap");
@@ -495,11 +491,7 @@ fn consumer_groups_commit_and_rebalance_with_every_assignor() {
 
 #[test]
 fn kill9_then_resume_from_committed_offsets_without_loss_or_duplicates() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let node = Node::start(
-        dir.path(),
-        &["--kafka-config", "group.initial.rebalance.delay.ms=0"],
-    );
+    let (_dir, node) = temp_node(&["--kafka-config", "group.initial.rebalance.delay.ms=0"]);
     let rt = runtime();
     rt.block_on(create_topic(&admin(&node), "events", 2));
     let p = producer(&node, "zstd");
@@ -571,8 +563,7 @@ fn kill9_then_resume_from_committed_offsets_without_loss_or_duplicates() {
 
 #[test]
 fn health_and_metrics_are_served() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let node = Node::start(dir.path(), &[]);
+    let (_dir, node) = temp_node(&[]);
     let rt = runtime();
     rt.block_on(create_topic(&admin(&node), "m", 1));
     rt.block_on(produce(&producer(&node, "none"), "m", "m", 10));
@@ -676,8 +667,7 @@ fn sigterm_answers_in_flight_produces_and_loses_nothing_acked() {
 
 #[test]
 fn the_schema_registry_listens_beside_the_kafka_port() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let node = Node::start(dir.path(), &[]);
+    let (_dir, node) = temp_node(&[]);
     let (status, body) = node.registry_get("/subjects");
     assert_eq!((status, body.trim()), (200, "[]"));
     let (status, body) = node.registry_get("/schemas/ids/1");

@@ -5,12 +5,12 @@
 #![allow(clippy::unwrap_used, clippy::panic, clippy::disallowed_methods)] // a test: a failed step fails it, and its deadlines are real time
 
 mod common;
-use common::Start as _;
+use common::temp_node;
 
 use std::ffi::OsString;
 use std::time::Duration;
 
-use common::{python, Node};
+use common::{python, requests, Node};
 
 #[test]
 fn table_topics_refuse_records_that_do_not_match_a_registered_schema() {
@@ -20,8 +20,7 @@ fn table_topics_refuse_records_that_do_not_match_a_registered_schema() {
     ) else {
         return;
     };
-    let dir = tempfile::tempdir().expect("tempdir");
-    let node = Node::start(dir.path(), &[]);
+    let (_dir, node) = temp_node(&[]);
     let args: Vec<OsString> = vec![
         python::script("table_topic_validation.py").into(),
         node.kafka.clone().into(),
@@ -45,29 +44,15 @@ fn table_topics_refuse_records_that_do_not_match_a_registered_schema() {
 fn refused_batches_name_each_bad_record() {
     use bytes::Bytes;
     use common::wire::Conn;
-    use kafka_protocol::messages::create_topics_request::{CreatableTopic, CreatableTopicConfig};
-    use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
     use kafka_protocol::messages::*;
-    use kafka_protocol::protocol::StrBytes;
     use kafka_protocol::records::Compression;
 
-    let dir = tempfile::tempdir().expect("tempdir");
-    let node = Node::start(dir.path(), &[]);
+    let (_dir, node) = temp_node(&[]);
     let mut c = Conn::open(&node);
     let created: CreateTopicsResponse = c.call(
         ApiKey::CreateTopics,
         5,
-        RequestKind::CreateTopics(
-            CreateTopicsRequest::default()
-                .with_timeout_ms(10_000)
-                .with_topics(vec![CreatableTopic::default()
-                    .with_name(TopicName(StrBytes::from_static_str("strict")))
-                    .with_num_partitions(1)
-                    .with_replication_factor(1)
-                    .with_configs(vec![CreatableTopicConfig::default()
-                        .with_name(StrBytes::from_static_str("table.topic.enable"))
-                        .with_value(Some(StrBytes::from_static_str("true")))])]),
-        ),
+        requests::create_topic("strict", 1, &[("table.topic.enable", "true")]),
     );
     assert_eq!(created.topics[0].error_code, 0);
 
@@ -77,20 +62,7 @@ fn refused_batches_name_each_bad_record() {
         Some(Bytes::from_static(b"\x00\x00\x00")),
     ];
     let batch = common::wire::record_batch(&values, -1, -1, 0, Compression::Lz4);
-    let r: ProduceResponse = c.call(
-        ApiKey::Produce,
-        9,
-        RequestKind::Produce(
-            ProduceRequest::default()
-                .with_acks(-1)
-                .with_timeout_ms(10_000)
-                .with_topic_data(vec![TopicProduceData::default()
-                    .with_name(TopicName(StrBytes::from_static_str("strict")))
-                    .with_partition_data(vec![PartitionProduceData::default()
-                        .with_index(0)
-                        .with_records(Some(batch))])]),
-        ),
-    );
+    let r: ProduceResponse = c.call(ApiKey::Produce, 9, requests::produce("strict", batch));
     let p = &r.responses[0].partition_responses[0];
     assert_eq!(p.error_code, 87, "INVALID_RECORD");
     let message = p
@@ -124,20 +96,8 @@ fn refused_batches_name_each_bad_record() {
         .topics
         .iter()
         .any(|t| t.name.as_ref().is_some_and(|n| n.0.as_str() == "strict")));
-    use kafka_protocol::messages::list_offsets_request::{ListOffsetsPartition, ListOffsetsTopic};
-    let offsets: ListOffsetsResponse = c.call(
-        ApiKey::ListOffsets,
-        5,
-        RequestKind::ListOffsets(
-            ListOffsetsRequest::default()
-                .with_replica_id(BrokerId(-1))
-                .with_topics(vec![ListOffsetsTopic::default()
-                    .with_name(TopicName(StrBytes::from_static_str("strict")))
-                    .with_partitions(vec![ListOffsetsPartition::default()
-                        .with_partition_index(0)
-                        .with_timestamp(-1)])]),
-        ),
-    );
+    let offsets: ListOffsetsResponse =
+        c.call(ApiKey::ListOffsets, 5, requests::list_offsets("strict", -1));
     assert_eq!(
         offsets.topics[0].partitions[0].offset, 0,
         "the partition stays empty"
@@ -186,9 +146,7 @@ fn schemas_the_table_cannot_take_are_refused_or_dead_lettered() {
 /// code and its per-record messages.
 fn produce_one(node: &Node, topic: &str, value: bytes::Bytes) -> (i16, Vec<String>) {
     use common::wire::Conn;
-    use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
     use kafka_protocol::messages::*;
-    use kafka_protocol::protocol::StrBytes;
     let batch = common::wire::record_batch(
         &[Some(value)],
         -1,
@@ -197,20 +155,7 @@ fn produce_one(node: &Node, topic: &str, value: bytes::Bytes) -> (i16, Vec<Strin
         kafka_protocol::records::Compression::None,
     );
     let mut c = Conn::open(node);
-    let r: ProduceResponse = c.call(
-        ApiKey::Produce,
-        9,
-        RequestKind::Produce(
-            ProduceRequest::default()
-                .with_acks(-1)
-                .with_timeout_ms(10_000)
-                .with_topic_data(vec![TopicProduceData::default()
-                    .with_name(TopicName(StrBytes::from_string(topic.into())))
-                    .with_partition_data(vec![PartitionProduceData::default()
-                        .with_index(0)
-                        .with_records(Some(batch))])]),
-        ),
-    );
+    let r: ProduceResponse = c.call(ApiKey::Produce, 9, requests::produce(topic, batch));
     let p = &r.responses[0].partition_responses[0];
     let messages = p
         .record_errors

@@ -8,20 +8,19 @@
 #![allow(clippy::unwrap_used, clippy::panic, clippy::disallowed_methods)] // a test: a failed step fails it, and its deadlines are real time
 
 mod common;
-use common::Start as _;
+use common::temp_node;
 
 use std::time::Duration;
 
 use common::python::{require_python, run, run_client, script};
-use common::{run_table_topic_phase, Node};
+use common::{http_url, inlet_ok, run_table_topic_phase, Node};
 
 #[test]
 fn produced_records_become_rows_of_the_table() {
     let Some(python) = require_python("import confluent_kafka.schema_registry.avro, confluent_kafka.schema_registry.protobuf, pyiceberg.catalog.rest", "confluent-kafka[avro] and pyiceberg") else {
         return;
     };
-    let dir = tempfile::tempdir().expect("tempdir");
-    let mut node = Node::start(dir.path(), &[]);
+    let (_dir, mut node) = temp_node(&[]);
     for phase in ["first", "after-restart"] {
         run_table_topic_phase(
             &python,
@@ -83,8 +82,7 @@ fn watermarks_follow_event_time_and_idleness() {
     ) else {
         return;
     };
-    let dir = tempfile::tempdir().expect("tempdir");
-    let node = Node::start(dir.path(), &[]);
+    let (_dir, node) = temp_node(&[]);
     run_client(
         &python,
         "table_topic_watermarks.py",
@@ -101,25 +99,17 @@ fn watermarks_follow_event_time_and_idleness() {
 /// `inlet watermark get` and `wait` against the node: the watermark is the records' time; a
 /// past time is reached at once, a far-future one times out with a clear message and exit 1.
 fn watermark_cli(node: &Node) {
-    let server = format!("http://{}", node.http);
-    let inlet = env!("CARGO_BIN_EXE_inlet");
-    let out = std::process::Command::new(inlet)
-        .args([
-            "watermark",
-            "get",
-            "--table",
-            "default.orders",
-            "--server",
-            &server,
-        ])
-        .output()
-        .expect("inlet watermark get");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let w: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    let server = http_url(node);
+    let inlet = common::INLET;
+    let out = inlet_ok(&[
+        "watermark",
+        "get",
+        "--table",
+        "default.orders",
+        "--server",
+        &server,
+    ]);
+    let w: serde_json::Value = serde_json::from_slice(&out).expect("JSON");
     let ms = w["watermark_ms"].as_i64().expect("a watermark");
     assert!(ms > 1_600_000_000_000, "{w}");
     assert!(

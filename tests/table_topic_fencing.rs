@@ -12,7 +12,7 @@ use common::Start as _;
 use std::sync::Arc;
 use std::time::Duration;
 
-use common::{poll_until, Node};
+use common::{poll_until, query_json, Node};
 use inlet_common::{Clock, ManualClock, SystemClock};
 use inlet_storage::MetaStore;
 use inlet_table_coordinator::lease::Leases;
@@ -146,24 +146,10 @@ async fn a_coordinator_whose_lease_was_taken_stops_committing() {
     );
 
     // Every record once, read by the embedded SQL engine.
-    let server = format!("http://{}", node.http);
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_inlet"))
-        .args([
-            "query",
-            "--server",
-            &server,
-            "--format",
-            "json",
-            "SELECT count(*) AS n, count(DISTINCT value) AS d FROM default.fenced",
-        ])
-        .output()
-        .expect("inlet query");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+    let rows = query_json(
+        &node,
+        "SELECT count(*) AS n, count(DISTINCT value) AS d FROM default.fenced",
     );
-    let rows: serde_json::Value = serde_json::from_slice(&out.stdout).expect("rows");
     assert_eq!(rows[0]["n"], 200, "{rows}");
     assert_eq!(rows[0]["d"], 200, "{rows}");
     node.stop();

@@ -5,21 +5,21 @@
 #![allow(clippy::unwrap_used, clippy::panic, clippy::disallowed_methods)] // a test: a failed step fails it, and its deadlines are real time
 
 mod common;
+use common::temp_node;
 use common::Start as _;
 
 use std::time::Duration;
 
 use common::avro_python;
 use common::python::require_python;
-use common::{run_table_topic_phase, Node};
+use common::{assert_logged, run_table_topic_phase, Node};
 
 #[test]
 fn foreign_deletes_and_appends_do_not_reset_progress() {
     let Some(python) = require_python("import confluent_kafka.schema_registry.avro, pyiceberg.catalog.rest, pyiceberg.expressions, pyarrow", "confluent-kafka[avro], pyiceberg and pyarrow") else {
         return;
     };
-    let dir = tempfile::tempdir().expect("tempdir");
-    let node = Node::start(dir.path(), &[]);
+    let (_dir, node) = temp_node(&[]);
     run_table_topic_phase(
         &python,
         "table_topic_foreign.py",
@@ -29,11 +29,10 @@ fn foreign_deletes_and_appends_do_not_reset_progress() {
     );
     // The round whose new column took the id pyiceberg gave its own column was refused and
     // converted again (see the script).
-    let log = node.logs_so_far();
-    assert!(
-        log.iter()
-            .any(|l| l.contains("does not fit the table's schema")),
-        "no refused round in the log:\n{log:#?}"
+    assert_logged(
+        &node,
+        "does not fit the table's schema",
+        "no refused round in the log",
     );
     // At once after the last acks: their round may or may not have landed.
     let node = node.restart_after_kill9();
@@ -56,10 +55,10 @@ fn a_failing_dead_letter_table_does_not_stop_the_main_table() {
         return;
     };
     let node = run.node;
-    let log = node.logs_so_far();
-    assert!(
-        log.iter().any(|l| l.contains("dead-letter commit failed")),
-        "the dead-letter commits did fail:\n{log:#?}"
+    assert_logged(
+        &node,
+        "dead-letter commit failed",
+        "the dead-letter commits did fail",
     );
     node.stop();
 }
@@ -87,10 +86,6 @@ fn dead_letters_that_cannot_land_hold_the_table_at_a_bound() {
         "run",
         Duration::from_secs(240),
     );
-    let log = node.logs_so_far();
-    assert!(
-        log.iter().any(|l| l.contains("the table's rounds wait")),
-        "the table was held:\n{log:#?}"
-    );
+    assert_logged(&node, "the table's rounds wait", "the table was held");
     node.stop();
 }

@@ -5,11 +5,10 @@
 #![allow(clippy::unwrap_used, clippy::panic, clippy::disallowed_methods)] // a test: a failed step fails it, and its deadlines are real time
 
 mod common;
-use common::Start as _;
+use common::temp_node;
 
+use common::requests;
 use common::wire::Conn;
-use common::Node;
-use kafka_protocol::messages::create_topics_request::{CreatableTopic, CreatableTopicConfig};
 use kafka_protocol::messages::incremental_alter_configs_request::{
     AlterConfigsResource, AlterableConfig,
 };
@@ -22,32 +21,12 @@ fn create(c: &mut Conn, name: &str, configs: &[(&str, &str)]) -> (i16, String) {
     let r: CreateTopicsResponse = c.call(
         ApiKey::CreateTopics,
         5,
-        RequestKind::CreateTopics(
-            CreateTopicsRequest::default()
-                .with_timeout_ms(10_000)
-                .with_topics(vec![CreatableTopic::default()
-                    .with_name(TopicName(StrBytes::from_string(name.into())))
-                    .with_num_partitions(1)
-                    .with_replication_factor(1)
-                    .with_configs(
-                        configs
-                            .iter()
-                            .map(|(k, v)| {
-                                CreatableTopicConfig::default()
-                                    .with_name(StrBytes::from_string(k.to_string()))
-                                    .with_value(Some(StrBytes::from_string(v.to_string())))
-                            })
-                            .collect(),
-                    )]),
-        ),
+        requests::create_topic(name, 1, configs),
     );
     let t = &r.topics[0];
     (
         t.error_code,
-        t.error_message
-            .as_deref()
-            .map(|m| m.to_string())
-            .unwrap_or_default(),
+        t.error_message.as_deref().unwrap_or_default().to_string(),
     )
 }
 
@@ -70,17 +49,13 @@ fn alter(c: &mut Conn, name: &str, key: &str, value: &str) -> (i16, String) {
     let res = &r.responses[0];
     (
         res.error_code,
-        res.error_message
-            .as_deref()
-            .map(|m| m.to_string())
-            .unwrap_or_default(),
+        res.error_message.as_deref().unwrap_or_default().to_string(),
     )
 }
 
 #[test]
 fn table_topics_cannot_share_a_table() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let node = Node::start(dir.path(), &[]);
+    let (_dir, node) = temp_node(&[]);
     let mut c = Conn::open(&node);
     let on = ("table.topic.enable", "true");
     assert_eq!(create(&mut c, "orders", &[on]).0, 0);

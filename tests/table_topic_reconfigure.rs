@@ -6,7 +6,7 @@
 
 mod common;
 
-use common::run_table_topic_script;
+use common::{assert_logged, run_table_topic_script};
 
 #[test]
 fn reconfiguring_a_table_topic_hands_its_coordinator_over() {
@@ -53,10 +53,10 @@ fn a_renamed_table_keeps_its_rows_and_a_new_one_gets_every_record() {
     let Some(run) = run_table_topic_script("table_topic_rename.py") else {
         return;
     };
-    let log = run.node.logs_so_far();
-    assert!(
-        log.iter().any(|l| l.contains("renamed or dropped")),
-        "a round pinned to the renamed table was refused:\n{log:#?}"
+    assert_logged(
+        &run.node,
+        "renamed or dropped",
+        "a round pinned to the renamed table was refused",
     );
     run.node.stop();
 }

@@ -6,19 +6,18 @@
 #![allow(clippy::unwrap_used, clippy::panic, clippy::disallowed_methods)] // a test: a failed step fails it, and its deadlines are real time
 
 mod common;
-use common::Start as _;
+use common::temp_node;
 
 use std::time::Duration;
 
-use common::{require_spark, run_table_topic_phase, Node};
+use common::{assert_logged, require_spark, run_table_topic_phase};
 
 #[test]
 fn spark_maintenance_and_a_kill9_keep_every_record_once() {
     let Some(python) = require_spark() else {
         return;
     };
-    let dir = tempfile::tempdir().expect("tempdir");
-    let node = Node::start(dir.path(), &[]);
+    let (_dir, node) = temp_node(&[]);
     let script = "table_topic_spark_maintenance.py";
     run_table_topic_phase(&python, script, &node, "first", Duration::from_secs(420));
     let node = node.restart_after_kill9();
@@ -30,11 +29,10 @@ fn spark_maintenance_and_a_kill9_keep_every_record_once() {
         Duration::from_secs(300),
     );
     // No snapshot with Inlet's progress was left: it came from the table's properties.
-    let log = node.logs_so_far();
-    assert!(
-        log.iter()
-            .any(|l| l.contains("resuming from its progress in the table's properties")),
-        "the node did not resume from the table's properties:\n{log:#?}"
+    assert_logged(
+        &node,
+        "resuming from its progress in the table's properties",
+        "the node did not resume from the table's properties",
     );
     node.stop();
 }

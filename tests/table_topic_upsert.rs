@@ -14,20 +14,19 @@
 #![allow(clippy::unwrap_used, clippy::panic, clippy::disallowed_methods)] // a test: a failed step fails it, and its deadlines are real time
 
 mod common;
-use common::Start as _;
+use common::temp_node;
 
 use std::time::Duration;
 
 use common::python::run_client;
-use common::{avro_python, require_spark, run_table_topic_phase, Node};
+use common::{assert_logged, avro_python, query_json, require_spark, run_table_topic_phase, Node};
 
 #[test]
 fn upserts_and_cdc_deletes_leave_the_latest_row_per_key_across_a_kill9() {
     let Some(python) = avro_python() else {
         return;
     };
-    let dir = tempfile::tempdir().expect("tempdir");
-    let mut node = Node::start(dir.path(), &[]);
+    let (_dir, mut node) = temp_node(&[]);
     for phase in ["first", "after-restart"] {
         run_table_topic_phase(
             &python,
@@ -72,19 +71,7 @@ fn spark_sees_the_same_rows(node: &Node) {
 /// as many as the scripts' expected tables hold (20 users, after 3 tombstones; 12 accounts, balances summing to
 /// 2306).
 fn query_sees_the_latest_rows(node: &Node) {
-    let server = format!("http://{}", node.http);
-    let query = |sql: &str| -> serde_json::Value {
-        let out = std::process::Command::new(env!("CARGO_BIN_EXE_inlet"))
-            .args(["query", "--server", &server, "--format", "json", sql])
-            .output()
-            .expect("inlet query");
-        assert!(
-            out.status.success(),
-            "{sql}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        serde_json::from_slice(&out.stdout).expect("JSON rows")
-    };
+    let query = |sql: &str| query_json(node, sql);
     assert_eq!(
         query("SELECT count(*) AS n, count(DISTINCT id) AS k FROM default.users"),
         serde_json::json!([{"n": 20, "k": 20}])
@@ -108,10 +95,6 @@ fn an_upsert_table_is_compacted_with_its_deletes_applied() {
     let Some(run) = common::run_table_topic_script("table_topic_upsert_compaction.py") else {
         return;
     };
-    let log = run.node.logs_so_far();
-    assert!(
-        log.iter().any(|l| l.contains("compacted small files")),
-        "the node compacted:\n{log:#?}"
-    );
+    assert_logged(&run.node, "compacted small files", "the node compacted");
     run.node.stop();
 }

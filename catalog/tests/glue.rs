@@ -15,7 +15,7 @@ use std::sync::Arc;
 
 use axum::extract::State;
 use axum::http::HeaderMap;
-use iceberg::spec::{NestedField, PrimitiveType, Schema, Type};
+use iceberg::spec::{NestedField, NestedFieldRef, PrimitiveType, Schema, Type};
 use iceberg::{Catalog, NamespaceIdent, TableCreation, TableIdent, TableUpdate};
 use inlet_catalog::glue::{self, GlueClient, GlueSettings};
 use inlet_catalog::rest::RestError;
@@ -25,15 +25,47 @@ use object_store::StaticCredentialProvider;
 use parking_lot::Mutex;
 use serde_json::{json, Value};
 
+/// A primitive field of a test schema.
+fn field(id: i32, name: &str, required: bool, ty: PrimitiveType) -> NestedFieldRef {
+    Arc::new(NestedField::new(id, name, Type::Primitive(ty), required))
+}
+
+/// A schema of `fields`, with id `schema_id`.
+fn schema_of(schema_id: i32, fields: Vec<NestedFieldRef>) -> Schema {
+    let builder = Schema::builder().with_schema_id(schema_id);
+    builder.with_fields(fields).build().expect("schema")
+}
+
 fn schema() -> Schema {
-    Schema::builder()
-        .with_fields(vec![Arc::new(NestedField::required(
-            1,
-            "id",
-            Type::Primitive(PrimitiveType::Long),
-        ))])
-        .build()
-        .expect("schema")
+    schema_of(0, vec![field(1, "id", true, PrimitiveType::Long)])
+}
+
+/// A Glue catalog's config, in `region` at `endpoint`, and where its files go: `<dir>/warehouse`
+/// (created).
+fn glue_config(
+    dir: &tempfile::TempDir,
+    region: &str,
+    endpoint: String,
+) -> (std::path::PathBuf, CatalogConfig) {
+    let files = dir.path().join("warehouse");
+    std::fs::create_dir_all(&files).expect("files dir");
+    let config = CatalogConfig {
+        kind: CatalogKind::Glue,
+        region: Some(region.into()),
+        endpoint: Some(endpoint),
+        files: Some(format!("file://{}", files.display())),
+        ..CatalogConfig::default()
+    };
+    (files, config)
+}
+
+/// The node's catalog of `config`, its own state in `dir`.
+async fn open_node(config: &CatalogConfig, dir: &tempfile::TempDir) -> NodeCatalog {
+    let root = dir.path().to_string_lossy();
+    let clock = Arc::new(inlet_common::SystemClock);
+    NodeCatalog::open(config, "unused", &root, None, clock)
+        .await
+        .expect("open")
 }
 
 fn set_property(key: &str, value: &str) -> Vec<TableUpdate> {
@@ -63,24 +95,8 @@ async fn tables_live_in_moto_glue_and_stale_commits_conflict() {
         return;
     };
     let dir = tempfile::tempdir().expect("tempdir");
-    let files = dir.path().join("warehouse");
-    std::fs::create_dir_all(&files).expect("files dir");
-    let config = CatalogConfig {
-        kind: CatalogKind::Glue,
-        region: Some("us-east-1".into()),
-        endpoint: Some(endpoint.clone()),
-        files: Some(format!("file://{}", files.display())),
-        ..CatalogConfig::default()
-    };
-    let node = NodeCatalog::open(
-        &config,
-        "unused",
-        &dir.path().to_string_lossy(),
-        None,
-        std::sync::Arc::new(inlet_common::SystemClock),
-    )
-    .await
-    .expect("open");
+    let (files, config) = glue_config(&dir, "us-east-1", endpoint.clone());
+    let node = open_node(&config, &dir).await;
     assert!(node.is_external());
     let catalog = node.catalog();
     // moto keeps its state for the whole run: a database of our own.
@@ -219,22 +235,13 @@ async fn tables_live_in_moto_glue_and_stale_commits_conflict() {
     assert_eq!(table.metadata().properties()["round"], "2");
 
     // A schema change shows in the Glue table's columns, in Hive type names.
-    let wider = Schema::builder()
-        .with_schema_id(1)
-        .with_fields(vec![
-            Arc::new(NestedField::required(
-                1,
-                "id",
-                Type::Primitive(PrimitiveType::Long),
-            )),
-            Arc::new(NestedField::optional(
-                2,
-                "page",
-                Type::Primitive(PrimitiveType::String),
-            )),
-        ])
-        .build()
-        .expect("schema");
+    let wider = schema_of(
+        1,
+        vec![
+            field(1, "id", true, PrimitiveType::Long),
+            field(2, "page", false, PrimitiveType::String),
+        ],
+    );
     target
         .commit(
             &table,
@@ -379,15 +386,7 @@ async fn update_table_carries_the_loaded_version_and_a_newer_one_is_a_conflict()
     let server = tokio::spawn(async move { axum::serve(listener, app).await });
 
     let dir = tempfile::tempdir().expect("tempdir");
-    let files = dir.path().join("warehouse");
-    std::fs::create_dir_all(&files).expect("files dir");
-    let config = CatalogConfig {
-        kind: CatalogKind::Glue,
-        region: Some("eu-west-1".into()),
-        endpoint: Some(endpoint),
-        files: Some(format!("file://{}", files.display())),
-        ..CatalogConfig::default()
-    };
+    let (files, config) = glue_config(&dir, "eu-west-1", endpoint);
     // Fixed keys for the signature (nothing checks them), so no credential chain runs.
     let client = GlueClient::new(
         &glue::settings(&config).expect("settings"),
@@ -462,24 +461,8 @@ async fn the_rest_api_over_glue_commits_one_table_at_a_time() {
         return;
     };
     let dir = tempfile::tempdir().expect("tempdir");
-    let files = dir.path().join("warehouse");
-    std::fs::create_dir_all(&files).expect("files dir");
-    let config = CatalogConfig {
-        kind: CatalogKind::Glue,
-        region: Some("us-east-1".into()),
-        endpoint: Some(endpoint),
-        files: Some(format!("file://{}", files.display())),
-        ..CatalogConfig::default()
-    };
-    let node = NodeCatalog::open(
-        &config,
-        "unused",
-        &dir.path().to_string_lossy(),
-        None,
-        std::sync::Arc::new(inlet_common::SystemClock),
-    )
-    .await
-    .expect("open");
+    let (files, config) = glue_config(&dir, "us-east-1", endpoint);
+    let node = open_node(&config, &dir).await;
     let catalog = node.catalog();
     let db = format!("resttest_{}", std::process::id());
     let ns = NamespaceIdent::new(db.clone());

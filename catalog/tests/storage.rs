@@ -106,6 +106,23 @@ fn io_over(backend: &Backend, store: Arc<dyn ObjectStore>) -> FileIO {
     FileIOBuilder::new(Arc::new(factory)).build()
 }
 
+/// [`io_over`] with `config` for its writes.
+fn io_with(backend: &Backend, store: Arc<dyn ObjectStore>, config: WriteConfig) -> FileIO {
+    let factory = ObjectStoreStorageFactory::new(&backend.base_url)
+        .with_store(store)
+        .with_write_config(config);
+    FileIOBuilder::new(Arc::new(factory)).build()
+}
+
+/// The backends to test: memory, a local folder, and S3 when it is set up.
+fn backends() -> Vec<Backend> {
+    let s3 = Backend::s3();
+    [Some(Backend::memory()), Some(Backend::local()), s3]
+        .into_iter()
+        .flatten()
+        .collect()
+}
+
 /// The suite every backend passes.
 async fn conformance(backend: &Backend) {
     let spy = Arc::new(Spy::new(backend.store.clone(), None));
@@ -461,25 +478,17 @@ async fn file_io_helper_and_factory_serialization() {
 /// With puts failing, writes fail retryably and leave no object; likewise reads and deletes.
 #[tokio::test]
 async fn faults_surface_as_retryable_errors_and_leave_nothing() {
-    for backend in [
-        Some(Backend::memory()),
-        Some(Backend::local()),
-        Backend::s3(),
-    ]
-    .into_iter()
-    .flatten()
-    {
+    for backend in backends() {
         let faulty = FaultyStore::new(backend.store.clone());
         // One attempt: these faults never clear, so retrying would only wait.
-        let io = FileIOBuilder::new(Arc::new(
-            ObjectStoreStorageFactory::new(&backend.base_url)
-                .with_store(Arc::new(faulty.clone()))
-                .with_write_config(WriteConfig {
-                    attempts: 1,
-                    ..WriteConfig::default()
-                }),
-        ))
-        .build();
+        let io = io_with(
+            &backend,
+            Arc::new(faulty.clone()),
+            WriteConfig {
+                attempts: 1,
+                ..WriteConfig::default()
+            },
+        );
         let path = backend.loc("wh/faults/a.parquet");
         let visible = |path: String| {
             let storage = ObjectStoreStorage::new(
@@ -565,14 +574,7 @@ async fn faults_surface_as_retryable_errors_and_leave_nothing() {
 /// A part that fails aborts the multipart upload; a dropped writer leaves nothing visible.
 #[tokio::test]
 async fn failed_and_abandoned_multipart_uploads_leave_nothing() {
-    for backend in [
-        Some(Backend::memory()),
-        Some(Backend::local()),
-        Backend::s3(),
-    ]
-    .into_iter()
-    .flatten()
-    {
+    for backend in backends() {
         let spy = Arc::new(Spy::new(backend.store.clone(), Some(1)));
         let io = io_over(&backend, spy.clone());
         let path = backend.loc("wh/parts/a.parquet");
@@ -754,16 +756,15 @@ impl MultipartUpload for SpyUpload {
 async fn transient_faults_are_retried() {
     let backend = Backend::memory();
     let faulty = FaultyStore::new(backend.store.clone());
-    let io = FileIOBuilder::new(Arc::new(
-        ObjectStoreStorageFactory::new(&backend.base_url)
-            .with_store(Arc::new(faulty.clone()))
-            .with_write_config(WriteConfig {
-                attempts: 4,
-                initial_backoff_ms: 1,
-                ..WriteConfig::default()
-            }),
-    ))
-    .build();
+    let io = io_with(
+        &backend,
+        Arc::new(faulty.clone()),
+        WriteConfig {
+            attempts: 4,
+            initial_backoff_ms: 1,
+            ..WriteConfig::default()
+        },
+    );
     let path = backend.loc("wh/retry/a.bin");
     faulty.inject(Op::Put, Fault::Fail, Some(2));
     let out = io.new_output(&path).expect("out");

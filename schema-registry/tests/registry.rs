@@ -180,26 +180,12 @@ async fn compatibility_deletes_errors(r: Registry) {
     assert_eq!((e.error_code(), e.http_status()), (42201, 422), "{e}");
 
     // Version deletes: soft, then permanent; a permanent delete needs a soft one first.
-    assert_eq!(
-        r.delete_version("s", VersionSpec::Number(2), true)
-            .await
-            .unwrap_err()
-            .error_code(),
-        40407
-    );
-    assert_eq!(
-        r.delete_version("s", VersionSpec::Number(2), false)
-            .await
-            .expect("soft"),
-        2
-    );
-    assert_eq!(
-        r.delete_version("s", VersionSpec::Number(2), false)
-            .await
-            .unwrap_err()
-            .error_code(),
-        40406
-    );
+    let delete_v2 = |permanent| r.delete_version("s", VersionSpec::Number(2), permanent);
+    let err = delete_v2(true).await.unwrap_err();
+    assert_eq!(err.error_code(), 40407);
+    assert_eq!(delete_v2(false).await.expect("soft"), 2);
+    let err = delete_v2(false).await.unwrap_err();
+    assert_eq!(err.error_code(), 40406);
     assert_eq!(
         r.versions("s", Deleted::Exclude).await.expect("live"),
         vec![1]
@@ -208,12 +194,7 @@ async fn compatibility_deletes_errors(r: Registry) {
         r.versions("s", Deleted::Include).await.expect("all"),
         vec![1, 2]
     );
-    assert_eq!(
-        r.delete_version("s", VersionSpec::Number(2), true)
-            .await
-            .expect("hard"),
-        2
-    );
+    assert_eq!(delete_v2(true).await.expect("hard"), 2);
     // Version numbers are not reused while a row exists; after the hard delete, 2 is free.
     let (_, v) = r.register("s", &req(V2)).await.expect("v2");
     assert_eq!(v, 2);

@@ -6,7 +6,7 @@
 mod common;
 
 use bytes::Bytes;
-use common::{payload, read_all, Backend, Fixture};
+use common::{payload, read_all, read_payloads, Backend, Fixture};
 use inlet_storage::{AppendOptions, ErrorKind, Op};
 
 macro_rules! on_every_backend {
@@ -116,11 +116,7 @@ async fn uploads_serve_catch_up_reads(f: Fixture) {
     store.close().await;
     let store = f.open().await;
     let gets_before = f.objects.calls(Op::Get);
-    let got: Vec<Bytes> = read_all(&store, s, 0)
-        .await
-        .into_iter()
-        .map(|b| b.payload)
-        .collect();
+    let got = read_payloads(&store, s, 0).await;
     assert_eq!(got, payloads);
     let gets = f.objects.calls(Op::Get) - gets_before;
     // ~140 KiB in 1 KiB blocks: read-ahead of 4 KiB must need far fewer GETs than blocks.

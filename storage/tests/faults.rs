@@ -6,7 +6,7 @@ mod common;
 
 use std::time::Duration;
 
-use common::{payload, read_all, Backend, Fixture};
+use common::{payload, read_all, read_payloads, Backend, Fixture};
 use std::sync::Arc;
 
 use inlet_storage::{Fault, Op};
@@ -67,11 +67,7 @@ async fn wal_is_kept_until_an_upload_commits_and_a_restart_loses_nothing() {
     // Restart while the object store is still down: everything is replayed from the WAL.
     drop(store);
     let store = f.open().await;
-    let got: Vec<_> = read_all(&store, s, 0)
-        .await
-        .into_iter()
-        .map(|b| b.payload)
-        .collect();
+    let got = read_payloads(&store, s, 0).await;
     assert_eq!(got, expected);
     // The store comes back: the upload commits and the WAL is trimmed to its active segment.
     f.objects.clear(Op::Put);
@@ -79,11 +75,7 @@ async fn wal_is_kept_until_an_upload_commits_and_a_restart_loses_nothing() {
     assert_eq!(store.stats().wal_segments, 1);
     drop(store);
     let store = f.open().await;
-    let got: Vec<_> = read_all(&store, s, 0)
-        .await
-        .into_iter()
-        .map(|b| b.payload)
-        .collect();
+    let got = read_payloads(&store, s, 0).await;
     assert_eq!(got, expected);
     store.check_invariants().unwrap();
 }

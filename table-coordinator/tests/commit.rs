@@ -4,10 +4,12 @@
 //! commit as row deltas that iceberg-rust's own reader applies, only on their base snapshot.
 #![allow(clippy::unwrap_used, clippy::panic, clippy::disallowed_methods)] // a test: a failed step fails it, and its deadlines are real time
 
+mod common;
+
 use std::collections::{BTreeMap, HashSet};
 use std::sync::Arc;
 
-use iceberg::spec::{NestedField, PrimitiveType, Schema, Type};
+use iceberg::spec::{NestedField, NestedFieldRef, PrimitiveType, Schema, Type};
 use iceberg::{NamespaceIdent, TableIdent};
 use inlet_table_coordinator::commit::{CommitError, Committer, Round, RoundBase};
 
@@ -26,43 +28,35 @@ async fn committer(dir: &tempfile::TempDir) -> Committer {
     Committer::new(catalog.catalog, catalog.pointers)
 }
 
-fn schema(extra: bool) -> Schema {
-    let mut fields = vec![Arc::new(NestedField::required(
-        1,
-        "id",
-        Type::Primitive(PrimitiveType::Long),
-    ))];
-    if extra {
-        fields.push(Arc::new(NestedField::optional(
-            2,
-            "note",
-            Type::Primitive(PrimitiveType::String),
-        )));
-    }
+/// A primitive field of a test schema.
+fn field(id: i32, name: &str, required: bool, ty: PrimitiveType) -> NestedFieldRef {
+    Arc::new(NestedField::new(id, name, Type::Primitive(ty), required))
+}
+
+/// A schema of `fields`.
+fn schema_of(fields: Vec<NestedFieldRef>) -> Schema {
     Schema::builder()
         .with_fields(fields)
         .build()
         .expect("schema")
 }
 
+/// `id` (required long), and with `extra` an optional string `note`.
+fn schema(extra: bool) -> Schema {
+    let mut fields = vec![field(1, "id", true, PrimitiveType::Long)];
+    if extra {
+        fields.push(field(2, "note", false, PrimitiveType::String));
+    }
+    schema_of(fields)
+}
+
 fn round(n: u64, extra: bool, timestamp_ms: i64) -> Round {
     Round {
-        commit_id: format!("t-{n}"),
-        schema: schema(extra),
-        files: Vec::new(),
-        delete_files: Vec::new(),
-        base: RoundBase::Latest,
-        id_columns: Vec::new(),
         offsets: BTreeMap::from([(0, n * 10), (1, n)]),
         watermark_ms: Some(1_000 + n as i64),
         partition_watermarks: BTreeMap::from([(0, 1_000 + n as i64), (1, 2_000)]),
         timestamp_ms,
-        partition_spec: None,
-        topic_id: None,
-        base_column_id: 0,
-        start_offsets: BTreeMap::new(),
-        epoch: None,
-        table_uuid: None,
+        ..common::plain_round(format!("t-{n}"), schema(extra))
     }
 }
 
@@ -168,21 +162,20 @@ async fn rounds_become_snapshots_once_each_and_expire() {
 }
 
 fn upsert_schema() -> Schema {
-    Schema::builder()
-        .with_fields(vec![
-            Arc::new(NestedField::required(
-                1,
-                "id",
-                Type::Primitive(PrimitiveType::Long),
-            )),
-            Arc::new(NestedField::optional(
-                2,
-                "name",
-                Type::Primitive(PrimitiveType::String),
-            )),
-        ])
-        .build()
-        .expect("schema")
+    schema_of(vec![
+        field(1, "id", true, PrimitiveType::Long),
+        field(2, "name", false, PrimitiveType::String),
+    ])
+}
+
+/// Where data and delete files of `table` are written.
+fn file_target(table: &iceberg::table::Table) -> inlet_table_worker::data_file::FileTarget {
+    inlet_table_worker::data_file::FileTarget {
+        file_io: table.file_io().clone(),
+        schema: table.metadata().current_schema().clone(),
+        spec: table.metadata().default_partition_spec().clone(),
+        data_location: format!("{}/data", table.metadata().location()),
+    }
 }
 
 /// A committer on an embedded catalog in `dir`, and a new append-only table `default.<name>`
@@ -227,9 +220,10 @@ async fn data_file(
     rows: &[(i64, &str)],
 ) -> iceberg::spec::DataFile {
     use arrow::array::{Int64Array, RecordBatch, StringArray};
-    use inlet_table_worker::data_file::{write, FileSettings, FileTarget};
-    let schema = table.metadata().current_schema().clone();
-    let arrow_schema = Arc::new(iceberg::arrow::schema_to_arrow_schema(&schema).expect("arrow"));
+    use inlet_table_worker::data_file::{write, FileSettings};
+    let target = file_target(table);
+    let arrow_schema =
+        Arc::new(iceberg::arrow::schema_to_arrow_schema(&target.schema).expect("arrow"));
     let batch = RecordBatch::try_new(
         arrow_schema,
         vec![
@@ -238,12 +232,6 @@ async fn data_file(
         ],
     )
     .expect("batch");
-    let target = FileTarget {
-        file_io: table.file_io().clone(),
-        schema,
-        spec: table.metadata().default_partition_spec().clone(),
-        data_location: format!("{}/data", table.metadata().location()),
-    };
     let mut files = write(&target, prefix, [batch], &FileSettings::default())
         .await
         .expect("write");
@@ -251,19 +239,36 @@ async fn data_file(
     files.remove(0)
 }
 
+/// Position deletes of `rows` (a data file's path, a row in it), written under `target`.
+async fn position_deletes(
+    target: &inlet_table_worker::data_file::FileTarget,
+    prefix: &str,
+    rows: Vec<(String, u64)>,
+) -> Vec<iceberg::spec::DataFile> {
+    let settings = Default::default();
+    let written = inlet_table_worker::position_delete::write(target, prefix, None, rows, &settings);
+    written.await.expect("deletes")
+}
+
+/// Appends `file` to `table` in `catalog`, as another writer (not the committer) would.
+async fn foreign_append(
+    catalog: &dyn iceberg::Catalog,
+    table: &iceberg::table::Table,
+    file: iceberg::spec::DataFile,
+) {
+    use iceberg::transaction::{ApplyTransactionAction, Transaction};
+    let tx = Transaction::new(table);
+    let action = tx.fast_append().add_data_files([file]);
+    let tx = action.apply(tx).expect("apply");
+    tx.commit(catalog).await.expect("foreign commit");
+}
+
 async fn scan(table: &iceberg::table::Table) -> BTreeMap<i64, String> {
     use arrow::array::AsArray;
     use futures::TryStreamExt;
-    let batches: Vec<arrow::array::RecordBatch> = table
-        .scan()
-        .build()
-        .expect("scan")
-        .to_arrow()
-        .await
-        .expect("arrow")
-        .try_collect()
-        .await
-        .expect("batches");
+    let scan = table.scan().build().expect("scan");
+    let stream = scan.to_arrow().await.expect("arrow");
+    let batches: Vec<arrow::array::RecordBatch> = stream.try_collect().await.expect("batches");
     let mut rows = BTreeMap::new();
     for b in batches {
         let ids = b.column(0).as_primitive::<arrow::datatypes::Int64Type>();
@@ -304,8 +309,6 @@ async fn upsert_rounds_are_row_deltas_on_their_base_only() {
     let first = data_file(&table, "r1", &[(1, "a"), (2, "b"), (3, "c")]).await;
     let first_path = first.file_path().to_string();
     let upsert_round = |n: u64, files, deletes, base| Round {
-        commit_id: format!("u-{n}"),
-        schema: upsert_schema(),
         files,
         delete_files: deletes,
         base,
@@ -314,12 +317,7 @@ async fn upsert_rounds_are_row_deltas_on_their_base_only() {
         watermark_ms: Some(n as i64),
         partition_watermarks: BTreeMap::from([(0, n as i64)]),
         timestamp_ms: 1_000 * n as i64,
-        partition_spec: None,
-        topic_id: None,
-        base_column_id: 0,
-        start_offsets: BTreeMap::new(),
-        epoch: None,
-        table_uuid: None,
+        ..common::plain_round(format!("u-{n}"), upsert_schema())
     };
     let s1 = c
         .commit(
@@ -334,21 +332,8 @@ async fn upsert_rounds_are_row_deltas_on_their_base_only() {
     // first file, in one snapshot.
     let table = c.load(&ident).await.expect("load").expect("table");
     let second = data_file(&table, "r2", &[(2, "b2")]).await;
-    let target = inlet_table_worker::data_file::FileTarget {
-        file_io: table.file_io().clone(),
-        schema: table.metadata().current_schema().clone(),
-        spec: table.metadata().default_partition_spec().clone(),
-        data_location: format!("{}/data", table.metadata().location()),
-    };
-    let deletes = inlet_table_worker::position_delete::write(
-        &target,
-        "r2",
-        None,
-        vec![(first_path.clone(), 1), (first_path.clone(), 2)],
-        &Default::default(),
-    )
-    .await
-    .expect("deletes");
+    let rows = vec![(first_path.clone(), 1), (first_path.clone(), 2)];
+    let deletes = position_deletes(&file_target(&table), "r2", rows).await;
     let round2 = upsert_round(2, vec![second], deletes, RoundBase::Snapshot(Some(s1)));
     // On a base it was not built on, the round is refused, not retried.
     let stale = Round {
@@ -434,16 +419,9 @@ async fn upsert_rounds_are_row_deltas_on_their_base_only() {
 
     // A schema evolution keeps the identifier fields.
     let mut evolved = upsert_schema().as_struct().fields().to_vec();
-    evolved.push(Arc::new(NestedField::optional(
-        3,
-        "note",
-        Type::Primitive(PrimitiveType::String),
-    )));
+    evolved.push(field(3, "note", false, PrimitiveType::String));
     let round3 = Round {
-        schema: Schema::builder()
-            .with_fields(evolved)
-            .build()
-            .expect("schema"),
+        schema: schema_of(evolved),
         ..upsert_round(3, Vec::new(), Vec::new(), RoundBase::Snapshot(Some(s2)))
     };
     c.commit(&ident, &round3)
@@ -462,14 +440,7 @@ async fn optional_id_columns_sort_the_table_but_are_not_identifier_fields() {
     let c = committer(&dir).await;
     let ident = TableIdent::new(NamespaceIdent::new("default".into()), "cdc".into());
     // `flatten_debezium` makes every column optional.
-    let schema = Schema::builder()
-        .with_fields(vec![Arc::new(NestedField::optional(
-            1,
-            "id",
-            Type::Primitive(PrimitiveType::Long),
-        ))])
-        .build()
-        .expect("schema");
+    let schema = schema_of(vec![field(1, "id", false, PrimitiveType::Long)]);
     let table = c
         .create_with_ids_if_missing(&ident, &schema, None, &["id".to_string()])
         .await
@@ -501,22 +472,13 @@ async fn many_rounds_merge_manifests_and_deletes_still_apply() {
         .await
         .expect("create");
     let round = |n: u64, files, deletes, base| Round {
-        commit_id: format!("m-{n}"),
-        schema: upsert_schema(),
         files,
         delete_files: deletes,
         base,
         id_columns: vec!["id".into()],
         offsets: BTreeMap::from([(0, n)]),
-        watermark_ms: None,
-        partition_watermarks: BTreeMap::new(),
         timestamp_ms: 1_000 * n as i64,
-        partition_spec: None,
-        topic_id: None,
-        base_column_id: 0,
-        start_offsets: BTreeMap::new(),
-        epoch: None,
-        table_uuid: None,
+        ..common::plain_round(format!("m-{n}"), upsert_schema())
     };
     let first = data_file(&table, "r0", &[(1, "a"), (2, "b")]).await;
     let first_path = first.file_path().to_string();
@@ -536,21 +498,7 @@ async fn many_rounds_merge_manifests_and_deletes_still_apply() {
         expected.insert(id, "x".to_string());
         // Round 5 deletes id 1 (row 0 of the first file).
         let deletes = if n == 5 {
-            let target = inlet_table_worker::data_file::FileTarget {
-                file_io: table.file_io().clone(),
-                schema: table.metadata().current_schema().clone(),
-                spec: table.metadata().default_partition_spec().clone(),
-                data_location: format!("{}/data", table.metadata().location()),
-            };
-            inlet_table_worker::position_delete::write(
-                &target,
-                "r5",
-                None,
-                vec![(first_path.clone(), 0)],
-                &Default::default(),
-            )
-            .await
-            .expect("deletes")
+            position_deletes(&file_target(&table), "r5", vec![(first_path.clone(), 0)]).await
         } else {
             Vec::new()
         };
@@ -633,22 +581,12 @@ async fn small_files_are_compacted_and_progress_is_kept() {
     let dir = tempfile::tempdir().expect("tempdir");
     let (c, ident, table) = append_table(&dir, "small").await;
     let round = |n: u64, files| Round {
-        commit_id: format!("small-{n}"),
-        schema: upsert_schema(),
         files,
-        delete_files: Vec::new(),
-        base: RoundBase::Latest,
-        id_columns: Vec::new(),
         offsets: BTreeMap::from([(0, 10 * n)]),
         watermark_ms: Some(n as i64),
         partition_watermarks: BTreeMap::from([(0, n as i64)]),
         timestamp_ms: 1_000 * n as i64,
-        partition_spec: None,
-        topic_id: None,
-        base_column_id: 0,
-        start_offsets: BTreeMap::new(),
-        epoch: None,
-        table_uuid: None,
+        ..common::plain_round(format!("small-{n}"), upsert_schema())
     };
     let mut expected = BTreeMap::new();
     let files = MIN_FILES as u64 + 4;
@@ -776,7 +714,6 @@ async fn small_files_are_compacted_and_progress_is_kept() {
 /// next round commits on top of the foreign one.
 #[tokio::test]
 async fn progress_survives_snapshots_that_other_engines_commit() {
-    use iceberg::transaction::{ApplyTransactionAction, Transaction};
     let dir = tempfile::tempdir().expect("tempdir");
     let embedded = embedded(&dir).await;
     let catalog = embedded.catalog.clone();
@@ -790,13 +727,7 @@ async fn progress_survives_snapshots_that_other_engines_commit() {
     for n in 0..2 {
         let table = c.load(&ident).await.expect("load").expect("table");
         let file = data_file(&table, &format!("foreign-{n}"), &[(100 + n, "theirs")]).await;
-        let tx = Transaction::new(&table);
-        let tx = tx
-            .fast_append()
-            .add_data_files([file])
-            .apply(tx)
-            .expect("apply");
-        tx.commit(&*catalog).await.expect("foreign commit");
+        foreign_append(&*catalog, &table, file).await;
     }
     let table = c.load(&ident).await.expect("load").expect("table");
     assert_eq!(table.metadata().snapshots().len(), 3);
@@ -922,22 +853,10 @@ async fn a_compaction_that_loses_a_race_deletes_only_its_own_files() {
         let file = data_file(&table, &format!("s{n}"), &borrowed).await;
         expected.extend(rows);
         let round = Round {
-            commit_id: format!("raced-{n}"),
-            schema: upsert_schema(),
             files: vec![file],
-            delete_files: Vec::new(),
-            base: RoundBase::Latest,
-            id_columns: Vec::new(),
             offsets: BTreeMap::from([(0, 10 * n)]),
-            watermark_ms: None,
-            partition_watermarks: BTreeMap::new(),
             timestamp_ms: 1_000 * n as i64,
-            partition_spec: None,
-            topic_id: None,
-            base_column_id: 0,
-            start_offsets: BTreeMap::new(),
-            epoch: None,
-            table_uuid: None,
+            ..common::plain_round(format!("raced-{n}"), upsert_schema())
         };
         c.commit(&ident, &round).await.expect("commit");
     }
@@ -1137,7 +1056,6 @@ async fn rounds_start_where_the_tables_progress_ends() {
 /// last round is not mistaken for such an expiry: the property's snapshot is still listed.
 #[tokio::test]
 async fn progress_outlives_an_expiry_of_every_snapshot_inlet_wrote() {
-    use iceberg::transaction::{ApplyTransactionAction, Transaction};
     let dir = tempfile::tempdir().expect("tempdir");
     let embedded = embedded(&dir).await;
     let catalog = embedded.catalog.clone();
@@ -1152,25 +1070,15 @@ async fn progress_outlives_an_expiry_of_every_snapshot_inlet_wrote() {
     // A foreign append, then an expiry of every snapshot but it.
     let table = c.load(&ident).await.expect("load").expect("table");
     let file = data_file(&table, "foreign", &[(7, "theirs")]).await;
-    let tx = Transaction::new(&table);
-    let tx = tx
-        .fast_append()
-        .add_data_files([file])
-        .apply(tx)
-        .expect("apply");
-    tx.commit(&*catalog).await.expect("foreign commit");
+    foreign_append(&*catalog, &table, file).await;
     let table = c.load(&ident).await.expect("load").expect("table");
     let foreign = table
         .metadata()
         .current_snapshot()
         .expect("current")
         .snapshot_id();
-    let inlets: Vec<i64> = table
-        .metadata()
-        .snapshots()
-        .map(|s| s.snapshot_id())
-        .filter(|id| *id != foreign)
-        .collect();
+    let snapshots = table.metadata().snapshots().map(|s| s.snapshot_id());
+    let inlets: Vec<i64> = snapshots.filter(|id| *id != foreign).collect();
     assert_eq!(inlets.len(), 2);
     target
         .commit(
@@ -1255,22 +1163,11 @@ async fn a_compaction_rebases_onto_a_round_that_landed_first() {
         .await
         .expect("create");
     let round = |n: u64, files| Round {
-        commit_id: format!("rebased-{n}"),
-        schema: upsert_schema(),
         files,
-        delete_files: Vec::new(),
-        base: RoundBase::Latest,
-        id_columns: Vec::new(),
         offsets: BTreeMap::from([(0, 10 * n)]),
         watermark_ms: Some(n as i64),
-        partition_watermarks: BTreeMap::new(),
         timestamp_ms: 1_000 * n as i64,
-        partition_spec: None,
-        topic_id: None,
-        base_column_id: 0,
-        start_offsets: BTreeMap::new(),
-        epoch: None,
-        table_uuid: None,
+        ..common::plain_round(format!("rebased-{n}"), upsert_schema())
     };
     let mut expected = BTreeMap::new();
     let files = MIN_FILES as u64;
@@ -1592,25 +1489,10 @@ async fn compaction_applies_position_deletes_and_carries_over_new_ones() {
         .create_with_ids_if_missing(&ident, &upsert_schema(), None, &["id".into()])
         .await
         .expect("create");
-    let target = inlet_table_worker::data_file::FileTarget {
-        file_io: table.file_io().clone(),
-        schema: table.metadata().current_schema().clone(),
-        spec: table.metadata().default_partition_spec().clone(),
-        data_location: format!("{}/data", table.metadata().location()),
-    };
+    let target = file_target(&table);
     let deletes = |prefix: &'static str, rows: Vec<(String, u64)>| {
         let target = target.clone();
-        async move {
-            inlet_table_worker::position_delete::write(
-                &target,
-                prefix,
-                None,
-                rows,
-                &Default::default(),
-            )
-            .await
-            .expect("deletes")
-        }
+        async move { position_deletes(&target, prefix, rows).await }
     };
     let upsert_round = |n: u64, files, delete_files| Round {
         schema: upsert_schema(),
@@ -1729,15 +1611,8 @@ async fn files_of_an_older_schema_are_decoded_into_the_current_one() {
     let dir = tempfile::tempdir().expect("tempdir");
     let (c, ident, table) = append_table(&dir, "evolved").await;
     let mut fields = upsert_schema().as_struct().fields().to_vec();
-    fields.push(Arc::new(NestedField::optional(
-        3,
-        "score",
-        Type::Primitive(PrimitiveType::Int),
-    )));
-    let wider = Schema::builder()
-        .with_fields(fields)
-        .build()
-        .expect("schema");
+    fields.push(field(3, "score", false, PrimitiveType::Int));
+    let wider = schema_of(fields);
     let mut expected = BTreeMap::new();
     for n in 1..=4u64 {
         let (schema, files) = if n < 4 {

@@ -7,13 +7,13 @@
 
 mod common;
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use async_trait::async_trait;
 use iceberg::table::Table;
 use iceberg::{Catalog, Namespace, NamespaceIdent, Result, TableCommit, TableCreation, TableIdent};
-use inlet_catalog::{CatalogConfig, CatalogKind, NodeCatalog};
+use inlet_catalog::{CatalogConfig, CatalogKind};
 use inlet_table_coordinator::commit::{Committer, Round};
 use tokio::sync::Mutex;
 
@@ -109,19 +109,8 @@ async fn rounds_commit_to_glue_and_a_stale_base_is_retried() {
         ..CatalogConfig::default()
     };
     let root = dir.path().to_string_lossy().into_owned();
-    let open = || async {
-        NodeCatalog::open(
-            &config,
-            "unused",
-            &root,
-            None,
-            std::sync::Arc::new(inlet_common::SystemClock),
-        )
-        .await
-        .expect("glue catalog")
-    };
-    let ours = open().await;
-    let theirs = open().await;
+    let ours = common::open_catalog(&config, &root).await;
+    let theirs = common::open_catalog(&config, &root).await;
     let catalog = Arc::new(RivalAfterLoad {
         inner: ours.catalog(),
         rival: Mutex::new(None),
@@ -152,24 +141,7 @@ async fn rounds_commit_to_glue_and_a_stale_base_is_retried() {
         .expect("commit after a lost race");
     assert!(catalog.rival.lock().await.is_none(), "the rival committed");
     let table = rival.load(&ident).await.expect("load").expect("exists");
-    let meta = table.metadata();
-    assert_eq!(meta.snapshots().len(), 3);
-    let current = meta.current_snapshot().expect("current");
-    assert_eq!(Some(current.snapshot_id()), third);
-    let parent = meta
-        .snapshot_by_id(current.parent_snapshot_id().expect("a parent"))
-        .expect("parent");
-    assert_eq!(
-        parent
-            .summary()
-            .additional_properties
-            .get("inlet.commit-id"),
-        Some(&"g-2".to_string())
-    );
-    assert_eq!(
-        Committer::committed(&table).offsets,
-        BTreeMap::from([(0, 30)])
-    );
+    common::assert_rebuilt_on_round_2(&table, third, "g");
     // Created, then rounds 1, 2 and 3: the lost attempt's metadata file was deleted.
     let metadata = files.join(&db).join("t").join("metadata");
     let count = std::fs::read_dir(&metadata)

@@ -17,14 +17,13 @@ mod support;
 
 use std::hint::black_box;
 use std::sync::Arc;
-use std::time::Duration;
 
 use arrow::datatypes::SchemaRef;
-use criterion::{criterion_group, criterion_main, Criterion, Throughput};
+use criterion::{criterion_group, criterion_main, Criterion};
 use inlet_schema_registry::protobuf::{decode_payload, parse, ProtoSchema};
 use inlet_table_worker::protobuf::{protobuf_to_iceberg, ProtobufConverter};
 use prost_reflect::{DynamicMessage, Value};
-use support::{best, Rng};
+use support::{Rng, Stage, StageBench};
 
 const RECORDS: usize = 100_000;
 const LEAVES: usize = 20;
@@ -129,37 +128,24 @@ fn bench(c: &mut Criterion) {
     let data = payloads(&schema);
     let bytes: usize = data.iter().map(Vec::len).sum();
     let (mut conv, target) = converter(&schema);
-    let mut group = c.benchmark_group("protobuf_arrow/flat");
-    group.throughput(Throughput::Bytes(bytes as u64));
-    group.sample_size(10);
-    group.measurement_time(Duration::from_secs(10));
-    group.bench_function("decode", |b| b.iter(|| decode_only(&schema, &data)));
-    group.bench_function("decode_convert", |b| {
-        b.iter(|| convert(&schema, &mut conv, &data))
-    });
-    group.bench_function("decode_convert_zstd_parquet", |b| {
-        b.iter(|| to_parquet(&schema, &mut conv, &target, &data))
-    });
-    group.finish();
-
-    let stages = vec![
-        (
-            "decode to DynamicMessage",
-            best(5, || decode_only(&schema, &data)),
-        ),
-        (
-            "decode + convert",
-            best(5, || convert(&schema, &mut conv, &data)),
-        ),
-        (
-            "decode + convert + zstd Parquet",
-            best(5, || {
-                to_parquet(&schema, &mut conv, &target, &data);
-            }),
-        ),
-    ];
-    support::report("protobuf flat", RECORDS, bytes, LEAVES, stages, || {
-        to_parquet(&schema, &mut conv, &target, &data)
+    let bench = StageBench {
+        group: "protobuf_arrow/flat",
+        title: "protobuf flat",
+        decode: "decode to DynamicMessage",
+        records: RECORDS,
+        input_bytes: bytes,
+        leaves: LEAVES,
+    };
+    bench.run(c, |stage| match stage {
+        Stage::Decode => {
+            decode_only(&schema, &data);
+            0
+        }
+        Stage::Convert => {
+            convert(&schema, &mut conv, &data);
+            0
+        }
+        Stage::Parquet => to_parquet(&schema, &mut conv, &target, &data),
     });
 }
 

@@ -6,11 +6,12 @@
 mod common;
 
 use std::collections::BTreeSet;
+use std::sync::Arc;
 
 use apache_avro::types::Value as Avro;
 use bytes::Bytes;
 use inlet_table_worker::check::{PayloadChecker, Side};
-use inlet_table_worker::job::{convert_range, JobSpec};
+use inlet_table_worker::job::convert_range;
 use inlet_table_worker::memory::MemoryPool;
 use proptest::prelude::*;
 
@@ -128,6 +129,34 @@ fn apply(datum: Vec<u8>, d: &Damage) -> Vec<u8> {
     out
 }
 
+/// A store and registry in a folder, [`SCHEMA`] registered there, and a checker.
+struct Setup {
+    store: Arc<inlet_storage::StreamStore>,
+    registry: Arc<inlet_schema_registry::Registry>,
+    /// [`SCHEMA`]'s id.
+    id: u32,
+    /// [`SCHEMA`] as the registry stores it.
+    stored: Arc<inlet_schema_registry::StoredSchema>,
+    /// [`SCHEMA`] parsed, to write payloads with.
+    writer: apache_avro::Schema,
+    checker: PayloadChecker,
+}
+
+async fn setup(dir: &tempfile::TempDir) -> Setup {
+    let (store, registry) = common::open(dir.path()).await;
+    let id = common::register_typed(&registry, "orders-value", SCHEMA, None).await;
+    let stored = registry.schema_by_id(id).await.expect("schema");
+    let writer = apache_avro::Schema::parse_str(SCHEMA).expect("schema");
+    Setup {
+        store,
+        registry,
+        id,
+        stored,
+        writer,
+        checker: PayloadChecker::new(),
+    }
+}
+
 fn runtime() -> tokio::runtime::Runtime {
     tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -144,12 +173,8 @@ proptest! {
     ) {
         runtime().block_on(async move {
             let dir = tempfile::tempdir().expect("dir");
-            let (store, registry) = common::open(dir.path()).await;
-            let id = common::register_typed(&registry, "orders-value", SCHEMA, None).await;
-            let stored = registry.schema_by_id(id).await.expect("schema");
-            let writer = apache_avro::Schema::parse_str(SCHEMA).expect("schema");
-            let checker = PayloadChecker::new();
-            let stream = store.create_stream("kafka/orders/0").await.expect("stream").id;
+            let Setup { store, registry, id, stored, writer, checker } = setup(&dir).await;
+            let stream = common::create_stream(&store, "kafka/orders/0").await;
             let mut refused = BTreeSet::new();
             let mut records = Vec::new();
             for (i, (d, n, text)) in cases.iter().enumerate() {
@@ -173,7 +198,7 @@ proptest! {
                 &store,
                 &pool,
                 &ctx,
-                JobSpec { partition: 0, stream, from: 0, until: None, max_input_bytes: 32 << 20 },
+                common::whole(stream, 32 << 20),
             )
             .await
             .expect("convert");
@@ -189,11 +214,12 @@ proptest! {
 fn a_truncated_string_is_refused_by_the_check() {
     runtime().block_on(async {
         let dir = tempfile::tempdir().expect("dir");
-        let (_store, registry) = common::open(dir.path()).await;
-        let id = common::register_typed(&registry, "orders-value", SCHEMA, None).await;
-        let stored = registry.schema_by_id(id).await.expect("schema");
-        let writer = apache_avro::Schema::parse_str(SCHEMA).expect("schema");
-        let checker = PayloadChecker::new();
+        let Setup {
+            stored,
+            writer,
+            checker,
+            ..
+        } = setup(&dir).await;
         let good = valid_datum(&writer, 0, "hello");
         checker
             .check(Side::Value, &stored, &good)

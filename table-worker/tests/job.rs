@@ -6,39 +6,35 @@
 
 mod common;
 
+use common::whole;
+
 use std::sync::Arc;
 
 use apache_avro::types::Value as AvroValue;
-use arrow::array::{Array, AsArray, RecordBatch};
+use arrow::array::{Array, AsArray};
 use arrow::datatypes::Int64Type;
 use bytes::Bytes;
 use inlet_schema_registry::framing;
 use inlet_storage::{StreamId, StreamStore};
 use inlet_table_worker::evolve::Change;
-use inlet_table_worker::job::{convert_range, JobSpec, TableContext, ValueType};
+use inlet_table_worker::job::{convert_range, JobOutput, JobSpec, TableContext, ValueType};
 use inlet_table_worker::memory::MemoryPool;
 use kafka_protocol::records::Compression;
 
 const V1: &str = r#"{"type":"record","name":"User","namespace":"t","fields":[{"name":"id","type":"long"},{"name":"name","type":"string"}]}"#;
 const V2: &str = r#"{"type":"record","name":"User","namespace":"t","fields":[{"name":"id","type":"long"},{"name":"name","type":"string"},{"name":"email","type":["null","string"],"default":null}]}"#;
 
-struct Fixture {
-    _dir: tempfile::TempDir,
-    store: Arc<StreamStore>,
-    registry: Arc<inlet_schema_registry::Registry>,
+/// What this file's tests add to the common fixture.
+struct Job {
     warehouse: String,
 }
 
+type Fixture = common::Fixture<Job>;
+
 async fn fixture() -> Fixture {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let (store, registry) = common::open(dir.path()).await;
-    let warehouse = format!("file://{}/warehouse", dir.path().display());
-    Fixture {
-        _dir: dir,
-        store,
-        registry,
-        warehouse,
-    }
+    let f = common::Fixture::open().await;
+    let warehouse = format!("file://{}/warehouse", f.dir.path().display());
+    f.with(Job { warehouse })
 }
 
 /// Appends `values` as one Kafka record batch, keyed `k0`, `k1`…
@@ -74,23 +70,55 @@ fn framed_user(schema_text: &str, id: u32, n: i64, email: Option<&str>) -> Bytes
     Bytes::from(framing::frame(id, &datum))
 }
 
+/// A fixture with the stream `kafka/<name>/0`.
+async fn fixture_and_stream(name: &str) -> (Fixture, StreamId) {
+    let f = fixture().await;
+    let stream = common::create_stream(&f.store, &format!("kafka/{name}/0")).await;
+    (f, stream)
+}
+
+/// Appends V1 users `users` (framed with schema `id`) to `stream` as one batch.
+async fn append_users(f: &Fixture, stream: StreamId, id: u32, users: std::ops::Range<i64>) {
+    let values: Vec<Option<Bytes>> = users.map(|n| Some(framed_user(V1, id, n, None))).collect();
+    append(&f.store, stream, &values).await;
+}
+
+/// Streams `kafka/<prefix><t>/0` for `t` in `0..count`, each holding one batch of `users` V1
+/// users (schema `id`).
+async fn user_streams(
+    f: &Fixture,
+    id: u32,
+    prefix: &str,
+    count: usize,
+    users: i64,
+) -> Vec<StreamId> {
+    let mut streams = Vec::new();
+    for t in 0..count {
+        let stream = common::create_stream(&f.store, &format!("kafka/{prefix}{t}/0")).await;
+        append_users(f, stream, id, 0..users).await;
+        streams.push(stream);
+    }
+    streams
+}
+
+/// A job over partition 3's `stream` from `from` (to `until`), reading up to 32 MiB.
+fn partition_3(stream: StreamId, from: u64, until: Option<u64>) -> JobSpec {
+    JobSpec {
+        partition: 3,
+        from,
+        until,
+        ..whole(stream, 32 << 20)
+    }
+}
+
 fn context(f: &Fixture, table: &str) -> TableContext {
     common::table_context(&f.registry, format!("{}/{table}/data", f.warehouse))
 }
 
-/// A job over all of partition 0's `stream`, reading up to `max_input_bytes`.
-fn whole(stream: StreamId, max_input_bytes: usize) -> JobSpec {
-    JobSpec {
-        partition: 0,
-        stream,
-        from: 0,
-        until: None,
-        max_input_bytes,
-    }
-}
-
-fn read_file(path: &str) -> Vec<RecordBatch> {
-    common::read_parquet(path)
+/// [`common::convert_whole`], which must succeed.
+async fn convert_whole(f: &Fixture, ctx: &TableContext, stream: StreamId) -> JobOutput {
+    let out = common::convert_whole(&f.store, ctx, stream).await;
+    out.expect("convert")
 }
 
 #[tokio::test]
@@ -98,16 +126,8 @@ async fn a_range_with_two_schema_versions_and_a_bad_record() {
     let f = fixture().await;
     let v1 = register(&f.registry, "users-value", V1).await;
     let v2 = register(&f.registry, "users-value", V2).await;
-    let stream = f
-        .store
-        .create_stream("kafka/users/0")
-        .await
-        .expect("stream")
-        .id;
-    let first: Vec<Option<Bytes>> = (0..10)
-        .map(|n| Some(framed_user(V1, v1, n, None)))
-        .collect();
-    append(&f.store, stream, &first).await;
+    let stream = common::create_stream(&f.store, "kafka/users/0").await;
+    append_users(&f, stream, v1, 0..10).await;
     append(&f.store, stream, &[Some(Bytes::from_static(b"not framed"))]).await;
     let second: Vec<Option<Bytes>> = (10..20)
         .map(|n| Some(framed_user(V2, v2, n, Some(&format!("u{n}@x")))))
@@ -120,20 +140,9 @@ async fn a_range_with_two_schema_versions_and_a_bad_record() {
         data_location: format!("{}/users_dlq/data", f.warehouse),
         ..ctx.target.clone()
     });
-    let out = convert_range(
-        &f.store,
-        &pool,
-        &ctx,
-        JobSpec {
-            partition: 3,
-            stream,
-            from: 0,
-            until: None,
-            max_input_bytes: 32 << 20,
-        },
-    )
-    .await
-    .expect("convert");
+    let out = convert_range(&f.store, &pool, &ctx, partition_3(stream, 0, None))
+        .await
+        .expect("convert");
     assert_eq!(out.next_offset, 21);
     assert_eq!(out.rows, 20);
     assert_eq!(out.dead_letters.len(), 1);
@@ -148,11 +157,7 @@ async fn a_range_with_two_schema_versions_and_a_bad_record() {
     assert!(out.schema.field_by_name("email").is_some());
     assert_eq!(pool.used(), 0, "the job returned its memory");
 
-    let batches: Vec<RecordBatch> = out
-        .data_files
-        .iter()
-        .flat_map(|d| read_file(d.file_path()))
-        .collect();
+    let batches = common::read_outputs(&out);
     let rows: usize = batches.iter().map(|b| b.num_rows()).sum();
     assert_eq!(rows, 20);
     let mut ids: Vec<i64> = Vec::new();
@@ -192,20 +197,9 @@ async fn a_range_with_two_schema_versions_and_a_bad_record() {
     .expect("table")
     .schema;
     ctx.schema = Some(v1_table);
-    let out = convert_range(
-        &f.store,
-        &pool,
-        &ctx,
-        JobSpec {
-            partition: 3,
-            stream,
-            from: 11,
-            until: Some(15),
-            max_input_bytes: 32 << 20,
-        },
-    )
-    .await
-    .expect("convert");
+    let out = convert_range(&f.store, &pool, &ctx, partition_3(stream, 11, Some(15)))
+        .await
+        .expect("convert");
     assert_eq!((out.next_offset, out.rows), (15, 4));
     assert!(
         matches!(&out.changes[..], [Change::AddColumn { path, .. }] if path == &["email"]),
@@ -220,20 +214,7 @@ async fn a_range_with_two_schema_versions_and_a_bad_record() {
 async fn a_hundred_table_topics_share_one_memory_budget() {
     let f = Arc::new(fixture().await);
     let id = register(&f.registry, "t-value", V1).await;
-    let mut streams = Vec::new();
-    for t in 0..100 {
-        let stream = f
-            .store
-            .create_stream(&format!("kafka/t{t}/0"))
-            .await
-            .expect("stream")
-            .id;
-        let values: Vec<Option<Bytes>> = (0..200)
-            .map(|n| Some(framed_user(V1, id, n, None)))
-            .collect();
-        append(&f.store, stream, &values).await;
-        streams.push(stream);
-    }
+    let streams = user_streams(&f, id, "t", 100, 200).await;
     let budget = 4 << 20;
     let pool = MemoryPool::new(budget);
     let rss_before = rss_bytes();
@@ -289,16 +270,12 @@ async fn the_worker_converts_full_partitions_early_and_tails_at_commit() {
     use inlet_table_worker::worker::{PartitionSource, Worker};
     let f = fixture().await;
     let id = register(&f.registry, "w-value", V1).await;
-    let busy = f.store.create_stream("kafka/w/0").await.expect("stream").id;
-    let quiet = f.store.create_stream("kafka/w/1").await.expect("stream").id;
+    let busy = common::create_stream(&f.store, "kafka/w/0").await;
+    let quiet = common::create_stream(&f.store, "kafka/w/1").await;
     for chunk in 0..10 {
-        let values: Vec<Option<Bytes>> = (0..50)
-            .map(|n| Some(framed_user(V1, id, chunk * 50 + n, None)))
-            .collect();
-        append(&f.store, busy, &values).await;
+        append_users(&f, busy, id, chunk * 50..chunk * 50 + 50).await;
     }
-    let values: Vec<Option<Bytes>> = (0..3).map(|n| Some(framed_user(V1, id, n, None))).collect();
-    append(&f.store, quiet, &values).await;
+    append_users(&f, quiet, id, 0..3).await;
 
     let worker = Worker::new(f.store.clone(), MemoryPool::new(16 << 20));
     let mut ctx = context(&f, "w");
@@ -401,18 +378,11 @@ async fn flatten_turns_nested_fields_into_columns() {
             Some(Bytes::from(framing::frame(id, &datum)))
         })
         .collect();
-    let stream = f.store.create_stream("kafka/p/0").await.expect("stream").id;
+    let stream = common::create_stream(&f.store, "kafka/p/0").await;
     append(&f.store, stream, &values).await;
     let mut ctx = context(&f, "p");
     ctx.transform = inlet_table_worker::transform::ValueTransform::Flatten;
-    let out = convert_range(
-        &f.store,
-        &MemoryPool::new(16 << 20),
-        &ctx,
-        whole(stream, 1 << 20),
-    )
-    .await
-    .expect("convert");
+    let out = convert_whole(&f, &ctx, stream).await;
     let names: Vec<_> = out
         .schema
         .as_struct()
@@ -421,11 +391,7 @@ async fn flatten_turns_nested_fields_into_columns() {
         .map(|f| f.name.clone())
         .collect();
     assert_eq!(names, vec!["id", "address_city", "address_zip", "_kafka"]);
-    let batches: Vec<RecordBatch> = out
-        .data_files
-        .iter()
-        .flat_map(|d| read_file(d.file_path()))
-        .collect();
+    let batches = common::read_outputs(&out);
     let b = &batches[0];
     let city = b
         .column_by_name("address_city")
@@ -444,22 +410,12 @@ async fn flatten_turns_nested_fields_into_columns() {
 async fn a_range_trimmed_by_retention_resumes_at_the_first_record_left() {
     let f = fixture().await;
     let id = register(&f.registry, "r-value", V1).await;
-    let stream = f.store.create_stream("kafka/r/0").await.expect("stream").id;
+    let stream = common::create_stream(&f.store, "kafka/r/0").await;
     for chunk in 0..2 {
-        let values: Vec<Option<Bytes>> = (0..10)
-            .map(|n| Some(framed_user(V1, id, chunk * 10 + n, None)))
-            .collect();
-        append(&f.store, stream, &values).await;
+        append_users(&f, stream, id, chunk * 10..chunk * 10 + 10).await;
     }
     f.store.trim(stream, 10).await.expect("trim");
-    let out = convert_range(
-        &f.store,
-        &MemoryPool::new(16 << 20),
-        &context(&f, "r"),
-        whole(stream, 1 << 20),
-    )
-    .await
-    .expect("convert");
+    let out = convert_whole(&f, &context(&f, "r"), stream).await;
     assert_eq!((out.rows, out.next_offset), (10, 20));
 }
 
@@ -481,26 +437,15 @@ async fn unframed_values_use_the_latest_schema_of_the_subject() {
             ))
         })
         .collect();
-    let stream = f.store.create_stream("kafka/u/0").await.expect("stream").id;
+    let stream = common::create_stream(&f.store, "kafka/u/0").await;
     append(&f.store, stream, &values).await;
     let mut ctx = context(&f, "u");
     ctx.value_type = ValueType::ByLatestSchema {
         subject: "u-value".into(),
     };
-    let out = convert_range(
-        &f.store,
-        &MemoryPool::new(16 << 20),
-        &ctx,
-        whole(stream, 1 << 20),
-    )
-    .await
-    .expect("convert");
+    let out = convert_whole(&f, &ctx, stream).await;
     assert_eq!(out.rows, 5, "{:?}", out.dead_letters);
-    let batches: Vec<RecordBatch> = out
-        .data_files
-        .iter()
-        .flat_map(|d| read_file(d.file_path()))
-        .collect();
+    let batches = common::read_outputs(&out);
     let names = batches[0]
         .column_by_name("name")
         .expect("name")
@@ -517,14 +462,8 @@ async fn unframed_values_use_the_latest_schema_of_the_subject() {
 #[tokio::test]
 async fn a_job_counts_what_its_records_hold_and_stops_inside_a_batch() {
     for compression in [Compression::Zstd, Compression::None] {
-        let f = fixture().await;
         let name = format!("tiny-{compression:?}");
-        let stream = f
-            .store
-            .create_stream(&format!("kafka/{name}/0"))
-            .await
-            .expect("stream")
-            .id;
+        let (f, stream) = fixture_and_stream(&name).await;
         // 100,000 records of one byte: ~8 MB as decoded records, over the 4 MiB a job holds
         // before it splits a batch.
         let per_batch = 100_000;
@@ -558,11 +497,8 @@ async fn a_job_counts_what_its_records_hold_and_stops_inside_a_batch() {
                 &pool,
                 &ctx,
                 JobSpec {
-                    partition: 0,
-                    stream,
                     from,
-                    until: None,
-                    max_input_bytes,
+                    ..whole(stream, max_input_bytes)
                 },
             )
             .await
@@ -593,14 +529,8 @@ async fn a_job_counts_what_its_records_hold_and_stops_inside_a_batch() {
 #[tokio::test]
 async fn rows_carry_create_time_or_the_brokers_log_append_time() {
     for compression in [Compression::None, Compression::Lz4] {
-        let f = fixture().await;
         let name = format!("stamped-{compression:?}");
-        let stream = f
-            .store
-            .create_stream(&format!("kafka/{name}/0"))
-            .await
-            .expect("stream")
-            .id;
+        let (f, stream) = fixture_and_stream(&name).await;
         let records: Vec<(Option<Bytes>, Option<Bytes>)> = (0..3)
             .map(|i| (None, Some(Bytes::from(format!("v{i}")))))
             .collect();
@@ -616,7 +546,7 @@ async fn rows_carry_create_time_or_the_brokers_log_append_time() {
             .expect("convert");
         assert_eq!(out.rows, 6);
         let mut micros: Vec<i64> = Vec::new();
-        for b in out.data_files.iter().flat_map(|d| read_file(d.file_path())) {
+        for b in common::read_outputs(&out) {
             let kafka = b.column_by_name("_kafka").expect("_kafka").as_struct();
             micros.extend(
                 kafka
@@ -648,21 +578,8 @@ async fn jobs_that_outgrow_their_reservations_at_once_never_deadlock() {
     let id = register(&f.registry, "grow-value", V1).await;
     let jobs_n = 8;
     let per_job = 4_000;
-    let mut streams = Vec::new();
-    for t in 0..jobs_n {
-        let stream = f
-            .store
-            .create_stream(&format!("kafka/grow{t}/0"))
-            .await
-            .expect("stream")
-            .id;
-        // One batch (a job never splits one under 4 MiB) whose records hold ~400 KiB decoded.
-        let values: Vec<Option<Bytes>> = (0..per_job)
-            .map(|n| Some(framed_user(V1, id, n, None)))
-            .collect();
-        append(&f.store, stream, &values).await;
-        streams.push(stream);
-    }
+    // One batch each (a job never splits one under 4 MiB) whose records hold ~400 KiB decoded.
+    let streams = user_streams(&f, id, "grow", jobs_n, per_job).await;
     // Eight first reservations of 128 KiB fill the 1 MiB pool; each job then needs several
     // times that.
     let budget = 1 << 20;
@@ -718,7 +635,7 @@ async fn records_of_a_schema_the_table_cannot_take_become_dead_letters() {
     let f = fixture().await;
     let ints = register(&f.registry, "m-value", INT).await;
     let doubles = register(&f.registry, "m-value", DOUBLE).await;
-    let stream = f.store.create_stream("kafka/m/0").await.expect("stream").id;
+    let stream = common::create_stream(&f.store, "kafka/m/0").await;
     let frame = |text: &str, id: u32, v: AvroValue| {
         let schema = apache_avro::Schema::parse_str(text).expect("schema");
         let datum = apache_avro::to_avro_datum(&schema, AvroValue::Record(vec![("n".into(), v)]))
@@ -766,12 +683,7 @@ async fn early_files_are_near_the_target_size_of_output() {
     use inlet_table_worker::worker::{PartitionSource, Worker};
     let f = fixture().await;
     let id = register(&f.registry, "sized-value", V1).await;
-    let stream = f
-        .store
-        .create_stream("kafka/sized/0")
-        .await
-        .expect("stream")
-        .id;
+    let stream = common::create_stream(&f.store, "kafka/sized/0").await;
     let schema = apache_avro::Schema::parse_str(V1).expect("schema");
     let mut offset = 0i64;
     for _ in 0..100 {
@@ -847,12 +759,7 @@ async fn thirty_two_backlogs_drain_at_once_within_a_small_pool() {
     let pad = "x".repeat(160);
     let mut streams = Vec::new();
     for t in 0..32 {
-        let stream = f
-            .store
-            .create_stream(&format!("kafka/b{t}/0"))
-            .await
-            .expect("stream")
-            .id;
+        let stream = common::create_stream(&f.store, &format!("kafka/b{t}/0")).await;
         for chunk in 0..8 {
             let records: Vec<(Option<Bytes>, Option<Bytes>)> = (0..1_000)
                 .map(|n| {

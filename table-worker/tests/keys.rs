@@ -7,44 +7,44 @@
 mod common;
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
 
 use apache_avro::types::Value as AvroValue;
 use arrow::array::{Array, ArrayRef, AsArray, RecordBatch};
 use arrow::datatypes::{Int32Type, Int64Type};
 use bytes::Bytes;
 use inlet_schema_registry::framing;
-use inlet_storage::StreamStore;
-use inlet_table_worker::job::{convert_range, JobOutput, JobSpec, TableContext, ValueType};
-use inlet_table_worker::memory::MemoryPool;
+use inlet_table_worker::job::{JobOutput, TableContext, ValueType};
 
 const VALUE: &str =
     r#"{"type":"record","name":"V","namespace":"t","fields":[{"name":"n","type":"long"}]}"#;
 const KEY_V1: &str = r#"{"type":"record","name":"K","namespace":"t","fields":[{"name":"id","type":"long"},{"name":"region","type":"string"}]}"#;
 const KEY_V2: &str = r#"{"type":"record","name":"K","namespace":"t","fields":[{"name":"id","type":"long"},{"name":"region","type":"string"},{"name":"zone","type":["null","int"],"default":null}]}"#;
 
-struct Fixture {
-    dir: tempfile::TempDir,
-    store: Arc<StreamStore>,
-    registry: Arc<inlet_schema_registry::Registry>,
+/// What this file's tests add to the common fixture: [`VALUE`]'s id.
+struct Keys {
     value_id: u32,
 }
 
+type Fixture = common::Fixture<Keys>;
+
 async fn fixture() -> Fixture {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let (store, registry) = common::open(dir.path()).await;
-    let value_id = common::register_typed(&registry, "t-value", VALUE, None).await;
-    Fixture {
-        dir,
-        store,
-        registry,
-        value_id,
-    }
+    let f = common::Fixture::open().await;
+    let value_id = common::register_typed(&f.registry, "t-value", VALUE, None).await;
+    f.with(Keys { value_id })
 }
 
 fn avro(schema: &str, value: AvroValue) -> Vec<u8> {
     let schema = apache_avro::Schema::parse_str(schema).expect("schema");
     apache_avro::to_avro_datum(&schema, value).expect("datum")
+}
+
+/// A key record's `id` and `region` (`r<id>`) fields.
+fn key_fields(id: i64) -> Vec<(String, AvroValue)> {
+    let region = AvroValue::String(format!("r{id}"));
+    vec![
+        ("id".into(), AvroValue::Long(id)),
+        ("region".into(), region),
+    ]
 }
 
 fn value(f: &Fixture, n: i64) -> Option<Bytes> {
@@ -72,37 +72,24 @@ async fn convert(
     ctx: &TableContext,
     records: &[(Option<Bytes>, Option<Bytes>)],
 ) -> (JobOutput, Vec<RecordBatch>) {
-    let stream = f
-        .store
-        .create_stream(&format!("kafka/t{}/0", rand_suffix()))
-        .await
-        .expect("stream")
-        .id;
+    let stream = common::create_stream(&f.store, &format!("kafka/t{}/0", rand_suffix())).await;
     // Two stored batches, so that rows cross a batch boundary.
     let (a, b) = records.split_at(records.len() / 2);
     for part in [a, b].into_iter().filter(|p| !p.is_empty()) {
         common::append_records(&f.store, stream, part).await;
     }
-    let out = convert_range(
-        &f.store,
-        &MemoryPool::new(16 << 20),
-        ctx,
-        JobSpec {
-            partition: 0,
-            stream,
-            from: 0,
-            until: None,
-            max_input_bytes: 1 << 20,
-        },
-    )
-    .await
-    .expect("convert");
-    let batches = out
-        .data_files
-        .iter()
-        .flat_map(|d| common::read_parquet(d.file_path()))
-        .collect();
+    let out = common::convert_whole(&f.store, ctx, stream).await;
+    let out = out.expect("convert");
+    let batches = common::read_outputs(&out);
     (out, batches)
+}
+
+/// A one-row struct key's `id` and `region`.
+fn id_and_region(k: &arrow::array::StructArray) -> (i64, String) {
+    let id = k.column_by_name("id").expect("id");
+    let region = k.column_by_name("region").expect("region");
+    let region = region.as_string::<i32>().value(0).to_string();
+    (id.as_primitive::<Int64Type>().value(0), region)
 }
 
 fn rand_suffix() -> u64 {
@@ -135,27 +122,14 @@ async fn avro_record_keys_become_a_struct_that_evolves() {
     let k1 = common::register_typed(&f.registry, "t-key", KEY_V1, None).await;
     let k2 = common::register_typed(&f.registry, "t-key", KEY_V2, None).await;
     let key_v1 = |id: i64| {
-        let d = avro(
-            KEY_V1,
-            AvroValue::Record(vec![
-                ("id".into(), AvroValue::Long(id)),
-                ("region".into(), AvroValue::String(format!("r{id}"))),
-            ]),
-        );
+        let d = avro(KEY_V1, AvroValue::Record(key_fields(id)));
         Some(Bytes::from(framing::frame(k1, &d)))
     };
     let key_v2 = |id: i64| {
-        let d = avro(
-            KEY_V2,
-            AvroValue::Record(vec![
-                ("id".into(), AvroValue::Long(id)),
-                ("region".into(), AvroValue::String(format!("r{id}"))),
-                (
-                    "zone".into(),
-                    AvroValue::Union(1, Box::new(AvroValue::Int(id as i32 * 10))),
-                ),
-            ]),
-        );
+        let mut fields = key_fields(id);
+        let zone = AvroValue::Union(1, Box::new(AvroValue::Int(id as i32 * 10)));
+        fields.push(("zone".into(), zone));
+        let d = avro(KEY_V2, AvroValue::Record(fields));
         Some(Bytes::from(framing::frame(k2, &d)))
     };
     let records = vec![
@@ -194,18 +168,9 @@ async fn avro_record_keys_become_a_struct_that_evolves() {
             let k = key.as_struct();
             let decoded = (!k.is_null(0)).then(|| {
                 let zone = k.column_by_name("zone").expect("zone");
-                (
-                    k.column_by_name("id")
-                        .expect("id")
-                        .as_primitive::<Int64Type>()
-                        .value(0),
-                    k.column_by_name("region")
-                        .expect("region")
-                        .as_string::<i32>()
-                        .value(0)
-                        .to_string(),
-                    (!zone.is_null(0)).then(|| zone.as_primitive::<Int32Type>().value(0)),
-                )
+                let (id, region) = id_and_region(k);
+                let zone = (!zone.is_null(0)).then(|| zone.as_primitive::<Int32Type>().value(0));
+                (id, region, zone)
             });
             (offset, decoded)
         })
@@ -322,19 +287,7 @@ async fn primitive_json_and_protobuf_keys() {
         .iter()
         .map(|(_, _, k)| {
             let k = k.as_struct();
-            (!k.is_null(0)).then(|| {
-                (
-                    k.column_by_name("id")
-                        .expect("id")
-                        .as_primitive::<Int64Type>()
-                        .value(0),
-                    k.column_by_name("region")
-                        .expect("region")
-                        .as_string::<i32>()
-                        .value(0)
-                        .to_string(),
-                )
-            })
+            (!k.is_null(0)).then(|| id_and_region(k))
         })
         .collect();
     assert_eq!(got, [Some((5, "eu".into())), None, Some((6, "us".into()))]);
@@ -417,7 +370,7 @@ async fn a_value_field_named_key_is_refused_when_keys_are_converted() {
         r#"{"type":"record","name":"C","fields":[{"name":"_key","type":"long"}]}"#,
         AvroValue::Record(vec![("_key".into(), AvroValue::Long(1))]),
     );
-    let stream = f.store.create_stream("kafka/c/0").await.expect("stream").id;
+    let stream = common::create_stream(&f.store, "kafka/c/0").await;
     common::append_records(
         &f.store,
         stream,
@@ -427,19 +380,8 @@ async fn a_value_field_named_key_is_refused_when_keys_are_converted() {
         )],
     )
     .await;
-    let err = convert_range(
-        &f.store,
-        &MemoryPool::new(16 << 20),
-        &context(&f, ValueType::String),
-        JobSpec {
-            partition: 0,
-            stream,
-            from: 0,
-            until: None,
-            max_input_bytes: 1 << 20,
-        },
-    )
-    .await
-    .expect_err("a clash");
+    let ctx = context(&f, ValueType::String);
+    let out = common::convert_whole(&f.store, &ctx, stream).await;
+    let err = out.expect_err("a clash");
     assert!(err.to_string().contains("_key"), "{err}");
 }

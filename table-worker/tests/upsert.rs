@@ -11,7 +11,6 @@
 mod common;
 
 use std::collections::{BTreeMap, HashMap, HashSet};
-use std::sync::Arc;
 
 use apache_avro::types::Value as AvroValue;
 use arrow::array::{AsArray, RecordBatch};
@@ -19,7 +18,7 @@ use arrow::datatypes::Int64Type;
 use bytes::Bytes;
 use iceberg::spec::{DataContentType, DataFile};
 use inlet_schema_registry::framing;
-use inlet_storage::{StreamId, StreamStore};
+use inlet_storage::StreamId;
 use inlet_table_worker::job::{JobOutput, TableContext, ValueType};
 use inlet_table_worker::memory::MemoryPool;
 use inlet_table_worker::pk_index::FileRef;
@@ -28,30 +27,24 @@ use inlet_table_worker::worker::{PartitionSource, Worker};
 
 const SCHEMA: &str = r#"{"type":"record","name":"Row","namespace":"t","fields":[{"name":"id","type":"long"},{"name":"name","type":"string"},{"name":"op","type":["null","string"],"default":null}]}"#;
 
-struct Fixture {
-    dir: tempfile::TempDir,
-    store: Arc<StreamStore>,
-    registry: Arc<inlet_schema_registry::Registry>,
+/// What this file's tests add to the common fixture: the stream `kafka/t/0`, and the id of
+/// the value schema.
+struct Upsert {
     stream: StreamId,
     schema_id: u32,
 }
+
+type Fixture = common::Fixture<Upsert>;
 
 async fn fixture() -> Fixture {
     fixture_with(SCHEMA).await
 }
 
 async fn fixture_with(schema: &str) -> Fixture {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let (store, registry) = common::open(dir.path()).await;
-    let schema_id = common::register_typed(&registry, "t-value", schema, None).await;
-    let stream = store.create_stream("kafka/t/0").await.expect("stream").id;
-    Fixture {
-        dir,
-        store,
-        registry,
-        stream,
-        schema_id,
-    }
+    let f = common::Fixture::open().await;
+    let schema_id = common::register_typed(&f.registry, "t-value", schema, None).await;
+    let stream = common::create_stream(&f.store, "kafka/t/0").await;
+    f.with(Upsert { stream, schema_id })
 }
 
 /// A record: id, name, and the CDC op (None: no op).
@@ -299,26 +292,12 @@ async fn an_index_past_its_budget_spills_and_stays_exact() {
     let ctx = context(&f, false, 1_000, "");
     worker.add_table_with_base("t", ctx, &source(&f, 0), LiveFiles::default());
     let mut table = Table::default();
-    append(&f, (0..500).map(|i| row(&f, i, "v1", None)).collect()).await;
-    round(&f, &worker, &mut table).await;
-    append(
-        &f,
-        (0..500)
-            .filter(|i| i % 2 == 0)
-            .map(|i| row(&f, i, "v2", None))
-            .collect(),
-    )
-    .await;
-    round(&f, &worker, &mut table).await;
-    append(
-        &f,
-        (0..500)
-            .filter(|i| i % 3 == 0)
-            .map(|i| row(&f, i, "v3", None))
-            .collect(),
-    )
-    .await;
-    round(&f, &worker, &mut table).await;
+    // Every key, then every second one, then every third one: a round each.
+    for (step, name) in [(1, "v1"), (2, "v2"), (3, "v3")] {
+        let ids = (0..500).filter(|i| i % step == 0);
+        append(&f, ids.map(|i| row(&f, i, name, None)).collect()).await;
+        round(&f, &worker, &mut table).await;
+    }
     let stats = worker
         .index_stats("t")
         .await

@@ -73,6 +73,16 @@ def result(future, what):
         raise Mismatch(f"{what}: failed with {e.args[0]}") from e
 
 
+def expect_refused(future, code, what):
+    """`future` must fail with the Kafka error `code` (the name of a KafkaError code)."""
+    try:
+        future.result(timeout=TIMEOUT)
+    except KafkaException as e:
+        check(e.args[0].code() == getattr(KafkaError, code), f"{what}: expected {code}, got {e.args[0]}")
+        return
+    raise Mismatch(f"{what} succeeded; expected {code}")
+
+
 def parse_list(value):
     inner = (value or "").strip()
     if inner.startswith("[") and inner.endswith("]"):
@@ -95,10 +105,14 @@ def describe_topic(admin, topic):
     return result(futures[resource], f"describe_configs({topic})")
 
 
-def incremental(admin, topic, entries, what):
-    resource = ConfigResource(ResourceType.TOPIC, topic, incremental_configs=entries)
+def incremental(admin, topic, name, value, op):
+    """One incremental change (`op`, an AlterConfigOpType) of the config `name` of `topic`;
+    returns the topic's configs after it."""
+    entry = ConfigEntry(name, value, incremental_operation=op)
+    resource = ConfigResource(ResourceType.TOPIC, topic, incremental_configs=[entry])
     futures = admin.incremental_alter_configs([resource], request_timeout=TIMEOUT)
-    result(futures[resource], what)
+    result(futures[resource], f"incremental_alter_configs {op.name} {name}")
+    return describe_topic(admin, topic)
 
 
 def admin_topics_and_configs(admin, servers):
@@ -118,15 +132,7 @@ def admin_topics_and_configs(admin, servers):
     log(f"created {topic} with 3 partitions")
 
     again = admin.create_topics([NewTopic(topic, num_partitions=1, replication_factor=1)])
-    try:
-        again[topic].result(timeout=TIMEOUT)
-        raise Mismatch(f"creating {topic} a second time succeeded; expected TOPIC_ALREADY_EXISTS")
-    except KafkaException as e:
-        code = e.args[0].code()
-        check(
-            code == KafkaError.TOPIC_ALREADY_EXISTS,
-            f"creating {topic} again: expected TOPIC_ALREADY_EXISTS, got {e.args[0]}",
-        )
+    expect_refused(again[topic], "TOPIC_ALREADY_EXISTS", f"creating {topic} a second time")
     log("a second create_topics is refused with TOPIC_ALREADY_EXISTS")
 
     configs = describe_topic(admin, topic)
@@ -139,13 +145,7 @@ def admin_topics_and_configs(admin, servers):
     check(configs["retention.ms"].is_default, "retention.ms was never set but is not the default")
     log(f"describe_configs: table.topic.enable=true, retention.ms default {default_retention!r}")
 
-    incremental(
-        admin,
-        topic,
-        [ConfigEntry("retention.ms", "3600000", incremental_operation=AlterConfigOpType.SET)],
-        "incremental_alter_configs SET retention.ms",
-    )
-    configs = describe_topic(admin, topic)
+    configs = incremental(admin, topic, "retention.ms", "3600000", AlterConfigOpType.SET)
     check(
         configs["retention.ms"].value == "3600000",
         f"after SET retention.ms=3600000 describe says {configs['retention.ms'].value!r}",
@@ -157,13 +157,7 @@ def admin_topics_and_configs(admin, servers):
     )
     log("incremental SET retention.ms=3600000 took effect; other configs kept")
 
-    incremental(
-        admin,
-        topic,
-        [ConfigEntry("retention.ms", None, incremental_operation=AlterConfigOpType.DELETE)],
-        "incremental_alter_configs DELETE retention.ms",
-    )
-    configs = describe_topic(admin, topic)
+    configs = incremental(admin, topic, "retention.ms", None, AlterConfigOpType.DELETE)
     check(configs["retention.ms"].is_default, "retention.ms after DELETE is not the default")
     check(
         configs["retention.ms"].value == default_retention,
@@ -172,13 +166,7 @@ def admin_topics_and_configs(admin, servers):
     )
     log("incremental DELETE retention.ms restored the default")
 
-    incremental(
-        admin,
-        topic,
-        [ConfigEntry("table.topic.id.columns", "tenant", incremental_operation=AlterConfigOpType.APPEND)],
-        "incremental_alter_configs APPEND table.topic.id.columns",
-    )
-    configs = describe_topic(admin, topic)
+    configs = incremental(admin, topic, "table.topic.id.columns", "tenant", AlterConfigOpType.APPEND)
     ids = parse_list(configs["table.topic.id.columns"].value)
     check(
         ids == ["id", "tenant"],
@@ -195,14 +183,8 @@ def admin_topics_and_configs(admin, servers):
             ConfigEntry("retention.ms", "5", incremental_operation=AlterConfigOpType.APPEND)
         ],
     )
-    try:
-        admin.incremental_alter_configs([resource])[resource].result(timeout=TIMEOUT)
-        raise Mismatch("APPEND to retention.ms (not a list) succeeded; expected INVALID_CONFIG")
-    except KafkaException as e:
-        check(
-            e.args[0].code() == KafkaError.INVALID_CONFIG,
-            f"APPEND to retention.ms: expected INVALID_CONFIG, got {e.args[0]}",
-        )
+    expect_refused(admin.incremental_alter_configs([resource])[resource], "INVALID_CONFIG",
+                   "APPEND to retention.ms (not a list)")
     log("APPEND to a non-list config is refused with INVALID_CONFIG")
 
     md = admin.list_topics(topic=topic, timeout=TIMEOUT)
@@ -493,14 +475,7 @@ def delete_records(admin, servers, topic, ends):
     # Deleting below the low watermark is a no-op; beyond the high watermark is OFFSET_OUT_OF_RANGE.
     futures = admin.delete_records([TopicPartition(topic, partition, end + 100)])
     (future,) = futures.values()
-    try:
-        future.result(timeout=TIMEOUT)
-        raise Mismatch("delete_records beyond the high watermark succeeded; expected OFFSET_OUT_OF_RANGE")
-    except KafkaException as e:
-        check(
-            e.args[0].code() == KafkaError.OFFSET_OUT_OF_RANGE,
-            f"delete_records beyond the end: expected OFFSET_OUT_OF_RANGE, got {e.args[0]}",
-        )
+    expect_refused(future, "OFFSET_OUT_OF_RANGE", "delete_records beyond the high watermark")
     log("delete_records beyond the high watermark is refused with OFFSET_OUT_OF_RANGE")
 
 

@@ -9,47 +9,26 @@ The extensions come from the duckdb-extension-* packages and are loaded from the
 is downloaded. Prints OK at the end; any failed check raises.
 """
 
-import glob
-import importlib.util
-import os
 import sys
 
 import duckdb
-import pyarrow as pa
+from duckdb_iceberg import EXTENSIONS, extension_file
 from pyiceberg.catalog import load_catalog
-from pyiceberg.types import StringType
+from inlet_clients import check_engine_table, check_shop_orders_appended, write_shop_orders
 
 URI = sys.argv[1]
-
-
-def extension_file(name):
-    """The extension file that the package duckdb-extension-NAME ships."""
-    spec = importlib.util.find_spec(f"duckdb_extension_{name}")
-    assert spec is not None and spec.origin, f"no package duckdb-extension-{name}"
-    pattern = os.path.join(os.path.dirname(spec.origin), "extensions", "*",
-                           f"{name}.duckdb_extension")
-    files = glob.glob(pattern)
-    assert len(files) == 1, (pattern, files)
-    return files[0]
 
 
 # pyiceberg writes shop.orders: two snapshots, the second after a schema change.
 catalog = load_catalog("inlet", type="rest", uri=URI)
 catalog.create_namespace("shop")
-schema = pa.schema([pa.field("id", pa.int64(), nullable=False), pa.field("amount", pa.float64())])
-orders = catalog.create_table("shop.orders", schema=schema)
-orders.append(pa.table({"id": [1, 2, 3], "amount": [1.5, 2.5, 3.5]}, schema=schema))
-with orders.update_schema() as update:
-    update.add_column("note", StringType())
-orders = catalog.load_table("shop.orders")
-orders.append(pa.table({"id": [4], "amount": [4.5], "note": ["late"]},
-                       schema=orders.schema().as_arrow()))
+orders = write_shop_orders(catalog)
 
 # DuckDB: no extension is installed or loaded from the network.
 con = duckdb.connect(config={"autoinstall_known_extensions": False,
                              "autoload_known_extensions": False})
 # The iceberg extension needs avro (manifests) and httpfs (the REST client) loaded first.
-for name in ["httpfs", "avro", "iceberg"]:
+for name in EXTENSIONS:
     con.execute(f"LOAD '{extension_file(name)}'")
 print("duckdb", duckdb.__version__)
 con.execute(f"ATTACH 'inlet' AS inlet (TYPE ICEBERG, ENDPOINT '{URI}', AUTHORIZATION_TYPE 'none')")
@@ -75,19 +54,9 @@ assert got == [(5, 17.5, 15)], got
 con.close()
 
 # pyiceberg reads what DuckDB wrote.
-events = catalog.load_table("duck.events")
-location = events.metadata.location
-assert location.startswith("file://") and "/objects/warehouse/" in location, location
-assert [f.name for f in events.schema().fields] == ["id", "name", "score"], events.schema()
-assert len(events.metadata.snapshots) == 2, events.metadata.snapshots
-rows = events.scan().to_arrow().sort_by("id").to_pylist()
-assert [r["id"] for r in rows] == [1, 2] + list(range(10, 20)), rows
-assert rows[0] == {"id": 1, "name": "a", "score": 0.5}, rows[0]
-assert rows[-1] == {"id": 19, "name": "r19", "score": 4.75}, rows[-1]
-orders = catalog.load_table("shop.orders")
-assert len(orders.metadata.snapshots) == 3, orders.metadata.snapshots
-rows = orders.scan().to_arrow().sort_by("id").to_pylist()
-assert [(r["id"], r["note"]) for r in rows] == [
-    (1, None), (2, None), (3, None), (4, "late"), (5, "duck")], rows
+location = check_engine_table(catalog, "duck.events", ["id", "name", "score"],
+                              {"id": 1, "name": "a", "score": 0.5},
+                              {"id": 19, "name": "r19", "score": 4.75})
+check_shop_orders_appended(catalog, "duck")
 print("location:", location)
 print("OK")

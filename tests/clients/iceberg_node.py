@@ -10,9 +10,8 @@ Prints OK at the end; any failed check raises.
 
 import sys
 
-import pyarrow as pa
+from inlet_clients import write_shop_orders
 from pyiceberg.catalog import load_catalog
-from pyiceberg.types import StringType
 
 URI, PHASE = sys.argv[1], sys.argv[2]
 catalog = load_catalog("inlet", type="rest", uri=URI)
@@ -21,14 +20,7 @@ if PHASE == "write":
     catalog.create_namespace("shop", {"owner": "ops", "tmp": "1"})
     summary = catalog.update_namespace_properties("shop", removals={"tmp"}, updates={"team": "t"})
     assert summary.removed == ["tmp"] and summary.updated == ["team"], summary
-    schema = pa.schema([pa.field("id", pa.int64(), nullable=False), pa.field("amount", pa.float64())])
-    table = catalog.create_table("shop.orders", schema=schema)
-    table.append(pa.table({"id": [1, 2, 3], "amount": [1.5, 2.5, 3.5]}, schema=schema))
-    with table.update_schema() as update:
-        update.add_column("note", StringType())
-    table = catalog.load_table("shop.orders")
-    table.append(pa.table({"id": [4], "amount": [4.5], "note": ["late"]},
-                          schema=table.schema().as_arrow()))
+    table = write_shop_orders(catalog)
     location = table.metadata.location
     assert (location.startswith("file://") and "/objects/warehouse/" in location) or (
         location.startswith("s3://") and "/warehouse/" in location), location

@@ -13,22 +13,14 @@ raises.
 import os
 import sys
 
-import pyarrow as pa
 from pyiceberg.catalog import load_catalog
-from pyiceberg.types import StringType
+from inlet_clients import check_engine_table, check_shop_orders_appended, write_shop_orders
 
 URI = sys.argv[1]
 # pyiceberg writes shop.orders: two snapshots, the second after a schema change.
 catalog = load_catalog("inlet", type="rest", uri=URI)
 catalog.create_namespace("shop")
-schema = pa.schema([pa.field("id", pa.int64(), nullable=False), pa.field("amount", pa.float64())])
-orders = catalog.create_table("shop.orders", schema=schema)
-orders.append(pa.table({"id": [1, 2, 3], "amount": [1.5, 2.5, 3.5]}, schema=schema))
-with orders.update_schema() as update:
-    update.add_column("note", StringType())
-orders = catalog.load_table("shop.orders")
-orders.append(pa.table({"id": [4], "amount": [4.5], "note": ["late"]},
-                       schema=orders.schema().as_arrow()))
+orders = write_shop_orders(catalog)
 
 # Spark: one local session (spark_session.py, beside this script).
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -69,19 +61,9 @@ finally:
     spark_session.stop(spark)
 
 # pyiceberg reads what Spark wrote.
-clicks = catalog.load_table("spark.clicks")
-location = clicks.metadata.location
-assert location.startswith("file://") and "/objects/warehouse/" in location, location
-assert [f.name for f in clicks.schema().fields] == ["id", "page", "ms", "referrer"], clicks.schema()
-assert len(clicks.metadata.snapshots) == 2, clicks.metadata.snapshots
-got = clicks.scan().to_arrow().sort_by("id").to_pylist()
-assert [r["id"] for r in got] == [1, 2] + list(range(10, 20)), got
-assert got[0] == {"id": 1, "page": "home", "ms": 1.5, "referrer": None}, got[0]
-assert got[-1] == {"id": 19, "page": "p19", "ms": 9.5, "referrer": "ad"}, got[-1]
-orders = catalog.load_table("shop.orders")
-assert len(orders.metadata.snapshots) == 3, orders.metadata.snapshots
-got = orders.scan().to_arrow().sort_by("id").to_pylist()
-assert [(r["id"], r["note"]) for r in got] == [
-    (1, None), (2, None), (3, None), (4, "late"), (5, "spark")], got
+location = check_engine_table(catalog, "spark.clicks", ["id", "page", "ms", "referrer"],
+                              {"id": 1, "page": "home", "ms": 1.5, "referrer": None},
+                              {"id": 19, "page": "p19", "ms": 9.5, "referrer": "ad"})
+check_shop_orders_appended(catalog, "spark")
 print("location:", location)
 print("OK")

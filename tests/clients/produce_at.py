@@ -4,23 +4,16 @@ Usage: produce_at.py BOOTSTRAP REGISTRY_URL TOPIC ID TIMESTAMP_MS
 """
 
 import decimal
-import json
 import sys
 
 from confluent_kafka import Producer
 from confluent_kafka.schema_registry import SchemaRegistryClient
 from confluent_kafka.schema_registry.avro import AvroSerializer
 from confluent_kafka.serialization import MessageField, SerializationContext
+from inlet_clients import ORDER_SCHEMA
 
 bootstrap, registry_url, topic, ident, ts = sys.argv[1:6]
-SCHEMA = json.dumps({"type": "record", "name": "Order", "namespace": "shop", "fields": [
-    {"name": "id", "type": "long"},
-    {"name": "customer", "type": {"type": "record", "name": "Customer", "fields": [
-        {"name": "name", "type": "string"}, {"name": "vip", "type": "boolean"}]}},
-    {"name": "amount", "type": {"type": "bytes", "logicalType": "decimal", "precision": 9, "scale": 2}},
-    {"name": "at", "type": {"type": "long", "logicalType": "timestamp-millis"}},
-]})
-ser = AvroSerializer(SchemaRegistryClient({"url": registry_url}), SCHEMA)
+ser = AvroSerializer(SchemaRegistryClient({"url": registry_url}), ORDER_SCHEMA)
 value = {"id": int(ident), "customer": {"name": "late", "vip": False},
          "amount": decimal.Decimal("1.00"), "at": int(ts)}
 p = Producer({"bootstrap.servers": bootstrap})

@@ -9,10 +9,10 @@ the first mismatch.
 
 import sys
 
-from confluent_kafka.schema_registry import Schema, SchemaRegistryClient
+from confluent_kafka.schema_registry import Schema
 from confluent_kafka.schema_registry.avro import AvroDeserializer, AvroSerializer
-from confluent_kafka.schema_registry.error import SchemaRegistryError
 from confluent_kafka.serialization import MessageField, SerializationContext
+from inlet_clients import check, expect_error, registry_client
 
 URL = sys.argv[1]
 
@@ -26,25 +26,8 @@ INCOMPATIBLE = """{"type": "record", "name": "User", "namespace": "inlet.test",
             {"name": "age", "type": "int"}]}"""
 
 
-def check(cond, what):
-    if not cond:
-        raise SystemExit(f"FAILED: {what}")
-    print(f"ok: {what}")
-
-
-def expect_error(fn, status, code, what):
-    try:
-        fn()
-    except SchemaRegistryError as e:
-        check(e.http_status_code == status and e.error_code == code,
-              f"{what} -> {e.http_status_code}/{e.error_code} ({e.error_message})")
-        return
-    raise SystemExit(f"FAILED: {what} did not raise")
-
-
 def client():
-    # A fresh client: no cached answers.
-    return SchemaRegistryClient({"url": URL})
+    return registry_client(URL)
 
 
 sr = client()

@@ -22,11 +22,11 @@ import sys
 
 from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
 
-from confluent_kafka.schema_registry import Schema, SchemaRegistryClient
-from confluent_kafka.schema_registry.error import SchemaRegistryError
+from confluent_kafka.schema_registry import Schema
 from confluent_kafka.schema_registry.json_schema import JSONDeserializer, JSONSerializer
 from confluent_kafka.schema_registry.protobuf import ProtobufDeserializer, ProtobufSerializer
 from confluent_kafka.serialization import MessageField, SerializationContext
+from inlet_clients import check, expect_error, registry_client
 
 URL = sys.argv[1]
 PHASE = sys.argv[2]
@@ -35,25 +35,8 @@ STATE = sys.argv[3]
 F = descriptor_pb2.FieldDescriptorProto
 
 
-def check(cond, what):
-    if not cond:
-        raise SystemExit(f"FAILED: {what}")
-    print(f"ok: {what}")
-
-
-def expect_error(fn, status, code, what):
-    try:
-        fn()
-    except SchemaRegistryError as e:
-        check(e.http_status_code == status and e.error_code == code,
-              f"{what} -> {e.http_status_code}/{e.error_code} ({e.error_message})")
-        return
-    raise SystemExit(f"FAILED: {what} did not raise")
-
-
 def client():
-    # A fresh client: no cached answers.
-    return SchemaRegistryClient({"url": URL})
+    return registry_client(URL)
 
 
 def field(msg, name, number, ftype, type_name=None, label=F.LABEL_OPTIONAL):
@@ -108,29 +91,24 @@ message Refund {
 # Field 1 changes from int64 to string: not wire compatible.
 ORDER_PROTO_BAD = ORDER_PROTO_V2.replace("int64 id = 1;", "string id = 1;")
 
-JSON_V1 = json.dumps({
-    "$schema": "http://json-schema.org/draft-07/schema#",
-    "title": "Payment", "type": "object", "additionalProperties": False,
-    "properties": {"id": {"type": "integer"}, "amount": {"type": "number"},
-                   "currency": {"type": "string"}},
-    "required": ["id", "amount"],
-})
+def payment_schema(id_type="integer", **more):
+    """The JSON Schema of a closed Payment object: `id` of `id_type`, `amount`, `currency`, and
+    `more` optional properties (name: type)."""
+    properties = {"id": {"type": id_type}, "amount": {"type": "number"}, "currency": {"type": "string"}}
+    properties.update({name: {"type": t} for name, t in more.items()})
+    return json.dumps({
+        "$schema": "http://json-schema.org/draft-07/schema#",
+        "title": "Payment", "type": "object", "additionalProperties": False,
+        "properties": properties,
+        "required": ["id", "amount"],
+    })
+
+
+JSON_V1 = payment_schema()
 # Adds an optional property to the closed content model: readers of v2 read v1 data.
-JSON_V2 = json.dumps({
-    "$schema": "http://json-schema.org/draft-07/schema#",
-    "title": "Payment", "type": "object", "additionalProperties": False,
-    "properties": {"id": {"type": "integer"}, "amount": {"type": "number"},
-                   "currency": {"type": "string"}, "memo": {"type": "string"}},
-    "required": ["id", "amount"],
-})
+JSON_V2 = payment_schema(memo="string")
 # `id` becomes a string: old data does not validate.
-JSON_BAD = json.dumps({
-    "$schema": "http://json-schema.org/draft-07/schema#",
-    "title": "Payment", "type": "object", "additionalProperties": False,
-    "properties": {"id": {"type": "string"}, "amount": {"type": "number"},
-                   "currency": {"type": "string"}},
-    "required": ["id", "amount"],
-})
+JSON_BAD = payment_schema(id_type="string")
 
 Order, Refund, Money = proto_classes()
 orders_ctx = SerializationContext("orders", MessageField.VALUE)

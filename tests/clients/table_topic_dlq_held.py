@@ -15,42 +15,23 @@ mismatch.
 """
 
 import json
-import sys
 import time
 import urllib.request
 
 from confluent_kafka import Producer
-from confluent_kafka.admin import AdminClient, NewTopic
-from confluent_kafka.schema_registry import SchemaRegistryClient
-from confluent_kafka.schema_registry.avro import AvroSerializer
-from confluent_kafka.serialization import MessageField, SerializationContext
-from pyiceberg.catalog import load_catalog
+from inlet_clients import create_table_topic, id_schema, produce_ids, run_phase_args, table_topic_clients
 from table_wait import wait_for_rows
 
-bootstrap, registry_url, iceberg_uri, phase = sys.argv[1:5]
-assert phase == "run", phase
+bootstrap, registry_url, iceberg_uri = run_phase_args()
 TOPIC = "held"
 STATUS = iceberg_uri.rsplit("/iceberg", 1)[0] + f"/v1/tables/default/{TOPIC}"
-SCHEMA = json.dumps({"type": "record", "name": "H", "namespace": "held",
-                     "fields": [{"name": "id", "type": "long"}]})
-
-catalog = load_catalog("inlet", type="rest", uri=iceberg_uri)
-admin = AdminClient({"bootstrap.servers": bootstrap})
-admin.create_topics([NewTopic(TOPIC, num_partitions=1, replication_factor=1, config={
-    "table.topic.enable": "true", "table.topic.commit.interval.ms": "1000",
-    "table.topic.errors.tolerance": "all"})])[TOPIC].result(30)
-ser = AvroSerializer(SchemaRegistryClient({"url": registry_url}), SCHEMA)
+catalog, admin, ser = table_topic_clients(bootstrap, registry_url, iceberg_uri, id_schema("H", "held"))
+create_table_topic(admin, TOPIC, 1, {"table.topic.errors.tolerance": "all"})
 producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 0})
 
 
 def produce(good, bad=True):
-    failed = []
-    for i in good:
-        value = ser({"id": i}, SerializationContext(TOPIC, MessageField.VALUE))
-        producer.produce(TOPIC, value=value, on_delivery=lambda err, _m: err and failed.append(err))
-    if bad:
-        producer.produce(TOPIC, value=b"not framed", on_delivery=lambda err, _m: err and failed.append(err))
-    assert producer.flush(30) == 0 and not failed, failed
+    produce_ids(producer, ser, TOPIC, good, bad=bad)
 
 
 def status():

@@ -25,17 +25,12 @@ from pyiceberg.catalog import load_catalog
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import duckdb_iceberg  # noqa: E402
+from inlet_clients import ORDER_SCHEMA, wait_for_table  # noqa: E402
 
 bootstrap, registry_url, iceberg_uri, phase = sys.argv[1:5]
 TOPIC = "orders"
 
-V1 = json.dumps({"type": "record", "name": "Order", "namespace": "shop", "fields": [
-    {"name": "id", "type": "long"},
-    {"name": "customer", "type": {"type": "record", "name": "Customer", "fields": [
-        {"name": "name", "type": "string"}, {"name": "vip", "type": "boolean"}]}},
-    {"name": "amount", "type": {"type": "bytes", "logicalType": "decimal", "precision": 9, "scale": 2}},
-    {"name": "at", "type": {"type": "long", "logicalType": "timestamp-millis"}},
-]})
+V1 = ORDER_SCHEMA
 V2 = json.loads(V1)
 V2["fields"].append({"name": "note", "type": ["null", "string"], "default": None})
 V2 = json.dumps(V2)
@@ -63,19 +58,8 @@ def produce(schema, ids, extra=None):
 catalog = load_catalog("inlet", type="rest", uri=iceberg_uri)
 
 
-def wait_for_rows(n, timeout=90):
-    deadline = time.time() + timeout
-    rows = []
-    while time.time() < deadline:
-        try:
-            table = catalog.load_table(f"default.{TOPIC}")
-            rows = table.scan().to_arrow().to_pylist()
-            if len(rows) >= n:
-                return table, rows
-        except Exception as e:  # the table appears with the first commit
-            last = e
-        time.sleep(0.5)
-    raise AssertionError(f"the table did not reach {n} rows in {timeout}s: {len(rows)} rows")
+def wait_for_rows(n):
+    return wait_for_table(catalog, f"default.{TOPIC}", n)
 
 
 if phase == "after-restart":

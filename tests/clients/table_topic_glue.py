@@ -14,31 +14,22 @@ check:N: waits until the table holds records 0..N exactly once (record i went to
 i % 2), with the snapshot's committed offsets matching. Prints OK at the end; raises on a mismatch.
 """
 
-import json
 import os
 import sys
 import time
 
 import boto3
 import pyarrow as pa
-from confluent_kafka import Producer
-from confluent_kafka.admin import AdminClient, NewTopic
-from confluent_kafka.schema_registry import SchemaRegistryClient
-from confluent_kafka.schema_registry.avro import AvroSerializer
-from confluent_kafka.serialization import MessageField, SerializationContext
+from confluent_kafka.admin import AdminClient
 from pyiceberg.catalog import load_catalog
+from inlet_clients import check_clicks, create_table_topic, produce_clicks, wait_for_table
 
 bootstrap, registry_url, endpoint, warehouse, node_uri, ns, phase = sys.argv[1:8]
 TOPIC = f"{ns}_clicks"
 REGION = "us-east-1"
-SCHEMA = json.dumps({"type": "record", "name": "Click", "fields": [
-    {"name": "id", "type": "long"}, {"name": "page", "type": "string"}]})
 
 if phase == "first":
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    admin.create_topics([NewTopic(TOPIC, num_partitions=2, replication_factor=1, config={
-        "table.topic.enable": "true", "table.topic.commit.interval.ms": "1000",
-        "table.topic.namespace": ns})])[TOPIC].result(30)
+    create_table_topic(AdminClient({"bootstrap.servers": bootstrap}), TOPIC, 2, {"table.topic.namespace": ns})
     ids = range(20)
 elif phase.startswith("produce:"):
     _, first, last = phase.split(":")
@@ -47,13 +38,7 @@ else:
     ids = range(0)
 
 if ids:
-    registry = SchemaRegistryClient({"url": registry_url})
-    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5, "acks": "all"})
-    ser = AvroSerializer(registry, SCHEMA)
-    for i in ids:
-        producer.produce(TOPIC, key=str(i).encode(), partition=i % 2,
-                         value=ser({"id": i, "page": f"/p{i}"}, SerializationContext(TOPIC, MessageField.VALUE)))
-    assert producer.flush(30) == 0, "records left unacknowledged"
+    produce_clicks(bootstrap, registry_url, TOPIC, ids, {"acks": "all"})
 if phase.startswith("produce:"):
     print("OK")
     sys.exit(0)
@@ -78,43 +63,21 @@ glue = load_catalog("glue", **{
 node = load_catalog("node", type="rest", uri=node_uri)
 
 
-def wait_for_rows(catalog, n, timeout=90):
-    deadline = time.time() + timeout
-    rows, last = [], None
-    while time.time() < deadline:
-        try:
-            table = catalog.load_table(f"{ns}.{TOPIC}")
-            rows = table.scan().to_arrow().to_pylist()
-            if len(rows) >= n:
-                return table, rows
-        except Exception as e:  # the table appears with the first commit
-            last = e
-        time.sleep(0.5)
-    raise AssertionError(f"the table did not reach {n} rows in {timeout}s: {len(rows)} rows ({last})")
+def wait_for_rows(catalog, n):
+    return wait_for_table(catalog, f"{ns}.{TOPIC}", n)
 
 
 if phase.startswith("check:"):
     # A record committed twice would show up as more than N rows.
     n = int(phase.split(":")[1])
-    table, rows = wait_for_rows(glue, n)
+    wait_for_rows(glue, n)
     time.sleep(2)  # a duplicate commit would land by now
-    table, rows = wait_for_rows(glue, n)
-    assert sorted(r["id"] for r in rows) == list(range(n)), sorted(r["id"] for r in rows)
-    offsets = {(r["_kafka"]["partition"], r["_kafka"]["offset"]) for r in rows}
-    assert offsets == {(i % 2, i // 2) for i in range(n)}, offsets
-    committed = json.loads(table.metadata.current_snapshot().summary["inlet.offsets"])
-    expected = {str(p): sum(1 for i in range(n) if i % 2 == p) for p in (0, 1)}
-    assert committed == expected, (committed, expected)
+    check_clicks(*wait_for_rows(glue, n), n)
     print("OK")
     sys.exit(0)
 
 table, rows = wait_for_rows(glue, 20)
-assert sorted(r["id"] for r in rows) == list(range(20)), sorted(r["id"] for r in rows)
-assert {r["id"]: r["page"] for r in rows} == {i: f"/p{i}" for i in range(20)}
-offsets = {(r["_kafka"]["partition"], r["_kafka"]["offset"]) for r in rows}
-assert offsets == {(i % 2, i // 2) for i in range(20)}, offsets
-summary = table.metadata.current_snapshot().summary
-assert json.loads(summary["inlet.offsets"]) == {"0": 10, "1": 10}, summary
+summary = check_clicks(table, rows, 20)
 assert summary["inlet.commit-id"], summary
 assert (ns,) in glue.list_namespaces(), glue.list_namespaces()
 assert table.metadata_location.startswith(warehouse + "/"), (table.metadata_location, warehouse)

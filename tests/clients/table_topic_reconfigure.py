@@ -14,40 +14,22 @@ good (or two coordinators committed rounds of the same ranges). Prints OK at the
 on a mismatch.
 """
 
-import json
-import sys
 import time
 
 from confluent_kafka import Producer
-from confluent_kafka.admin import (AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource,
-                                   NewPartitions, NewTopic, ResourceType)
-from confluent_kafka.schema_registry import SchemaRegistryClient
-from confluent_kafka.schema_registry.avro import AvroSerializer
-from confluent_kafka.serialization import MessageField, SerializationContext
-from pyiceberg.catalog import load_catalog
+from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource, NewPartitions, ResourceType
+from inlet_clients import create_table_topic, id_schema, produce_ids, run_phase_args, table_topic_clients
 from table_wait import inlet_progress
 
-bootstrap, registry_url, iceberg_uri, phase = sys.argv[1:5]
-assert phase == "run", phase
+bootstrap, registry_url, iceberg_uri = run_phase_args()
 TOPIC = "moving"
-SCHEMA = json.dumps({"type": "record", "name": "Move", "namespace": "moving", "fields": [
-    {"name": "id", "type": "long"},
-]})
-
-catalog = load_catalog("inlet", type="rest", uri=iceberg_uri)
-admin = AdminClient({"bootstrap.servers": bootstrap})
+catalog, admin, ser = table_topic_clients(bootstrap, registry_url, iceberg_uri, id_schema("Move", "moving"))
 producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5, "enable.idempotence": True,
                      "topic.metadata.refresh.interval.ms": 500})
-ser = AvroSerializer(SchemaRegistryClient({"url": registry_url}), SCHEMA)
 
 
 def produce(ids):
-    failed = []
-    for i in ids:
-        value = ser({"id": i}, SerializationContext(TOPIC, MessageField.VALUE))
-        producer.produce(TOPIC, key=str(i).encode(), value=value,
-                         on_delivery=lambda err, _m: err and failed.append(err))
-    assert producer.flush(30) == 0 and not failed, failed
+    produce_ids(producer, ser, TOPIC, ids, keyed=True)
 
 
 def set_interval(ms):
@@ -66,8 +48,7 @@ def progress():
         return 0
 
 
-admin.create_topics([NewTopic(TOPIC, num_partitions=3, replication_factor=1, config={
-    "table.topic.enable": "true", "table.topic.commit.interval.ms": "1000"})])[TOPIC].result(30)
+create_table_topic(admin, TOPIC, 3)
 for chunk in range(6):
     produce(range(chunk * 100, chunk * 100 + 100))
     if chunk == 2:

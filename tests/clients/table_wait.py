@@ -17,34 +17,35 @@ def inlet_progress(table):
     return 0
 
 
-def wait_for_rows(catalog, table, n, timeout=120):
-    """The rows of `default.<table>` once it holds at least `n`; raises after `timeout` s."""
+def _wait(catalog, table, n, timeout, read, count):
+    """`read(t)` of the table `default.<table>` once `count` of it is at least `n`; None after
+    `timeout` s, with the last count (or error) seen."""
     deadline = time.time() + timeout
     seen = None
     while time.time() < deadline:
         try:
-            rows = catalog.load_table(f"default.{table}").scan().to_arrow()
-            seen = len(rows)
+            got = read(catalog.load_table(f"default.{table}"))
+            seen = count(got)
             if seen >= n:
-                return rows
+                return got, seen
         except Exception as e:  # the table appears with its first commit
             seen = e
         time.sleep(0.25)
-    raise AssertionError(f"{table}: {n} rows did not appear in {timeout}s: {seen}")
+    return None, seen
+
+
+def wait_for_rows(catalog, table, n, timeout=120):
+    """The rows of `default.<table>` once it holds at least `n`; raises after `timeout` s."""
+    rows, seen = _wait(catalog, table, n, timeout, lambda t: t.scan().to_arrow(), len)
+    if rows is None:
+        raise AssertionError(f"{table}: {n} rows did not appear in {timeout}s: {seen}")
+    return rows
 
 
 def wait_for_progress(catalog, table, n, timeout=120):
     """`default.<table>` once Inlet's progress in its history covers `n` records; raises
     after `timeout` s."""
-    deadline = time.time() + timeout
-    seen = None
-    while time.time() < deadline:
-        try:
-            t = catalog.load_table(f"default.{table}")
-            seen = inlet_progress(t)
-            if seen >= n:
-                return t
-        except Exception as e:  # the table appears with its first commit
-            seen = e
-        time.sleep(0.25)
-    raise AssertionError(f"Inlet's progress did not reach {n} records in {timeout}s: {seen}")
+    t, seen = _wait(catalog, table, n, timeout, lambda t: t, inlet_progress)
+    if t is None:
+        raise AssertionError(f"Inlet's progress did not reach {n} records in {timeout}s: {seen}")
+    return t

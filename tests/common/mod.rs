@@ -140,3 +140,199 @@ pub(crate) fn fresh_postgres_database(url: &str) -> String {
         .expect("runtime")
         .block_on(inlet_test_support::fresh_postgres_database(url))
 }
+
+/// A node started in a new temporary directory, with extra `serve` arguments. Keep the
+/// directory (first) as long as the node: `let (_dir, node) = temp_node(&[]);`.
+pub(crate) fn temp_node(extra: &[&str]) -> (tempfile::TempDir, Node) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let node = Node::start(dir.path(), extra);
+    (dir, node)
+}
+
+/// The node's base URL over HTTP.
+pub(crate) fn http_url(node: &Node) -> String {
+    format!("http://{}", node.http)
+}
+
+/// The node's schema registry URL.
+pub(crate) fn registry_url(node: &Node) -> String {
+    format!("http://{}", node.registry)
+}
+
+/// The node's Iceberg REST catalog URI.
+pub(crate) fn iceberg_uri(node: &Node) -> String {
+    format!("http://{}/iceberg", node.http)
+}
+
+/// `inlet ARGS`: it must exit 0 (else the test fails with its stderr); returns its stdout.
+pub(crate) fn inlet_ok(args: &[&str]) -> Vec<u8> {
+    let out = Command::new(INLET).args(args).output().expect("inlet runs");
+    assert!(
+        out.status.success(),
+        "inlet {args:?} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out.stdout
+}
+
+/// `inlet query --format FORMAT SQL` against `node`'s server: it must exit 0; returns what it
+/// printed, trimmed.
+pub(crate) fn inlet_query(node: &Node, format: &str, sql: &str) -> String {
+    let server = http_url(node);
+    let out = inlet_ok(&["query", "--server", &server, "--format", format, sql]);
+    String::from_utf8_lossy(&out).trim().to_string()
+}
+
+/// The rows of `sql` against `node`, as JSON (`inlet query --format json`).
+pub(crate) fn query_json(node: &Node, sql: &str) -> serde_json::Value {
+    serde_json::from_str(&inlet_query(node, "json", sql)).expect("JSON rows")
+}
+
+/// A single-threaded Tokio runtime for a test's client calls.
+pub(crate) fn current_thread_runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime")
+}
+
+/// Sends `payloads` to `topic` one after another with a librdkafka producer (`config` on top
+/// of the node's bootstrap servers and a 20 s message timeout); every one must be acked, or
+/// the test fails saying `what`.
+pub(crate) fn rdkafka_send(
+    node: &Node,
+    config: &[(&str, &str)],
+    topic: &str,
+    payloads: impl IntoIterator<Item = String>,
+    what: &str,
+) {
+    use rdkafka::producer::{FutureProducer, FutureRecord};
+    let mut client = rdkafka::config::ClientConfig::new();
+    client
+        .set("bootstrap.servers", &node.kafka)
+        .set("message.timeout.ms", "20000");
+    for (k, v) in config {
+        client.set(*k, *v);
+    }
+    let producer: FutureProducer = client.create().expect("producer");
+    current_thread_runtime().block_on(async {
+        for payload in payloads {
+            producer
+                .send(
+                    FutureRecord::<(), _>::to(topic).payload(&payload),
+                    Duration::from_secs(20),
+                )
+                .await
+                .unwrap_or_else(|(e, _)| panic!("produce to {topic}: {what}: {e}"));
+        }
+    });
+}
+
+/// Kafka requests the protocol-level tests build by hand (to be sent with [`wire::Conn`]).
+pub(crate) mod requests {
+    use bytes::Bytes;
+    use kafka_protocol::messages::create_topics_request::{CreatableTopic, CreatableTopicConfig};
+    use kafka_protocol::messages::list_offsets_request::{ListOffsetsPartition, ListOffsetsTopic};
+    use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
+    use kafka_protocol::messages::{
+        BrokerId, CreateTopicsRequest, ListOffsetsRequest, ProduceRequest, RequestKind, TopicName,
+    };
+    use kafka_protocol::protocol::StrBytes;
+
+    /// The topic name `name` on the wire.
+    pub(crate) fn topic_name(name: &str) -> TopicName {
+        TopicName(StrBytes::from_string(name.to_string()))
+    }
+
+    /// A Produce request (acks=all, a 10 s timeout) of `records` (a raw record set) to
+    /// partition 0 of `topic`.
+    pub(crate) fn produce(topic: &str, records: Bytes) -> RequestKind {
+        RequestKind::Produce(
+            ProduceRequest::default()
+                .with_acks(-1)
+                .with_timeout_ms(10_000)
+                .with_topic_data(vec![TopicProduceData::default()
+                    .with_name(topic_name(topic))
+                    .with_partition_data(vec![PartitionProduceData::default()
+                        .with_index(0)
+                        .with_records(Some(records))])]),
+        )
+    }
+
+    /// A ListOffsets request (as a consumer) for partition 0 of `topic` at `timestamp` (-1: the
+    /// end).
+    pub(crate) fn list_offsets(topic: &str, timestamp: i64) -> RequestKind {
+        RequestKind::ListOffsets(
+            ListOffsetsRequest::default()
+                .with_replica_id(BrokerId(-1))
+                .with_topics(vec![ListOffsetsTopic::default()
+                    .with_name(topic_name(topic))
+                    .with_partitions(vec![ListOffsetsPartition::default()
+                        .with_partition_index(0)
+                        .with_timestamp(timestamp)])]),
+        )
+    }
+
+    /// A CreateTopics request (a 10 s timeout) of one topic `name` with `partitions`
+    /// partitions, replication factor 1 and `configs`.
+    pub(crate) fn create_topic(
+        name: &str,
+        partitions: i32,
+        configs: &[(&str, &str)],
+    ) -> RequestKind {
+        let configs = configs
+            .iter()
+            .map(|(k, v)| {
+                CreatableTopicConfig::default()
+                    .with_name(StrBytes::from_string(k.to_string()))
+                    .with_value(Some(StrBytes::from_string(v.to_string())))
+            })
+            .collect();
+        RequestKind::CreateTopics(
+            CreateTopicsRequest::default()
+                .with_timeout_ms(10_000)
+                .with_topics(vec![CreatableTopic::default()
+                    .with_name(topic_name(name))
+                    .with_num_partitions(partitions)
+                    .with_replication_factor(1)
+                    .with_configs(configs)]),
+        )
+    }
+}
+
+/// `node` logged a line containing `needle`; else the test fails saying `what`, with the log.
+pub(crate) fn assert_logged(node: &Node, needle: &str, what: &str) {
+    let log = node.logs_so_far();
+    assert!(log.iter().any(|l| l.contains(needle)), "{what}:\n{log:#?}");
+}
+
+/// The Parquet files directly under `dir` (none if it is missing).
+pub(crate) fn parquet_files(dir: &Path) -> usize {
+    std::fs::read_dir(dir)
+        .map(|d| {
+            d.filter_map(Result::ok)
+                .filter(|e| e.path().extension().is_some_and(|x| x == "parquet"))
+                .count()
+        })
+        .unwrap_or(0)
+}
+
+/// Runs the catalog client `script ICEBERG_URI` against a new node; it must print OK. The
+/// table `table` (`namespace/name`) it wrote in two inserts must then be in the node's object
+/// store, with at least a data file for each.
+pub(crate) fn run_catalog_client(python: &Path, script: &str, timeout: Duration, table: &str) {
+    let (dir, node) = temp_node(&[]);
+    python::run_client(python, script, &[&iceberg_uri(&node)], timeout);
+    let data = dir
+        .path()
+        .join("objects/warehouse")
+        .join(table)
+        .join("data");
+    let files = parquet_files(&data);
+    assert!(
+        files >= 2,
+        "two inserts, {files} data files under {}",
+        data.display()
+    );
+    node.stop();
+}

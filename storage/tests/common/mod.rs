@@ -159,6 +159,12 @@ pub(crate) fn payload(writer: u32, seq: u64, len: usize) -> Bytes {
     Bytes::from(v)
 }
 
+/// The payloads of [`read_all`]'s batches.
+pub(crate) async fn read_payloads(store: &StreamStore, stream: u64, from: u64) -> Vec<Bytes> {
+    let batches = read_all(store, stream, from).await;
+    batches.into_iter().map(|b| b.payload).collect()
+}
+
 /// Reads a whole stream from `from` and returns its batches, checking offsets are dense.
 pub(crate) async fn read_all(
     store: &StreamStore,

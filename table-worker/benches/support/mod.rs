@@ -192,3 +192,72 @@ pub(crate) fn report(
         peak as f64 / input_bytes as f64,
     );
 }
+
+/// A stage of a payload-conversion bench: one pass over all the payloads.
+#[derive(Clone, Copy)]
+pub(crate) enum Stage {
+    /// Decode every payload.
+    Decode,
+    /// Decode and convert every payload, then finish the batch.
+    Convert,
+    /// Decode and convert every payload, then write one zstd Parquet file (its size the
+    /// pass's result).
+    Parquet,
+}
+
+/// A payload-conversion bench: a criterion group `group` of its three [`Stage`]s, then a
+/// [`report`] titled `title`, its decode stage named `decode`.
+pub(crate) struct StageBench<'a> {
+    pub(crate) group: &'a str,
+    pub(crate) title: &'a str,
+    pub(crate) decode: &'a str,
+    pub(crate) records: usize,
+    pub(crate) input_bytes: usize,
+    pub(crate) leaves: usize,
+}
+
+impl StageBench<'_> {
+    /// Runs the bench, `pass` making one pass of a stage.
+    pub(crate) fn run(&self, c: &mut criterion::Criterion, mut pass: impl FnMut(Stage) -> usize) {
+        let mut group = c.benchmark_group(self.group);
+        group.throughput(criterion::Throughput::Bytes(self.input_bytes as u64));
+        group.sample_size(10);
+        group.measurement_time(Duration::from_secs(10));
+        group.bench_function("decode", |b| b.iter(|| pass(Stage::Decode)));
+        group.bench_function("decode_convert", |b| b.iter(|| pass(Stage::Convert)));
+        group.bench_function("decode_convert_zstd_parquet", |b| {
+            b.iter(|| pass(Stage::Parquet))
+        });
+        group.finish();
+
+        let stages = vec![
+            (
+                self.decode,
+                best(5, || {
+                    pass(Stage::Decode);
+                }),
+            ),
+            (
+                "decode + convert",
+                best(5, || {
+                    pass(Stage::Convert);
+                }),
+            ),
+            (
+                "decode + convert + zstd Parquet",
+                best(5, || {
+                    pass(Stage::Parquet);
+                }),
+            ),
+        ];
+        let (records, leaves) = (self.records, self.leaves);
+        report(
+            self.title,
+            records,
+            self.input_bytes,
+            leaves,
+            stages,
+            || pass(Stage::Parquet),
+        );
+    }
+}

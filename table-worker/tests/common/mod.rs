@@ -34,6 +34,85 @@ pub(crate) async fn open(dir: &std::path::Path) -> (Arc<StreamStore>, Arc<Regist
     (store, registry)
 }
 
+/// A job over all of partition 0's `stream`, reading up to `max_input_bytes`.
+pub(crate) fn whole(stream: StreamId, max_input_bytes: usize) -> inlet_table_worker::job::JobSpec {
+    inlet_table_worker::job::JobSpec {
+        partition: 0,
+        stream,
+        from: 0,
+        until: None,
+        max_input_bytes,
+    }
+}
+
+/// [`convert_range`](inlet_table_worker::job::convert_range) of all of `stream`, with a 16 MiB
+/// pool, reading up to 1 MiB.
+pub(crate) async fn convert_whole(
+    store: &StreamStore,
+    ctx: &inlet_table_worker::job::TableContext,
+    stream: StreamId,
+) -> Result<inlet_table_worker::job::JobOutput, inlet_table_worker::error::Error> {
+    let pool = inlet_table_worker::memory::MemoryPool::new(16 << 20);
+    inlet_table_worker::job::convert_range(store, &pool, ctx, whole(stream, 1 << 20)).await
+}
+
+/// The rows of the data files a job wrote.
+pub(crate) fn read_outputs(out: &inlet_table_worker::job::JobOutput) -> Vec<RecordBatch> {
+    let files = out.data_files.iter();
+    files.flat_map(|d| read_parquet(d.file_path())).collect()
+}
+
+/// Creates the stream `name` in `store`.
+pub(crate) async fn create_stream(store: &StreamStore, name: &str) -> StreamId {
+    store.create_stream(name).await.expect("stream").id
+}
+
+/// A store and registry (from [`open`]) in a temporary folder, and what one test file adds to
+/// them: `T`, whose fields read as the fixture's own.
+pub(crate) struct Fixture<T> {
+    pub(crate) dir: tempfile::TempDir,
+    pub(crate) store: Arc<StreamStore>,
+    pub(crate) registry: Arc<Registry>,
+    pub(crate) with: T,
+}
+
+impl Fixture<()> {
+    /// A new store and registry in a new temporary folder.
+    pub(crate) async fn open() -> Fixture<()> {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let (store, registry) = open(dir.path()).await;
+        Fixture {
+            dir,
+            store,
+            registry,
+            with: (),
+        }
+    }
+
+    /// This fixture with `with` added.
+    pub(crate) fn with<T>(self, with: T) -> Fixture<T> {
+        let Fixture {
+            dir,
+            store,
+            registry,
+            ..
+        } = self;
+        Fixture {
+            dir,
+            store,
+            registry,
+            with,
+        }
+    }
+}
+
+impl<T> std::ops::Deref for Fixture<T> {
+    type Target = T;
+    fn deref(&self) -> &T {
+        &self.with
+    }
+}
+
 /// Registers `text` under `subject`; `schema_type` None is Avro. Returns the schema id.
 pub(crate) async fn register_typed(
     registry: &Registry,

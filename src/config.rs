@@ -148,7 +148,7 @@ impl Default for TablesConfig {
         let compaction = inlet_table_coordinator::compact::CompactionTuning::default();
         TablesConfig {
             memory_bytes: DEFAULT_CONVERSION_BYTES,
-            upsert_index_memory_bytes: inlet_table_worker::upsert::DEFAULT_INDEX_BUDGET,
+            upsert_index_memory_bytes: inlet_table_worker::DEFAULT_INDEX_BUDGET,
             dead_letter_pending_files:
                 inlet_table_coordinator::coordinator::DEFAULT_DEAD_LETTER_PENDING_FILES,
             compaction_every_commits: compaction.every_commits,

@@ -342,7 +342,7 @@ impl NodeBuilder {
 
         // The table worker's view of its tables' schemas, which Produce checks writer schemas
         // against.
-        let table_schemas = Arc::new(inlet_table_worker::worker::TableSchemas::default());
+        let table_schemas = Arc::new(inlet_table_worker::TableSchemas::default());
         let broker = Broker::open(
             store.clone(),
             broker_config,
@@ -455,8 +455,8 @@ fn shutdown_signal() -> anyhow::Result<impl std::future::Future<Output = ()>> {
 /// conversion job would send to the dead-letter table.
 #[derive(Debug)]
 struct TablePayloads {
-    decoders: inlet_table_worker::check::PayloadChecker,
-    tables: Arc<inlet_table_worker::worker::TableSchemas>,
+    decoders: inlet_table_worker::PayloadChecker,
+    tables: Arc<inlet_table_worker::TableSchemas>,
 }
 
 impl inlet_ingest::validate::PayloadCheck for TablePayloads {
@@ -466,7 +466,7 @@ impl inlet_ingest::validate::PayloadCheck for TablePayloads {
         schema: &inlet_schema_registry::StoredSchema,
         payload: &[u8],
     ) -> Result<(), String> {
-        use inlet_table_worker::check::Side as WorkerSide;
+        use inlet_table_worker::Side as WorkerSide;
         let side = match side {
             inlet_ingest::validate::Side::Value => WorkerSide::Value,
             inlet_ingest::validate::Side::Key => WorkerSide::Key,

@@ -27,12 +27,12 @@ use inlet_table_coordinator::coordinator::{self, Expiry, TableTopic};
 use inlet_table_coordinator::lease::Leases;
 use inlet_table_coordinator::status::Statuses;
 use inlet_table_worker::data_file::{FileSettings, FileTarget};
-use inlet_table_worker::job::{TableContext, ValueType};
-use inlet_table_worker::memory::MemoryPool;
-use inlet_table_worker::pk_index::IndexBudget;
-use inlet_table_worker::transform::ValueTransform;
-use inlet_table_worker::upsert::UpsertSpec;
-use inlet_table_worker::worker::Worker;
+use inlet_table_worker::IndexBudget;
+use inlet_table_worker::MemoryPool;
+use inlet_table_worker::UpsertSpec;
+use inlet_table_worker::ValueTransform;
+use inlet_table_worker::Worker;
+use inlet_table_worker::{TableContext, ValueType};
 use tokio_util::sync::CancellationToken;
 
 /// The node's `[tables]` settings as the table topics take them: memory, where upsert
@@ -72,7 +72,7 @@ pub(crate) async fn run(
     catalog: NodeCatalog,
     statuses: Statuses,
     indexes: TableSettings,
-    schemas: Arc<inlet_table_worker::worker::TableSchemas>,
+    schemas: Arc<inlet_table_worker::TableSchemas>,
     stop: CancellationToken,
 ) {
     let index_dir = &indexes.dir;

@@ -21,8 +21,8 @@ use iceberg::spec::PartitionSpec;
 use inlet_schema_registry::{framing, RegistryConfig, SchemaRequest};
 use inlet_storage::{AppendOptions, MetaStore, StreamStore};
 use inlet_table_worker::data_file::{FileSettings, FileTarget};
-use inlet_table_worker::job::{convert_range, JobSpec, TableContext, ValueType};
-use inlet_table_worker::memory::MemoryPool;
+use inlet_table_worker::MemoryPool;
+use inlet_table_worker::{convert_range, JobSpec, TableContext, ValueType};
 use kafka_protocol::records::Compression;
 use serde_json::{json, Value};
 
@@ -126,7 +126,7 @@ fn convert_job(
     schema_type: Option<&str>,
     schema: &str,
     payloads: impl FnOnce(u32) -> Vec<Bytes>,
-) -> inlet_table_worker::job::JobOutput {
+) -> inlet_table_worker::JobOutput {
     let rt = tokio::runtime::Runtime::new().expect("runtime");
     rt.block_on(async {
         let meta_url = format!("sqlite://{}", dir.join("meta.db").display());
@@ -172,7 +172,7 @@ fn convert_job(
             registry,
             value_type: ValueType::BySchemaId,
             key_type: ValueType::Raw,
-            transform: inlet_table_worker::transform::ValueTransform::None,
+            transform: inlet_table_worker::ValueTransform::None,
             schema: None,
             target: FileTarget {
                 file_io: FileIO::new_with_fs(),

@@ -1,5 +1,5 @@
 //! Produce-time checks of table topic payloads with the table workers' own decoders
-//! (`inlet_table_worker::check`), as values and as keys, against Avro, Protobuf and JSON Schema
+//! (`inlet_table_worker::PayloadChecker`), as values and as keys, against Avro, Protobuf and JSON Schema
 //! schemas: any bytes give a verdict, never a panic.
 #![no_main]
 
@@ -7,7 +7,7 @@ use std::sync::OnceLock;
 
 use inlet_schema_registry::framing::split;
 use inlet_schema_registry::{SchemaType, StoredSchema};
-use inlet_table_worker::check::{PayloadChecker, Side};
+use inlet_table_worker::{PayloadChecker, Side};
 use libfuzzer_sys::fuzz_target;
 
 #[path = "schemas.rs"]

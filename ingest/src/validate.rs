@@ -11,7 +11,7 @@
 //! `by_latest_schema` is decoded by the table worker.
 //!
 //! **One decoder.** Whether a payload converts is decided by a [`PayloadCheck`] that the node
-//! wires in: the table workers' own decoders (`inlet_table_worker::check`), so a record accepted
+//! wires in: the table workers' own decoders (`inlet_table_worker::PayloadChecker`), so a record accepted
 //! here always converts. Without one (a broker built alone, in tests), the registry's decoder
 //! ([`RegistryDecoder`]) stands in.
 //!

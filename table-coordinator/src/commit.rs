@@ -39,8 +39,8 @@ use iceberg::{Catalog, NamespaceIdent, TableCreation, TableIdent, TableRequireme
 use inlet_catalog::rest::{MetadataPointerStore, RestError, DELETE_AFTER_COMMIT};
 use inlet_catalog::CommitTarget;
 use inlet_common::{ErrorKind, RetryPolicy};
-use inlet_table_worker::pk_index::FileRef;
-use inlet_table_worker::upsert::{LiveDataFile, LiveFiles};
+use inlet_table_worker::FileRef;
+use inlet_table_worker::{LiveDataFile, LiveFiles};
 
 /// Summary keys (docs/architecture.md, "Summary keys and table properties").
 pub const COMMIT_ID: &str = "inlet.commit-id";

@@ -55,7 +55,7 @@ use iceberg::spec::{
 };
 use iceberg::{Runtime, TableIdent};
 use inlet_table_worker::data_file::{FileSettings, FileTarget};
-use inlet_table_worker::memory::MemoryPool;
+use inlet_table_worker::MemoryPool;
 
 use crate::commit::{lost_race, CommitError, Committer, COMMIT_ID, COMMIT_RETRY};
 
@@ -804,7 +804,7 @@ async fn read_deletes(
     file_io: &iceberg::io::FileIO,
     path: &str,
 ) -> Result<Vec<(String, u64)>, CommitError> {
-    inlet_table_worker::upsert::read_position_deletes(file_io, path)
+    inlet_table_worker::read_position_deletes(file_io, path)
         .await
         .map_err(|e| CommitError::Catalog(format!("reading position deletes {path}: {e}")))
 }

@@ -50,8 +50,8 @@ use std::time::Duration;
 use iceberg::TableIdent;
 use inlet_common::Clock;
 use inlet_storage::{StreamId, StreamStore};
-use inlet_table_worker::job::TableContext;
-use inlet_table_worker::worker::{PartitionSource, Worker};
+use inlet_table_worker::TableContext;
+use inlet_table_worker::{PartitionSource, Worker};
 use tokio_util::sync::CancellationToken;
 
 use crate::commit::{CommitError, Committed, Committer};

@@ -23,7 +23,7 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use iceberg::spec::PartitionSpec;
-use inlet_table_worker::job::JobOutput;
+use inlet_table_worker::JobOutput;
 
 use crate::commit::{CommitError, Round, RoundBase};
 use crate::control::FileSpec;

@@ -603,7 +603,7 @@ async fn small_files_are_compacted_and_progress_is_kept() {
     }
     let before = Committer::committed(&c.load(&ident).await.expect("load").expect("table"));
 
-    let pool = inlet_table_worker::memory::MemoryPool::new(64 << 20);
+    let pool = inlet_table_worker::MemoryPool::new(64 << 20);
     let settings = inlet_table_worker::data_file::FileSettings::default();
     let done = c
         .compact(&ident, &settings, &pool, MIN_FILES, 100_000)
@@ -792,7 +792,7 @@ impl inlet_catalog::rest::MetadataPointerStore for RacingPointers {
             let ident = swaps[0].table.clone();
             match self.race.lock().await.take() {
                 Some(Race::Compaction(other)) => {
-                    let pool = inlet_table_worker::memory::MemoryPool::new(64 << 20);
+                    let pool = inlet_table_worker::MemoryPool::new(64 << 20);
                     let won = other
                         .compact(
                             &ident,
@@ -861,7 +861,7 @@ async fn a_compaction_that_loses_a_race_deletes_only_its_own_files() {
         c.commit(&ident, &round).await.expect("commit");
     }
     *racing.race.lock().await = Some(Race::Compaction(plain));
-    let pool = inlet_table_worker::memory::MemoryPool::new(64 << 20);
+    let pool = inlet_table_worker::MemoryPool::new(64 << 20);
     let lost = c
         .compact(
             &ident,
@@ -1189,7 +1189,7 @@ async fn a_compaction_rebases_onto_a_round_that_landed_first() {
         plain.clone(),
         Box::new(round(files + 1, vec![late])),
     ));
-    let pool = inlet_table_worker::memory::MemoryPool::new(64 << 20);
+    let pool = inlet_table_worker::MemoryPool::new(64 << 20);
     let done = c
         .compact(
             &ident,
@@ -1290,7 +1290,7 @@ async fn mid_size_files_are_merged_into_target_size_ones() {
         target_file_bytes: target as usize,
         ..Default::default()
     };
-    let pool = inlet_table_worker::memory::MemoryPool::new(64 << 20);
+    let pool = inlet_table_worker::MemoryPool::new(64 << 20);
     let done = c
         .compact(&ident, &settings, &pool, MIN_FILES, 100_000)
         .await
@@ -1541,7 +1541,7 @@ async fn compaction_applies_position_deletes_and_carries_over_new_ones() {
         "before: the first deletes applied, the racing round not landed"
     );
 
-    let pool = inlet_table_worker::memory::MemoryPool::new(64 << 20);
+    let pool = inlet_table_worker::MemoryPool::new(64 << 20);
     let done = c
         .compact(
             &ident,
@@ -1579,7 +1579,7 @@ async fn compaction_applies_position_deletes_and_carries_over_new_ones() {
         .iter()
         .find(|p| p.contains("compact-"))
         .expect("a carried-over delete file");
-    let rows = inlet_table_worker::upsert::read_position_deletes(table.file_io(), carried)
+    let rows = inlet_table_worker::read_position_deletes(table.file_io(), carried)
         .await
         .expect("read");
     // Id 305 was row 5 of the third file; before it in the new file: the first file's 9
@@ -1640,7 +1640,7 @@ async fn files_of_an_older_schema_are_decoded_into_the_current_one() {
         .await
         .expect("commit");
     }
-    let pool = inlet_table_worker::memory::MemoryPool::new(64 << 20);
+    let pool = inlet_table_worker::MemoryPool::new(64 << 20);
     let done = c
         .compact(
             &ident,

@@ -45,7 +45,7 @@ use inlet_table_coordinator::commit::{already_committed, CommitError, Committer,
 use inlet_table_coordinator::coordinator::Expiry;
 use inlet_table_coordinator::lease::{Lease, Leases};
 use inlet_table_coordinator::machine::{Action, Machine, Outcome, Registration, Settings};
-use inlet_table_worker::job::JobOutput;
+use inlet_table_worker::JobOutput;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
@@ -427,7 +427,7 @@ async fn step(w: &mut World, c: &mut Coordinator, rng: &mut StdRng) {
             w.changed = true;
             // Run to its end before the next step: other steps interleave with its commit
             // only through the rounds that landed before it.
-            let pool = inlet_table_worker::memory::MemoryPool::new(64 << 20);
+            let pool = inlet_table_worker::MemoryPool::new(64 << 20);
             match w
                 .committer
                 .compact(

@@ -33,7 +33,7 @@ use apache_avro::types::Value;
 use apache_avro::Schema;
 use arrow::datatypes::SchemaRef;
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
-use inlet_table_worker::avro::{avro_to_iceberg, AvroDecoder};
+use inlet_table_worker::{avro_to_iceberg, AvroDecoder};
 use support::{best, Rng};
 
 const RECORDS: usize = 100_000;

@@ -23,7 +23,7 @@ use std::sync::Arc;
 use arrow::datatypes::SchemaRef;
 use criterion::{criterion_group, criterion_main, Criterion};
 use inlet_schema_registry::json_schema::{decode_payload, parse, JsonSchema};
-use inlet_table_worker::json::{json_to_iceberg, JsonConverter};
+use inlet_table_worker::{json_to_iceberg, JsonConverter};
 use serde_json::{json, Map, Value};
 use support::{Rng, Stage, StageBench};
 

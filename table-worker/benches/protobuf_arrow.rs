@@ -21,7 +21,7 @@ use std::sync::Arc;
 use arrow::datatypes::SchemaRef;
 use criterion::{criterion_group, criterion_main, Criterion};
 use inlet_schema_registry::protobuf::{decode_payload, parse, ProtoSchema};
-use inlet_table_worker::protobuf::{protobuf_to_iceberg, ProtobufConverter};
+use inlet_table_worker::{protobuf_to_iceberg, ProtobufConverter};
 use prost_reflect::{DynamicMessage, Value};
 use support::{Rng, Stage, StageBench};
 

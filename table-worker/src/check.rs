@@ -32,7 +32,7 @@ pub enum Side {
 }
 
 /// A decoder kept after a check only while it holds less than this.
-pub const MAX_RETAINED_BYTES: usize = 1 << 20;
+pub(crate) const MAX_RETAINED_BYTES: usize = 1 << 20;
 
 enum ValueCheck {
     Avro(crate::avro::AvroDecoder),

@@ -6,7 +6,7 @@
 //! [`Error::kind`].
 
 /// The table worker's result type.
-pub type Result<T, E = Error> = std::result::Result<T, E>;
+pub(crate) type Result<T, E = Error> = std::result::Result<T, E>;
 
 #[derive(Debug, thiserror::Error)]
 pub enum Error {

@@ -15,7 +15,7 @@ use arrow::datatypes::{
 };
 
 /// The largest event time (epoch ms) in `batches`' column `path`, or None when no row has one.
-pub fn max_ms(batches: &[RecordBatch], path: &str) -> Result<Option<i64>, String> {
+pub(crate) fn max_ms(batches: &[RecordBatch], path: &str) -> Result<Option<i64>, String> {
     let mut max: Option<i64> = None;
     for batch in batches {
         let column = column(batch, path)?;

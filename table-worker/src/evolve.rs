@@ -25,7 +25,7 @@ use iceberg::spec::{
 use crate::error::{Error, Result};
 
 /// Name of the Kafka metadata column every table carries.
-pub const KAFKA_COLUMN: &str = "_kafka";
+pub(crate) const KAFKA_COLUMN: &str = "_kafka";
 
 /// One proposed change to a table's schema, for the coordinator to commit.
 #[derive(Debug, Clone, PartialEq)]
@@ -96,7 +96,7 @@ pub fn reconcile(table: Option<&Schema>, incoming: &Schema) -> Result<Evolution>
 /// [`reconcile`], with new columns numbered above `last_column_id` too: the table metadata's
 /// `last-column-id`, which stays above the ids of columns another engine dropped (Iceberg
 /// never reuses a field id).
-pub fn reconcile_above(
+pub(crate) fn reconcile_above(
     table: Option<&Schema>,
     incoming: &Schema,
     last_column_id: i32,

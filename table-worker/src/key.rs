@@ -34,7 +34,7 @@ use prost_reflect::ReflectMessage;
 use crate::error::{Error, Result};
 
 /// The decoded key's column.
-pub const KEY_COLUMN: &str = "_key";
+pub(crate) const KEY_COLUMN: &str = "_key";
 
 /// The name of the single field that wraps a key schema, so that any key type (a record or a
 /// primitive) maps and decodes as a record with one field.
@@ -42,7 +42,7 @@ const WRAPPED: &str = "key";
 
 /// The `_key` column for keys written with `schema` (for Protobuf, of the message the payload
 /// names: None when the payload does not tell). Optional; its ids are provisional.
-pub fn key_field(schema: &StoredSchema, payload: &[u8]) -> Result<Option<NestedField>> {
+pub(crate) fn key_field(schema: &StoredSchema, payload: &[u8]) -> Result<Option<NestedField>> {
     let ty = match &schema.parsed {
         ParsedSchema::Avro(a) => {
             let wrapped = wrap_avro(&a.schema, &a.refs)?;
@@ -63,12 +63,12 @@ pub fn key_field(schema: &StoredSchema, payload: &[u8]) -> Result<Option<NestedF
 }
 
 /// The `_key` column of `string` keys.
-pub fn string_key_field() -> NestedField {
+pub(crate) fn string_key_field() -> NestedField {
     NestedField::optional(1, KEY_COLUMN, Type::Primitive(PrimitiveType::String))
 }
 
 /// `schema` with `key` added as its last top-level column, ids renumbered past its own.
-pub fn with_key(schema: &Schema, key: &NestedField) -> Result<Schema> {
+pub(crate) fn with_key(schema: &Schema, key: &NestedField) -> Result<Schema> {
     let mut next = schema.highest_field_id();
     let mut fields: Vec<_> = schema.as_struct().fields().to_vec();
     fields.push(Arc::new(crate::evolve::renumber(key, &mut next)));
@@ -186,7 +186,7 @@ enum Run {
 }
 
 /// The `_key` values of a job's rows, decoded as they come. See the module docs.
-pub struct KeyColumn {
+pub(crate) struct KeyColumn {
     /// The table's `_key` field (Arrow).
     field: FieldRef,
     decoders: std::collections::HashMap<(u32, String), Decoder>,
@@ -199,7 +199,7 @@ pub struct KeyColumn {
 
 impl KeyColumn {
     /// A column filling `field`, the table's `_key` column in Arrow.
-    pub fn new(field: FieldRef) -> Self {
+    pub(crate) fn new(field: FieldRef) -> Self {
         KeyColumn {
             field,
             decoders: Default::default(),
@@ -211,7 +211,7 @@ impl KeyColumn {
     }
 
     /// Keys held, not taken yet.
-    pub fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         let current = match &self.current {
             Some(Run::Nulls) => self.nulls,
             Some(Run::Strings) => self.strings.len(),
@@ -223,12 +223,12 @@ impl KeyColumn {
         self.done.iter().map(|a| a.len()).sum::<usize>() + current
     }
 
-    pub fn is_empty(&self) -> bool {
+    pub(crate) fn is_empty(&self) -> bool {
         self.len() == 0
     }
 
     /// Bytes held by keys not taken yet.
-    pub fn buffered_bytes(&self) -> usize {
+    pub(crate) fn buffered_bytes(&self) -> usize {
         let decoders: usize = self.decoders.values().map(Decoder::buffered_bytes).sum();
         let strings: usize = self.strings.iter().flatten().map(|s| s.len() + 16).sum();
         let done: usize = self.done.iter().map(|a| a.get_array_memory_size()).sum();
@@ -236,14 +236,14 @@ impl KeyColumn {
     }
 
     /// Appends a null key.
-    pub fn append_null(&mut self) -> Result<()> {
+    pub(crate) fn append_null(&mut self) -> Result<()> {
         self.switch(Run::Nulls)?;
         self.nulls += 1;
         Ok(())
     }
 
     /// Appends a `string` key (null: a null key).
-    pub fn append_string(&mut self, key: Option<&Bytes>) -> std::result::Result<(), String> {
+    pub(crate) fn append_string(&mut self, key: Option<&Bytes>) -> std::result::Result<(), String> {
         let Some(key) = key else {
             return self.append_null().map_err(|e| e.to_string());
         };
@@ -255,7 +255,7 @@ impl KeyColumn {
 
     /// Appends a key whose schema is `schema` and whose encoded form (after any framing) is
     /// `payload`.
-    pub fn append_decoded(
+    pub(crate) fn append_decoded(
         &mut self,
         schema: &StoredSchema,
         payload: &[u8],
@@ -370,7 +370,7 @@ impl KeyColumn {
     }
 
     /// Undoes the last append (its record's value failed).
-    pub fn pop(&mut self) -> Result<()> {
+    pub(crate) fn pop(&mut self) -> Result<()> {
         match self.current.clone() {
             Some(Run::Nulls) if self.nulls > 0 => {
                 self.nulls -= 1;
@@ -401,7 +401,7 @@ impl KeyColumn {
     }
 
     /// The first `rows` keys as one array of the `_key` type; the rest stay.
-    pub fn take(&mut self, rows: usize) -> Result<ArrayRef> {
+    pub(crate) fn take(&mut self, rows: usize) -> Result<ArrayRef> {
         self.finish_current()?;
         let pieces: Vec<&dyn Array> = self.done.iter().map(|a| a.as_ref()).collect();
         let all = if pieces.is_empty() {
@@ -426,7 +426,7 @@ impl KeyColumn {
 /// like the id columns, or a primitive key standing for the single id column. Each is cast to
 /// the id column's type (`id_types`, Arrow) so that it encodes like the rows' keys. Null keys
 /// are skipped (None).
-pub fn tombstone_keys(
+pub(crate) fn tombstone_keys(
     keys: &ArrayRef,
     id_columns: &[String],
     id_types: &[DataType],

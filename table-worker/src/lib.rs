@@ -20,24 +20,44 @@
 //!
 //! [`worker`] decides which ranges to convert and when, and holds each upsert table's index.
 
-pub mod avro;
-pub mod check;
+// The public namespaces: each is a small API of its own, whose function names read with
+// the module's (`data_file::write`, `partition::parse`).
 pub mod data_file;
 pub mod dead_letter;
-pub mod error;
-pub mod event_time;
-pub mod evolve;
-pub mod job;
-pub mod json;
-pub mod key;
-pub mod memory;
 pub mod partition;
-pub mod pk_index;
 pub mod position_delete;
-pub mod protobuf;
-pub mod transform;
-pub mod upsert;
-pub mod worker;
+
+// Everything else is the crate's own; what other crates use is re-exported below.
+pub(crate) mod avro;
+pub(crate) mod check;
+pub(crate) mod error;
+pub(crate) mod event_time;
+pub(crate) mod evolve;
+pub(crate) mod job;
+pub(crate) mod json;
+pub(crate) mod key;
+pub(crate) mod memory;
+pub(crate) mod pk_index;
+pub(crate) mod protobuf;
+pub(crate) mod transform;
+pub(crate) mod upsert;
+pub(crate) mod worker;
+
+pub use avro::{avro_to_iceberg, AvroDecoder};
+pub use check::{PayloadChecker, Side};
+pub use error::Error;
+pub use evolve::{reconcile, Change};
+pub use job::{convert_range, JobOutput, JobSpec, TableContext, ValueType};
+pub use json::{json_to_iceberg, JsonConverter};
+pub use memory::{MemoryError, MemoryPool};
+pub use pk_index::{FileRef, IndexBudget, MAX_RUNS};
+pub use protobuf::{protobuf_to_iceberg, ProtobufConverter};
+pub use transform::ValueTransform;
+pub use upsert::{
+    read_position_deletes, LiveDataFile, LiveFiles, UpsertSpec, DEFAULT_INDEX_BUDGET,
+};
+pub use worker::{PartitionSource, TableSchemas, Worker};
+
 #[cfg(test)]
 mod tests {
     use std::sync::Arc;

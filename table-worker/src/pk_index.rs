@@ -35,7 +35,7 @@ use iceberg::spec::Struct;
 use crate::error::{Error, Result};
 
 /// Entries per block of a run (one sparse-index key per block).
-pub const BLOCK_ENTRIES: usize = 64;
+pub(crate) const BLOCK_ENTRIES: usize = 64;
 /// Runs kept before they are merged into one.
 pub const MAX_RUNS: usize = 4;
 /// Bytes a map entry costs beyond its key (location, hash map slot, `Vec` header).
@@ -52,7 +52,7 @@ pub struct FileRef {
 
 /// Where a key's live row is: a data file and a row position in it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Location {
+pub(crate) struct Location {
     pub file: u32,
     pub pos: u64,
 }
@@ -138,7 +138,7 @@ impl Eq for IndexBudget {}
 
 /// The primary-key index of one table.
 #[derive(Debug)]
-pub struct KeyIndex {
+pub(crate) struct KeyIndex {
     budget: IndexBudget,
     dir: PathBuf,
     /// Recent changes; None is a tombstone (only needed while runs exist).
@@ -155,7 +155,7 @@ pub struct KeyIndex {
 impl KeyIndex {
     /// An empty index that keeps at most `budget` bytes of entries in memory and spills to
     /// `dir` (created, and emptied of earlier runs).
-    pub fn new(budget: impl Into<IndexBudget>, dir: PathBuf) -> Result<Self> {
+    pub(crate) fn new(budget: impl Into<IndexBudget>, dir: PathBuf) -> Result<Self> {
         let budget = budget.into();
         if dir.exists() {
             std::fs::remove_dir_all(&dir).map_err(|e| io("clearing", &dir, e))?;
@@ -176,7 +176,7 @@ impl KeyIndex {
     }
 
     /// Registers a data file (idempotent); returns its id for [`Location`]s.
-    pub fn file_id(&mut self, file: FileRef) -> u32 {
+    pub(crate) fn file_id(&mut self, file: FileRef) -> u32 {
         if let Some(id) = self.file_ids.get(&file.path) {
             return *id;
         }
@@ -187,12 +187,12 @@ impl KeyIndex {
     }
 
     /// The data file of a location.
-    pub fn file(&self, id: u32) -> Option<&FileRef> {
+    pub(crate) fn file(&self, id: u32) -> Option<&FileRef> {
         self.files.get(id as usize)
     }
 
     /// The live location of `key`, if any.
-    pub fn get(&self, key: &[u8]) -> Result<Option<Location>> {
+    pub(crate) fn get(&self, key: &[u8]) -> Result<Option<Location>> {
         if let Some(entry) = self.mem.get(key) {
             return Ok(*entry);
         }
@@ -205,12 +205,12 @@ impl KeyIndex {
     }
 
     /// Sets `key`'s live row.
-    pub fn put(&mut self, key: Vec<u8>, at: Location) -> Result<()> {
+    pub(crate) fn put(&mut self, key: Vec<u8>, at: Location) -> Result<()> {
         self.set(key, Some(at))
     }
 
     /// Forgets `key` (its row was deleted).
-    pub fn remove(&mut self, key: &[u8]) -> Result<()> {
+    pub(crate) fn remove(&mut self, key: &[u8]) -> Result<()> {
         if self.runs.is_empty() {
             if self.mem.remove(key).is_some() {
                 self.mem_bytes = self.mem_bytes.saturating_sub(key.len() + ENTRY_OVERHEAD);
@@ -232,7 +232,7 @@ impl KeyIndex {
     }
 
     /// Bytes held in memory: the map, the runs' sparse indexes and the file table.
-    pub fn memory_bytes(&self) -> usize {
+    pub(crate) fn memory_bytes(&self) -> usize {
         let sparse: usize = self
             .runs
             .iter()
@@ -244,12 +244,12 @@ impl KeyIndex {
     }
 
     /// How many times the map was spilled to disk.
-    pub fn spills(&self) -> u64 {
+    pub(crate) fn spills(&self) -> u64 {
         self.spills
     }
 
     /// Runs on disk now.
-    pub fn runs(&self) -> usize {
+    pub(crate) fn runs(&self) -> usize {
         self.runs.len()
     }
 

@@ -33,7 +33,7 @@ pub enum ValueTransform {
 }
 
 /// The Debezium operation column `flatten_debezium` adds.
-pub const OP_COLUMN: &str = "_op";
+pub(crate) const OP_COLUMN: &str = "_op";
 
 impl ValueTransform {
     /// From the topic config's spelling.
@@ -173,7 +173,7 @@ fn debezium_row(value: &Schema) -> Result<&[NestedFieldRef]> {
 /// The nested Arrow target a decoder fills for a writer whose record schema is `writer`: its
 /// structure, with each leaf taken from the table's value column of the flattened name (type
 /// and field id included). Leaves the table lacks are refused.
-pub fn nested_target(
+pub(crate) fn nested_target(
     transform: ValueTransform,
     table_values: &ArrowSchema,
     writer: &Schema,
@@ -228,7 +228,7 @@ pub fn nested_target(
 
 /// The decoded nested `columns` (of `nested`) as the table's value columns, in its order.
 /// Table columns the writer does not have are null.
-pub fn flatten_columns(
+pub(crate) fn flatten_columns(
     transform: ValueTransform,
     nested: &SchemaRef,
     columns: Vec<ArrayRef>,

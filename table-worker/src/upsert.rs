@@ -124,7 +124,7 @@ impl UpsertSpec {
 
 /// What a record does to its key.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Op {
+pub(crate) enum Op {
     /// Insert or update: the record's row becomes the key's row.
     Upsert,
     /// Delete: the key's row goes away, no row is written.
@@ -134,7 +134,7 @@ pub enum Op {
 impl Op {
     /// The operation a CDC field's value names: `D`/`d` delete; `I`, `U`, Debezium `c`, `r`,
     /// `u`, a null or anything else upsert.
-    pub fn parse(value: Option<&str>) -> Op {
+    pub(crate) fn parse(value: Option<&str>) -> Op {
         match value.map(str::trim) {
             Some("D" | "d") => Op::Delete,
             _ => Op::Upsert,
@@ -144,12 +144,12 @@ impl Op {
 
 /// The keys of one job, after [`dedupe`]: each key once, with the operation of its last
 /// record, in the order of those records.
-pub type KeyOps = Vec<(Vec<u8>, Op)>;
+pub(crate) type KeyOps = Vec<(Vec<u8>, Op)>;
 
 /// Keeps, per key, only the last record's row (and none for a delete). `tombstones` are
 /// deletes by key from records without a row (upsert tombstones), each with how many rows came
 /// before it. Returns the remaining rows and each key's final operation.
-pub fn dedupe(
+pub(crate) fn dedupe(
     spec: &UpsertSpec,
     batches: Vec<RecordBatch>,
     tombstones: &[(u64, Vec<u8>)],
@@ -235,7 +235,7 @@ fn ops_of(spec: &UpsertSpec, batch: &RecordBatch) -> Result<Vec<Op>> {
 }
 
 /// The key of every row: the id columns' values, each with a type tag.
-pub fn encode_keys(columns: &[ArrayRef], rows: usize) -> Result<Vec<Vec<u8>>> {
+pub(crate) fn encode_keys(columns: &[ArrayRef], rows: usize) -> Result<Vec<Vec<u8>>> {
     let mut keys = vec![Vec::new(); rows];
     for column in columns {
         // Dates, times, timestamps and decimals are keyed by their text (stable within a
@@ -290,7 +290,11 @@ fn encode_value(column: &ArrayRef, row: usize, out: &mut Vec<u8>) -> Result<()> 
 
 /// Reads the keys of a data file, one per row position. An id column the file lacks (written
 /// before the column was added) is null in every row, as readers see it.
-pub async fn read_keys(file_io: &FileIO, path: &str, id_field_ids: &[i32]) -> Result<Vec<Vec<u8>>> {
+pub(crate) async fn read_keys(
+    file_io: &FileIO,
+    path: &str,
+    id_field_ids: &[i32],
+) -> Result<Vec<Vec<u8>>> {
     let input = file_io.new_input(path)?;
     let reader =
         iceberg::arrow::ArrowFileReader::new(input.metadata().await?, input.reader().await?);
@@ -332,7 +336,7 @@ pub async fn read_keys(file_io: &FileIO, path: &str, id_field_ids: &[i32]) -> Re
 /// Applies a job's keys to the index: writes the position deletes of the rows they replace or
 /// delete, then points the index at the job's new rows. Returns the delete files.
 #[allow(clippy::too_many_arguments)]
-pub async fn apply(
+pub(crate) async fn apply(
     index: &mut KeyIndex,
     target: &FileTarget,
     prefix: &str,
@@ -438,7 +442,7 @@ pub struct LiveFiles {
 /// Builds the index from the table: every live data file's id columns, minus the rows its
 /// position deletes remove. Returns how many keys had more than one live row (the later one
 /// is indexed; the earlier stays visible, e.g. rows appended before upsert was enabled).
-pub async fn rebuild(
+pub(crate) async fn rebuild(
     index: &mut KeyIndex,
     file_io: &FileIO,
     live: &LiveFiles,

@@ -10,9 +10,9 @@ use std::sync::Arc;
 
 use apache_avro::types::Value as Avro;
 use bytes::Bytes;
-use inlet_table_worker::check::{PayloadChecker, Side};
-use inlet_table_worker::job::convert_range;
-use inlet_table_worker::memory::MemoryPool;
+use inlet_table_worker::convert_range;
+use inlet_table_worker::MemoryPool;
+use inlet_table_worker::{PayloadChecker, Side};
 use proptest::prelude::*;
 
 const SCHEMA: &str = r#"{

@@ -16,9 +16,9 @@ use arrow::datatypes::Int64Type;
 use bytes::Bytes;
 use inlet_schema_registry::framing;
 use inlet_storage::{StreamId, StreamStore};
-use inlet_table_worker::evolve::Change;
-use inlet_table_worker::job::{convert_range, JobOutput, JobSpec, TableContext, ValueType};
-use inlet_table_worker::memory::MemoryPool;
+use inlet_table_worker::Change;
+use inlet_table_worker::MemoryPool;
+use inlet_table_worker::{convert_range, JobOutput, JobSpec, TableContext, ValueType};
 use kafka_protocol::records::Compression;
 
 const V1: &str = r#"{"type":"record","name":"User","namespace":"t","fields":[{"name":"id","type":"long"},{"name":"name","type":"string"}]}"#;
@@ -186,13 +186,10 @@ async fn a_range_with_two_schema_versions_and_a_bad_record() {
 
     // The next range of the same table: a table that exists gets the evolution proposed.
     let mut ctx = context(&f, "users");
-    let v1_table = inlet_table_worker::evolve::reconcile(
+    let v1_table = inlet_table_worker::reconcile(
         None,
-        &inlet_table_worker::avro::avro_to_iceberg(
-            &apache_avro::Schema::parse_str(V1).expect("v1"),
-            &[],
-        )
-        .expect("map"),
+        &inlet_table_worker::avro_to_iceberg(&apache_avro::Schema::parse_str(V1).expect("v1"), &[])
+            .expect("map"),
     )
     .expect("table")
     .schema;
@@ -267,7 +264,7 @@ fn rss_bytes() -> Option<usize> {
 /// small ones for the commit, and a drain covers every offset exactly once.
 #[tokio::test]
 async fn the_worker_converts_full_partitions_early_and_tails_at_commit() {
-    use inlet_table_worker::worker::{PartitionSource, Worker};
+    use inlet_table_worker::{PartitionSource, Worker};
     let f = fixture().await;
     let id = register(&f.registry, "w-value", V1).await;
     let busy = common::create_stream(&f.store, "kafka/w/0").await;
@@ -381,7 +378,7 @@ async fn flatten_turns_nested_fields_into_columns() {
     let stream = common::create_stream(&f.store, "kafka/p/0").await;
     append(&f.store, stream, &values).await;
     let mut ctx = context(&f, "p");
-    ctx.transform = inlet_table_worker::transform::ValueTransform::Flatten;
+    ctx.transform = inlet_table_worker::ValueTransform::Flatten;
     let out = convert_whole(&f, &ctx, stream).await;
     let names: Vec<_> = out
         .schema
@@ -680,7 +677,7 @@ async fn records_of_a_schema_the_table_cannot_take_become_dead_letters() {
 /// files its early jobs write are near the target, not a target of input's worth of Parquet.
 #[tokio::test]
 async fn early_files_are_near_the_target_size_of_output() {
-    use inlet_table_worker::worker::{PartitionSource, Worker};
+    use inlet_table_worker::{PartitionSource, Worker};
     let f = fixture().await;
     let id = register(&f.registry, "sized-value", V1).await;
     let stream = common::create_stream(&f.store, "kafka/sized/0").await;
@@ -752,7 +749,7 @@ async fn early_files_are_near_the_target_size_of_output() {
 /// far less than the backlogs decoded at once would take.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn thirty_two_backlogs_drain_at_once_within_a_small_pool() {
-    use inlet_table_worker::worker::{PartitionSource, Worker};
+    use inlet_table_worker::{PartitionSource, Worker};
     let f = Arc::new(fixture().await);
     let id = register(&f.registry, "b-value", V1).await;
     let schema = apache_avro::Schema::parse_str(V1).expect("schema");

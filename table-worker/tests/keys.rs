@@ -13,7 +13,7 @@ use arrow::array::{Array, ArrayRef, AsArray, RecordBatch};
 use arrow::datatypes::{Int32Type, Int64Type};
 use bytes::Bytes;
 use inlet_schema_registry::framing;
-use inlet_table_worker::job::{JobOutput, TableContext, ValueType};
+use inlet_table_worker::{JobOutput, TableContext, ValueType};
 
 const VALUE: &str =
     r#"{"type":"record","name":"V","namespace":"t","fields":[{"name":"n","type":"long"}]}"#;
@@ -193,7 +193,7 @@ async fn avro_record_keys_become_a_struct_that_evolves() {
     let (next, _) = convert(&f, &ctx, &[(key_v2(1), value(&f, 1))]).await;
     assert!(
         next.changes.iter().any(|c| matches!(c,
-            inlet_table_worker::evolve::Change::AddColumn { path, .. } if path == &["_key", "zone"])),
+            inlet_table_worker::Change::AddColumn { path, .. } if path == &["_key", "zone"])),
         "{:?}",
         next.changes
     );

@@ -19,11 +19,11 @@ use bytes::Bytes;
 use iceberg::spec::{DataContentType, DataFile};
 use inlet_schema_registry::framing;
 use inlet_storage::StreamId;
-use inlet_table_worker::job::{JobOutput, TableContext, ValueType};
-use inlet_table_worker::memory::MemoryPool;
-use inlet_table_worker::pk_index::FileRef;
-use inlet_table_worker::upsert::{LiveDataFile, LiveFiles, UpsertSpec};
-use inlet_table_worker::worker::{PartitionSource, Worker};
+use inlet_table_worker::FileRef;
+use inlet_table_worker::MemoryPool;
+use inlet_table_worker::{JobOutput, TableContext, ValueType};
+use inlet_table_worker::{LiveDataFile, LiveFiles, UpsertSpec};
+use inlet_table_worker::{PartitionSource, Worker};
 
 const SCHEMA: &str = r#"{"type":"record","name":"Row","namespace":"t","fields":[{"name":"id","type":"long"},{"name":"name","type":"string"},{"name":"op","type":["null","string"],"default":null}]}"#;
 
@@ -304,10 +304,7 @@ async fn an_index_past_its_budget_spills_and_stays_exact() {
         .expect("stats")
         .expect("index");
     assert!(stats.spills > 0, "{stats:?}");
-    assert!(
-        stats.runs <= inlet_table_worker::pk_index::MAX_RUNS,
-        "{stats:?}"
-    );
+    assert!(stats.runs <= inlet_table_worker::MAX_RUNS, "{stats:?}");
     let rows = table.rows();
     assert_eq!(rows.len(), 500);
     for (id, name) in rows {
@@ -404,7 +401,7 @@ async fn debezium_change_events_upsert_and_delete_by_their_op() {
     let f = fixture_with(ENVELOPE).await;
     let worker = Worker::new(f.store.clone(), MemoryPool::new(64 << 20));
     let mut ctx = context(&f, false, 64 << 20, "");
-    ctx.transform = inlet_table_worker::transform::ValueTransform::FlattenDebezium;
+    ctx.transform = inlet_table_worker::ValueTransform::FlattenDebezium;
     // What the node makes of `upsert.enable=true` with `flatten_debezium` and no cdc.field.
     ctx.upsert = UpsertSpec::from_configs(
         &["id".to_string()],

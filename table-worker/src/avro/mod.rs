@@ -13,8 +13,8 @@
 //! arrays; `reader` reads the binary encoding.
 
 mod columns;
-pub mod decode;
-pub mod mapping;
+pub(crate) mod decode;
+pub(crate) mod mapping;
 mod names;
 mod plan;
 mod reader;

@@ -35,7 +35,7 @@ mod read;
 mod rows;
 mod schema;
 
-pub use schema::value_schema_fits;
+pub(crate) use schema::value_schema_fits;
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
@@ -218,7 +218,7 @@ pub async fn convert_range(
 
 /// Converts one range; an upsert table (`table.upsert`) needs its primary-key `index`, which
 /// the job moves to the rows it writes (see `upsert`).
-pub async fn convert_range_indexed(
+pub(crate) async fn convert_range_indexed(
     store: &StreamStore,
     pool: &MemoryPool,
     table: &TableContext,

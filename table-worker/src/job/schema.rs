@@ -32,7 +32,7 @@ pub(super) async fn registered(registry: &Registry, id: u32) -> Result<Option<Ar
 /// [`TableContext::last_column_id`](super::TableContext::last_column_id)) can take values
 /// written with `stored`, as a job decides it for that schema's records: Err names the column
 /// and the change. Protobuf schemas are left to the job (the message type is in each payload).
-pub fn value_schema_fits(
+pub(crate) fn value_schema_fits(
     table: &Schema,
     last_column_id: i32,
     transform: ValueTransform,

@@ -35,8 +35,8 @@ pub(crate) async fn open(dir: &std::path::Path) -> (Arc<StreamStore>, Arc<Regist
 }
 
 /// A job over all of partition 0's `stream`, reading up to `max_input_bytes`.
-pub(crate) fn whole(stream: StreamId, max_input_bytes: usize) -> inlet_table_worker::job::JobSpec {
-    inlet_table_worker::job::JobSpec {
+pub(crate) fn whole(stream: StreamId, max_input_bytes: usize) -> inlet_table_worker::JobSpec {
+    inlet_table_worker::JobSpec {
         partition: 0,
         stream,
         from: 0,
@@ -45,19 +45,19 @@ pub(crate) fn whole(stream: StreamId, max_input_bytes: usize) -> inlet_table_wor
     }
 }
 
-/// [`convert_range`](inlet_table_worker::job::convert_range) of all of `stream`, with a 16 MiB
+/// [`convert_range`](inlet_table_worker::convert_range) of all of `stream`, with a 16 MiB
 /// pool, reading up to 1 MiB.
 pub(crate) async fn convert_whole(
     store: &StreamStore,
-    ctx: &inlet_table_worker::job::TableContext,
+    ctx: &inlet_table_worker::TableContext,
     stream: StreamId,
-) -> Result<inlet_table_worker::job::JobOutput, inlet_table_worker::error::Error> {
-    let pool = inlet_table_worker::memory::MemoryPool::new(16 << 20);
-    inlet_table_worker::job::convert_range(store, &pool, ctx, whole(stream, 1 << 20)).await
+) -> Result<inlet_table_worker::JobOutput, inlet_table_worker::Error> {
+    let pool = inlet_table_worker::MemoryPool::new(16 << 20);
+    inlet_table_worker::convert_range(store, &pool, ctx, whole(stream, 1 << 20)).await
 }
 
 /// The rows of the data files a job wrote.
-pub(crate) fn read_outputs(out: &inlet_table_worker::job::JobOutput) -> Vec<RecordBatch> {
+pub(crate) fn read_outputs(out: &inlet_table_worker::JobOutput) -> Vec<RecordBatch> {
     let files = out.data_files.iter();
     files.flat_map(|d| read_parquet(d.file_path())).collect()
 }
@@ -207,14 +207,14 @@ pub(crate) fn read_parquet(path: &str) -> Vec<RecordBatch> {
 pub(crate) fn table_context(
     registry: &Arc<Registry>,
     data_location: String,
-) -> inlet_table_worker::job::TableContext {
-    use inlet_table_worker::job::{TableContext, ValueType};
+) -> inlet_table_worker::TableContext {
+    use inlet_table_worker::{TableContext, ValueType};
     TableContext {
         last_column_id: 0,
         registry: registry.clone(),
         value_type: ValueType::BySchemaId,
         key_type: ValueType::Raw,
-        transform: inlet_table_worker::transform::ValueTransform::None,
+        transform: inlet_table_worker::ValueTransform::None,
         schema: None,
         target: inlet_table_worker::data_file::FileTarget {
             file_io: iceberg::io::FileIO::new_with_fs(),

@@ -155,7 +155,7 @@ impl Default for TablesConfig {
             compaction_min_files: compaction.min_files,
             compaction_partitions_per_run: compaction.partitions_per_run,
             expire_every_commits: inlet_table_coordinator::coordinator::DEFAULT_EXPIRE_EVERY,
-            coordinator_lease_ms: inlet_table_coordinator::lease::DEFAULT_TTL.as_millis() as u64,
+            coordinator_lease_ms: inlet_table_coordinator::DEFAULT_LEASE_TTL.as_millis() as u64,
         }
     }
 }

@@ -12,7 +12,7 @@ use axum::response::IntoResponse;
 use axum::routing::get;
 use axum::Router;
 use inlet_ingest::Broker;
-use inlet_table_coordinator::status::{Statuses, TableStatus};
+use inlet_table_coordinator::{Statuses, TableStatus};
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
@@ -114,7 +114,7 @@ const UPLOADS_UNHEALTHY_AFTER_MS: u64 = 5 * 60 * 1000;
 /// Why the node cannot take or keep data, if it cannot: a WAL that failed a write or sync
 /// (it refuses appends until a restart), uploads failing with an error that will not pass, or
 /// uploads failing for [`UPLOADS_UNHEALTHY_AFTER_MS`].
-pub(crate) fn unhealthy(broker: &inlet_ingest::broker::Broker) -> Option<String> {
+pub(crate) fn unhealthy(broker: &inlet_ingest::Broker) -> Option<String> {
     let health = broker.store().health();
     if let Some(reason) = health.wal_failed {
         return Some(format!(

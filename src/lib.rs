@@ -363,7 +363,7 @@ impl NodeBuilder {
             broker.clone(),
             stop.clone(),
         ));
-        let statuses = inlet_table_coordinator::status::Statuses::default();
+        let statuses = inlet_table_coordinator::Statuses::default();
         tasks.spawn(http::serve(
             http_listener,
             broker.clone(),
@@ -459,17 +459,17 @@ struct TablePayloads {
     tables: Arc<inlet_table_worker::TableSchemas>,
 }
 
-impl inlet_ingest::validate::PayloadCheck for TablePayloads {
+impl inlet_ingest::PayloadCheck for TablePayloads {
     fn check(
         &self,
-        side: inlet_ingest::validate::Side,
+        side: inlet_ingest::Side,
         schema: &inlet_schema_registry::StoredSchema,
         payload: &[u8],
     ) -> Result<(), String> {
         use inlet_table_worker::Side as WorkerSide;
         let side = match side {
-            inlet_ingest::validate::Side::Value => WorkerSide::Value,
-            inlet_ingest::validate::Side::Key => WorkerSide::Key,
+            inlet_ingest::Side::Value => WorkerSide::Value,
+            inlet_ingest::Side::Key => WorkerSide::Key,
         };
         self.decoders.check(side, schema, payload)
     }

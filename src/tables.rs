@@ -19,13 +19,13 @@ use std::time::Duration;
 use iceberg::io::FileIO;
 use iceberg::{NamespaceIdent, TableIdent};
 use inlet_catalog::NodeCatalog;
-use inlet_ingest::topic_config::{Compaction, TableTopicConfig};
 use inlet_ingest::Broker;
+use inlet_ingest::{Compaction, TableTopicConfig};
 use inlet_schema_registry::Registry;
 use inlet_table_coordinator::commit::Committer;
 use inlet_table_coordinator::coordinator::{self, Expiry, TableTopic};
-use inlet_table_coordinator::lease::Leases;
-use inlet_table_coordinator::status::Statuses;
+use inlet_table_coordinator::Leases;
+use inlet_table_coordinator::Statuses;
 use inlet_table_worker::data_file::{FileSettings, FileTarget};
 use inlet_table_worker::IndexBudget;
 use inlet_table_worker::MemoryPool;
@@ -237,7 +237,7 @@ fn table_topic(
     file_io: &FileIO,
     indexes: &TableSettings,
     index_budget: &IndexBudget,
-    topic: &inlet_ingest::topics::Topic,
+    topic: &inlet_ingest::Topic,
 ) -> anyhow::Result<(Fingerprint, TableTopic)> {
     let topic_name = topic.name.as_str();
     let (namespace, table) = (&config.namespace, &config.table);

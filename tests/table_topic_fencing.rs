@@ -15,7 +15,7 @@ use std::time::Duration;
 use common::{poll_until, query_json, Node};
 use inlet_common::{Clock, ManualClock, SystemClock};
 use inlet_storage::MetaStore;
-use inlet_table_coordinator::lease::Leases;
+use inlet_table_coordinator::Leases;
 use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
 use rdkafka::client::DefaultClientContext;
 use rdkafka::config::ClientConfig;

@@ -15,7 +15,7 @@ use crate::codec::Request;
 use crate::config::BrokerConfig;
 use crate::error::{KafkaError, Result};
 use crate::groups::{ClientInfo, GroupConfig, GroupCoordinator};
-pub use crate::handlers::ProduceTurn;
+pub(crate) use crate::handlers::ProduceTurn;
 use crate::metrics::Metrics;
 use crate::producers::ProducerIds;
 use crate::topics::Topics;

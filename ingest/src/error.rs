@@ -72,4 +72,4 @@ impl From<inlet_storage::Error> for KafkaError {
     }
 }
 
-pub type Result<T, E = KafkaError> = std::result::Result<T, E>;
+pub(crate) type Result<T, E = KafkaError> = std::result::Result<T, E>;

@@ -26,7 +26,7 @@ use bytes::{Buf, BufMut, Bytes, BytesMut};
 use kafka_protocol::protocol::buf::ByteBufMut;
 
 /// Payloads smaller than this are copied into the frame: a reference costs a syscall slice.
-pub const SHARE_MIN_BYTES: usize = 4096;
+pub(crate) const SHARE_MIN_BYTES: usize = 4096;
 
 /// An encoded response frame: its parts in order, written back to back.
 #[derive(Debug, Default)]
@@ -121,7 +121,7 @@ impl Buf for Frame {
 }
 
 /// The buffer a response is encoded into (see the module doc).
-pub struct FrameWriter {
+pub(crate) struct FrameWriter {
     /// Parts already closed, and their total length.
     done: Vec<Bytes>,
     done_len: usize,
@@ -134,7 +134,7 @@ pub struct FrameWriter {
 impl FrameWriter {
     /// A writer that keeps `shared` payloads (those of at least [`SHARE_MIN_BYTES`]) by
     /// reference.
-    pub fn new(shared: impl IntoIterator<Item = Bytes>) -> FrameWriter {
+    pub(crate) fn new(shared: impl IntoIterator<Item = Bytes>) -> FrameWriter {
         FrameWriter {
             done: Vec::new(),
             done_len: 0,
@@ -146,7 +146,7 @@ impl FrameWriter {
         }
     }
 
-    pub fn finish(mut self) -> Frame {
+    pub(crate) fn finish(mut self) -> Frame {
         self.close_current();
         Frame {
             len: self.done_len,

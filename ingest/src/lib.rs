@@ -15,21 +15,25 @@
 //! Table topics' records are checked against the Schema Registry at produce time
 //! ([`validate`]). Not here yet: transactions (not advertised), and multi-node partition ownership.
 
-pub mod broker;
+pub(crate) mod broker;
 // Record batches are read by one crate shared with the table workers.
 pub use inlet_records::{batch, records};
 pub mod codec;
 pub mod config;
-pub mod error;
-pub mod frame;
-pub mod groups;
+pub(crate) mod error;
+pub(crate) mod frame;
+pub(crate) mod groups;
 mod handlers;
-pub mod metrics;
-pub mod producers;
+pub(crate) mod metrics;
+pub(crate) mod producers;
 pub mod server;
-pub mod topic_config;
-pub mod topics;
-pub mod validate;
+pub(crate) mod topic_config;
+pub(crate) mod topics;
+pub(crate) mod validate;
+
+pub use topic_config::{Compaction, TableTopicConfig};
+pub use topics::Topic;
+pub use validate::{PayloadCheck, RegistryDecoder, Side};
 
 pub use broker::Broker;
 pub use config::{BrokerConfig, BrokerSetting, SettingKind};

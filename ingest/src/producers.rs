@@ -32,20 +32,20 @@ const ID_BLOCK: i64 = 100;
 /// Batches remembered per producer and partition, as in Kafka.
 const REMEMBERED_BATCHES: usize = 5;
 /// How far back a partition's state is rebuilt from its log after a start.
-pub const REBUILD_OFFSETS: u64 = 200_000;
+pub(crate) const REBUILD_OFFSETS: u64 = 200_000;
 /// At most this many bytes are read for that rebuild.
 const REBUILD_BYTES: usize = 64 << 20;
 
 /// Hands out producer ids.
 #[derive(Debug)]
-pub struct ProducerIds {
+pub(crate) struct ProducerIds {
     meta: MetaStore,
     /// Next id to give and the end of the current block.
     block: tokio::sync::Mutex<(i64, i64)>,
 }
 
 impl ProducerIds {
-    pub async fn open(meta: MetaStore) -> Result<Self> {
+    pub(crate) async fn open(meta: MetaStore) -> Result<Self> {
         meta.migrate("ingest.producers", MIGRATIONS).await?;
         Ok(ProducerIds {
             meta,
@@ -54,7 +54,7 @@ impl ProducerIds {
     }
 
     /// A producer id never handed out before.
-    pub async fn next(&self) -> Result<i64> {
+    pub(crate) async fn next(&self) -> Result<i64> {
         let mut block = self.block.lock().await;
         if block.0 >= block.1 {
             let row = sqlx::query(

@@ -258,7 +258,7 @@ fn def(name: &str) -> Option<&'static Def> {
 }
 
 /// The canonical name of a topic config, resolving AutoMQ aliases; `None` if unknown.
-pub fn canonical_name(name: &str) -> Option<&'static str> {
+pub(crate) fn canonical_name(name: &str) -> Option<&'static str> {
     let name = match name.strip_prefix(AUTOMQ_PREFIX) {
         Some(rest) if rest.starts_with("table.topic.") => rest,
         _ => name,
@@ -267,7 +267,7 @@ pub fn canonical_name(name: &str) -> Option<&'static str> {
 }
 
 /// Whether `name` is a config that only has meaning for the Iceberg side.
-pub fn is_table_config(name: &str) -> bool {
+pub(crate) fn is_table_config(name: &str) -> bool {
     name.starts_with("table.topic.")
 }
 
@@ -406,7 +406,7 @@ impl TableTopicConfig {
 
 /// What a table topic's dead-letter table adds to its table's name (`<table>_dlq`, in the
 /// same namespace); the table path's name for it is `inlet_table_worker::dead_letter::SUFFIX`.
-pub const DEAD_LETTER_SUFFIX: &str = "_dlq";
+pub(crate) const DEAD_LETTER_SUFFIX: &str = "_dlq";
 
 /// A topic's explicitly set configs (canonical names, validated values).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -613,7 +613,7 @@ fn check_column(column: &str) -> Result<(), String> {
 }
 
 /// `[a, b]` → `["a", "b"]`; empty for an empty value.
-pub fn parse_list(value: &str) -> Vec<String> {
+pub(crate) fn parse_list(value: &str) -> Vec<String> {
     split_top_level(value)
 }
 

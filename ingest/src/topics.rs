@@ -81,7 +81,7 @@ fn stream_name(id: &uuid::Uuid, partition: i32) -> String {
 }
 
 /// Checks a topic name as Kafka does: 1–249 of `[a-zA-Z0-9._-]`, not `.` or `..`.
-pub fn validate_name(name: &str) -> Result<()> {
+pub(crate) fn validate_name(name: &str) -> Result<()> {
     let bad = |why: &str| {
         KafkaError::new(
             ResponseError::InvalidTopicException,

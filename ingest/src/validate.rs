@@ -66,7 +66,7 @@ impl PayloadCheck for RegistryDecoder {
 
 /// What a table topic's records must be.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Rules {
+pub(crate) struct Rules {
     pub value_framed: bool,
     pub key_framed: bool,
     /// A null value is a delete in upsert mode; otherwise a table row needs a value.
@@ -77,7 +77,7 @@ pub struct Rules {
 
 impl Rules {
     /// The rules of a topic, or `None` when nothing is checked at produce time.
-    pub fn of(configs: &TopicConfigs, defaults: &TopicConfigs) -> Option<Rules> {
+    pub(crate) fn of(configs: &TopicConfigs, defaults: &TopicConfigs) -> Option<Rules> {
         // The topic's name only names the table, which the rules do not need.
         let table = configs.table_topic("", defaults)?;
         let value_framed = table.convert_value == "by_schema_id";
@@ -98,7 +98,7 @@ impl Rules {
 
 /// The outcome of checking a request's batches for one partition.
 #[derive(Debug, Default)]
-pub struct Verdict {
+pub(crate) struct Verdict {
     /// (index of the record in the partition's record set, message), at most
     /// [`MAX_RECORD_ERRORS`].
     pub errors: Vec<(i32, String)>,
@@ -112,7 +112,7 @@ type Schemas = HashMap<u32, Option<Arc<StoredSchema>>>;
 impl Rules {
     /// Notes the schema ids a record names (for [`check`]); called from the validation walk
     /// every batch gets anyway, so the ids cost no walk of their own.
-    pub fn collect_ids(&self, key: Option<&[u8]>, value: Option<&[u8]>, ids: &mut Vec<u32>) {
+    pub(crate) fn collect_ids(&self, key: Option<&[u8]>, value: Option<&[u8]>, ids: &mut Vec<u32>) {
         for (framed, bytes) in [(self.value_framed, value), (self.key_framed, key)] {
             if let (true, Some(b)) = (framed, bytes) {
                 // A record that is not framed fails in `check`.
@@ -128,7 +128,7 @@ impl Rules {
 
 /// Checks every record of `batches` (each already passed [`crate::records::walk`], which
 /// collected the schema `ids` they name with [`Rules::collect_ids`]).
-pub async fn check(
+pub(crate) async fn check(
     registry: &Registry,
     payloads: Arc<dyn PayloadCheck>,
     topic: &str,

@@ -37,10 +37,10 @@ use serde::{Deserialize, Serialize};
 use crate::commit::{Round, RoundBase};
 
 /// Control streams are named this, then the topic's name.
-pub const STREAM_PREFIX: &str = "table-control/";
+pub(crate) const STREAM_PREFIX: &str = "table-control/";
 
 /// Records between two trims of the stream.
-pub const TRIM_EVERY: u64 = 64;
+pub(crate) const TRIM_EVERY: u64 = 64;
 
 /// Largest record read back (a round's file list).
 const MAX_READ_BYTES: usize = 64 << 20;
@@ -119,7 +119,7 @@ struct PreCommit {
 
 /// A round read back from a `PRE_COMMIT`, with its dead-letter round.
 #[derive(Debug, Clone)]
-pub struct PendingRound {
+pub(crate) struct PendingRound {
     pub main: Round,
     pub dead_letters: Option<Round>,
 }
@@ -133,7 +133,7 @@ pub struct FileSpec {
 
 /// One table topic's control stream.
 #[derive(Debug, Clone)]
-pub struct ControlStream {
+pub(crate) struct ControlStream {
     store: Arc<StreamStore>,
     stream: StreamId,
     /// The topic's (partition, stream) pairs.
@@ -142,7 +142,7 @@ pub struct ControlStream {
 
 impl ControlStream {
     /// Opens the control stream of `topic`, creating it the first time.
-    pub async fn open(
+    pub(crate) async fn open(
         store: Arc<StreamStore>,
         topic: &str,
         streams: &[(i32, StreamId)],
@@ -161,7 +161,7 @@ impl ControlStream {
 
     /// Appends the `PRE_COMMIT` of `main` (whose files follow `spec`) and its dead-letter
     /// round; returns once it is durable.
-    pub async fn pre_commit(
+    pub(crate) async fn pre_commit(
         &self,
         main: &Round,
         spec: &FileSpec,
@@ -182,7 +182,7 @@ impl ControlStream {
     }
 
     /// Appends `COMMITTED` for `commit_id`, and trims the stream now and then.
-    pub async fn committed(
+    pub(crate) async fn committed(
         &self,
         commit_id: &str,
         snapshot_id: Option<i64>,
@@ -217,7 +217,7 @@ impl ControlStream {
 
     /// The last `PRE_COMMIT` without a `COMMITTED` after it, built from this topic's streams;
     /// None when there is none.
-    pub async fn pending(&self) -> Result<Option<PendingRound>, ControlError> {
+    pub(crate) async fn pending(&self) -> Result<Option<PendingRound>, ControlError> {
         let start = self.store.start_offset(self.stream)?;
         let end = self.store.end_offset(self.stream)?;
         let mut last: Option<Record> = None;

@@ -30,16 +30,20 @@
 pub mod commit;
 pub mod compact;
 pub mod concat;
-pub mod control;
+pub(crate) mod control;
 pub mod coordinator;
-pub mod lease;
+pub(crate) mod lease;
 pub mod machine;
-pub mod manifest_merge;
-pub mod rebase;
+pub(crate) mod manifest_merge;
+pub(crate) mod rebase;
 /// Fail points live in the catalog crate, whose commit path holds two of them.
 pub use inlet_common::failpoint;
-pub mod status;
-pub mod watermark;
+pub(crate) mod status;
+pub(crate) mod watermark;
+
+pub use lease::{Lease, Leases, DEFAULT_TTL as DEFAULT_LEASE_TTL};
+pub use manifest_merge::{MergePolicy, MIN_COUNT_TO_MERGE};
+pub use status::{Statuses, TableStatus};
 
 #[cfg(test)]
 mod tests {

@@ -35,12 +35,12 @@ pub const MIN_COUNT_TO_MERGE: usize = 100;
 
 /// Manifests at least this long are not merged again (Iceberg's default for
 /// `commit.manifest.target-size-bytes`).
-pub const TARGET_MANIFEST_BYTES: i64 = 8 << 20;
+pub(crate) const TARGET_MANIFEST_BYTES: i64 = 8 << 20;
 
 /// The table properties that govern merging, by Iceberg's names.
-pub const PROP_ENABLED: &str = "commit.manifest-merge.enabled";
-pub const PROP_MIN_COUNT: &str = "commit.manifest.min-count-to-merge";
-pub const PROP_TARGET_BYTES: &str = "commit.manifest.target-size-bytes";
+pub(crate) const PROP_ENABLED: &str = "commit.manifest-merge.enabled";
+pub(crate) const PROP_MIN_COUNT: &str = "commit.manifest.min-count-to-merge";
+pub(crate) const PROP_TARGET_BYTES: &str = "commit.manifest.target-size-bytes";
 
 /// How a table's manifests are merged: its properties, with Iceberg's defaults.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -95,7 +95,7 @@ impl MergePolicy {
 /// [`MergePolicy::min_count`] small manifests replaced by one, written under
 /// `location/metadata` for `snapshot_id`. Returns the manifests and how many were merged
 /// away.
-pub async fn merge(
+pub(crate) async fn merge(
     existing: Vec<ManifestFile>,
     meta: &TableMetadata,
     schema: &SchemaRef,

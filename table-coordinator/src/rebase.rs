@@ -30,7 +30,7 @@ use iceberg::spec::{ListType, MapType, NestedField, PrimitiveType, Schema, Struc
 /// `base_column_id` is the `last-column-id` of the table the worker's ids build on: ids above
 /// it are the worker's own. One of those that the table holds under another name was given
 /// out by another engine meanwhile, and the round's files would fill its column.
-pub fn rebase(
+pub(crate) fn rebase(
     current: &Schema,
     round: &Schema,
     last_column_id: i32,

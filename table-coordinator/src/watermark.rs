@@ -13,7 +13,7 @@ use std::collections::BTreeMap;
 
 /// What decides a table's watermark.
 #[derive(Debug, Clone, Default)]
-pub struct Watermarks {
+pub(crate) struct Watermarks {
     /// Each partition's watermark (epoch ms).
     pub partitions: BTreeMap<i32, i64>,
     /// When each partition last had new records (epoch ms, the coordinator's clock).
@@ -25,7 +25,7 @@ pub struct Watermarks {
 impl Watermarks {
     /// Records that `partition` had new records at `now_ms`, the largest of them at event time
     /// `max_event_ms` (None: none had an event time).
-    pub fn observe(&mut self, partition: i32, max_event_ms: Option<i64>, now_ms: i64) {
+    pub(crate) fn observe(&mut self, partition: i32, max_event_ms: Option<i64>, now_ms: i64) {
         self.last_active_ms.insert(partition, now_ms);
         if let Some(ts) = max_event_ms {
             let w = self.partitions.entry(partition).or_insert(ts);
@@ -35,7 +35,7 @@ impl Watermarks {
 
     /// The table watermark at `now_ms` with idleness `idle_ms` (None: off); remembered as the
     /// last announced one.
-    pub fn advance(&mut self, now_ms: i64, idle_ms: Option<i64>) -> Option<i64> {
+    pub(crate) fn advance(&mut self, now_ms: i64, idle_ms: Option<i64>) -> Option<i64> {
         let active = |p: &i32| match idle_ms {
             None => true,
             // A partition not seen since the coordinator started counts as active from then.
@@ -59,7 +59,7 @@ impl Watermarks {
     }
 
     /// Marks every partition active at `now_ms` (a restarted coordinator has no history).
-    pub fn start(&mut self, partitions: impl IntoIterator<Item = i32>, now_ms: i64) {
+    pub(crate) fn start(&mut self, partitions: impl IntoIterator<Item = i32>, now_ms: i64) {
         for p in partitions {
             self.last_active_ms.insert(p, now_ms);
         }

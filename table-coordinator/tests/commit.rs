@@ -463,7 +463,7 @@ async fn optional_id_columns_sort_the_table_but_are_not_identifier_fields() {
 /// (and not to files added after it), as iceberg-rust's reader shows.
 #[tokio::test]
 async fn many_rounds_merge_manifests_and_deletes_still_apply() {
-    use inlet_table_coordinator::manifest_merge::MIN_COUNT_TO_MERGE;
+    use inlet_table_coordinator::MIN_COUNT_TO_MERGE;
     let dir = tempfile::tempdir().expect("tempdir");
     let c = committer(&dir).await;
     let ident = TableIdent::new(NamespaceIdent::new("default".into()), "m".into());

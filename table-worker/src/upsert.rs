@@ -62,7 +62,7 @@ pub struct UpsertSpec {
 }
 
 impl UpsertSpec {
-    /// Upsert mode from a topic's configs (`inlet_ingest::topic_config::TableTopicConfig`, read
+    /// Upsert mode from a topic's configs (`inlet_ingest::TableTopicConfig`, read
     /// by the node): id columns with `upsert.enable=true` or a
     /// `cdc.field`; None when neither is set (id columns alone keep a table append-only).
     /// With `flatten_debezium`, the operation is the `_op` column the transform adds: it is

@@ -76,7 +76,7 @@ const IDLE_GROUP_CLEANUP_MS: u64 = 60_000;
 
 /// Broker settings of the group coordinator, by their Kafka names.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct GroupConfig {
+pub(crate) struct GroupConfig {
     /// `group.initial.rebalance.delay.ms`: how long the first rebalance of an empty group waits
     /// for more members (Kafka default 3000).
     pub initial_rebalance_delay_ms: u64,
@@ -99,14 +99,14 @@ impl Default for GroupConfig {
 /// Who sent a JoinGroup, as the connection knows it: DescribeGroups shows it, and the client
 /// id prefixes new member ids, as in Kafka.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct ClientInfo {
+pub(crate) struct ClientInfo {
     pub client_id: String,
     pub client_host: String,
 }
 
 /// The group coordinator of this node. Cheap to clone; clones share the groups.
 #[derive(Debug, Clone)]
-pub struct GroupCoordinator {
+pub(crate) struct GroupCoordinator {
     inner: Arc<Inner>,
     timer: Arc<TimerTask>,
 }
@@ -146,7 +146,7 @@ fn code(error: Option<ResponseError>) -> i16 {
 impl GroupCoordinator {
     /// Opens the coordinator: creates its tables if needed, loads committed offsets, and
     /// starts the timer task. Must run inside a Tokio runtime.
-    pub async fn open(
+    pub(crate) async fn open(
         meta: MetaStore,
         config: GroupConfig,
         clock: Arc<dyn Clock>,
@@ -175,7 +175,7 @@ impl GroupCoordinator {
 
     /// Stops the timer; parked and later JoinGroup / SyncGroup calls answer
     /// `COORDINATOR_NOT_AVAILABLE`, and so does every other call.
-    pub async fn shutdown(&self) {
+    pub(crate) async fn shutdown(&self) {
         {
             let mut groups = self.inner.groups.lock();
             self.inner.cancel.cancel();
@@ -201,13 +201,18 @@ impl GroupCoordinator {
 
     /// JoinGroup v0–9 for a client that did not say who it is. Returns when the rebalance the
     /// member joins completes (or at once on an error).
-    pub async fn join_group(&self, req: JoinGroupRequest, version: i16) -> JoinGroupResponse {
+    #[cfg(test)]
+    pub(crate) async fn join_group(
+        &self,
+        req: JoinGroupRequest,
+        version: i16,
+    ) -> JoinGroupResponse {
         self.join_group_from(req, version, &ClientInfo::default())
             .await
     }
 
     /// JoinGroup v0–9 from `client`.
-    pub async fn join_group_from(
+    pub(crate) async fn join_group_from(
         &self,
         req: JoinGroupRequest,
         version: i16,
@@ -296,7 +301,11 @@ impl GroupCoordinator {
 
     /// SyncGroup v0–5. The leader's call stores the assignment; every member's call returns
     /// its own assignment once the leader's has arrived.
-    pub async fn sync_group(&self, req: SyncGroupRequest, version: i16) -> SyncGroupResponse {
+    pub(crate) async fn sync_group(
+        &self,
+        req: SyncGroupRequest,
+        version: i16,
+    ) -> SyncGroupResponse {
         let result = self.sync(req).await.unwrap_or_else(SyncResult::error);
         let mut response = SyncGroupResponse::default()
             .with_error_code(code(result.error))
@@ -346,7 +355,11 @@ impl GroupCoordinator {
 
     /// Heartbeat v0–4: keeps the member's session alive; `REBALANCE_IN_PROGRESS` tells it to
     /// rejoin.
-    pub async fn heartbeat(&self, req: HeartbeatRequest, _version: i16) -> HeartbeatResponse {
+    pub(crate) async fn heartbeat(
+        &self,
+        req: HeartbeatRequest,
+        _version: i16,
+    ) -> HeartbeatResponse {
         let error = if req.group_id.is_empty() {
             Some(ResponseError::InvalidGroupId)
         } else {
@@ -369,7 +382,11 @@ impl GroupCoordinator {
     }
 
     /// LeaveGroup v0–5 (v3+: a batch of members, by member id and/or instance id).
-    pub async fn leave_group(&self, req: LeaveGroupRequest, version: i16) -> LeaveGroupResponse {
+    pub(crate) async fn leave_group(
+        &self,
+        req: LeaveGroupRequest,
+        version: i16,
+    ) -> LeaveGroupResponse {
         let identities: Vec<(String, Option<String>)> = if version >= 3 {
             req.members
                 .iter()
@@ -444,7 +461,7 @@ impl GroupCoordinator {
     }
 
     /// DescribeGroups v0–5.
-    pub async fn describe_groups(
+    pub(crate) async fn describe_groups(
         &self,
         req: DescribeGroupsRequest,
         version: i16,
@@ -490,7 +507,11 @@ impl GroupCoordinator {
     }
 
     /// ListGroups v0–4 (v4: filtered by state, case-insensitively).
-    pub async fn list_groups(&self, req: ListGroupsRequest, version: i16) -> ListGroupsResponse {
+    pub(crate) async fn list_groups(
+        &self,
+        req: ListGroupsRequest,
+        version: i16,
+    ) -> ListGroupsResponse {
         let groups = self.inner.groups.lock();
         if self.is_shut_down() {
             return ListGroupsResponse::default()
@@ -528,7 +549,7 @@ impl GroupCoordinator {
     }
 
     /// DeleteGroups v0–2: removes empty groups and their committed offsets.
-    pub async fn delete_groups(
+    pub(crate) async fn delete_groups(
         &self,
         req: DeleteGroupsRequest,
         _version: i16,

@@ -25,7 +25,7 @@ use super::{code, s, GroupCoordinator};
 
 impl GroupCoordinator {
     /// OffsetCommit v2–9. Answers once the accepted offsets are durable.
-    pub async fn offset_commit(
+    pub(crate) async fn offset_commit(
         &self,
         req: OffsetCommitRequest,
         version: i16,
@@ -124,7 +124,11 @@ impl GroupCoordinator {
 
     /// OffsetFetch v1–9 (v8+: several groups). Partitions without a committed offset answer
     /// offset -1; no topics means every committed offset of the group.
-    pub async fn offset_fetch(&self, req: OffsetFetchRequest, version: i16) -> OffsetFetchResponse {
+    pub(crate) async fn offset_fetch(
+        &self,
+        req: OffsetFetchRequest,
+        version: i16,
+    ) -> OffsetFetchResponse {
         let shut_down = self
             .is_shut_down()
             .then_some(ResponseError::CoordinatorNotAvailable);
@@ -256,13 +260,16 @@ impl GroupCoordinator {
     }
 
     /// Drops committed offsets of a deleted topic, in every group.
-    pub async fn delete_topic_offsets(&self, topic: &str) -> Result<(), inlet_storage::Error> {
+    pub(crate) async fn delete_topic_offsets(
+        &self,
+        topic: &str,
+    ) -> Result<(), inlet_storage::Error> {
         self.inner.offsets.delete_topic(topic).await
     }
 
     /// OffsetDelete v0. Offsets of topics a consumer group's members subscribe to stay
     /// (`GROUP_SUBSCRIBED_TO_TOPIC`).
-    pub async fn offset_delete(
+    pub(crate) async fn offset_delete(
         &self,
         req: OffsetDeleteRequest,
         _version: i16,

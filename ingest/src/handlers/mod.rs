@@ -6,4 +6,4 @@ mod fetch;
 mod groups;
 mod produce;
 
-pub use produce::ProduceTurn;
+pub(crate) use produce::ProduceTurn;

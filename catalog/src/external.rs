@@ -43,7 +43,7 @@ const REQUEST_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// An opened external REST catalog.
 #[derive(Clone)]
-pub struct ExternalCatalog {
+pub(crate) struct ExternalCatalog {
     /// Reads and DDL, through iceberg's `RestCatalog`.
     pub catalog: Arc<dyn Catalog>,
     /// Commits.
@@ -70,7 +70,7 @@ impl std::fmt::Debug for ExternalCatalog {
 /// Opens the external catalog `config` names. `node_root` and `node_store` are the node's
 /// object store: the files go there unless `config.files` names another place. Nothing is
 /// sent until the first call.
-pub async fn open(
+pub(crate) async fn open(
     config: &CatalogConfig,
     node_root: &str,
     node_store: Option<Arc<dyn ObjectStore>>,

@@ -14,14 +14,14 @@
 //! - [`target`]: where Inlet's own commits go, either way ([`CommitTarget`]).
 //! - [`NodeCatalog`]: whichever of the three a node's [`CatalogConfig`] names.
 
-pub mod config;
+pub(crate) mod config;
 pub mod embedded;
-pub mod external;
+pub(crate) mod external;
 pub mod glue;
-pub mod metadata_cache;
+pub(crate) mod metadata_cache;
 pub mod rest;
 pub mod storage;
-pub mod target;
+pub(crate) mod target;
 
 use std::sync::Arc;
 

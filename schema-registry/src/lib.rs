@@ -13,18 +13,18 @@
 //! 5. [`framing`]: decoding a framed record (magic 0, schema id, then the payload of the
 //!    schema's type) to a typed value.
 
-pub mod api;
+pub(crate) mod api;
 pub mod avro;
 mod avro_spec;
 mod cache;
-pub mod compat;
-pub mod config;
-pub mod error;
+pub(crate) mod compat;
+pub(crate) mod config;
+pub(crate) mod error;
 pub mod framing;
 pub mod json_schema;
 pub mod protobuf;
-pub mod registry;
-pub mod schema;
+pub(crate) mod registry;
+pub(crate) mod schema;
 mod store;
 
 pub use api::{router, serve};

@@ -18,15 +18,15 @@
 //! This crate knows nothing of Kafka or tables: streams, offsets and byte batches only.
 
 mod cache;
-pub mod config;
-pub mod error;
-pub mod maintenance;
-pub mod meta;
+pub(crate) mod config;
+pub(crate) mod error;
+pub(crate) mod maintenance;
+pub(crate) mod meta;
 pub mod objects;
 mod reader;
 mod store;
 mod stream;
-pub mod upload;
+pub(crate) mod upload;
 pub mod wal;
 
 pub use config::{RetryConfig, StorageConfig};

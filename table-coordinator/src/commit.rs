@@ -95,6 +95,24 @@ pub enum CommitError {
     /// A step of the commit that could not be done: the message says which.
     #[error("catalog: {0}")]
     Catalog(String),
+    /// The table worker failed at a step of compaction: its memory, or writing or reading a
+    /// data or delete file.
+    #[error("{what}: {source}")]
+    Worker {
+        what: String,
+        #[source]
+        source: Box<inlet_table_worker::Error>,
+    },
+    /// Parquet failed while compaction read or wrote files.
+    #[error("{what}: parquet: {source}")]
+    Parquet {
+        what: String,
+        #[source]
+        source: parquet::errors::ParquetError,
+    },
+    /// Arrow failed while compaction filtered deleted rows out.
+    #[error("compaction: arrow: {0}")]
+    Arrow(#[source] arrow::error::ArrowError),
     /// A coordinator of a newer epoch has committed to the table: this one is stale and
     /// must stop ([`crate::lease`]).
     #[error("the table's last round is epoch {theirs}'s, and this coordinator's epoch is {ours}: a newer coordinator took over")]
@@ -146,6 +164,9 @@ impl CommitError {
             CommitError::Iceberg(_) => ErrorKind::Permanent,
             CommitError::Rest(e) => e.kind(),
             CommitError::Catalog(_) | CommitError::Contended(_) => ErrorKind::Retryable,
+            CommitError::Worker { source, .. } => source.kind(),
+            // As every compaction failure: the next run tries again from the table as it is.
+            CommitError::Parquet { .. } | CommitError::Arrow(_) => ErrorKind::Retryable,
             CommitError::Control(e) => e.kind(),
             CommitError::Conflict(_) => ErrorKind::Conflict,
             CommitError::Fenced { .. } => ErrorKind::Shutdown,
@@ -1181,4 +1202,28 @@ pub async fn live_files(table: &Table) -> Result<LiveFiles, CommitError> {
         }
     }
     Ok(live)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::CommitError;
+    use inlet_common::ErrorKind;
+
+    #[test]
+    fn a_worker_failure_keeps_the_workers_error_and_its_kind() {
+        let closed: inlet_table_worker::Error = inlet_table_worker::MemoryError::Closed.into();
+        let e = CommitError::Worker {
+            what: "compaction memory".into(),
+            source: Box::new(closed),
+        };
+        assert_eq!(e.kind(), ErrorKind::Shutdown);
+        let source = std::error::Error::source(&e).expect("a typed source");
+        assert!(
+            source
+                .downcast_ref::<Box<inlet_table_worker::Error>>()
+                .is_some(),
+            "{source:?}"
+        );
+        assert!(e.to_string().starts_with("compaction memory: "), "{e}");
+    }
 }

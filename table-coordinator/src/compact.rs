@@ -334,7 +334,10 @@ impl Committer {
         let reserve = |factor: usize| async move {
             pool.reserve(((input as usize).saturating_mul(factor)).clamp(1, cap))
                 .await
-                .map_err(|e| CommitError::Catalog(format!("compaction memory: {e}")))
+                .map_err(|e| CommitError::Worker {
+                    what: "compaction memory".into(),
+                    source: Box::new(e.into()),
+                })
         };
         let no_deletes = deleted.is_empty() && removed_deletes.is_empty();
         let mut reservation = reserve(if no_deletes { 2 } else { 8 }).await?;
@@ -396,7 +399,10 @@ impl Committer {
                 };
                 inlet_table_worker::data_file::write(&file_target, &prefix, batches, &one_file)
                     .await
-                    .map_err(|e| CommitError::Catalog(format!("compaction: {e}")))?
+                    .map_err(|e| CommitError::Worker {
+                        what: "compaction: writing the merged file".into(),
+                        source: Box::new(e),
+                    })?
             }
         };
         drop(reservation);
@@ -601,7 +607,10 @@ impl Replace {
                 &self.settings,
             )
             .await
-            .map_err(|e| CommitError::Catalog(format!("compaction: carried deletes: {e}")))?
+            .map_err(|e| CommitError::Worker {
+                what: "compaction: carried deletes".into(),
+                source: Box::new(e),
+            })?
         };
         self.carried.lock().push(
             carried_files
@@ -806,7 +815,10 @@ async fn read_deletes(
 ) -> Result<Vec<(String, u64)>, CommitError> {
     inlet_table_worker::read_position_deletes(file_io, path)
         .await
-        .map_err(|e| CommitError::Catalog(format!("reading position deletes {path}: {e}")))
+        .map_err(|e| CommitError::Worker {
+            what: format!("reading position deletes {path}"),
+            source: Box::new(e),
+        })
 }
 
 /// The general path: the chosen files' rows read in the current schema, each file on its own
@@ -874,8 +886,7 @@ async fn decode(
                     (at..at + n).map(|p| Some(gone[first..last].binary_search(&p).is_err())),
                 );
                 batches.push(
-                    arrow::compute::filter_record_batch(&b, &keep)
-                        .map_err(|e| CommitError::Catalog(format!("compaction: {e}")))?,
+                    arrow::compute::filter_record_batch(&b, &keep).map_err(CommitError::Arrow)?,
                 );
             }
             at += n;

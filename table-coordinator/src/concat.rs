@@ -261,7 +261,10 @@ fn bound(
 }
 
 fn parquet_error(what: &str, e: parquet::errors::ParquetError) -> CommitError {
-    CommitError::Catalog(format!("compaction: parquet of {what}: {e}"))
+    CommitError::Parquet {
+        what: format!("compaction: {what}"),
+        source: e,
+    }
 }
 
 #[cfg(test)]

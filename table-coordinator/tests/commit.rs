@@ -213,6 +213,16 @@ async fn plan(
         .expect("tasks")
 }
 
+/// [`data_file`] of rows whose strings are owned.
+async fn owned_data_file(
+    table: &iceberg::table::Table,
+    prefix: &str,
+    rows: &[(i64, String)],
+) -> iceberg::spec::DataFile {
+    let borrowed: Vec<(i64, &str)> = rows.iter().map(|(i, s)| (*i, s.as_str())).collect();
+    data_file(table, prefix, &borrowed).await
+}
+
 /// Writes rows (id, name) as one data file of `table`.
 async fn data_file(
     table: &iceberg::table::Table,
@@ -594,8 +604,7 @@ async fn small_files_are_compacted_and_progress_is_kept() {
         let rows: Vec<(i64, String)> = (0..10)
             .map(|i| (n as i64 * 100 + i, format!("r{n}")))
             .collect();
-        let borrowed: Vec<(i64, &str)> = rows.iter().map(|(i, s)| (*i, s.as_str())).collect();
-        let file = data_file(&table, &format!("s{n}"), &borrowed).await;
+        let file = owned_data_file(&table, &format!("s{n}"), &rows).await;
         expected.extend(rows);
         c.commit(&ident, &round(n, vec![file]))
             .await
@@ -849,8 +858,7 @@ async fn a_compaction_that_loses_a_race_deletes_only_its_own_files() {
         let rows: Vec<(i64, String)> = (0..10)
             .map(|i| (n as i64 * 100 + i, format!("r{n}")))
             .collect();
-        let borrowed: Vec<(i64, &str)> = rows.iter().map(|(i, s)| (*i, s.as_str())).collect();
-        let file = data_file(&table, &format!("s{n}"), &borrowed).await;
+        let file = owned_data_file(&table, &format!("s{n}"), &rows).await;
         expected.extend(rows);
         let round = Round {
             files: vec![file],
@@ -1175,8 +1183,7 @@ async fn a_compaction_rebases_onto_a_round_that_landed_first() {
         let rows: Vec<(i64, String)> = (0..10)
             .map(|i| (n as i64 * 100 + i, format!("r{n}")))
             .collect();
-        let borrowed: Vec<(i64, &str)> = rows.iter().map(|(i, s)| (*i, s.as_str())).collect();
-        let file = data_file(&table, &format!("s{n}"), &borrowed).await;
+        let file = owned_data_file(&table, &format!("s{n}"), &rows).await;
         expected.extend(rows);
         plain
             .commit(&ident, &round(n, vec![file]))
@@ -1256,8 +1263,7 @@ async fn mid_size_files_are_merged_into_target_size_ones() {
                 (id, noise)
             })
             .collect();
-        let borrowed: Vec<(i64, &str)> = rows.iter().map(|(i, s)| (*i, s.as_str())).collect();
-        let file = data_file(&table, &format!("m{n}"), &borrowed).await;
+        let file = owned_data_file(&table, &format!("m{n}"), &rows).await;
         sizes.push(file.file_size_in_bytes());
         expected.extend(rows);
         let round = Round {
@@ -1506,8 +1512,7 @@ async fn compaction_applies_position_deletes_and_carries_over_new_ones() {
         let rows: Vec<(i64, String)> = (0..10)
             .map(|i| (n as i64 * 100 + i, format!("r{n}")))
             .collect();
-        let borrowed: Vec<(i64, &str)> = rows.iter().map(|(i, s)| (*i, s.as_str())).collect();
-        let file = data_file(&table, &format!("s{n}"), &borrowed).await;
+        let file = owned_data_file(&table, &format!("s{n}"), &rows).await;
         paths.push(file.file_path().to_string());
         expected.extend(rows);
         plain
@@ -1619,8 +1624,7 @@ async fn files_of_an_older_schema_are_decoded_into_the_current_one() {
             let rows: Vec<(i64, String)> = (0..5)
                 .map(|i| (n as i64 * 10 + i, format!("e{n}")))
                 .collect();
-            let borrowed: Vec<(i64, &str)> = rows.iter().map(|(i, s)| (*i, s.as_str())).collect();
-            let file = data_file(&table, &format!("e{n}"), &borrowed).await;
+            let file = owned_data_file(&table, &format!("e{n}"), &rows).await;
             expected.extend(rows);
             (upsert_schema(), vec![file])
         } else {

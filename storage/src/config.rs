@@ -63,6 +63,25 @@ pub struct StorageConfig {
     pub orphan_grace_ms: u64,
     /// Retries of object store calls.
     pub retry: RetryConfig,
+    /// Where an append becomes durable before it is acknowledged: `local` (an fsynced WAL on
+    /// this node's disk, the single-node default) or `object` (WAL objects in the object store,
+    /// indexed in the metadata store: what a cluster needs, since a node may be lost whole).
+    pub wal: WalKind,
+    /// With the object-store WAL: how many WAL objects may be in flight (PUT started and not
+    /// yet committed) at once. Their metadata commits still land in order.
+    pub object_wal_in_flight: usize,
+    /// With the object-store WAL: how long the first append of a group waits for more before
+    /// the group is cut (a group is also cut at `wal_max_group_bytes`).
+    pub object_wal_linger_ms: u64,
+}
+
+/// Where appends become durable; see [`StorageConfig::wal`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum WalKind {
+    #[default]
+    Local,
+    Object,
 }
 
 /// Bounded retry with exponential backoff for object store and metadata calls.
@@ -142,6 +161,9 @@ impl Default for StorageConfig {
             delete_grace_ms: 60_000,
             orphan_grace_ms: 3_600_000,
             retry: RetryConfig::default(),
+            wal: WalKind::Local,
+            object_wal_in_flight: 8,
+            object_wal_linger_ms: 2,
         }
     }
 }
@@ -173,6 +195,9 @@ impl StorageConfig {
         }
         if self.wal_max_group_bytes == 0 || self.wal_queue_len == 0 {
             return fail("wal_max_group_bytes and wal_queue_len must be positive".into());
+        }
+        if self.object_wal_in_flight == 0 {
+            return fail("object_wal_in_flight must be at least 1".into());
         }
         if self.object_block_bytes == 0 || self.object_block_bytes > 1 << 30 {
             return fail("object_block_bytes must be between 1 and 1 GiB".into());

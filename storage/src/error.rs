@@ -50,6 +50,18 @@ pub enum Error {
     Config(String),
     #[error("the stream store is shut down")]
     Shutdown,
+    /// Another node took the stream (it raised the stream's epoch past `epoch`, to `now`): the
+    /// commit made under `epoch` was refused and changed nothing.
+    #[error(
+        "stream {stream} is fenced: this node held it under epoch {epoch}, which is now {now}"
+    )]
+    Fenced { stream: u64, epoch: u64, now: u64 },
+    /// This node does not own the stream (another node does, or nobody yet); ask the owner.
+    #[error("stream {0} is not owned by this node")]
+    NotOwner(u64),
+    /// The object-store WAL failed to make a group durable; the appends in it were not stored.
+    #[error("the object-store WAL could not store the append: {0}")]
+    ObjectWal(String),
     #[error("internal error: {0}")]
     Internal(String),
 }
@@ -66,6 +78,8 @@ impl Error {
             | Error::Config(_) => ErrorKind::BadInput,
             Error::Corrupt { .. } => ErrorKind::Corruption,
             Error::WalFailed(_) | Error::Shutdown => ErrorKind::Shutdown,
+            Error::Fenced { .. } | Error::NotOwner(_) => ErrorKind::Conflict,
+            Error::ObjectWal(_) => ErrorKind::Retryable,
             Error::Internal(_) => ErrorKind::Permanent,
             Error::WalIo { .. } => ErrorKind::Shutdown,
             Error::ObjectStore { source, .. } => match source {

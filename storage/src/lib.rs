@@ -23,13 +23,14 @@ pub(crate) mod error;
 pub(crate) mod maintenance;
 pub(crate) mod meta;
 pub mod objects;
+mod objwal;
 mod reader;
 mod store;
 mod stream;
 pub(crate) mod upload;
 pub mod wal;
 
-pub use config::{RetryConfig, StorageConfig};
+pub use config::{RetryConfig, StorageConfig, WalKind};
 pub use error::{meta_error_kind, Error, ErrorKind, Result};
 pub use maintenance::MaintenanceReport;
 pub use meta::{Backend, MetaStore};

@@ -41,13 +41,40 @@ pub struct MaintenanceReport {
 }
 
 impl Inner {
+    /// The streams this node owns.
+    pub(crate) fn owned_streams(&self) -> Vec<Arc<StreamShared>> {
+        let mut owned = self.live_streams();
+        owned.retain(|s| s.state.lock().owned);
+        owned
+    }
+
+    /// The epoch this node owns each of `streams` under; fails if it owns one no more.
+    fn epochs_of(&self, streams: impl Iterator<Item = u64>) -> Result<BTreeMap<u64, u64>> {
+        let map = self.streams.read();
+        let mut epochs = BTreeMap::new();
+        for id in streams {
+            let state = map.get(&id).map(|s| {
+                let state = s.state.lock();
+                (state.owned, state.epoch)
+            });
+            match state {
+                Some((true, epoch)) => {
+                    epochs.insert(id, epoch);
+                }
+                _ => return Err(crate::error::Error::NotOwner(id)),
+            }
+        }
+        Ok(epochs)
+    }
+
     pub(crate) async fn maintain(&self) -> Result<MaintenanceReport> {
         let _pass = self.maintenance_lock.lock().await;
         let mut report = MaintenanceReport::default();
-        for stream in self.live_streams() {
+        // Only streams this node owns: their owner alone commits their metadata.
+        for stream in self.owned_streams() {
             report.ranges_expired += self.apply_retention(&stream).await?;
         }
-        for stream in self.live_streams() {
+        for stream in self.owned_streams() {
             if self.write_stream_object(&stream).await? {
                 report.stream_objects_written += 1;
             }
@@ -67,7 +94,7 @@ impl Inner {
 
     async fn apply_retention(&self, stream: &Arc<StreamShared>) -> Result<usize> {
         let now = self.now_ms();
-        let (expired, new_start) = {
+        let (expired, new_start, epoch) = {
             let state = stream.state.lock();
             let retention_ms = match state.retention_ms {
                 Some(ms) if ms < 0 => None,
@@ -94,13 +121,13 @@ impl Inner {
                 new_start = new_start.max(r.row.end_offset);
                 expired.push(r.row);
             }
-            (expired, new_start)
+            (expired, new_start, state.epoch)
         };
         if expired.is_empty() {
             return Ok(0);
         }
         self.meta
-            .expire_ranges(stream.id, new_start, &expired, now)
+            .expire_ranges(stream.id, epoch, new_start, &expired, now)
             .await?;
         let mut state = stream.state.lock();
         for r in &expired {
@@ -165,9 +192,10 @@ impl Inner {
         self.objects.put_chunks(&path, &built.chunks).await?;
         let object = NewObject::new(object_id, &built);
         let old: Vec<RangeRow> = replaced.iter().map(|r| r.row).collect();
+        let epochs = self.epochs_of(replaced.iter().map(|r| r.row.stream_id))?;
         if !self
             .meta
-            .commit_compaction(&object, &old, self.now_ms())
+            .commit_compaction(&object, &old, &epochs, self.now_ms())
             .await?
         {
             // A copied range vanished (stream deleted or expired): drop the new object.
@@ -242,7 +270,7 @@ impl Inner {
     async fn merge_small_objects(&self) -> Result<usize> {
         // Ranges by object, for the stream set objects that are small.
         let mut by_object: BTreeMap<u64, Vec<RangeRef>> = BTreeMap::new();
-        for stream in self.live_streams() {
+        for stream in self.owned_streams() {
             for r in stream.state.lock().ranges.values() {
                 if r.kind == ObjectKind::StreamSet {
                     by_object.entry(r.row.object_id).or_default().push(*r);

@@ -57,6 +57,11 @@ pub(crate) struct StreamRow {
     pub committed_end: u64,
     pub retention_ms: Option<i64>,
     pub retention_bytes: Option<i64>,
+    /// The node that owns the stream (appends to it and commits its metadata), if any.
+    pub owner_node: Option<u64>,
+    /// Raised by every change of owner: a metadata commit for the stream names the epoch it
+    /// was owned under and fails when it is no longer the stream's.
+    pub epoch: u64,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -156,7 +161,19 @@ const STORAGE_MIGRATIONS: &[&str] = &[
         max_timestamp_ms BIGINT NOT NULL,
         PRIMARY KEY (stream_id, start_offset))",
     "CREATE INDEX IF NOT EXISTS inlet_object_ranges_object ON inlet_object_ranges (object_id)",
+    // Ownership (issue 18): the node that may append to the stream, and the epoch every
+    // metadata commit for the stream is conditional on.
+    "ALTER TABLE inlet_streams ADD COLUMN owner_node BIGINT",
+    "ALTER TABLE inlet_streams ADD COLUMN epoch BIGINT NOT NULL DEFAULT 0",
 ];
+
+/// Whether a stream's row still carries the epoch a commit was made under.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Held {
+    Yes,
+    /// The stream is deleted: its ranges are skipped, as before ownership.
+    Deleted,
+}
 
 fn i(v: u64) -> i64 {
     v as i64
@@ -328,10 +345,136 @@ impl MetaStore {
             committed_end: u(row, "committed_end")?,
             retention_ms: row.try_get("retention_ms")?,
             retention_bytes: row.try_get("retention_bytes")?,
+            owner_node: row
+                .try_get::<Option<i64>, _>("owner_node")?
+                .map(|v| v as u64),
+            epoch: u(row, "epoch")?,
         })
     }
 
-    pub(crate) async fn create_stream(&self, name: &str, now_ms: u64) -> Result<StreamRow> {
+    /// Checks, inside `tx`, that `stream_id` is still owned under `epoch`, and locks its row
+    /// until `tx` ends: an owner change (which raises the epoch) waits for `tx` and a commit
+    /// after it fails. This is the fence of every metadata commit for a stream.
+    async fn hold(
+        tx: &mut sqlx::Transaction<'_, sqlx::Any>,
+        stream_id: u64,
+        epoch: u64,
+    ) -> Result<Held> {
+        let held = sqlx::query(
+            "UPDATE inlet_streams SET epoch = epoch
+             WHERE stream_id = $1 AND epoch = $2 AND deleted_ms IS NULL",
+        )
+        .bind(i(stream_id))
+        .bind(i(epoch))
+        .execute(&mut **tx)
+        .await?;
+        if held.rows_affected() == 1 {
+            return Ok(Held::Yes);
+        }
+        let row = sqlx::query("SELECT epoch, deleted_ms FROM inlet_streams WHERE stream_id = $1")
+            .bind(i(stream_id))
+            .fetch_optional(&mut **tx)
+            .await?;
+        match row {
+            Some(row) if row.try_get::<Option<i64>, _>("deleted_ms")?.is_none() => {
+                Err(Error::Fenced {
+                    stream: stream_id,
+                    epoch,
+                    now: u(&row, "epoch")?,
+                })
+            }
+            _ => Ok(Held::Deleted),
+        }
+    }
+
+    /// [`MetaStore::hold`] for every stream in `epochs`, in stream id order (so two commits
+    /// never wait for each other's rows in opposite orders). Returns the streams still alive.
+    async fn hold_all(
+        tx: &mut sqlx::Transaction<'_, sqlx::Any>,
+        epochs: &std::collections::BTreeMap<u64, u64>,
+    ) -> Result<HashSet<u64>> {
+        let mut live = HashSet::new();
+        for (&stream_id, &epoch) in epochs {
+            if Self::hold(tx, stream_id, epoch).await? == Held::Yes {
+                live.insert(stream_id);
+            }
+        }
+        Ok(live)
+    }
+
+    /// Makes `node_id` the owner of every live stream, each under a new epoch: a single node
+    /// owns all its streams, and an older process of it is fenced.
+    pub(crate) async fn claim_all(&self, node_id: u64) -> Result<()> {
+        sqlx::query(
+            "UPDATE inlet_streams SET owner_node = $1, epoch = epoch + 1 WHERE deleted_ms IS NULL",
+        )
+        .bind(i(node_id))
+        .execute(&self.pool)
+        .await?;
+        Ok(())
+    }
+
+    /// Takes `stream_id` for `node_id` under a new epoch, if it has no owner, is already this
+    /// node's, or its owner is not in `live_nodes` (its lease ended). Returns the row as taken,
+    /// or `None` when a live node holds it or the stream is gone.
+    pub(crate) async fn acquire_stream(
+        &self,
+        stream_id: u64,
+        node_id: u64,
+        live_nodes: &[u64],
+    ) -> Result<Option<StreamRow>> {
+        // Node ids are integers: the list is formatted, not bound (the Any driver has no arrays).
+        let others: Vec<String> = live_nodes
+            .iter()
+            .filter(|&&n| n != node_id)
+            .map(|n| i(*n).to_string())
+            .collect();
+        let dead_owner = if others.is_empty() {
+            "TRUE".to_string()
+        } else {
+            format!("owner_node NOT IN ({})", others.join(", "))
+        };
+        let sql = format!(
+            "UPDATE inlet_streams SET owner_node = $2, epoch = epoch + 1
+             WHERE stream_id = $1 AND deleted_ms IS NULL
+             AND (owner_node IS NULL OR owner_node = $2 OR {dead_owner})
+             RETURNING *"
+        );
+        sqlx::query(&sql)
+            .bind(i(stream_id))
+            .bind(i(node_id))
+            .fetch_optional(&self.pool)
+            .await?
+            .map(|row| Self::stream_row(&row))
+            .transpose()
+    }
+
+    /// Gives `stream_id` up, if `node_id` still owns it under `epoch`.
+    pub(crate) async fn release_stream(
+        &self,
+        stream_id: u64,
+        node_id: u64,
+        epoch: u64,
+    ) -> Result<bool> {
+        let done = sqlx::query(
+            "UPDATE inlet_streams SET owner_node = NULL
+             WHERE stream_id = $1 AND owner_node = $2 AND epoch = $3",
+        )
+        .bind(i(stream_id))
+        .bind(i(node_id))
+        .bind(i(epoch))
+        .execute(&self.pool)
+        .await?;
+        Ok(done.rows_affected() == 1)
+    }
+
+    /// Creates a stream; owned by `owner` under epoch 1 when given, unowned otherwise.
+    pub(crate) async fn create_stream(
+        &self,
+        name: &str,
+        now_ms: u64,
+        owner: Option<u64>,
+    ) -> Result<StreamRow> {
         let mut tx = self.pool.begin().await?;
         let exists = sqlx::query(
             "SELECT stream_id FROM inlet_streams WHERE name = $1 AND deleted_ms IS NULL",
@@ -343,13 +486,17 @@ impl MetaStore {
             return Err(Error::StreamExists { name: name.into() });
         }
         let id = self.next_id(&mut tx, "stream_id").await?;
+        let epoch = u64::from(owner.is_some());
         sqlx::query(
-            "INSERT INTO inlet_streams (stream_id, name, start_offset, committed_end, created_ms)
-             VALUES ($1, $2, 0, 0, $3)",
+            "INSERT INTO inlet_streams
+             (stream_id, name, start_offset, committed_end, created_ms, owner_node, epoch)
+             VALUES ($1, $2, 0, 0, $3, $4, $5)",
         )
         .bind(i(id))
         .bind(name)
         .bind(i(now_ms))
+        .bind(owner.map(i))
+        .bind(i(epoch))
         .execute(&mut *tx)
         .await?;
         tx.commit().await?;
@@ -360,6 +507,8 @@ impl MetaStore {
             committed_end: 0,
             retention_ms: None,
             retention_bytes: None,
+            owner_node: owner,
+            epoch,
         })
     }
 
@@ -417,14 +566,25 @@ impl MetaStore {
         Ok(())
     }
 
-    pub(crate) async fn set_start_offset(&self, stream_id: u64, start: u64) -> Result<()> {
+    /// Raises a stream's start offset, fenced by the owner's `epoch`.
+    pub(crate) async fn set_start_offset(
+        &self,
+        stream_id: u64,
+        epoch: u64,
+        start: u64,
+    ) -> Result<()> {
+        let mut tx = self.pool.begin().await?;
+        if Self::hold(&mut tx, stream_id, epoch).await? == Held::Deleted {
+            return Err(Error::UnknownStream(stream_id.to_string()));
+        }
         sqlx::query(
             "UPDATE inlet_streams SET start_offset = $2 WHERE stream_id = $1 AND start_offset < $2",
         )
         .bind(i(stream_id))
         .bind(i(start))
-        .execute(&self.pool)
+        .execute(&mut *tx)
         .await?;
+        tx.commit().await?;
         Ok(())
     }
 
@@ -455,6 +615,7 @@ impl MetaStore {
     async fn commit_new_object(
         tx: &mut sqlx::Transaction<'_, sqlx::Any>,
         object: &NewObject,
+        live: &HashSet<u64>,
     ) -> Result<Vec<RangeRow>> {
         let updated = sqlx::query(
             "UPDATE inlet_objects SET state = $2, size = $3, index_position = $4, index_len = $5
@@ -474,13 +635,6 @@ impl MetaStore {
                 object.id
             )));
         }
-        let live: HashSet<u64> =
-            sqlx::query("SELECT stream_id FROM inlet_streams WHERE deleted_ms IS NULL")
-                .fetch_all(&mut **tx)
-                .await?
-                .iter()
-                .map(|r| u(r, "stream_id"))
-                .collect::<Result<_>>()?;
         let mut inserted = Vec::new();
         for r in object.ranges.iter().filter(|r| live.contains(&r.stream_id)) {
             sqlx::query(
@@ -513,10 +667,17 @@ impl MetaStore {
     }
 
     /// Commits an uploaded object: indexes its ranges (of streams still alive) and advances each
-    /// stream's committed end, in one transaction. Returns the ranges indexed.
-    pub(crate) async fn commit_upload(&self, object: &NewObject) -> Result<Vec<RangeRow>> {
+    /// stream's committed end, in one transaction. Fails with [`Error::Fenced`], changing
+    /// nothing, if a stream is no longer owned under the epoch `epochs` gives it (every stream
+    /// of `object` must be in `epochs`). Returns the ranges indexed.
+    pub(crate) async fn commit_upload(
+        &self,
+        object: &NewObject,
+        epochs: &std::collections::BTreeMap<u64, u64>,
+    ) -> Result<Vec<RangeRow>> {
         let mut tx = self.pool.begin().await?;
-        let inserted = Self::commit_new_object(&mut tx, object).await?;
+        let live = Self::hold_all(&mut tx, epochs).await?;
+        let inserted = Self::commit_new_object(&mut tx, object, &live).await?;
         for r in &inserted {
             sqlx::query(
                 "UPDATE inlet_streams SET committed_end = $2 WHERE stream_id = $1 AND committed_end < $2",
@@ -536,9 +697,11 @@ impl MetaStore {
         &self,
         object: &NewObject,
         replaced: &[RangeRow],
+        epochs: &std::collections::BTreeMap<u64, u64>,
         now_ms: u64,
     ) -> Result<bool> {
         let mut tx = self.pool.begin().await?;
+        let live = Self::hold_all(&mut tx, epochs).await?;
         for r in replaced {
             let deleted = sqlx::query(
                 "DELETE FROM inlet_object_ranges WHERE stream_id = $1 AND start_offset = $2 AND object_id = $3",
@@ -553,7 +716,7 @@ impl MetaStore {
                 return Ok(false);
             }
         }
-        Self::commit_new_object(&mut tx, object).await?;
+        Self::commit_new_object(&mut tx, object, &live).await?;
         let old: Vec<u64> = replaced.iter().map(|r| r.object_id).collect();
         Self::retire_empty_objects(&mut tx, &old, now_ms).await?;
         tx.commit().await?;
@@ -565,11 +728,15 @@ impl MetaStore {
     pub(crate) async fn expire_ranges(
         &self,
         stream_id: u64,
+        epoch: u64,
         new_start: u64,
         expired: &[RangeRow],
         now_ms: u64,
     ) -> Result<()> {
         let mut tx = self.pool.begin().await?;
+        if Self::hold(&mut tx, stream_id, epoch).await? == Held::Deleted {
+            return Ok(());
+        }
         sqlx::query(
             "UPDATE inlet_streams SET start_offset = $2 WHERE stream_id = $1 AND start_offset < $2",
         )
@@ -659,6 +826,16 @@ impl MetaStore {
             .iter()
             .map(Self::object_row)
             .collect()
+    }
+
+    /// An object's state, or `None` when it has no row.
+    pub(crate) async fn object_state(&self, object_id: u64) -> Result<Option<ObjectState>> {
+        sqlx::query("SELECT * FROM inlet_objects WHERE object_id = $1")
+            .bind(i(object_id))
+            .fetch_optional(&self.pool)
+            .await?
+            .map(|row| Self::object_row(&row).map(|o| o.state))
+            .transpose()
     }
 
     /// Every range held by a committed object, by stream and offset.
@@ -761,7 +938,123 @@ impl MetaStore {
 
 #[cfg(test)]
 mod tests {
+    use std::collections::BTreeMap;
+
     use super::*;
+
+    async fn sqlite(dir: &tempfile::TempDir) -> MetaStore {
+        MetaStore::connect(&format!("sqlite://{}", dir.path().join("m.db").display()))
+            .await
+            .expect("connect")
+    }
+
+    fn one_range(object_id: u64, stream_id: u64, start: u64, end: u64) -> NewObject {
+        NewObject {
+            id: object_id,
+            size: 10,
+            index_position: 0,
+            index_len: 0,
+            ranges: vec![RangeRow {
+                object_id,
+                stream_id,
+                start_offset: start,
+                end_offset: end,
+                position: 0,
+                size: 10,
+                max_timestamp_ms: 0,
+            }],
+        }
+    }
+
+    /// A stream taken by another node (its lease ended) raises the epoch: every commit the old
+    /// owner makes under its epoch after that is refused and changes nothing, while the new
+    /// owner's commits continue from the committed end.
+    #[tokio::test]
+    async fn a_commit_under_an_old_epoch_is_fenced() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let meta = sqlite(&dir).await;
+        let s = meta.create_stream("s", 0, None).await.expect("stream");
+        let a = meta
+            .acquire_stream(s.id, 1, &[1])
+            .await
+            .expect("acquire")
+            .expect("free");
+        let a_epochs = BTreeMap::from([(s.id, a.epoch)]);
+        let first = meta
+            .prepare_object(ObjectKind::StreamSet, 1, 0)
+            .await
+            .expect("prepare");
+        meta.commit_upload(&one_range(first, s.id, 0, 5), &a_epochs)
+            .await
+            .expect("the owner commits");
+        assert!(
+            meta.acquire_stream(s.id, 2, &[1, 2])
+                .await
+                .expect("acquire")
+                .is_none(),
+            "a live owner keeps its stream"
+        );
+        let b = meta
+            .acquire_stream(s.id, 2, &[2])
+            .await
+            .expect("acquire")
+            .expect("owner 1 is dead");
+        assert!(b.epoch > a.epoch);
+        assert_eq!(
+            b.committed_end, 5,
+            "the new owner continues at the committed end"
+        );
+        let late = meta
+            .prepare_object(ObjectKind::StreamSet, 1, 0)
+            .await
+            .expect("prepare");
+        let err = meta
+            .commit_upload(&one_range(late, s.id, 5, 9), &a_epochs)
+            .await
+            .expect_err("the old owner is fenced");
+        assert!(matches!(err, Error::Fenced { .. }), "{err}");
+        assert_eq!(
+            meta.object_state(late).await.expect("state"),
+            Some(ObjectState::Prepared)
+        );
+        let err = meta
+            .set_start_offset(s.id, a.epoch, 3)
+            .await
+            .expect_err("trim fenced");
+        assert!(matches!(err, Error::Fenced { .. }), "{err}");
+        let err = meta
+            .expire_ranges(s.id, a.epoch, 5, &[], 0)
+            .await
+            .expect_err("retention fenced");
+        assert!(matches!(err, Error::Fenced { .. }), "{err}");
+        let (end, ranges) = meta.stream_index(s.id).await.expect("index").expect("live");
+        assert_eq!(
+            (end, ranges.len()),
+            (5, 1),
+            "nothing of the old owner landed"
+        );
+        let b_epochs = BTreeMap::from([(s.id, b.epoch)]);
+        meta.commit_upload(&one_range(late, s.id, 5, 9), &b_epochs)
+            .await
+            .expect("the new owner commits");
+        assert!(!meta
+            .release_stream(s.id, 1, a.epoch)
+            .await
+            .expect("release"));
+        assert!(meta
+            .release_stream(s.id, 2, b.epoch)
+            .await
+            .expect("release"));
+        let c = meta
+            .acquire_stream(s.id, 1, &[1, 2])
+            .await
+            .expect("acquire");
+        assert_eq!(
+            c.map(|c| c.committed_end),
+            Some(9),
+            "a released stream is free"
+        );
+    }
 
     #[tokio::test]
     async fn an_orphan_claim_loses_to_a_commit() {
@@ -769,7 +1062,8 @@ mod tests {
         let meta = MetaStore::connect(&format!("sqlite://{}", dir.path().join("m.db").display()))
             .await
             .expect("connect");
-        let stream = meta.create_stream("s", 0).await.expect("stream");
+        let stream = meta.create_stream("s", 0, Some(0)).await.expect("stream");
+        let epochs = BTreeMap::from([(stream.id, stream.epoch)]);
         let committed = meta
             .prepare_object(ObjectKind::StreamSet, 0, 0)
             .await
@@ -789,7 +1083,7 @@ mod tests {
                 max_timestamp_ms: 0,
             }],
         };
-        meta.commit_upload(&object).await.expect("commit");
+        meta.commit_upload(&object, &epochs).await.expect("commit");
         assert!(
             !meta.claim_orphan(committed, 1).await.expect("claim"),
             "committed objects stay"
@@ -804,7 +1098,7 @@ mod tests {
             ..object
         };
         assert!(
-            meta.commit_upload(&late).await.is_err(),
+            meta.commit_upload(&late, &epochs).await.is_err(),
             "a claimed object cannot commit"
         );
     }

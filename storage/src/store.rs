@@ -21,7 +21,7 @@ use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
 use crate::cache::{BlockCache, LogBudget};
-use crate::config::StorageConfig;
+use crate::config::{StorageConfig, WalKind};
 use crate::error::{Error, Result};
 use crate::meta::{MetaStore, ObjectState};
 use crate::objects::{open_object_store, ObjectClient};
@@ -127,6 +127,11 @@ pub(crate) struct Counters {
     pub object_reads: AtomicU64,
     pub compactions: AtomicU64,
     pub objects_deleted: AtomicU64,
+    /// The object-store WAL's groups (each one object and one metadata commit), the time from
+    /// cutting a group to its commit in total and at most.
+    pub object_wal_groups: AtomicU64,
+    pub object_wal_micros: AtomicU64,
+    pub object_wal_max_micros: AtomicU64,
     /// The upload rounds' failure streak, for [`StreamStore::health`].
     pub upload_failure: parking_lot::Mutex<Option<UploadFailure>>,
 }
@@ -155,7 +160,10 @@ pub(crate) struct Inner {
     pub clock: Arc<dyn Clock>,
     pub meta: MetaStore,
     pub objects: ObjectClient,
-    pub wal: Wal<AppendRequest>,
+    /// The local WAL (`wal = "local"`), or `None` with the object-store WAL.
+    pub wal: Option<Wal<AppendRequest>>,
+    /// The object-store WAL's queue (`wal = "object"`).
+    pub object_wal: Option<tokio::sync::mpsc::Sender<AppendRequest>>,
     pub streams: RwLock<HashMap<StreamId, Arc<StreamShared>>>,
     pub log_budget: Arc<LogBudget>,
     pub block_cache: BlockCache,
@@ -283,9 +291,17 @@ impl StreamStoreBuilder {
             .into_iter()
             .map(|o| (o.id, o))
             .collect();
+        let local = config.wal == WalKind::Local;
+        if local {
+            // A single node owns every stream, under a new epoch: a stale process of it that
+            // still runs is fenced.
+            meta.claim_all(config.node_id).await?;
+        }
         let mut states: HashMap<StreamId, (String, StreamState)> = HashMap::new();
         for row in meta.live_streams().await? {
             let state = StreamState {
+                owned: local,
+                epoch: row.epoch,
                 start_offset: row.start_offset,
                 committed_end: row.committed_end,
                 durable_end: row.committed_end,
@@ -314,40 +330,50 @@ impl StreamStoreBuilder {
             );
         }
 
-        // WAL replay: entries not yet committed in objects go back into the log cache.
+        // WAL replay: entries not yet committed in objects go back into the log cache. The
+        // object-store WAL has nothing to replay: what it acknowledged is committed already.
         let mut replayed_bytes = 0u64;
-        let wal_end = wal::replay(&self.wal_dir, |r| {
-            let Some((_, state)) = states.get_mut(&r.entry.stream_id) else {
-                return Ok(()); // a deleted stream
-            };
-            let e = &r.entry;
-            let end = e.base_offset + e.record_count as u64;
-            if end <= state.durable_end {
-                return Ok(()); // already in an object
-            }
-            if e.base_offset != state.durable_end {
-                return Err(Error::corrupt(
-                    self.wal_dir.display().to_string(),
-                    format!(
-                        "WAL entry of stream {} at offset {} but the stream ends at {}",
-                        e.stream_id, e.base_offset, state.durable_end
-                    ),
-                ));
-            }
-            replayed_bytes += e.payload.len() as u64;
-            state.cache.push_back(CachedEntry {
-                base_offset: e.base_offset,
-                record_count: e.record_count,
-                timestamp_ms: e.timestamp_ms,
-                // A copy: a slice would keep the whole segment file's buffer alive, uploaded
-                // entries included, outside the log cache's accounting.
-                payload: Bytes::copy_from_slice(&e.payload),
-                wal_end: r.wal_end,
-            });
-            state.durable_end = end;
-            state.next_offset = end;
-            Ok(())
-        })?;
+        let replay = |dir: &std::path::Path,
+                      states: &mut HashMap<StreamId, (String, StreamState)>,
+                      replayed_bytes: &mut u64| {
+            wal::replay(dir, |r| {
+                let Some((_, state)) = states.get_mut(&r.entry.stream_id) else {
+                    return Ok(()); // a deleted stream
+                };
+                let e = &r.entry;
+                let end = e.base_offset + e.record_count as u64;
+                if end <= state.durable_end {
+                    return Ok(()); // already in an object
+                }
+                if e.base_offset != state.durable_end {
+                    return Err(Error::corrupt(
+                        self.wal_dir.display().to_string(),
+                        format!(
+                            "WAL entry of stream {} at offset {} but the stream ends at {}",
+                            e.stream_id, e.base_offset, state.durable_end
+                        ),
+                    ));
+                }
+                *replayed_bytes += e.payload.len() as u64;
+                state.cache.push_back(CachedEntry {
+                    base_offset: e.base_offset,
+                    record_count: e.record_count,
+                    timestamp_ms: e.timestamp_ms,
+                    // A copy: a slice would keep the whole segment file's buffer alive, uploaded
+                    // entries included, outside the log cache's accounting.
+                    payload: Bytes::copy_from_slice(&e.payload),
+                    wal_end: r.wal_end,
+                });
+                state.durable_end = end;
+                state.next_offset = end;
+                Ok(())
+            })
+        };
+        let wal_end = if local {
+            replay(&self.wal_dir, &mut states, &mut replayed_bytes)?
+        } else {
+            0
+        };
         log_budget.force_reserve(replayed_bytes);
         for (id, (name, state)) in states {
             streams.insert(id, Arc::new(StreamShared::new(id, name, state)));
@@ -359,14 +385,25 @@ impl StreamStoreBuilder {
             "stream store opened"
         );
 
-        let wal = Wal::start(
-            &self.wal_dir,
-            wal_end,
-            config.wal_segment_bytes,
-            config.wal_max_group_bytes,
-            config.wal_queue_len,
-        )?;
+        let wal = if local {
+            Some(Wal::start(
+                &self.wal_dir,
+                wal_end,
+                config.wal_segment_bytes,
+                config.wal_max_group_bytes,
+                config.wal_queue_len,
+            )?)
+        } else {
+            None
+        };
+        let (object_wal, object_wal_queue) = if local {
+            (None, None)
+        } else {
+            let (tx, rx) = tokio::sync::mpsc::channel(config.wal_queue_len);
+            (Some(tx), Some(rx))
+        };
         let inner = Arc::new(Inner {
+            object_wal,
             objects: ObjectClient::new(store, config.retry.clone()),
             block_cache: BlockCache::new(config.block_cache_bytes),
             config,
@@ -385,8 +422,13 @@ impl StreamStoreBuilder {
 
         let cancel = CancellationToken::new();
         let mut tasks = JoinSet::new();
-        if self.background {
+        if let Some(queue) = object_wal_queue {
+            tasks.spawn(crate::objwal::run(inner.clone(), queue, cancel.clone()));
+        }
+        if self.background && local {
             tasks.spawn(crate::upload::run_uploader(inner.clone(), cancel.clone()));
+        }
+        if self.background {
             tasks.spawn(crate::maintenance::run_maintenance(
                 inner.clone(),
                 cancel.clone(),
@@ -402,17 +444,17 @@ impl StreamStoreBuilder {
 
 /// An append on its way through the WAL writer.
 pub(crate) struct AppendRequest {
-    stream: Arc<StreamShared>,
-    payload: Bytes,
-    record_count: u32,
-    timestamp_ms: u64,
-    write_base_offset: bool,
+    pub(crate) stream: Arc<StreamShared>,
+    pub(crate) payload: Bytes,
+    pub(crate) record_count: u32,
+    pub(crate) timestamp_ms: u64,
+    pub(crate) write_base_offset: bool,
     base_offset: u64,
     sink: AppendSink,
     /// Log cache room held for this append: handed to the cache when the entry lands there,
     /// given back if the append fails or is dropped (a cancelled caller) on the way.
-    reservation: Reservation,
-    reply: oneshot::Sender<Result<u64>>,
+    pub(crate) reservation: Reservation,
+    pub(crate) reply: oneshot::Sender<Result<u64>>,
 }
 
 pub(crate) struct Reservation {
@@ -422,7 +464,7 @@ pub(crate) struct Reservation {
 
 impl Reservation {
     /// The bytes now belong to the log cache; nothing is released on drop.
-    fn into_cache(mut self) {
+    pub(crate) fn into_cache(mut self) {
         self.bytes = 0;
     }
 }
@@ -444,6 +486,9 @@ impl WalRequest for AppendRequest {
         let mut state = self.stream.state.lock();
         if state.deleted {
             return Err(Error::UnknownStream(self.stream.id.to_string()));
+        }
+        if !state.owned {
+            return Err(Error::NotOwner(self.stream.id));
         }
         self.base_offset = state.next_offset;
         state.next_offset += self.record_count as u64;
@@ -571,9 +616,18 @@ impl StreamStore {
         let row = self
             .inner
             .meta
-            .create_stream(name, self.inner.clock.now_ms())
+            .create_stream(
+                name,
+                self.inner.clock.now_ms(),
+                self.local().then_some(self.inner.config.node_id),
+            )
             .await?;
-        let shared = Arc::new(StreamShared::new(row.id, row.name, StreamState::default()));
+        let state = StreamState {
+            owned: row.owner_node.is_some(),
+            epoch: row.epoch,
+            ..StreamState::default()
+        };
+        let shared = Arc::new(StreamShared::new(row.id, row.name, state));
         let info = Self::info(&shared);
         self.inner.streams.write().insert(row.id, shared);
         Ok(info)
@@ -607,6 +661,195 @@ impl StreamStore {
             .collect();
         out.sort_by_key(|s| s.id);
         out
+    }
+
+    fn local(&self) -> bool {
+        self.inner.config.wal == WalKind::Local
+    }
+
+    /// Whether this node owns stream `id` (may append to it and read it).
+    pub fn owns(&self, id: StreamId) -> bool {
+        self.shared(id).is_ok_and(|s| s.state.lock().owned)
+    }
+
+    /// The streams this node owns, with the epoch it owns each under.
+    pub fn owned_streams(&self) -> Vec<(StreamInfo, u64)> {
+        let mut out: Vec<(StreamInfo, u64)> = self
+            .inner
+            .streams
+            .read()
+            .values()
+            .filter_map(|s| {
+                let epoch = {
+                    let state = s.state.lock();
+                    state.owned.then_some(state.epoch)
+                }?;
+                Some((Self::info(s), epoch))
+            })
+            .collect();
+        out.sort_by_key(|(s, _)| s.id);
+        out
+    }
+
+    /// Every live stream's owner and epoch as the metadata store has them now (for routing and
+    /// `inlet cluster status`): `(stream, owner node, epoch)`.
+    pub async fn stream_owners(&self) -> Result<Vec<(StreamInfo, Option<u64>, u64)>> {
+        Ok(self
+            .inner
+            .meta
+            .live_streams()
+            .await?
+            .into_iter()
+            .map(|row| {
+                let info = StreamInfo {
+                    id: row.id,
+                    name: row.name,
+                    start_offset: row.start_offset,
+                    end_offset: row.committed_end,
+                };
+                (info, row.owner_node, row.epoch)
+            })
+            .collect())
+    }
+
+    /// Brings the map of streams up to date with the metadata store: streams other nodes
+    /// created appear (not owned), streams deleted elsewhere go, and retention settings made
+    /// elsewhere apply. Owned streams keep their offsets: only this node changes those.
+    pub async fn refresh_streams(&self) -> Result<()> {
+        let rows = self.inner.meta.live_streams().await?;
+        let live: std::collections::HashSet<StreamId> = rows.iter().map(|r| r.id).collect();
+        let mut streams = self.inner.streams.write();
+        for row in rows {
+            match streams.get(&row.id) {
+                Some(shared) => {
+                    let mut state = shared.state.lock();
+                    state.retention_ms = row.retention_ms;
+                    state.retention_bytes = row.retention_bytes;
+                }
+                None => {
+                    let state = StreamState {
+                        start_offset: row.start_offset,
+                        committed_end: row.committed_end,
+                        durable_end: row.committed_end,
+                        next_offset: row.committed_end,
+                        retention_ms: row.retention_ms,
+                        retention_bytes: row.retention_bytes,
+                        epoch: row.epoch,
+                        ..StreamState::default()
+                    };
+                    streams.insert(row.id, Arc::new(StreamShared::new(row.id, row.name, state)));
+                }
+            }
+        }
+        streams.retain(|id, shared| {
+            let keep = live.contains(id);
+            if !keep {
+                shared.state.lock().deleted = true;
+            }
+            keep
+        });
+        Ok(())
+    }
+
+    /// Takes stream `id` for this node under a new epoch, if it is free or its owner is not
+    /// among `live_nodes`; returns whether it is now this node's. The stream's offsets and
+    /// index are loaded from the metadata store after the epoch is raised, so they include
+    /// every commit the previous owner made, and no commit of it can land after. Only with the
+    /// object-store WAL: a local WAL may hold acknowledged data the metadata store lacks.
+    pub async fn acquire(&self, id: StreamId, live_nodes: &[u64]) -> Result<bool> {
+        if self.local() {
+            return Err(Error::Config(
+                "streams move between nodes only with the object-store WAL (wal = \"object\")"
+                    .into(),
+            ));
+        }
+        let node = self.inner.config.node_id;
+        let Some(row) = self.inner.meta.acquire_stream(id, node, live_nodes).await? else {
+            return Ok(false);
+        };
+        let Some((committed_end, ranges)) = self.inner.meta.stream_index(id).await? else {
+            return Ok(false); // deleted meanwhile
+        };
+        let shared = {
+            let mut streams = self.inner.streams.write();
+            streams
+                .entry(id)
+                .or_insert_with(|| {
+                    Arc::new(StreamShared::new(
+                        id,
+                        row.name.clone(),
+                        StreamState::default(),
+                    ))
+                })
+                .clone()
+        };
+        {
+            let mut state = shared.state.lock();
+            state.deleted = false;
+            state.owned = true;
+            state.epoch = row.epoch;
+            state.start_offset = row.start_offset;
+            state.committed_end = committed_end;
+            state.durable_end = committed_end;
+            state.next_offset = committed_end;
+            state.retention_ms = row.retention_ms;
+            state.retention_bytes = row.retention_bytes;
+            state.cache.clear();
+            state.ranges = ranges
+                .into_iter()
+                .map(|(row, kind, index_position, index_len)| {
+                    (
+                        row.start_offset,
+                        RangeRef {
+                            row,
+                            kind,
+                            index_position,
+                            index_len,
+                        },
+                    )
+                })
+                .collect();
+        }
+        shared.end.send_replace(committed_end);
+        tracing::info!(stream = id, name = %shared.name, epoch = row.epoch, end = committed_end, "stream acquired");
+        Ok(true)
+    }
+
+    /// Gives stream `id` up: new appends are refused at once, appends already on their way
+    /// finish (or fail), and then the metadata store's row is freed for the next owner. Nothing
+    /// is copied: everything acknowledged is committed already.
+    pub async fn release(&self, id: StreamId) -> Result<()> {
+        if self.local() {
+            return Err(Error::Config(
+                "streams move between nodes only with the object-store WAL (wal = \"object\")"
+                    .into(),
+            ));
+        }
+        let shared = self.shared(id)?;
+        let epoch = {
+            let mut state = shared.state.lock();
+            if !state.owned {
+                return Ok(());
+            }
+            state.owned = false;
+            state.epoch
+        };
+        let mut end = shared.end.subscribe();
+        loop {
+            {
+                let state = shared.state.lock();
+                if state.next_offset == state.durable_end || state.deleted {
+                    break;
+                }
+            }
+            // In-flight groups either commit (the end moves) or fail (the object-store WAL
+            // rewinds `next_offset`): wake on the first, poll for the second.
+            let _ = tokio::time::timeout(std::time::Duration::from_millis(20), end.changed()).await;
+        }
+        let node = self.inner.config.node_id;
+        self.inner.meta.release_stream(id, node, epoch).await?;
+        tracing::info!(stream = id, name = %shared.name, epoch, "stream released");
+        Ok(())
     }
 
     /// Deletes a stream: it is gone at once; its objects are deleted after the grace period.
@@ -682,6 +925,9 @@ impl StreamStore {
             return Err(Error::Shutdown);
         }
         let stream = self.shared(id)?;
+        if !stream.state.lock().owned {
+            return Err(Error::NotOwner(id));
+        }
         self.inner.log_budget.reserve(payload.len() as u64).await;
         let reservation = Reservation {
             budget: self.inner.log_budget.clone(),
@@ -706,7 +952,12 @@ impl StreamStore {
             },
             reply,
         };
-        if self.inner.wal.submit(request).await.is_err() {
+        let queued = match (&self.inner.wal, &self.inner.object_wal) {
+            (Some(wal), _) => wal.submit(request).await.is_ok(),
+            (None, Some(queue)) => queue.send(request).await.is_ok(),
+            (None, None) => false,
+        };
+        if !queued {
             return Err(Error::Shutdown); // the dropped request released its reservation
         }
         Ok(PendingAppend { done })
@@ -718,6 +969,9 @@ impl StreamStore {
         let shared = self.shared(id)?;
         let range = {
             let state = shared.state.lock();
+            if !state.owned {
+                return Err(Error::NotOwner(id));
+            }
             if from < state.start_offset || from > state.durable_end {
                 return Err(Error::OffsetOutOfRange {
                     stream: id,
@@ -786,7 +1040,13 @@ impl StreamStore {
     /// `new_start` may not pass the end offset; a lower value than the current start is a no-op.
     pub async fn trim(&self, id: StreamId, new_start: u64) -> Result<()> {
         let shared = self.shared(id)?;
-        let end = shared.state.lock().durable_end;
+        let (end, epoch) = {
+            let state = shared.state.lock();
+            if !state.owned {
+                return Err(Error::NotOwner(id));
+            }
+            (state.durable_end, state.epoch)
+        };
         if new_start > end {
             return Err(Error::OffsetOutOfRange {
                 stream: id,
@@ -795,7 +1055,10 @@ impl StreamStore {
                 end,
             });
         }
-        self.inner.meta.set_start_offset(id, new_start).await?;
+        self.inner
+            .meta
+            .set_start_offset(id, epoch, new_start)
+            .await?;
         let mut state = shared.state.lock();
         state.start_offset = state.start_offset.max(new_start);
         Ok(())
@@ -849,6 +1112,7 @@ impl StreamStore {
     pub fn stats(&self) -> StoreStats {
         let c = &self.inner.counters;
         let get = |a: &AtomicU64| a.load(Ordering::Relaxed);
+        let wal = self.inner.wal.as_ref();
         StoreStats {
             appends: get(&c.appends),
             appended_bytes: get(&c.appended_bytes),
@@ -861,13 +1125,17 @@ impl StreamStore {
             log_cache_used_bytes: self.inner.log_budget.used(),
             block_cache_used_bytes: self.inner.block_cache.used(),
             dirty_bytes: get(&self.inner.dirty_bytes),
-            wal_segments: self.inner.wal.segment_count() as u64,
+            wal_segments: wal.map_or(0, |w| w.segment_count() as u64),
             compactions: get(&c.compactions),
             objects_deleted: get(&c.objects_deleted),
-            wal_syncs: get(&self.inner.wal.counters().syncs),
-            wal_sync_micros_total: get(&self.inner.wal.counters().sync_micros),
-            wal_sync_micros_max: get(&self.inner.wal.counters().max_sync_micros),
-            wal_bytes: get(&self.inner.wal.counters().bytes),
+            wal_syncs: wal.map_or(get(&c.object_wal_groups), |w| get(&w.counters().syncs)),
+            wal_sync_micros_total: wal.map_or(get(&c.object_wal_micros), |w| {
+                get(&w.counters().sync_micros)
+            }),
+            wal_sync_micros_max: wal.map_or(get(&c.object_wal_max_micros), |w| {
+                get(&w.counters().max_sync_micros)
+            }),
+            wal_bytes: wal.map_or(get(&c.appended_bytes), |w| get(&w.counters().bytes)),
         }
     }
 
@@ -875,7 +1143,7 @@ impl StreamStore {
     /// failure streak, from memory.
     pub fn health(&self) -> StoreHealth {
         StoreHealth {
-            wal_failed: self.inner.wal.failure(),
+            wal_failed: self.inner.wal.as_ref().and_then(|w| w.failure()),
             upload_failure: self.inner.counters.upload_failure.lock().clone(),
         }
     }

@@ -51,6 +51,11 @@ pub(crate) struct RangeRef {
 #[derive(Debug, Default)]
 pub(crate) struct StreamState {
     pub deleted: bool,
+    /// This node owns the stream: it may append and commit the stream's metadata, each commit
+    /// fenced by `epoch`. A stream this node does not own is neither appended to nor read.
+    pub owned: bool,
+    /// The epoch this node owns the stream under (meaningless while not `owned`).
+    pub epoch: u64,
     pub start_offset: u64,
     pub committed_end: u64,
     pub durable_end: u64,

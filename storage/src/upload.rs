@@ -37,7 +37,11 @@ impl Inner {
     /// Uploads everything durable in the WAL and not yet in object storage.
     pub(crate) async fn upload_round(&self) -> Result<UploadReport> {
         let _round = self.upload_lock.lock().await;
-        let wal_position = self.wal.durable_position();
+        let Some(wal) = &self.wal else {
+            // The object-store WAL commits every group as it acknowledges it.
+            return Ok(UploadReport::default());
+        };
+        let wal_position = wal.durable_position();
         // Per stream taking part: where its upload ends, and how many payload bytes it adds.
         let mut taking_part: Vec<(Arc<StreamShared>, u64, u64)> = Vec::new();
         // Under each stream's lock only clone the entries (reference counts, no copying): the
@@ -48,8 +52,12 @@ impl Inner {
         let cap = self.config.upload_max_object_bytes;
         let mut total = 0u64;
         let mut left_behind: Option<u64> = None;
+        let mut epochs = std::collections::BTreeMap::new();
         for stream in self.live_streams() {
             let state = stream.state.lock();
+            if !state.owned {
+                continue;
+            }
             let first = state.first_dirty();
             let mut entries: Vec<ObjectEntry> = Vec::new();
             for e in state
@@ -70,8 +78,10 @@ impl Inner {
                     payload: e.payload.clone(),
                 });
             }
+            let epoch = state.epoch;
             drop(state);
             if let Some(last) = entries.last() {
+                epochs.insert(stream.id, epoch);
                 let bytes = entries.iter().map(|e| e.payload.len() as u64).sum();
                 taking_part.push((stream.clone(), last.end_offset(), bytes));
                 picked.push((stream.id, entries));
@@ -104,7 +114,7 @@ impl Inner {
                 .put_chunks(&self.object_path(object_id), &built.chunks)
                 .await?;
             let object = NewObject::new(object_id, &built);
-            let committed = match self.meta.commit_upload(&object).await {
+            let committed = match self.meta.commit_upload(&object, &epochs).await {
                 Ok(committed) => committed,
                 Err(e) if is_unique_violation(&e) => {
                     // An earlier commit of these ranges landed but was not applied in memory
@@ -174,7 +184,7 @@ impl Inner {
             );
             self.log_budget.uploaded(unit);
         }
-        let segments = self.wal.segments();
+        let segments = wal.segments();
         report.wal_segments_trimmed = tokio::task::spawn_blocking(move || segments.trim(trim_to))
             .await
             .map_err(|e| Error::Internal(format!("WAL trim task failed: {e}")))??;
@@ -257,7 +267,8 @@ pub(crate) async fn run_uploader(inner: Arc<Inner>, cancel: CancellationToken) {
             }
         }
         more = false;
-        if inner.dirty_bytes.load(Ordering::Acquire) == 0 && inner.wal.segment_count() <= 1 {
+        let segments = inner.wal.as_ref().map_or(0, |w| w.segment_count());
+        if inner.dirty_bytes.load(Ordering::Acquire) == 0 && segments <= 1 {
             continue;
         }
         match inner.upload_round().await {

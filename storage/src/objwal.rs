@@ -1,0 +1,359 @@
+//! The object-store WAL (`wal = "object"`): an append is acknowledged once it is in an object
+//! in the object store *and* that object's ranges are committed in the metadata store. A node
+//! can then be lost whole (disk included) without losing anything it acknowledged, and the
+//! next owner of a stream finds all of it through the metadata store, never by LIST.
+//!
+//! One task cuts *groups* from the append queue (at `wal_max_group_bytes`, or when the first
+//! append of a group has waited `object_wal_linger_ms`), assigns their offsets in queue order,
+//! and starts each group's object: an id prepared in the metadata store, then the PUT. Up to
+//! `object_wal_in_flight` groups are in flight at once; their metadata commits land strictly in
+//! the order the groups were cut, so a stream's ranges are committed in offset order.
+//!
+//! Invariants:
+//! - An append is answered `Ok` only after the commit that indexes it returned: what is
+//!   acknowledged is in the metadata store, and what the metadata store has is durable in the
+//!   object store (the PUT returned first).
+//! - Every commit is fenced by the epochs the group's streams were owned under: a node that
+//!   lost a stream (its lease ended and another node took it, raising the epoch) cannot commit,
+//!   so it cannot acknowledge, one more record of it.
+//! - When a group fails (PUT, commit or fence), every group cut after it fails too, without
+//!   committing: their offsets follow the failed ones. Once nothing is in flight, each stream's
+//!   next offset is rewound to its durable end, so offsets stay dense, and cutting resumes.
+//! - A commit whose reply was lost is resolved by reading the object's state back: committed
+//!   means the group is durable, anything else means it is not (and its object is collected).
+//! - Entries land in the log cache already clean (evictable): there is nothing to upload later.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use bytes::BytesMut;
+use futures::stream::{FuturesOrdered, StreamExt};
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+
+use crate::cache::CleanUnit;
+use crate::error::{Error, Result};
+use crate::meta::{NewObject, ObjectKind, ObjectState};
+use crate::objects::format::{BuiltObject, ObjectBuilder, ObjectEntry};
+use crate::store::{AppendRequest, Inner};
+use crate::stream::{CachedEntry, RangeRef};
+
+/// One append placed in a group: its offsets are fixed, its entry is what the object holds.
+struct Placed {
+    request: AppendRequest,
+    entry: ObjectEntry,
+}
+
+/// Appends that share one WAL object and one metadata commit.
+struct Group {
+    placed: Vec<Placed>,
+    /// The epoch each stream of the group is owned under; the commit is fenced by them.
+    epochs: BTreeMap<u64, u64>,
+    cut_at: Instant,
+}
+
+impl Group {
+    /// Fails every append of the group with `error` (their reservations are given back).
+    fn fail(self, error: &Error) {
+        for p in self.placed {
+            let _ = p
+                .request
+                .reply
+                .send(Err(Error::ObjectWal(error.to_string())));
+        }
+    }
+}
+
+/// A group with its object written (id and layout), or the error that stopped it.
+type Staged = (Group, Result<(u64, BuiltObject)>);
+
+/// The object-store WAL's task: cuts groups, keeps their objects in flight, commits them in
+/// order, and answers the appends.
+pub(crate) async fn run(
+    inner: Arc<Inner>,
+    mut queue: mpsc::Receiver<AppendRequest>,
+    cancel: CancellationToken,
+) {
+    let limit = inner.config.object_wal_in_flight;
+    let mut in_flight = FuturesOrdered::new();
+    // A group failed: the ones after it fail too, and nothing new is cut until none is left.
+    let mut failing = false;
+    loop {
+        tokio::select! {
+            biased;
+            _ = cancel.cancelled() => break,
+            Some((group, staged)) = in_flight.next(), if !in_flight.is_empty() => {
+                if failing {
+                    discard(&inner, group, staged).await;
+                } else if let Err(e) = commit(&inner, group, staged).await {
+                    tracing::error!(error = %e, "a WAL object failed; the appends in flight behind it fail too");
+                    failing = true;
+                }
+            }
+            first = queue.recv(), if !failing && in_flight.len() < limit => {
+                let Some(first) = first else { break };
+                if let Some(group) = cut(&inner, first, &mut queue).await {
+                    in_flight.push_back(stage(inner.clone(), group));
+                }
+            }
+        }
+        if failing && in_flight.is_empty() {
+            // Nothing is in flight: every offset handed out above a durable end is void.
+            for stream in inner.live_streams() {
+                let mut state = stream.state.lock();
+                state.next_offset = state.durable_end;
+            }
+            failing = false;
+        }
+    }
+    // Shutting down: what is in flight is not acknowledged (its callers see the failure and
+    // Kafka clients retry on another owner); prepared objects are collected as orphans.
+    while let Some((group, _)) = in_flight.next().await {
+        group.fail(&Error::Shutdown);
+    }
+}
+
+/// Takes `first` and whatever else arrives until the group is full or has lingered, and
+/// places each append: its offsets, the epoch of its stream, its stored bytes.
+async fn cut(
+    inner: &Inner,
+    first: AppendRequest,
+    queue: &mut mpsc::Receiver<AppendRequest>,
+) -> Option<Group> {
+    let max_bytes = inner.config.wal_max_group_bytes as usize;
+    let deadline =
+        tokio::time::Instant::now() + Duration::from_millis(inner.config.object_wal_linger_ms);
+    let mut bytes = first.payload.len();
+    let mut requests = vec![first];
+    while bytes < max_bytes {
+        let next = match queue.try_recv() {
+            Ok(r) => Some(r),
+            Err(mpsc::error::TryRecvError::Disconnected) => None,
+            Err(mpsc::error::TryRecvError::Empty) => {
+                tokio::time::timeout_at(deadline, queue.recv())
+                    .await
+                    .ok()
+                    .flatten()
+            }
+        };
+        let Some(next) = next else { break };
+        bytes += next.payload.len();
+        requests.push(next);
+    }
+    let mut group = Group {
+        placed: Vec::with_capacity(requests.len()),
+        epochs: BTreeMap::new(),
+        #[allow(clippy::disallowed_methods)] // only the elapsed time is measured (a metric)
+        cut_at: Instant::now(),
+    };
+    for request in requests {
+        let stream_id = request.stream.id;
+        let placed = {
+            let mut state = request.stream.state.lock();
+            if state.deleted {
+                Err(Error::UnknownStream(stream_id.to_string()))
+            } else if !state.owned {
+                Err(Error::NotOwner(stream_id))
+            } else {
+                let base = state.next_offset;
+                state.next_offset += request.record_count as u64;
+                Ok((base, state.epoch))
+            }
+        };
+        let (base, epoch) = match placed {
+            Ok(p) => p,
+            Err(e) => {
+                let _ = request.reply.send(Err(e));
+                continue;
+            }
+        };
+        group.epochs.entry(stream_id).or_insert(epoch);
+        let payload = if request.write_base_offset {
+            let mut copy = BytesMut::from(&request.payload[..]);
+            copy[..8].copy_from_slice(&base.to_be_bytes());
+            copy.freeze()
+        } else {
+            request.payload.clone()
+        };
+        group.placed.push(Placed {
+            entry: ObjectEntry {
+                base_offset: base,
+                record_count: request.record_count,
+                timestamp_ms: request.timestamp_ms,
+                payload,
+            },
+            request,
+        });
+    }
+    (!group.placed.is_empty()).then_some(group)
+}
+
+/// Writes the group's object: prepares its id, builds it (each stream's entries together, in
+/// offset order) and PUTs it.
+async fn stage(inner: Arc<Inner>, group: Group) -> Staged {
+    let result = async {
+        let id = inner
+            .meta
+            .prepare_object(ObjectKind::StreamSet, inner.config.node_id, inner.now_ms())
+            .await?;
+        let mut order: Vec<&Placed> = group.placed.iter().collect();
+        order.sort_by_key(|p| (p.request.stream.id, p.entry.base_offset));
+        let mut builder = ObjectBuilder::new(inner.config.object_block_bytes);
+        for p in order {
+            builder.add(p.request.stream.id, &p.entry);
+        }
+        let built = builder.finish();
+        inner
+            .objects
+            .put_chunks(&inner.object_path(id), &built.chunks)
+            .await?;
+        Ok((id, built))
+    }
+    .await;
+    (group, result)
+}
+
+/// Commits a written group, fenced by its epochs, and answers its appends; on failure fails
+/// them and returns the error.
+async fn commit(inner: &Inner, group: Group, staged: Result<(u64, BuiltObject)>) -> Result<()> {
+    let (id, built) = match staged {
+        Ok(written) => written,
+        Err(e) => {
+            group.fail(&e);
+            return Err(e);
+        }
+    };
+    let object = NewObject::new(id, &built);
+    let committed = match inner.meta.commit_upload(&object, &group.epochs).await {
+        Ok(_) => true,
+        // The reply may be lost while the commit landed: the object's state says which.
+        Err(e) if e.is_retryable() => matches!(
+            inner.meta.object_state(id).await,
+            Ok(Some(ObjectState::Committed))
+        ),
+        Err(e) => {
+            if let Error::Fenced { stream, .. } = &e {
+                // Another node owns it now: refuse its appends here from now on.
+                if let Some(s) = inner.streams.read().get(stream) {
+                    s.state.lock().owned = false;
+                }
+            }
+            collect(inner, id).await;
+            group.fail(&e);
+            return Err(e);
+        }
+    };
+    if !committed {
+        let e = Error::ObjectWal(format!("the commit of WAL object {id} did not land"));
+        collect(inner, id).await;
+        group.fail(&e);
+        return Err(e);
+    }
+    publish(inner, group, &object);
+    Ok(())
+}
+
+/// Makes a committed group readable and answers its appends.
+fn publish(inner: &Inner, group: Group, object: &NewObject) {
+    let elapsed = group.cut_at.elapsed().as_micros() as u64;
+    let mut unit = CleanUnit {
+        bytes: 0,
+        streams: Vec::new(),
+    };
+    let streams: HashMap<u64, &Arc<crate::stream::StreamShared>> = group
+        .placed
+        .iter()
+        .map(|p| (p.request.stream.id, &p.request.stream))
+        .collect();
+    for row in &object.ranges {
+        let Some(stream) = streams.get(&row.stream_id) else {
+            continue;
+        };
+        let mut state = stream.state.lock();
+        if !state.deleted {
+            state.ranges.insert(
+                row.start_offset,
+                RangeRef {
+                    row: *row,
+                    kind: ObjectKind::StreamSet,
+                    index_position: object.index_position,
+                    index_len: object.index_len,
+                },
+            );
+        }
+    }
+    drop(streams);
+    let (mut appends, mut bytes) = (0u64, 0u64);
+    for p in group.placed {
+        let stream = p.request.stream.clone();
+        let end = p.entry.end_offset();
+        let size = p.entry.payload.len() as u64;
+        let mut state = stream.state.lock();
+        if state.deleted {
+            drop(state);
+            let _ = p
+                .request
+                .reply
+                .send(Err(Error::UnknownStream(stream.id.to_string())));
+            continue;
+        }
+        state.cache.push_back(CachedEntry {
+            base_offset: p.entry.base_offset,
+            record_count: p.entry.record_count,
+            timestamp_ms: p.entry.timestamp_ms,
+            payload: p.entry.payload,
+            wal_end: 0,
+        });
+        state.durable_end = end;
+        state.committed_end = end;
+        drop(state);
+        p.request.reservation.into_cache();
+        unit.bytes += size;
+        match unit.streams.last_mut() {
+            Some((s, e)) if Arc::ptr_eq(s, &stream) => *e = end,
+            _ => unit.streams.push((stream.clone(), end)),
+        }
+        stream.end.send_replace(end);
+        appends += 1;
+        bytes += size;
+        let _ = p.request.reply.send(Ok(p.entry.base_offset));
+    }
+    let c = &inner.counters;
+    c.appends.fetch_add(appends, Ordering::Relaxed);
+    c.appended_bytes.fetch_add(bytes, Ordering::Relaxed);
+    c.uploads.fetch_add(1, Ordering::Relaxed);
+    c.uploaded_bytes.fetch_add(bytes, Ordering::Relaxed);
+    c.object_wal_groups.fetch_add(1, Ordering::Relaxed);
+    c.object_wal_micros.fetch_add(elapsed, Ordering::Relaxed);
+    c.object_wal_max_micros
+        .fetch_max(elapsed, Ordering::Relaxed);
+    inner.log_budget.uploaded(unit);
+}
+
+/// Fails a group cut after a failed one, and collects its object if it was written.
+async fn discard(inner: &Inner, group: Group, staged: Result<(u64, BuiltObject)>) {
+    if let Ok((id, _)) = staged {
+        collect(inner, id).await;
+    }
+    group.fail(&Error::ObjectWal(
+        "a WAL object before this one failed".into(),
+    ));
+}
+
+/// Deletes a WAL object that will not be committed, if it can still be claimed; otherwise
+/// orphan collection gets it later.
+async fn collect(inner: &Inner, id: u64) {
+    let result = async {
+        if inner.meta.claim_orphan(id, inner.now_ms()).await? {
+            inner.objects.delete(&inner.object_path(id)).await?;
+            inner.meta.forget_object(id).await?;
+        }
+        Ok::<_, Error>(())
+    }
+    .await;
+    if let Err(e) = result {
+        tracing::warn!(object = id, error = %e, "an uncommitted WAL object is left to orphan collection");
+    }
+}

@@ -1,0 +1,216 @@
+//! The object-store WAL and stream ownership: what a node acknowledged survives the loss of the
+//! node, a stream moves between nodes without copying data, and a node that lost a stream (its
+//! epoch raised by the next owner) acknowledges nothing more of it.
+
+mod common;
+
+use std::sync::Arc;
+
+use common::{payload, read_payloads, Backend, Fixture};
+use inlet_storage::{
+    AppendOptions, Error, Fault, MetaStore, Op, StorageConfig, StreamStore, WalKind,
+};
+
+fn node_config(fixture: &Fixture, node_id: u64) -> StorageConfig {
+    StorageConfig {
+        node_id,
+        wal: WalKind::Object,
+        ..fixture.config.clone()
+    }
+}
+
+/// Opens node `node_id` of a cluster on the fixture's metadata store and object store.
+async fn node(fixture: &Fixture, node_id: u64) -> StreamStore {
+    StreamStore::builder(fixture.dir.path().join(format!("node-{node_id}")))
+        .config(node_config(fixture, node_id))
+        .meta(MetaStore::connect(&fixture.meta_url).await.expect("meta"))
+        .object_store(Arc::new(fixture.objects.clone()))
+        .clock(Arc::new(fixture.clock.clone()))
+        .background_tasks(false)
+        .open()
+        .await
+        .expect("node opens")
+}
+
+async fn acked_appends_survive_the_loss_of_their_node(backend: Backend) {
+    let Some(fixture) = Fixture::new(backend).await else {
+        return;
+    };
+    let one = node(&fixture, 1).await;
+    let s = one.create_stream("p0").await.expect("create").id;
+    assert!(
+        !one.owns(s),
+        "with the object-store WAL a new stream has no owner yet"
+    );
+    assert!(matches!(
+        one.append(s, payload(1, 0, 10), 1).await,
+        Err(Error::NotOwner(_))
+    ));
+    assert!(one.acquire(s, &[1]).await.expect("acquire"));
+    // Many appends in flight at once: they share groups, and the groups' commits land in order.
+    let mut pending = Vec::new();
+    for seq in 0..200u64 {
+        let mut p = payload(1, seq, 300).to_vec();
+        p[..8].copy_from_slice(&[0xff; 8]);
+        pending.push(
+            one.submit_append(
+                s,
+                p.into(),
+                2,
+                AppendOptions {
+                    write_base_offset: true,
+                    ..AppendOptions::default()
+                },
+            )
+            .await
+            .expect("queued"),
+        );
+    }
+    let mut offsets = Vec::new();
+    for p in pending {
+        offsets.push(p.await.expect("acknowledged"));
+    }
+    assert_eq!(offsets, (0..200u64).map(|i| i * 2).collect::<Vec<_>>());
+    let groups = one.stats().wal_syncs;
+    assert!(
+        (1..200).contains(&groups),
+        "appends share WAL objects: {groups} groups"
+    );
+    // The node is lost whole: no close, no flush, nothing of it is kept but what it committed.
+    drop(one);
+    let two = node(&fixture, 2).await;
+    two.refresh_streams().await.expect("refresh");
+    assert!(two.acquire(s, &[2]).await.expect("node 1 is not live"));
+    let got = read_payloads(&two, s, 0).await;
+    assert_eq!(got.len(), 200, "every acknowledged batch, once");
+    for (seq, p) in got.iter().enumerate() {
+        assert_eq!(
+            &p[..8],
+            &(seq as u64 * 2).to_be_bytes(),
+            "the base offset was written"
+        );
+        assert_eq!(&p[8..], &payload(1, seq as u64, 300)[8..], "batch {seq}");
+    }
+    assert_eq!(
+        two.append(s, payload(2, 0, 10), 1).await.expect("append"),
+        400
+    );
+    two.check_invariants().expect("invariants");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn acked_appends_survive_the_loss_of_their_node_memory() {
+    acked_appends_survive_the_loss_of_their_node(Backend::Memory).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn acked_appends_survive_the_loss_of_their_node_s3_postgres() {
+    acked_appends_survive_the_loss_of_their_node(Backend::S3Postgres).await;
+}
+
+async fn a_fenced_node_acknowledges_nothing_more(backend: Backend) {
+    let Some(fixture) = Fixture::new(backend).await else {
+        return;
+    };
+    let one = node(&fixture, 1).await;
+    let two = node(&fixture, 2).await;
+    let s = one.create_stream("p0").await.expect("create").id;
+    assert!(one.acquire(s, &[1, 2]).await.expect("acquire"));
+    for seq in 0..10 {
+        one.append(s, payload(1, seq, 50), 1).await.expect("append");
+    }
+    two.refresh_streams().await.expect("refresh");
+    assert!(
+        !two.acquire(s, &[1, 2]).await.expect("acquire"),
+        "a live owner keeps its stream"
+    );
+    // Node 1 was paused past its lease: node 2 sees it gone and takes the stream.
+    assert!(two.acquire(s, &[2]).await.expect("acquire"));
+    let err = one
+        .append(s, payload(1, 10, 50), 1)
+        .await
+        .expect_err("the old owner is fenced");
+    assert!(err.to_string().contains("fenced"), "{err}");
+    assert!(matches!(
+        one.append(s, payload(1, 11, 50), 1).await,
+        Err(Error::NotOwner(_))
+    ));
+    assert_eq!(
+        two.append(s, payload(2, 0, 50), 1).await.expect("append"),
+        10
+    );
+    let got = read_payloads(&two, s, 0).await;
+    let want: Vec<_> = (0..10)
+        .map(|seq| payload(1, seq, 50))
+        .chain([payload(2, 0, 50)])
+        .collect();
+    assert_eq!(got, want, "nothing of the fenced node after the takeover");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fenced_node_acknowledges_nothing_more_memory() {
+    a_fenced_node_acknowledges_nothing_more(Backend::Memory).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fenced_node_acknowledges_nothing_more_s3_postgres() {
+    a_fenced_node_acknowledges_nothing_more(Backend::S3Postgres).await;
+}
+
+/// A WAL object whose PUT fails for good fails its appends (and the ones behind it); the next
+/// appends take the offsets the failed ones had, so the stream stays dense, and the failed
+/// object is collected.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_put_fails_its_appends_and_offsets_stay_dense() {
+    let fixture = Fixture::new(Backend::Memory).await.expect("memory");
+    let one = node(&fixture, 1).await;
+    let s = one.create_stream("p0").await.expect("create").id;
+    assert!(one.acquire(s, &[1]).await.expect("acquire"));
+    one.append(s, payload(1, 0, 50), 1).await.expect("append");
+    fixture.objects.inject(Op::Put, Fault::Fail, None);
+    let err = one
+        .append(s, payload(1, 1, 50), 1)
+        .await
+        .expect_err("the PUT fails");
+    assert!(err.is_retryable(), "{err}");
+    fixture.objects.clear(Op::Put);
+    assert_eq!(
+        one.append(s, payload(1, 2, 50), 1).await.expect("append"),
+        1
+    );
+    assert_eq!(
+        read_payloads(&one, s, 0).await,
+        vec![payload(1, 0, 50), payload(1, 2, 50)]
+    );
+    one.check_invariants().expect("invariants");
+}
+
+/// A stream handed over (released by a live node, taken by another) moves without copying:
+/// the new owner reads the old owner's objects.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_released_stream_moves_without_copying() {
+    let fixture = Fixture::new(Backend::Memory).await.expect("memory");
+    let one = node(&fixture, 1).await;
+    let two = node(&fixture, 2).await;
+    let s = one.create_stream("p0").await.expect("create").id;
+    assert!(one.acquire(s, &[1, 2]).await.expect("acquire"));
+    for seq in 0..20 {
+        one.append(s, payload(1, seq, 100), 1)
+            .await
+            .expect("append");
+    }
+    let puts = fixture.objects.calls(Op::Put);
+    one.release(s).await.expect("release");
+    assert!(!one.owns(s));
+    two.refresh_streams().await.expect("refresh");
+    assert!(
+        two.acquire(s, &[1, 2]).await.expect("acquire"),
+        "a released stream is free even while its old owner lives"
+    );
+    assert_eq!(read_payloads(&two, s, 0).await.len(), 20);
+    assert_eq!(fixture.objects.calls(Op::Put), puts, "nothing was copied");
+    assert_eq!(
+        two.append(s, payload(2, 0, 100), 1).await.expect("append"),
+        20
+    );
+}

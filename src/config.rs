@@ -55,11 +55,18 @@ pub struct ClusterSettings {
     /// crashed node keeps other nodes from starting on its metadata store for this long; the
     /// same node restarting on its own data directory starts at once.
     pub lease_ms: u64,
+    /// How often a node of a cluster reconciles what it owns with the live nodes: takes the
+    /// streams assigned to it, hands over the ones assigned elsewhere, and picks up topics
+    /// and configs other nodes changed.
+    pub rebalance_ms: u64,
 }
 
 impl Default for ClusterSettings {
     fn default() -> Self {
-        ClusterSettings { lease_ms: 30_000 }
+        ClusterSettings {
+            lease_ms: 6_000,
+            rebalance_ms: 1_000,
+        }
     }
 }
 
@@ -207,7 +214,28 @@ impl NodeConfig {
     }
 
     /// Checks the settings fit together.
+    /// The WAL the node runs: `[storage] wal` when set; otherwise the object-store WAL with a
+    /// PostgreSQL metadata store (a cluster, whose nodes may be lost whole) and the local WAL
+    /// with SQLite (a single node).
+    pub fn wal_kind(&self) -> inlet_storage::WalKind {
+        let url = self.meta_url();
+        self.storage.wal.unwrap_or(
+            if url.starts_with("postgres://") || url.starts_with("postgresql://") {
+                inlet_storage::WalKind::Object
+            } else {
+                inlet_storage::WalKind::Local
+            },
+        )
+    }
+
     pub fn validate(&self) -> anyhow::Result<()> {
+        if self.cluster.rebalance_ms == 0 || self.cluster.rebalance_ms > self.cluster.lease_ms {
+            bail!(
+                "[cluster] rebalance_ms must be between 1 and lease_ms ({}), got {}",
+                self.cluster.lease_ms,
+                self.cluster.rebalance_ms
+            );
+        }
         if self.cluster.lease_ms < 1_000 {
             bail!(
                 "[cluster] lease_ms must be at least 1000, got {}",

@@ -59,8 +59,10 @@ pub(crate) async fn serve(
     }
 }
 
-/// `GET /v1/cluster`: the nodes on this node's metadata store with their leases, and what this
-/// node owns. One node owns everything: a cluster is not built (`crate::members`).
+/// `GET /v1/cluster`: the nodes on this node's metadata store with their leases and WALs, which
+/// node owns each partition (from the metadata store, with the ownership epoch), and what this
+/// node runs: its table topics, and the groups it coordinates (in a cluster, a group's node is
+/// the rendezvous of its id over the live nodes; see `crate::cluster`).
 async fn cluster(State(Node { broker, tables }): State<Node>) -> axum::response::Response {
     let now_ms = broker.clock_ms() as i64;
     let me = broker.config().node_id;
@@ -83,24 +85,60 @@ async fn cluster(State(Node { broker, tables }): State<Node>) -> axum::response:
                 "http": m.http_addr,
                 "started_ms": m.started_ms,
                 "lease_expires_ms": m.expires_ms,
+                "wal": m.wal,
                 "live": m.expires_ms > now_ms,
                 "this_node": m.node_id as i64 == i64::from(me),
             })
         })
         .collect();
+    let owners: std::collections::HashMap<u64, (Option<u64>, u64)> =
+        match broker.store().stream_owners().await {
+            Ok(rows) => rows
+                .into_iter()
+                .map(|(info, owner, epoch)| (info.id, (owner, epoch)))
+                .collect(),
+            Err(e) => {
+                return (
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    axum::Json(serde_json::json!({ "error": e.to_string() })),
+                )
+                    .into_response()
+            }
+        };
+    let mut mine = serde_json::Map::new();
     let partitions: serde_json::Map<String, serde_json::Value> = broker
         .topics()
         .list()
         .iter()
-        .map(|t| (t.name.clone(), serde_json::json!(t.partitions.len())))
+        .map(|t| {
+            let parts: Vec<serde_json::Value> = t
+                .partitions
+                .iter()
+                .map(|p| {
+                    let (owner, epoch) = owners.get(&p.stream).copied().unwrap_or((None, 0));
+                    serde_json::json!({ "partition": p.index, "owner": owner, "epoch": epoch })
+                })
+                .collect();
+            let here: Vec<i32> = t
+                .partitions
+                .iter()
+                .filter(|p| broker.store().owns(p.stream))
+                .map(|p| p.index)
+                .collect();
+            if !here.is_empty() {
+                mine.insert(t.name.clone(), serde_json::json!(here));
+            }
+            (t.name.clone(), serde_json::json!(parts))
+        })
         .collect();
     let table_names: Vec<String> = tables.snapshot().keys().cloned().collect();
     axum::Json(serde_json::json!({
         "node_id": me,
         "nodes": nodes,
+        "partitions": partitions,
         "owned_by_this_node": {
-            "partitions": partitions,
-            "groups": "all",
+            "partitions": mine,
+            "groups": broker.coordinated_groups(),
             "tables": table_names,
         },
     }))

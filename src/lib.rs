@@ -9,6 +9,7 @@
 //! until a signal; [`Node::shutdown`] stops one cleanly. `inlet config dump`
 //! ([`config_dump`]) prints the configuration a node would run with.
 
+pub mod cluster;
 pub mod config;
 pub mod config_dump;
 mod http;
@@ -43,6 +44,7 @@ pub async fn open_store(
 ) -> anyhow::Result<StreamStore> {
     let mut storage = config.storage.clone();
     storage.node_id = config.node_id;
+    storage.wal = Some(config.wal_kind());
     std::fs::create_dir_all(&config.data_dir)
         .with_context(|| format!("creating data dir {}", config.data_dir.display()))?;
     let mut builder = StreamStore::builder(config.wal_dir())
@@ -153,6 +155,12 @@ pub struct Node {
     /// Ends the membership's renewals, which leave (delete the node's row) last of all.
     leave: CancellationToken,
     renewals: tokio::task::JoinHandle<()>,
+    /// In a cluster: the assigner's view, its stop and its task.
+    cluster: Option<(
+        Arc<cluster::ClusterState>,
+        CancellationToken,
+        tokio::task::JoinHandle<()>,
+    )>,
 }
 
 /// What a node is built from. Each part defaults to what the configuration says: the clock
@@ -211,8 +219,22 @@ impl Node {
             mut tasks,
             leave,
             renewals,
+            cluster,
             ..
         } = self;
+        let mut renewals = Some(renewals);
+        if let Some((_, assigner_stop, assigner)) = cluster {
+            // A drain: leave first, so the other nodes' passes assign nothing here, then hand
+            // every stream over; they take them at their next pass.
+            tracing::info!("draining: handing this node's partitions to the other nodes");
+            assigner_stop.cancel();
+            let _ = assigner.await;
+            leave.cancel();
+            if let Some(renewals) = renewals.take() {
+                let _ = renewals.await;
+            }
+            cluster::release_all(&broker).await;
+        }
         tracing::info!("shutting down: finishing in-flight requests");
         stop.cancel();
         broker.shutdown().await;
@@ -235,7 +257,9 @@ impl Node {
         }
         // Last: another node may start on this metadata store once the row is gone.
         leave.cancel();
-        let _ = renewals.await;
+        if let Some(renewals) = renewals {
+            let _ = renewals.await;
+        }
         tracing::info!("stopped cleanly");
         Ok(())
     }
@@ -308,6 +332,7 @@ impl NodeBuilder {
                 ),
                 http_addr.to_string(),
             ),
+            config.wal_kind(),
             Duration::from_millis(config.cluster.lease_ms),
             clock.clone(),
         )
@@ -355,6 +380,25 @@ impl NodeBuilder {
         )
         .await
         .context("opening the Kafka endpoint")?;
+
+        // In a cluster, take this node's share of the streams before serving.
+        let cluster = if config.wal_kind() == inlet_storage::WalKind::Object {
+            let state = cluster::ClusterState::new(config.node_id);
+            broker.set_cluster(state.clone());
+            if let Err(e) = cluster::pass(&broker, &state).await {
+                tracing::warn!(error = %format!("{e:#}"), "the first cluster pass failed; the assigner tries again");
+            }
+            let assigner_stop = CancellationToken::new();
+            let assigner = tokio::spawn(cluster::run(
+                broker.clone(),
+                state.clone(),
+                Duration::from_millis(config.cluster.rebalance_ms),
+                assigner_stop.clone(),
+            ));
+            Some((state, assigner_stop, assigner))
+        } else {
+            None
+        };
 
         let stop = CancellationToken::new();
         let mut tasks = tokio::task::JoinSet::new();
@@ -433,6 +477,7 @@ impl NodeBuilder {
             membership,
             leave,
             renewals,
+            cluster,
         })
     }
 }

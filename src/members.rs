@@ -2,12 +2,13 @@
 //! `inlet_nodes` (its id, its data directory's identity, its advertised Kafka and HTTP
 //! addresses, when it started and when its lease ends).
 //!
-//! Several nodes on one metadata store and one object store (a cluster) are not built: two
-//! nodes would assign the same offsets and one could drop the other's data (issue 18). So a
-//! node refuses to start, with a message that says why, while another node's lease is live on
-//! its metadata store:
-//! - the same `--node-id` from another data directory: "node id N is live";
-//! - any other node id: "a cluster is not supported yet".
+//! Nodes whose WAL is in the object store (`[storage] wal = "object"`, the default with a
+//! PostgreSQL metadata store) form a cluster: they share the streams, each owning some
+//! (`crate::cluster`). A node refuses to start, with a message that says why, while another
+//! node's lease is live on its metadata store and:
+//! - it has the same `--node-id` from another data directory: "node id N is live";
+//! - either of the two keeps its WAL on local disk: what such a node acknowledged lives on its
+//!   disk alone until uploaded, so its streams cannot move to another node without loss.
 //!
 //! A node restarting on its own data directory (after a crash, or a kill -9) takes its row at
 //! once, whatever the lease says: the row carries the identity kept in
@@ -28,19 +29,23 @@ use std::time::Duration;
 
 use anyhow::{bail, Context};
 use inlet_common::Clock;
-use inlet_storage::{Backend, MetaStore};
+use inlet_storage::{Backend, MetaStore, WalKind};
 use serde::Serialize;
 use sqlx::Row;
 use tokio_util::sync::CancellationToken;
 
 /// The membership table, versioned with [`MetaStore::migrate`].
-const MIGRATIONS: &[&str] = &["CREATE TABLE inlet_nodes (
+const MIGRATIONS: &[&str] = &[
+    "CREATE TABLE inlet_nodes (
         node_id BIGINT PRIMARY KEY,
         identity VARCHAR(64) NOT NULL,
         kafka_addr VARCHAR(255) NOT NULL,
         http_addr VARCHAR(255) NOT NULL,
         started_ms BIGINT NOT NULL,
-        expires_ms BIGINT NOT NULL)"];
+        expires_ms BIGINT NOT NULL)",
+    // Where the node's WAL is: `local` or `object` (only `object` nodes share a store).
+    "ALTER TABLE inlet_nodes ADD COLUMN wal VARCHAR(16) NOT NULL DEFAULT 'local'",
+];
 
 /// The PostgreSQL advisory lock that joins hold (one per metadata store).
 const JOIN_LOCK: i64 = 7_243_508;
@@ -56,6 +61,8 @@ pub struct Member {
     pub http_addr: String,
     pub started_ms: i64,
     pub expires_ms: i64,
+    /// Where the node's WAL is: `local` or `object`.
+    pub wal: String,
     #[serde(skip)]
     identity: String,
 }
@@ -99,9 +106,14 @@ impl Membership {
         data_dir: &Path,
         node_id: u64,
         addrs: (String, String),
+        wal: WalKind,
         ttl: Duration,
         clock: Arc<dyn Clock>,
     ) -> anyhow::Result<Membership> {
+        let wal_name = match wal {
+            WalKind::Local => "local",
+            WalKind::Object => "object",
+        };
         let identity = identity(data_dir)?;
         meta.migrate("node.members", MIGRATIONS)
             .await
@@ -127,7 +139,7 @@ impl Membership {
             }
             let now = clock.now_ms() as i64;
             let rows = sqlx::query(
-                "SELECT node_id, identity, kafka_addr, http_addr, started_ms, expires_ms
+                "SELECT node_id, identity, kafka_addr, http_addr, started_ms, expires_ms, wal
                  FROM inlet_nodes",
             )
             .fetch_all(&mut *conn)
@@ -148,14 +160,26 @@ impl Membership {
                         other.kafka_addr
                     );
                 }
-                bail!(
-                    "another node is live on this metadata store (node id {} at {}; its lease \
-                     ends in {left:?}), and a cluster is not supported yet: two nodes on one \
-                     metadata store would assign the same offsets and lose data. Run one node \
-                     per metadata store (docs/architecture.md, \"What is not built\")",
-                    other.node_id,
-                    other.kafka_addr
-                );
+                if wal == WalKind::Local {
+                    bail!(
+                        "another node is live on this metadata store (node id {} at {}; its \
+                         lease ends in {left:?}), and this node's WAL is on local disk: in a \
+                         cluster a node's acknowledged data must outlive the node, so every \
+                         node needs `[storage] wal = \"object\"` (the default with a PostgreSQL \
+                         metadata store; docs/architecture.md, \"Cluster\")",
+                        other.node_id,
+                        other.kafka_addr
+                    );
+                }
+                if other.wal != "object" {
+                    bail!(
+                        "node id {} at {} is live on this metadata store with its WAL on local \
+                         disk (its lease ends in {left:?}): it cannot share its streams. Stop it \
+                         and start it with `[storage] wal = \"object\"` first",
+                        other.node_id,
+                        other.kafka_addr
+                    );
+                }
             }
             // This node's old rows, and rows whose lease ended.
             sqlx::query(
@@ -168,8 +192,8 @@ impl Membership {
             .await?;
             sqlx::query(
                 "INSERT INTO inlet_nodes
-                 (node_id, identity, kafka_addr, http_addr, started_ms, expires_ms)
-                 VALUES ($1, $2, $3, $4, $5, $6)",
+                 (node_id, identity, kafka_addr, http_addr, started_ms, expires_ms, wal)
+                 VALUES ($1, $2, $3, $4, $5, $6, $7)",
             )
             .bind(id)
             .bind(&identity)
@@ -177,6 +201,7 @@ impl Membership {
             .bind(&addrs.1)
             .bind(now)
             .bind(now + ttl.as_millis() as i64)
+            .bind(wal_name)
             .execute(&mut *conn)
             .await?;
             Ok(())
@@ -254,7 +279,7 @@ impl Membership {
     /// Every node's row, by id.
     pub async fn members(meta: &MetaStore) -> anyhow::Result<Vec<Member>> {
         let rows = sqlx::query(
-            "SELECT node_id, identity, kafka_addr, http_addr, started_ms, expires_ms
+            "SELECT node_id, identity, kafka_addr, http_addr, started_ms, expires_ms, wal
              FROM inlet_nodes ORDER BY node_id",
         )
         .fetch_all(meta.pool())
@@ -271,5 +296,6 @@ fn member(row: &sqlx::any::AnyRow) -> anyhow::Result<Member> {
         http_addr: row.try_get("http_addr")?,
         started_ms: row.try_get("started_ms")?,
         expires_ms: row.try_get("expires_ms")?,
+        wal: row.try_get("wal")?,
     })
 }

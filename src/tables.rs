@@ -141,6 +141,14 @@ pub(crate) async fn run(
             let Some(config) = topic.configs.table_topic(&topic.name, defaults) else {
                 continue;
             };
+            // In a cluster a table runs where its partitions and control stream are owned
+            // (`crate::cluster` keeps them together); a single node owns everything.
+            let control = store.open_stream(&format!("table-control/{}", topic.name));
+            if !topic.partitions.iter().all(|p| store.owns(p.stream))
+                || control.is_ok_and(|c| !store.owns(c.id))
+            {
+                continue;
+            }
             match table_topic(
                 &config,
                 &registry,

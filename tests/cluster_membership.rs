@@ -1,5 +1,6 @@
 //! Membership (`src/members.rs`): a second node on one metadata store and one object store is
-//! refused with the reason (its id is live elsewhere, or a cluster is not supported yet); the
+//! refused with the reason (its id is live elsewhere, or its WAL is on local disk, which a
+//! cluster cannot share); the
 //! same node restarting on its own data directory after a kill -9 starts at once; a crashed
 //! node blocks others only until its lease ends; a clean stop lets the next node start at
 //! once; `GET /v1/cluster` and `inlet cluster status` show the nodes. Run on a shared SQLite
@@ -55,7 +56,13 @@ fn live_ids(view: &serde_json::Value) -> Vec<u64> {
 fn scenario(meta: &str) {
     let dir = tempfile::tempdir().expect("tempdir");
     let config = dir.path().join("inlet.toml");
-    std::fs::write(&config, "[cluster]\nlease_ms = 2000\n").expect("config");
+    // Local WALs on both backends (PostgreSQL's default is the object-store WAL, tested in
+    // `tests/cluster.rs`): a second node is refused.
+    std::fs::write(
+        &config,
+        "[cluster]\nlease_ms = 2000\n[storage]\nwal = \"local\"\n",
+    )
+    .expect("config");
     let config = config.to_string_lossy().to_string();
     let objects = dir.path().join("objects");
     std::fs::create_dir_all(&objects).expect("objects");
@@ -84,7 +91,7 @@ fn scenario(meta: &str) {
     let err = refused(&b_dir, &args(meta, &objects, &config, "1"));
     assert!(err.contains("node id 1 is live"), "{err}");
     let err = refused(&c_dir, &args(meta, &objects, &config, "2"));
-    assert!(err.contains("a cluster is not supported yet"), "{err}");
+    assert!(err.contains("this node's WAL is on local disk"), "{err}");
     assert!(err.contains("node id 1"), "{err}");
 
     // kill -9, and the same node on its own data directory starts at once (its lease is
@@ -97,13 +104,13 @@ fn scenario(meta: &str) {
     let crashed = Instant::now();
     let c_args = args(meta, &objects, &config, "2");
     let err = refused_quickly(&c_dir, &c_args).expect("refused while node 1's lease is live");
-    assert!(err.contains("a cluster is not supported yet"), "{err}");
+    assert!(err.contains("this node's WAL is on local disk"), "{err}");
     wait_until(
         30,
         "node 2 to be let in once node 1's lease ended",
         || match refused_quickly(&c_dir, &c_args) {
             Some(err) => {
-                assert!(err.contains("a cluster is not supported yet"), "{err}");
+                assert!(err.contains("this node's WAL is on local disk"), "{err}");
                 None
             }
             None => Some(()),

@@ -24,6 +24,26 @@ use crate::validate::PayloadCheck;
 const MIGRATIONS: &[&str] =
     &["CREATE TABLE inlet_cluster (name VARCHAR(64) PRIMARY KEY, value TEXT NOT NULL)"];
 
+/// A node of the cluster as Kafka clients are told of it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BrokerAddr {
+    pub node_id: i32,
+    pub host: String,
+    pub port: u16,
+}
+
+/// Who does what in a cluster, as the node that runs the broker sees it: the live nodes,
+/// which node leads each partition's stream, and which coordinates each group. A single node
+/// has none: it leads and coordinates everything itself.
+pub trait ClusterView: Send + Sync + std::fmt::Debug {
+    /// The live nodes (this one included).
+    fn brokers(&self) -> Vec<BrokerAddr>;
+    /// The node that owns `stream` and the epoch it owns it under, if any node does.
+    fn leader(&self, stream: inlet_storage::StreamId) -> Option<(i32, i32)>;
+    /// The node that coordinates the group `group_id`.
+    fn coordinator(&self, group_id: &str) -> Option<i32>;
+}
+
 /// The shared state of the Kafka endpoint.
 pub struct Broker {
     pub(crate) store: Arc<StreamStore>,
@@ -41,6 +61,8 @@ pub struct Broker {
     pub(crate) payloads: Arc<dyn PayloadCheck>,
     /// Cancelled when the node stops: long polls return at once.
     pub(crate) shutdown: CancellationToken,
+    /// The cluster, when the node is one of several ([`Broker::set_cluster`]).
+    pub(crate) cluster: parking_lot::RwLock<Option<Arc<dyn ClusterView>>>,
 }
 
 impl std::fmt::Debug for Broker {
@@ -92,7 +114,49 @@ impl Broker {
             registry,
             payloads,
             shutdown: CancellationToken::new(),
+            cluster: parking_lot::RwLock::new(None),
         }))
+    }
+
+    /// Makes this broker one node of a cluster: Metadata lists the live nodes and each
+    /// partition's owner, FindCoordinator names each group's node, and group requests for
+    /// groups another node coordinates are answered `NOT_COORDINATOR`.
+    pub fn set_cluster(&self, view: Arc<dyn ClusterView>) {
+        *self.cluster.write() = Some(view);
+    }
+
+    /// The cluster view, if this node is one of several.
+    pub(crate) fn cluster_view(&self) -> Option<Arc<dyn ClusterView>> {
+        self.cluster.read().clone()
+    }
+
+    /// The groups this node coordinates now and holds membership state for.
+    pub fn coordinated_groups(&self) -> Vec<String> {
+        let mut ids = self.groups.group_ids();
+        ids.retain(|g| self.coordinates(g));
+        ids
+    }
+
+    /// Whether this node coordinates `group_id` (always, on a single node).
+    pub(crate) fn coordinates(&self, group_id: &str) -> bool {
+        match self.cluster_view() {
+            None => true,
+            Some(view) => view.coordinator(group_id) == Some(self.config.node_id),
+        }
+    }
+
+    /// The stream of a partition this node leads, or `NOT_LEADER_OR_FOLLOWER`.
+    pub(crate) fn led_stream(
+        &self,
+        stream: inlet_storage::StreamId,
+    ) -> Result<inlet_storage::StreamInfo> {
+        if !self.store.owns(stream) {
+            return Err(KafkaError::new(
+                kafka_protocol::ResponseError::NotLeaderOrFollower,
+                "another node leads this partition (or none yet): refresh the metadata",
+            ));
+        }
+        Ok(self.store.stream(stream)?)
     }
 
     /// The cluster id, created once and kept in the metadata store.
@@ -166,6 +230,9 @@ impl Broker {
             client_id,
             client_host: format!("/{peer}"),
         };
+        if let Some(refused) = self.not_coordinator(&request.body, version) {
+            return Some(refused);
+        }
         Some(match request.body {
             RequestKind::ApiVersions(r) => ResponseKind::ApiVersions(self.api_versions(r, version)),
             RequestKind::Metadata(r) => ResponseKind::Metadata(self.metadata(r, version).await),

@@ -57,7 +57,9 @@ impl From<inlet_storage::Error> for KafkaError {
             S::TooLarge { .. } => ResponseError::MessageTooLarge,
             S::InvalidArgument(_) => ResponseError::InvalidRequest,
             S::Corrupt { .. } => ResponseError::CorruptMessage,
-            S::Shutdown => ResponseError::NotLeaderOrFollower,
+            S::Shutdown | S::NotOwner(_) | S::Fenced { .. } => ResponseError::NotLeaderOrFollower,
+            // The appends of a failed WAL object were not stored: the client may send them again.
+            S::ObjectWal(_) => ResponseError::RequestTimedOut,
             S::WalFailed(_) | S::WalIo { .. } => ResponseError::KafkaStorageError,
             S::ObjectStore { .. } | S::Meta(_) => {
                 if e.is_retryable() {

@@ -35,6 +35,6 @@ pub use topic_config::{Compaction, TableTopicConfig};
 pub use topics::Topic;
 pub use validate::{PayloadCheck, RegistryDecoder, Side};
 
-pub use broker::Broker;
+pub use broker::{Broker, BrokerAddr, ClusterView};
 pub use config::{BrokerConfig, BrokerSetting, SettingKind};
 pub use error::KafkaError;

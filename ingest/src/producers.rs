@@ -10,7 +10,9 @@
 //! Durability: producer ids come from a counter in the metadata store, handed out in blocks,
 //! so an id is never given twice even after kill -9. A partition's sequence state is rebuilt
 //! from the headers of its last [`REBUILD_OFFSETS`] offsets when it is first used after a
-//! start, so retries that arrive after a restart are still recognized.
+//! start, so retries that arrive after a restart are still recognized; and again when the
+//! partition comes to this node from another (a new ownership epoch), so a producer's state
+//! carries over a failover.
 
 use std::collections::{HashMap, VecDeque};
 
@@ -109,7 +111,9 @@ pub enum SeqCheck {
 /// One partition's producer state.
 #[derive(Debug, Default)]
 pub struct PartitionProducers {
-    loaded: bool,
+    /// The stream epoch the state was rebuilt under: a partition that moved away and back
+    /// (another node appended meanwhile) is rebuilt again.
+    loaded: Option<u64>,
     producers: HashMap<i64, ProducerEntry>,
     /// When entries were last checked for expiry.
     swept_ms: u64,
@@ -126,9 +130,11 @@ impl PartitionProducers {
         stream: StreamId,
         now_ms: u64,
     ) -> Result<()> {
-        if self.loaded {
+        let epoch = store.owned_epoch(stream);
+        if epoch.is_some() && self.loaded == epoch {
             return Ok(());
         }
+        self.producers.clear();
         let info = store.stream(stream)?;
         let mut from = info
             .start_offset
@@ -158,7 +164,7 @@ impl PartitionProducers {
                 }
             }
         }
-        self.loaded = true;
+        self.loaded = epoch;
         Ok(())
     }
 

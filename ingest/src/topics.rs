@@ -106,7 +106,95 @@ pub(crate) fn validate_name(name: &str) -> Result<()> {
     Ok(())
 }
 
+/// A topic's row: name, id, partition count and explicit configs.
+fn parse_row(row: &sqlx::any::AnyRow) -> Result<(String, uuid::Uuid, i32, TopicConfigs)> {
+    let name: String = row.try_get("name").map_err(inlet_storage::Error::from)?;
+    let id: String = row
+        .try_get("topic_id")
+        .map_err(inlet_storage::Error::from)?;
+    let count: i32 = row
+        .try_get("partitions")
+        .map_err(inlet_storage::Error::from)?;
+    let configs: String = row.try_get("configs").map_err(inlet_storage::Error::from)?;
+    let id = uuid::Uuid::parse_str(&id).map_err(|e| {
+        KafkaError::new(
+            ResponseError::UnknownServerError,
+            format!("topic {name:?} has a bad id in the metadata store: {e}"),
+        )
+    })?;
+    let configs: BTreeMap<String, String> = serde_json::from_str(&configs).map_err(|e| {
+        KafkaError::new(
+            ResponseError::UnknownServerError,
+            format!("topic {name:?} has bad configs in the metadata store: {e}"),
+        )
+    })?;
+    Ok((name, id, count, TopicConfigs::from_stored(configs)))
+}
+
 impl Topics {
+    /// Brings the topics up to date with the metadata store, for a node of a cluster: topics
+    /// other nodes created, deleted, grew or reconfigured. Call
+    /// [`StreamStore::refresh_streams`] first, so new partitions' streams are known. A topic
+    /// whose streams are not all there yet (its creator is still creating them) is taken at
+    /// the next refresh. Partitions that stay keep their state (idempotent producers).
+    pub async fn refresh(&self) -> Result<()> {
+        let _guard = self.changes.lock().await;
+        let rows = sqlx::query("SELECT name, topic_id, partitions, configs FROM inlet_topics")
+            .fetch_all(self.meta.pool())
+            .await
+            .map_err(inlet_storage::Error::from)?;
+        let streams: HashMap<String, StreamId> = self
+            .store
+            .list_streams()
+            .into_iter()
+            .filter(|s| s.name.starts_with(STREAM_PREFIX))
+            .map(|s| (s.name, s.id))
+            .collect();
+        let old = self.by_name.read().clone();
+        let mut by_name = HashMap::new();
+        for row in rows {
+            let (name, id, count, configs) = parse_row(&row)?;
+            let before = old.get(&name).filter(|t| t.id == id);
+            if let Some(t) = before {
+                if t.partitions.len() == count as usize && t.configs == configs {
+                    by_name.insert(name, t.clone());
+                    continue;
+                }
+            }
+            let mut partitions = Vec::new();
+            for p in 0..count {
+                let kept = before.and_then(|t| t.partition(p)).cloned();
+                let stream = streams.get(&stream_name(&id, p)).copied();
+                match (kept, stream) {
+                    (Some(kept), _) => partitions.push(kept),
+                    (None, Some(stream)) => partitions.push(Arc::new(Partition {
+                        index: p,
+                        stream,
+                        producers: Default::default(),
+                    })),
+                    (None, None) => break,
+                }
+            }
+            if partitions.len() != count as usize {
+                if let Some(t) = before {
+                    by_name.insert(name, t.clone());
+                }
+                continue;
+            }
+            by_name.insert(
+                name.clone(),
+                Arc::new(Topic {
+                    name,
+                    id,
+                    partitions,
+                    configs,
+                }),
+            );
+        }
+        *self.by_name.write() = by_name;
+        Ok(())
+    }
+
     /// Loads the topics and repairs their streams (see the module invariants).
     pub async fn open(
         store: Arc<StreamStore>,
@@ -127,28 +215,7 @@ impl Topics {
             .collect();
         let mut by_name = HashMap::new();
         for row in rows {
-            let name: String = row.try_get("name").map_err(inlet_storage::Error::from)?;
-            let id: String = row
-                .try_get("topic_id")
-                .map_err(inlet_storage::Error::from)?;
-            let count: i32 = row
-                .try_get("partitions")
-                .map_err(inlet_storage::Error::from)?;
-            let configs: String = row.try_get("configs").map_err(inlet_storage::Error::from)?;
-            let id = uuid::Uuid::parse_str(&id).map_err(|e| {
-                KafkaError::new(
-                    ResponseError::UnknownServerError,
-                    format!("topic {name:?} has a bad id in the metadata store: {e}"),
-                )
-            })?;
-            let configs: BTreeMap<String, String> =
-                serde_json::from_str(&configs).map_err(|e| {
-                    KafkaError::new(
-                        ResponseError::UnknownServerError,
-                        format!("topic {name:?} has bad configs in the metadata store: {e}"),
-                    )
-                })?;
-            let configs = TopicConfigs::from_stored(configs);
+            let (name, id, count, configs) = parse_row(&row)?;
             let mut partitions = Vec::new();
             for p in 0..count {
                 let sname = stream_name(&id, p);

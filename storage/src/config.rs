@@ -64,9 +64,11 @@ pub struct StorageConfig {
     /// Retries of object store calls.
     pub retry: RetryConfig,
     /// Where an append becomes durable before it is acknowledged: `local` (an fsynced WAL on
-    /// this node's disk, the single-node default) or `object` (WAL objects in the object store,
-    /// indexed in the metadata store: what a cluster needs, since a node may be lost whole).
-    pub wal: WalKind,
+    /// this node's disk) or `object` (WAL objects in the object store, indexed in the metadata
+    /// store: what a cluster needs, since a node may be lost whole). Unset, the node chooses:
+    /// `object` with a PostgreSQL metadata store (a cluster), `local` otherwise; the store
+    /// alone takes unset as `local`.
+    pub wal: Option<WalKind>,
     /// With the object-store WAL: how many WAL objects may be in flight (PUT started and not
     /// yet committed) at once. Their metadata commits still land in order.
     pub object_wal_in_flight: usize,
@@ -161,7 +163,7 @@ impl Default for StorageConfig {
             delete_grace_ms: 60_000,
             orphan_grace_ms: 3_600_000,
             retry: RetryConfig::default(),
-            wal: WalKind::Local,
+            wal: None,
             object_wal_in_flight: 8,
             object_wal_linger_ms: 2,
         }
@@ -169,6 +171,11 @@ impl Default for StorageConfig {
 }
 
 impl StorageConfig {
+    /// The WAL this store runs ([`StorageConfig::wal`], `local` when unset).
+    pub fn wal_kind(&self) -> WalKind {
+        self.wal.unwrap_or_default()
+    }
+
     /// Checks that the settings fit together.
     pub fn validate(&self) -> Result<()> {
         let fail = |msg: String| Err(Error::Config(msg));

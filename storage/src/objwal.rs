@@ -55,13 +55,22 @@ struct Group {
 }
 
 impl Group {
-    /// Fails every append of the group with `error` (their reservations are given back).
+    /// Fails every append of the group with `error` (their reservations are given back): a
+    /// lost stream as such (the client goes to the new owner), anything else as a failed WAL
+    /// object (nothing of it was stored).
     fn fail(self, error: &Error) {
         for p in self.placed {
-            let _ = p
-                .request
-                .reply
-                .send(Err(Error::ObjectWal(error.to_string())));
+            let e = match error {
+                Error::Fenced { stream, epoch, now } => Error::Fenced {
+                    stream: *stream,
+                    epoch: *epoch,
+                    now: *now,
+                },
+                Error::NotOwner(stream) => Error::NotOwner(*stream),
+                Error::Shutdown => Error::Shutdown,
+                e => Error::ObjectWal(e.to_string()),
+            };
+            let _ = p.request.reply.send(Err(e));
         }
     }
 }

@@ -291,7 +291,7 @@ impl StreamStoreBuilder {
             .into_iter()
             .map(|o| (o.id, o))
             .collect();
-        let local = config.wal == WalKind::Local;
+        let local = config.wal_kind() == WalKind::Local;
         if local {
             // A single node owns every stream, under a new epoch: a stale process of it that
             // still runs is fenced.
@@ -619,7 +619,7 @@ impl StreamStore {
             .create_stream(
                 name,
                 self.inner.clock.now_ms(),
-                self.local().then_some(self.inner.config.node_id),
+                Some(self.inner.config.node_id),
             )
             .await?;
         let state = StreamState {
@@ -664,12 +664,19 @@ impl StreamStore {
     }
 
     fn local(&self) -> bool {
-        self.inner.config.wal == WalKind::Local
+        self.inner.config.wal_kind() == WalKind::Local
     }
 
     /// Whether this node owns stream `id` (may append to it and read it).
     pub fn owns(&self, id: StreamId) -> bool {
         self.shared(id).is_ok_and(|s| s.state.lock().owned)
+    }
+
+    /// The epoch this node owns stream `id` under, or `None` if it does not own it.
+    pub fn owned_epoch(&self, id: StreamId) -> Option<u64> {
+        let shared = self.shared(id).ok()?;
+        let state = shared.state.lock();
+        state.owned.then_some(state.epoch)
     }
 
     /// The streams this node owns, with the epoch it owns each under.

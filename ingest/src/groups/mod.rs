@@ -219,11 +219,30 @@ impl GroupCoordinator {
         client: &ClientInfo,
     ) -> JoinGroupResponse {
         let member_id = req.member_id.to_string();
+        self.load_offsets_if_new(req.group_id.as_str()).await;
         let result = self.join(req, version, client).await;
         join_response(
             result.unwrap_or_else(|e| JoinResult::error(&member_id, e)),
             version,
         )
+    }
+
+    /// The groups this node holds membership state for, sorted.
+    pub(crate) fn group_ids(&self) -> Vec<String> {
+        let mut ids: Vec<String> = self.inner.groups.lock().keys().cloned().collect();
+        ids.sort();
+        ids
+    }
+
+    /// Reads the offsets of a group this node holds no state for from the metadata store: in a
+    /// cluster its last coordinator may have been another node.
+    pub(crate) async fn load_offsets_if_new(&self, group_id: &str) {
+        if group_id.is_empty() || self.inner.groups.lock().contains_key(group_id) {
+            return;
+        }
+        if let Err(e) = self.inner.offsets.load_group(group_id).await {
+            tracing::warn!(group = group_id, error = %e, "could not read the group's committed offsets");
+        }
     }
 
     async fn join(

@@ -133,6 +133,13 @@ impl GroupCoordinator {
             .is_shut_down()
             .then_some(ResponseError::CoordinatorNotAvailable);
         if version >= 8 {
+            for g in &req.groups {
+                self.load_offsets_if_new(g.group_id.as_str()).await;
+            }
+        } else {
+            self.load_offsets_if_new(req.group_id.as_str()).await;
+        }
+        if version >= 8 {
             let groups = req
                 .groups
                 .into_iter()

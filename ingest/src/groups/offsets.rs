@@ -136,6 +136,37 @@ impl OffsetStore {
         Ok(())
     }
 
+    /// Reads `group`'s offsets from the metadata store again, in place of the cached ones: in
+    /// a cluster another node may have coordinated the group (and taken its commits) since this
+    /// node last did.
+    pub(super) async fn load_group(&self, group: &str) -> Result<()> {
+        let lock = self.write_lock(group);
+        let _guard = lock.lock().await;
+        let rows = sqlx::query(
+            "SELECT topic, partition_index, committed_offset, leader_epoch, metadata, commit_ms
+             FROM inlet_group_offsets WHERE group_id = $1",
+        )
+        .bind(group)
+        .fetch_all(self.meta.pool())
+        .await?;
+        let mut offsets = GroupOffsets::new();
+        for row in rows {
+            let topic: String = row.try_get("topic")?;
+            let partition = row.try_get::<i64, _>("partition_index")? as i32;
+            offsets.insert(
+                (topic, partition),
+                CommittedOffset {
+                    offset: row.try_get("committed_offset")?,
+                    leader_epoch: row.try_get::<i64, _>("leader_epoch")? as i32,
+                    metadata: row.try_get("metadata")?,
+                    commit_ms: row.try_get::<i64, _>("commit_ms")? as u64,
+                },
+            );
+        }
+        self.cache.write().insert(group.to_string(), offsets);
+        Ok(())
+    }
+
     /// The committed offset of one partition.
     pub(super) fn get(&self, group: &str, topic: &str, partition: i32) -> Option<CommittedOffset> {
         self.cache

@@ -10,7 +10,7 @@ use kafka_protocol::messages::metadata_response::{
 use kafka_protocol::messages::*;
 use kafka_protocol::ResponseError;
 
-use crate::broker::{str, Broker};
+use crate::broker::{str, Broker, BrokerAddr};
 use crate::codec::SUPPORTED;
 use crate::topics::Topic;
 
@@ -37,7 +37,20 @@ impl Broker {
         BrokerId(self.config.node_id)
     }
 
+    /// The live nodes as clients are told of them: this one alone on a single node.
+    fn brokers(&self) -> Vec<BrokerAddr> {
+        match self.cluster_view() {
+            Some(view) => view.brokers(),
+            None => vec![BrokerAddr {
+                node_id: self.config.node_id,
+                host: self.config.advertised_host.clone(),
+                port: self.config.advertised_port,
+            }],
+        }
+    }
+
     fn topic_metadata(&self, topic: &Topic) -> MetadataResponseTopic {
+        let view = self.cluster_view();
         MetadataResponseTopic::default()
             .with_name(Some(TopicName(str(topic.name.clone()))))
             .with_topic_id(topic.id)
@@ -46,12 +59,25 @@ impl Broker {
                     .partitions
                     .iter()
                     .map(|p| {
-                        MetadataResponsePartition::default()
-                            .with_partition_index(p.index)
-                            .with_leader_id(self.broker_id())
-                            .with_leader_epoch(0)
-                            .with_replica_nodes(vec![self.broker_id()])
-                            .with_isr_nodes(vec![self.broker_id()])
+                        let partition =
+                            MetadataResponsePartition::default().with_partition_index(p.index);
+                        let leader = match &view {
+                            None => Some((self.config.node_id, 0)),
+                            Some(view) => view.leader(p.stream),
+                        };
+                        match leader {
+                            // The leader epoch is the stream's ownership epoch: it rises with
+                            // every move, so clients never take an older answer for newer.
+                            Some((node, epoch)) => partition
+                                .with_leader_id(BrokerId(node))
+                                .with_leader_epoch(epoch)
+                                .with_replica_nodes(vec![BrokerId(node)])
+                                .with_isr_nodes(vec![BrokerId(node)]),
+                            None => partition
+                                .with_error_code(ResponseError::LeaderNotAvailable.code())
+                                .with_leader_id(BrokerId(-1))
+                                .with_leader_epoch(-1),
+                        }
                     })
                     .collect(),
             )
@@ -106,10 +132,17 @@ impl Broker {
             }
         }
         let mut response = MetadataResponse::default()
-            .with_brokers(vec![MetadataResponseBroker::default()
-                .with_node_id(self.broker_id())
-                .with_host(str(self.config.advertised_host.clone()))
-                .with_port(self.config.advertised_port as i32)])
+            .with_brokers(
+                self.brokers()
+                    .into_iter()
+                    .map(|b| {
+                        MetadataResponseBroker::default()
+                            .with_node_id(BrokerId(b.node_id))
+                            .with_host(str(b.host))
+                            .with_port(b.port as i32)
+                    })
+                    .collect(),
+            )
             .with_controller_id(self.broker_id())
             .with_topics(topics);
         if version >= 2 {
@@ -130,18 +163,33 @@ impl Broker {
                 t => Err(format!("unknown coordinator key type {t}")),
             }
         };
-        let host = str(self.config.advertised_host.clone());
-        let port = self.config.advertised_port as i32;
+        let brokers = self.brokers();
+        // The node that coordinates `key`: this one on a single node; in a cluster the one the
+        // view names, which must be live.
+        let coordinator = |key: &str| -> Result<BrokerAddr, String> {
+            let node = match self.cluster_view() {
+                None => self.config.node_id,
+                Some(view) => view
+                    .coordinator(key)
+                    .ok_or_else(|| "no node coordinates this group yet".to_string())?,
+            };
+            brokers
+                .iter()
+                .find(|b| b.node_id == node)
+                .cloned()
+                .ok_or_else(|| format!("the coordinator, node {node}, is not live"))
+        };
+        let answer = |key_type: i8, key: &str| answer(key_type).and_then(|()| coordinator(key));
         if version >= 4 {
             let coordinators = r
                 .coordinator_keys
                 .iter()
-                .map(|key| match answer(r.key_type) {
-                    Ok(()) => Coordinator::default()
+                .map(|key| match answer(r.key_type, key.as_str()) {
+                    Ok(b) => Coordinator::default()
                         .with_key(key.clone())
-                        .with_node_id(self.broker_id())
-                        .with_host(host.clone())
-                        .with_port(port),
+                        .with_node_id(BrokerId(b.node_id))
+                        .with_host(str(b.host))
+                        .with_port(b.port as i32),
                     Err(msg) => Coordinator::default()
                         .with_key(key.clone())
                         .with_node_id(BrokerId(-1))
@@ -151,11 +199,11 @@ impl Broker {
                 .collect();
             return FindCoordinatorResponse::default().with_coordinators(coordinators);
         }
-        match answer(r.key_type) {
-            Ok(()) => FindCoordinatorResponse::default()
-                .with_node_id(self.broker_id())
-                .with_host(host)
-                .with_port(port),
+        match answer(r.key_type, r.key.as_str()) {
+            Ok(b) => FindCoordinatorResponse::default()
+                .with_node_id(BrokerId(b.node_id))
+                .with_host(str(b.host))
+                .with_port(b.port as i32),
             Err(msg) => {
                 let mut resp = FindCoordinatorResponse::default()
                     .with_node_id(BrokerId(-1))
@@ -177,10 +225,17 @@ impl Broker {
         DescribeClusterResponse::default()
             .with_cluster_id(str(self.cluster_id.clone()))
             .with_controller_id(self.broker_id())
-            .with_brokers(vec![DescribeClusterBroker::default()
-                .with_broker_id(self.broker_id())
-                .with_host(str(self.config.advertised_host.clone()))
-                .with_port(self.config.advertised_port as i32)])
+            .with_brokers(
+                self.brokers()
+                    .into_iter()
+                    .map(|b| {
+                        DescribeClusterBroker::default()
+                            .with_broker_id(BrokerId(b.node_id))
+                            .with_host(str(b.host))
+                            .with_port(b.port as i32)
+                    })
+                    .collect(),
+            )
     }
 
     pub(crate) async fn init_producer_id(

@@ -131,8 +131,10 @@ impl Broker {
                 format!("unknown partition {name}-{index}"),
             ));
         };
-        let Ok(info) = self.store.stream(partition.stream) else {
-            return fail(KafkaError::unknown_topic(name));
+        let info = match self.led_stream(partition.stream) {
+            Ok(info) => info,
+            Err(e) if e.code == ResponseError::NotLeaderOrFollower => return fail(e),
+            Err(_) => return fail(KafkaError::unknown_topic(name)),
         };
         let (start, end) = (info.start_offset as i64, info.end_offset as i64);
         let mut read = PartitionRead {
@@ -279,7 +281,7 @@ impl Broker {
     /// otherwise the first record whose timestamp is at least the given one (`(-1, -1)` if
     /// none is).
     async fn offset_for(&self, stream: u64, timestamp: i64) -> Result<(i64, i64)> {
-        let info = self.store.stream(stream)?;
+        let info = self.led_stream(stream)?;
         match timestamp {
             -1 => return Ok((info.end_offset as i64, -1)),
             -2 | -4 => return Ok((info.start_offset as i64, -1)),
@@ -391,7 +393,7 @@ impl Broker {
     }
 
     async fn delete_before(&self, stream: u64, offset: i64) -> Result<i64> {
-        let end = self.store.end_offset(stream)? as i64;
+        let end = self.led_stream(stream)?.end_offset as i64;
         let target = if offset == -1 { end } else { offset };
         if target < 0 || target > end {
             return Err(KafkaError::new(

@@ -1,0 +1,276 @@
+//! A node of a cluster (docs/architecture.md, "Cluster"): which node owns which stream, and
+//! which coordinates which group, among the nodes whose leases are live (`crate::members`).
+//!
+//! Every node computes the same assignment from the same inputs, with no coordinator of its
+//! own: rendezvous hashing of a key over the live node ids. A stream's key is its name, except
+//! that a table topic's partitions and its control stream share the topic's id as key, so one
+//! node converts and commits the whole table. A group's key is its id.
+//!
+//! The assigner ([`run`]) reconciles the node with the assignment every `[cluster]
+//! rebalance_ms` (and at once at start):
+//! - streams assigned here that are free, or whose owner's lease ended, are acquired (a new
+//!   epoch: the previous owner can commit nothing more, see `inlet_storage::StreamStore::acquire`);
+//! - streams owned here but assigned to another live node are released, after their appends
+//!   in flight finish; that node acquires them at its next pass. Nothing is copied.
+//! - topics and streams other nodes created, deleted or reconfigured are picked up.
+//!
+//! Safety does not rest on the leases' timing: every metadata commit of a stream is fenced by
+//! its epoch in PostgreSQL, and an append is acknowledged only after its commit. A node paused
+//! past its lease (SIGSTOP) finds every commit refused when it runs again, so it acknowledges
+//! nothing more. The lease only decides how soon another node may take over.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use inlet_ingest::{Broker, BrokerAddr, ClusterView};
+use inlet_storage::StreamId;
+use std::sync::RwLock as StdRwLock;
+use tokio_util::sync::CancellationToken;
+
+use crate::members::{Member, Membership};
+
+/// Prefix of table topics' control streams, followed by the topic's name.
+const CONTROL_PREFIX: &str = "table-control/";
+/// Prefix of Kafka partitions' streams, followed by `<topic id>/<partition>`.
+const PARTITION_PREFIX: &str = "kafka/";
+
+/// The cluster as this node last saw it: live nodes and every stream's owner.
+#[derive(Debug)]
+pub struct ClusterState {
+    node_id: u64,
+    view: StdRwLock<View>,
+}
+
+#[derive(Debug, Default, Clone)]
+struct View {
+    members: Vec<Member>,
+    /// Live node ids, sorted.
+    live: Vec<u64>,
+    /// Stream → (owner, epoch), for owned streams.
+    owners: HashMap<StreamId, (u64, u64)>,
+}
+
+impl ClusterState {
+    pub fn new(node_id: u64) -> Arc<Self> {
+        Arc::new(ClusterState {
+            node_id,
+            view: StdRwLock::new(View::default()),
+        })
+    }
+
+    fn read(&self) -> std::sync::RwLockReadGuard<'_, View> {
+        // A pass that panicked leaves a whole view behind (it is replaced in one write).
+        self.view.read().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The live nodes as last seen.
+    pub fn live_members(&self) -> Vec<Member> {
+        self.read().members.clone()
+    }
+
+    /// Every stream's owner and epoch as last seen.
+    pub fn owners(&self) -> HashMap<StreamId, (u64, u64)> {
+        self.read().owners.clone()
+    }
+}
+
+impl ClusterView for ClusterState {
+    fn brokers(&self) -> Vec<BrokerAddr> {
+        self.read()
+            .members
+            .iter()
+            .filter_map(|m| {
+                let (host, port) = m.kafka_addr.rsplit_once(':')?;
+                Some(BrokerAddr {
+                    node_id: i32::try_from(m.node_id).ok()?,
+                    host: host.to_string(),
+                    port: port.parse().ok()?,
+                })
+            })
+            .collect()
+    }
+
+    fn leader(&self, stream: StreamId) -> Option<(i32, i32)> {
+        let view = self.read();
+        let &(node, epoch) = view.owners.get(&stream)?;
+        if !view.live.contains(&node) {
+            return None;
+        }
+        Some((
+            i32::try_from(node).ok()?,
+            i32::try_from(epoch).unwrap_or(i32::MAX),
+        ))
+    }
+
+    fn coordinator(&self, group_id: &str) -> Option<i32> {
+        let view = self.read();
+        rendezvous(&format!("group:{group_id}"), &view.live).and_then(|n| i32::try_from(n).ok())
+    }
+}
+
+/// FNV-1a of `bytes`: stable across nodes, builds and platforms (unlike the standard hasher).
+fn fnv1a(bytes: &[u8]) -> u64 {
+    bytes.iter().fold(0xcbf2_9ce4_8422_2325, |h, b| {
+        (h ^ u64::from(*b)).wrapping_mul(0x0000_0100_0000_01b3)
+    })
+}
+
+/// SplitMix64's finalizer: spreads `x` over all 64 bits.
+fn mix(mut x: u64) -> u64 {
+    x = (x ^ (x >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    x = (x ^ (x >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    x ^ (x >> 31)
+}
+
+/// The node `key` belongs to among `nodes` (highest random weight): when a node joins or
+/// leaves, only the keys it gains or held move.
+pub fn rendezvous(key: &str, nodes: &[u64]) -> Option<u64> {
+    let h = fnv1a(key.as_bytes());
+    nodes.iter().copied().max_by_key(|&n| (mix(h ^ mix(n)), n))
+}
+
+/// The assignment key of a stream: table topics' streams by their topic's id (the whole
+/// table on one node), any other stream by its name.
+fn stream_key(name: &str, table_topics: &HashMap<String, String>) -> String {
+    if let Some(topic) = name.strip_prefix(CONTROL_PREFIX) {
+        if let Some(id) = table_topics.get(topic) {
+            return format!("table:{id}");
+        }
+    }
+    if let Some(rest) = name.strip_prefix(PARTITION_PREFIX) {
+        if let Some((id, _)) = rest.split_once('/') {
+            if table_topics.values().any(|t| t == id) {
+                return format!("table:{id}");
+            }
+        }
+    }
+    name.to_string()
+}
+
+/// Runs the assigner until `stop` (see the module doc).
+pub(crate) async fn run(
+    broker: Arc<Broker>,
+    state: Arc<ClusterState>,
+    every: Duration,
+    stop: CancellationToken,
+) {
+    loop {
+        if let Err(e) = pass(&broker, &state).await {
+            tracing::warn!(error = %format!("{e:#}"), "cluster pass failed; trying again");
+        }
+        tokio::select! {
+            _ = stop.cancelled() => return,
+            _ = tokio::time::sleep(every) => {}
+        }
+    }
+}
+
+/// One reconciliation of this node with the assignment.
+pub(crate) async fn pass(broker: &Broker, state: &ClusterState) -> anyhow::Result<()> {
+    let store = broker.store();
+    let me = state.node_id;
+    let now = broker.clock().now_ms() as i64;
+    let members: Vec<Member> = Membership::members(store.meta())
+        .await?
+        .into_iter()
+        .filter(|m| m.expires_ms > now)
+        .collect();
+    let live: Vec<u64> = members.iter().map(|m| m.node_id).collect();
+    store.refresh_streams().await?;
+    broker.topics().refresh().await?;
+    let defaults = &broker.config().topic_defaults;
+    let table_topics: HashMap<String, String> = broker
+        .topics()
+        .list()
+        .iter()
+        .filter(|t| t.configs.table_topic(&t.name, defaults).is_some())
+        .map(|t| (t.name.clone(), t.id.to_string()))
+        .collect();
+    for (info, owner, _) in store.stream_owners().await? {
+        let mine = store.owns(info.id);
+        if mine && owner != Some(me) {
+            // Taken while this node was away (paused past its lease): its commits are fenced
+            // already; stop serving it from memory too.
+            store.release(info.id).await?;
+            continue;
+        }
+        if !live.contains(&me) {
+            continue; // not a member (leaving, or lost its lease): take nothing
+        }
+        let Some(want) = rendezvous(&stream_key(&info.name, &table_topics), &live) else {
+            continue;
+        };
+        let owner_live = owner.is_some_and(|o| live.contains(&o));
+        if want == me && !mine && (owner == Some(me) || !owner_live) {
+            store.acquire(info.id, &live).await?;
+        } else if want != me && mine {
+            store.release(info.id).await?;
+        } else if want != me && owner == Some(me) {
+            // This node's from an earlier run: free it for its node.
+            if store.acquire(info.id, &live).await? {
+                store.release(info.id).await?;
+            }
+        }
+    }
+    let owners = store
+        .stream_owners()
+        .await?
+        .into_iter()
+        .filter_map(|(info, owner, epoch)| Some((info.id, (owner?, epoch))))
+        .collect();
+    *state.view.write().unwrap_or_else(|e| e.into_inner()) = View {
+        members,
+        live,
+        owners,
+    };
+    Ok(())
+}
+
+/// Hands every stream this node owns to the others (a drain): they take them at their next
+/// pass, as this node has left the membership first. Nothing is copied.
+pub(crate) async fn release_all(broker: &Broker) {
+    for (info, _) in broker.store().owned_streams() {
+        if let Err(e) = broker.store().release(info.id).await {
+            tracing::warn!(stream = info.id, error = %e, "could not hand a stream over; its lease will end");
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rendezvous_moves_only_what_a_joining_node_gains() {
+        let keys: Vec<String> = (0..600).map(|i| format!("kafka/t/{i}")).collect();
+        let before: Vec<u64> = keys
+            .iter()
+            .map(|k| rendezvous(k, &[1, 2, 3]).expect("a node"))
+            .collect();
+        for node in [1, 2, 3] {
+            let n = before.iter().filter(|&&o| o == node).count();
+            assert!((150..250).contains(&n), "node {node} holds {n} of 600");
+        }
+        let after: Vec<u64> = keys
+            .iter()
+            .map(|k| rendezvous(k, &[1, 2, 3, 4]).expect("a node"))
+            .collect();
+        let moved = before.iter().zip(&after).filter(|(b, a)| b != a).count();
+        assert!(
+            after.iter().zip(&before).all(|(a, b)| a == b || *a == 4),
+            "keys move only to the new node"
+        );
+        assert!((100..200).contains(&moved), "{moved} of 600 moved");
+        assert_eq!(rendezvous("x", &[]), None);
+    }
+
+    #[test]
+    fn a_table_topic_stays_on_one_node() {
+        let tables = HashMap::from([("orders".to_string(), "abc".to_string())]);
+        assert_eq!(stream_key("kafka/abc/0", &tables), "table:abc");
+        assert_eq!(stream_key("kafka/abc/5", &tables), "table:abc");
+        assert_eq!(stream_key("table-control/orders", &tables), "table:abc");
+        assert_eq!(stream_key("kafka/def/0", &tables), "kafka/def/0");
+    }
+}

@@ -1,0 +1,444 @@
+//! A cluster of `inlet serve` processes on one S3 store (moto) and one PostgreSQL, driven by
+//! librdkafka (the `rdkafka` crate) with acks=all and idempotence (`src/cluster.rs`):
+//! - partitions spread over three nodes;
+//! - kill -9 of a node under load: its partitions and its consumer group move, every record
+//!   acknowledged is read back exactly once at the offset it was acknowledged with, and the
+//!   group's committed offsets carry over;
+//! - SIGSTOP of a node past its lease, then SIGCONT: a produce it had read meanwhile is not
+//!   acknowledged (its commit is fenced), and the record is nowhere;
+//! - a node restarted after kill -9 and a fourth node join and take a share;
+//! - SIGTERM drains a node: its partitions move and producing goes on;
+//! - a node with a live node's id is refused.
+#![allow(clippy::unwrap_used, clippy::panic, clippy::disallowed_methods)] // a test: a failed step fails it, and its deadlines are real time
+
+mod common;
+use common::Start as _;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::{Duration, Instant};
+
+use common::wire::{record_batch, Conn};
+use common::{poll_until, serve_command, service_env, Node};
+use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
+use kafka_protocol::messages::{ApiKey, ProduceRequest, ProduceResponse, RequestKind};
+use kafka_protocol::records::Compression;
+use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
+use rdkafka::client::DefaultClientContext;
+use rdkafka::config::ClientConfig;
+use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer};
+use rdkafka::message::Message;
+use rdkafka::producer::{FutureProducer, FutureRecord};
+use rdkafka::{Offset, TopicPartitionList};
+
+const TOPIC: &str = "orders";
+const PARTITIONS: i32 = 12;
+
+/// The cluster's shared settings: one PostgreSQL database, one S3 prefix, short leases.
+struct Cluster {
+    dir: tempfile::TempDir,
+    db: String,
+    objects: String,
+    config: String,
+    endpoint: String,
+}
+
+impl Cluster {
+    fn args<'a>(&'a self, id: &'a str) -> Vec<&'a str> {
+        vec![
+            "--meta",
+            &self.db,
+            "--object-store",
+            &self.objects,
+            "--config",
+            &self.config,
+            "--node-id",
+            id,
+        ]
+    }
+
+    fn start(&self, id: u64) -> Node {
+        let dir = self.dir.path().join(format!("node-{id}"));
+        let id = id.to_string();
+        Node::start_with_env(&dir, &self.args(&id), &self.env())
+    }
+
+    fn env(&self) -> [(&str, &str); 2] {
+        [("AWS_ENDPOINT", &self.endpoint), ("AWS_ALLOW_HTTP", "true")]
+    }
+}
+
+fn view(node: &Node) -> serde_json::Value {
+    let (status, body) = node.http_get("/v1/cluster");
+    assert_eq!(status, 200, "{body}");
+    serde_json::from_str(&body).expect("JSON")
+}
+
+/// Each partition's owner as `node` sees the metadata store.
+fn owners(node: &Node) -> Vec<Option<u64>> {
+    view(node)["partitions"][TOPIC]
+        .as_array()
+        .map(|parts| parts.iter().map(|p| p["owner"].as_u64()).collect())
+        .unwrap_or_default()
+}
+
+/// Waits until every partition is owned by one of `nodes` (as `node` sees it), and returns the
+/// owners.
+fn wait_owned_by(node: &Node, nodes: &[u64], secs: u64) -> Vec<u64> {
+    poll_until(
+        secs,
+        &format!("every partition owned by one of {nodes:?}"),
+        || {
+            let owners = owners(node);
+            (owners.len() == PARTITIONS as usize
+                && owners.iter().all(|o| o.is_some_and(|o| nodes.contains(&o))))
+            .then(|| owners.into_iter().flatten().collect())
+        },
+    )
+}
+
+/// Waits until the owners (all among `nodes`) stop changing: the same over two looks a few
+/// passes apart.
+fn settled(node: &Node, nodes: &[u64]) -> Vec<u64> {
+    let mut last = wait_owned_by(node, nodes, 30);
+    poll_until(30, "the assignment to settle", || {
+        std::thread::sleep(Duration::from_millis(1_000));
+        let now = wait_owned_by(node, nodes, 30);
+        let same = now == last;
+        last = now.clone();
+        (same && now.iter().collect::<BTreeSet<_>>().len() > 1).then_some(now)
+    })
+}
+
+fn producer(bootstrap: &str) -> FutureProducer {
+    ClientConfig::new()
+        .set("bootstrap.servers", bootstrap)
+        .set("enable.idempotence", "true")
+        .set("acks", "all")
+        .set("linger.ms", "5")
+        .set("message.timeout.ms", "120000")
+        .set("topic.metadata.refresh.interval.ms", "1000")
+        .create()
+        .expect("producer")
+}
+
+/// Sends `keys` (value = key) round robin over the partitions, at most 64 in flight, and
+/// returns each key's (partition, offset) and when it was acknowledged. Every send must be
+/// acknowledged.
+async fn produce(
+    producer: &FutureProducer,
+    keys: std::ops::Range<u64>,
+    mut between: impl FnMut(u64),
+) -> Vec<(u64, i32, i64, Instant)> {
+    let mut acked = Vec::new();
+    let mut in_flight = futures::stream::FuturesOrdered::new();
+    for k in keys {
+        between(k);
+        let key = format!("k{k}");
+        let partition = (k % PARTITIONS as u64) as i32;
+        let p = producer.clone();
+        in_flight.push_back(async move {
+            let record = FutureRecord::to(TOPIC)
+                .key(&key)
+                .payload(&key)
+                .partition(partition);
+            let delivery = p
+                .send(record, Duration::from_secs(120))
+                .await
+                .unwrap_or_else(|(e, _)| panic!("{key} was not acknowledged: {e}"));
+            (k, delivery.partition, delivery.offset, Instant::now())
+        });
+        if in_flight.len() >= 64 {
+            acked.push(futures::StreamExt::next(&mut in_flight).await.unwrap());
+        }
+    }
+    while let Some(a) = futures::StreamExt::next(&mut in_flight).await {
+        acked.push(a);
+    }
+    acked
+}
+
+fn consumer(bootstrap: &str, group: &str) -> BaseConsumer {
+    ClientConfig::new()
+        .set("bootstrap.servers", bootstrap)
+        .set("group.id", group)
+        .set("enable.auto.commit", "false")
+        .set("auto.offset.reset", "earliest")
+        .set("topic.metadata.refresh.interval.ms", "1000")
+        .create()
+        .expect("consumer")
+}
+
+/// Reads every partition from the start to its end: key → (partition, offset). Panics on a
+/// key read twice.
+fn read_all(bootstrap: &str) -> BTreeMap<u64, (i32, i64)> {
+    let c = consumer(bootstrap, "reader");
+    let mut ends = BTreeMap::new();
+    let mut tpl = TopicPartitionList::new();
+    for p in 0..PARTITIONS {
+        let (_, high) = poll_until(60, "the partition's watermarks", || {
+            c.fetch_watermarks(TOPIC, p, Duration::from_secs(5)).ok()
+        });
+        ends.insert(p, high);
+        tpl.add_partition_offset(TOPIC, p, Offset::Beginning)
+            .expect("add");
+    }
+    c.assign(&tpl).expect("assign");
+    let mut got = BTreeMap::new();
+    let mut at: BTreeMap<i32, i64> = (0..PARTITIONS).map(|p| (p, 0)).collect();
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while at.iter().any(|(p, o)| *o < ends[p]) {
+        assert!(
+            Instant::now() < deadline,
+            "reading stalled at {at:?} of {ends:?}"
+        );
+        let Some(m) = c.poll(Duration::from_millis(500)) else {
+            continue;
+        };
+        let m = m.expect("a record");
+        let key: u64 = std::str::from_utf8(m.key().expect("key"))
+            .expect("utf8")
+            .trim_start_matches('k')
+            .parse()
+            .expect("a key");
+        assert_eq!(m.payload(), m.key(), "value of k{key}");
+        assert!(
+            got.insert(key, (m.partition(), m.offset())).is_none(),
+            "k{key} is in the topic twice"
+        );
+        at.insert(m.partition(), m.offset() + 1);
+    }
+    got
+}
+
+/// Sends one record to `partition` on `conn` without reading the answer.
+fn send_raw(conn: &mut Conn, partition: i32, value: &str) -> i32 {
+    let records = record_batch(
+        &[Some(bytes::Bytes::from(value.to_string()))],
+        -1,
+        -1,
+        0,
+        Compression::None,
+    );
+    conn.send(
+        ApiKey::Produce,
+        9,
+        RequestKind::Produce(
+            ProduceRequest::default()
+                .with_acks(-1)
+                .with_timeout_ms(30_000)
+                .with_topic_data(vec![TopicProduceData::default()
+                    .with_name(common::requests::topic_name(TOPIC))
+                    .with_partition_data(vec![PartitionProduceData::default()
+                        .with_index(partition)
+                        .with_records(Some(records))])]),
+        ),
+    )
+}
+
+fn signal(node: &Node, sig: i32) {
+    // SAFETY: signalling a child process of this test.
+    assert_eq!(unsafe { libc::kill(node.pid(), sig) }, 0);
+}
+
+#[test]
+fn three_nodes_survive_kill_pause_join_and_drain() {
+    let (Some(pg), Some(endpoint), Some(bucket)) = (
+        service_env("INLET_TEST_POSTGRES_URL"),
+        service_env("INLET_TEST_S3_ENDPOINT"),
+        service_env("INLET_TEST_S3_BUCKET"),
+    ) else {
+        return;
+    };
+    let dir = tempfile::tempdir().expect("tempdir");
+    let prefix = dir
+        .path()
+        .file_name()
+        .map(|n| n.to_string_lossy().to_ascii_lowercase())
+        .unwrap_or_default();
+    let config = dir.path().join("inlet.toml");
+    std::fs::write(&config, "[cluster]\nlease_ms = 3000\nrebalance_ms = 300\n").expect("config");
+    let cluster = Cluster {
+        db: common::fresh_postgres_database(&pg),
+        objects: format!("s3://{bucket}/{prefix}"),
+        config: config.to_string_lossy().into_owned(),
+        endpoint,
+        dir,
+    };
+    let rt = tokio::runtime::Runtime::new().expect("runtime");
+
+    let mut nodes: BTreeMap<u64, Node> = (1..=3).map(|id| (id, cluster.start(id))).collect();
+    let bootstrap = |nodes: &BTreeMap<u64, Node>| {
+        nodes
+            .values()
+            .map(|n| n.kafka.clone())
+            .collect::<Vec<_>>()
+            .join(",")
+    };
+    let admin: AdminClient<DefaultClientContext> = ClientConfig::new()
+        .set("bootstrap.servers", &nodes[&1].kafka)
+        .create()
+        .expect("admin");
+    let created = rt
+        .block_on(admin.create_topics(
+            &[NewTopic::new(TOPIC, PARTITIONS, TopicReplication::Fixed(1))],
+            &AdminOptions::new().operation_timeout(Some(Duration::from_secs(30))),
+        ))
+        .expect("create topics");
+    assert!(created[0].is_ok(), "{created:?}");
+
+    // The partitions (created on node 1, so its own at first) spread over the three nodes.
+    let spread = settled(&nodes[&1], &[1, 2, 3]);
+    let distinct: BTreeSet<u64> = spread.iter().copied().collect();
+    assert!(distinct.len() >= 2, "partitions spread: {spread:?}");
+
+    // The victim owns the most partitions; the group is one it coordinates.
+    let victim = *distinct
+        .iter()
+        .max_by_key(|n| spread.iter().filter(|o| o == n).count())
+        .unwrap();
+    let group = (0..)
+        .map(|i| format!("g{i}"))
+        .find(|g| inlet::cluster::rendezvous(&format!("group:{g}"), &[1, 2, 3]) == Some(victim))
+        .unwrap();
+
+    // A group commits offsets through its coordinator, the victim.
+    let all = bootstrap(&nodes);
+    let p = producer(&all);
+    let mut acked = rt.block_on(produce(&p, 0..1200, |_| {}));
+    let committed: BTreeMap<i32, i64> = (0..PARTITIONS).map(|p| (p, 7 + p as i64)).collect();
+    {
+        let c = consumer(&all, &group);
+        let mut tpl = TopicPartitionList::new();
+        for (p, o) in &committed {
+            tpl.add_partition_offset(TOPIC, *p, Offset::Offset(*o))
+                .expect("add");
+        }
+        poll_until(60, "the group's commit", || {
+            c.commit(&tpl, CommitMode::Sync).ok()
+        });
+    }
+    let victim_partitions: Vec<i32> = spread
+        .iter()
+        .enumerate()
+        .filter(|(_, o)| **o == victim)
+        .map(|(p, _)| p as i32)
+        .collect();
+
+    // kill -9 the victim under load.
+    let mut killed_at = None;
+    let victim_node = nodes.remove(&victim).unwrap();
+    let mut victim_node = Some(victim_node);
+    let more = rt.block_on(produce(&p, 1200..3600, |k| {
+        if k == 1600 {
+            let node = victim_node.take().unwrap();
+            node.kill9();
+            killed_at = Some(Instant::now());
+        }
+    }));
+    let killed_at = killed_at.unwrap();
+    // Failover time: from the kill to the first acknowledgement on each moved partition.
+    let failover: Vec<Duration> = victim_partitions
+        .iter()
+        .filter_map(|vp| {
+            more.iter()
+                .filter(|(_, p, _, at)| p == vp && *at > killed_at)
+                .map(|(_, _, _, at)| at.duration_since(killed_at))
+                .min()
+        })
+        .collect();
+    eprintln!("failover after kill -9: {failover:?}");
+    assert_eq!(failover.len(), victim_partitions.len());
+    acked.extend(more);
+    let live: Vec<u64> = nodes.keys().copied().collect();
+    wait_owned_by(&nodes[&live[0]], &live, 30);
+
+    // The group's offsets carry over to its next coordinator.
+    {
+        let c = consumer(&bootstrap(&nodes), &group);
+        let mut tpl = TopicPartitionList::new();
+        for p in 0..PARTITIONS {
+            tpl.add_partition(TOPIC, p);
+        }
+        let got = poll_until(60, "the group's committed offsets", || {
+            c.committed_offsets(tpl.clone(), Duration::from_secs(5))
+                .ok()
+        });
+        for (p, o) in &committed {
+            assert_eq!(
+                got.find_partition(TOPIC, *p).map(|e| e.offset()),
+                Some(Offset::Offset(*o)),
+                "partition {p}"
+            );
+        }
+    }
+
+    // Pause a node past its lease with a produce in its socket: once it runs again, that
+    // produce is not acknowledged.
+    let zombie_id = *nodes.keys().max().unwrap();
+    let zombie = nodes.remove(&zombie_id).unwrap();
+    let owners_now = owners(&zombie);
+    let Some(zp) = owners_now.iter().position(|o| *o == Some(zombie_id)) else {
+        panic!("node {zombie_id} owns no partition: {owners_now:?}");
+    };
+    let mut conn = Conn::open(&zombie);
+    signal(&zombie, libc::SIGSTOP);
+    let correlation = send_raw(&mut conn, zp as i32, "zombie");
+    let rest: Vec<u64> = nodes.keys().copied().collect();
+    wait_owned_by(&nodes[&rest[0]], &rest, 30);
+    acked.extend(rt.block_on(produce(&p, 3600..4000, |_| {})));
+    signal(&zombie, libc::SIGCONT);
+    let answer: ProduceResponse = conn.receive(ApiKey::Produce, 9, correlation);
+    let code = answer.responses[0].partition_responses[0].error_code;
+    assert_ne!(
+        code, 0,
+        "the paused node acknowledged a produce after losing its partition"
+    );
+    drop(conn);
+    nodes.insert(zombie_id, zombie);
+
+    // The killed node comes back on its data directory, and a fourth node joins: each takes
+    // a share.
+    nodes.insert(victim, cluster.start(victim));
+    nodes.insert(4, cluster.start(4));
+    let ids: Vec<u64> = nodes.keys().copied().collect();
+    let shared = poll_until(30, "the new node to take a share", || {
+        let owners = wait_owned_by(&nodes[&1], &ids, 30);
+        owners.contains(&4).then_some(owners)
+    });
+    eprintln!("owners with four nodes: {shared:?}");
+    acked.extend(rt.block_on(produce(&p, 4000..4600, |_| {})));
+
+    // SIGTERM drains node 4: its partitions move while producing goes on.
+    let drained = nodes.remove(&4).unwrap();
+    let started = Instant::now();
+    let stop = std::thread::spawn(move || drained.stop());
+    acked.extend(rt.block_on(produce(&p, 4600..5200, |_| {})));
+    stop.join().expect("node 4 stopped");
+    let ids: Vec<u64> = nodes.keys().copied().collect();
+    wait_owned_by(&nodes[&1], &ids, 30);
+    eprintln!("drain handed over within {:?}", started.elapsed());
+
+    // A node with a live node's id is refused.
+    let dup_dir = cluster.dir.path().join("duplicate");
+    let out = serve_command(&dup_dir, &cluster.args("1"))
+        .envs(cluster.env())
+        .output()
+        .expect("inlet runs");
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("node id 1 is live"), "{stderr}");
+
+    // Every acknowledged record once, where it was acknowledged; nothing else.
+    let got = read_all(&bootstrap(&nodes));
+    assert_eq!(
+        got.len(),
+        acked.len(),
+        "records in the topic vs acknowledged"
+    );
+    for (k, partition, offset, _) in &acked {
+        assert_eq!(got.get(k), Some(&(*partition, *offset)), "k{k}");
+    }
+    for node in nodes.into_values() {
+        node.stop();
+    }
+}

@@ -56,6 +56,8 @@ use rdkafka::producer::{BaseRecord, DeliveryResult, Producer, ProducerContext, T
 use rdkafka::types::RDKafkaErrorCode;
 use rdkafka::{ClientContext, Offset, TopicPartitionList};
 
+use inlet_test_support::node::process_cpu_ms as cpu_ms;
+
 const MIB: f64 = 1024.0 * 1024.0;
 /// Message payload size.
 const MSG: usize = 1024;
@@ -245,21 +247,6 @@ impl Metrics {
         }
         s
     }
-}
-
-/// utime + stime of a process, in ms.
-fn cpu_ms(pid: &str) -> f64 {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-    let rest = stat.rsplit_once(')').map(|(_, r)| r).unwrap_or("");
-    let f: Vec<u64> = rest
-        .split_whitespace()
-        .map(|x| x.parse().unwrap_or(0))
-        .collect();
-    // After the command name: field 3 (state) is index 0, utime (14) index 11, stime (15) 12.
-    let ticks = f.get(11).copied().unwrap_or(0) + f.get(12).copied().unwrap_or(0);
-    // SAFETY: sysconf has no preconditions.
-    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as f64;
-    ticks as f64 * 1000.0 / hz
 }
 
 // ---------------------------------------------------------------------------------------------

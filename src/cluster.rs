@@ -2,9 +2,10 @@
 //! which coordinates which group, among the nodes whose leases are live (`crate::members`).
 //!
 //! Every node computes the same assignment from the same inputs, with no coordinator of its
-//! own: rendezvous hashing of a key over the live node ids. A stream's key is its name, except
+//! own ([`assign`]): rendezvous hashing of each key over the live node ids, bounded so that
+//! every node takes at most its fair share of the streams. A stream's key is its name, except
 //! that a table topic's partitions and its control stream share the topic's id as key, so one
-//! node converts and commits the whole table. A group's key is its id.
+//! node converts and commits the whole table. A group goes to the rendezvous of its id.
 //!
 //! The assigner ([`run`]) reconciles the node with the assignment every `[cluster]
 //! rebalance_ms` (and at once at start):
@@ -19,7 +20,7 @@
 //! past its lease (SIGSTOP) finds every commit refused when it runs again, so it acknowledges
 //! nothing more. The lease only decides how soon another node may take over.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -130,6 +131,40 @@ pub fn rendezvous(key: &str, nodes: &[u64]) -> Option<u64> {
     nodes.iter().copied().max_by_key(|&n| (mix(h ^ mix(n)), n))
 }
 
+/// Which node each key goes to, for keys of `size` streams each: every node takes at most its
+/// fair share of streams (the total over the live nodes, rounded up), each key going to the
+/// node of highest rendezvous weight that still has room (to the least loaded one when a
+/// key is larger than any room left). Keys are placed in name order, so every node that sees
+/// the same keys and nodes computes the same answer.
+pub fn assign(keys: &BTreeMap<String, usize>, nodes: &[u64]) -> HashMap<String, u64> {
+    let mut out = HashMap::new();
+    if nodes.is_empty() {
+        return out;
+    }
+    let total: usize = keys.values().sum();
+    let cap = total.div_ceil(nodes.len());
+    let mut load: BTreeMap<u64, usize> = nodes.iter().map(|&n| (n, 0)).collect();
+    for (key, &size) in keys {
+        let h = fnv1a(key.as_bytes());
+        let mut ranked: Vec<u64> = nodes.to_vec();
+        ranked.sort_by_key(|&n| std::cmp::Reverse((mix(h ^ mix(n)), n)));
+        let node = ranked
+            .iter()
+            .copied()
+            .find(|n| load[n] + size <= cap)
+            .unwrap_or_else(|| {
+                *load
+                    .iter()
+                    .min_by_key(|(n, l)| (**l, **n))
+                    .map(|(n, _)| n)
+                    .expect("nodes is not empty")
+            });
+        *load.get_mut(&node).expect("a live node") += size;
+        out.insert(key.clone(), node);
+    }
+    out
+}
+
 /// The assignment key of a stream: table topics' streams by their topic's id (the whole
 /// table on one node), any other stream by its name.
 fn stream_key(name: &str, table_topics: &HashMap<String, String>) -> String {
@@ -187,7 +222,15 @@ pub(crate) async fn pass(broker: &Broker, state: &ClusterState) -> anyhow::Resul
         .filter(|t| t.configs.table_topic(&t.name, defaults).is_some())
         .map(|t| (t.name.clone(), t.id.to_string()))
         .collect();
-    for (info, owner, _) in store.stream_owners().await? {
+    let rows = store.stream_owners().await?;
+    let mut keys: BTreeMap<String, usize> = BTreeMap::new();
+    for (info, _, _) in &rows {
+        *keys
+            .entry(stream_key(&info.name, &table_topics))
+            .or_default() += 1;
+    }
+    let assignment = assign(&keys, &live);
+    for (info, owner, _) in rows {
         let mine = store.owns(info.id);
         if mine && owner != Some(me) {
             // Taken while this node was away (paused past its lease): its commits are fenced
@@ -198,7 +241,7 @@ pub(crate) async fn pass(broker: &Broker, state: &ClusterState) -> anyhow::Resul
         if !live.contains(&me) {
             continue; // not a member (leaving, or lost its lease): take nothing
         }
-        let Some(want) = rendezvous(&stream_key(&info.name, &table_topics), &live) else {
+        let Some(&want) = assignment.get(&stream_key(&info.name, &table_topics)) else {
             continue;
         };
         let owner_live = owner.is_some_and(|o| live.contains(&o));
@@ -263,6 +306,38 @@ mod tests {
         );
         assert!((100..200).contains(&moved), "{moved} of 600 moved");
         assert_eq!(rendezvous("x", &[]), None);
+    }
+
+    #[test]
+    fn every_node_gets_a_fair_share_and_a_join_moves_few() {
+        let keys: BTreeMap<String, usize> = (0..12).map(|i| (format!("kafka/t/{i}"), 1)).collect();
+        let count = |a: &HashMap<String, u64>, n: u64| a.values().filter(|&&o| o == n).count();
+        let three = assign(&keys, &[1, 2, 3]);
+        for n in [1, 2, 3] {
+            assert_eq!(count(&three, n), 4, "{three:?}");
+        }
+        let four = assign(&keys, &[1, 2, 3, 4]);
+        for n in [1, 2, 3, 4] {
+            assert_eq!(count(&four, n), 3, "{four:?}");
+        }
+        let moved = keys.keys().filter(|k| three[*k] != four[*k]).count();
+        assert!(moved <= 6, "{moved} of 12 moved for one join");
+        // A table (6 streams under one key) stays whole; the rest fill around it.
+        let mut mixed = keys.clone();
+        mixed.insert("table:abc".into(), 6);
+        let a = assign(&mixed, &[1, 2, 3]);
+        let loads: Vec<usize> = [1, 2, 3]
+            .iter()
+            .map(|&n| {
+                mixed
+                    .iter()
+                    .filter(|(k, _)| a[*k] == n)
+                    .map(|(_, s)| s)
+                    .sum()
+            })
+            .collect();
+        assert!(loads.iter().all(|&l| l == 6), "{loads:?}");
+        assert!(assign(&keys, &[]).is_empty());
     }
 
     #[test]

@@ -8,7 +8,11 @@
 //!   acknowledged (its commit is fenced), and the record is nowhere;
 //! - a node restarted after kill -9 and a fourth node join and take a share;
 //! - SIGTERM drains a node: its partitions move and producing goes on;
-//! - a node with a live node's id is refused.
+//! - a node with a live node's id is refused;
+//! - a 6-partition table topic through the kill -9 of its node, produced by Python's
+//!   confluent-kafka and read back exactly once by pyiceberg;
+//! - PostgreSQL and S3 behind a fault-injecting proxy (latency, cut connections, PostgreSQL
+//!   refusing connections): nothing acknowledged is lost or doubled.
 #![allow(clippy::unwrap_used, clippy::panic, clippy::disallowed_methods)] // a test: a failed step fails it, and its deadlines are real time
 
 mod common;
@@ -43,6 +47,37 @@ struct Cluster {
 }
 
 impl Cluster {
+    /// A fresh database and S3 prefix, and a config of short leases plus `extra` (TOML), or
+    /// `None` without PostgreSQL and S3 (outside CI).
+    fn new(extra: &str) -> Option<Cluster> {
+        let (Some(pg), Some(endpoint), Some(bucket)) = (
+            service_env("INLET_TEST_POSTGRES_URL"),
+            service_env("INLET_TEST_S3_ENDPOINT"),
+            service_env("INLET_TEST_S3_BUCKET"),
+        ) else {
+            return None;
+        };
+        let dir = tempfile::tempdir().expect("tempdir");
+        let prefix = dir
+            .path()
+            .file_name()
+            .map(|n| n.to_string_lossy().to_ascii_lowercase())
+            .unwrap_or_default();
+        let config = dir.path().join("inlet.toml");
+        std::fs::write(
+            &config,
+            format!("[cluster]\nlease_ms = 3000\nrebalance_ms = 300\n{extra}"),
+        )
+        .expect("config");
+        Some(Cluster {
+            db: common::fresh_postgres_database(&pg),
+            objects: format!("s3://{bucket}/{prefix}"),
+            config: config.to_string_lossy().into_owned(),
+            endpoint,
+            dir,
+        })
+    }
+
     fn args<'a>(&'a self, id: &'a str) -> Vec<&'a str> {
         vec![
             "--meta",
@@ -73,9 +108,9 @@ fn view(node: &Node) -> serde_json::Value {
     serde_json::from_str(&body).expect("JSON")
 }
 
-/// Each partition's owner as `node` sees the metadata store.
-fn owners(node: &Node) -> Vec<Option<u64>> {
-    view(node)["partitions"][TOPIC]
+/// Each partition's owner of `topic` as `node` sees the metadata store.
+fn owners_of(node: &Node, topic: &str) -> Vec<Option<u64>> {
+    view(node)["partitions"][topic]
         .as_array()
         .map(|parts| parts.iter().map(|p| p["owner"].as_u64()).collect())
         .unwrap_or_default()
@@ -84,12 +119,26 @@ fn owners(node: &Node) -> Vec<Option<u64>> {
 /// Waits until every partition is owned by one of `nodes` (as `node` sees it), and returns the
 /// owners.
 fn wait_owned_by(node: &Node, nodes: &[u64], secs: u64) -> Vec<u64> {
+    wait_topic_owned_by(node, TOPIC, PARTITIONS, nodes, secs)
+}
+
+fn owners(node: &Node) -> Vec<Option<u64>> {
+    owners_of(node, TOPIC)
+}
+
+fn wait_topic_owned_by(
+    node: &Node,
+    topic: &str,
+    partitions: i32,
+    nodes: &[u64],
+    secs: u64,
+) -> Vec<u64> {
     poll_until(
         secs,
-        &format!("every partition owned by one of {nodes:?}"),
+        &format!("every partition of {topic} owned by one of {nodes:?}"),
         || {
-            let owners = owners(node);
-            (owners.len() == PARTITIONS as usize
+            let owners = owners_of(node, topic);
+            (owners.len() == partitions as usize
                 && owners.iter().all(|o| o.is_some_and(|o| nodes.contains(&o))))
             .then(|| owners.into_iter().flatten().collect())
         },
@@ -127,6 +176,16 @@ fn producer(bootstrap: &str) -> FutureProducer {
 async fn produce(
     producer: &FutureProducer,
     keys: std::ops::Range<u64>,
+    between: impl FnMut(u64),
+) -> Vec<(u64, i32, i64, Instant)> {
+    produce_to(producer, TOPIC, PARTITIONS, keys, between).await
+}
+
+async fn produce_to(
+    producer: &FutureProducer,
+    topic: &'static str,
+    partitions: i32,
+    keys: std::ops::Range<u64>,
     mut between: impl FnMut(u64),
 ) -> Vec<(u64, i32, i64, Instant)> {
     let mut acked = Vec::new();
@@ -134,10 +193,10 @@ async fn produce(
     for k in keys {
         between(k);
         let key = format!("k{k}");
-        let partition = (k % PARTITIONS as u64) as i32;
+        let partition = (k % partitions as u64) as i32;
         let p = producer.clone();
         in_flight.push_back(async move {
-            let record = FutureRecord::to(TOPIC)
+            let record = FutureRecord::to(topic)
                 .key(&key)
                 .payload(&key)
                 .partition(partition);
@@ -171,20 +230,24 @@ fn consumer(bootstrap: &str, group: &str) -> BaseConsumer {
 /// Reads every partition from the start to its end: key → (partition, offset). Panics on a
 /// key read twice.
 fn read_all(bootstrap: &str) -> BTreeMap<u64, (i32, i64)> {
+    read_topic(bootstrap, TOPIC, PARTITIONS)
+}
+
+fn read_topic(bootstrap: &str, topic: &str, partitions: i32) -> BTreeMap<u64, (i32, i64)> {
     let c = consumer(bootstrap, "reader");
     let mut ends = BTreeMap::new();
     let mut tpl = TopicPartitionList::new();
-    for p in 0..PARTITIONS {
+    for p in 0..partitions {
         let (_, high) = poll_until(60, "the partition's watermarks", || {
-            c.fetch_watermarks(TOPIC, p, Duration::from_secs(5)).ok()
+            c.fetch_watermarks(topic, p, Duration::from_secs(5)).ok()
         });
         ends.insert(p, high);
-        tpl.add_partition_offset(TOPIC, p, Offset::Beginning)
+        tpl.add_partition_offset(topic, p, Offset::Beginning)
             .expect("add");
     }
     c.assign(&tpl).expect("assign");
     let mut got = BTreeMap::new();
-    let mut at: BTreeMap<i32, i64> = (0..PARTITIONS).map(|p| (p, 0)).collect();
+    let mut at: BTreeMap<i32, i64> = (0..partitions).map(|p| (p, 0)).collect();
     let deadline = Instant::now() + Duration::from_secs(120);
     while at.iter().any(|(p, o)| *o < ends[p]) {
         assert!(
@@ -195,7 +258,14 @@ fn read_all(bootstrap: &str) -> BTreeMap<u64, (i32, i64)> {
             continue;
         };
         let m = m.expect("a record");
-        let key: u64 = std::str::from_utf8(m.key().expect("key"))
+        let key = m.key().unwrap_or_else(|| {
+            panic!(
+                "a record that was never acknowledged (the paused node's?) at {}-{}",
+                m.partition(),
+                m.offset()
+            )
+        });
+        let key: u64 = std::str::from_utf8(key)
             .expect("utf8")
             .trim_start_matches('k')
             .parse()
@@ -242,27 +312,8 @@ fn signal(node: &Node, sig: i32) {
 
 #[test]
 fn three_nodes_survive_kill_pause_join_and_drain() {
-    let (Some(pg), Some(endpoint), Some(bucket)) = (
-        service_env("INLET_TEST_POSTGRES_URL"),
-        service_env("INLET_TEST_S3_ENDPOINT"),
-        service_env("INLET_TEST_S3_BUCKET"),
-    ) else {
+    let Some(cluster) = Cluster::new("") else {
         return;
-    };
-    let dir = tempfile::tempdir().expect("tempdir");
-    let prefix = dir
-        .path()
-        .file_name()
-        .map(|n| n.to_string_lossy().to_ascii_lowercase())
-        .unwrap_or_default();
-    let config = dir.path().join("inlet.toml");
-    std::fs::write(&config, "[cluster]\nlease_ms = 3000\nrebalance_ms = 300\n").expect("config");
-    let cluster = Cluster {
-        db: common::fresh_postgres_database(&pg),
-        objects: format!("s3://{bucket}/{prefix}"),
-        config: config.to_string_lossy().into_owned(),
-        endpoint,
-        dir,
     };
     let rt = tokio::runtime::Runtime::new().expect("runtime");
 
@@ -401,9 +452,14 @@ fn three_nodes_survive_kill_pause_join_and_drain() {
     nodes.insert(victim, cluster.start(victim));
     nodes.insert(4, cluster.start(4));
     let ids: Vec<u64> = nodes.keys().copied().collect();
-    let shared = poll_until(30, "the new node to take a share", || {
-        let owners = wait_owned_by(&nodes[&1], &ids, 30);
-        owners.contains(&4).then_some(owners)
+    // A fair share: 12 partitions over 4 nodes, 3 each.
+    let shared = poll_until(60, "the new node to take its share", || {
+        let owners: Vec<u64> = owners(&nodes[&1]).into_iter().flatten().collect();
+        (owners.len() == PARTITIONS as usize
+            && ids
+                .iter()
+                .all(|n| owners.iter().filter(|o| *o == n).count() == 3))
+        .then_some(owners)
     });
     eprintln!("owners with four nodes: {shared:?}");
     acked.extend(rt.block_on(produce(&p, 4000..4600, |_| {})));
@@ -435,6 +491,201 @@ fn three_nodes_survive_kill_pause_join_and_drain() {
         acked.len(),
         "records in the topic vs acknowledged"
     );
+    for (k, partition, offset, _) in &acked {
+        assert_eq!(got.get(k), Some(&(*partition, *offset)), "k{k}");
+    }
+    for node in nodes.into_values() {
+        node.stop();
+    }
+}
+
+/// A 6-partition table topic (one node converts and commits it) through the kill -9 of that
+/// node under load from Python's confluent-kafka: the table moves, and every acknowledged
+/// record is in the table exactly once, read by pyiceberg through another node's catalog and
+/// by that node's SQL.
+#[test]
+fn a_table_topic_survives_the_kill_of_its_node() {
+    let Some(python) = common::python::require_python(
+        "import pyiceberg.catalog.rest, confluent_kafka",
+        "pyiceberg and confluent-kafka",
+    ) else {
+        return;
+    };
+    let Some(cluster) = Cluster::new("[tables]\ncoordinator_lease_ms = 3000\n") else {
+        return;
+    };
+    const TABLE: &str = "events";
+    let rt = tokio::runtime::Runtime::new().expect("runtime");
+    let mut nodes: BTreeMap<u64, Node> = (1..=3).map(|id| (id, cluster.start(id))).collect();
+    let admin: AdminClient<DefaultClientContext> = ClientConfig::new()
+        .set("bootstrap.servers", &nodes[&1].kafka)
+        .create()
+        .expect("admin");
+    let topic = NewTopic::new(TABLE, 6, TopicReplication::Fixed(1))
+        .set("table.topic.enable", "true")
+        .set("table.topic.commit.interval.ms", "1000")
+        .set("table.topic.convert.value.type", "string");
+    let created = rt
+        .block_on(admin.create_topics(&[topic], &AdminOptions::new()))
+        .expect("create topics");
+    assert!(created[0].is_ok(), "{created:?}");
+    // The whole table on one node.
+    let home = poll_until(60, "the table's partitions together on one node", || {
+        let owners = wait_topic_owned_by(&nodes[&1], TABLE, 6, &[1, 2, 3], 30);
+        std::thread::sleep(Duration::from_millis(1_000));
+        let again = wait_topic_owned_by(&nodes[&1], TABLE, 6, &[1, 2, 3], 30);
+        (owners == again && owners.iter().all(|o| *o == owners[0])).then_some(owners[0])
+    });
+    let all = nodes
+        .values()
+        .map(|n| n.kafka.clone())
+        .collect::<Vec<_>>()
+        .join(",");
+    // Python's confluent-kafka produces (3000 records at ~300/s); the table's node is killed
+    // once a third is acknowledged.
+    let mut producer = std::process::Command::new(&python)
+        .arg(common::python::script("cluster_produce.py"))
+        .args([all.as_str(), TABLE, "6", "3000", "300"])
+        .env("PYTHONUNBUFFERED", "1")
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("python runs");
+    let mut lines = std::io::BufRead::lines(std::io::BufReader::new(
+        producer.stdout.take().expect("stdout"),
+    ));
+    let mut home_node = nodes.remove(&home);
+    let mut acked = 0;
+    let mut ok = false;
+    for line in lines.by_ref() {
+        let line = line.expect("a line");
+        if line == "acked 900" {
+            home_node.take().expect("killed once").kill9();
+        }
+        if line.split(' ').count() == 3 {
+            acked += 1;
+        }
+        if line == "OK" {
+            ok = true;
+        } else if !line.chars().next().is_some_and(|c| c.is_ascii_digit()) {
+            eprintln!("[cluster_produce.py] {line}");
+        }
+    }
+    assert!(
+        producer.wait().expect("exits").success() && ok,
+        "the producer failed"
+    );
+    assert!(home_node.is_none(), "the table's node was killed mid-way");
+    assert_eq!(acked, 3000);
+    let rest: Vec<u64> = nodes.keys().copied().collect();
+    wait_topic_owned_by(&nodes[&rest[0]], TABLE, 6, &rest, 30);
+    let reader = &nodes[&rest[0]];
+    let (status, output) = common::python::run(
+        &python,
+        &[
+            common::python::script("cluster_table_read.py").into(),
+            format!("http://{}/iceberg", reader.http).into(),
+            TABLE.into(),
+            "3000".into(),
+        ],
+        Duration::from_secs(240),
+    );
+    assert!(
+        status.is_some_and(|s| s.success()) && output.contains("OK"),
+        "pyiceberg read ({status:?}):\n{output}"
+    );
+    let rows = common::query_json(
+        reader,
+        "SELECT count(*) AS n, count(DISTINCT value) AS d FROM default.events",
+    );
+    assert_eq!(rows[0]["n"], 3000, "{rows}");
+    assert_eq!(rows[0]["d"], 3000, "{rows}");
+    for node in nodes.into_values() {
+        node.stop();
+    }
+}
+
+/// Two nodes whose PostgreSQL and S3 are behind fault-injecting proxies: latency, every
+/// connection cut, PostgreSQL refusing connections for two seconds. Producing rides through
+/// (acknowledgements wait or fail with retriable errors and the client retries), and every
+/// acknowledged record is in the topic once.
+#[test]
+fn a_cluster_rides_through_a_faulty_network_to_postgresql_and_s3() {
+    use inlet_test_support::proxy::Proxy;
+    let Some(mut cluster) = Cluster::new("") else {
+        return;
+    };
+    const FAULTS: &str = "faults";
+    let pg_upstream = cluster
+        .db
+        .split_once('@')
+        .and_then(|(_, rest)| rest.split_once('/'))
+        .map(|(hostport, _)| hostport.to_string())
+        .expect("host:port in the PostgreSQL URL");
+    let pg = std::sync::Arc::new(Proxy::start(&pg_upstream));
+    cluster.db = cluster.db.replacen(&pg_upstream, &pg.addr, 1);
+    let s3 = Proxy::start(cluster.endpoint.trim_start_matches("http://"));
+    cluster.endpoint = format!("http://{}", s3.addr);
+
+    let rt = tokio::runtime::Runtime::new().expect("runtime");
+    let nodes: BTreeMap<u64, Node> = (1..=2).map(|id| (id, cluster.start(id))).collect();
+    let admin: AdminClient<DefaultClientContext> = ClientConfig::new()
+        .set("bootstrap.servers", &nodes[&1].kafka)
+        .create()
+        .expect("admin");
+    let created = rt
+        .block_on(admin.create_topics(
+            &[NewTopic::new(FAULTS, 6, TopicReplication::Fixed(1))],
+            &AdminOptions::new(),
+        ))
+        .expect("create topics");
+    assert!(created[0].is_ok(), "{created:?}");
+    wait_topic_owned_by(&nodes[&1], FAULTS, 6, &[1, 2], 30);
+    let all = nodes
+        .values()
+        .map(|n| n.kafka.clone())
+        .collect::<Vec<_>>()
+        .join(",");
+    let p = producer(&all);
+
+    let acked = rt.block_on(produce_to(&p, FAULTS, 6, 0..3000, |k| match k {
+        500 => {
+            pg.set_delay(20);
+            s3.set_delay(30);
+        }
+        1000 => {
+            pg.cut();
+            s3.cut();
+        }
+        1500 => {
+            // PostgreSQL down for two seconds, its connections gone.
+            pg.set_refuse(true);
+            pg.cut();
+            let pg = pg.clone();
+            std::thread::spawn(move || {
+                std::thread::sleep(Duration::from_secs(2));
+                pg.set_refuse(false);
+            });
+        }
+        2000 => {
+            pg.set_refuse(false);
+            pg.set_delay(0);
+            s3.set_delay(0);
+        }
+        _ => {}
+    }));
+    assert_eq!(acked.len(), 3000);
+    let got = read_topic(&all, FAULTS, 6);
+    let missing: Vec<_> = acked
+        .iter()
+        .filter(|(k, ..)| !got.contains_key(k))
+        .map(|(k, p, o, _)| (*k, *p, *o))
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "acknowledged, not in the topic (key, partition, offset): {missing:?}; owners {:?}",
+        owners_of(&nodes[&1], FAULTS)
+    );
+    assert_eq!(got.len(), 3000, "records in the topic vs acknowledged");
     for (k, partition, offset, _) in &acked {
         assert_eq!(got.get(k), Some(&(*partition, *offset)), "k{k}");
     }

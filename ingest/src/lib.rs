@@ -13,7 +13,10 @@
 //! one `fdatasync`; storage's `wal` module) completes it, and only then is the batch acked.
 //!
 //! Table topics' records are checked against the Schema Registry at produce time
-//! ([`validate`]). Not here yet: transactions (not advertised), and multi-node partition ownership.
+//! ([`validate`]). In a cluster the node hands the broker a [`ClusterView`]
+//! ([`Broker::set_cluster`]): Metadata and FindCoordinator then route to the owners, and
+//! requests for partitions or groups another node holds answer `NOT_LEADER_OR_FOLLOWER` or
+//! `NOT_COORDINATOR`. Not here yet: transactions (not advertised).
 
 pub(crate) mod broker;
 // Record batches are read by one crate shared with the table workers.

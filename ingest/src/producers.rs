@@ -97,6 +97,9 @@ struct ProducerEntry {
     batches: VecDeque<SeqBatch>,
     /// When the producer last sent a batch here (the broker's clock, epoch ms).
     last_ms: u64,
+    /// The sequence expected next when `batches` was emptied by a failure
+    /// ([`PartitionProducers::fail_from`]).
+    resume_at: Option<i32>,
 }
 
 /// What to do with a batch.
@@ -206,10 +209,11 @@ impl PartitionProducers {
         {
             return Ok(SeqCheck::Duplicate(dup.outcome.clone()));
         }
-        let expected = match entry.batches.back() {
-            Some(b) if b.last == i32::MAX => 0,
-            Some(b) => b.last + 1,
-            None => return Ok(SeqCheck::Append),
+        let expected = match (entry.batches.back(), entry.resume_at) {
+            (Some(b), _) if b.last == i32::MAX => 0,
+            (Some(b), _) => b.last + 1,
+            (None, Some(resume)) => resume,
+            (None, None) => return Ok(SeqCheck::Append),
         };
         if h.base_sequence == expected {
             Ok(SeqCheck::Append)
@@ -236,7 +240,9 @@ impl PartitionProducers {
                 epoch: h.producer_epoch,
                 batches: VecDeque::new(),
                 last_ms: now_ms,
+                resume_at: None,
             });
+        entry.resume_at = None;
         entry.last_ms = entry.last_ms.max(now_ms);
         if h.producer_epoch != entry.epoch {
             entry.epoch = h.producer_epoch;
@@ -275,10 +281,21 @@ impl PartitionProducers {
         self.producers.is_empty()
     }
 
-    /// Drops a producer's state after a failed append: its next batch is accepted at any
-    /// sequence, so the client's retry is stored rather than mistaken for a duplicate.
-    pub fn forget(&mut self, producer_id: i64) {
-        self.producers.remove(&producer_id);
+    /// After a failed append of the batch starting at `first_sequence`: forgets that batch and
+    /// every later one of the producer (they were queued behind it and fail with it), so the
+    /// partition expects `first_sequence` again. The client's retry of it is then stored, and a
+    /// later batch that arrives first is refused as out of order, as Kafka refuses it: were it
+    /// accepted, the client would conclude the failed batch had been stored (librdkafka
+    /// reports such a batch delivered, at offset -1001).
+    pub fn fail_from(&mut self, producer_id: i64, first_sequence: i32) {
+        if let Some(entry) = self.producers.get_mut(&producer_id) {
+            if let Some(at) = entry.batches.iter().position(|b| b.first == first_sequence) {
+                entry.batches.truncate(at);
+                if entry.batches.is_empty() {
+                    entry.resume_at = Some(first_sequence);
+                }
+            }
+        }
     }
 }
 
@@ -341,8 +358,34 @@ mod tests {
             s.check(&header(-1, -1, -1, 1)),
             Ok(SeqCheck::Append)
         ));
-        s.forget(1);
-        assert!(matches!(s.check(&gap), Ok(SeqCheck::Append)));
+    }
+
+    /// A failed batch and the ones queued behind it are forgotten; the partition expects the
+    /// failed batch again, and refuses the one after it until then.
+    #[test]
+    fn a_failed_batch_is_expected_again() {
+        let mut s = PartitionProducers::default();
+        stored(&mut s, &header(1, 0, 0, 2), 0);
+        let failed = header(1, 0, 2, 2);
+        let behind = header(1, 0, 4, 2);
+        stored(&mut s, &failed, 2);
+        stored(&mut s, &behind, 4);
+        s.fail_from(1, 2);
+        assert_eq!(
+            s.check(&behind).expect_err("after a gap").code,
+            ResponseError::OutOfOrderSequenceNumber
+        );
+        assert!(matches!(s.check(&failed), Ok(SeqCheck::Append)));
+        // Also when the failed batch was the first this partition saw of the producer.
+        let mut s = PartitionProducers::default();
+        stored(&mut s, &failed, 0);
+        stored(&mut s, &behind, 2);
+        s.fail_from(1, 2);
+        assert_eq!(
+            s.check(&behind).expect_err("after a gap").code,
+            ResponseError::OutOfOrderSequenceNumber
+        );
+        assert!(matches!(s.check(&failed), Ok(SeqCheck::Append)));
     }
 
     #[test]

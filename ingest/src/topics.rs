@@ -351,7 +351,17 @@ impl Topics {
         let mut parts = Vec::new();
         for p in 0..partitions {
             let created = async {
-                let stream = self.store.create_stream(&stream_name(&id, p)).await?.id;
+                let name = stream_name(&id, p);
+                let stream = match self.store.create_stream(&name).await {
+                    Ok(info) => info.id,
+                    // Another node of a cluster, starting meanwhile, repaired the topic by
+                    // creating its missing streams: they are this topic's.
+                    Err(inlet_storage::Error::StreamExists { .. }) => {
+                        self.store.refresh_streams().await?;
+                        self.store.open_stream(&name)?.id
+                    }
+                    Err(e) => return Err(e.into()),
+                };
                 Self::apply_retention(&self.store, &self.config, &configs, stream).await?;
                 Ok::<_, KafkaError>(stream)
             }

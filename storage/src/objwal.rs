@@ -19,8 +19,9 @@
 //! - When a group fails (PUT, commit or fence), every group cut after it fails too, without
 //!   committing: their offsets follow the failed ones. Once nothing is in flight, each stream's
 //!   next offset is rewound to its durable end, so offsets stay dense, and cutting resumes.
-//! - A commit whose reply was lost is resolved by reading the object's state back: committed
-//!   means the group is durable, anything else means it is not (and its object is collected).
+//! - A commit whose reply was lost is resolved by reading the object's state back, asked until
+//!   the metadata store answers (nothing is acknowledged or failed meanwhile): committed means
+//!   the group is durable, anything else means it is not (and its object is collected).
 //! - Entries land in the log cache already clean (evictable): there is nothing to upload later.
 
 use std::collections::{BTreeMap, HashMap};
@@ -96,7 +97,7 @@ pub(crate) async fn run(
             Some((group, staged)) = in_flight.next(), if !in_flight.is_empty() => {
                 if failing {
                     discard(&inner, group, staged).await;
-                } else if let Err(e) = commit(&inner, group, staged).await {
+                } else if let Err(e) = commit(&inner, group, staged, &cancel).await {
                     tracing::error!(error = %e, "a WAL object failed; the appends in flight behind it fail too");
                     failing = true;
                 }
@@ -226,7 +227,12 @@ async fn stage(inner: Arc<Inner>, group: Group) -> Staged {
 
 /// Commits a written group, fenced by its epochs, and answers its appends; on failure fails
 /// them and returns the error.
-async fn commit(inner: &Inner, group: Group, staged: Result<(u64, BuiltObject)>) -> Result<()> {
+async fn commit(
+    inner: &Inner,
+    group: Group,
+    staged: Result<(u64, BuiltObject)>,
+    cancel: &CancellationToken,
+) -> Result<()> {
     let (id, built) = match staged {
         Ok(written) => written,
         Err(e) => {
@@ -238,10 +244,13 @@ async fn commit(inner: &Inner, group: Group, staged: Result<(u64, BuiltObject)>)
     let committed = match inner.meta.commit_upload(&object, &group.epochs).await {
         Ok(_) => true,
         // The reply may be lost while the commit landed: the object's state says which.
-        Err(e) if e.is_retryable() => matches!(
-            inner.meta.object_state(id).await,
-            Ok(Some(ObjectState::Committed))
-        ),
+        Err(e) if e.is_retryable() => match resolve(inner, id, cancel).await {
+            Some(landed) => landed,
+            None => {
+                group.fail(&Error::Shutdown);
+                return Err(e);
+            }
+        },
         Err(e) => {
             if let Error::Fenced { stream, .. } = &e {
                 // Another node owns it now: refuse its appends here from now on.
@@ -262,6 +271,41 @@ async fn commit(inner: &Inner, group: Group, staged: Result<(u64, BuiltObject)>)
     }
     publish(inner, group, &object);
     Ok(())
+}
+
+/// Whether WAL object `id`'s commit landed, asked of the metadata store until it answers (no
+/// group is acknowledged or failed meanwhile: guessing wrong would either lose an
+/// acknowledged append or reuse offsets that are committed). `None` if the store shuts down
+/// first.
+///
+/// Reading the state is not enough: the transaction whose reply was lost may still be running
+/// on the server (its client connection is gone, the server has not noticed yet) and commit
+/// after the read. So the object is *claimed* (`PREPARED` → `DELETING`): that update waits for
+/// the row lock the commit holds, and then either finds the object committed (the commit
+/// landed) or makes sure it never will (a later commit of it finds it no longer prepared).
+async fn resolve(inner: &Inner, id: u64, cancel: &CancellationToken) -> Option<bool> {
+    let policy = inner.config.retry.policy();
+    let mut failures = 0u32;
+    loop {
+        let answer = async {
+            if inner.meta.claim_orphan(id, inner.now_ms()).await? {
+                return Ok(false);
+            }
+            Ok::<_, Error>(inner.meta.object_state(id).await? == Some(ObjectState::Committed))
+        };
+        match answer.await {
+            Ok(landed) => return Some(landed),
+            Err(e) => {
+                failures += 1;
+                let backoff = policy.backoff(failures);
+                tracing::warn!(object = id, error = %e, ?backoff, "cannot tell whether a WAL object's commit landed; asking again");
+                tokio::select! {
+                    _ = cancel.cancelled() => return None,
+                    _ = tokio::time::sleep(backoff) => {}
+                }
+            }
+        }
+    }
 }
 
 /// Makes a committed group readable and answers its appends.

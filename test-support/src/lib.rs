@@ -17,6 +17,8 @@
 //! The rest of the kit, a dev-dependency of the crates whose tests and benches use it:
 //! - [`node`]: the `inlet serve` launcher of the end-to-end tests and benches;
 //! - [`python`]: the Python client runner, on [`process`], which runs any tool with a watchdog;
+//! - [`proxy`]: a fault-injecting TCP proxy (latency, cut connections, refusals) to put in front
+//!   of PostgreSQL or S3;
 //! - [`wire`] (feature `kafka`): raw Kafka wire helpers and record batches;
 //! - [`raw_disk`] (feature `bench`): the raw-disk probes benchmarks compare against.
 //!
@@ -25,6 +27,7 @@
 
 pub mod node;
 pub mod process;
+pub mod proxy;
 pub mod python;
 #[cfg(feature = "bench")]
 pub mod raw_disk;

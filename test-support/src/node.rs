@@ -248,6 +248,11 @@ impl Node {
             .collect()
     }
 
+    /// The node's CPU time (user + system) so far, in ms.
+    pub fn cpu_ms(&self) -> f64 {
+        process_cpu_ms(&self.pid().to_string())
+    }
+
     /// The node's resident set size, in KiB.
     pub fn rss_kib(&self) -> u64 {
         std::fs::read_to_string(format!("/proc/{}/status", self.pid()))
@@ -264,6 +269,21 @@ impl Drop for Node {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
+}
+
+/// utime + stime of process `pid` (or `"self"`) so far, in ms, from `/proc/<pid>/stat`.
+pub fn process_cpu_ms(pid: &str) -> f64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    let rest = stat.rsplit_once(')').map(|(_, r)| r).unwrap_or("");
+    let f: Vec<u64> = rest
+        .split_whitespace()
+        .map(|x| x.parse().unwrap_or(0))
+        .collect();
+    // After the command name: field 3 (state) is index 0, utime (14) index 11, stime (15) 12.
+    let ticks = f.get(11).copied().unwrap_or(0) + f.get(12).copied().unwrap_or(0);
+    // SAFETY: sysconf has no preconditions.
+    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as f64;
+    ticks as f64 * 1000.0 / hz
 }
 
 /// A plain HTTP/1.1 GET; returns (status, body).

@@ -375,10 +375,8 @@ impl Broker {
                     producers.remember(&header, rx, now);
                     (pending, tx)
                 }
-                Err(e) => {
-                    producers.forget(header.producer_id);
-                    return Err(e.into());
-                }
+                // Nothing was remembered of it: the partition still expects this batch.
+                Err(e) => return Err(e.into()),
             }
         };
         Ok(SubmittedBatch::Appended {
@@ -431,7 +429,10 @@ impl Broker {
             Err(e) => {
                 tx.send_replace(Outcome::Failed);
                 if let Some(p) = topic.partition(index) {
-                    p.producers.lock().await.forget(header.producer_id);
+                    p.producers
+                        .lock()
+                        .await
+                        .fail_from(header.producer_id, header.base_sequence);
                 }
                 Err(e.into())
             }

@@ -1,0 +1,377 @@
+//! Cluster benchmark: `inlet serve` release nodes on one PostgreSQL and one S3-compatible store
+//! (start them with `source scripts/test-env.sh`, which sets `INLET_TEST_POSTGRES_URL`,
+//! `INLET_TEST_S3_ENDPOINT` and `INLET_TEST_S3_BUCKET`), driven by librdkafka in this process.
+//!
+//! ```text
+//! source scripts/test-env.sh && cargo bench --bench cluster
+//! ```
+//!
+//! Environment: `INLET_BENCH_PHASES` (comma list of `failover`, `scale`; default both),
+//! `INLET_BENCH_KILLS` (kills in the failover phase, default 20), `INLET_BENCH_SECONDS` (each
+//! scale run, default 15), `INLET_BENCH_RUNS` (scale runs per node count, default 3; medians),
+//! `INLET_BENCH_NODE_ARGS` (extra `inlet serve` arguments, e.g. `--config FILE`).
+//!
+//! Phases, each on a fresh database and S3 prefix, with the nodes' default settings (a 6 s
+//! lease, a 1 s rebalance):
+//! 1. failover: three nodes, a 12-partition topic, an idempotent acks=all producer sending
+//!    small records to every partition all along; kill -9 of one node (each in turn), then the
+//!    time from the kill to the first acknowledgement on each partition it owned; it restarts
+//!    and takes its share back before the next kill. p50 / p99 / max over every moved
+//!    partition of every kill.
+//! 2. scale: 1 node, then 3 nodes (on this one machine, so they share its cores): aggregate
+//!    produce throughput (acks=all, 1 KiB records, 24 partitions, 4 producers flat out) and the
+//!    nodes' CPU time per MiB acknowledged. The cost per MiB is what should stay flat; the
+//!    throughput cannot triple on a machine whose cores the nodes share.
+#![allow(clippy::unwrap_used, clippy::panic, clippy::disallowed_methods)] // a benchmark: a failed step fails it, and its clocks are real time
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use inlet_test_support::node::{poll_until, Node};
+use inlet_test_support::service_env;
+use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
+use rdkafka::client::DefaultClientContext;
+use rdkafka::config::ClientConfig;
+use rdkafka::producer::{BaseRecord, DeliveryResult, Producer, ProducerContext, ThreadedProducer};
+use rdkafka::ClientContext;
+
+const MIB: f64 = 1024.0 * 1024.0;
+const INLET: &str = env!("CARGO_BIN_EXE_inlet");
+
+fn env_u64(name: &str, default: u64) -> u64 {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+fn quantile(sorted: &[f64], q: f64) -> f64 {
+    sorted[((sorted.len() - 1) as f64 * q).round() as usize]
+}
+
+/// One database and S3 prefix the nodes share.
+struct Cluster {
+    dir: tempfile::TempDir,
+    db: String,
+    objects: String,
+    endpoint: String,
+}
+
+impl Cluster {
+    fn new() -> Cluster {
+        let (Some(pg), Some(endpoint), Some(bucket)) = (
+            service_env("INLET_TEST_POSTGRES_URL"),
+            service_env("INLET_TEST_S3_ENDPOINT"),
+            service_env("INLET_TEST_S3_BUCKET"),
+        ) else {
+            panic!("the cluster benchmark needs PostgreSQL and S3: source scripts/test-env.sh");
+        };
+        let dir = tempfile::tempdir().unwrap();
+        let prefix = dir
+            .path()
+            .file_name()
+            .map(|n| n.to_string_lossy().to_ascii_lowercase())
+            .unwrap();
+        Cluster {
+            db: tokio::runtime::Runtime::new()
+                .unwrap()
+                .block_on(inlet_test_support::fresh_postgres_database(&pg)),
+            objects: format!("s3://{bucket}/{prefix}"),
+            endpoint,
+            dir,
+        }
+    }
+
+    fn start(&self, id: u64) -> Node {
+        let data = self.dir.path().join(format!("node-{id}"));
+        let id = id.to_string();
+        let extra_args = std::env::var("INLET_BENCH_NODE_ARGS").unwrap_or_default();
+        let mut args = vec![
+            "--meta",
+            &self.db,
+            "--object-store",
+            &self.objects,
+            "--node-id",
+            &id,
+        ];
+        args.extend(extra_args.split_whitespace());
+        Node::launch(
+            INLET.as_ref(),
+            &data,
+            &args,
+            &[("AWS_ENDPOINT", &self.endpoint), ("AWS_ALLOW_HTTP", "true")],
+        )
+    }
+}
+
+/// Each partition's owner of `topic`, as `node` sees it.
+fn owners(node: &Node, topic: &str) -> Vec<Option<u64>> {
+    let (_, body) = node.http_get("/v1/cluster");
+    let view: serde_json::Value = serde_json::from_str(&body).unwrap_or_default();
+    view["partitions"][topic]
+        .as_array()
+        .map(|p| p.iter().map(|p| p["owner"].as_u64()).collect())
+        .unwrap_or_default()
+}
+
+/// Waits until every partition is owned by one of `live` and each of `live` owns one.
+fn settled(node: &Node, topic: &str, partitions: usize, live: &[u64]) -> Vec<u64> {
+    poll_until(120, "the partitions to settle", || {
+        let o = owners(node, topic);
+        let all: Option<Vec<u64>> = o.into_iter().collect();
+        let all = all.filter(|a| a.len() == partitions)?;
+        (all.iter().all(|n| live.contains(n)) && live.iter().all(|n| all.contains(n)))
+            .then_some(all)
+    })
+}
+
+fn create_topic(node: &Node, topic: &str, partitions: i32) {
+    let admin: AdminClient<DefaultClientContext> = ClientConfig::new()
+        .set("bootstrap.servers", &node.kafka)
+        .create()
+        .unwrap();
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let created = rt
+        .block_on(admin.create_topics(
+            &[NewTopic::new(topic, partitions, TopicReplication::Fixed(1))],
+            &AdminOptions::new().operation_timeout(Some(Duration::from_secs(30))),
+        ))
+        .unwrap();
+    assert!(created[0].is_ok(), "{created:?}");
+}
+
+/// Acknowledgements counted in the delivery callback: bytes, and per partition the last ack.
+#[derive(Default)]
+struct Acks {
+    bytes: AtomicU64,
+    last: Mutex<BTreeMap<i32, Instant>>,
+    failed: AtomicU64,
+}
+
+struct Ctx(Arc<Acks>);
+
+impl ClientContext for Ctx {}
+
+impl ProducerContext for Ctx {
+    type DeliveryOpaque = ();
+
+    fn delivery(&self, result: &DeliveryResult<'_>, _: ()) {
+        match result {
+            Ok(m) => {
+                use rdkafka::message::Message;
+                self.0
+                    .bytes
+                    .fetch_add(m.payload().map_or(0, |p| p.len()) as u64, Ordering::Relaxed);
+                self.0
+                    .last
+                    .lock()
+                    .unwrap()
+                    .insert(m.partition(), Instant::now());
+            }
+            Err(_) => {
+                self.0.failed.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+    }
+}
+
+fn producer(bootstrap: &str, acks: Arc<Acks>, linger_ms: &str) -> ThreadedProducer<Ctx> {
+    ClientConfig::new()
+        .set("bootstrap.servers", bootstrap)
+        .set("enable.idempotence", "true")
+        .set("acks", "all")
+        .set("linger.ms", linger_ms)
+        .set("batch.size", "1048576")
+        .set("message.timeout.ms", "120000")
+        .set("topic.metadata.refresh.interval.ms", "500")
+        .create_with_context(Ctx(acks))
+        .unwrap()
+}
+
+/// Sends `size`-byte records round robin over `partitions` until `stop`, at most `per_sec`
+/// a second (0: as fast as the queue takes them).
+fn send_until(
+    p: &ThreadedProducer<Ctx>,
+    topic: &str,
+    partitions: i32,
+    size: usize,
+    per_sec: u64,
+    stop: &AtomicBool,
+) {
+    let payload = vec![0x5au8; size];
+    let start = Instant::now();
+    let mut i: u64 = 0;
+    while !stop.load(Ordering::Relaxed) {
+        if per_sec > 0 {
+            let due = start + Duration::from_secs_f64(i as f64 / per_sec as f64);
+            if let Some(wait) = due.checked_duration_since(Instant::now()) {
+                std::thread::sleep(wait);
+            }
+        }
+        let partition = (i % partitions as u64) as i32;
+        let record = BaseRecord::to(topic)
+            .payload(&payload[..])
+            .key("k")
+            .partition(partition);
+        if let Err((e, _)) = p.send(record) {
+            // A full queue: wait for room.
+            assert!(e.to_string().contains("Queue full"), "send failed: {e}");
+            std::thread::sleep(Duration::from_millis(1));
+            continue;
+        }
+        i += 1;
+    }
+}
+
+fn failover(kills: u64) {
+    const TOPIC: &str = "failover";
+    const PARTITIONS: i32 = 12;
+    let cluster = Cluster::new();
+    let mut nodes: BTreeMap<u64, Node> = (1..=3).map(|id| (id, cluster.start(id))).collect();
+    create_topic(&nodes[&1], TOPIC, PARTITIONS);
+    settled(&nodes[&1], TOPIC, PARTITIONS as usize, &[1, 2, 3]);
+    let bootstrap: String = nodes
+        .values()
+        .map(|n| n.kafka.clone())
+        .collect::<Vec<_>>()
+        .join(",");
+    let acks = Arc::new(Acks::default());
+    let p = producer(&bootstrap, acks.clone(), "5");
+    let stop = Arc::new(AtomicBool::new(false));
+    let sender = {
+        let (stop, p) = (stop.clone(), p.clone());
+        std::thread::spawn(move || send_until(&p, TOPIC, PARTITIONS, 100, 2_000, &stop))
+    };
+    let mut times: Vec<f64> = Vec::new();
+    for k in 0..kills {
+        let victim = 1 + k % 3;
+        let observer = if victim == 1 { 2 } else { 1 };
+        let owned: Vec<i32> = settled(&nodes[&observer], TOPIC, PARTITIONS as usize, &[1, 2, 3])
+            .iter()
+            .enumerate()
+            .filter(|(_, o)| **o == victim)
+            .map(|(p, _)| p as i32)
+            .collect();
+        std::thread::sleep(Duration::from_millis(500));
+        nodes.remove(&victim).unwrap().kill9();
+        let killed = Instant::now();
+        let moved: Vec<f64> = owned
+            .iter()
+            .map(|part| {
+                poll_until(60, "an ack on a moved partition", || {
+                    let last = acks.last.lock().unwrap().get(part).copied()?;
+                    (last > killed).then(|| last.duration_since(killed).as_secs_f64())
+                })
+            })
+            .collect();
+        eprintln!("kill {k} (node {victim}): {moved:.2?} s");
+        times.extend(moved);
+        nodes.insert(victim, cluster.start(victim));
+    }
+    stop.store(true, Ordering::Relaxed);
+    sender.join().unwrap();
+    p.flush(Duration::from_secs(60)).unwrap();
+    times.sort_by(|a, b| a.partial_cmp(b).unwrap());
+    println!(
+        "failover (kill -9 to the first ack on each moved partition), {} partitions over {kills} kills: p50 {:.2} s, p99 {:.2} s, max {:.2} s; failed deliveries {}",
+        times.len(),
+        quantile(&times, 0.5),
+        quantile(&times, 0.99),
+        times.last().copied().unwrap_or(0.0),
+        acks.failed.load(Ordering::Relaxed)
+    );
+    for node in nodes.into_values() {
+        node.stop_within(30);
+    }
+}
+
+/// One scale run: `count` nodes, produce flat out for `seconds`; (MiB/s acked, node CPU ms
+/// per MiB, node CPU % per node).
+fn scale_run(count: u64, seconds: u64) -> (f64, f64, f64) {
+    const TOPIC: &str = "scale";
+    const PARTITIONS: i32 = 24;
+    let cluster = Cluster::new();
+    let nodes: Vec<Node> = (1..=count).map(|id| cluster.start(id)).collect();
+    create_topic(&nodes[0], TOPIC, PARTITIONS);
+    let ids: Vec<u64> = (1..=count).collect();
+    settled(&nodes[0], TOPIC, PARTITIONS as usize, &ids);
+    let bootstrap: String = nodes
+        .iter()
+        .map(|n| n.kafka.clone())
+        .collect::<Vec<_>>()
+        .join(",");
+    let acks = Arc::new(Acks::default());
+    let stop = Arc::new(AtomicBool::new(false));
+    let senders: Vec<_> = (0..4)
+        .map(|_| {
+            let p = producer(&bootstrap, acks.clone(), "5");
+            let stop = stop.clone();
+            std::thread::spawn(move || {
+                send_until(&p, TOPIC, PARTITIONS, 1024, 0, &stop);
+                p.flush(Duration::from_secs(60)).unwrap();
+            })
+        })
+        .collect();
+    // Warm up, then measure.
+    std::thread::sleep(Duration::from_secs(3));
+    let cpu = |nodes: &[Node]| nodes.iter().map(Node::cpu_ms).sum::<f64>();
+    let (c0, b0, t0) = (
+        cpu(&nodes),
+        acks.bytes.load(Ordering::Relaxed),
+        Instant::now(),
+    );
+    std::thread::sleep(Duration::from_secs(seconds));
+    let (c1, b1, elapsed) = (
+        cpu(&nodes),
+        acks.bytes.load(Ordering::Relaxed),
+        t0.elapsed().as_secs_f64(),
+    );
+    stop.store(true, Ordering::Relaxed);
+    for s in senders {
+        s.join().unwrap();
+    }
+    for node in nodes {
+        node.stop_within(30);
+    }
+    let mib = (b1 - b0) as f64 / MIB;
+    (
+        mib / elapsed,
+        (c1 - c0) / mib,
+        (c1 - c0) / 10.0 / elapsed / count as f64,
+    )
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(|a, b| a.partial_cmp(b).unwrap());
+    v[v.len() / 2]
+}
+
+fn main() {
+    let phases = std::env::var("INLET_BENCH_PHASES").unwrap_or_else(|_| "failover,scale".into());
+    if phases.split(',').any(|p| p == "failover") {
+        failover(env_u64("INLET_BENCH_KILLS", 20));
+    }
+    if phases.split(',').any(|p| p == "scale") {
+        let seconds = env_u64("INLET_BENCH_SECONDS", 15);
+        let runs = env_u64("INLET_BENCH_RUNS", 3);
+        for count in [1, 3] {
+            let mut rows = Vec::new();
+            for _ in 0..runs {
+                let r = scale_run(count, seconds);
+                eprintln!(
+                    "  {count} node(s): {:.1} MiB/s, {:.1} CPU ms/MiB, {:.0}% CPU per node",
+                    r.0, r.1, r.2
+                );
+                rows.push(r);
+            }
+            println!(
+                "{count} node(s): {:.1} MiB/s acked, {:.1} node CPU ms per MiB, {:.0}% CPU per node (medians of {runs})",
+                median(rows.iter().map(|r| r.0).collect()),
+                median(rows.iter().map(|r| r.1).collect()),
+                median(rows.iter().map(|r| r.2).collect()),
+            );
+        }
+    }
+}

@@ -59,7 +59,12 @@ impl Group {
     /// Fails every append of the group with `error` (their reservations are given back): a
     /// lost stream as such (the client goes to the new owner), anything else as a failed WAL
     /// object (nothing of it was stored).
-    fn fail(self, error: &Error) {
+        fn fail(self, error: &Error) {
+        // First the streams' generations and latches, then the answers: an append submitted
+        // after a writer hears of this failure is checked against them.
+                for p in &self.placed {
+            note_failure(&p.request);
+        }
         for p in self.placed {
             let e = match error {
                 Error::Fenced { stream, epoch, now } => Error::Fenced {
@@ -125,6 +130,16 @@ pub(crate) async fn run(
     }
 }
 
+/// Records on its stream that `request` fails: appends queued before now fail too (a new
+/// generation), and a latching append holds the stream's latch until its writer clears it.
+fn note_failure(request: &AppendRequest) {
+    let mut state = request.stream.state.lock();
+    state.generation += 1;
+    if request.failure_latch {
+        state.failed += 1;
+    }
+}
+
 /// Takes `first` and whatever else arrives until the group is full or has lingered, and
 /// places each append: its offsets, the epoch of its stream, its stored bytes.
 async fn cut(
@@ -162,19 +177,24 @@ async fn cut(
         let stream_id = request.stream.id;
         let placed = {
             let mut state = request.stream.state.lock();
-            if state.deleted {
+                        if state.deleted {
                 Err(Error::UnknownStream(stream_id.to_string()))
             } else if !state.owned {
                 Err(Error::NotOwner(stream_id))
+            } else if request.generation != state.generation {
+                Err(Error::ObjectWal(
+                    "an append to this stream queued before it failed".into(),
+                ))
             } else {
                 let base = state.next_offset;
                 state.next_offset += request.record_count as u64;
                 Ok((base, state.epoch))
             }
         };
-        let (base, epoch) = match placed {
+                let (base, epoch) = match placed {
             Ok(p) => p,
             Err(e) => {
+                note_failure(&request);
                 let _ = request.reply.send(Err(e));
                 continue;
             }

@@ -207,3 +207,33 @@ async fn a_released_stream_moves_without_copying() {
         20
     );
 }
+
+/// A latching writer (a Kafka partition) is refused after its append failed until it has
+/// taken the failure in, so no append after a failed one is stored before the writer knows.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_latching_append_holds_the_stream_until_cleared() {
+    let fixture = Fixture::new(Backend::Memory).await.expect("memory");
+    let one = node(&fixture, 1).await;
+    let s = one.create_stream("p0").await.expect("create").id;
+    let latching = AppendOptions {
+        failure_latch: true,
+        ..AppendOptions::default()
+    };
+    fixture.objects.inject(Op::Put, Fault::Fail, None);
+    one.append_with(s, payload(1, 0, 50), 1, latching)
+        .await
+        .expect_err("the PUT fails");
+    fixture.objects.clear(Op::Put);
+    let refused = one
+        .append_with(s, payload(1, 1, 50), 1, latching)
+        .await
+        .expect_err("held until the writer takes the failure in");
+    assert!(refused.to_string().contains("not taken it in"), "{refused}");
+    one.clear_failure(s);
+    assert_eq!(
+        one.append_with(s, payload(1, 0, 50), 1, latching)
+            .await
+            .expect("let in again"),
+        0
+    );
+}

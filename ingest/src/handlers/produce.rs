@@ -349,9 +349,12 @@ impl Broker {
         // for retention.ms after they arrive (Kafka gets the same effect by never deleting its
         // active segment). ListOffsets by time reads the batches' own timestamps.
         let arrival = append_time.unwrap_or_else(|| self.now_ms());
-        let options = AppendOptions {
+                let options = AppendOptions {
             timestamp_ms: (arrival >= 0).then_some(arrival as u64),
             write_base_offset: true,
+            // A producer's batches depend on the ones before (sequences): none after a failed
+            // one may be stored before `finish_batch` has taken the failure in.
+            failure_latch: true,
         };
         let size = bytes.len() as u64;
         let (pending, tx) = {
@@ -415,28 +418,36 @@ impl Broker {
                 index,
             } => (pending, tx, header, size, topic, index),
         };
-        match pending.await {
-            Ok(offset) => {
-                tx.send_replace(Outcome::Stored(offset as i64));
-                self.metrics
-                    .produced_records
-                    .fetch_add(header.record_count as u64, Ordering::Relaxed);
-                self.metrics
-                    .produced_bytes
-                    .fetch_add(size, Ordering::Relaxed);
-                Ok(offset as i64)
-            }
-            Err(e) => {
-                tx.send_replace(Outcome::Failed);
-                if let Some(p) = topic.partition(index) {
-                    p.producers
-                        .lock()
-                        .await
-                        .fail_from(header.producer_id, header.base_sequence);
+                // In a task of its own: the outcome must reach the producer state (and a failure
+        // lift the stream's latch) even when the connection goes away meanwhile.
+        let (store, metrics) = (self.store.clone(), self.metrics.clone());
+        let outcome = tokio::spawn(async move {
+            match pending.await {
+                Ok(offset) => {
+                    tx.send_replace(Outcome::Stored(offset as i64));
+                    metrics
+                        .produced_records
+                        .fetch_add(header.record_count as u64, Ordering::Relaxed);
+                    metrics.produced_bytes.fetch_add(size, Ordering::Relaxed);
+                    Ok(offset as i64)
                 }
-                Err(e.into())
+                Err(e) => {
+                    tx.send_replace(Outcome::Failed);
+                    if let Some(p) = topic.partition(index) {
+                        let mut producers = p.producers.lock().await;
+                        producers.fail_from(header.producer_id, header.base_sequence);
+                        store.clear_failure(p.stream);
+                    }
+                    Err(e.into())
+                }
             }
-        }
+        });
+        outcome.await.unwrap_or_else(|e| {
+            Err(KafkaError::new(
+                ResponseError::UnknownServerError,
+                format!("the append's task failed: {e}"),
+            ))
+        })
     }
 }
 

@@ -59,10 +59,10 @@ impl Group {
     /// Fails every append of the group with `error` (their reservations are given back): a
     /// lost stream as such (the client goes to the new owner), anything else as a failed WAL
     /// object (nothing of it was stored).
-        fn fail(self, error: &Error) {
+    fn fail(self, error: &Error) {
         // First the streams' generations and latches, then the answers: an append submitted
         // after a writer hears of this failure is checked against them.
-                for p in &self.placed {
+        for p in &self.placed {
             note_failure(&p.request);
         }
         for p in self.placed {
@@ -177,7 +177,7 @@ async fn cut(
         let stream_id = request.stream.id;
         let placed = {
             let mut state = request.stream.state.lock();
-                        if state.deleted {
+            if state.deleted {
                 Err(Error::UnknownStream(stream_id.to_string()))
             } else if !state.owned {
                 Err(Error::NotOwner(stream_id))
@@ -191,7 +191,7 @@ async fn cut(
                 Ok((base, state.epoch))
             }
         };
-                let (base, epoch) = match placed {
+        let (base, epoch) = match placed {
             Ok(p) => p,
             Err(e) => {
                 note_failure(&request);

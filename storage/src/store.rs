@@ -68,9 +68,9 @@ pub struct AppendOptions {
     pub timestamp_ms: Option<u64>,
     /// Write the assigned base offset, as a big-endian `u64`, into the first 8 bytes of the
     /// payload before it is stored: for batch formats that carry their own base offset. The
-        /// payload must then be at least 8 bytes long.
+    /// payload must then be at least 8 bytes long.
     pub write_base_offset: bool,
-        /// After an append of this kind fails, refuse every later append to the stream until the
+    /// After an append of this kind fails, refuse every later append to the stream until the
     /// writer has called [`StreamStore::clear_failure`] for each such failure: for a writer
     /// whose appends depend on the ones before (a Kafka producer's sequence numbers), so that
     /// none after a failed one is stored before the writer has taken the failures in. Appends
@@ -460,7 +460,7 @@ pub(crate) struct AppendRequest {
     sink: AppendSink,
     /// Log cache room held for this append: handed to the cache when the entry lands there,
     /// given back if the append fails or is dropped (a cancelled caller) on the way.
-        pub(crate) reservation: Reservation,
+    pub(crate) reservation: Reservation,
     pub(crate) reply: oneshot::Sender<Result<u64>>,
     /// The stream's failure generation when this append was submitted: an append submitted
     /// before a failure on its stream fails too.
@@ -679,7 +679,7 @@ impl StreamStore {
         self.inner.config.wal_kind() == WalKind::Local
     }
 
-            /// The writer has taken in one failed append of stream `id` that had
+    /// The writer has taken in one failed append of stream `id` that had
     /// [`AppendOptions::failure_latch`]; once it has taken in every one, appends are let in
     /// again. Call it once per such failure.
     pub fn clear_failure(&self, id: StreamId) {
@@ -953,13 +953,13 @@ impl StreamStore {
         if self.cancel.is_cancelled() {
             return Err(Error::Shutdown);
         }
-                let stream = self.shared(id)?;
+        let stream = self.shared(id)?;
         let generation = {
             let state = stream.state.lock();
             if !state.owned {
                 return Err(Error::NotOwner(id));
             }
-                        if state.failed > 0 {
+            if state.failed > 0 {
                 return Err(Error::ObjectWal(format!(
                     "an earlier append to stream {id} failed and its writer has not taken it in yet; retry"
                 )));
@@ -980,7 +980,7 @@ impl StreamStore {
             timestamp_ms: options
                 .timestamp_ms
                 .unwrap_or_else(|| self.inner.clock.now_ms()),
-                        write_base_offset: options.write_base_offset,
+            write_base_offset: options.write_base_offset,
             generation,
             failure_latch: options.failure_latch,
             base_offset: 0,

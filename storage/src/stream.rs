@@ -54,11 +54,11 @@ pub(crate) struct StreamState {
     /// This node owns the stream: it may append and commit the stream's metadata, each commit
     /// fenced by `epoch`. A stream this node does not own is neither appended to nor read.
     pub owned: bool,
-        /// The epoch this node owns the stream under (meaningless while not `owned`).
+    /// The epoch this node owns the stream under (meaningless while not `owned`).
     pub epoch: u64,
     /// Raised by every failed append: appends submitted before it fail too.
     pub generation: u64,
-        /// Failed appends that asked for the latch (`AppendOptions::failure_latch`) and that the
+    /// Failed appends that asked for the latch (`AppendOptions::failure_latch`) and that the
     /// writer has not taken in yet (`StreamStore::clear_failure`): while any, appends are
     /// refused.
     pub failed: u64,

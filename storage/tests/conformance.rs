@@ -134,6 +134,7 @@ async fn write_base_offset_fills_the_payload(f: Fixture) {
     let opts = AppendOptions {
         write_base_offset: true,
         timestamp_ms: Some(42),
+        ..AppendOptions::default()
     };
     store
         .append(s, Bytes::from(vec![0xff; 20]), 3)
@@ -347,6 +348,7 @@ async fn bad_requests_get_clear_errors(f: Fixture) {
             AppendOptions {
                 write_base_offset: true,
                 timestamp_ms: None,
+                ..AppendOptions::default()
             },
         )
         .await

@@ -349,7 +349,7 @@ impl Broker {
         // for retention.ms after they arrive (Kafka gets the same effect by never deleting its
         // active segment). ListOffsets by time reads the batches' own timestamps.
         let arrival = append_time.unwrap_or_else(|| self.now_ms());
-                let options = AppendOptions {
+        let options = AppendOptions {
             timestamp_ms: (arrival >= 0).then_some(arrival as u64),
             write_base_offset: true,
             // A producer's batches depend on the ones before (sequences): none after a failed
@@ -418,7 +418,7 @@ impl Broker {
                 index,
             } => (pending, tx, header, size, topic, index),
         };
-                // In a task of its own: the outcome must reach the producer state (and a failure
+        // In a task of its own: the outcome must reach the producer state (and a failure
         // lift the stream's latch) even when the connection goes away meanwhile.
         let (store, metrics) = (self.store.clone(), self.metrics.clone());
         let outcome = tokio::spawn(async move {

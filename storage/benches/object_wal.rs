@@ -12,7 +12,7 @@
 //! (`object_wal_in_flight`, default the store's).
 //!
 //! Phases, each on a fresh store:
-//! 1. throughput: 64 writers append 64 KiB batches to 12 streams as fast as they can (MiB/s);
+//! 1. throughput: 256 writers append 64 KiB batches to 12 streams as fast as they can (MiB/s);
 //!    the same with no injected latency, as the baseline of the same run;
 //! 2. latency at 20 MiB/s offered (open loop: 16 KiB appends issued on a fixed schedule,
 //!    latency counted from when each was due): p50 / p99 / max.
@@ -79,7 +79,8 @@ async fn open(dir: &std::path::Path, put_ms: u64) -> (Arc<StreamStore>, Vec<u64>
     (Arc::new(store), streams)
 }
 
-/// 64 writers append 64 KiB batches round robin over the streams; returns MiB/s.
+/// `INLET_BENCH_WRITERS` writers append 64 KiB batches round robin over the streams; returns
+/// MiB/s.
 async fn throughput(put_ms: u64, seconds: u64) -> f64 {
     let dir = tempfile::tempdir().unwrap();
     let (store, streams) = open(dir.path(), put_ms).await;
@@ -87,7 +88,7 @@ async fn throughput(put_ms: u64, seconds: u64) -> f64 {
     let deadline = Instant::now() + Duration::from_secs(seconds);
     let start = Instant::now();
     let mut tasks = tokio::task::JoinSet::new();
-    for w in 0..64 {
+    for w in 0..env_u64("INLET_BENCH_WRITERS", 256) as usize {
         let (store, payload, streams) = (store.clone(), payload.clone(), streams.clone());
         tasks.spawn(async move {
             let mut bytes = 0u64;

@@ -99,18 +99,30 @@ pub(crate) async fn run(
         tokio::select! {
             biased;
             _ = cancel.cancelled() => break,
-            Some((group, staged)) = in_flight.next(), if !in_flight.is_empty() => {
-                if failing {
-                    discard(&inner, group, staged).await;
-                } else if let Err(e) = commit(&inner, group, staged, &cancel).await {
-                    tracing::error!(error = %e, "a WAL object failed; the appends in flight behind it fail too");
-                    failing = true;
+                        Some(done) = in_flight.next(), if !in_flight.is_empty() => {
+                                match done {
+                    // The task panicked and took its group with it (its appends see the store
+                    // as shut down); the groups behind it fail as after any failure.
+                    Err(e) => {
+                        tracing::error!(error = %e, "a WAL object's task panicked");
+                        failing = true;
+                    }
+                    Ok((group, staged)) if failing => discard(&inner, group, staged).await,
+                    Ok((group, staged)) => {
+                        if let Err(e) = commit(&inner, group, staged, &cancel).await {
+                            tracing::error!(error = %e, "a WAL object failed; the appends in flight behind it fail too");
+                            failing = true;
+                        }
+                    }
                 }
             }
             first = queue.recv(), if !failing && in_flight.len() < limit => {
                 let Some(first) = first else { break };
                 if let Some(group) = cut(&inner, first, &mut queue).await {
-                    in_flight.push_back(stage(inner.clone(), group));
+                                        // A task of its own: a group's prepare and PUT (and the metadata-store
+                    // connection they hold) must progress while this loop awaits a commit, or
+                    // the commit could wait for a connection an unpolled group holds.
+                    in_flight.push_back(tokio::spawn(stage(inner.clone(), group)));
                 }
             }
         }
@@ -125,8 +137,10 @@ pub(crate) async fn run(
     }
     // Shutting down: what is in flight is not acknowledged (its callers see the failure and
     // Kafka clients retry on another owner); prepared objects are collected as orphans.
-    while let Some((group, _)) = in_flight.next().await {
-        group.fail(&Error::Shutdown);
+    while let Some(done) = in_flight.next().await {
+        if let Ok((group, _)) = done {
+            group.fail(&Error::Shutdown);
+        }
     }
 }
 

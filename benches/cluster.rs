@@ -57,6 +57,9 @@ struct Cluster {
     db: String,
     objects: String,
     endpoint: String,
+    /// Each node's listeners, kept across its restarts (a restarted node comes back at its
+    /// address, as a real one does).
+    ports: Mutex<BTreeMap<u64, [u16; 3]>>,
 }
 
 impl Cluster {
@@ -81,6 +84,7 @@ impl Cluster {
             objects: format!("s3://{bucket}/{prefix}"),
             endpoint,
             dir,
+            ports: Mutex::new(BTreeMap::new()),
         }
     }
 
@@ -88,6 +92,19 @@ impl Cluster {
         let data = self.dir.path().join(format!("node-{id}"));
         let id = id.to_string();
         let extra_args = std::env::var("INLET_BENCH_NODE_ARGS").unwrap_or_default();
+        let ports = *self
+            .ports
+            .lock()
+            .unwrap()
+            .entry(id.parse().unwrap())
+            .or_insert_with(|| {
+                [
+                    inlet_test_support::node::free_port(),
+                    inlet_test_support::node::free_port(),
+                    inlet_test_support::node::free_port(),
+                ]
+            });
+        let listen: Vec<String> = ports.iter().map(|p| format!("127.0.0.1:{p}")).collect();
         let mut args = vec![
             "--meta",
             &self.db,
@@ -95,6 +112,12 @@ impl Cluster {
             &self.objects,
             "--node-id",
             &id,
+            "--kafka-listen",
+            &listen[0],
+            "--http-listen",
+            &listen[1],
+            "--registry-listen",
+            &listen[2],
         ];
         args.extend(extra_args.split_whitespace());
         Node::launch(

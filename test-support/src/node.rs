@@ -14,23 +14,26 @@ use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-/// `bin serve` on `data_dir`, listening on free ports, with `extra` arguments.
+/// `bin serve` on `data_dir`, listening on free ports unless `extra` names a listener (a node
+/// restarted on the same addresses), with `extra` arguments.
 pub fn serve_command<S: AsRef<OsStr>>(bin: &Path, data_dir: &Path, extra: &[S]) -> Command {
     let mut command = Command::new(bin);
+    command.arg("serve");
+    for flag in ["--kafka-listen", "--http-listen", "--registry-listen"] {
+        if !extra.iter().any(|a| a.as_ref() == OsStr::new(flag)) {
+            command.args([flag, "127.0.0.1:0"]);
+        }
+    }
+    command.arg("--data-dir").arg(data_dir).args(extra);
     command
-        .args([
-            "serve",
-            "--kafka-listen",
-            "127.0.0.1:0",
-            "--http-listen",
-            "127.0.0.1:0",
-            "--registry-listen",
-            "127.0.0.1:0",
-        ])
-        .arg("--data-dir")
-        .arg(data_dir)
-        .args(extra);
-    command
+}
+
+/// A port free on 127.0.0.1 now, for a node that must come back on the same address.
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("a free port")
+        .port()
 }
 
 /// A running node.

@@ -66,6 +66,7 @@ use std::time::{Duration, Instant};
 use apache_avro::types::Value;
 use apache_avro::Schema;
 use hdrhistogram::Histogram;
+use inlet_test_support::node::process_cpu_ms as cpu_ms;
 use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
 use rdkafka::client::DefaultClientContext;
 use rdkafka::config::{ClientConfig, RDKafkaLogLevel};
@@ -116,21 +117,6 @@ fn median(mut v: Vec<f64>) -> f64 {
 fn sync_all() {
     // SAFETY: sync(2) takes no arguments and cannot fail.
     unsafe { libc::sync() };
-}
-
-/// utime + stime of a process, in ms.
-fn cpu_ms(pid: &str) -> f64 {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-    let rest = stat.rsplit_once(')').map(|(_, r)| r).unwrap_or("");
-    let f: Vec<u64> = rest
-        .split_whitespace()
-        .map(|x| x.parse().unwrap_or(0))
-        .collect();
-    // After the command name: field 3 (state) is index 0, utime (14) index 11, stime (15) 12.
-    let ticks = f.get(11).copied().unwrap_or(0) + f.get(12).copied().unwrap_or(0);
-    // SAFETY: sysconf has no preconditions.
-    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as f64;
-    ticks as f64 * 1000.0 / hz
 }
 
 /// `VmRSS` and `VmHWM` of a process, MiB.

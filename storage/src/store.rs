@@ -306,17 +306,7 @@ impl StreamStoreBuilder {
         }
         let mut states: HashMap<StreamId, (String, StreamState)> = HashMap::new();
         for row in meta.live_streams().await? {
-            let state = StreamState {
-                owned: local,
-                epoch: row.epoch,
-                start_offset: row.start_offset,
-                committed_end: row.committed_end,
-                durable_end: row.committed_end,
-                next_offset: row.committed_end,
-                retention_ms: row.retention_ms,
-                retention_bytes: row.retention_bytes,
-                ..StreamState::default()
-            };
+            let state = StreamState::from_row(&row, local);
             states.insert(row.id, (row.name, state));
         }
         for range in meta.committed_ranges().await? {
@@ -756,16 +746,7 @@ impl StreamStore {
                     state.retention_bytes = row.retention_bytes;
                 }
                 None => {
-                    let state = StreamState {
-                        start_offset: row.start_offset,
-                        committed_end: row.committed_end,
-                        durable_end: row.committed_end,
-                        next_offset: row.committed_end,
-                        retention_ms: row.retention_ms,
-                        retention_bytes: row.retention_bytes,
-                        epoch: row.epoch,
-                        ..StreamState::default()
-                    };
+                    let state = StreamState::from_row(&row, false);
                     streams.insert(row.id, Arc::new(StreamShared::new(row.id, row.name, state)));
                 }
             }
@@ -824,20 +805,7 @@ impl StreamStore {
             state.retention_ms = row.retention_ms;
             state.retention_bytes = row.retention_bytes;
             state.cache.clear();
-            state.ranges = ranges
-                .into_iter()
-                .map(|(row, kind, index_position, index_len)| {
-                    (
-                        row.start_offset,
-                        RangeRef {
-                            row,
-                            kind,
-                            index_position,
-                            index_len,
-                        },
-                    )
-                })
-                .collect();
+            state.ranges = crate::stream::range_index(ranges);
         }
         shared.end.send_replace(committed_end);
         tracing::info!(stream = id, name = %shared.name, epoch = row.epoch, end = committed_end, "stream acquired");

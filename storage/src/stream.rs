@@ -73,7 +73,40 @@ pub(crate) struct StreamState {
     pub retention_bytes: Option<i64>,
 }
 
+/// A stream's range index as the metadata store's `stream_index` returns it.
+pub(crate) fn range_index(rows: Vec<(RangeRow, ObjectKind, u64, u64)>) -> BTreeMap<u64, RangeRef> {
+    rows.into_iter()
+        .map(|(row, kind, index_position, index_len)| {
+            (
+                row.start_offset,
+                RangeRef {
+                    row,
+                    kind,
+                    index_position,
+                    index_len,
+                },
+            )
+        })
+        .collect()
+}
+
 impl StreamState {
+    /// A stream's state from its row, with no cache and no ranges yet: committed, durable
+    /// and next offsets all at the committed end.
+    pub(crate) fn from_row(row: &crate::meta::StreamRow, owned: bool) -> Self {
+        StreamState {
+            owned,
+            epoch: row.epoch,
+            start_offset: row.start_offset,
+            committed_end: row.committed_end,
+            durable_end: row.committed_end,
+            next_offset: row.committed_end,
+            retention_ms: row.retention_ms,
+            retention_bytes: row.retention_bytes,
+            ..StreamState::default()
+        }
+    }
+
     /// Index of the first cached entry that is not yet in object storage.
     pub(crate) fn first_dirty(&self) -> usize {
         self.cache

@@ -212,20 +212,7 @@ impl Inner {
             if state.deleted {
                 continue;
             }
-            state.ranges = rows
-                .into_iter()
-                .map(|(row, kind, index_position, index_len)| {
-                    (
-                        row.start_offset,
-                        RangeRef {
-                            row,
-                            kind,
-                            index_position,
-                            index_len,
-                        },
-                    )
-                })
-                .collect();
+            state.ranges = crate::stream::range_index(rows);
             if committed_end > state.committed_end {
                 let was = state.committed_end;
                 let bytes: u64 = state

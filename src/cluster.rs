@@ -134,8 +134,8 @@ pub fn rendezvous(key: &str, nodes: &[u64]) -> Option<u64> {
 /// Which node each key goes to, for keys of `size` streams each: every node takes at most its
 /// fair share of streams (the total over the live nodes, rounded up), each key going to the
 /// node of highest rendezvous weight that still has room (to the least loaded one when a
-/// key is larger than any room left). Keys are placed in name order, so every node that sees
-/// the same keys and nodes computes the same answer.
+/// key is larger than any room left). Keys are placed largest first, then in name order, so
+/// every node that sees the same keys and nodes computes the same answer.
 pub fn assign(keys: &BTreeMap<String, usize>, nodes: &[u64]) -> HashMap<String, u64> {
     let mut out = HashMap::new();
     if nodes.is_empty() {
@@ -144,7 +144,10 @@ pub fn assign(keys: &BTreeMap<String, usize>, nodes: &[u64]) -> HashMap<String, 
     let total: usize = keys.values().sum();
     let cap = total.div_ceil(nodes.len());
     let mut load: BTreeMap<u64, usize> = nodes.iter().map(|&n| (n, 0)).collect();
-    for (key, &size) in keys {
+    // Larger keys (whole tables) first, so that they find room; then by name.
+    let mut order: Vec<(&String, usize)> = keys.iter().map(|(k, s)| (k, *s)).collect();
+    order.sort_by_key(|(k, s)| (std::cmp::Reverse(*s), *k));
+    for (key, size) in order {
         let h = fnv1a(key.as_bytes());
         let mut ranked: Vec<u64> = nodes.to_vec();
         ranked.sort_by_key(|&n| std::cmp::Reverse((mix(h ^ mix(n)), n)));

@@ -47,13 +47,14 @@ pub struct NodeConfig {
     pub catalog: inlet_catalog::CatalogConfig,
 }
 
-/// `[cluster]`: membership (`src/members.rs`).
+/// `[cluster]`: membership (`src/members.rs`) and the assignment of streams (`src/cluster.rs`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct ClusterSettings {
     /// How long a node's membership lasts without a renewal (renewed every third of it). A
-    /// crashed node keeps other nodes from starting on its metadata store for this long; the
-    /// same node restarting on its own data directory starts at once.
+    /// crashed node of a cluster keeps its partitions this long before others take them (a
+    /// crashed single node keeps another from starting on its metadata store); the same node
+    /// restarting on its own data directory starts at once.
     pub lease_ms: u64,
     /// How often a node of a cluster reconciles what it owns with the live nodes: takes the
     /// streams assigned to it, hands over the ones assigned elsewhere, and picks up topics

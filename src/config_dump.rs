@@ -88,6 +88,18 @@ pub fn dump(
             config.object_store_url(),
         ),
         ("meta", config.meta.is_some(), config.meta_url()),
+        (
+            "storage.wal",
+            config.storage.wal.is_some(),
+            match config.wal_kind() {
+                inlet_storage::WalKind::Object => {
+                    "\"object\" (a PostgreSQL metadata store: a cluster)".to_string()
+                }
+                inlet_storage::WalKind::Local => {
+                    "\"local\" (an SQLite metadata store: one node)".to_string()
+                }
+            },
+        ),
     ] {
         if !set {
             writeln!(out, "# {name} is unset: {meaning}  # default")?;
@@ -186,6 +198,10 @@ mod tests {
         assert!(
             out.contains("# object_store is unset: inlet-data/objects"),
             "{out}"
+        );
+        assert!(
+            out.contains("# storage.wal is unset: \"local\""),
+            "the WAL the node picks is shown: {out}"
         );
         // A broker config not given shows its default, commented out, with its meaning; a
         // given one does not repeat as a default.

@@ -30,6 +30,9 @@ use crate::wal::format::{self, EntryHeader};
 use crate::wal::{self, Wal, WalRequest, Written};
 use inlet_common::{Clock, SystemClock};
 
+/// Most object ranges one read fetches concurrently.
+const READ_TOGETHER_RANGES: usize = 32;
+
 /// Identifies a stream; assigned by the store, never reused.
 pub type StreamId = u64;
 
@@ -1014,19 +1017,56 @@ impl StreamStore {
                         .fetch_add(1, Ordering::Relaxed);
                     return Ok(out);
                 }
-                _ => state.range_for(from).ok_or_else(|| {
-                    Error::corrupt(
-                        format!("stream {id}"),
-                        format!("offset {from} is neither cached nor in any object"),
-                    )
-                })?,
+                _ => {
+                    let first = state.range_for(from).ok_or_else(|| {
+                        Error::corrupt(
+                            format!("stream {id}"),
+                            format!("offset {from} is neither cached nor in any object"),
+                        )
+                    })?;
+                    // The ranges that follow, while they fit in `max_bytes`: read together.
+                    let mut ranges = vec![first];
+                    let mut bytes = first.row.size;
+                    for r in state.ranges.range(first.row.end_offset..).map(|(_, r)| *r) {
+                        let prev_end = ranges.last().map_or(0, |p| p.row.end_offset);
+                        if ranges.len() >= READ_TOGETHER_RANGES
+                            || bytes >= max_bytes as u64
+                            || r.row.start_offset != prev_end
+                        {
+                            break;
+                        }
+                        bytes += r.row.size;
+                        ranges.push(r);
+                    }
+                    ranges
+                }
             }
         };
         self.inner
             .counters
             .object_reads
             .fetch_add(1, Ordering::Relaxed);
-        self.inner.read_range(&range, from, max_bytes).await
+        // Small ranges (one per WAL object or upload) are fetched concurrently, each from its
+        // own object, rather than one round trip after another. Every range but the last is
+        // read whole (together they are under `max_bytes`), so the batches join without a gap.
+        let reads = range.iter().enumerate().map(|(i, r)| {
+            let start = if i == 0 { from } else { r.row.start_offset };
+            self.inner.read_range(r, start, max_bytes)
+        });
+        let mut out = Vec::new();
+        let mut bytes = 0;
+        for batch in futures::future::try_join_all(reads)
+            .await?
+            .into_iter()
+            .flatten()
+        {
+            if !out.is_empty() && bytes + batch.payload.len() > max_bytes {
+                break;
+            }
+            bytes += batch.payload.len();
+            out.push(batch);
+        }
+        Ok(out)
     }
 
     /// First readable offset of a stream.

@@ -102,6 +102,15 @@ impl Cluster {
     }
 }
 
+/// Every node's Kafka address, as a client's bootstrap list.
+fn bootstrap(nodes: &BTreeMap<u64, Node>) -> String {
+    nodes
+        .values()
+        .map(|n| n.kafka.clone())
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
 fn view(node: &Node) -> serde_json::Value {
     let (status, body) = node.http_get("/v1/cluster");
     assert_eq!(status, 200, "{body}");
@@ -318,13 +327,6 @@ fn three_nodes_survive_kill_pause_join_and_drain() {
     let rt = tokio::runtime::Runtime::new().expect("runtime");
 
     let mut nodes: BTreeMap<u64, Node> = (1..=3).map(|id| (id, cluster.start(id))).collect();
-    let bootstrap = |nodes: &BTreeMap<u64, Node>| {
-        nodes
-            .values()
-            .map(|n| n.kafka.clone())
-            .collect::<Vec<_>>()
-            .join(",")
-    };
     let admin: AdminClient<DefaultClientContext> = ClientConfig::new()
         .set("bootstrap.servers", &nodes[&1].kafka)
         .create()
@@ -536,11 +538,7 @@ fn a_table_topic_survives_the_kill_of_its_node() {
         let again = wait_topic_owned_by(&nodes[&1], TABLE, 6, &[1, 2, 3], 30);
         (owners == again && owners.iter().all(|o| *o == owners[0])).then_some(owners[0])
     });
-    let all = nodes
-        .values()
-        .map(|n| n.kafka.clone())
-        .collect::<Vec<_>>()
-        .join(",");
+    let all = bootstrap(&nodes);
     // Python's confluent-kafka produces (3000 records at ~300/s); the table's node is killed
     // once a third is acknowledged.
     let mut producer = std::process::Command::new(&python)
@@ -640,11 +638,7 @@ fn a_cluster_rides_through_a_faulty_network_to_postgresql_and_s3() {
         .expect("create topics");
     assert!(created[0].is_ok(), "{created:?}");
     wait_topic_owned_by(&nodes[&1], FAULTS, 6, &[1, 2], 30);
-    let all = nodes
-        .values()
-        .map(|n| n.kafka.clone())
-        .collect::<Vec<_>>()
-        .join(",");
+    let all = bootstrap(&nodes);
     let p = producer(&all);
 
     let acked = rt.block_on(produce_to(&p, FAULTS, 6, 0..3000, |k| match k {

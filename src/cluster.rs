@@ -251,6 +251,7 @@ pub(crate) async fn pass(broker: &Broker, state: &ClusterState) -> anyhow::Resul
         if want == me && !mine && (owner == Some(me) || !owner_live) {
             store.acquire(info.id, &live).await?;
         } else if want != me && mine {
+            inlet_ingest::producer_image::save_now(broker, info.id).await;
             store.release(info.id).await?;
         } else if want != me && owner == Some(me) {
             // This node's from an earlier run: free it for its node.
@@ -277,6 +278,7 @@ pub(crate) async fn pass(broker: &Broker, state: &ClusterState) -> anyhow::Resul
 /// pass, as this node has left the membership first. Nothing is copied.
 pub(crate) async fn release_all(broker: &Broker) {
     for (info, _) in broker.store().owned_streams() {
+        inlet_ingest::producer_image::save_now(broker, info.id).await;
         if let Err(e) = broker.store().release(info.id).await {
             tracing::warn!(stream = info.id, error = %e, "could not hand a stream over; its lease will end");
         }

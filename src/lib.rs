@@ -407,6 +407,11 @@ impl NodeBuilder {
             broker.clone(),
             stop.clone(),
         ));
+        tasks.spawn(inlet_ingest::producer_image::run(
+            broker.clone(),
+            Duration::from_millis(broker.config().producer_snapshot_interval_ms),
+            stop.clone(),
+        ));
         let statuses = inlet_table_coordinator::Statuses::default();
         tasks.spawn(http::serve(
             http_listener,

@@ -17,6 +17,7 @@ use crate::error::{KafkaError, Result};
 use crate::groups::{ClientInfo, GroupConfig, GroupCoordinator};
 pub(crate) use crate::handlers::ProduceTurn;
 use crate::metrics::Metrics;
+use crate::producer_image::Snapshots;
 use crate::producers::ProducerIds;
 use crate::topics::Topics;
 use crate::validate::PayloadCheck;
@@ -49,6 +50,7 @@ pub struct Broker {
     pub(crate) store: Arc<StreamStore>,
     pub(crate) topics: Topics,
     pub(crate) producer_ids: ProducerIds,
+    pub(crate) snapshots: Snapshots,
     pub(crate) groups: GroupCoordinator,
     pub(crate) config: Arc<BrokerConfig>,
     pub(crate) metrics: Arc<Metrics>,
@@ -92,6 +94,7 @@ impl Broker {
         let cluster_id = Self::load_cluster_id(&meta).await?;
         let topics = Topics::open(store.clone(), config.clone(), clock.clone()).await?;
         let producer_ids = ProducerIds::open(meta.clone()).await?;
+        let snapshots = Snapshots::open(meta.clone()).await?;
         let groups = GroupCoordinator::open(
             meta,
             GroupConfig {
@@ -106,6 +109,7 @@ impl Broker {
             store,
             topics,
             producer_ids,
+            snapshots,
             groups,
             config,
             metrics: Arc::new(Metrics::default()),

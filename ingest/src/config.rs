@@ -214,6 +214,8 @@ broker_settings! {
     request_read_timeout_ms: u64 = 30_000, "inlet.request.read.timeout.ms", SettingKind::Int { min: 1, max: i64::MAX };
     /// A partition forgets an idempotent producer that sent it nothing for this long.
     producer_id_expiration_ms: u64 = 86_400_000, "producer.id.expiration.ms", SettingKind::Int { min: 1, max: i64::MAX };
+    /// (Inlet's own) How often a partition's idempotent-producer state is saved to the metadata store; a node that takes the partition over (or restarts) reads only the batches since.
+    producer_snapshot_interval_ms: u64 = 1000, "inlet.producer.snapshot.interval.ms", SettingKind::Int { min: 10, max: 3_600_000 };
     /// (Inlet's own) Partitions one node holds over all topics; CreateTopics and CreatePartitions beyond it are refused (INVALID_PARTITIONS).
     max_partitions: u32 = 100_000, "inlet.max.partitions", SettingKind::Int { min: 1, max: 10_000_000 };
     /// The most a Fetch response carries, whatever the request asks (the first batch of a response still goes whole, KIP-74).

@@ -28,6 +28,7 @@ pub(crate) mod frame;
 pub(crate) mod groups;
 mod handlers;
 pub(crate) mod metrics;
+pub mod producer_image;
 pub(crate) mod producers;
 pub mod server;
 pub(crate) mod topic_config;

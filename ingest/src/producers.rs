@@ -9,10 +9,10 @@
 //!
 //! Durability: producer ids come from a counter in the metadata store, handed out in blocks,
 //! so an id is never given twice even after kill -9. A partition's sequence state is rebuilt
-//! from the headers of its last [`REBUILD_OFFSETS`] offsets when it is first used after a
+//! from its last producer snapshot and the batches after it when it is first used after a
 //! start, so retries that arrive after a restart are still recognized; and again when the
 //! partition comes to this node from another (a new ownership epoch), so a producer's state
-//! carries over a failover.
+//! carries over a failover (`producer_image`).
 
 use std::collections::{HashMap, VecDeque};
 
@@ -21,8 +21,9 @@ use kafka_protocol::ResponseError;
 use sqlx::Row;
 use tokio::sync::watch;
 
-use crate::batch::{self, BatchHeader};
+use crate::batch::BatchHeader;
 use crate::error::{KafkaError, Result};
+use crate::producer_image::{ProducerImage, Snapshots, REMEMBERED_BATCHES};
 
 const MIGRATIONS: &[&str] = &[
     "CREATE TABLE inlet_ingest_counters (name VARCHAR(64) PRIMARY KEY, value BIGINT NOT NULL)",
@@ -31,12 +32,6 @@ const MIGRATIONS: &[&str] = &[
 
 /// Ids handed out per metadata transaction.
 const ID_BLOCK: i64 = 100;
-/// Batches remembered per producer and partition, as in Kafka.
-const REMEMBERED_BATCHES: usize = 5;
-/// How far back a partition's state is rebuilt from its log after a start.
-pub(crate) const REBUILD_OFFSETS: u64 = 200_000;
-/// At most this many bytes are read for that rebuild.
-const REBUILD_BYTES: usize = 64 << 20;
 
 /// Hands out producer ids.
 #[derive(Debug)]
@@ -126,49 +121,56 @@ pub struct PartitionProducers {
 const SWEEP_EVERY_MS: u64 = 60_000;
 
 impl PartitionProducers {
-    /// Rebuilds the state from the partition's recent batches, once per start.
-    pub async fn ensure_loaded(
+    /// Rebuilds the state from the partition's snapshot and the batches after it, once per
+    /// start and once per ownership epoch ([`ProducerImage::rebuild`]). Returns the image it
+    /// was built from when it rebuilt, for the snapshot task to keep up to date.
+    pub(crate) async fn ensure_loaded(
         &mut self,
         store: &StreamStore,
+        snapshots: &Snapshots,
         stream: StreamId,
-        now_ms: u64,
-    ) -> Result<()> {
+    ) -> Result<Option<(u64, ProducerImage)>> {
         let epoch = store.owned_epoch(stream);
         if epoch.is_some() && self.loaded == epoch {
-            return Ok(());
+            return Ok(None);
         }
-        self.producers.clear();
-        let info = store.stream(stream)?;
-        let mut from = info
-            .start_offset
-            .max(info.end_offset.saturating_sub(REBUILD_OFFSETS));
-        let mut bytes = 0usize;
-        while from < info.end_offset && bytes < REBUILD_BYTES {
-            let batches = match store.read(stream, from, 4 << 20).await {
-                Ok(b) => b,
-                // Trimmed meanwhile by retention: start over from the new start.
-                Err(inlet_storage::Error::OffsetOutOfRange { start, .. }) if start > from => {
-                    from = start;
-                    continue;
-                }
-                Err(e) => return Err(e.into()),
-            };
-            if batches.is_empty() {
-                break;
-            }
-            for b in &batches {
-                bytes += b.payload.len();
-                from = b.end_offset();
-                if let Some(h) = batch::stored_header(&b.payload) {
-                    if h.has_producer_id() {
-                        let stored = watch::channel(Outcome::Stored(b.base_offset as i64)).1;
-                        self.remember(&h, stored, now_ms);
-                    }
-                }
-            }
-        }
+        #[allow(clippy::disallowed_methods)] // how long the rebuild took, for the log only
+        let started = std::time::Instant::now();
+        let (image, stats) = ProducerImage::rebuild(store, snapshots, stream).await?;
+        self.producers = image
+            .producers
+            .iter()
+            .map(|(&id, p)| {
+                let batches = p
+                    .batches
+                    .iter()
+                    .map(|&(first, last, offset)| SeqBatch {
+                        first,
+                        last,
+                        outcome: watch::channel(Outcome::Stored(offset)).1,
+                    })
+                    .collect();
+                let entry = ProducerEntry {
+                    epoch: p.epoch,
+                    batches,
+                    last_ms: p.last_ms,
+                    resume_at: None,
+                };
+                (id, entry)
+            })
+            .collect();
         self.loaded = epoch;
-        Ok(())
+        tracing::info!(
+            stream,
+            snapshot_end = stats.snapshot_end,
+            end = image.end,
+            batches = stats.batches,
+            bytes = stats.bytes,
+            producers = self.producers.len(),
+            ms = started.elapsed().as_millis() as u64,
+            "rebuilt the partition's producer state"
+        );
+        Ok(epoch.map(|e| (e, image)))
     }
 
     /// Checks a batch's producer id, epoch and sequence against the state.

@@ -21,6 +21,7 @@ use sqlx::Row;
 
 use crate::config::BrokerConfig;
 use crate::error::{KafkaError, Result};
+use crate::producer_image::ProducerImage;
 use crate::producers::PartitionProducers;
 use crate::topic_config::TopicConfigs;
 
@@ -41,6 +42,10 @@ pub struct Partition {
     pub stream: StreamId,
     /// Idempotent producers' sequence state; the lock also orders appends to the stream.
     pub producers: tokio::sync::Mutex<PartitionProducers>,
+    /// The producer state as the durable batches define it, with the ownership epoch it was
+    /// built under: what the snapshot task saves (`producer_image`). Empty until the
+    /// partition is produced to on this node.
+    pub(crate) image: Arc<tokio::sync::Mutex<Option<(u64, ProducerImage)>>>,
 }
 
 /// A topic as the broker sees it; replaced as a whole when it changes.
@@ -171,6 +176,7 @@ impl Topics {
                         index: p,
                         stream,
                         producers: Default::default(),
+                        image: Default::default(),
                     })),
                     (None, None) => break,
                 }
@@ -231,6 +237,7 @@ impl Topics {
                     index: p,
                     stream,
                     producers: Default::default(),
+                    image: Default::default(),
                 }));
             }
             by_name.insert(
@@ -263,6 +270,16 @@ impl Topics {
 
     pub fn by_id(&self, id: &uuid::Uuid) -> Option<Arc<Topic>> {
         self.by_name.read().values().find(|t| &t.id == id).cloned()
+    }
+
+    /// The partition whose stream is `stream`.
+    pub fn partition_of_stream(&self, stream: StreamId) -> Option<Arc<Partition>> {
+        self.by_name
+            .read()
+            .values()
+            .flat_map(|t| t.partitions.iter())
+            .find(|p| p.stream == stream)
+            .cloned()
     }
 
     /// Every topic, sorted by name.
@@ -371,6 +388,7 @@ impl Topics {
                     index: p,
                     stream,
                     producers: Default::default(),
+                    image: Default::default(),
                 })),
                 Err(e) => {
                     // Leave nothing behind: the streams made so far, then the row (startup
@@ -502,6 +520,7 @@ impl Topics {
                 index: p,
                 stream,
                 producers: Default::default(),
+                image: Default::default(),
             }));
         }
         self.replace(Topic {

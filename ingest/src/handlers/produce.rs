@@ -360,9 +360,12 @@ impl Broker {
         let (pending, tx) = {
             let mut producers = partition.producers.lock().await;
             let now = self.now_ms() as u64;
-            producers
-                .ensure_loaded(&self.store, partition.stream, now)
-                .await?;
+            if let Some(image) = producers
+                .ensure_loaded(&self.store, &self.snapshots, partition.stream)
+                .await?
+            {
+                *partition.image.lock().await = Some(image);
+            }
             producers.expire(now, self.config.producer_id_expiration_ms);
             match producers.check(&header)? {
                 SeqCheck::Duplicate(outcome) => return Ok(SubmittedBatch::Duplicate(outcome)),

@@ -93,16 +93,27 @@ pub(crate) async fn run(
     let file_io = catalog.file_io().clone();
     let warehouse = catalog.warehouse();
     // Coordinator epochs, in the node's metadata store, held under the node's id.
+    let lease_holder = |node_id: i32| format!("node-{node_id}");
     let leases = loop {
         match Leases::open(
             store.meta().clone(),
-            format!("node-{}", broker.config().node_id),
+            lease_holder(broker.config().node_id),
             indexes.lease_ttl,
             broker.clock().clone(),
         )
         .await
         {
-            Ok(l) => break l,
+            // In a cluster, a dead node's coordinators move with its partitions at once.
+            Ok(l) => match broker.cluster_view() {
+                Some(view) => {
+                    break l.with_liveness(Arc::new(move |holder: &str| {
+                        view.brokers()
+                            .iter()
+                            .any(|b| lease_holder(b.node_id) == holder)
+                    }))
+                }
+                None => break l,
+            },
             Err(e) => {
                 tracing::warn!(error = %e, "cannot open the coordinator lease table; retrying");
                 tokio::select! {

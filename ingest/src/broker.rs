@@ -130,7 +130,7 @@ impl Broker {
     }
 
     /// The cluster view, if this node is one of several.
-    pub(crate) fn cluster_view(&self) -> Option<Arc<dyn ClusterView>> {
+    pub fn cluster_view(&self) -> Option<Arc<dyn ClusterView>> {
         self.cluster.read().clone()
     }
 

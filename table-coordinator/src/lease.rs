@@ -9,7 +9,8 @@
 //!
 //! Why a stale coordinator cannot do harm, in three layers:
 //! - **The lease.** Another holder can take a table only once its lease has expired by the
-//!   metadata store's answers to the taker; the same holder (a coordinator restarted on one
+//!   metadata store's answers to the taker, or, in a cluster, once the holder has left the
+//!   membership ([`Leases::with_liveness`]); the same holder (a coordinator restarted on one
 //!   node, or the next one after a reconfiguration) takes it at once. Each take bumps the
 //!   epoch with a compare-and-swap on the row, so two takers never get one epoch. A renewal
 //!   succeeds only while the epoch is still the renewer's, so a coordinator that was paused
@@ -77,13 +78,28 @@ pub struct Lease {
     pub epoch: i64,
 }
 
+/// Whether a lease holder (a node id) is still a live member of the cluster.
+pub type Liveness = Arc<dyn Fn(&str) -> bool + Send + Sync>;
+
 /// The node's handle on the lease table.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct Leases {
     meta: MetaStore,
     holder: String,
     ttl: Duration,
     clock: Arc<dyn Clock>,
+    /// In a cluster: a lease whose holder left the cluster is taken at once, not after its
+    /// ttl ([`Leases::with_liveness`]).
+    liveness: Option<Liveness>,
+}
+
+impl std::fmt::Debug for Leases {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Leases")
+            .field("holder", &self.holder)
+            .field("ttl", &self.ttl)
+            .finish_non_exhaustive()
+    }
 }
 
 /// Who holds a table's lease, when it is not the caller.
@@ -109,7 +125,17 @@ impl Leases {
             holder: holder.into(),
             ttl,
             clock,
+            liveness: None,
         })
+    }
+
+    /// Lets `acquire` take a lease whose holder is no longer a live member of the cluster
+    /// before it expires, so a table's coordinator moves with its partitions when a node dies.
+    /// Safety does not rest on the lease (see the module doc: the table refuses a stale
+    /// epoch's round), only how soon the next coordinator may start.
+    pub fn with_liveness(mut self, liveness: Liveness) -> Self {
+        self.liveness = Some(liveness);
+        self
     }
 
     /// How long a lease lasts past a renewal.
@@ -164,8 +190,15 @@ impl Leases {
                 holder: row.try_get("holder")?,
                 expires_ms: row.try_get("expires_ms")?,
             };
-            if held.holder != self.holder && held.expires_ms > self.clock.now_ms() as i64 {
+            let holder_live = self.liveness.as_ref().is_none_or(|live| live(&held.holder));
+            if held.holder != self.holder
+                && held.expires_ms > self.clock.now_ms() as i64
+                && holder_live
+            {
                 return Ok(Err(held));
+            }
+            if held.holder != self.holder && !holder_live {
+                tracing::info!(table, holder = %held.holder, "taking the coordinator lease of a node that left the cluster");
             }
             let epoch = held.epoch.max(floor) + 1;
             let taken = sqlx::query(
@@ -341,6 +374,32 @@ mod tests {
                 .expect("free")
                 .epoch,
             4
+        );
+        // In a cluster, a live holder's lease waits for its expiry; one whose holder left the
+        // membership is taken at once.
+        let live: Arc<std::sync::Mutex<Vec<String>>> = Arc::default();
+        let c = Leases::open(b.meta.clone(), "node-c", ttl, clock.clone())
+            .await
+            .expect("c")
+            .with_liveness({
+                let live = live.clone();
+                Arc::new(move |holder: &str| live.lock().expect("live").iter().any(|h| h == holder))
+            });
+        live.lock().expect("live").push("node-a".into());
+        let held = c
+            .acquire("ns.t", 0)
+            .await
+            .expect("acquire")
+            .expect_err("a is live");
+        assert_eq!(held.epoch, 4);
+        live.lock().expect("live").clear();
+        assert_eq!(
+            c.acquire("ns.t", 0)
+                .await
+                .expect("acquire")
+                .expect("a left")
+                .epoch,
+            5
         );
         // Tables are independent.
         assert_eq!(

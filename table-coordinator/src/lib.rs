@@ -41,7 +41,7 @@ pub use inlet_common::failpoint;
 pub(crate) mod status;
 pub(crate) mod watermark;
 
-pub use lease::{Lease, Leases, DEFAULT_TTL as DEFAULT_LEASE_TTL};
+pub use lease::{Lease, Leases, Liveness, DEFAULT_TTL as DEFAULT_LEASE_TTL};
 pub use manifest_merge::{MergePolicy, MIN_COUNT_TO_MERGE};
 pub use status::{Statuses, TableStatus};
 

@@ -3,7 +3,10 @@
 //!
 //! Every node computes the same assignment from the same inputs, with no coordinator of its
 //! own ([`assign`]): rendezvous hashing of each key over the live node ids, bounded so that
-//! every node takes at most its fair share of the streams. A stream's key is its name, except
+//! every node takes at most its fair share of the streams' weight. A stream weighs 1 plus
+//! one per `[cluster] load_unit_bytes` of produce per second: each owner measures its
+//! streams' bytes in and publishes a weight when it changed by half ([`measure`]), so the
+//! nodes balance bytes in, and small swings move nothing. A stream's key is its name, except
 //! that a table topic's partitions and its control stream share the topic's id as key, so one
 //! node converts and commits the whole table. A group goes to the rendezvous of its id.
 //!
@@ -30,17 +33,49 @@ use std::sync::RwLock as StdRwLock;
 use tokio_util::sync::CancellationToken;
 
 use crate::members::{Member, Membership};
+use sqlx::Row;
 
 /// Prefix of table topics' control streams, followed by the topic's name.
 const CONTROL_PREFIX: &str = "table-control/";
 /// Prefix of Kafka partitions' streams, followed by `<topic id>/<partition>`.
 const PARTITION_PREFIX: &str = "kafka/";
 
+/// The streams' published weights, versioned with `MetaStore::migrate`.
+const LOAD_MIGRATIONS: &[&str] = &["CREATE TABLE inlet_stream_load (
+        stream_id BIGINT PRIMARY KEY,
+        weight BIGINT NOT NULL,
+        updated_ms BIGINT NOT NULL)"];
+/// A stream's rate is averaged over about this long.
+const LOAD_WINDOW_MS: f64 = 10_000.0;
+/// A node measures a stream it took this long before publishing a weight for it.
+const LOAD_WARMUP_MS: i64 = 10_000;
+/// How often a node looks for weights to publish.
+const LOAD_PUBLISH_EVERY_MS: i64 = 5_000;
+
 /// The cluster as this node last saw it: live nodes and every stream's owner.
 #[derive(Debug)]
 pub struct ClusterState {
     node_id: u64,
     view: StdRwLock<View>,
+    /// `[cluster] load_unit_bytes`: produce bytes per second that weigh one partition.
+    load_unit: u64,
+    load: tokio::sync::Mutex<LoadMeters>,
+}
+
+/// The rates of the streams this node owns, and when it last published weights.
+#[derive(Debug, Default)]
+struct LoadMeters {
+    meters: HashMap<StreamId, Meter>,
+    published_ms: i64,
+}
+
+/// One stream's bytes counter as last read, and its averaged rate (bytes per second).
+#[derive(Debug, Clone, Copy)]
+struct Meter {
+    bytes: u64,
+    at_ms: i64,
+    rate: f64,
+    since_ms: i64,
 }
 
 #[derive(Debug, Default, Clone)]
@@ -50,14 +85,30 @@ struct View {
     live: Vec<u64>,
     /// Stream → (owner, epoch), for owned streams.
     owners: HashMap<StreamId, (u64, u64)>,
+    /// Stream → weight, for streams whose owner published one (1 otherwise).
+    weights: HashMap<StreamId, u64>,
 }
 
 impl ClusterState {
-    pub fn new(node_id: u64) -> Arc<Self> {
+    /// The node `node_id`'s state; `load_unit` is `[cluster] load_unit_bytes`.
+    pub fn new(node_id: u64, load_unit: u64) -> Arc<Self> {
         Arc::new(ClusterState {
             node_id,
             view: StdRwLock::new(View::default()),
+            load_unit: load_unit.max(1),
+            load: Default::default(),
         })
+    }
+
+    /// Creates the table of published weights (once per metadata store).
+    pub async fn migrate(meta: &inlet_storage::MetaStore) -> anyhow::Result<()> {
+        meta.migrate("cluster.load", LOAD_MIGRATIONS).await?;
+        Ok(())
+    }
+
+    /// Every stream's weight as last read (streams without one weigh 1).
+    pub fn weights(&self) -> HashMap<StreamId, u64> {
+        self.read().weights.clone()
     }
 
     fn read(&self) -> std::sync::RwLockReadGuard<'_, View> {
@@ -226,11 +277,12 @@ pub(crate) async fn pass(broker: &Broker, state: &ClusterState) -> anyhow::Resul
         .map(|t| (t.name.clone(), t.id.to_string()))
         .collect();
     let rows = store.stream_owners().await?;
+    let weights = load_weights(store.meta()).await?;
     let mut keys: BTreeMap<String, usize> = BTreeMap::new();
     for (info, _, _) in &rows {
         *keys
             .entry(stream_key(&info.name, &table_topics))
-            .or_default() += 1;
+            .or_default() += weights.get(&info.id).copied().unwrap_or(1) as usize;
     }
     let assignment = assign(&keys, &live);
     for (info, owner, _) in rows {
@@ -266,11 +318,116 @@ pub(crate) async fn pass(broker: &Broker, state: &ClusterState) -> anyhow::Resul
         .into_iter()
         .filter_map(|(info, owner, epoch)| Some((info.id, (owner?, epoch))))
         .collect();
+    measure(broker, state, now, &weights).await?;
     *state.view.write().unwrap_or_else(|e| e.into_inner()) = View {
         members,
         live,
         owners,
+        weights,
     };
+    Ok(())
+}
+
+/// The published weights (see [`measure`]).
+pub(crate) async fn load_weights(
+    meta: &inlet_storage::MetaStore,
+) -> anyhow::Result<HashMap<StreamId, u64>> {
+    let rows = sqlx::query("SELECT stream_id, weight FROM inlet_stream_load")
+        .fetch_all(meta.pool())
+        .await?;
+    rows.iter()
+        .map(|r| {
+            let (id, w): (i64, i64) = (r.try_get("stream_id")?, r.try_get("weight")?);
+            Ok((id as StreamId, w.max(1) as u64))
+        })
+        .collect()
+}
+
+/// The weight of a stream produced to at `rate` bytes per second: 1 (what any partition
+/// costs) plus one per `unit` bytes per second.
+pub fn weight(rate: f64, unit: u64) -> u64 {
+    1 + (rate.max(0.0) / unit as f64) as u64
+}
+
+/// Whether a measured weight differs enough from the published one to publish it: by at
+/// least 2 and by half. Small swings do not move partitions back and forth.
+pub fn weight_changed(published: u64, measured: u64) -> bool {
+    published.abs_diff(measured) >= 2
+        && (measured * 2 >= published * 3 || measured * 3 <= published * 2)
+}
+
+/// Measures the produce rate of the streams this node owns (averaged over about
+/// [`LOAD_WINDOW_MS`]) and, every [`LOAD_PUBLISH_EVERY_MS`], publishes the weights that
+/// changed enough ([`weight_changed`]) for streams it has measured for [`LOAD_WARMUP_MS`].
+/// Every node reads the weights at its next pass, so the assignment balances bytes in, and
+/// a stream keeps its weight when it moves.
+async fn measure(
+    broker: &Broker,
+    state: &ClusterState,
+    now: i64,
+    published: &HashMap<StreamId, u64>,
+) -> anyhow::Result<()> {
+    let mut load = state.load.lock().await;
+    let counters = broker.store().owned_appended_bytes();
+    let owned: std::collections::HashSet<StreamId> = counters.iter().map(|(id, _)| *id).collect();
+    load.meters.retain(|id, _| owned.contains(id));
+    for (id, bytes) in counters {
+        let meter = load.meters.entry(id).or_insert(Meter {
+            bytes,
+            at_ms: now,
+            rate: 0.0,
+            since_ms: now,
+        });
+        let elapsed = now - meter.at_ms;
+        if bytes < meter.bytes {
+            // The stream was reopened: its counter started again.
+            *meter = Meter {
+                bytes,
+                at_ms: now,
+                rate: 0.0,
+                since_ms: now,
+            };
+        } else if elapsed >= 500 {
+            let rate = (bytes - meter.bytes) as f64 * 1000.0 / elapsed as f64;
+            let alpha = 1.0 - (-(elapsed as f64) / LOAD_WINDOW_MS).exp();
+            meter.rate += alpha * (rate - meter.rate);
+            meter.bytes = bytes;
+            meter.at_ms = now;
+        }
+    }
+    if now - load.published_ms < LOAD_PUBLISH_EVERY_MS {
+        return Ok(());
+    }
+    load.published_ms = now;
+    let changed: Vec<(StreamId, u64)> = load
+        .meters
+        .iter()
+        .filter(|(_, m)| now - m.since_ms >= LOAD_WARMUP_MS)
+        .filter_map(|(id, m)| {
+            let measured = weight(m.rate, state.load_unit);
+            let current = published.get(id).copied().unwrap_or(1);
+            weight_changed(current, measured).then_some((*id, measured))
+        })
+        .collect();
+    drop(load);
+    if changed.is_empty() {
+        return Ok(());
+    }
+    let mut tx = broker.store().meta().pool().begin().await?;
+    for (id, w) in &changed {
+        sqlx::query(
+            "INSERT INTO inlet_stream_load (stream_id, weight, updated_ms) VALUES ($1, $2, $3)
+             ON CONFLICT (stream_id) DO UPDATE
+             SET weight = excluded.weight, updated_ms = excluded.updated_ms",
+        )
+        .bind(*id as i64)
+        .bind(*w as i64)
+        .bind(now)
+        .execute(&mut *tx)
+        .await?;
+    }
+    tx.commit().await?;
+    tracing::info!(streams = changed.len(), weights = ?changed, "published stream weights (bytes in)");
     Ok(())
 }
 
@@ -288,6 +445,7 @@ pub(crate) async fn release_all(broker: &Broker) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::collections::BTreeSet;
 
     #[test]
     fn rendezvous_moves_only_what_a_joining_node_gains() {
@@ -343,6 +501,43 @@ mod tests {
             .collect();
         assert!(loads.iter().all(|&l| l == 6), "{loads:?}");
         assert!(assign(&keys, &[]).is_empty());
+    }
+
+    #[test]
+    fn hot_partitions_spread_by_weight_and_small_swings_publish_nothing() {
+        let unit = 256 * 1024;
+        assert_eq!(weight(0.0, unit), 1);
+        assert_eq!(weight(1024.0 * 1024.0, unit), 5);
+        // Three hot partitions (5 MiB/s each) among nine idle ones, on three nodes: each
+        // node takes one hot one, whatever rendezvous prefers.
+        let mut keys: BTreeMap<String, usize> =
+            (0..9).map(|i| (format!("kafka/t/{i}"), 1)).collect();
+        for i in 9..12 {
+            keys.insert(
+                format!("kafka/t/{i}"),
+                weight(5.0 * 1048576.0, unit) as usize,
+            );
+        }
+        let a = assign(&keys, &[1, 2, 3]);
+        let hot: BTreeSet<u64> = (9..12).map(|i| a[&format!("kafka/t/{i}")]).collect();
+        assert_eq!(hot.len(), 3, "{a:?}");
+        for n in [1, 2, 3] {
+            let load: usize = keys
+                .iter()
+                .filter(|(k, _)| a[*k] == n)
+                .map(|(_, w)| w)
+                .sum();
+            assert_eq!(load, 21 + 3, "node {n}: {a:?}");
+        }
+
+        // Publishing: a change by at least 2 and by half; not a swing of a third.
+        assert!(weight_changed(1, 3));
+        assert!(weight_changed(3, 1));
+        assert!(!weight_changed(1, 2));
+        assert!(!weight_changed(10, 14));
+        assert!(weight_changed(10, 15));
+        assert!(!weight_changed(15, 11));
+        assert!(weight_changed(15, 10));
     }
 
     #[test]

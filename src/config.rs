@@ -60,6 +60,9 @@ pub struct ClusterSettings {
     /// streams assigned to it, hands over the ones assigned elsewhere, and picks up topics
     /// and configs other nodes changed.
     pub rebalance_ms: u64,
+    /// Produce bytes per second that weigh as much as one more partition when the nodes
+    /// share the partitions out: a partition weighs 1 plus its bytes in over this.
+    pub load_unit_bytes: u64,
 }
 
 impl Default for ClusterSettings {
@@ -67,6 +70,7 @@ impl Default for ClusterSettings {
         ClusterSettings {
             lease_ms: 6_000,
             rebalance_ms: 1_000,
+            load_unit_bytes: 256 * 1024,
         }
     }
 }
@@ -236,6 +240,9 @@ impl NodeConfig {
                 self.cluster.lease_ms,
                 self.cluster.rebalance_ms
             );
+        }
+        if self.cluster.load_unit_bytes == 0 {
+            bail!("[cluster] load_unit_bytes must be positive");
         }
         if self.cluster.lease_ms < 1_000 {
             bail!(

@@ -60,7 +60,8 @@ pub(crate) async fn serve(
 }
 
 /// `GET /v1/cluster`: the nodes on this node's metadata store with their leases and WALs, which
-/// node owns each partition (from the metadata store, with the ownership epoch), and what this
+/// node owns each partition (from the metadata store, with the ownership epoch, and the weight
+/// the cluster balances it by: 1 plus its bytes in over `[cluster] load_unit_bytes`), and what this
 /// node runs: its table topics, and the groups it coordinates (in a cluster, a group's node is
 /// the rendezvous of its id over the live nodes; see `crate::cluster`).
 async fn cluster(State(Node { broker, tables }): State<Node>) -> axum::response::Response {
@@ -105,6 +106,10 @@ async fn cluster(State(Node { broker, tables }): State<Node>) -> axum::response:
                     .into_response()
             }
         };
+    // In a cluster, the weights the assignment balances (absent on a single node: all 1).
+    let weights = crate::cluster::load_weights(broker.store().meta())
+        .await
+        .unwrap_or_default();
     let mut mine = serde_json::Map::new();
     let partitions: serde_json::Map<String, serde_json::Value> = broker
         .topics()
@@ -116,7 +121,8 @@ async fn cluster(State(Node { broker, tables }): State<Node>) -> axum::response:
                 .iter()
                 .map(|p| {
                     let (owner, epoch) = owners.get(&p.stream).copied().unwrap_or((None, 0));
-                    serde_json::json!({ "partition": p.index, "owner": owner, "epoch": epoch })
+                    let weight = weights.get(&p.stream).copied().unwrap_or(1);
+                    serde_json::json!({ "partition": p.index, "owner": owner, "epoch": epoch, "weight": weight })
                 })
                 .collect();
             let here: Vec<i32> = t

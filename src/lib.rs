@@ -383,7 +383,10 @@ impl NodeBuilder {
 
         // In a cluster, take this node's share of the streams before serving.
         let cluster = if config.wal_kind() == inlet_storage::WalKind::Object {
-            let state = cluster::ClusterState::new(config.node_id);
+            cluster::ClusterState::migrate(store.meta())
+                .await
+                .context("creating the cluster's load table")?;
+            let state = cluster::ClusterState::new(config.node_id, config.cluster.load_unit_bytes);
             broker.set_cluster(state.clone());
             if let Err(e) = cluster::pass(&broker, &state).await {
                 tracing::warn!(error = %format!("{e:#}"), "the first cluster pass failed; the assigner tries again");

@@ -24,7 +24,11 @@ use std::time::{Duration, Instant};
 use common::wire::{record_batch, Conn};
 use common::{poll_until, serve_command, service_env, Node};
 use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
-use kafka_protocol::messages::{ApiKey, ProduceRequest, ProduceResponse, RequestKind};
+use kafka_protocol::messages::{
+    ApiKey, DeleteGroupsRequest, DeleteGroupsResponse, DescribeGroupsRequest,
+    DescribeGroupsResponse, ListGroupsRequest, ListGroupsResponse, ProduceRequest, ProduceResponse,
+    RequestKind,
+};
 use kafka_protocol::records::Compression;
 use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
 use rdkafka::client::DefaultClientContext;
@@ -370,6 +374,57 @@ fn three_nodes_survive_kill_pause_join_and_drain() {
             c.commit(&tpl, CommitMode::Sync).ok()
         });
     }
+    // Group admin requests follow the coordinator too: another node answers DescribeGroups
+    // and DeleteGroups for the group NOT_COORDINATOR (deleting nothing), and only the
+    // coordinator lists it, so an admin client that asks every node sees it once.
+    {
+        const NOT_COORDINATOR: i16 = 16;
+        let other = nodes.keys().copied().find(|n| *n != victim).unwrap();
+        let mut conn = Conn::open(&nodes[&other]);
+        let gid = kafka_protocol::messages::GroupId(
+            kafka_protocol::protocol::StrBytes::from_string(group.clone()),
+        );
+        let described: DescribeGroupsResponse = conn.call(
+            ApiKey::DescribeGroups,
+            5,
+            RequestKind::DescribeGroups(
+                DescribeGroupsRequest::default().with_groups(vec![gid.clone()]),
+            ),
+        );
+        assert_eq!(described.groups.len(), 1);
+        assert_eq!(described.groups[0].error_code, NOT_COORDINATOR);
+        let deleted: DeleteGroupsResponse = conn.call(
+            ApiKey::DeleteGroups,
+            2,
+            RequestKind::DeleteGroups(DeleteGroupsRequest::default().with_groups_names(vec![gid])),
+        );
+        assert_eq!(deleted.results[0].error_code, NOT_COORDINATOR);
+        let listings: Vec<usize> = nodes
+            .values()
+            .map(|n| {
+                let listed: ListGroupsResponse = Conn::open(n).call(
+                    ApiKey::ListGroups,
+                    4,
+                    RequestKind::ListGroups(ListGroupsRequest::default()),
+                );
+                listed
+                    .groups
+                    .iter()
+                    .filter(|g| g.group_id.as_str() == group)
+                    .count()
+            })
+            .collect();
+        assert_eq!(listings.iter().sum::<usize>(), 1, "listed by {listings:?}");
+        let c = consumer(&all, &group);
+        let listed = c
+            .fetch_group_list(None, Duration::from_secs(10))
+            .expect("group list");
+        assert_eq!(
+            listed.groups().iter().filter(|g| g.name() == group).count(),
+            1,
+            "librdkafka lists the group once"
+        );
+    }
     let victim_partitions: Vec<i32> = spread
         .iter()
         .enumerate()
@@ -687,5 +742,105 @@ fn a_cluster_rides_through_a_faulty_network_to_postgresql_and_s3() {
     }
     for node in nodes.into_values() {
         node.stop();
+    }
+}
+
+/// Partitions are balanced by bytes in: three partitions one node holds become hot, and the
+/// nodes end up with one hot partition each (by count alone nothing would move). Every record
+/// acknowledged while they move is in the topic once.
+#[test]
+fn hot_partitions_spread_over_the_nodes() {
+    const HOT_TOPIC: &str = "hot";
+    // A small load unit: about 100 KiB/s of produce weighs 7 partitions.
+    let Some(cluster) = Cluster::new("load_unit_bytes = 16384\n") else {
+        return;
+    };
+    let rt = tokio::runtime::Runtime::new().expect("runtime");
+    let nodes: BTreeMap<u64, Node> = (1..=3).map(|id| (id, cluster.start(id))).collect();
+    let admin: AdminClient<DefaultClientContext> = ClientConfig::new()
+        .set("bootstrap.servers", &nodes[&1].kafka)
+        .create()
+        .expect("admin");
+    let created = rt
+        .block_on(admin.create_topics(
+            &[NewTopic::new(HOT_TOPIC, 9, TopicReplication::Fixed(1))],
+            &AdminOptions::new().operation_timeout(Some(Duration::from_secs(30))),
+        ))
+        .expect("create topics");
+    assert!(created[0].is_ok(), "{created:?}");
+    let spread = poll_until(60, "three partitions on each node", || {
+        let now = wait_topic_owned_by(&nodes[&1], HOT_TOPIC, 9, &[1, 2, 3], 60);
+        [1, 2, 3]
+            .iter()
+            .all(|n| now.iter().filter(|o| *o == n).count() == 3)
+            .then_some(now)
+    });
+    let hot: Vec<i32> = (0..9)
+        .filter(|p| spread[*p as usize] == spread[0])
+        .collect();
+
+    // About 100 KiB/s to each hot partition until they sit on three nodes.
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let sender = {
+        let (stop, all, hot) = (stop.clone(), bootstrap(&nodes), hot.clone());
+        std::thread::spawn(move || {
+            let rt = tokio::runtime::Runtime::new().expect("runtime");
+            let p = producer(&all);
+            let value = "x".repeat(1024);
+            let mut acked: BTreeMap<i32, i64> = BTreeMap::new();
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                let started = Instant::now();
+                let sends: Vec<_> = (0..100)
+                    .flat_map(|_| hot.iter().copied())
+                    .map(|part| {
+                        let record = FutureRecord::<(), _>::to(HOT_TOPIC)
+                            .payload(&value)
+                            .partition(part);
+                        p.send_result(record).expect("queued")
+                    })
+                    .collect();
+                for s in sends {
+                    let delivered = rt
+                        .block_on(s)
+                        .expect("delivery")
+                        .unwrap_or_else(|(e, _)| panic!("not acknowledged: {e}"));
+                    *acked.entry(delivered.partition).or_default() += 1;
+                }
+                if let Some(rest) = Duration::from_secs(1).checked_sub(started.elapsed()) {
+                    std::thread::sleep(rest);
+                }
+            }
+            acked
+        })
+    };
+    let moved = poll_until(120, "the hot partitions on three nodes", || {
+        let v = view(&nodes[&1]);
+        let parts = v["partitions"][HOT_TOPIC].as_array()?.clone();
+        let owners: BTreeSet<u64> = hot
+            .iter()
+            .map(|p| parts[*p as usize]["owner"].as_u64())
+            .collect::<Option<_>>()?;
+        let heavy = hot.iter().all(|p| {
+            parts[*p as usize]["weight"]
+                .as_u64()
+                .is_some_and(|w| w >= 3)
+        });
+        (heavy && owners.len() == 3).then_some(parts)
+    });
+    eprintln!("hot partitions {hot:?}, now: {moved:?}");
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let acked = sender.join().expect("the producer thread");
+    // Each partition holds exactly what was acknowledged to it: nothing lost, nothing twice.
+    let c = consumer(&bootstrap(&nodes), "watermarks");
+    for part in 0..9 {
+        let (_, high) = poll_until(60, "the partition's watermarks", || {
+            c.fetch_watermarks(HOT_TOPIC, part, Duration::from_secs(5))
+                .ok()
+        });
+        assert_eq!(
+            high,
+            acked.get(&part).copied().unwrap_or(0),
+            "partition {part}"
+        );
     }
 }

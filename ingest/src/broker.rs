@@ -299,13 +299,13 @@ impl Broker {
                 ResponseKind::OffsetFetch(self.groups.offset_fetch(r, version).await)
             }
             RequestKind::DescribeGroups(r) => {
-                ResponseKind::DescribeGroups(self.groups.describe_groups(r, version).await)
+                ResponseKind::DescribeGroups(self.describe_groups(r, version).await)
             }
             RequestKind::ListGroups(r) => {
-                ResponseKind::ListGroups(self.groups.list_groups(r, version).await)
+                ResponseKind::ListGroups(self.list_groups(r, version).await)
             }
             RequestKind::DeleteGroups(r) => {
-                ResponseKind::DeleteGroups(self.groups.delete_groups(r, version).await)
+                ResponseKind::DeleteGroups(self.delete_groups(r, version).await)
             }
             RequestKind::OffsetDelete(r) => {
                 ResponseKind::OffsetDelete(self.groups.offset_delete(r, version).await)

@@ -395,6 +395,7 @@ fn publish(inner: &Inner, group: Group, object: &NewObject) {
         });
         state.durable_end = end;
         state.committed_end = end;
+        state.appended_bytes += size;
         drop(state);
         p.request.reservation.into_cache();
         unit.bytes += size;

@@ -544,6 +544,7 @@ impl WalRequest for AppendRequest {
                         wal_end: written.wal_end,
                     });
                     state.durable_end = end;
+                    state.appended_bytes += size;
                     reservation.into_cache();
                     // Counted under the stream's lock, so a concurrent delete_stream, which
                     // subtracts the stream's dirty bytes, never sees them uncounted.
@@ -695,6 +696,20 @@ impl StreamStore {
     }
 
     /// The streams this node owns, with the epoch it owns each under.
+    /// The payload bytes this node has made durable in each stream it owns, since it opened
+    /// the stream (a counter: its rate is the stream's load).
+    pub fn owned_appended_bytes(&self) -> Vec<(StreamId, u64)> {
+        self.inner
+            .streams
+            .read()
+            .values()
+            .filter_map(|s| {
+                let state = s.state.lock();
+                state.owned.then_some((s.id, state.appended_bytes))
+            })
+            .collect()
+    }
+
     pub fn owned_streams(&self) -> Vec<(StreamInfo, u64)> {
         let mut out: Vec<(StreamInfo, u64)> = self
             .inner

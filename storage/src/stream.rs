@@ -71,6 +71,9 @@ pub(crate) struct StreamState {
     pub ranges: BTreeMap<u64, RangeRef>,
     pub retention_ms: Option<i64>,
     pub retention_bytes: Option<i64>,
+    /// Payload bytes made durable by this node since it opened the stream (a load measure:
+    /// the cluster balances streams by its rate).
+    pub appended_bytes: u64,
 }
 
 /// A stream's range index as the metadata store's `stream_index` returns it.

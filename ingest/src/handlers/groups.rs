@@ -1,7 +1,8 @@
 //! Consumer group requests that need the broker's topics before the group coordinator
 //! (`crate::groups`) takes them: OffsetCommit checks that the partitions exist. In a cluster,
 //! requests for a group another node coordinates are answered `NOT_COORDINATOR` here, so the
-//! client asks FindCoordinator again.
+//! client asks FindCoordinator again; DescribeGroups and DeleteGroups answer it per group, and
+//! ListGroups lists only this node's groups (an admin client asks every node and merges).
 
 use kafka_protocol::messages::offset_commit_response::{
     OffsetCommitResponsePartition, OffsetCommitResponseTopic,
@@ -78,6 +79,59 @@ impl Broker {
             }
             _ => return None,
         })
+    }
+
+    /// DescribeGroups: the groups this node coordinates are described, the others answered
+    /// `NOT_COORDINATOR`.
+    pub(crate) async fn describe_groups(
+        &self,
+        mut r: DescribeGroupsRequest,
+        version: i16,
+    ) -> DescribeGroupsResponse {
+        let (mine, others): (Vec<GroupId>, Vec<GroupId>) = std::mem::take(&mut r.groups)
+            .into_iter()
+            .partition(|g| self.coordinates(g.as_str()));
+        r.groups = mine;
+        let mut response = self.groups.describe_groups(r, version).await;
+        response.groups.extend(others.into_iter().map(|g| {
+            describe_groups_response::DescribedGroup::default()
+                .with_group_id(g)
+                .with_error_code(ResponseError::NotCoordinator.code())
+        }));
+        response
+    }
+
+    /// ListGroups: the groups this node coordinates.
+    pub(crate) async fn list_groups(
+        &self,
+        r: ListGroupsRequest,
+        version: i16,
+    ) -> ListGroupsResponse {
+        let mut response = self.groups.list_groups(r, version).await;
+        response
+            .groups
+            .retain(|g| self.coordinates(g.group_id.as_str()));
+        response
+    }
+
+    /// DeleteGroups: the groups this node coordinates are deleted, the others answered
+    /// `NOT_COORDINATOR`.
+    pub(crate) async fn delete_groups(
+        &self,
+        mut r: DeleteGroupsRequest,
+        version: i16,
+    ) -> DeleteGroupsResponse {
+        let (mine, others): (Vec<GroupId>, Vec<GroupId>) = std::mem::take(&mut r.groups_names)
+            .into_iter()
+            .partition(|g| self.coordinates(g.as_str()));
+        r.groups_names = mine;
+        let mut response = self.groups.delete_groups(r, version).await;
+        response.results.extend(others.into_iter().map(|g| {
+            delete_groups_response::DeletableGroupResult::default()
+                .with_group_id(g)
+                .with_error_code(ResponseError::NotCoordinator.code())
+        }));
+        response
     }
 
     pub(crate) async fn offset_commit(

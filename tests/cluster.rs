@@ -25,12 +25,14 @@ use common::wire::{record_batch, Conn};
 use common::{poll_until, serve_command, service_env, Node};
 use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
 use kafka_protocol::messages::{
-    ApiKey, DeleteGroupsRequest, DeleteGroupsResponse, DescribeGroupsRequest,
-    DescribeGroupsResponse, ListGroupsRequest, ListGroupsResponse, ProduceRequest, ProduceResponse,
-    RequestKind,
+    ApiKey, DeleteGroupsRequest, DeleteGroupsResponse, DescribeConfigsRequest,
+    DescribeConfigsResponse, DescribeGroupsRequest, DescribeGroupsResponse, ListGroupsRequest,
+    ListGroupsResponse, ProduceRequest, ProduceResponse, RequestKind,
 };
 use kafka_protocol::records::Compression;
-use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
+use rdkafka::admin::{
+    AdminClient, AdminOptions, AlterConfig, NewTopic, ResourceSpecifier, TopicReplication,
+};
 use rdkafka::client::DefaultClientContext;
 use rdkafka::config::ClientConfig;
 use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer};
@@ -843,4 +845,102 @@ fn hot_partitions_spread_over_the_nodes() {
             "partition {part}"
         );
     }
+}
+
+/// The value of topic config `key` of `topic`, as `node` answers DescribeConfigs.
+fn topic_config(node: &Node, topic: &str, key: &str) -> Option<String> {
+    use kafka_protocol::messages::describe_configs_request::DescribeConfigsResource;
+    let r: DescribeConfigsResponse = Conn::open(node).call(
+        ApiKey::DescribeConfigs,
+        4,
+        RequestKind::DescribeConfigs(DescribeConfigsRequest::default().with_resources(vec![
+            DescribeConfigsResource::default()
+                .with_resource_type(2)
+                .with_resource_name(kafka_protocol::protocol::StrBytes::from_string(
+                    topic.to_string(),
+                ))
+                .with_configuration_keys(Some(vec![
+                    kafka_protocol::protocol::StrBytes::from_string(key.to_string()),
+                ])),
+        ])),
+    );
+    let resource = r.results.first()?;
+    if resource.error_code != 0 {
+        return None;
+    }
+    resource
+        .configs
+        .iter()
+        .find(|c| c.name.as_str() == key)
+        .and_then(|c| c.value.as_ref().map(|v| v.to_string()))
+}
+
+/// Everything besides partitions is shared: schemas registered at once through every node get
+/// ids unique cluster-wide (Python's SchemaRegistryClient), and a topic created on one node
+/// and reconfigured on another is seen, with its config, by the third.
+#[test]
+fn the_registry_topics_and_configs_are_shared_by_every_node() {
+    let Some(python) = common::python::require_python(
+        "import confluent_kafka.schema_registry",
+        "confluent-kafka's SchemaRegistryClient",
+    ) else {
+        return;
+    };
+    let Some(cluster) = Cluster::new("") else {
+        return;
+    };
+    let nodes: BTreeMap<u64, Node> = (1..=3).map(|id| (id, cluster.start(id))).collect();
+    let mut args: Vec<std::ffi::OsString> =
+        vec![common::python::script("cluster_registry.py").into()];
+    args.extend(
+        nodes
+            .values()
+            .map(|n| format!("http://{}", n.registry).into()),
+    );
+    let (status, output) = common::python::run(&python, &args, Duration::from_secs(180));
+    assert!(
+        status.is_some_and(|s| s.success()) && output.contains("OK"),
+        "the registry across nodes ({status:?}):\n{output}"
+    );
+
+    let rt = tokio::runtime::Runtime::new().expect("runtime");
+    let admin = |n: u64| -> AdminClient<DefaultClientContext> {
+        ClientConfig::new()
+            .set("bootstrap.servers", &nodes[&n].kafka)
+            .create()
+            .expect("admin")
+    };
+    let opts = AdminOptions::new().operation_timeout(Some(Duration::from_secs(30)));
+    let created = rt
+        .block_on(admin(1).create_topics(
+            &[NewTopic::new("shared", 3, TopicReplication::Fixed(1))],
+            &opts,
+        ))
+        .expect("create topics");
+    assert!(created[0].is_ok(), "{created:?}");
+    let seen = Instant::now();
+    poll_until(30, "node 3 to know the topic", || {
+        topic_config(&nodes[&3], "shared", "retention.ms")
+    });
+    let created_after = seen.elapsed();
+    let altered = rt
+        .block_on(admin(2).alter_configs(
+            &[AlterConfig::new(ResourceSpecifier::Topic("shared")).set("retention.ms", "123456")],
+            &opts,
+        ))
+        .expect("alter configs");
+    assert!(altered[0].is_ok(), "{altered:?}");
+    let altered_at = Instant::now();
+    poll_until(30, "node 3 to see node 2's config change", || {
+        (topic_config(&nodes[&3], "shared", "retention.ms").as_deref() == Some("123456"))
+            .then_some(())
+    });
+    eprintln!(
+        "node 3 saw the topic {created_after:?} after its creation and the config change {:?} after it",
+        altered_at.elapsed()
+    );
+    assert_eq!(
+        topic_config(&nodes[&1], "shared", "retention.ms").as_deref(),
+        Some("123456")
+    );
 }

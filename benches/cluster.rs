@@ -6,7 +6,7 @@
 //! source scripts/test-env.sh && cargo bench --bench cluster
 //! ```
 //!
-//! Environment: `INLET_BENCH_PHASES` (comma list of `failover`, `scale`; default both),
+//! Environment: `INLET_BENCH_PHASES` (comma list of `failover`, `scale`, `tables`; default all),
 //! `INLET_BENCH_KILLS` (kills in the failover phase, default 20), `INLET_BENCH_SECONDS` (each
 //! scale run, default 15), `INLET_BENCH_RUNS` (scale runs per node count, default 3; medians),
 //! `INLET_BENCH_NODE_ARGS` (extra `inlet serve` arguments, e.g. `--config FILE`).
@@ -20,8 +20,13 @@
 //!    partition of every kill.
 //! 2. scale: 1 node, then 3 nodes (on this one machine, so they share its cores): aggregate
 //!    produce throughput (acks=all, 1 KiB records, 24 partitions, 4 producers flat out) and the
-//!    nodes' CPU time per MiB acknowledged. The cost per MiB is what should stay flat; the
-//!    throughput cannot triple on a machine whose cores the nodes share.
+//!    nodes' CPU time per MiB acknowledged, also net of the nodes' idle CPU (measured for 5 s
+//!    before). The cost per MiB is what should stay flat; the throughput cannot triple on a
+//!    machine whose cores the nodes share.
+//! 3. tables: the same node counts with three table topics (4 partitions each, string values,
+//!    1 s commits; a table runs on one node, so with three nodes one each): produced flat out
+//!    for `INLET_BENCH_SECONDS`, then until every acknowledged record is committed. MiB/s from
+//!    the first send to the last commit, and node CPU ms per MiB net of idle.
 #![allow(clippy::unwrap_used, clippy::panic, clippy::disallowed_methods)] // a benchmark: a failed step fails it, and its clocks are real time
 
 use std::collections::BTreeMap;
@@ -310,9 +315,21 @@ fn failover(kills: u64) {
     }
 }
 
+/// The nodes' CPU time so far, ms.
+fn cpu(nodes: &[Node]) -> f64 {
+    nodes.iter().map(Node::cpu_ms).sum::<f64>()
+}
+
+/// The nodes' CPU ms per second while idle (their passes, leases and snapshots), over 5 s.
+fn idle_cpu(nodes: &[Node]) -> f64 {
+    let c0 = cpu(nodes);
+    std::thread::sleep(Duration::from_secs(5));
+    (cpu(nodes) - c0) / 5.0
+}
+
 /// One scale run: `count` nodes, produce flat out for `seconds`; (MiB/s acked, node CPU ms
-/// per MiB, node CPU % per node).
-fn scale_run(count: u64, seconds: u64) -> (f64, f64, f64) {
+/// per MiB, the same net of the nodes' idle CPU, node CPU % per node).
+fn scale_run(count: u64, seconds: u64) -> (f64, f64, f64, f64) {
     const TOPIC: &str = "scale";
     const PARTITIONS: i32 = 24;
     let cluster = Cluster::new();
@@ -320,6 +337,7 @@ fn scale_run(count: u64, seconds: u64) -> (f64, f64, f64) {
     create_topic(&nodes[0], TOPIC, PARTITIONS);
     let ids: Vec<u64> = (1..=count).collect();
     settled(&nodes[0], TOPIC, PARTITIONS as usize, &ids);
+    let idle = idle_cpu(&nodes);
     let bootstrap: String = nodes
         .iter()
         .map(|n| n.kafka.clone())
@@ -339,7 +357,6 @@ fn scale_run(count: u64, seconds: u64) -> (f64, f64, f64) {
         .collect();
     // Warm up, then measure.
     std::thread::sleep(Duration::from_secs(3));
-    let cpu = |nodes: &[Node]| nodes.iter().map(Node::cpu_ms).sum::<f64>();
     let (c0, b0, t0) = (
         cpu(&nodes),
         acks.bytes.load(Ordering::Relaxed),
@@ -362,8 +379,105 @@ fn scale_run(count: u64, seconds: u64) -> (f64, f64, f64) {
     (
         mib / elapsed,
         (c1 - c0) / mib,
+        (c1 - c0 - idle * elapsed) / mib,
         (c1 - c0) / 10.0 / elapsed / count as f64,
     )
+}
+
+/// Records committed to the tables of every node, from their `/v1/tables`.
+fn committed_records(nodes: &[Node]) -> u64 {
+    nodes
+        .iter()
+        .map(|n| {
+            let (_, body) = n.http_get("/v1/tables");
+            let v: serde_json::Value = serde_json::from_str(&body).unwrap_or_default();
+            v.as_object()
+                .map(|tables| {
+                    tables
+                        .values()
+                        .flat_map(|t| t["committed_offsets"].as_object().cloned())
+                        .flat_map(|o| o.into_iter().map(|(_, v)| v.as_u64().unwrap_or(0)))
+                        .sum::<u64>()
+                })
+                .unwrap_or(0)
+        })
+        .sum()
+}
+
+/// One table-ingest run: `count` nodes, three table topics of 4 partitions (string values,
+/// 1 s commits; a table runs on one node, so with three nodes they spread), produced flat out
+/// for `seconds`; then until every acknowledged record is committed. (MiB/s from the first
+/// send to the last commit, node CPU ms per MiB net of idle.)
+fn table_run(count: u64, seconds: u64) -> (f64, f64) {
+    const TABLES: [&str; 3] = ["t0", "t1", "t2"];
+    let cluster = Cluster::new();
+    let nodes: Vec<Node> = (1..=count).map(|id| cluster.start(id)).collect();
+    let admin: AdminClient<DefaultClientContext> = ClientConfig::new()
+        .set("bootstrap.servers", &nodes[0].kafka)
+        .create()
+        .unwrap();
+    let topics: Vec<NewTopic> = TABLES
+        .iter()
+        .map(|t| {
+            NewTopic::new(t, 4, TopicReplication::Fixed(1))
+                .set("table.topic.enable", "true")
+                .set("table.topic.commit.interval.ms", "1000")
+                .set("table.topic.convert.value.type", "string")
+        })
+        .collect();
+    let created = tokio::runtime::Runtime::new()
+        .unwrap()
+        .block_on(admin.create_topics(&topics, &AdminOptions::new()))
+        .unwrap();
+    assert!(created.iter().all(|c| c.is_ok()), "{created:?}");
+    // Each table whole on one node; with three nodes, one each.
+    poll_until(120, "the tables spread", || {
+        let mut homes = std::collections::BTreeSet::new();
+        for t in TABLES {
+            let o = owners(&nodes[0], t);
+            let home = o.first().copied().flatten()?;
+            if o.len() != 4 || o.iter().any(|p| *p != Some(home)) {
+                return None;
+            }
+            homes.insert(home);
+        }
+        (homes.len() == count.min(3) as usize).then_some(())
+    });
+    let bootstrap: String = nodes
+        .iter()
+        .map(|n| n.kafka.clone())
+        .collect::<Vec<_>>()
+        .join(",");
+    let idle = idle_cpu(&nodes);
+    let acks = Arc::new(Acks::default());
+    let stop = Arc::new(AtomicBool::new(false));
+    let (c0, t0) = (cpu(&nodes), Instant::now());
+    let senders: Vec<_> = TABLES
+        .iter()
+        .map(|t| {
+            let p = producer(&bootstrap, acks.clone(), "5");
+            let stop = stop.clone();
+            std::thread::spawn(move || {
+                send_until(&p, t, 4, 1024, 0, &stop);
+                p.flush(Duration::from_secs(60)).unwrap();
+            })
+        })
+        .collect();
+    std::thread::sleep(Duration::from_secs(seconds));
+    stop.store(true, Ordering::Relaxed);
+    for s in senders {
+        s.join().unwrap();
+    }
+    let records = acks.bytes.load(Ordering::Relaxed) / 1024;
+    poll_until(600, "every acknowledged record in the tables", || {
+        (committed_records(&nodes) >= records).then_some(())
+    });
+    let (c1, elapsed) = (cpu(&nodes), t0.elapsed().as_secs_f64());
+    for node in nodes {
+        node.stop_within(30);
+    }
+    let mib = (records * 1024) as f64 / MIB;
+    (mib / elapsed, (c1 - c0 - idle * elapsed) / mib)
 }
 
 fn median(mut v: Vec<f64>) -> f64 {
@@ -372,7 +486,8 @@ fn median(mut v: Vec<f64>) -> f64 {
 }
 
 fn main() {
-    let phases = std::env::var("INLET_BENCH_PHASES").unwrap_or_else(|_| "failover,scale".into());
+    let phases =
+        std::env::var("INLET_BENCH_PHASES").unwrap_or_else(|_| "failover,scale,tables".into());
     if phases.split(',').any(|p| p == "failover") {
         failover(env_u64("INLET_BENCH_KILLS", 20));
     }
@@ -384,16 +499,37 @@ fn main() {
             for _ in 0..runs {
                 let r = scale_run(count, seconds);
                 eprintln!(
-                    "  {count} node(s): {:.1} MiB/s, {:.1} CPU ms/MiB, {:.0}% CPU per node",
-                    r.0, r.1, r.2
+                    "  {count} node(s): {:.1} MiB/s, {:.1} CPU ms/MiB ({:.1} net of idle), {:.0}% CPU per node",
+                    r.0, r.1, r.2, r.3
                 );
                 rows.push(r);
             }
             println!(
-                "{count} node(s): {:.1} MiB/s acked, {:.1} node CPU ms per MiB, {:.0}% CPU per node (medians of {runs})",
+                "produce, {count} node(s): {:.1} MiB/s acked, {:.1} node CPU ms per MiB ({:.1} net of idle), {:.0}% CPU per node (medians of {runs})",
                 median(rows.iter().map(|r| r.0).collect()),
                 median(rows.iter().map(|r| r.1).collect()),
                 median(rows.iter().map(|r| r.2).collect()),
+                median(rows.iter().map(|r| r.3).collect()),
+            );
+        }
+    }
+    if phases.split(',').any(|p| p == "tables") {
+        let seconds = env_u64("INLET_BENCH_SECONDS", 15);
+        let runs = env_u64("INLET_BENCH_RUNS", 3);
+        for count in [1, 3] {
+            let mut rows = Vec::new();
+            for _ in 0..runs {
+                let r = table_run(count, seconds);
+                eprintln!(
+                    "  {count} node(s): {:.1} MiB/s into tables, {:.1} CPU ms/MiB net of idle",
+                    r.0, r.1
+                );
+                rows.push(r);
+            }
+            println!(
+                "tables, {count} node(s): {:.1} MiB/s into tables, {:.1} node CPU ms per MiB net of idle (medians of {runs})",
+                median(rows.iter().map(|r| r.0).collect()),
+                median(rows.iter().map(|r| r.1).collect()),
             );
         }
     }

@@ -3,10 +3,10 @@
 //!
 //! Every node computes the same assignment from the same inputs, with no coordinator of its
 //! own ([`assign`]): rendezvous hashing of each key over the live node ids, bounded so that
-//! every node takes at most its fair share of the streams' weight. A stream weighs 1 plus
-//! one per `[cluster] load_unit_bytes` of produce per second: each owner measures its
-//! streams' bytes in and publishes a weight when it changed by half ([`measure`]), so the
-//! nodes balance bytes in, and small swings move nothing. A stream's key is its name, except
+//! every node takes at most its fair share of the streams' weight. A stream's load is 1 plus
+//! its produce rate over `[cluster] load_unit_bytes`; its weight is the load rounded to a
+//! power of two, published by its owner when the load moved far from it ([`measure`]), so
+//! the nodes balance bytes in, and swings move nothing. A stream's key is its name, except
 //! that a table topic's partitions and its control stream share the topic's id as key, so one
 //! node converts and commits the whole table. A group goes to the rendezvous of its id.
 //!
@@ -69,13 +69,48 @@ struct LoadMeters {
     published_ms: i64,
 }
 
-/// One stream's bytes counter as last read, and its averaged rate (bytes per second).
+/// One stream's bytes counter as last read, and its averaged rate (bytes per second): the
+/// plain average since the node took the stream for the first two windows, then a moving
+/// average (so a stream that just moved is not taken for idle).
 #[derive(Debug, Clone, Copy)]
 struct Meter {
     bytes: u64,
     at_ms: i64,
     rate: f64,
     since_ms: i64,
+    since_bytes: u64,
+}
+
+impl Meter {
+    fn new(bytes: u64, now: i64) -> Meter {
+        Meter {
+            bytes,
+            at_ms: now,
+            rate: 0.0,
+            since_ms: now,
+            since_bytes: bytes,
+        }
+    }
+
+    /// Takes in the stream's counter at `now` (ms).
+    fn observe(&mut self, bytes: u64, now: i64) {
+        let elapsed = now - self.at_ms;
+        if bytes < self.bytes {
+            // The stream was reopened: its counter started again.
+            *self = Meter::new(bytes, now);
+        } else if elapsed >= 500 {
+            let owned_for = (now - self.since_ms) as f64;
+            if owned_for <= 2.0 * LOAD_WINDOW_MS {
+                self.rate = (bytes - self.since_bytes) as f64 * 1000.0 / owned_for;
+            } else {
+                let rate = (bytes - self.bytes) as f64 * 1000.0 / elapsed as f64;
+                let alpha = 1.0 - (-(elapsed as f64) / LOAD_WINDOW_MS).exp();
+                self.rate += alpha * (rate - self.rate);
+            }
+            self.bytes = bytes;
+            self.at_ms = now;
+        }
+    }
 }
 
 #[derive(Debug, Default, Clone)]
@@ -343,21 +378,28 @@ pub(crate) async fn load_weights(
         .collect()
 }
 
-/// The weight of a stream produced to at `rate` bytes per second: 1 (what any partition
-/// costs) plus one per `unit` bytes per second.
-pub fn weight(rate: f64, unit: u64) -> u64 {
-    1 + (rate.max(0.0) / unit as f64) as u64
+/// The load of a stream produced to at `rate` bytes per second: 1 (what any partition costs)
+/// plus one per `unit` bytes per second.
+pub fn load(rate: f64, unit: u64) -> f64 {
+    1.0 + rate.max(0.0) / unit as f64
 }
 
-/// Whether a measured weight differs enough from the published one to publish it: by at
-/// least 2 and by half. Small swings do not move partitions back and forth.
-pub fn weight_changed(published: u64, measured: u64) -> bool {
-    published.abs_diff(measured) >= 2
-        && (measured * 2 >= published * 3 || measured * 3 <= published * 2)
+/// The weight published for a load: the nearest power of two, so that partitions of about the
+/// same load weigh the same and the assignment (which places heavier keys first) keeps them
+/// where rendezvous put them.
+pub fn weight(load: f64) -> u64 {
+    1u64 << load.max(1.0).log2().round().min(62.0) as u32
+}
+
+/// Whether a measured load is far enough from the published weight to publish a new one:
+/// 1.68× (three quarters of a power of two) or more either way, so swings around a weight
+/// never move partitions back and forth.
+pub fn weight_changed(published: u64, load: f64) -> bool {
+    (load.max(1.0).log2() - (published.max(1) as f64).log2()).abs() >= 0.75
 }
 
 /// Measures the produce rate of the streams this node owns (averaged over about
-/// [`LOAD_WINDOW_MS`]) and, every [`LOAD_PUBLISH_EVERY_MS`], publishes the weights that
+/// [`LOAD_WINDOW_MS`], see [`Meter`]) and, every [`LOAD_PUBLISH_EVERY_MS`], publishes the weights that
 /// changed enough ([`weight_changed`]) for streams it has measured for [`LOAD_WARMUP_MS`].
 /// Every node reads the weights at its next pass, so the assignment balances bytes in, and
 /// a stream keeps its weight when it moves.
@@ -367,49 +409,32 @@ async fn measure(
     now: i64,
     published: &HashMap<StreamId, u64>,
 ) -> anyhow::Result<()> {
-    let mut load = state.load.lock().await;
+    let mut meters = state.load.lock().await;
     let counters = broker.store().owned_appended_bytes();
     let owned: std::collections::HashSet<StreamId> = counters.iter().map(|(id, _)| *id).collect();
-    load.meters.retain(|id, _| owned.contains(id));
+    meters.meters.retain(|id, _| owned.contains(id));
     for (id, bytes) in counters {
-        let meter = load.meters.entry(id).or_insert(Meter {
-            bytes,
-            at_ms: now,
-            rate: 0.0,
-            since_ms: now,
-        });
-        let elapsed = now - meter.at_ms;
-        if bytes < meter.bytes {
-            // The stream was reopened: its counter started again.
-            *meter = Meter {
-                bytes,
-                at_ms: now,
-                rate: 0.0,
-                since_ms: now,
-            };
-        } else if elapsed >= 500 {
-            let rate = (bytes - meter.bytes) as f64 * 1000.0 / elapsed as f64;
-            let alpha = 1.0 - (-(elapsed as f64) / LOAD_WINDOW_MS).exp();
-            meter.rate += alpha * (rate - meter.rate);
-            meter.bytes = bytes;
-            meter.at_ms = now;
-        }
+        meters
+            .meters
+            .entry(id)
+            .or_insert(Meter::new(bytes, now))
+            .observe(bytes, now);
     }
-    if now - load.published_ms < LOAD_PUBLISH_EVERY_MS {
+    if now - meters.published_ms < LOAD_PUBLISH_EVERY_MS {
         return Ok(());
     }
-    load.published_ms = now;
-    let changed: Vec<(StreamId, u64)> = load
+    meters.published_ms = now;
+    let changed: Vec<(StreamId, u64)> = meters
         .meters
         .iter()
         .filter(|(_, m)| now - m.since_ms >= LOAD_WARMUP_MS)
         .filter_map(|(id, m)| {
-            let measured = weight(m.rate, state.load_unit);
+            let measured = load(m.rate, state.load_unit);
             let current = published.get(id).copied().unwrap_or(1);
-            weight_changed(current, measured).then_some((*id, measured))
+            weight_changed(current, measured).then_some((*id, weight(measured)))
         })
         .collect();
-    drop(load);
+    drop(meters);
     if changed.is_empty() {
         return Ok(());
     }
@@ -506,38 +531,74 @@ mod tests {
     #[test]
     fn hot_partitions_spread_by_weight_and_small_swings_publish_nothing() {
         let unit = 256 * 1024;
-        assert_eq!(weight(0.0, unit), 1);
-        assert_eq!(weight(1024.0 * 1024.0, unit), 5);
+        assert_eq!(weight(load(0.0, unit)), 1);
+        assert_eq!(load(1024.0 * 1024.0, unit), 5.0);
+        assert_eq!(weight(5.0), 4);
+        assert_eq!(weight(21.0), 16);
         // Three hot partitions (5 MiB/s each) among nine idle ones, on three nodes: each
         // node takes one hot one, whatever rendezvous prefers.
         let mut keys: BTreeMap<String, usize> =
             (0..9).map(|i| (format!("kafka/t/{i}"), 1)).collect();
         for i in 9..12 {
-            keys.insert(
-                format!("kafka/t/{i}"),
-                weight(5.0 * 1048576.0, unit) as usize,
-            );
+            let w = weight(load(5.0 * 1048576.0, unit)) as usize;
+            keys.insert(format!("kafka/t/{i}"), w);
         }
         let a = assign(&keys, &[1, 2, 3]);
         let hot: BTreeSet<u64> = (9..12).map(|i| a[&format!("kafka/t/{i}")]).collect();
         assert_eq!(hot.len(), 3, "{a:?}");
         for n in [1, 2, 3] {
-            let load: usize = keys
+            let on_node: usize = keys
                 .iter()
                 .filter(|(k, _)| a[*k] == n)
                 .map(|(_, w)| w)
                 .sum();
-            assert_eq!(load, 21 + 3, "node {n}: {a:?}");
+            assert_eq!(on_node, 16 + 3, "node {n}: {a:?}");
         }
+        // Partitions of about the same load weigh the same: the assignment is the one by
+        // count.
+        let even: BTreeMap<String, usize> = (0..12)
+            .map(|i| {
+                (
+                    format!("kafka/t/{i}"),
+                    weight(12.0 + i as f64 * 0.8) as usize,
+                )
+            })
+            .collect();
+        let by_count: BTreeMap<String, usize> = even.keys().map(|k| (k.clone(), 1)).collect();
+        assert_eq!(assign(&even, &[1, 2, 3]), assign(&by_count, &[1, 2, 3]));
 
-        // Publishing: a change by at least 2 and by half; not a swing of a third.
-        assert!(weight_changed(1, 3));
-        assert!(weight_changed(3, 1));
-        assert!(!weight_changed(1, 2));
-        assert!(!weight_changed(10, 14));
-        assert!(weight_changed(10, 15));
-        assert!(!weight_changed(15, 11));
-        assert!(weight_changed(15, 10));
+        // Publishing: 1.68x apart or more, either way.
+        assert!(weight_changed(1, 3.0));
+        assert!(!weight_changed(1, 1.5));
+        assert!(!weight_changed(16, 26.0));
+        assert!(weight_changed(16, 27.0));
+        assert!(!weight_changed(16, 9.6));
+        assert!(weight_changed(16, 9.4));
+    }
+
+    #[test]
+    fn a_meter_reads_a_steady_rate_at_once_and_follows_changes() {
+        // 100 KiB/s, looked at every second: exact from the first look (the plain average).
+        let mut m = Meter::new(5_000, 0);
+        for s in 1..=10 {
+            m.observe(5_000 + s * 102_400, s as i64 * 1000);
+            assert!((m.rate - 102_400.0).abs() < 1.0, "at {s} s: {}", m.rate);
+        }
+        // Then moving: after 30 s idle, most of it is gone.
+        let mut bytes = 5_000 + 40 * 102_400;
+        for s in 11..=40 {
+            m.observe(bytes.min(5_000 + s * 102_400), s as i64 * 1000);
+        }
+        let busy = m.rate;
+        assert!((busy - 102_400.0).abs() < 1.0, "{busy}");
+        for s in 41..=70 {
+            m.observe(bytes, s * 1000);
+        }
+        assert!(m.rate < 0.1 * busy && m.rate > 0.0, "{}", m.rate);
+        // A reopened stream (its counter starts again) starts over.
+        bytes = 10;
+        m.observe(bytes, 71_000);
+        assert_eq!((m.rate, m.since_bytes), (0.0, 10));
     }
 
     #[test]

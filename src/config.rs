@@ -61,7 +61,8 @@ pub struct ClusterSettings {
     /// and configs other nodes changed.
     pub rebalance_ms: u64,
     /// Produce bytes per second that weigh as much as one more partition when the nodes
-    /// share the partitions out: a partition weighs 1 plus its bytes in over this.
+    /// share the partitions out: a partition weighs 1 plus its bytes in over this (rounded to a
+    /// power of two).
     pub load_unit_bytes: u64,
 }
 

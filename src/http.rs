@@ -61,7 +61,8 @@ pub(crate) async fn serve(
 
 /// `GET /v1/cluster`: the nodes on this node's metadata store with their leases and WALs, which
 /// node owns each partition (from the metadata store, with the ownership epoch, and the weight
-/// the cluster balances it by: 1 plus its bytes in over `[cluster] load_unit_bytes`), and what this
+/// the cluster balances it by: 1 plus its bytes in over `[cluster] load_unit_bytes`, rounded to a
+/// power of two), and what this
 /// node runs: its table topics, and the groups it coordinates (in a cluster, a group's node is
 /// the rendezvous of its id over the live nodes; see `crate::cluster`).
 async fn cluster(State(Node { broker, tables }): State<Node>) -> axum::response::Response {

@@ -944,3 +944,62 @@ fn the_registry_topics_and_configs_are_shared_by_every_node() {
         Some("123456")
     );
 }
+
+/// Apache kafka-clients 4.3.0 through the kill of a node (`tests/clients/java/ClusterClients.java`):
+/// its idempotent producer has every record acknowledged, its consumer group reads each once
+/// at its acknowledged offset, and its AdminClient finds the group's offsets and lists it once.
+#[test]
+fn java_clients_ride_through_the_kill_of_a_node() {
+    let Some(libs) = common::java_clients() else {
+        return;
+    };
+    let Some(cluster) = Cluster::new("") else {
+        return;
+    };
+    const JAVA_TOPIC: &str = "java-cluster";
+    const N: u64 = 3000;
+    let classes = common::compile_java("ClusterClients.java", &libs);
+    let mut nodes: BTreeMap<u64, Node> = (1..=3).map(|id| (id, cluster.start(id))).collect();
+    let mut java = std::process::Command::new("java")
+        .arg("-cp")
+        .arg(format!("{}:{}/*", classes.path().display(), libs.display()))
+        .args(["ClusterClients", &bootstrap(&nodes), JAVA_TOPIC, "6"])
+        .arg(N.to_string())
+        .arg("300")
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("java runs");
+    let lines =
+        std::io::BufRead::lines(std::io::BufReader::new(java.stdout.take().expect("stdout")));
+    let (mut killed, mut ok, mut output) = (None, false, Vec::new());
+    for line in lines {
+        let line = line.expect("a line");
+        if line == format!("acked {}", N * 3 / 10) {
+            // The node that owns partition 0 of the topic, under load.
+            let observer = *nodes.keys().next().unwrap();
+            let owner = owners_of(&nodes[&observer], JAVA_TOPIC)[0].expect("an owner");
+            nodes.remove(&owner).expect("a node").kill9();
+            killed = Some(owner);
+        }
+        ok |= line == "OK";
+        output.push(line);
+    }
+    let status = java.wait().expect("java exits");
+    assert!(
+        status.success() && ok,
+        "the Java clients failed ({status}):\n{}",
+        output.join("\n")
+    );
+    assert!(
+        killed.is_some(),
+        "no node was killed:\n{}",
+        output.join("\n")
+    );
+    assert!(
+        output.iter().any(|l| l.starts_with("kafka-clients 4.3.0")),
+        "{output:?}"
+    );
+    for node in nodes.into_values() {
+        node.stop();
+    }
+}

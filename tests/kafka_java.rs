@@ -11,23 +11,10 @@ mod common;
 use common::temp_node;
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::time::Duration;
 
 use common::python::run;
 use common::require;
-
-fn java_libs() -> Option<PathBuf> {
-    let dir = PathBuf::from(std::env::var_os("INLET_TEST_JAVA_LIBS")?);
-    dir.join("kafka-clients-4.3.0.jar").is_file().then_some(dir)
-}
-
-fn has(tool: &str) -> bool {
-    Command::new(tool)
-        .arg("-version")
-        .output()
-        .is_ok_and(|o| o.status.success())
-}
 
 /// The class path of `dir`'s jars, with `first` ahead of them and the jars `without` left out.
 fn classpath(first: &[PathBuf], dir: &Path, without: &str) -> String {
@@ -77,33 +64,21 @@ fn run_clients(classes: &Path, classpath: &str, version: &str) {
 
 #[test]
 fn java_kafka_clients_4_3_and_3_9_and_the_avro_serializer() {
-    let libs = java_libs();
+    let Some(libs) = common::java_clients() else {
+        return;
+    };
     let libs_3_9 = std::env::var_os("INLET_TEST_JAVA_LIBS_3_9")
         .map(PathBuf::from)
         .filter(|d| d.join("kafka-clients.jar").is_file());
     if !require(
-        "the Java client jars (INLET_TEST_JAVA_LIBS, INLET_TEST_JAVA_LIBS_3_9) and a JDK",
-        libs.is_some() && libs_3_9.is_some() && has("javac") && has("java"),
+        "kafka-clients 3.9.1 (INLET_TEST_JAVA_LIBS_3_9)",
+        libs_3_9.is_some(),
     ) {
         return;
     }
-    let (libs, libs_3_9) = (libs.expect("checked"), libs_3_9.expect("checked"));
-    let classes = tempfile::tempdir().expect("tempdir");
+    let libs_3_9 = libs_3_9.expect("checked");
+    let classes = common::compile_java("InletClients.java", &libs);
     let all = format!("{}/*", libs.display());
-    let source =
-        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/clients/java/InletClients.java");
-    let compiled = Command::new("javac")
-        .arg("-d")
-        .arg(classes.path())
-        .args(["-cp", &all])
-        .arg(&source)
-        .output()
-        .expect("javac runs");
-    assert!(
-        compiled.status.success(),
-        "javac failed:\n{}",
-        String::from_utf8_lossy(&compiled.stderr)
-    );
     run_clients(classes.path(), &all, "4.3.0");
     // 3.9.1 ahead of the same serializers and codecs, 4.3.0 left out.
     let older = classpath(

@@ -112,6 +112,46 @@ pub(crate) fn java() -> bool {
     tool_runs("java", "-version")
 }
 
+/// The folder of the Java client jars (kafka-clients 4.3.0 and Confluent's serializers, from
+/// `scripts/test-env.sh`'s `INLET_TEST_JAVA_LIBS`) when it and a JDK (`javac`, `java`) are
+/// there; None after skipping the test (a failure in CI).
+pub(crate) fn java_clients() -> Option<PathBuf> {
+    let libs = std::env::var_os("INLET_TEST_JAVA_LIBS")
+        .map(PathBuf::from)
+        .filter(|dir| dir.join("kafka-clients-4.3.0.jar").is_file());
+    let available = libs.is_some() && tool_runs("javac", "-version") && java();
+    if require(
+        "the Java client jars (INLET_TEST_JAVA_LIBS) and a JDK",
+        available,
+    ) {
+        libs
+    } else {
+        None
+    }
+}
+
+/// Compiles `tests/clients/java/<name>` against the jars of `libs`; the classes' folder.
+pub(crate) fn compile_java(name: &str, libs: &Path) -> tempfile::TempDir {
+    let classes = tempfile::tempdir().expect("tempdir");
+    let source = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/clients/java")
+        .join(name);
+    let compiled = Command::new("javac")
+        .arg("-d")
+        .arg(classes.path())
+        .arg("-cp")
+        .arg(format!("{}/*", libs.display()))
+        .arg(&source)
+        .output()
+        .expect("javac runs");
+    assert!(
+        compiled.status.success(),
+        "javac {name} failed:\n{}",
+        String::from_utf8_lossy(&compiled.stderr)
+    );
+    classes
+}
+
 /// A Python with pyiceberg, pyspark and Iceberg's Spark runtime jar (from the PyPI package
 /// snowpark-connect-deps-iceberg), and a `java` that runs; None after skipping the test (a
 /// failure in CI) when either is missing.

@@ -327,9 +327,17 @@ fn idle_cpu(nodes: &[Node]) -> f64 {
     (cpu(nodes) - c0) / 5.0
 }
 
+/// WAL objects the nodes have written (`inlet_wal_syncs_total`: one per object-store WAL group).
+fn wal_objects(nodes: &[Node]) -> f64 {
+    nodes
+        .iter()
+        .map(|n| n.metric("inlet_wal_syncs_total"))
+        .sum()
+}
+
 /// One scale run: `count` nodes, produce flat out for `seconds`; (MiB/s acked, node CPU ms
-/// per MiB, the same net of the nodes' idle CPU, node CPU % per node).
-fn scale_run(count: u64, seconds: u64) -> (f64, f64, f64, f64) {
+/// per MiB, the same net of the nodes' idle CPU, node CPU % per node, WAL objects per MiB).
+fn scale_run(count: u64, seconds: u64) -> (f64, f64, f64, f64, f64) {
     const TOPIC: &str = "scale";
     const PARTITIONS: i32 = 24;
     let cluster = Cluster::new();
@@ -357,15 +365,17 @@ fn scale_run(count: u64, seconds: u64) -> (f64, f64, f64, f64) {
         .collect();
     // Warm up, then measure.
     std::thread::sleep(Duration::from_secs(3));
-    let (c0, b0, t0) = (
+    let (c0, b0, w0, t0) = (
         cpu(&nodes),
         acks.bytes.load(Ordering::Relaxed),
+        wal_objects(&nodes),
         Instant::now(),
     );
     std::thread::sleep(Duration::from_secs(seconds));
-    let (c1, b1, elapsed) = (
+    let (c1, b1, w1, elapsed) = (
         cpu(&nodes),
         acks.bytes.load(Ordering::Relaxed),
+        wal_objects(&nodes),
         t0.elapsed().as_secs_f64(),
     );
     stop.store(true, Ordering::Relaxed);
@@ -381,6 +391,7 @@ fn scale_run(count: u64, seconds: u64) -> (f64, f64, f64, f64) {
         (c1 - c0) / mib,
         (c1 - c0 - idle * elapsed) / mib,
         (c1 - c0) / 10.0 / elapsed / count as f64,
+        (w1 - w0) / mib,
     )
 }
 
@@ -499,17 +510,18 @@ fn main() {
             for _ in 0..runs {
                 let r = scale_run(count, seconds);
                 eprintln!(
-                    "  {count} node(s): {:.1} MiB/s, {:.1} CPU ms/MiB ({:.1} net of idle), {:.0}% CPU per node",
-                    r.0, r.1, r.2, r.3
+                    "  {count} node(s): {:.1} MiB/s, {:.1} CPU ms/MiB ({:.1} net of idle), {:.0}% CPU per node, {:.1} WAL objects per MiB",
+                    r.0, r.1, r.2, r.3, r.4
                 );
                 rows.push(r);
             }
             println!(
-                "produce, {count} node(s): {:.1} MiB/s acked, {:.1} node CPU ms per MiB ({:.1} net of idle), {:.0}% CPU per node (medians of {runs})",
+                "produce, {count} node(s): {:.1} MiB/s acked, {:.1} node CPU ms per MiB ({:.1} net of idle), {:.0}% CPU per node, {:.1} WAL objects per MiB (medians of {runs})",
                 median(rows.iter().map(|r| r.0).collect()),
                 median(rows.iter().map(|r| r.1).collect()),
                 median(rows.iter().map(|r| r.2).collect()),
                 median(rows.iter().map(|r| r.3).collect()),
+                median(rows.iter().map(|r| r.4).collect()),
             );
         }
     }

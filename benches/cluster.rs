@@ -9,7 +9,9 @@
 //! Environment: `INLET_BENCH_PHASES` (comma list of `failover`, `scale`, `tables`; default all),
 //! `INLET_BENCH_KILLS` (kills in the failover phase, default 20), `INLET_BENCH_SECONDS` (each
 //! scale run, default 15), `INLET_BENCH_RUNS` (scale runs per node count, default 3; medians),
-//! `INLET_BENCH_NODE_ARGS` (extra `inlet serve` arguments, e.g. `--config FILE`).
+//! `INLET_BENCH_NODE_ARGS` (extra `inlet serve` arguments, e.g. `--config FILE`),
+//! `INLET_BENCH_NODE_COUNTS` (the scale and tables phases' node counts, default `1,3`),
+//! `INLET_BENCH_S3_QUERY` (appended to the object store URL, e.g. `?unsigned_payload=true`).
 //!
 //! Phases, each on a fresh database and S3 prefix, with the nodes' default settings (a 6 s
 //! lease, a 1 s rebalance):
@@ -86,7 +88,10 @@ impl Cluster {
             db: tokio::runtime::Runtime::new()
                 .unwrap()
                 .block_on(inlet_test_support::fresh_postgres_database(&pg)),
-            objects: format!("s3://{bucket}/{prefix}"),
+            objects: format!(
+                "s3://{bucket}/{prefix}{}",
+                std::env::var("INLET_BENCH_S3_QUERY").unwrap_or_default()
+            ),
             endpoint,
             dir,
             ports: Mutex::new(BTreeMap::new()),
@@ -491,6 +496,15 @@ fn table_run(count: u64, seconds: u64) -> (f64, f64) {
     (mib / elapsed, (c1 - c0 - idle * elapsed) / mib)
 }
 
+/// `INLET_BENCH_NODE_COUNTS` (default `1,3`): the node counts the scale and tables phases run.
+fn node_counts() -> Vec<u64> {
+    std::env::var("INLET_BENCH_NODE_COUNTS")
+        .unwrap_or_else(|_| "1,3".into())
+        .split(',')
+        .map(|n| n.trim().parse().expect("INLET_BENCH_NODE_COUNTS: numbers"))
+        .collect()
+}
+
 fn median(mut v: Vec<f64>) -> f64 {
     v.sort_by(|a, b| a.partial_cmp(b).unwrap());
     v[v.len() / 2]
@@ -505,7 +519,7 @@ fn main() {
     if phases.split(',').any(|p| p == "scale") {
         let seconds = env_u64("INLET_BENCH_SECONDS", 15);
         let runs = env_u64("INLET_BENCH_RUNS", 3);
-        for count in [1, 3] {
+        for count in node_counts() {
             let mut rows = Vec::new();
             for _ in 0..runs {
                 let r = scale_run(count, seconds);
@@ -528,7 +542,7 @@ fn main() {
     if phases.split(',').any(|p| p == "tables") {
         let seconds = env_u64("INLET_BENCH_SECONDS", 15);
         let runs = env_u64("INLET_BENCH_RUNS", 3);
-        for count in [1, 3] {
+        for count in node_counts() {
             let mut rows = Vec::new();
             for _ in 0..runs {
                 let r = table_run(count, seconds);

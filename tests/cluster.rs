@@ -482,6 +482,20 @@ fn three_nodes_survive_kill_pause_join_and_drain() {
         }
     }
 
+    // The moved partitions' producer state came from the dead node's producer snapshots, not
+    // from reading their history again.
+    let from_snapshot = nodes
+        .values()
+        .flat_map(|n| n.logs_so_far())
+        .filter(|l| {
+            l.contains("rebuilt the partition's producer state") && l.contains("snapshot_end=")
+        })
+        .count();
+    assert!(
+        from_snapshot > 0,
+        "no moved partition's producer state was loaded from a snapshot"
+    );
+
     // Pause a node past its lease with a produce in its socket: once it runs again, that
     // produce is not acknowledged.
     let zombie_id = *nodes.keys().max().unwrap();

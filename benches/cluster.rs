@@ -161,18 +161,25 @@ fn settled(node: &Node, topic: &str, partitions: usize, live: &[u64]) -> Vec<u64
 }
 
 fn create_topic(node: &Node, topic: &str, partitions: i32) {
+    create_topics(
+        node,
+        &[NewTopic::new(topic, partitions, TopicReplication::Fixed(1))],
+    );
+}
+
+fn create_topics(node: &Node, topics: &[NewTopic]) {
     let admin: AdminClient<DefaultClientContext> = ClientConfig::new()
         .set("bootstrap.servers", &node.kafka)
         .create()
         .unwrap();
-    let rt = tokio::runtime::Runtime::new().unwrap();
-    let created = rt
+    let created = tokio::runtime::Runtime::new()
+        .unwrap()
         .block_on(admin.create_topics(
-            &[NewTopic::new(topic, partitions, TopicReplication::Fixed(1))],
+            topics,
             &AdminOptions::new().operation_timeout(Some(Duration::from_secs(30))),
         ))
         .unwrap();
-    assert!(created[0].is_ok(), "{created:?}");
+    assert!(created.iter().all(|c| c.is_ok()), "{created:?}");
 }
 
 /// Acknowledgements counted in the delivery callback: bytes, and per partition the last ack.
@@ -428,10 +435,6 @@ fn table_run(count: u64, seconds: u64) -> (f64, f64) {
     const TABLES: [&str; 3] = ["t0", "t1", "t2"];
     let cluster = Cluster::new();
     let nodes: Vec<Node> = (1..=count).map(|id| cluster.start(id)).collect();
-    let admin: AdminClient<DefaultClientContext> = ClientConfig::new()
-        .set("bootstrap.servers", &nodes[0].kafka)
-        .create()
-        .unwrap();
     let topics: Vec<NewTopic> = TABLES
         .iter()
         .map(|t| {
@@ -441,11 +444,7 @@ fn table_run(count: u64, seconds: u64) -> (f64, f64) {
                 .set("table.topic.convert.value.type", "string")
         })
         .collect();
-    let created = tokio::runtime::Runtime::new()
-        .unwrap()
-        .block_on(admin.create_topics(&topics, &AdminOptions::new()))
-        .unwrap();
-    assert!(created.iter().all(|c| c.is_ok()), "{created:?}");
+    create_topics(&nodes[0], &topics);
     // Each table whole on one node; with three nodes, one each.
     poll_until(120, "the tables spread", || {
         let mut homes = std::collections::BTreeSet::new();

@@ -320,6 +320,9 @@ pub(crate) async fn pass(broker: &Broker, state: &ClusterState) -> anyhow::Resul
             .or_default() += weights.get(&info.id).copied().unwrap_or(1) as usize;
     }
     let assignment = assign(&keys, &live);
+    // Streams assigned to another live node: handed over after the loop, their producer
+    // snapshots saved first in one transaction.
+    let mut handovers = Vec::new();
     for (info, owner, _) in rows {
         let mine = store.owns(info.id);
         if mine && owner != Some(me) {
@@ -338,14 +341,17 @@ pub(crate) async fn pass(broker: &Broker, state: &ClusterState) -> anyhow::Resul
         if want == me && !mine && (owner == Some(me) || !owner_live) {
             store.acquire(info.id, &live).await?;
         } else if want != me && mine {
-            inlet_ingest::producer_image::save_now(broker, info.id).await;
-            store.release(info.id).await?;
+            handovers.push(info.id);
         } else if want != me && owner == Some(me) {
             // This node's from an earlier run: free it for its node.
             if store.acquire(info.id, &live).await? {
                 store.release(info.id).await?;
             }
         }
+    }
+    inlet_ingest::producer_image::save_now(broker, &handovers).await;
+    for id in handovers {
+        store.release(id).await?;
     }
     let owners = store
         .stream_owners()
@@ -459,8 +465,10 @@ async fn measure(
 /// Hands every stream this node owns to the others (a drain): they take them at their next
 /// pass, as this node has left the membership first. Nothing is copied.
 pub(crate) async fn release_all(broker: &Broker) {
-    for (info, _) in broker.store().owned_streams() {
-        inlet_ingest::producer_image::save_now(broker, info.id).await;
+    let owned = broker.store().owned_streams();
+    let ids: Vec<StreamId> = owned.iter().map(|(info, _)| info.id).collect();
+    inlet_ingest::producer_image::save_now(broker, &ids).await;
+    for (info, _) in owned {
         if let Err(e) = broker.store().release(info.id).await {
             tracing::warn!(stream = info.id, error = %e, "could not hand a stream over; its lease will end");
         }

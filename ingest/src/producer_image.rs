@@ -349,13 +349,14 @@ impl Snapshots {
     }
 }
 
-/// Catches up and saves the images of the partitions this node owns and has produced to.
-async fn round(broker: &Broker) -> Result<usize> {
+/// Catches up and saves, in one transaction, the images of the partitions `wanted` picks that
+/// this node owns and has produced to.
+async fn save_images(broker: &Broker, wanted: impl Fn(StreamId) -> bool) -> Result<usize> {
     let expiration = broker.config.producer_id_expiration_ms;
     let now = broker.clock.now_ms();
     let mut guards = Vec::new();
     for topic in broker.topics.list() {
-        for partition in &topic.partitions {
+        for partition in topic.partitions.iter().filter(|p| wanted(p.stream)) {
             let mut image = partition.image.clone().lock_owned().await;
             let stream = partition.stream;
             let Some((epoch, current)) = image.as_mut() else {
@@ -382,22 +383,15 @@ async fn round(broker: &Broker) -> Result<usize> {
     broker.snapshots.save(&mut images).await
 }
 
-/// Saves `stream`'s image now, caught up to the durable end (before the node hands the
-/// partition over, so its next owner reads nothing).
-pub async fn save_now(broker: &Broker, stream: StreamId) {
-    let Some(partition) = broker.topics.partition_of_stream(stream) else {
+/// Saves the images of `streams` now, caught up to the durable end (before the node hands
+/// those partitions over, so their next owner reads nothing).
+pub async fn save_now(broker: &Broker, streams: &[StreamId]) {
+    if streams.is_empty() {
         return;
-    };
-    let mut image = partition.image.lock().await;
-    let Some((_, current)) = image.as_mut() else {
-        return;
-    };
-    let saved = match current.catch_up(&broker.store, stream).await {
-        Ok(_) => broker.snapshots.save(&mut [(stream, current)]).await,
-        Err(e) => Err(e),
-    };
-    if let Err(e) = saved {
-        tracing::warn!(stream, error = %e, "could not save the producer snapshot before handing over");
+    }
+    let streams: std::collections::HashSet<StreamId> = streams.iter().copied().collect();
+    if let Err(e) = save_images(broker, |s| streams.contains(&s)).await {
+        tracing::warn!(error = %e, "could not save the producer snapshots before handing over");
     }
 }
 
@@ -409,7 +403,7 @@ pub async fn run(broker: Arc<Broker>, every: Duration, stop: CancellationToken) 
             _ = stop.cancelled() => return,
             _ = tokio::time::sleep(every) => {}
         }
-        if let Err(e) = round(&broker).await {
+        if let Err(e) = save_images(&broker, |_| true).await {
             tracing::warn!(error = %e, "could not save producer snapshots; trying again");
         }
         rounds += 1;

@@ -272,16 +272,6 @@ impl Topics {
         self.by_name.read().values().find(|t| &t.id == id).cloned()
     }
 
-    /// The partition whose stream is `stream`.
-    pub fn partition_of_stream(&self, stream: StreamId) -> Option<Arc<Partition>> {
-        self.by_name
-            .read()
-            .values()
-            .flat_map(|t| t.partitions.iter())
-            .find(|p| p.stream == stream)
-            .cloned()
-    }
-
     /// Every topic, sorted by name.
     pub fn list(&self) -> Vec<Arc<Topic>> {
         let mut out: Vec<_> = self.by_name.read().values().cloned().collect();

@@ -81,6 +81,13 @@ impl Broker {
         })
     }
 
+    /// The groups this node coordinates, and the others.
+    fn split_by_coordinator(&self, groups: Vec<GroupId>) -> (Vec<GroupId>, Vec<GroupId>) {
+        groups
+            .into_iter()
+            .partition(|g| self.coordinates(g.as_str()))
+    }
+
     /// DescribeGroups: the groups this node coordinates are described, the others answered
     /// `NOT_COORDINATOR`.
     pub(crate) async fn describe_groups(
@@ -88,9 +95,7 @@ impl Broker {
         mut r: DescribeGroupsRequest,
         version: i16,
     ) -> DescribeGroupsResponse {
-        let (mine, others): (Vec<GroupId>, Vec<GroupId>) = std::mem::take(&mut r.groups)
-            .into_iter()
-            .partition(|g| self.coordinates(g.as_str()));
+        let (mine, others) = self.split_by_coordinator(std::mem::take(&mut r.groups));
         r.groups = mine;
         let mut response = self.groups.describe_groups(r, version).await;
         response.groups.extend(others.into_iter().map(|g| {
@@ -121,9 +126,7 @@ impl Broker {
         mut r: DeleteGroupsRequest,
         version: i16,
     ) -> DeleteGroupsResponse {
-        let (mine, others): (Vec<GroupId>, Vec<GroupId>) = std::mem::take(&mut r.groups_names)
-            .into_iter()
-            .partition(|g| self.coordinates(g.as_str()));
+        let (mine, others) = self.split_by_coordinator(std::mem::take(&mut r.groups_names));
         r.groups_names = mine;
         let mut response = self.groups.delete_groups(r, version).await;
         response.results.extend(others.into_iter().map(|g| {

@@ -254,17 +254,27 @@ pub fn assign(keys: &BTreeMap<String, usize>, nodes: &[u64]) -> HashMap<String, 
     out
 }
 
-/// The assignment key of a stream: table topics' streams by their topic's id (the whole
-/// table on one node), any other stream by its name.
-fn stream_key(name: &str, table_topics: &HashMap<String, String>) -> String {
+/// A table topic as the assignment sees it: its id, and whether its rows are keyed.
+#[derive(Debug, Clone)]
+struct TableKey {
+    id: String,
+    keyed: bool,
+}
+
+/// The assignment key of a stream. A table topic's control stream goes by its topic's id (its
+/// coordinator runs where it is owned), and so do a keyed (upsert or CDC) table topic's
+/// partitions, whose conversion needs the table's one primary-key index: the whole table on
+/// one node. An append-only table topic's partitions, and any other stream, go by their name:
+/// they spread over the nodes and are converted where they are owned.
+fn stream_key(name: &str, table_topics: &HashMap<String, TableKey>) -> String {
     if let Some(topic) = name.strip_prefix(CONTROL_PREFIX) {
-        if let Some(id) = table_topics.get(topic) {
-            return format!("table:{id}");
+        if let Some(t) = table_topics.get(topic) {
+            return format!("table:{}", t.id);
         }
     }
     if let Some(rest) = name.strip_prefix(PARTITION_PREFIX) {
         if let Some((id, _)) = rest.split_once('/') {
-            if table_topics.values().any(|t| t == id) {
+            if table_topics.values().any(|t| t.keyed && t.id == id) {
                 return format!("table:{id}");
             }
         }
@@ -304,12 +314,20 @@ pub(crate) async fn pass(broker: &Broker, state: &ClusterState) -> anyhow::Resul
     store.refresh_streams().await?;
     broker.topics().refresh().await?;
     let defaults = &broker.config().topic_defaults;
-    let table_topics: HashMap<String, String> = broker
+    let table_topics: HashMap<String, TableKey> = broker
         .topics()
         .list()
         .iter()
-        .filter(|t| t.configs.table_topic(&t.name, defaults).is_some())
-        .map(|t| (t.name.clone(), t.id.to_string()))
+        .filter_map(|t| {
+            let config = t.configs.table_topic(&t.name, defaults)?;
+            Some((
+                t.name.clone(),
+                TableKey {
+                    id: t.id.to_string(),
+                    keyed: config.keyed(),
+                },
+            ))
+        })
         .collect();
     let rows = store.stream_owners().await?;
     let weights = load_weights(store.meta()).await?;
@@ -610,11 +628,21 @@ mod tests {
     }
 
     #[test]
-    fn a_table_topic_stays_on_one_node() {
-        let tables = HashMap::from([("orders".to_string(), "abc".to_string())]);
+    fn a_keyed_table_stays_on_one_node_and_an_append_only_one_spreads() {
+        let key = |id: &str, keyed| TableKey {
+            id: id.to_string(),
+            keyed,
+        };
+        let tables = HashMap::from([
+            ("users".to_string(), key("abc", true)),
+            ("orders".to_string(), key("ghi", false)),
+        ]);
         assert_eq!(stream_key("kafka/abc/0", &tables), "table:abc");
         assert_eq!(stream_key("kafka/abc/5", &tables), "table:abc");
-        assert_eq!(stream_key("table-control/orders", &tables), "table:abc");
+        assert_eq!(stream_key("table-control/users", &tables), "table:abc");
+        assert_eq!(stream_key("kafka/ghi/0", &tables), "kafka/ghi/0");
+        assert_eq!(stream_key("kafka/ghi/1", &tables), "kafka/ghi/1");
+        assert_eq!(stream_key("table-control/orders", &tables), "table:ghi");
         assert_eq!(stream_key("kafka/def/0", &tables), "kafka/def/0");
     }
 }

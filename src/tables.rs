@@ -22,7 +22,9 @@ use inlet_catalog::NodeCatalog;
 use inlet_ingest::Broker;
 use inlet_ingest::{Compaction, TableTopicConfig};
 use inlet_schema_registry::Registry;
+use inlet_table_coordinator::chunks::Chunks;
 use inlet_table_coordinator::commit::Committer;
+use inlet_table_coordinator::convert;
 use inlet_table_coordinator::coordinator::{self, Expiry, TableTopic};
 use inlet_table_coordinator::Leases;
 use inlet_table_coordinator::Statuses;
@@ -123,7 +125,27 @@ pub(crate) async fn run(
             }
         }
     };
+    // In a cluster, append-only tables convert on their partitions' owners and hand their
+    // files to the coordinator through the chunk table.
+    let chunks = match broker.cluster_view() {
+        Some(_) => loop {
+            match Chunks::open(store.meta().clone()).await {
+                Ok(c) => break Some(c),
+                Err(e) => {
+                    tracing::warn!(error = %e, "cannot open the table chunk table; retrying");
+                    tokio::select! {
+                        _ = stop.cancelled() => return,
+                        _ = tokio::time::sleep(Duration::from_secs(1)) => {}
+                    }
+                }
+            }
+        },
+        None => None,
+    };
     let mut running: HashMap<String, Running> = HashMap::new();
+    // The converters of distributed tables on this node, by topic, and those stopping.
+    let mut converters: HashMap<String, Running> = HashMap::new();
+    let mut converters_stopping: HashMap<String, tokio::task::JoinHandle<()>> = HashMap::new();
     // Coordinators told to stop that have not finished yet: a topic's next coordinator starts
     // only once its last one is gone, so two never commit to one table at once.
     let mut stopping: HashMap<String, tokio::task::JoinHandle<()>> = HashMap::new();
@@ -144,6 +166,7 @@ pub(crate) async fn run(
         });
         let defaults = &broker.config().topic_defaults;
         let mut wanted: HashMap<String, (Fingerprint, TableTopic)> = HashMap::new();
+        let mut wanted_converters: HashMap<String, (Fingerprint, TableTopic)> = HashMap::new();
         // Tables (and dead-letter tables) taken so far, by topic: CreateTopics and
         // AlterConfigs refuse two table topics sharing a table, but topics configured before
         // that check may still; the first by name (the order `list` gives) keeps the table.
@@ -152,12 +175,25 @@ pub(crate) async fn run(
             let Some(config) = topic.configs.table_topic(&topic.name, defaults) else {
                 continue;
             };
-            // In a cluster a table runs where its partitions and control stream are owned
-            // (`crate::cluster` keeps them together); a single node owns everything.
+            // In a cluster a table's coordinator runs where its control stream is owned, with
+            // its partitions for a keyed table (`crate::cluster` keeps them together); an
+            // append-only table's partitions are converted where they are owned. Before the
+            // control stream exists, the owner of partition 0 (or of every partition) starts
+            // the coordinator, which creates it. A single node owns everything.
+            let distributed = chunks.is_some() && !config.keyed();
             let control = store.open_stream(&format!("table-control/{}", topic.name));
-            if !topic.partitions.iter().all(|p| store.owns(p.stream))
-                || control.is_ok_and(|c| !store.owns(c.id))
-            {
+            let coordinates = match control {
+                Ok(c) => {
+                    store.owns(c.id)
+                        && (distributed || topic.partitions.iter().all(|p| store.owns(p.stream)))
+                }
+                Err(_) if distributed => topic
+                    .partitions
+                    .first()
+                    .is_some_and(|p| store.owns(p.stream)),
+                Err(_) => topic.partitions.iter().all(|p| store.owns(p.stream)),
+            };
+            if !coordinates && !distributed {
                 continue;
             }
             match table_topic(
@@ -169,7 +205,14 @@ pub(crate) async fn run(
                 &index_budget,
                 &topic,
             ) {
-                Ok((fp, t)) => {
+                Ok((fp, mut t)) => {
+                    if distributed {
+                        t.chunks = chunks.clone();
+                        wanted_converters.insert(topic.name.clone(), (fp.clone(), t.clone()));
+                        if !coordinates {
+                            continue;
+                        }
+                    }
                     let dlq = coordinator::dead_letter_table(&t.ident);
                     if let Some(other) = taken.get(&t.ident).or_else(|| taken.get(&dlq)) {
                         tracing::warn!(topic = %topic.name, table = %t.ident, other = %other, "table topic is misconfigured: its table or dead-letter table is another table topic's; it is not converted");
@@ -224,24 +267,86 @@ pub(crate) async fn run(
                 },
             );
         }
-        if !running.is_empty() {
+        reconcile_converters(
+            &mut converters,
+            &mut converters_stopping,
+            wanted_converters,
+            |topic, token| {
+                tokio::spawn(convert::run(
+                    topic,
+                    worker.clone(),
+                    committer.clone(),
+                    store.clone(),
+                    broker.config().node_id as i64,
+                    token,
+                ))
+            },
+            &stop,
+        );
+        if !running.is_empty() || !converters.is_empty() {
             worker.poll().await;
         }
     }
     for r in running.values() {
         r.token.cancel();
     }
+    for r in converters.values() {
+        r.token.cancel();
+    }
     for task in running
         .into_values()
+        .chain(converters.into_values())
         .map(|r| r.task)
         .chain(stopping.into_values())
+        .chain(converters_stopping.into_values())
     {
         let _ = task.await;
     }
     worker.pool().close();
 }
 
-/// A running coordinator.
+/// Brings the converters (`running`) in line with `wanted`: stops those of topics that went
+/// away or changed, and starts the missing ones with `start` once the topic's last converter
+/// has ended (it unregisters the table from the worker as it ends).
+fn reconcile_converters(
+    running: &mut HashMap<String, Running>,
+    stopping: &mut HashMap<String, tokio::task::JoinHandle<()>>,
+    wanted: HashMap<String, (Fingerprint, TableTopic)>,
+    start: impl Fn(TableTopic, CancellationToken) -> tokio::task::JoinHandle<()>,
+    stop: &CancellationToken,
+) {
+    let ended: Vec<String> = running
+        .iter()
+        .filter(|(name, r)| {
+            r.task.is_finished() || wanted.get(*name).is_none_or(|(w, _)| *w != r.fingerprint)
+        })
+        .map(|(name, _)| name.clone())
+        .collect();
+    for name in ended {
+        if let Some(r) = running.remove(&name) {
+            r.token.cancel();
+            stopping.insert(name, r.task);
+        }
+    }
+    stopping.retain(|_, task| !task.is_finished());
+    for (name, (fingerprint, topic)) in wanted {
+        if running.contains_key(&name) || stopping.contains_key(&name) {
+            continue;
+        }
+        let token = stop.child_token();
+        let task = start(topic, token.clone());
+        running.insert(
+            name,
+            Running {
+                fingerprint,
+                token,
+                task,
+            },
+        );
+    }
+}
+
+/// A running coordinator (or converter).
 struct Running {
     /// What it was started with.
     fingerprint: Fingerprint,
@@ -317,6 +422,7 @@ fn table_topic(
                 .iter()
                 .map(|p| (p.index, p.stream))
                 .collect(),
+            chunks: None,
             ctx,
             commit_interval: config.commit_interval,
             watermark_idle: config.watermark_idle,

@@ -317,6 +317,14 @@ pub struct TableTopicConfig {
     pub effective: Vec<(String, String)>,
 }
 
+impl TableTopicConfig {
+    /// Whether rows are keyed (upsert or CDC): such a table's rounds carry position deletes
+    /// from one primary-key index, so all its partitions convert on one node.
+    pub fn keyed(&self) -> bool {
+        self.upsert || self.cdc_field.is_some()
+    }
+}
+
 /// `table.topic.compaction.interval.ms`: how often the table's small files are compacted.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Compaction {

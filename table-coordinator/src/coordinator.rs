@@ -71,6 +71,11 @@ pub struct TableTopic {
     pub ident: TableIdent,
     /// (partition, stream) of every partition.
     pub partitions: Vec<(i32, StreamId)>,
+    /// In a cluster, an append-only table's partitions are converted on their owners
+    /// ([`crate::convert`]) and handed over as chunks ([`crate::chunks`]); the coordinator
+    /// converts nothing itself and commits the chunks that continue the table's progress.
+    /// Then this is the chunk table; None: the node's worker converts every partition.
+    pub chunks: Option<crate::chunks::Chunks>,
     /// How records convert; its `schema` is replaced by the table's.
     pub ctx: TableContext,
     pub commit_interval: Duration,
@@ -221,6 +226,15 @@ pub async fn run(
                         Outcome::Failed(e.to_string())
                     }
                 },
+                Action::Drain if topic.chunks.is_some() => {
+                    match collect_chunks(&topic, &committer, machine.offsets()).await {
+                        Ok(o) => Outcome::Drained(o),
+                        Err(e) => {
+                            tracing::warn!(table = %topic.ident, error = %e, "cannot collect the partitions' chunks; retrying at the next commit");
+                            Outcome::Failed(e.to_string())
+                        }
+                    }
+                }
                 Action::Drain => {
                     let until: BTreeMap<i32, u64> = topic
                         .partitions
@@ -399,9 +413,77 @@ pub async fn run(
             tracing::warn!(table = %topic.ident, error = %e, "cannot release the coordinator's lease; it expires");
         }
     }
-    worker.remove_table(&topic.name);
+    if topic.chunks.is_none() {
+        // A distributed table's registration is its converter's, not this coordinator's.
+        worker.remove_table(&topic.name);
+    }
     statuses.remove(&status_key);
     tracing::info!(table = %topic.ident, "table coordinator stopped");
+}
+
+/// A distributed table's drain ([`TableTopic::chunks`]): drops the chunks the table's
+/// progress is past, takes those that continue `offsets` ([`crate::chunks::chain`]) and
+/// refuses those whose schema cannot join the table's, as the outputs of one round. Every
+/// output carries the schema all the taken files fit (the round's schema is its last
+/// output's).
+async fn collect_chunks(
+    topic: &TableTopic,
+    committer: &Committer,
+    offsets: &BTreeMap<i32, u64>,
+) -> Result<Vec<(i32, inlet_table_worker::JobOutput)>, String> {
+    let Some(chunks) = &topic.chunks else {
+        return Ok(Vec::new());
+    };
+    let table = committer
+        .load(&topic.ident)
+        .await
+        .map_err(|e| e.to_string())?;
+    chunks
+        .remove_committed(&topic.topic_id, offsets)
+        .await
+        .map_err(|e| e.to_string())?;
+    let listed = chunks
+        .list(&topic.topic_id)
+        .await
+        .map_err(|e| e.to_string())?;
+    let current = table.as_ref().map(|t| {
+        (
+            t.metadata().current_schema().as_ref().clone(),
+            t.metadata().last_column_id(),
+        )
+    });
+    let chained = crate::chunks::chain(listed, offsets, current.as_ref().map(|(s, l)| (s, *l)));
+    for (partition, start, node) in &chained.refused {
+        chunks
+            .remove(&topic.topic_id, *partition, *start, *node)
+            .await
+            .map_err(|e| e.to_string())?;
+    }
+    let Some(schema) = chained.schema else {
+        return Ok(Vec::new());
+    };
+    Ok(chained
+        .taken
+        .into_iter()
+        .map(|c| {
+            (
+                c.partition,
+                inlet_table_worker::JobOutput {
+                    data_files: c.files,
+                    next_offset: c.end,
+                    schema: schema.clone(),
+                    changes: Vec::new(),
+                    dead_letters: Vec::new(),
+                    dead_letter_files: c.dead_letter_files,
+                    delete_files: Vec::new(),
+                    rows: c.rows,
+                    max_timestamp_ms: c.max_timestamp_ms,
+                    input_bytes: 0,
+                    decoded_bytes: 0,
+                },
+            )
+        })
+        .collect())
 }
 
 /// Expires the snapshots of `ident` and of its dead-letter table (which commits with it) by
@@ -626,41 +708,9 @@ async fn register(
         || Arc::new(iceberg::spec::PartitionSpec::unpartition_spec()),
         |t| t.metadata().default_partition_spec().clone(),
     );
-    let mut ctx = topic.ctx.clone();
-    if let Some(t) = &table {
-        ctx.schema = Some(t.metadata().current_schema().as_ref().clone());
-        ctx.last_column_id = t.metadata().last_column_id();
-        // An existing table's spec rules; `partition.by` only shapes a new table.
-        ctx.target.spec = t.metadata().default_partition_spec().clone();
-        ctx.partition_by.clear();
-    } else {
-        ctx.schema = None;
-    }
-    // Files go to the table's own location, and their names carry its identity: a table made
-    // again under this name (this one renamed or dropped) must not write over this one's files.
     let table_uuid = table.as_ref().map(|t| t.metadata().uuid());
-    match &table {
-        Some(t) => {
-            ctx.target.data_location =
-                format!("{}/data", t.metadata().location().trim_end_matches('/'));
-            ctx.file_tag = Some(t.metadata().uuid().simple().to_string()[..8].to_string());
-        }
-        #[allow(clippy::disallowed_methods)] // before the table exists: unique is all it must be
-        None => ctx.file_tag = Some(uuid::Uuid::new_v4().simple().to_string()[..8].to_string()),
-    }
+    let ctx = table_context(topic, table.as_ref(), &dead_letter_floor, None);
     let partition_by = ctx.partition_by.clone();
-    ctx.dead_letter_floor = dead_letter_floor.clone();
-    if ctx.dead_letter_target.is_none() {
-        let mut target = ctx.target.clone();
-        target.data_location = target
-            .data_location
-            .trim_end_matches("/data")
-            .trim_end_matches('/')
-            .to_string()
-            + inlet_table_worker::dead_letter::SUFFIX
-            + "/data";
-        ctx.dead_letter_target = Some(target);
-    }
     let sources: Vec<PartitionSource> = topic
         .partitions
         .iter()
@@ -674,8 +724,15 @@ async fn register(
                 .unwrap_or_else(|| store.start_offset(*stream).unwrap_or(0)),
         })
         .collect();
-    let offsets = sources.iter().map(|s| (s.partition, s.start)).collect();
-    worker.add_table_with_base(&topic.name, ctx, &sources, live);
+    let offsets = if topic.chunks.is_some() {
+        // The partitions' owners convert them; only the table's progress counts here (a
+        // partition without progress starts at its first chunk, see `chunks::chain`).
+        committed.offsets.clone()
+    } else {
+        let offsets = sources.iter().map(|s| (s.partition, s.start)).collect();
+        worker.add_table_with_base(&topic.name, ctx, &sources, live);
+        offsets
+    };
     Ok(Registered {
         committed,
         offsets,
@@ -688,6 +745,55 @@ async fn register(
         control,
         recovered,
     })
+}
+
+/// How `topic`'s records convert into `table` as it is now (None: not created yet): the
+/// table's schema, `last-column-id`, spec and location, and `dead_letter_floor`. Files are
+/// tagged with the table's identity (a random tag before it exists), plus `node_tag` when
+/// set (a converter's: see [`crate::chunks`]).
+pub(crate) fn table_context(
+    topic: &TableTopic,
+    table: Option<&iceberg::table::Table>,
+    dead_letter_floor: &BTreeMap<i32, u64>,
+    node_tag: Option<&str>,
+) -> TableContext {
+    let mut ctx = topic.ctx.clone();
+    if let Some(t) = table {
+        ctx.schema = Some(t.metadata().current_schema().as_ref().clone());
+        ctx.last_column_id = t.metadata().last_column_id();
+        // An existing table's spec rules; `partition.by` only shapes a new table.
+        ctx.target.spec = t.metadata().default_partition_spec().clone();
+        ctx.partition_by.clear();
+    } else {
+        ctx.schema = None;
+    }
+    // Files go to the table's own location, and their names carry its identity: a table made
+    // again under this name (this one renamed or dropped) must not write over this one's files.
+    match table {
+        Some(t) => {
+            ctx.target.data_location =
+                format!("{}/data", t.metadata().location().trim_end_matches('/'));
+            ctx.file_tag = Some(t.metadata().uuid().simple().to_string()[..8].to_string());
+        }
+        #[allow(clippy::disallowed_methods)] // before the table exists: unique is all it must be
+        None => ctx.file_tag = Some(uuid::Uuid::new_v4().simple().to_string()[..8].to_string()),
+    }
+    ctx.dead_letter_floor = dead_letter_floor.clone();
+    if ctx.dead_letter_target.is_none() {
+        let mut target = ctx.target.clone();
+        target.data_location = target
+            .data_location
+            .trim_end_matches("/data")
+            .trim_end_matches('/')
+            .to_string()
+            + inlet_table_worker::dead_letter::SUFFIX
+            + "/data";
+        ctx.dead_letter_target = Some(target);
+    }
+    if let (Some(tag), Some(own)) = (node_tag, ctx.file_tag.as_mut()) {
+        own.push_str(tag);
+    }
+    ctx
 }
 
 /// The round of the control stream's last `PRE_COMMIT` if it must be committed again: it did

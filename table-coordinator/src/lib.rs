@@ -18,6 +18,9 @@
 //!   often a table commits;
 //! - [`machine`]: the coordinator's decisions as a state machine without I/O (events in,
 //!   actions out), which the simulation drives too;
+//! - [`chunks`] and [`convert`]: in a cluster, an append-only table's partitions are
+//!   converted on their owners, which hand their files to the coordinator as chunks in the
+//!   metadata store;
 //! - [`coordinator`]: the per-table loop that carries out the machine's actions: collects
 //!   the worker's conversions every commit interval and commits them;
 //! - [`watermark`]: the table and partition watermarks; [`status`]: commit lag per table.
@@ -27,10 +30,12 @@
 //! makes one catalog commit that requires the base snapshot (`assert-ref-snapshot-id`), after
 //! checking the round's epoch and continuity against that base.
 
+pub mod chunks;
 pub mod commit;
 pub mod compact;
 pub mod concat;
 pub(crate) mod control;
+pub mod convert;
 pub mod coordinator;
 pub(crate) mod lease;
 pub mod machine;

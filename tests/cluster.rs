@@ -702,6 +702,67 @@ fn a_table_topic_survives_the_kill_of_its_node() {
     }
 }
 
+/// One table topic's three partitions, each converted on another node, evolve apart at once
+/// (confluent-kafka's AvroSerializer: partition 0 adds `a`, partition 1 adds `b`). Two nodes
+/// may give their new columns the same field id: the coordinator commits one, refuses the
+/// other's chunk, and that node converts again on the evolved table. pyiceberg then reads
+/// both columns on exactly the records that had them, every record once
+/// (`tests/clients/cluster_table_evolve.py`).
+#[test]
+fn a_table_converted_on_three_nodes_evolves_apart_and_lands_once() {
+    let Some(python) = common::python::require_python(
+        "import pyiceberg.catalog.rest, confluent_kafka.schema_registry.avro",
+        "pyiceberg and confluent-kafka",
+    ) else {
+        return;
+    };
+    let Some(cluster) = Cluster::new("") else {
+        return;
+    };
+    const TABLE: &str = "evolving";
+    let nodes: BTreeMap<u64, Node> = (1..=3).map(|id| (id, cluster.start(id))).collect();
+    create_topics(
+        &nodes[&1],
+        &[NewTopic::new(TABLE, 3, TopicReplication::Fixed(1))
+            .set("table.topic.enable", "true")
+            .set("table.topic.commit.interval.ms", "1000")
+            .set("table.topic.convert.value.type", "by_schema_id")],
+    );
+    poll_until(60, "one partition of the table on each node", || {
+        let owners = wait_topic_owned_by(&nodes[&1], TABLE, 3, &[1, 2, 3], 30);
+        (owners
+            .iter()
+            .collect::<std::collections::BTreeSet<_>>()
+            .len()
+            == 3)
+            .then_some(())
+    });
+    let (status, output) = common::python::run(
+        &python,
+        &[
+            common::python::script("cluster_table_evolve.py").into(),
+            bootstrap(&nodes).into(),
+            format!("http://{}", nodes[&2].registry).into(),
+            format!("http://{}/iceberg", nodes[&3].http).into(),
+            TABLE.into(),
+        ],
+        Duration::from_secs(300),
+    );
+    assert!(
+        status.is_some_and(|s| s.success()) && output.contains("OK"),
+        "the evolving table ({status:?}):\n{output}"
+    );
+    let refused = nodes
+        .values()
+        .flat_map(|n| n.logs_so_far())
+        .filter(|l| l.contains("a chunk's schema does not fit"))
+        .count();
+    eprintln!("{output}chunks refused for a clashing column id: {refused}");
+    for node in nodes.into_values() {
+        node.stop();
+    }
+}
+
 /// Two nodes whose PostgreSQL and S3 are behind fault-injecting proxies: latency, every
 /// connection cut, PostgreSQL refusing connections for two seconds. Producing rides through
 /// (acknowledgements wait or fail with retriable errors and the client retries), and every

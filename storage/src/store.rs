@@ -751,7 +751,8 @@ impl StreamStore {
 
     /// Brings the map of streams up to date with the metadata store: streams other nodes
     /// created appear (not owned), streams deleted elsewhere go, and retention settings made
-    /// elsewhere apply. Owned streams keep their offsets: only this node changes those.
+    /// elsewhere apply. Owned streams keep their offsets: only this node changes those; the
+    /// others' offsets follow the metadata store.
     pub async fn refresh_streams(&self) -> Result<()> {
         let rows = self.inner.meta.live_streams().await?;
         let live: std::collections::HashSet<StreamId> = rows.iter().map(|r| r.id).collect();
@@ -762,6 +763,14 @@ impl StreamStore {
                     let mut state = shared.state.lock();
                     state.retention_ms = row.retention_ms;
                     state.retention_bytes = row.retention_bytes;
+                    if !state.owned {
+                        // Another node's stream: its offsets as that node last committed
+                        // them (a table's coordinator reports its lag from them).
+                        state.start_offset = row.start_offset;
+                        state.committed_end = row.committed_end;
+                        state.durable_end = row.committed_end;
+                        state.next_offset = row.committed_end;
+                    }
                 }
                 None => {
                     let state = StreamState::from_row(&row, false);

@@ -21,7 +21,6 @@
 //!   converting one range never write over each other's files.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::sync::Arc;
 
 use iceberg::spec::{
     deserialize_data_file_from_json, serialize_data_file_to_json, DataFile, FormatVersion, Schema,
@@ -370,7 +369,7 @@ fn fit(
         Some(fields) => Schema::builder()
             .with_schema_id(current.schema_id())
             .with_identifier_field_ids(current.identifier_field_ids())
-            .with_fields(fields.fields().iter().cloned().collect::<Vec<Arc<_>>>())
+            .with_fields(fields.fields().to_vec())
             .build()
             .map_err(|e| e.to_string()),
     }
@@ -380,6 +379,7 @@ fn fit(
 mod tests {
     use super::*;
     use iceberg::spec::{NestedField, PrimitiveType, Type};
+    use std::sync::Arc;
 
     fn schema(fields: &[(i32, &str)]) -> Schema {
         Schema::builder()

@@ -128,6 +128,13 @@ impl Converter {
             }
             return Ok(());
         }
+        // Which of its chunks are still there, then the table: a chunk deleted before this read
+        // was refused or committed, and a committed one's range is in the progress read after.
+        let published = self
+            .chunks
+            .published_by(&self.topic.topic_id, self.node)
+            .await
+            .map_err(|e| e.to_string())?;
         let table = self
             .committer
             .load(&self.topic.ident)
@@ -135,11 +142,6 @@ impl Converter {
             .map_err(|e| e.to_string())?;
         let mut committed = table.as_ref().map(Committer::committed).unwrap_or_default();
         committed.keep_only_topic(&self.topic.topic_id);
-        let published = self
-            .chunks
-            .published_by(&self.topic.topic_id, self.node)
-            .await
-            .map_err(|e| e.to_string())?;
         let mut restarted = false;
         for (partition, stream) in &owned {
             let progress = committed.offsets.get(partition).copied();

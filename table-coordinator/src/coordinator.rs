@@ -227,6 +227,13 @@ pub async fn run(
                     }
                 },
                 Action::Drain if topic.chunks.is_some() => {
+                    // The ends as this node last read them (other nodes own most partitions).
+                    let ends: BTreeMap<i32, u64> = topic
+                        .partitions
+                        .iter()
+                        .filter_map(|(p, s)| Some((*p, store.end_offset(*s).ok()?)))
+                        .collect();
+                    statuses.update(&status_key, |s| s.ends = ends);
                     match collect_chunks(&topic, &committer, machine.offsets()).await {
                         Ok(o) => Outcome::Drained(o),
                         Err(e) => {

@@ -227,47 +227,27 @@ pub(crate) async fn run(
                 }
             }
         }
-        // Stop coordinators of topics that went away or changed. A coordinator stops between
-        // rounds (a round it has started is committed first) and then unregisters its table.
-        for name in running
-            .iter()
-            .filter(|(name, r)| wanted.get(*name).is_none_or(|(w, _)| *w != r.fingerprint))
-            .map(|(name, _)| name.clone())
-            .collect::<Vec<_>>()
-        {
-            if let Some(r) = running.remove(&name) {
-                r.token.cancel();
-                if let Some(earlier) = stopping.insert(name, r.task) {
-                    // Only one stopping task per topic exists: a new one starts after it ended.
-                    debug_assert!(earlier.is_finished());
-                }
-            }
-        }
-        for (name, (fingerprint, topic)) in wanted {
-            if running.contains_key(&name) || stopping.contains_key(&name) {
-                continue;
-            }
-            let token = stop.child_token();
-            let task = tokio::spawn(coordinator::run(
-                topic,
-                worker.clone(),
-                committer.clone(),
-                store.clone(),
-                broker.clock().clone(),
-                leases.clone(),
-                statuses.clone(),
-                token.clone(),
-            ));
-            running.insert(
-                name,
-                Running {
-                    fingerprint,
+        // Coordinators of topics that went away or changed stop between rounds (a round they
+        // have started is committed first), then unregister their tables.
+        reconcile(
+            &mut running,
+            &mut stopping,
+            wanted,
+            |topic, token| {
+                tokio::spawn(coordinator::run(
+                    topic,
+                    worker.clone(),
+                    committer.clone(),
+                    store.clone(),
+                    broker.clock().clone(),
+                    leases.clone(),
+                    statuses.clone(),
                     token,
-                    task,
-                },
-            );
-        }
-        reconcile_converters(
+                ))
+            },
+            &stop,
+        );
+        reconcile(
             &mut converters,
             &mut converters_stopping,
             wanted_converters,
@@ -305,10 +285,11 @@ pub(crate) async fn run(
     worker.pool().close();
 }
 
-/// Brings the converters (`running`) in line with `wanted`: stops those of topics that went
-/// away or changed, and starts the missing ones with `start` once the topic's last converter
-/// has ended (it unregisters the table from the worker as it ends).
-fn reconcile_converters(
+/// Brings the coordinators or converters `running` in line with `wanted`: stops those of
+/// topics that went away or changed, and starts the missing ones with `start` once the topic's
+/// last one has ended (it unregisters the table from the worker as it ends), so two never run
+/// for one topic at once.
+fn reconcile(
     running: &mut HashMap<String, Running>,
     stopping: &mut HashMap<String, tokio::task::JoinHandle<()>>,
     wanted: HashMap<String, (Fingerprint, TableTopic)>,

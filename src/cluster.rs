@@ -7,8 +7,10 @@
 //! its produce rate over `[cluster] load_unit_bytes`; its weight is the load rounded to a
 //! power of two, published by its owner when the load moved far from it ([`measure`]), so
 //! the nodes balance bytes in, and swings move nothing. A stream's key is its name, except
-//! that a table topic's partitions and its control stream share the topic's id as key, so one
-//! node converts and commits the whole table. A group goes to the rendezvous of its id.
+//! that a table topic's control stream, and a keyed (upsert or CDC) table topic's partitions,
+//! go by the topic's id ([`stream_key`]): the table's coordinator runs where its control
+//! stream is owned, and a keyed table converts whole on that node. A group goes to the
+//! rendezvous of its id.
 //!
 //! The assigner ([`run`]) reconciles the node with the assignment every `[cluster]
 //! rebalance_ms` (and at once at start):
@@ -16,7 +18,9 @@
 //!   epoch: the previous owner can commit nothing more, see `inlet_storage::StreamStore::acquire`);
 //! - streams owned here but assigned to another live node are released, after their appends
 //!   in flight finish; that node acquires them at its next pass. Nothing is copied.
-//! - topics and streams other nodes created, deleted or reconfigured are picked up.
+//! - topics and streams other nodes created, deleted or reconfigured are picked up (also
+//!   every [`TOPICS_POLL`] apart from the pass, so a change reaches every node within a
+//!   second even while a pass waits on a takeover).
 //!
 //! Safety does not rest on the leases' timing: every metadata commit of a stream is fenced by
 //! its epoch in PostgreSQL, and an append is acknowledged only after its commit. A node paused
@@ -282,15 +286,55 @@ fn stream_key(name: &str, table_topics: &HashMap<String, TableKey>) -> String {
     name.to_string()
 }
 
-/// Runs the assigner until `stop` (see the module doc).
+/// How often a node reads the topics other nodes created, deleted or reconfigured, apart from
+/// the assigner's pass (which may wait on a takeover's replay): a change reaches every node
+/// within about this long. One small query per poll (a row per topic); the streams are read
+/// again only when a topic's partitions are not all known.
+const TOPICS_POLL: Duration = Duration::from_millis(250);
+
+/// Runs the assigner, and the topics' poll ([`TOPICS_POLL`]), until `stop` (see the module
+/// doc).
 pub(crate) async fn run(
     broker: Arc<Broker>,
     state: Arc<ClusterState>,
     every: Duration,
     stop: CancellationToken,
 ) {
+    tokio::join!(
+        assign_loop(&broker, &state, every, &stop),
+        poll_topics(&broker, &stop)
+    );
+}
+
+/// Brings the node's topics up to date every [`TOPICS_POLL`] until `stop`.
+async fn poll_topics(broker: &Broker, stop: &CancellationToken) {
     loop {
-        if let Err(e) = pass(&broker, &state).await {
+        let refreshed = match broker.topics().refresh().await {
+            Ok(true) => Ok(()),
+            Ok(false) => match broker.store().refresh_streams().await {
+                Ok(()) => broker.topics().refresh().await.map(drop),
+                Err(e) => Err(e.into()),
+            },
+            Err(e) => Err(e),
+        };
+        if let Err(e) = refreshed {
+            tracing::warn!(error = %e, "reading the topics failed; trying again");
+        }
+        tokio::select! {
+            _ = stop.cancelled() => return,
+            _ = tokio::time::sleep(TOPICS_POLL) => {}
+        }
+    }
+}
+
+async fn assign_loop(
+    broker: &Broker,
+    state: &ClusterState,
+    every: Duration,
+    stop: &CancellationToken,
+) {
+    loop {
+        if let Err(e) = pass(broker, state).await {
             tracing::warn!(error = %format!("{e:#}"), "cluster pass failed; trying again");
         }
         tokio::select! {

@@ -1004,17 +1004,17 @@ fn the_registry_and_topics_are_shared_by_every_node() {
     );
 }
 
-/// A topic reconfigured on node 2 is seen, with its config, by nodes 3 and 1.
+/// A topic reconfigured on node 2 is seen, with its config, by nodes 3 and 1, within a few
+/// seconds (each node reads the topics every 250 ms, apart from its assigner's pass; the
+/// issue asks for a second, and the time taken is printed; the bound here leaves room for a
+/// loaded machine).
 ///
-/// Ignored: in its first form (inside the registry test, altering as soon as node 3 knew the
-/// topic) it failed beside this file's other tests in two runs of five: AlterConfigs through
-/// node 2 was answered without error, yet 3 s later and for 30 s more every node described the
-/// old `retention.ms`. In this form, which first waits until nodes 2 and 3 know the topic, it
-/// passed the three runs made. Not diagnosed: perhaps a node that does not know the topic yet
-/// answers AlterConfigs without an error. Run it with
-/// `cargo test --test cluster -- --include-ignored`.
+/// History: this check, when it ran inside the registry test, failed twice in five runs beside
+/// the other tests of this file (the change was acknowledged, and for 30 s no node described
+/// it), and was ignored. It was not reproduced since (six runs of this form, three beside
+/// every other test of the file). The topics were then read only by the assigner's pass,
+/// which can wait on a takeover's replay; they are now also polled on their own.
 #[test]
-#[ignore = "an acknowledged AlterConfigs is sometimes not seen by any node (under investigation)"]
 fn a_config_change_on_one_node_reaches_the_others() {
     let Some(cluster) = Cluster::new("") else {
         return;
@@ -1042,18 +1042,22 @@ fn a_config_change_on_one_node_reaches_the_others() {
         .expect("alter configs");
     assert!(altered[0].is_ok(), "{altered:?}");
     let altered_at = Instant::now();
-    poll_until(30, "node 3 to see node 2's config change", || {
-        (topic_config(&nodes[&3], "shared", "retention.ms").as_deref() == Some("123456"))
-            .then_some(())
-    });
-    eprintln!(
-        "node 3 saw the config change {:?} after it",
-        altered_at.elapsed()
-    );
-    assert_eq!(
-        topic_config(&nodes[&1], "shared", "retention.ms").as_deref(),
-        Some("123456")
-    );
+    for n in [3, 1] {
+        poll_until(
+            30,
+            &format!("node {n} to see node 2's config change"),
+            || {
+                (topic_config(&nodes[&n], "shared", "retention.ms").as_deref() == Some("123456"))
+                    .then_some(())
+            },
+        );
+        let took = altered_at.elapsed();
+        eprintln!("node {n} saw the config change {took:?} after it");
+        assert!(
+            took < Duration::from_secs(5),
+            "the config change took {took:?} to reach node {n}"
+        );
+    }
 }
 
 /// Apache kafka-clients 4.3.0 through the kill of a node (`tests/clients/java/ClusterClients.java`):

@@ -142,7 +142,9 @@ impl Topics {
     /// [`StreamStore::refresh_streams`] first, so new partitions' streams are known. A topic
     /// whose streams are not all there yet (its creator is still creating them) is taken at
     /// the next refresh. Partitions that stay keep their state (idempotent producers).
-    pub async fn refresh(&self) -> Result<()> {
+    /// Returns whether every topic's streams were known (`false`: refresh the streams, then
+    /// call again).
+    pub async fn refresh(&self) -> Result<bool> {
         let _guard = self.changes.lock().await;
         let rows = sqlx::query("SELECT name, topic_id, partitions, configs FROM inlet_topics")
             .fetch_all(self.meta.pool())
@@ -157,6 +159,7 @@ impl Topics {
             .collect();
         let old = self.by_name.read().clone();
         let mut by_name = HashMap::new();
+        let mut complete = true;
         for row in rows {
             let (name, id, count, configs) = parse_row(&row)?;
             let before = old.get(&name).filter(|t| t.id == id);
@@ -182,6 +185,7 @@ impl Topics {
                 }
             }
             if partitions.len() != count as usize {
+                complete = false;
                 if let Some(t) = before {
                     by_name.insert(name, t.clone());
                 }
@@ -198,7 +202,7 @@ impl Topics {
             );
         }
         *self.by_name.write() = by_name;
-        Ok(())
+        Ok(complete)
     }
 
     /// Loads the topics and repairs their streams (see the module invariants).

@@ -23,8 +23,10 @@
 //! 2. scale: 1 node, then 3 nodes (on this one machine, so they share its cores): aggregate
 //!    produce throughput (acks=all, 1 KiB records, 24 partitions, 4 producers flat out) and the
 //!    nodes' CPU time per MiB acknowledged, also net of the nodes' idle CPU (measured for 5 s
-//!    before). The cost per MiB is what should stay flat; the throughput cannot triple on a
-//!    machine whose cores the nodes share.
+//!    before), the part spent in the kernel, and the minor page faults per MiB. Measured once
+//!    every node's log cache is full ([`warm_up`]); the node counts take turns run by run. The
+//!    cost per MiB is what should stay flat; the throughput cannot triple on a machine whose
+//!    cores the nodes share.
 //! 3. tables: the same node counts with three table topics (4 partitions each, string values,
 //!    1 s commits; each partition converted on its owner, one coordinator per table): produced flat out
 //!    for `INLET_BENCH_SECONDS`, then until every acknowledged record is committed. MiB/s from
@@ -192,7 +194,18 @@ struct Acks {
 
 struct Ctx(Arc<Acks>);
 
-impl ClientContext for Ctx {}
+/// librdkafka's warnings and errors go to stderr (a fatal idempotence error says why here).
+impl ClientContext for Ctx {
+    fn log(&self, level: rdkafka::config::RDKafkaLogLevel, fac: &str, message: &str) {
+        if (level as i32) <= rdkafka::config::RDKafkaLogLevel::Warning as i32 {
+            eprintln!("librdkafka {level:?} {fac}: {message}");
+        }
+    }
+
+    fn error(&self, error: rdkafka::error::KafkaError, reason: &str) {
+        eprintln!("librdkafka error {error}: {reason}");
+    }
+}
 
 impl ProducerContext for Ctx {
     type DeliveryOpaque = ();
@@ -257,7 +270,11 @@ fn send_until(
             .partition(partition);
         if let Err((e, _)) = p.send(record) {
             // A full queue: wait for room.
-            assert!(e.to_string().contains("Queue full"), "send failed: {e}");
+            assert!(
+                e.to_string().contains("Queue full"),
+                "send failed: {e} (fatal error: {:?})",
+                p.client().fatal_error()
+            );
             std::thread::sleep(Duration::from_millis(1));
             continue;
         }
@@ -347,9 +364,55 @@ fn wal_objects(nodes: &[Node]) -> f64 {
         .sum()
 }
 
-/// One scale run: `count` nodes, produce flat out for `seconds`; (MiB/s acked, node CPU ms
-/// per MiB, the same net of the nodes' idle CPU, node CPU % per node, WAL objects per MiB).
-fn scale_run(count: u64, seconds: u64) -> (f64, f64, f64, f64, f64) {
+/// Waits, under load, until every node's log cache is nine tenths full (at most 120 s): until
+/// then each MiB appended is also a MiB of memory the node touches for the first time (page
+/// faults that zero it), a cost a node pays once, not per MiB. Three nodes at a third of the
+/// rate each take three times as long to fill theirs, so a fixed warm-up measured that cost
+/// for them and not for one node (`docs/benchmarks.md`, 1 vs 3 nodes).
+fn warm_up(nodes: &[Node]) {
+    let started = Instant::now();
+    let full = || {
+        nodes.iter().all(|n| {
+            n.metric("inlet_log_cache_used_bytes") >= 0.9 * n.metric("inlet_log_cache_budget_bytes")
+        })
+    };
+    while !full() {
+        assert!(
+            started.elapsed() < Duration::from_secs(120),
+            "the log caches did not fill in 120 s"
+        );
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    println!(
+        "  warm-up: the log caches filled in {:.1} s",
+        started.elapsed().as_secs_f64()
+    );
+}
+
+/// What one scale run measured, over the nodes together.
+struct ScaleRun {
+    mib_per_s: f64,
+    cpu_ms_per_mib: f64,
+    /// The same, net of the nodes' idle CPU.
+    net_ms_per_mib: f64,
+    cpu_percent_per_node: f64,
+    wal_objects_per_mib: f64,
+    /// CPU in the kernel (syscalls, page faults), ms per MiB.
+    system_ms_per_mib: f64,
+    /// Minor page faults per MiB (256 is a MiB of memory touched for the first time).
+    faults_per_mib: f64,
+}
+
+/// The nodes' minor page faults and kernel CPU ms so far.
+fn faults_and_system(nodes: &[Node]) -> (f64, f64) {
+    nodes.iter().fold((0.0, 0.0), |(f, s), n| {
+        let (nf, ns) = n.faults_and_system_ms();
+        (f + nf as f64, s + ns)
+    })
+}
+
+/// One scale run: `count` nodes, produce flat out for `seconds`.
+fn scale_run(count: u64, seconds: u64) -> ScaleRun {
     const TOPIC: &str = "scale";
     const PARTITIONS: i32 = 24;
     let cluster = Cluster::new();
@@ -375,19 +438,20 @@ fn scale_run(count: u64, seconds: u64) -> (f64, f64, f64, f64, f64) {
             })
         })
         .collect();
-    // Warm up, then measure.
-    std::thread::sleep(Duration::from_secs(3));
-    let (c0, b0, w0, t0) = (
+    warm_up(&nodes);
+    let (c0, b0, w0, (f0, s0), t0) = (
         cpu(&nodes),
         acks.bytes.load(Ordering::Relaxed),
         wal_objects(&nodes),
+        faults_and_system(&nodes),
         Instant::now(),
     );
     std::thread::sleep(Duration::from_secs(seconds));
-    let (c1, b1, w1, elapsed) = (
+    let (c1, b1, w1, (f1, s1), elapsed) = (
         cpu(&nodes),
         acks.bytes.load(Ordering::Relaxed),
         wal_objects(&nodes),
+        faults_and_system(&nodes),
         t0.elapsed().as_secs_f64(),
     );
     stop.store(true, Ordering::Relaxed);
@@ -398,13 +462,15 @@ fn scale_run(count: u64, seconds: u64) -> (f64, f64, f64, f64, f64) {
         node.stop_within(30);
     }
     let mib = (b1 - b0) as f64 / MIB;
-    (
-        mib / elapsed,
-        (c1 - c0) / mib,
-        (c1 - c0 - idle * elapsed) / mib,
-        (c1 - c0) / 10.0 / elapsed / count as f64,
-        (w1 - w0) / mib,
-    )
+    ScaleRun {
+        mib_per_s: mib / elapsed,
+        cpu_ms_per_mib: (c1 - c0) / mib,
+        net_ms_per_mib: (c1 - c0 - idle * elapsed) / mib,
+        cpu_percent_per_node: (c1 - c0) / 10.0 / elapsed / count as f64,
+        wal_objects_per_mib: (w1 - w0) / mib,
+        system_ms_per_mib: (s1 - s0) / mib,
+        faults_per_mib: (f1 - f0) / mib,
+    }
 }
 
 /// Records committed to the tables of every node, from their `/v1/tables`.
@@ -518,23 +584,32 @@ fn main() {
     if phases.split(',').any(|p| p == "scale") {
         let seconds = env_u64("INLET_BENCH_SECONDS", 15);
         let runs = env_u64("INLET_BENCH_RUNS", 3);
-        for count in node_counts() {
-            let mut rows = Vec::new();
-            for _ in 0..runs {
+        // Node counts take turns run by run, so the machine's drift over the phase (it slows
+        // as the runs go on) falls on every count alike.
+        let counts = node_counts();
+        let mut by_count: Vec<Vec<ScaleRun>> = counts.iter().map(|_| Vec::new()).collect();
+        for _ in 0..runs {
+            for (i, &count) in counts.iter().enumerate() {
                 let r = scale_run(count, seconds);
                 eprintln!(
-                    "  {count} node(s): {:.1} MiB/s, {:.1} CPU ms/MiB ({:.1} net of idle), {:.0}% CPU per node, {:.1} WAL objects per MiB",
-                    r.0, r.1, r.2, r.3, r.4
+                    "  {count} node(s): {:.1} MiB/s, {:.1} CPU ms/MiB ({:.1} net of idle, {:.1} in the kernel), {:.0}% CPU per node, {:.1} WAL objects and {:.0} page faults per MiB",
+                    r.mib_per_s, r.cpu_ms_per_mib, r.net_ms_per_mib, r.system_ms_per_mib,
+                    r.cpu_percent_per_node, r.wal_objects_per_mib, r.faults_per_mib
                 );
-                rows.push(r);
+                by_count[i].push(r);
             }
+        }
+        for (count, rows) in counts.iter().zip(&by_count) {
+            let m = |f: fn(&ScaleRun) -> f64| median(rows.iter().map(f).collect());
             println!(
-                "produce, {count} node(s): {:.1} MiB/s acked, {:.1} node CPU ms per MiB ({:.1} net of idle), {:.0}% CPU per node, {:.1} WAL objects per MiB (medians of {runs})",
-                median(rows.iter().map(|r| r.0).collect()),
-                median(rows.iter().map(|r| r.1).collect()),
-                median(rows.iter().map(|r| r.2).collect()),
-                median(rows.iter().map(|r| r.3).collect()),
-                median(rows.iter().map(|r| r.4).collect()),
+                "produce, {count} node(s): {:.1} MiB/s acked, {:.1} node CPU ms per MiB ({:.1} net of idle, {:.1} in the kernel), {:.0}% CPU per node, {:.1} WAL objects and {:.0} page faults per MiB (medians of {runs})",
+                m(|r| r.mib_per_s),
+                m(|r| r.cpu_ms_per_mib),
+                m(|r| r.net_ms_per_mib),
+                m(|r| r.system_ms_per_mib),
+                m(|r| r.cpu_percent_per_node),
+                m(|r| r.wal_objects_per_mib),
+                m(|r| r.faults_per_mib),
             );
         }
     }

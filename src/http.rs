@@ -312,6 +312,12 @@ async fn metrics(State(Node { broker, tables }): State<Node>) -> impl IntoRespon
         s.log_cache_used_bytes as f64,
     );
     gauge(
+        "inlet_log_cache_budget_bytes",
+        "The log cache's byte budget (`[storage] log_cache_bytes`).",
+        "gauge",
+        s.log_cache_budget_bytes as f64,
+    );
+    gauge(
         "inlet_block_cache_used_bytes",
         "Block cache bytes in use.",
         "gauge",

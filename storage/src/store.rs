@@ -114,6 +114,8 @@ pub struct StoreStats {
     pub block_cache_hits: u64,
     pub block_cache_misses: u64,
     pub log_cache_used_bytes: u64,
+    /// `log_cache_bytes`: the log cache's byte budget.
+    pub log_cache_budget_bytes: u64,
     pub block_cache_used_bytes: u64,
     pub dirty_bytes: u64,
     pub wal_segments: u64,
@@ -1195,6 +1197,7 @@ impl StreamStore {
             block_cache_hits: self.inner.block_cache.hits(),
             block_cache_misses: self.inner.block_cache.misses(),
             log_cache_used_bytes: self.inner.log_budget.used(),
+            log_cache_budget_bytes: self.inner.log_budget.budget(),
             block_cache_used_bytes: self.inner.block_cache.used(),
             dirty_bytes: get(&self.inner.dirty_bytes),
             wal_segments: wal.map_or(0, |w| w.segment_count() as u64),

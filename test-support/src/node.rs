@@ -256,6 +256,16 @@ impl Node {
         process_cpu_ms(&self.pid().to_string())
     }
 
+    /// The node's minor page faults so far (pages it touched for the first time, which the
+    /// kernel zeroed for it) and its CPU time in the kernel, ms.
+    pub fn faults_and_system_ms(&self) -> (u64, f64) {
+        let f = proc_stat(&self.pid().to_string());
+        // After the command name: minflt (field 10) is index 7, stime (15) index 12.
+        let faults = f.get(7).copied().unwrap_or(0);
+        let ticks = f.get(12).copied().unwrap_or(0);
+        (faults, ticks as f64 * 1000.0 / clock_ticks())
+    }
+
     /// The node's resident set size, in KiB.
     pub fn rss_kib(&self) -> u64 {
         std::fs::read_to_string(format!("/proc/{}/status", self.pid()))
@@ -276,17 +286,26 @@ impl Drop for Node {
 
 /// utime + stime of process `pid` (or `"self"`) so far, in ms, from `/proc/<pid>/stat`.
 pub fn process_cpu_ms(pid: &str) -> f64 {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-    let rest = stat.rsplit_once(')').map(|(_, r)| r).unwrap_or("");
-    let f: Vec<u64> = rest
-        .split_whitespace()
-        .map(|x| x.parse().unwrap_or(0))
-        .collect();
+    let f = proc_stat(pid);
     // After the command name: field 3 (state) is index 0, utime (14) index 11, stime (15) 12.
     let ticks = f.get(11).copied().unwrap_or(0) + f.get(12).copied().unwrap_or(0);
+    ticks as f64 * 1000.0 / clock_ticks()
+}
+
+/// The numeric fields of `/proc/<pid>/stat` after the command name (field 3, the state, is
+/// index 0); empty when the process is gone.
+fn proc_stat(pid: &str) -> Vec<u64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    let rest = stat.rsplit_once(')').map(|(_, r)| r).unwrap_or("");
+    rest.split_whitespace()
+        .map(|x| x.parse().unwrap_or(0))
+        .collect()
+}
+
+/// Clock ticks per second, the unit of `/proc/<pid>/stat`'s times.
+fn clock_ticks() -> f64 {
     // SAFETY: sysconf has no preconditions.
-    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as f64;
-    ticks as f64 * 1000.0 / hz
+    unsafe { libc::sysconf(libc::_SC_CLK_TCK) as f64 }
 }
 
 /// A plain HTTP/1.1 GET; returns (status, body).

@@ -104,4 +104,8 @@ impl LogBudget {
     pub(crate) fn used(&self) -> u64 {
         self.state.lock().used
     }
+
+    pub(crate) fn budget(&self) -> u64 {
+        self.budget
+    }
 }

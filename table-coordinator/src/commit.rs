@@ -30,9 +30,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use iceberg::spec::{
-    DataContentType, DataFile, FormatVersion, ManifestFile, ManifestList, ManifestListWriter,
-    ManifestWriterBuilder, NullOrder, Operation, Schema, Snapshot, SnapshotRef, SnapshotReference,
-    SnapshotRetention, SortDirection, SortField, SortOrder, Summary, TableMetadata, Transform,
+    DataContentType, DataFile, FormatVersion, ListType, ManifestFile, ManifestList,
+    ManifestListWriter, ManifestWriterBuilder, MapType, NestedFieldRef, NullOrder, Operation,
+    Schema, Snapshot, SnapshotRef, SnapshotReference, SnapshotRetention, SortDirection, SortField,
+    SortOrder, StructType, Summary, TableMetadata, Transform, Type,
 };
 use iceberg::table::Table;
 use iceberg::{Catalog, NamespaceIdent, TableCreation, TableIdent, TableRequirement, TableUpdate};
@@ -430,9 +431,14 @@ impl Committer {
                 found: None,
             })?,
             None => {
+                let schema = creatable(
+                    &round.schema,
+                    round.partition_spec.as_ref(),
+                    &round.id_columns,
+                );
                 self.create_with_ids_if_missing(
                     ident,
-                    &round.schema,
+                    &schema,
                     round.partition_spec.clone(),
                     &round.id_columns,
                 )
@@ -1113,6 +1119,85 @@ pub(crate) fn snapshot_id_for(commit_id: &str, meta: &TableMetadata) -> i64 {
 
 /// `schema` with `id_columns` as identifier fields (when all are required), and the sort order
 /// by them; the schema unchanged and no sort order without id columns.
+/// The schema to create a missing table with, for a round converted with `schema`. A
+/// catalog's create gives the table fresh ids (in the order of
+/// [`inlet_table_worker::fresh_ids`], which the worker uses for a new table too); a schema
+/// that evolved within the round (a column added after a nested one) is not in that order,
+/// and the round's files would not fit the table. So the table is created with the largest
+/// part of `schema` up to some id that creation keeps as it is, and the round's commit adds
+/// the columns above that id with their own ids (`crate::rebase`). `schema` itself when no
+/// part fits, or when the partition spec or the id columns need a column above it.
+fn creatable(
+    schema: &Schema,
+    spec: Option<&iceberg::spec::UnboundPartitionSpec>,
+    id_columns: &[String],
+) -> Schema {
+    let fields = schema.as_struct().fields();
+    let mut ids: Vec<i32> = schema.field_id_to_name_map().keys().copied().collect();
+    ids.sort_unstable_by(|a, b| b.cmp(a));
+    for k in ids {
+        let Some(part) = fields_up_to(fields, k) else {
+            continue;
+        };
+        if part.is_empty() || inlet_table_worker::fresh_ids(&part) != part {
+            continue;
+        }
+        let Ok(candidate) = Schema::builder()
+            .with_schema_id(schema.schema_id())
+            .with_fields(part)
+            .build()
+        else {
+            continue;
+        };
+        let spec_fits = spec.is_none_or(|s| s.fields().iter().all(|f| f.source_id <= k));
+        let ids_fit = id_columns
+            .iter()
+            .all(|c| candidate.as_struct().field_by_name(c).is_some());
+        if spec_fits && ids_fit {
+            return candidate;
+        }
+        break;
+    }
+    schema.clone()
+}
+
+/// `fields` without the fields whose id is above `k`; None when that would leave a list or
+/// map without its element, key or value, or a struct without fields.
+fn fields_up_to(fields: &[NestedFieldRef], k: i32) -> Option<Vec<NestedFieldRef>> {
+    let mut kept = Vec::new();
+    for f in fields.iter().filter(|f| f.id <= k) {
+        let ty = type_up_to(&f.field_type, k)?;
+        let mut field = (**f).clone();
+        *field.field_type = ty;
+        kept.push(Arc::new(field));
+    }
+    Some(kept)
+}
+
+fn type_up_to(ty: &Type, k: i32) -> Option<Type> {
+    match ty {
+        Type::Primitive(_) => Some(ty.clone()),
+        Type::Struct(s) => {
+            let fields = fields_up_to(s.fields(), k)?;
+            (!fields.is_empty()).then(|| Type::Struct(StructType::new(fields)))
+        }
+        Type::List(l) => {
+            (l.element_field.id <= k).then_some(())?;
+            let mut element = (*l.element_field).clone();
+            *element.field_type = type_up_to(&l.element_field.field_type, k)?;
+            Some(Type::List(ListType::new(Arc::new(element))))
+        }
+        Type::Map(m) => {
+            (m.key_field.id <= k && m.value_field.id <= k).then_some(())?;
+            let mut key = (*m.key_field).clone();
+            *key.field_type = type_up_to(&m.key_field.field_type, k)?;
+            let mut value = (*m.value_field).clone();
+            *value.field_type = type_up_to(&m.value_field.field_type, k)?;
+            Some(Type::Map(MapType::new(Arc::new(key), Arc::new(value))))
+        }
+    }
+}
+
 fn with_ids(
     ident: &TableIdent,
     schema: &Schema,

@@ -1664,3 +1664,96 @@ async fn files_of_an_older_schema_are_decoded_into_the_current_one() {
     );
     assert_eq!(scan(&table).await, expected, "the same rows");
 }
+
+/// Iceberg renumbers the schema a table is created with. A new table's first round may carry
+/// a schema that evolved within it: here `added` (id 4) came after the nested `s.x` (id 3),
+/// where a fresh numbering puts it at 3. The table is created with the part that creation
+/// keeps (ids 1–3), and the round's commit adds `added` under its own id, so the round lands
+/// the first time instead of being refused for ids its files do not have.
+#[tokio::test]
+async fn a_new_tables_first_round_keeps_ids_evolved_within_it() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let c = committer(&dir).await;
+    let ident = TableIdent::new(NamespaceIdent::new("default".into()), "evolved".into());
+    let nested = Arc::new(NestedField::optional(
+        2,
+        "s",
+        Type::Struct(iceberg::spec::StructType::new(vec![field(
+            3,
+            "x",
+            false,
+            PrimitiveType::String,
+        )])),
+    ));
+    let evolved = schema_of(vec![
+        field(1, "id", true, PrimitiveType::Long),
+        nested,
+        field(4, "added", false, PrimitiveType::String),
+    ]);
+    let round = common::plain_round("t-1".into(), evolved.clone());
+    assert!(c.commit(&ident, &round).await.expect("commit").is_some());
+    let table = c.load(&ident).await.expect("load").expect("created");
+    let ids = table
+        .metadata()
+        .current_schema()
+        .field_id_to_name_map()
+        .clone();
+    for (id, name) in [(1, "id"), (2, "s"), (3, "s.x"), (4, "added")] {
+        assert_eq!(ids.get(&id).map(String::as_str), Some(name), "{ids:?}");
+    }
+    assert_eq!(table.metadata().last_column_id(), 4);
+}
+
+/// The worker numbers a new table's columns as the catalog's create does
+/// (`inlet_table_worker::fresh_ids`): nested structs, lists and maps keep every id.
+#[tokio::test]
+async fn fresh_ids_are_the_ids_a_created_table_gets() {
+    use iceberg::spec::{ListType, MapType, StructType};
+    let dir = tempfile::tempdir().expect("tempdir");
+    let c = committer(&dir).await;
+    let ident = TableIdent::new(NamespaceIdent::new("default".into()), "fresh".into());
+    let inner = Type::Struct(StructType::new(vec![
+        field(0, "a", true, PrimitiveType::Int),
+        field(0, "b", false, PrimitiveType::String),
+    ]));
+    let fields = vec![
+        field(0, "first", true, PrimitiveType::Long),
+        Arc::new(NestedField::optional(0, "s", inner.clone())),
+        Arc::new(NestedField::optional(
+            0,
+            "l",
+            Type::List(ListType::new(Arc::new(NestedField::list_element(
+                0, inner, false,
+            )))),
+        )),
+        Arc::new(NestedField::optional(
+            0,
+            "m",
+            Type::Map(MapType::new(
+                Arc::new(NestedField::map_key_element(
+                    0,
+                    Type::Primitive(PrimitiveType::String),
+                )),
+                Arc::new(NestedField::map_value_element(
+                    0,
+                    Type::List(ListType::new(Arc::new(NestedField::list_element(
+                        0,
+                        Type::Primitive(PrimitiveType::Int),
+                        true,
+                    )))),
+                    false,
+                )),
+            )),
+        )),
+        field(0, "last", false, PrimitiveType::String),
+    ];
+    let schema = schema_of(inlet_table_worker::fresh_ids(&fields));
+    let table = c
+        .create_if_missing(&ident, &schema, None)
+        .await
+        .expect("create");
+    assert_eq!(
+        table.metadata().current_schema().as_struct(),
+        schema.as_struct()
+    );
+}

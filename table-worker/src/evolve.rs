@@ -107,25 +107,15 @@ pub(crate) fn reconcile_above(
         )));
     }
     let Some(table) = table else {
-        // A new table: fresh ids from 1, the `_kafka` column last.
-        let mut next = 0;
-        let mut fields: Vec<NestedFieldRef> = incoming
-            .as_struct()
-            .fields()
-            .iter()
-            .map(|f| Arc::new(renumber(f, &mut next)))
-            .collect();
-        next += 1;
-        let kafka_id = next;
-        let kafka = kafka_type(&mut next);
-        fields.push(Arc::new(NestedField::required(
-            kafka_id,
-            KAFKA_COLUMN,
-            kafka,
-        )));
+        // A new table: the `_kafka` column last, and ids as Iceberg gives them to a table it
+        // creates, so that creating the table keeps them (see [`fresh_ids`]).
+        let mut fields: Vec<NestedFieldRef> = incoming.as_struct().fields().to_vec();
+        let mut provisional = 0;
+        let kafka = kafka_type(&mut provisional);
+        fields.push(Arc::new(NestedField::required(0, KAFKA_COLUMN, kafka)));
         let schema = Schema::builder()
             .with_schema_id(0)
-            .with_fields(fields)
+            .with_fields(fresh_ids(&fields))
             .build()?;
         return Ok(Evolution {
             schema,
@@ -152,6 +142,71 @@ pub(crate) fn reconcile_above(
         schema,
         changes: r.changes,
     })
+}
+
+/// `fields` (a table's top-level columns) with ids from 1 in the order Iceberg gives them to
+/// a table it creates, which renumbers whatever schema it is given: within each struct, its
+/// fields first, then what is nested in each of them in turn (a list's element, a map's key
+/// then its value, each followed by what is nested in it). A schema numbered so is kept as
+/// it is by the catalog's create, so the files of a table's first round fit the table.
+pub fn fresh_ids(fields: &[NestedFieldRef]) -> Vec<NestedFieldRef> {
+    let mut next = 0;
+    fresh_struct(fields, &mut next)
+}
+
+fn fresh_struct(fields: &[NestedFieldRef], next: &mut i32) -> Vec<NestedFieldRef> {
+    let ids: Vec<i32> = fields
+        .iter()
+        .map(|_| {
+            *next += 1;
+            *next
+        })
+        .collect();
+    fields
+        .iter()
+        .zip(ids)
+        .map(|(f, id)| {
+            let mut field =
+                NestedField::new(id, &f.name, fresh_type(&f.field_type, next), f.required);
+            field.doc = f.doc.clone();
+            field.initial_default = f.initial_default.clone();
+            field.write_default = f.write_default.clone();
+            Arc::new(field)
+        })
+        .collect()
+}
+
+fn fresh_type(ty: &Type, next: &mut i32) -> Type {
+    match ty {
+        Type::Primitive(_) => ty.clone(),
+        Type::Struct(s) => Type::Struct(StructType::new(fresh_struct(s.fields(), next))),
+        Type::List(l) => {
+            *next += 1;
+            let id = *next;
+            let element = fresh_type(&l.element_field.field_type, next);
+            Type::List(ListType::new(Arc::new(NestedField::list_element(
+                id,
+                element,
+                l.element_field.required,
+            ))))
+        }
+        Type::Map(m) => {
+            *next += 1;
+            let kid = *next;
+            let key = fresh_type(&m.key_field.field_type, next);
+            *next += 1;
+            let vid = *next;
+            let value = fresh_type(&m.value_field.field_type, next);
+            Type::Map(MapType::new(
+                Arc::new(NestedField::map_key_element(kid, key)),
+                Arc::new(NestedField::map_value_element(
+                    vid,
+                    value,
+                    m.value_field.required,
+                )),
+            ))
+        }
+    }
 }
 
 /// `field` with fresh ids from `next` for it and everything nested in it.
@@ -392,7 +447,7 @@ mod tests {
     }
 
     #[test]
-    fn a_new_table_gets_ids_from_one_and_the_kafka_column() {
+    fn a_new_table_gets_ids_from_one_top_level_first_and_the_kafka_column() {
         let s = new_table(vec![
             req(7, "id", PrimitiveType::Long),
             Arc::new(NestedField::optional(
@@ -411,10 +466,14 @@ mod tests {
             .iter()
             .map(|f| (f.id, f.name.clone()))
             .collect();
+        // Top-level columns first, then what is nested in each, as a catalog's create numbers
+        // them: the list's element is 4, `_kafka`'s fields 5 to 9.
         assert_eq!(
             names,
-            vec![(1, "id".into()), (2, "tags".into()), (4, "_kafka".into())]
+            vec![(1, "id".into()), (2, "tags".into()), (3, "_kafka".into())]
         );
+        assert_eq!(s.field_by_name("tags.element").map(|f| f.id), Some(4));
+        assert_eq!(s.field_by_name("_kafka.partition").map(|f| f.id), Some(5));
         assert_eq!(s.highest_field_id(), 9);
         let kafka = s.field_by_name("_kafka.offset").expect("offset");
         assert_eq!(*kafka.field_type, Type::Primitive(PrimitiveType::Long));

@@ -46,7 +46,7 @@ pub(crate) mod worker;
 pub use avro::{avro_to_iceberg, AvroDecoder};
 pub use check::{PayloadChecker, Side};
 pub use error::Error;
-pub use evolve::{reconcile, Change};
+pub use evolve::{fresh_ids, reconcile, Change};
 pub use job::{convert_range, JobOutput, JobSpec, TableContext, ValueType};
 pub use json::{json_to_iceberg, JsonConverter};
 pub use memory::{MemoryError, MemoryPool};

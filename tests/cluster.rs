@@ -134,6 +134,28 @@ fn create_topics(node: &Node, topics: &[NewTopic]) {
     assert!(created.iter().all(|c| c.is_ok()), "{created:?}");
 }
 
+/// Creates the table topic `name` (`partitions` partitions, 1 s commits, values converted as
+/// `value_type`) through node 1, and waits until its partitions are owned by every one of
+/// nodes 1–3.
+fn spread_table_topic(nodes: &BTreeMap<u64, Node>, name: &str, partitions: i32, value_type: &str) {
+    create_topics(
+        &nodes[&1],
+        &[NewTopic::new(name, partitions, TopicReplication::Fixed(1))
+            .set("table.topic.enable", "true")
+            .set("table.topic.commit.interval.ms", "1000")
+            .set("table.topic.convert.value.type", value_type)],
+    );
+    poll_until(60, "the table's partitions on every node", || {
+        let owners = wait_topic_owned_by(&nodes[&1], name, partitions, &[1, 2, 3], 30);
+        (owners
+            .iter()
+            .collect::<std::collections::BTreeSet<_>>()
+            .len()
+            == 3)
+            .then_some(())
+    });
+}
+
 fn view(node: &Node) -> serde_json::Value {
     let (status, body) = node.http_get("/v1/cluster");
     assert_eq!(status, 200, "{body}");
@@ -603,23 +625,8 @@ fn a_table_topic_survives_the_kill_of_its_node() {
     };
     const TABLE: &str = "events";
     let mut nodes: BTreeMap<u64, Node> = (1..=3).map(|id| (id, cluster.start(id))).collect();
-    create_topics(
-        &nodes[&1],
-        &[NewTopic::new(TABLE, 6, TopicReplication::Fixed(1))
-            .set("table.topic.enable", "true")
-            .set("table.topic.commit.interval.ms", "1000")
-            .set("table.topic.convert.value.type", "string")],
-    );
     // The partitions spread over the three nodes, and one node runs the coordinator.
-    poll_until(60, "the table's partitions on every node", || {
-        let owners = wait_topic_owned_by(&nodes[&1], TABLE, 6, &[1, 2, 3], 30);
-        (owners
-            .iter()
-            .collect::<std::collections::BTreeSet<_>>()
-            .len()
-            == 3)
-            .then_some(())
-    });
+    spread_table_topic(&nodes, TABLE, 6, "string");
     let home = poll_until(60, "the table's coordinator on one node", || {
         nodes.iter().find_map(|(id, n)| {
             view(n)["owned_by_this_node"]["tables"]
@@ -721,22 +728,7 @@ fn a_table_converted_on_three_nodes_evolves_apart_and_lands_once() {
     };
     const TABLE: &str = "evolving";
     let nodes: BTreeMap<u64, Node> = (1..=3).map(|id| (id, cluster.start(id))).collect();
-    create_topics(
-        &nodes[&1],
-        &[NewTopic::new(TABLE, 3, TopicReplication::Fixed(1))
-            .set("table.topic.enable", "true")
-            .set("table.topic.commit.interval.ms", "1000")
-            .set("table.topic.convert.value.type", "by_schema_id")],
-    );
-    poll_until(60, "one partition of the table on each node", || {
-        let owners = wait_topic_owned_by(&nodes[&1], TABLE, 3, &[1, 2, 3], 30);
-        (owners
-            .iter()
-            .collect::<std::collections::BTreeSet<_>>()
-            .len()
-            == 3)
-            .then_some(())
-    });
+    spread_table_topic(&nodes, TABLE, 3, "by_schema_id");
     let (status, output) = common::python::run(
         &python,
         &[

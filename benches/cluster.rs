@@ -11,7 +11,9 @@
 //! scale run, default 15), `INLET_BENCH_RUNS` (scale runs per node count, default 3; medians),
 //! `INLET_BENCH_NODE_ARGS` (extra `inlet serve` arguments, e.g. `--config FILE`),
 //! `INLET_BENCH_NODE_COUNTS` (the scale and tables phases' node counts, default `1,3`),
-//! `INLET_BENCH_S3_QUERY` (appended to the object store URL, e.g. `?unsigned_payload=true`).
+//! `INLET_BENCH_S3_QUERY` (appended to the object store URL, e.g. `?unsigned_payload=true`),
+//! `INLET_BENCH_MIB_PER_NODE` (the scale phase offers this many MiB/s per node, so every node
+//! count runs each node at the same load; default 0: flat out).
 //!
 //! Phases, each on a fresh database and S3 prefix, with the nodes' default settings (a 6 s
 //! lease, a 1 s rebalance):
@@ -26,7 +28,10 @@
 //!    before), the part spent in the kernel, and the minor page faults per MiB. Measured once
 //!    every node's log cache is full ([`warm_up`]); the node counts take turns run by run. The
 //!    cost per MiB is what should stay flat; the throughput cannot triple on a machine whose
-//!    cores the nodes share.
+//!    cores the nodes share. Flat out, three nodes each run at a fraction of the load one
+//!    node runs at, and a node's fixed costs per wake-up weigh more per MiB at a lower load;
+//!    with `INLET_BENCH_MIB_PER_NODE` every node runs at the same load whatever the count, so
+//!    the comparison is what the cluster itself adds per MiB.
 //! 3. tables: the same node counts with three table topics (4 partitions each, string values,
 //!    1 s commits; each partition converted on its owner, one coordinator per table): produced flat out
 //!    for `INLET_BENCH_SECONDS`, then until every acknowledged record is committed. MiB/s from
@@ -254,13 +259,18 @@ fn send_until(
     stop: &AtomicBool,
 ) {
     let payload = vec![0x5au8; size];
-    let start = Instant::now();
+    let mut start = Instant::now();
     let mut i: u64 = 0;
     while !stop.load(Ordering::Relaxed) {
         if per_sec > 0 {
             let due = start + Duration::from_secs_f64(i as f64 / per_sec as f64);
-            if let Some(wait) = due.checked_duration_since(Instant::now()) {
-                std::thread::sleep(wait);
+            let now = Instant::now();
+            match due.checked_duration_since(now) {
+                Some(wait) => std::thread::sleep(wait),
+                // Fallen behind (a full queue): go on at the rate from here, no burst to catch
+                // up, so a paced run offers its rate and no more.
+                None if now - due > Duration::from_millis(100) => start += now - due,
+                None => {}
             }
         }
         let partition = (i % partitions as u64) as i32;
@@ -411,8 +421,9 @@ fn faults_and_system(nodes: &[Node]) -> (f64, f64) {
     })
 }
 
-/// One scale run: `count` nodes, produce flat out for `seconds`.
-fn scale_run(count: u64, seconds: u64) -> ScaleRun {
+/// One scale run: `count` nodes, produce for `seconds`, flat out (`mib_per_node` 0) or at
+/// `mib_per_node` × `count` MiB/s.
+fn scale_run(count: u64, seconds: u64, mib_per_node: u64) -> ScaleRun {
     const TOPIC: &str = "scale";
     const PARTITIONS: i32 = 24;
     let cluster = Cluster::new();
@@ -428,12 +439,15 @@ fn scale_run(count: u64, seconds: u64) -> ScaleRun {
         .join(",");
     let acks = Arc::new(Acks::default());
     let stop = Arc::new(AtomicBool::new(false));
-    let senders: Vec<_> = (0..4)
+    const PRODUCERS: u64 = 4;
+    // 1 KiB records: 1,024 a second are a MiB.
+    let per_producer = mib_per_node * count * 1024 / PRODUCERS;
+    let senders: Vec<_> = (0..PRODUCERS)
         .map(|_| {
             let p = producer(&bootstrap, acks.clone(), "5");
             let stop = stop.clone();
             std::thread::spawn(move || {
-                send_until(&p, TOPIC, PARTITIONS, 1024, 0, &stop);
+                send_until(&p, TOPIC, PARTITIONS, 1024, per_producer, &stop);
                 p.flush(Duration::from_secs(60)).unwrap();
             })
         })
@@ -584,16 +598,21 @@ fn main() {
     if phases.split(',').any(|p| p == "scale") {
         let seconds = env_u64("INLET_BENCH_SECONDS", 15);
         let runs = env_u64("INLET_BENCH_RUNS", 3);
+        let mib_per_node = env_u64("INLET_BENCH_MIB_PER_NODE", 0);
+        let offered = |count: u64| match mib_per_node {
+            0 => "flat out".to_string(),
+            m => format!("{} MiB/s offered", m * count),
+        };
         // Node counts take turns run by run, so the machine's drift over the phase (it slows
         // as the runs go on) falls on every count alike.
         let counts = node_counts();
         let mut by_count: Vec<Vec<ScaleRun>> = counts.iter().map(|_| Vec::new()).collect();
         for _ in 0..runs {
             for (i, &count) in counts.iter().enumerate() {
-                let r = scale_run(count, seconds);
+                let r = scale_run(count, seconds, mib_per_node);
                 eprintln!(
-                    "  {count} node(s): {:.1} MiB/s, {:.1} CPU ms/MiB ({:.1} net of idle, {:.1} in the kernel), {:.0}% CPU per node, {:.1} WAL objects and {:.0} page faults per MiB",
-                    r.mib_per_s, r.cpu_ms_per_mib, r.net_ms_per_mib, r.system_ms_per_mib,
+                    "  {count} node(s), {}: {:.1} MiB/s, {:.1} CPU ms/MiB ({:.1} net of idle, {:.1} in the kernel), {:.0}% CPU per node, {:.1} WAL objects and {:.0} page faults per MiB",
+                    offered(count), r.mib_per_s, r.cpu_ms_per_mib, r.net_ms_per_mib, r.system_ms_per_mib,
                     r.cpu_percent_per_node, r.wal_objects_per_mib, r.faults_per_mib
                 );
                 by_count[i].push(r);
@@ -602,7 +621,8 @@ fn main() {
         for (count, rows) in counts.iter().zip(&by_count) {
             let m = |f: fn(&ScaleRun) -> f64| median(rows.iter().map(f).collect());
             println!(
-                "produce, {count} node(s): {:.1} MiB/s acked, {:.1} node CPU ms per MiB ({:.1} net of idle, {:.1} in the kernel), {:.0}% CPU per node, {:.1} WAL objects and {:.0} page faults per MiB (medians of {runs})",
+                "produce, {count} node(s), {}: {:.1} MiB/s acked, {:.1} node CPU ms per MiB ({:.1} net of idle, {:.1} in the kernel), {:.0}% CPU per node, {:.1} WAL objects and {:.0} page faults per MiB (medians of {runs})",
+                offered(*count),
                 m(|r| r.mib_per_s),
                 m(|r| r.cpu_ms_per_mib),
                 m(|r| r.net_ms_per_mib),

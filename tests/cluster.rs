@@ -11,6 +11,8 @@
 //! - a node with a live node's id is refused;
 //! - a 6-partition table topic through the kill -9 of its node, produced by Python's
 //!   confluent-kafka and read back exactly once by pyiceberg;
+//! - another writer (pyiceberg's deletes, appends, overwrite and new column) on a table
+//!   converted on three nodes, then the kill -9 of its coordinator's node: exactly once;
 //! - PostgreSQL and S3 behind a fault-injecting proxy (latency, cut connections, PostgreSQL
 //!   refusing connections): nothing acknowledged is lost or doubled.
 #![allow(clippy::unwrap_used, clippy::panic, clippy::disallowed_methods)] // a test: a failed step fails it, and its deadlines are real time
@@ -750,6 +752,68 @@ fn a_table_converted_on_three_nodes_evolves_apart_and_lands_once() {
         .filter(|l| l.contains("a chunk's schema does not fit"))
         .count();
     eprintln!("{output}chunks refused for a clashing column id: {refused}");
+    for node in nodes.into_values() {
+        node.stop();
+    }
+}
+
+/// Another writer on a table converted on three nodes (`tests/clients/table_topic_foreign.py`,
+/// the single-node test's script): pyiceberg, through node 3's catalog, deletes rows,
+/// appends its own, overwrites some and adds a column while the partitions convert on their
+/// owners; the next records add a column whose id, as the converters number it, is the one
+/// pyiceberg's took (their chunks are refused and converted again on the table's schema).
+/// Then the node running the table's coordinator is killed at once after the last
+/// acknowledgement, and the survivors finish: every Kafka record is a row once, the deleted
+/// rows stay deleted, and pyiceberg's rows, overwrite and column stay.
+#[test]
+fn another_writer_and_a_kill_on_a_table_converted_on_three_nodes() {
+    let Some(python) = common::python::require_python(
+        "import confluent_kafka.schema_registry.avro, pyiceberg.catalog.rest, pyiceberg.expressions, pyarrow",
+        "confluent-kafka[avro], pyiceberg and pyarrow",
+    ) else {
+        return;
+    };
+    let Some(cluster) = Cluster::new("[tables]\ncoordinator_lease_ms = 3600000\n") else {
+        return;
+    };
+    const TABLE: &str = "shop";
+    let mut nodes: BTreeMap<u64, Node> = (1..=3).map(|id| (id, cluster.start(id))).collect();
+    spread_table_topic(&nodes, TABLE, 3, "by_schema_id");
+    let phase = |nodes: &BTreeMap<u64, Node>, reader: &Node, phase: &str| {
+        let (status, output) = common::python::run(
+            &python,
+            &[
+                common::python::script("table_topic_foreign.py").into(),
+                bootstrap(nodes).into(),
+                format!("http://{}", reader.registry).into(),
+                format!("http://{}/iceberg", reader.http).into(),
+                phase.into(),
+            ],
+            Duration::from_secs(300),
+        );
+        assert!(
+            status.is_some_and(|s| s.success()) && output.contains("OK"),
+            "the {phase} phase ({status:?}):\n{output}"
+        );
+    };
+    phase(&nodes, &nodes[&3], "first");
+    let home = poll_until(30, "the table's coordinator on one node", || {
+        nodes.iter().find_map(|(id, n)| {
+            view(n)["owned_by_this_node"]["tables"]
+                .as_array()
+                .is_some_and(|t| t.iter().any(|t| t == "default.shop"))
+                .then_some(*id)
+        })
+    });
+    let refused = nodes
+        .values()
+        .flat_map(|n| n.logs_so_far())
+        .filter(|l| l.contains("does not fit"))
+        .count();
+    nodes.remove(&home).expect("the coordinator's node").kill9();
+    eprintln!("killed node {home}, the table's coordinator; chunks or rounds refused for their schema: {refused}");
+    let reader = nodes.keys().next().copied().expect("a survivor");
+    phase(&nodes, &nodes[&reader], "restarted");
     for node in nodes.into_values() {
         node.stop();
     }

@@ -1,6 +1,7 @@
 //! Idempotent produce at the protocol level: a retried batch is answered with its first
 //! offset and not stored twice, a gap is refused, and both still hold after the node is
-//! killed with SIGKILL and restarted (the producer state is rebuilt from the log).
+//! killed with SIGKILL and restarted (the producer state is rebuilt from the log); the
+//! producer state stays within its byte budget, forgetting the longest idle producers first.
 #![allow(clippy::unwrap_used, clippy::panic, clippy::disallowed_methods)] // a test: a failed step fails it, and its deadlines are real time
 
 mod common;
@@ -97,6 +98,46 @@ fn retries_are_deduplicated_and_gaps_refused_across_a_sigkill() {
     assert_eq!(end_offset(&mut c), 10);
     // Producer ids are never handed out twice, even after SIGKILL.
     assert!(init_producer_id(&mut c) > pid);
+    drop(c);
+    node.stop();
+}
+
+/// The node's producer state has a byte budget (`inlet.producer.state.max.bytes`, here ten
+/// producers' worth at 2 KiB each): past it, the longest idle producers are forgotten first,
+/// down to nine tenths of it. A kept producer's retry is still answered with its offset and
+/// its gap still refused; a forgotten one's next batch is taken at any sequence, as after
+/// `producer.id.expiration.ms`.
+#[test]
+fn producer_state_past_its_budget_forgets_the_longest_idle_first() {
+    let (_dir, node) = temp_node(&[
+        "--kafka-config",
+        "inlet.producer.state.max.bytes=20480",
+        "--kafka-config",
+        "inlet.producer.snapshot.interval.ms=50",
+    ]);
+    let mut c = Conn::open(&node);
+    let mut offsets = Vec::new();
+    for pid in 1000..1030 {
+        let (code, offset) = produce(&mut c, batch(pid, 0, 0, 1, "p"));
+        assert_eq!(code, 0, "producer {pid}");
+        offsets.push(offset);
+    }
+    let forgotten = common::wait_until(30, "the producers past the budget forgotten", || {
+        let n = node.metric("inlet_kafka_producer_states_forgotten_total");
+        (n >= 21.0).then_some(n)
+    });
+    assert_eq!(forgotten, 21.0, "30 producers, 9 kept");
+    common::wait_until(30, "the gauge to show the nine kept", || {
+        (node.metric("inlet_kafka_producer_states") == 9.0).then_some(())
+    });
+    assert_eq!(end_offset(&mut c), 30);
+    // The newest is kept: its retry is a duplicate, its gap is refused.
+    assert_eq!(produce(&mut c, batch(1029, 0, 0, 1, "p")), (0, offsets[29]));
+    assert_eq!(end_offset(&mut c), 30, "the retry was not stored again");
+    let (code, _) = produce(&mut c, batch(1029, 0, 7, 1, "gap"));
+    assert_eq!(code, OUT_OF_ORDER_SEQUENCE_NUMBER);
+    // The oldest was forgotten: sequence 7 is taken, as from a producer whose state expired.
+    assert_eq!(produce(&mut c, batch(1000, 0, 7, 1, "late")), (0, 30));
     drop(c);
     node.stop();
 }

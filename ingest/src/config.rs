@@ -214,6 +214,8 @@ broker_settings! {
     request_read_timeout_ms: u64 = 30_000, "inlet.request.read.timeout.ms", SettingKind::Int { min: 1, max: i64::MAX };
     /// A partition forgets an idempotent producer that sent it nothing for this long.
     producer_id_expiration_ms: u64 = 86_400_000, "producer.id.expiration.ms", SettingKind::Int { min: 1, max: i64::MAX };
+    /// (Inlet's own) Memory for idempotent-producer state over all of a node's partitions, counted at 2 KiB per producer and partition; past it, the producers that sent nothing for longest are forgotten first, as if their producer.id.expiration.ms had passed (checked every inlet.producer.snapshot.interval.ms).
+    producer_state_max_bytes: u64 = 256 * 1024 * 1024, "inlet.producer.state.max.bytes", SettingKind::Int { min: 2048, max: i64::MAX };
     /// (Inlet's own) How often a partition's idempotent-producer state is saved to the metadata store; a node that takes the partition over (or restarts) reads only the batches since.
     producer_snapshot_interval_ms: u64 = 1000, "inlet.producer.snapshot.interval.ms", SettingKind::Int { min: 10, max: 3_600_000 };
     /// (Inlet's own) Partitions one node holds over all topics; CreateTopics and CreatePartitions beyond it are refused (INVALID_PARTITIONS).

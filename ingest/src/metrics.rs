@@ -44,6 +44,11 @@ pub struct Metrics {
     pub invalid_records_refused: AtomicU64,
     /// Table topic records that failed validation but were stored (errors.tolerance=all).
     pub invalid_records_accepted: AtomicU64,
+    /// Producers remembered over all partitions (one per producer and partition), as of the
+    /// last budget pass.
+    pub producer_states: AtomicU64,
+    /// Producers forgotten to keep within `inlet.producer.state.max.bytes`.
+    pub producer_states_forgotten: AtomicU64,
 }
 
 impl Default for Metrics {
@@ -74,6 +79,8 @@ impl Default for Metrics {
             fetched_bytes: AtomicU64::new(0),
             invalid_records_refused: AtomicU64::new(0),
             invalid_records_accepted: AtomicU64::new(0),
+            producer_states: AtomicU64::new(0),
+            producer_states_forgotten: AtomicU64::new(0),
         }
     }
 }
@@ -218,6 +225,18 @@ impl Metrics {
                 "Table topic records that failed validation and were stored for the dead-letter table (errors.tolerance=all).",
                 "counter",
                 get(&self.invalid_records_accepted),
+            ),
+            (
+                "inlet_kafka_producer_states",
+                "Idempotent producers remembered over all partitions (one per producer and partition), as of the last check against inlet.producer.state.max.bytes.",
+                "gauge",
+                get(&self.producer_states),
+            ),
+            (
+                "inlet_kafka_producer_states_forgotten_total",
+                "Idempotent producers' partition state forgotten, longest idle first, to keep within inlet.producer.state.max.bytes.",
+                "counter",
+                get(&self.producer_states_forgotten),
             ),
         ] {
             let _ = writeln!(

@@ -17,6 +17,7 @@
 //! [`REBUILD_OFFSETS`] offsets, and reads to the durable end.
 
 use std::collections::{HashMap, VecDeque};
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -405,6 +406,19 @@ pub async fn run(broker: Arc<Broker>, every: Duration, stop: CancellationToken) 
         }
         if let Err(e) = save_images(&broker, |_| true).await {
             tracing::warn!(error = %e, "could not save producer snapshots; trying again");
+        }
+        let (held, forgotten) = crate::producers::enforce_budget(&broker).await;
+        let metrics = broker.metrics();
+        metrics.producer_states.store(held, Ordering::Relaxed);
+        if forgotten > 0 {
+            metrics
+                .producer_states_forgotten
+                .fetch_add(forgotten, Ordering::Relaxed);
+            tracing::info!(
+                forgotten,
+                held,
+                "forgot the longest idle producers' state to stay within inlet.producer.state.max.bytes"
+            );
         }
         rounds += 1;
         if rounds.is_multiple_of(SWEEP_ROUNDS) {

@@ -13,8 +13,13 @@
 //! start, so retries that arrive after a restart are still recognized; and again when the
 //! partition comes to this node from another (a new ownership epoch), so a producer's state
 //! carries over a failover (`producer_image`).
+//!
+//! Memory: a partition remembers a producer until `producer.id.expiration.ms` passes without a
+//! batch from it, and the node as a whole within `inlet.producer.state.max.bytes`: past that,
+//! the longest idle producers are forgotten first ([`enforce_budget`]), the same way.
 
 use std::collections::{HashMap, VecDeque};
+use std::sync::Arc;
 
 use inlet_storage::{MetaStore, StreamId, StreamStore};
 use kafka_protocol::ResponseError;
@@ -24,6 +29,8 @@ use tokio::sync::watch;
 use crate::batch::BatchHeader;
 use crate::error::{KafkaError, Result};
 use crate::producer_image::{ProducerImage, Snapshots, REMEMBERED_BATCHES};
+use crate::topics::Partition;
+use crate::Broker;
 
 const MIGRATIONS: &[&str] = &[
     "CREATE TABLE inlet_ingest_counters (name VARCHAR(64) PRIMARY KEY, value BIGINT NOT NULL)",
@@ -283,6 +290,27 @@ impl PartitionProducers {
         self.producers.is_empty()
     }
 
+    /// Each remembered producer's id and when it last sent a batch here (broker time, epoch
+    /// ms), for the node's budget ([`enforce_budget`]).
+    pub(crate) fn last_seen(&self) -> impl Iterator<Item = (i64, u64)> + '_ {
+        self.producers.iter().map(|(&id, p)| (id, p.last_ms))
+    }
+
+    /// Forgets `producer_id` if it has sent nothing here since `last_ms` and none of its
+    /// batches is still being appended (a retry of one must find it). Returns whether it did.
+    pub(crate) fn forget_idle(&mut self, producer_id: i64, last_ms: u64) -> bool {
+        let idle = self.producers.get(&producer_id).is_some_and(|p| {
+            p.last_ms == last_ms
+                && p.batches
+                    .iter()
+                    .all(|b| *b.outcome.borrow() != Outcome::Pending)
+        });
+        if idle {
+            self.producers.remove(&producer_id);
+        }
+        idle
+    }
+
     /// After a failed append of the batch starting at `first_sequence`: forgets that batch and
     /// every later one of the producer (they were queued behind it and fail with it), so the
     /// partition expects `first_sequence` again. The client's retry of it is then stored, and a
@@ -299,6 +327,71 @@ impl PartitionProducers {
             }
         }
     }
+}
+
+/// What one producer remembered by one partition is charged against
+/// `inlet.producer.state.max.bytes`: its live entry (up to five batches, each holding the
+/// channel a retry of it waits on) and its entry in the partition's snapshot image. An
+/// estimate from the types' sizes, not a measurement of the allocator.
+pub(crate) const STATE_BYTES: u64 = 2048;
+
+/// Keeps the node's idempotent-producer state within `inlet.producer.state.max.bytes`. When
+/// all partitions together remember more producers than the budget pays for
+/// ([`STATE_BYTES`] each), the ones that sent nothing for longest (ties: the lower producer
+/// id, the older one) are forgotten, from the live state and the snapshot image, until nine
+/// tenths of the budget is used. A forgotten producer is treated as an expired one: its next
+/// batch is accepted at any sequence. A producer with a batch still being appended is kept.
+///
+/// Runs with the snapshot task, so the state can pass the budget by what arrives between two
+/// passes. Returns (producers remembered, producers forgotten).
+pub(crate) async fn enforce_budget(broker: &Broker) -> (u64, u64) {
+    let partitions: Vec<Arc<Partition>> = broker
+        .topics
+        .list()
+        .iter()
+        .flat_map(|t| t.partitions.iter().cloned())
+        .collect();
+    let mut held = 0u64;
+    for p in &partitions {
+        held += p.producers.lock().await.len() as u64;
+    }
+    let allowed = broker.config.producer_state_max_bytes / STATE_BYTES;
+    if held <= allowed {
+        return (held, 0);
+    }
+    // (last seen, producer id, partition): the smallest sort first.
+    let mut seen: Vec<(u64, i64, usize)> = Vec::new();
+    for (i, p) in partitions.iter().enumerate() {
+        let live = p.producers.lock().await;
+        seen.extend(live.last_seen().map(|(id, ms)| (ms, id, i)));
+    }
+    let excess = seen.len().saturating_sub((allowed * 9 / 10) as usize);
+    if excess == 0 {
+        return (seen.len() as u64, 0);
+    }
+    held = seen.len() as u64;
+    seen.select_nth_unstable(excess - 1);
+    seen.truncate(excess);
+    seen.sort_unstable_by_key(|&(_, _, i)| i);
+    let mut forgotten = 0u64;
+    for victims in seen.chunk_by(|a, b| a.2 == b.2) {
+        let partition = &partitions[victims[0].2];
+        let gone: Vec<i64> = {
+            let mut live = partition.producers.lock().await;
+            victims
+                .iter()
+                .filter(|&&(ms, id, _)| live.forget_idle(id, ms))
+                .map(|&(_, id, _)| id)
+                .collect()
+        };
+        if let Some((_, image)) = partition.image.lock().await.as_mut() {
+            for id in &gone {
+                image.producers.remove(id);
+            }
+        }
+        forgotten += gone.len() as u64;
+    }
+    (held - forgotten, forgotten)
 }
 
 #[cfg(test)]

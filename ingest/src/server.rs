@@ -361,12 +361,22 @@ async fn read_body(
             Some(h) => h.merge(permit),
             None => held = Some(permit),
         }
-        let at = frame.len();
-        frame.resize(at + chunk, 0);
-        match tokio::time::timeout_at(deadline, read.read_exact(&mut frame[at..])).await {
-            Ok(Ok(_)) => {}
+        // Read straight into spare capacity: nothing is zeroed first.
+        let end = frame.len() + chunk;
+        frame.reserve(chunk);
+        let fill = async {
+            while frame.len() < end {
+                let want = (end - frame.len()) as u64;
+                if (&mut *read).take(want).read_buf(&mut frame).await? == 0 {
+                    return Err(std::io::Error::from(std::io::ErrorKind::UnexpectedEof));
+                }
+            }
+            Ok(())
+        };
+        match tokio::time::timeout_at(deadline, fill).await {
+            Ok(Ok(())) => {}
             Ok(Err(_)) => return Err(BodyError::Closed),
-            Err(_) => return Err(BodyError::TimedOut(at)),
+            Err(_) => return Err(BodyError::TimedOut(frame.len())),
         }
     }
     let held = held.ok_or(BodyError::Closed)?;

@@ -185,6 +185,20 @@ fn i(v: u64) -> i64 {
     v as i64
 }
 
+/// Rows one batched statement reads, locks, inserts or updates at most (a commit of a WAL
+/// object of many streams takes one statement per this many, not one per stream; 7 bound
+/// values a row stay under both stores' limits on parameters).
+const BATCH_ROWS: usize = 500;
+
+/// `1, 2, 3`: integers formatted into a statement (the Any driver binds no arrays).
+fn integer_list(values: &[u64]) -> String {
+    values
+        .iter()
+        .map(|&v| i(v).to_string())
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
 fn u(row: &AnyRow, col: &str) -> Result<u64> {
     Ok(row.try_get::<i64, _>(col)? as u64)
 }
@@ -397,16 +411,46 @@ impl MetaStore {
         }
     }
 
-    /// [`MetaStore::hold`] for every stream in `epochs`, in stream id order (so two commits
-    /// never wait for each other's rows in opposite orders). Returns the streams still alive.
+    /// [`MetaStore::hold`] for every stream in `epochs`, with one statement per
+    /// [`BATCH_ROWS`] streams instead of one per stream: their rows are read and locked in
+    /// stream id order (PostgreSQL's `FOR UPDATE` applies after the `ORDER BY`, so two commits
+    /// never wait for each other's rows in opposite orders; SQLite has one connection, one
+    /// writer). Returns the streams still alive; fails with [`Error::Fenced`] for the first
+    /// stream owned under another epoch.
     async fn hold_all(
         tx: &mut sqlx::Transaction<'_, sqlx::Any>,
         epochs: &std::collections::BTreeMap<u64, u64>,
+        backend: Backend,
     ) -> Result<HashSet<u64>> {
         let mut live = HashSet::new();
-        for (&stream_id, &epoch) in epochs {
-            if Self::hold(tx, stream_id, epoch).await? == Held::Yes {
-                live.insert(stream_id);
+        let ids: Vec<u64> = epochs.keys().copied().collect();
+        let lock = if backend == Backend::Postgres {
+            " FOR UPDATE"
+        } else {
+            ""
+        };
+        for chunk in ids.chunks(BATCH_ROWS) {
+            // Stream ids are integers: the list is formatted, not bound (the Any driver has no
+            // arrays).
+            let sql = format!(
+                "SELECT stream_id, epoch, deleted_ms FROM inlet_streams WHERE stream_id IN ({}) \
+                 ORDER BY stream_id{lock}",
+                integer_list(chunk)
+            );
+            let rows = sqlx::query(&sql)
+                .persistent(false)
+                .fetch_all(&mut **tx)
+                .await?;
+            for row in rows {
+                if row.try_get::<Option<i64>, _>("deleted_ms")?.is_some() {
+                    continue;
+                }
+                let (stream, now) = (u(&row, "stream_id")?, u(&row, "epoch")?);
+                let epoch = epochs.get(&stream).copied().unwrap_or_default();
+                if now != epoch {
+                    return Err(Error::Fenced { stream, epoch, now });
+                }
+                live.insert(stream);
             }
         }
         Ok(live)
@@ -661,23 +705,46 @@ impl MetaStore {
                 object.id
             )));
         }
-        let mut inserted = Vec::new();
-        for r in object.ranges.iter().filter(|r| live.contains(&r.stream_id)) {
-            sqlx::query(
+        let inserted: Vec<RangeRow> = object
+            .ranges
+            .iter()
+            .filter(|r| live.contains(&r.stream_id))
+            .copied()
+            .collect();
+        for chunk in inserted.chunks(BATCH_ROWS) {
+            let values: Vec<String> = (0..chunk.len())
+                .map(|k| {
+                    let b = k * 7;
+                    format!(
+                        "(${}, ${}, ${}, ${}, ${}, ${}, ${})",
+                        b + 1,
+                        b + 2,
+                        b + 3,
+                        b + 4,
+                        b + 5,
+                        b + 6,
+                        b + 7
+                    )
+                })
+                .collect();
+            let sql = format!(
                 "INSERT INTO inlet_object_ranges
                  (stream_id, start_offset, end_offset, object_id, position, size, max_timestamp_ms)
-                 VALUES ($1, $2, $3, $4, $5, $6, $7)",
-            )
-            .bind(i(r.stream_id))
-            .bind(i(r.start_offset))
-            .bind(i(r.end_offset))
-            .bind(i(object.id))
-            .bind(i(r.position))
-            .bind(i(r.size))
-            .bind(i(r.max_timestamp_ms))
-            .execute(&mut **tx)
-            .await?;
-            inserted.push(*r);
+                 VALUES {}",
+                values.join(", ")
+            );
+            let mut insert = sqlx::query(&sql).persistent(false);
+            for r in chunk {
+                insert = insert
+                    .bind(i(r.stream_id))
+                    .bind(i(r.start_offset))
+                    .bind(i(r.end_offset))
+                    .bind(i(object.id))
+                    .bind(i(r.position))
+                    .bind(i(r.size))
+                    .bind(i(r.max_timestamp_ms));
+            }
+            insert.execute(&mut **tx).await?;
         }
         if inserted.is_empty() {
             // Every stream it held was deleted meanwhile: nothing refers to it.
@@ -702,16 +769,30 @@ impl MetaStore {
         epochs: &std::collections::BTreeMap<u64, u64>,
     ) -> Result<Vec<RangeRow>> {
         let mut tx = self.pool.begin().await?;
-        let live = Self::hold_all(&mut tx, epochs).await?;
+        let live = Self::hold_all(&mut tx, epochs, self.backend).await?;
         let inserted = Self::commit_new_object(&mut tx, object, &live).await?;
+        let mut ends: std::collections::BTreeMap<u64, u64> = std::collections::BTreeMap::new();
         for r in &inserted {
-            sqlx::query(
-                "UPDATE inlet_streams SET committed_end = $2 WHERE stream_id = $1 AND committed_end < $2",
-            )
-            .bind(i(r.stream_id))
-            .bind(i(r.end_offset))
-            .execute(&mut *tx)
-            .await?;
+            let end = ends.entry(r.stream_id).or_default();
+            *end = (*end).max(r.end_offset);
+        }
+        let ends: Vec<(u64, u64)> = ends.into_iter().collect();
+        for chunk in ends.chunks(BATCH_ROWS) {
+            // Integers only, formatted (see `hold_all`): one statement for the whole chunk.
+            let cases: String = chunk
+                .iter()
+                .map(|&(stream, end)| format!(" WHEN {} THEN {}", i(stream), i(end)))
+                .collect();
+            let streams: Vec<u64> = chunk.iter().map(|&(stream, _)| stream).collect();
+            let sql = format!(
+                "UPDATE inlet_streams SET committed_end = CASE stream_id{cases} END
+                 WHERE stream_id IN ({}) AND committed_end < CASE stream_id{cases} END",
+                integer_list(&streams)
+            );
+            sqlx::query(&sql)
+                .persistent(false)
+                .execute(&mut *tx)
+                .await?;
         }
         tx.commit().await?;
         Ok(inserted)
@@ -727,7 +808,7 @@ impl MetaStore {
         now_ms: u64,
     ) -> Result<bool> {
         let mut tx = self.pool.begin().await?;
-        let live = Self::hold_all(&mut tx, epochs).await?;
+        let live = Self::hold_all(&mut tx, epochs, self.backend).await?;
         for r in replaced {
             let deleted = sqlx::query(
                 "DELETE FROM inlet_object_ranges WHERE stream_id = $1 AND start_offset = $2 AND object_id = $3",

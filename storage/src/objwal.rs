@@ -99,8 +99,8 @@ pub(crate) async fn run(
         tokio::select! {
             biased;
             _ = cancel.cancelled() => break,
-                        Some(done) = in_flight.next(), if !in_flight.is_empty() => {
-                                match done {
+            Some(done) = in_flight.next(), if !in_flight.is_empty() => {
+                match done {
                     // The task panicked and took its group with it (its appends see the store
                     // as shut down); the groups behind it fail as after any failure.
                     Err(e) => {
@@ -119,7 +119,7 @@ pub(crate) async fn run(
             first = queue.recv(), if !failing && in_flight.len() < limit => {
                 let Some(first) = first else { break };
                 if let Some(group) = cut(&inner, first, &mut queue).await {
-                                        // A task of its own: a group's prepare and PUT (and the metadata-store
+                    // A task of its own: a group's prepare and PUT (and the metadata-store
                     // connection they hold) must progress while this loop awaits a commit, or
                     // the commit could wait for a connection an unpolled group holds.
                     in_flight.push_back(tokio::spawn(stage(inner.clone(), group)));

@@ -32,10 +32,14 @@
 //!    node runs at, and a node's fixed costs per wake-up weigh more per MiB at a lower load;
 //!    with `INLET_BENCH_MIB_PER_NODE` every node runs at the same load whatever the count, so
 //!    the comparison is what the cluster itself adds per MiB.
-//! 3. tables: the same node counts with three table topics (4 partitions each, string values,
-//!    1 s commits; each partition converted on its owner, one coordinator per table): produced flat out
-//!    for `INLET_BENCH_SECONDS`, then until every acknowledged record is committed. MiB/s from
-//!    the first send to the last commit, and node CPU ms per MiB net of idle.
+//! 3. tables: the same node counts, taking turns run by run, with three table topics (4
+//!    partitions each, string values, 1 s commits; each partition converted on its owner, one
+//!    coordinator per table): produced for `INLET_BENCH_SECONDS` (flat out, or at
+//!    `INLET_BENCH_MIB_PER_NODE` per node), then until every acknowledged record is committed.
+//!    MiB/s from the first send to the last commit (and acknowledged while producing, and the
+//!    seconds left to commit after), node CPU ms per MiB net of idle (the kernel's part and
+//!    the page faults), the CPU the rest of the machine (PostgreSQL, moto) spent per MiB net
+//!    of its idle, and the reads that missed the log cache and the objects uploaded per MiB.
 #![allow(clippy::unwrap_used, clippy::panic, clippy::disallowed_methods)] // a benchmark: a failed step fails it, and its clocks are real time
 
 use std::collections::BTreeMap;
@@ -507,12 +511,82 @@ fn committed_records(nodes: &[Node]) -> u64 {
         .sum()
 }
 
+/// The machine's busy CPU time so far (every process, from `/proc/stat`), ms.
+fn machine_busy_ms() -> f64 {
+    let stat = std::fs::read_to_string("/proc/stat").unwrap();
+    let line = stat.lines().next().unwrap();
+    // user nice system idle iowait irq softirq steal: busy is all but idle and iowait.
+    let f: Vec<f64> = line
+        .split_whitespace()
+        .skip(1)
+        .map(|x| x.parse().unwrap())
+        .collect();
+    let busy = f[0] + f[1] + f[2] + f[5] + f[6] + f.get(7).copied().unwrap_or(0.0);
+    // SAFETY: sysconf has no preconditions.
+    busy * 1000.0 / unsafe { libc::sysconf(libc::_SC_CLK_TCK) as f64 }
+}
+
+/// CPU ms so far outside the nodes and this process: the stores (PostgreSQL, moto) and the
+/// rest of the machine.
+fn others_ms(nodes: &[Node]) -> f64 {
+    machine_busy_ms() - cpu(nodes) - inlet_test_support::node::process_cpu_ms("self")
+}
+
+/// Sums a metric over the nodes and its labels (0 where a node has none).
+fn metric_sum(nodes: &[Node], name: &str) -> f64 {
+    nodes
+        .iter()
+        .flat_map(|n| n.metric_values())
+        .filter(|(k, _)| k.split('{').next() == Some(name))
+        .map(|(_, v)| v)
+        .sum()
+}
+
+/// What one table-ingest run measured, over the nodes together.
+struct TableRun {
+    /// MiB/s from the first send to the last commit.
+    mib_per_s: f64,
+    /// MiB/s acknowledged while producing.
+    acked_mib_per_s: f64,
+    /// Seconds from the last acknowledgement to the commit of every record.
+    tail_s: f64,
+    net_ms_per_mib: f64,
+    system_ms_per_mib: f64,
+    faults_per_mib: f64,
+    /// CPU ms per MiB outside the nodes and the bench (the stores), net of their idle.
+    others_ms_per_mib: f64,
+    /// Reads that missed the log cache and went to the object store, per MiB.
+    object_reads_per_mib: f64,
+    /// Objects uploaded (WAL objects, stream objects, table files), per MiB.
+    uploads_per_mib: f64,
+    /// Table commits (rounds, compactions) over the run.
+    commits: f64,
+    /// Partition moves over the run (the rise of the tables' partition epochs): the
+    /// assignment balancing the bytes in moves partitions as their measured weights arrive.
+    moves: u64,
+}
+
+/// The sum of `topics`' partition epochs, as `node` sees them (each move raises one by one).
+fn epochs(node: &Node, topics: &[&str]) -> u64 {
+    let (_, body) = node.http_get("/v1/cluster");
+    let view: serde_json::Value = serde_json::from_str(&body).unwrap_or_default();
+    topics
+        .iter()
+        .flat_map(|t| {
+            view["partitions"][t]
+                .as_array()
+                .cloned()
+                .unwrap_or_default()
+        })
+        .map(|p| p["epoch"].as_u64().unwrap_or(0))
+        .sum()
+}
+
 /// One table-ingest run: `count` nodes, three table topics of 4 partitions (string values,
 /// 1 s commits; each partition is converted on its owner, so with three nodes every node
-/// converts part of every table), produced flat out for `seconds`; then until every
-/// acknowledged record is committed. (MiB/s from the first send to the last commit, node CPU
-/// ms per MiB net of idle.)
-fn table_run(count: u64, seconds: u64) -> (f64, f64) {
+/// converts part of every table), produced for `seconds`, flat out (`mib_per_node` 0) or at
+/// `mib_per_node` × `count` MiB/s; then until every acknowledged record is committed.
+fn table_run(count: u64, seconds: u64, mib_per_node: u64) -> TableRun {
     const TABLES: [&str; 3] = ["t0", "t1", "t2"];
     let cluster = Cluster::new();
     let nodes: Vec<Node> = (1..=count).map(|id| cluster.start(id)).collect();
@@ -543,17 +617,34 @@ fn table_run(count: u64, seconds: u64) -> (f64, f64) {
         .map(|n| n.kafka.clone())
         .collect::<Vec<_>>()
         .join(",");
+    let (o0, i0) = (others_ms(&nodes), Instant::now());
     let idle = idle_cpu(&nodes);
+    let others_idle = (others_ms(&nodes) - o0) / i0.elapsed().as_secs_f64();
     let acks = Arc::new(Acks::default());
     let stop = Arc::new(AtomicBool::new(false));
-    let (c0, t0) = (cpu(&nodes), Instant::now());
+    let counters = |nodes: &[Node]| {
+        (
+            faults_and_system(nodes),
+            others_ms(nodes),
+            metric_sum(nodes, "inlet_object_reads_total"),
+            metric_sum(nodes, "inlet_store_uploads_total"),
+            metric_sum(nodes, "inlet_table_commits_total"),
+        )
+    };
+    let (c0, k0, e0, t0) = (
+        cpu(&nodes),
+        counters(&nodes),
+        epochs(&nodes[0], &TABLES),
+        Instant::now(),
+    );
+    let per_topic = mib_per_node * count * 1024 / TABLES.len() as u64;
     let senders: Vec<_> = TABLES
         .iter()
         .map(|t| {
             let p = producer(&bootstrap, acks.clone(), "5");
             let stop = stop.clone();
             std::thread::spawn(move || {
-                send_until(&p, t, 4, 1024, 0, &stop);
+                send_until(&p, t, 4, 1024, per_topic, &stop);
                 p.flush(Duration::from_secs(60)).unwrap();
             })
         })
@@ -563,16 +654,34 @@ fn table_run(count: u64, seconds: u64) -> (f64, f64) {
     for s in senders {
         s.join().unwrap();
     }
+    let acked_at = t0.elapsed().as_secs_f64();
     let records = acks.bytes.load(Ordering::Relaxed) / 1024;
     poll_until(600, "every acknowledged record in the tables", || {
         (committed_records(&nodes) >= records).then_some(())
     });
-    let (c1, elapsed) = (cpu(&nodes), t0.elapsed().as_secs_f64());
+    let (c1, k1, e1, elapsed) = (
+        cpu(&nodes),
+        counters(&nodes),
+        epochs(&nodes[0], &TABLES),
+        t0.elapsed().as_secs_f64(),
+    );
     for node in nodes {
         node.stop_within(30);
     }
     let mib = (records * 1024) as f64 / MIB;
-    (mib / elapsed, (c1 - c0 - idle * elapsed) / mib)
+    TableRun {
+        mib_per_s: mib / elapsed,
+        acked_mib_per_s: mib / acked_at,
+        tail_s: elapsed - acked_at,
+        net_ms_per_mib: (c1 - c0 - idle * elapsed) / mib,
+        system_ms_per_mib: (k1.0 .1 - k0.0 .1) / mib,
+        faults_per_mib: (k1.0 .0 - k0.0 .0) / mib,
+        others_ms_per_mib: (k1.1 - k0.1 - others_idle * elapsed) / mib,
+        object_reads_per_mib: (k1.2 - k0.2) / mib,
+        uploads_per_mib: (k1.3 - k0.3) / mib,
+        commits: k1.4 - k0.4,
+        moves: e1.saturating_sub(e0),
+    }
 }
 
 /// `INLET_BENCH_NODE_COUNTS` (default `1,3`): the node counts the scale and tables phases run.
@@ -636,20 +745,39 @@ fn main() {
     if phases.split(',').any(|p| p == "tables") {
         let seconds = env_u64("INLET_BENCH_SECONDS", 15);
         let runs = env_u64("INLET_BENCH_RUNS", 3);
-        for count in node_counts() {
-            let mut rows = Vec::new();
-            for _ in 0..runs {
-                let r = table_run(count, seconds);
+        let mib_per_node = env_u64("INLET_BENCH_MIB_PER_NODE", 0);
+        let offered = |count: u64| match mib_per_node {
+            0 => "flat out".to_string(),
+            m => format!("{} MiB/s offered", m * count),
+        };
+        let counts = node_counts();
+        let mut by_count: Vec<Vec<TableRun>> = counts.iter().map(|_| Vec::new()).collect();
+        for _ in 0..runs {
+            for (i, &count) in counts.iter().enumerate() {
+                let r = table_run(count, seconds, mib_per_node);
                 eprintln!(
-                    "  {count} node(s): {:.1} MiB/s into tables, {:.1} CPU ms/MiB net of idle",
-                    r.0, r.1
+                    "  {count} node(s), {}: {:.1} MiB/s into tables ({:.1} acked, then {:.1} s to commit), {:.1} CPU ms/MiB net of idle ({:.1} in the kernel, {:.0} page faults/MiB), the stores {:.1} CPU ms/MiB, {:.2} object reads and {:.2} uploads per MiB, {:.0} commits, {} partition moves",
+                    offered(count), r.mib_per_s, r.acked_mib_per_s, r.tail_s, r.net_ms_per_mib,
+                    r.system_ms_per_mib, r.faults_per_mib, r.others_ms_per_mib,
+                    r.object_reads_per_mib, r.uploads_per_mib, r.commits, r.moves
                 );
-                rows.push(r);
+                by_count[i].push(r);
             }
+        }
+        for (count, rows) in counts.iter().zip(&by_count) {
+            let m = |f: fn(&TableRun) -> f64| median(rows.iter().map(f).collect());
             println!(
-                "tables, {count} node(s): {:.1} MiB/s into tables, {:.1} node CPU ms per MiB net of idle (medians of {runs})",
-                median(rows.iter().map(|r| r.0).collect()),
-                median(rows.iter().map(|r| r.1).collect()),
+                "tables, {count} node(s), {}: {:.1} MiB/s into tables ({:.1} acked, then {:.1} s to commit), {:.1} node CPU ms per MiB net of idle ({:.1} in the kernel, {:.0} page faults per MiB), the stores {:.1} CPU ms per MiB, {:.2} object reads and {:.2} uploads per MiB (medians of {runs})",
+                offered(*count),
+                m(|r| r.mib_per_s),
+                m(|r| r.acked_mib_per_s),
+                m(|r| r.tail_s),
+                m(|r| r.net_ms_per_mib),
+                m(|r| r.system_ms_per_mib),
+                m(|r| r.faults_per_mib),
+                m(|r| r.others_ms_per_mib),
+                m(|r| r.object_reads_per_mib),
+                m(|r| r.uploads_per_mib),
             );
         }
     }

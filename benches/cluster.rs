@@ -34,12 +34,16 @@
 //!    the comparison is what the cluster itself adds per MiB.
 //! 3. tables: the same node counts, taking turns run by run, with three table topics (4
 //!    partitions each, string values, 1 s commits; each partition converted on its owner, one
-//!    coordinator per table): produced for `INLET_BENCH_SECONDS` (flat out, or at
-//!    `INLET_BENCH_MIB_PER_NODE` per node), then until every acknowledged record is committed.
-//!    MiB/s from the first send to the last commit (and acknowledged while producing, and the
-//!    seconds left to commit after), node CPU ms per MiB net of idle (the kernel's part and
-//!    the page faults), the CPU the rest of the machine (PostgreSQL, moto) spent per MiB net
-//!    of its idle, and the reads that missed the log cache and the objects uploaded per MiB.
+//!    coordinator per table), produced flat out or at `INLET_BENCH_MIB_PER_NODE` per node.
+//!    Measured once every node's log cache is full ([`warm_up`]) and the partitions no longer
+//!    move ([`settle`]: the assignment balances the bytes in once the weights settle), for
+//!    `INLET_BENCH_SECONDS`, then until every acknowledged record is committed: MiB/s of the
+//!    records converted in the window (acknowledged in it, and the lag at its start) from its
+//!    start to the last commit (and acknowledged while producing, and the seconds left to
+//!    commit after), node CPU ms per MiB net of idle (the kernel's part and the page faults),
+//!    the CPU the rest of the machine (PostgreSQL, moto) spent per MiB net of its idle, the
+//!    reads that missed the log cache and the objects uploaded per MiB, the tables'
+//!    snapshots, and the partition moves (in the window and in the warm-up).
 #![allow(clippy::unwrap_used, clippy::panic, clippy::disallowed_methods)] // a benchmark: a failed step fails it, and its clocks are real time
 
 use std::collections::BTreeMap;
@@ -559,11 +563,66 @@ struct TableRun {
     object_reads_per_mib: f64,
     /// Objects uploaded (WAL objects, stream objects, table files), per MiB.
     uploads_per_mib: f64,
-    /// Table commits (rounds, compactions) over the run.
-    commits: f64,
-    /// Partition moves over the run (the rise of the tables' partition epochs): the
-    /// assignment balancing the bytes in moves partitions as their measured weights arrive.
+    /// The tables' snapshots made in the window (rounds and compactions; a node's commit
+    /// counter starts over when a coordinator moves, the tables' snapshots do not).
+    commits: u64,
+    /// Partition moves in the window (the rise of the tables' partition epochs).
     moves: u64,
+    /// Partition moves in the warm-up: the assignment balancing the bytes in, once the
+    /// partitions' weights are published and settle.
+    warm_up_moves: u64,
+}
+
+/// Waits, under load, until the tables' partitions have published weights (every one heavier
+/// than an idle partition) and then have not moved for 15 s: the assignment takes weights in
+/// once they settle (10 s without a change, `src/cluster.rs`), and the partitions it moves
+/// then start their conversion over. One node waits the same, though nothing moves there.
+fn settle(node: &Node, tables: &[&str]) {
+    let started = Instant::now();
+    poll_until(120, "every table partition's weight published", || {
+        let (_, body) = node.http_get("/v1/cluster");
+        let view: serde_json::Value = serde_json::from_str(&body).unwrap_or_default();
+        tables
+            .iter()
+            .flat_map(|t| {
+                view["partitions"][t]
+                    .as_array()
+                    .cloned()
+                    .unwrap_or_default()
+            })
+            .all(|p| p["weight"].as_u64().is_some_and(|w| w > 1))
+            .then_some(())
+    });
+    let (mut last, mut since) = (epochs(node, tables), Instant::now());
+    while since.elapsed() < Duration::from_secs(15) {
+        assert!(
+            started.elapsed() < Duration::from_secs(180),
+            "the partitions did not stop moving in 180 s"
+        );
+        std::thread::sleep(Duration::from_millis(500));
+        let now = epochs(node, tables);
+        if now != last {
+            (last, since) = (now, Instant::now());
+        }
+    }
+    println!(
+        "  warm-up: the partitions settled in {:.1} s",
+        started.elapsed().as_secs_f64()
+    );
+}
+
+/// The snapshots of `tables`, from the catalog of `node`.
+fn snapshots(node: &Node, tables: &[&str]) -> u64 {
+    tables
+        .iter()
+        .map(|t| {
+            let (_, body) = node.http_get(&format!("/iceberg/v1/namespaces/default/tables/{t}"));
+            let v: serde_json::Value = serde_json::from_str(&body).unwrap_or_default();
+            v["metadata"]["snapshots"]
+                .as_array()
+                .map_or(0, |s| s.len() as u64)
+        })
+        .sum()
 }
 
 /// The sum of `topics`' partition epochs, as `node` sees them (each move raises one by one).
@@ -628,15 +687,9 @@ fn table_run(count: u64, seconds: u64, mib_per_node: u64) -> TableRun {
             others_ms(nodes),
             metric_sum(nodes, "inlet_object_reads_total"),
             metric_sum(nodes, "inlet_store_uploads_total"),
-            metric_sum(nodes, "inlet_table_commits_total"),
         )
     };
-    let (c0, k0, e0, t0) = (
-        cpu(&nodes),
-        counters(&nodes),
-        epochs(&nodes[0], &TABLES),
-        Instant::now(),
-    );
+    let first_epochs = epochs(&nodes[0], &TABLES);
     let per_topic = mib_per_node * count * 1024 / TABLES.len() as u64;
     let senders: Vec<_> = TABLES
         .iter()
@@ -649,6 +702,16 @@ fn table_run(count: u64, seconds: u64, mib_per_node: u64) -> TableRun {
             })
         })
         .collect();
+    warm_up(&nodes);
+    settle(&nodes[0], &TABLES);
+    let (c0, k0, e0, r0, s0, t0) = (
+        cpu(&nodes),
+        counters(&nodes),
+        epochs(&nodes[0], &TABLES),
+        committed_records(&nodes),
+        snapshots(&nodes[0], &TABLES),
+        Instant::now(),
+    );
     std::thread::sleep(Duration::from_secs(seconds));
     stop.store(true, Ordering::Relaxed);
     for s in senders {
@@ -659,12 +722,15 @@ fn table_run(count: u64, seconds: u64, mib_per_node: u64) -> TableRun {
     poll_until(600, "every acknowledged record in the tables", || {
         (committed_records(&nodes) >= records).then_some(())
     });
+    // What the window converted: the records acknowledged in it and the lag at its start.
+    let records = records - r0;
     let (c1, k1, e1, elapsed) = (
         cpu(&nodes),
         counters(&nodes),
         epochs(&nodes[0], &TABLES),
         t0.elapsed().as_secs_f64(),
     );
+    let commits = snapshots(&nodes[0], &TABLES) - s0;
     for node in nodes {
         node.stop_within(30);
     }
@@ -679,8 +745,9 @@ fn table_run(count: u64, seconds: u64, mib_per_node: u64) -> TableRun {
         others_ms_per_mib: (k1.1 - k0.1 - others_idle * elapsed) / mib,
         object_reads_per_mib: (k1.2 - k0.2) / mib,
         uploads_per_mib: (k1.3 - k0.3) / mib,
-        commits: k1.4 - k0.4,
+        commits,
         moves: e1.saturating_sub(e0),
+        warm_up_moves: e0.saturating_sub(first_epochs),
     }
 }
 
@@ -756,10 +823,10 @@ fn main() {
             for (i, &count) in counts.iter().enumerate() {
                 let r = table_run(count, seconds, mib_per_node);
                 eprintln!(
-                    "  {count} node(s), {}: {:.1} MiB/s into tables ({:.1} acked, then {:.1} s to commit), {:.1} CPU ms/MiB net of idle ({:.1} in the kernel, {:.0} page faults/MiB), the stores {:.1} CPU ms/MiB, {:.2} object reads and {:.2} uploads per MiB, {:.0} commits, {} partition moves",
+                    "  {count} node(s), {}: {:.1} MiB/s into tables ({:.1} acked, then {:.1} s to commit), {:.1} CPU ms/MiB net of idle ({:.1} in the kernel, {:.0} page faults/MiB), the stores {:.1} CPU ms/MiB, {:.2} object reads and {:.2} uploads per MiB, {} snapshots and {} partition moves ({} in the warm-up)",
                     offered(count), r.mib_per_s, r.acked_mib_per_s, r.tail_s, r.net_ms_per_mib,
                     r.system_ms_per_mib, r.faults_per_mib, r.others_ms_per_mib,
-                    r.object_reads_per_mib, r.uploads_per_mib, r.commits, r.moves
+                    r.object_reads_per_mib, r.uploads_per_mib, r.commits, r.moves, r.warm_up_moves
                 );
                 by_count[i].push(r);
             }

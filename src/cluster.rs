@@ -5,12 +5,13 @@
 //! own ([`assign`]): rendezvous hashing of each key over the live node ids, bounded so that
 //! every node takes at most its fair share of the streams' weight. A stream's load is 1 plus
 //! its produce rate over `[cluster] load_unit_bytes`; its weight is the load rounded to a
-//! power of two, published by its owner when the load moved far from it ([`measure`]), so
-//! the nodes balance bytes in, and swings move nothing. A stream's key is its name, except
-//! that a table topic's control stream, and a keyed (upsert or CDC) table topic's partitions,
-//! go by the topic's id ([`stream_key`]): the table's coordinator runs where its control
-//! stream is owned, and a keyed table converts whole on that node. A group goes to the
-//! rendezvous of its id.
+//! power of two, published by its owner when the load moved far from it ([`measure`]) and
+//! taken in by the assignment once the published weights settle ([`Settled`]), so the nodes
+//! balance bytes in, swings move nothing, and a new load does not move partitions back and
+//! forth. A stream's key is its name, except that a table topic's control stream, and a keyed
+//! (upsert or CDC) table topic's partitions, go by the topic's id ([`stream_key`]): the
+//! table's coordinator runs where its control stream is owned, and a keyed table converts
+//! whole on that node. A group goes to the rendezvous of its id.
 //!
 //! The assigner ([`run`]) reconciles the node with the assignment every `[cluster]
 //! rebalance_ms` (and at once at start):
@@ -55,6 +56,14 @@ const LOAD_WINDOW_MS: f64 = 10_000.0;
 const LOAD_WARMUP_MS: i64 = 10_000;
 /// How often a node looks for weights to publish.
 const LOAD_PUBLISH_EVERY_MS: i64 = 5_000;
+/// The assignment takes in published weights once none changed for this long ([`Settled`]):
+/// the nodes publish the weights of a new load within about two publish periods of each
+/// other (each on its own clock, after its own warm-up), and balancing on half of them would
+/// move partitions that the other half then moves back.
+const WEIGHTS_SETTLE_MS: i64 = 2 * LOAD_PUBLISH_EVERY_MS;
+/// ... or once the weights it uses are this old, so that loads that never stop changing
+/// somewhere still get balanced.
+const WEIGHTS_STALE_MS: i64 = 6 * LOAD_PUBLISH_EVERY_MS;
 
 /// The cluster as this node last saw it: live nodes and every stream's owner.
 #[derive(Debug)]
@@ -64,6 +73,51 @@ pub struct ClusterState {
     /// `[cluster] load_unit_bytes`: produce bytes per second that weigh one partition.
     load_unit: u64,
     load: tokio::sync::Mutex<LoadMeters>,
+    settled: std::sync::Mutex<Settled>,
+}
+
+/// The weights the assignment uses: the published ones as they were when they last settled.
+///
+/// Published weights arrive a node at a time (each owner publishes its own streams' weights,
+/// see [`measure`]), but the assignment weighs every stream against the others: a node that
+/// took in one node's new weights before the rest would balance on them and move partitions,
+/// then move them back as the rest arrive. So the assignment goes on with the weights it has
+/// until the published ones have not changed for [`WEIGHTS_SETTLE_MS`] (or the ones it has
+/// are [`WEIGHTS_STALE_MS`] old), then takes them in all at once. Every node sees the same
+/// rows within a pass of the others, so they take them in within a pass of each other too.
+/// Nothing else waits: a node joining or leaving, or a new topic, moves streams at once under
+/// the weights in use.
+#[derive(Debug, Default)]
+struct Settled {
+    /// The weights in use, and when they were taken in (`None` before the first pass).
+    in_use: Option<(HashMap<StreamId, u64>, i64)>,
+    /// The published weights as last read, and when they last changed.
+    latest: HashMap<StreamId, u64>,
+    changed_ms: i64,
+}
+
+impl Settled {
+    /// Takes in the published weights read at `now` (ms); returns the weights to use.
+    fn observe(&mut self, published: &HashMap<StreamId, u64>, now: i64) -> &HashMap<StreamId, u64> {
+        if *published != self.latest {
+            self.latest = published.clone();
+            self.changed_ms = now;
+        }
+        let take = match &self.in_use {
+            // A node starting takes the weights as they are: the others' are the same or
+            // about to be.
+            None => true,
+            Some((in_use, since)) => {
+                *in_use != self.latest
+                    && (now - self.changed_ms >= WEIGHTS_SETTLE_MS
+                        || now - since >= WEIGHTS_STALE_MS)
+            }
+        };
+        if take {
+            self.in_use = Some((self.latest.clone(), now));
+        }
+        &self.in_use.as_ref().expect("taken in above").0
+    }
 }
 
 /// The rates of the streams this node owns, and when it last published weights.
@@ -136,6 +190,7 @@ impl ClusterState {
             view: StdRwLock::new(View::default()),
             load_unit: load_unit.max(1),
             load: Default::default(),
+            settled: Default::default(),
         })
     }
 
@@ -374,12 +429,17 @@ pub(crate) async fn pass(broker: &Broker, state: &ClusterState) -> anyhow::Resul
         })
         .collect();
     let rows = store.stream_owners().await?;
-    let weights = load_weights(store.meta()).await?;
+    let mut weights = load_weights(store.meta()).await?;
+    forget_deleted(store.meta(), &mut weights, &rows).await?;
     let mut keys: BTreeMap<String, usize> = BTreeMap::new();
-    for (info, _, _) in &rows {
-        *keys
-            .entry(stream_key(&info.name, &table_topics))
-            .or_default() += weights.get(&info.id).copied().unwrap_or(1) as usize;
+    {
+        let mut settled = state.settled.lock().unwrap_or_else(|e| e.into_inner());
+        let in_use = settled.observe(&weights, now);
+        for (info, _, _) in &rows {
+            *keys
+                .entry(stream_key(&info.name, &table_topics))
+                .or_default() += in_use.get(&info.id).copied().unwrap_or(1) as usize;
+        }
     }
     let assignment = assign(&keys, &live);
     // Streams assigned to another live node: handed over after the loop, their producer
@@ -444,6 +504,39 @@ pub(crate) async fn load_weights(
             Ok((id as StreamId, w.max(1) as u64))
         })
         .collect()
+}
+
+/// Deletes the published weights of streams that are gone (their topic was deleted), which
+/// every pass would read otherwise. Stream ids are never reused, and a weight is published only
+/// for a stream owned for [`LOAD_WARMUP_MS`], so every weight of a live stream has its stream in
+/// `streams`, read just before.
+async fn forget_deleted(
+    meta: &inlet_storage::MetaStore,
+    weights: &mut HashMap<StreamId, u64>,
+    streams: &[(inlet_storage::StreamInfo, Option<u64>, u64)],
+) -> anyhow::Result<()> {
+    let live: std::collections::HashSet<StreamId> = streams.iter().map(|(s, _, _)| s.id).collect();
+    let mut gone: Vec<StreamId> = weights
+        .keys()
+        .copied()
+        .filter(|id| !live.contains(id))
+        .collect();
+    if gone.is_empty() {
+        return Ok(());
+    }
+    // In one order on every node, so that two nodes deleting at once cannot deadlock.
+    gone.sort_unstable();
+    let mut tx = meta.pool().begin().await?;
+    for id in &gone {
+        sqlx::query("DELETE FROM inlet_stream_load WHERE stream_id = $1")
+            .bind(*id as i64)
+            .execute(&mut *tx)
+            .await?;
+        weights.remove(id);
+    }
+    tx.commit().await?;
+    tracing::info!(streams = ?gone, "forgot the weights of deleted streams");
+    Ok(())
 }
 
 /// The load of a stream produced to at `rate` bytes per second: 1 (what any partition costs)
@@ -644,6 +737,109 @@ mod tests {
         assert!(weight_changed(16, 27.0));
         assert!(!weight_changed(16, 9.6));
         assert!(weight_changed(16, 9.4));
+    }
+
+    #[test]
+    fn weights_are_taken_in_once_they_settle_or_grow_stale() {
+        let base: HashMap<StreamId, u64> = HashMap::from([(1, 4)]);
+        let mut s = Settled::default();
+        // A node starting takes the weights as they are.
+        assert_eq!(s.observe(&base, 0), &base);
+        // Publications at 1 s, 5 s and 9 s: the weights in use stay until 10 s after the last.
+        let published = |now: i64| {
+            let mut p = base.clone();
+            for (stream, at) in [(2, 1_000), (3, 5_000), (4, 9_000)] {
+                if now >= at {
+                    p.insert(stream, 16);
+                }
+            }
+            p
+        };
+        for now in (1_000..19_000).step_by(1_000) {
+            assert_eq!(s.observe(&published(now), now), &base, "at {now} ms");
+        }
+        let last = published(19_000);
+        assert_eq!(s.observe(&last, 19_000), &last);
+        // Weights that never stop changing are taken in when the ones in use are 30 s old.
+        let mut taken = Vec::new();
+        for (i, t) in (19_000..=80_000).step_by(1_000).enumerate() {
+            let mut published = last.clone();
+            published.insert(9, 1 << (i / 4 % 2)); // changes every 4 s
+            if s.observe(&published, t) == &published {
+                taken.push(t);
+            }
+        }
+        assert!(
+            taken
+                .first()
+                .is_some_and(|&t| t >= 19_000 + WEIGHTS_STALE_MS),
+            "{taken:?}"
+        );
+        assert!(taken.len() >= 2, "{taken:?}");
+    }
+
+    #[test]
+    fn weights_published_a_node_at_a_time_move_each_partition_once() {
+        // Three append-only table topics of 4 partitions on three nodes; each node publishes
+        // its partitions' new weight (16) 3 s after the one before. Taking the weights in as
+        // they come moves partitions back and forth; taking them in settled moves only what
+        // the final weights want moved.
+        let nodes = [1, 2, 3];
+        let mut keys: BTreeMap<String, usize> = BTreeMap::new();
+        for t in 0..3 {
+            keys.insert(format!("table:t{t}"), 1);
+            for p in 0..4 {
+                keys.insert(format!("kafka/t{t}/{p}"), 1);
+            }
+        }
+        let ids: BTreeMap<&String, StreamId> = keys.keys().zip(0..).collect();
+        let first = assign(&keys, &nodes);
+        let publish_at = |node: u64| 10_000 + 3_000 * node as i64;
+        let published = |now: i64| -> HashMap<StreamId, u64> {
+            keys.keys()
+                .filter(|k| k.starts_with("kafka/") && publish_at(first[*k]) <= now)
+                .map(|k| (ids[k], 16))
+                .collect()
+        };
+        let run = |settle: bool| {
+            let mut s = Settled::default();
+            let (mut placed, mut moves) = (first.clone(), 0);
+            for now in (0..60_000).step_by(1_000) {
+                let latest = published(now);
+                let in_use = if settle {
+                    s.observe(&latest, now).clone()
+                } else {
+                    latest
+                };
+                let weighted: BTreeMap<String, usize> = keys
+                    .keys()
+                    .map(|k| {
+                        (
+                            k.clone(),
+                            in_use.get(&ids[k]).copied().unwrap_or(1) as usize,
+                        )
+                    })
+                    .collect();
+                let a = assign(&weighted, &nodes);
+                moves += keys.keys().filter(|k| a[*k] != placed[*k]).count();
+                placed = a;
+            }
+            (moves, placed)
+        };
+        let finals: BTreeMap<String, usize> = keys
+            .iter()
+            .map(|(k, s)| (k.clone(), if k.starts_with("kafka/") { 16 } else { *s }))
+            .collect();
+        let wanted = assign(&finals, &nodes);
+        let needed = keys.keys().filter(|k| first[*k] != wanted[*k]).count();
+        let (settled_moves, settled_end) = run(true);
+        let (eager_moves, _) = run(false);
+        assert_eq!(settled_end, wanted);
+        assert_eq!(settled_moves, needed, "settled");
+        assert!(
+            eager_moves > needed,
+            "eager: {eager_moves} moves, {needed} needed"
+        );
     }
 
     #[test]

@@ -117,6 +117,11 @@ pub struct TablesConfig {
     /// (each keeps its share, at least 256 KiB); beyond them an index spills to sorted runs
     /// under `<data_dir>/table-index` (docs/table-worker.md).
     pub upsert_index_memory_bytes: usize,
+    /// Bytes of freed memory the allocator may keep for reuse before the node hands it back to
+    /// the system (checked once a second; glibc only). Conversions allocate and free tens of
+    /// MiB every commit: handing all of it back every second makes the kernel zero those pages
+    /// again when they are next touched; keeping too much holds memory nothing uses.
+    pub allocator_keep_free_bytes: usize,
     /// Dead-letter files a table topic carries while its dead-letter table refuses commits
     /// (another writer broke it); at this many the table's rounds wait until it takes them,
     /// and `/v1/tables` shows the table as held. Nothing is lost: the records stay in the
@@ -162,6 +167,7 @@ impl Default for TablesConfig {
         TablesConfig {
             memory_bytes: DEFAULT_CONVERSION_BYTES,
             upsert_index_memory_bytes: inlet_table_worker::DEFAULT_INDEX_BUDGET,
+            allocator_keep_free_bytes: 64 << 20,
             dead_letter_pending_files:
                 inlet_table_coordinator::coordinator::DEFAULT_DEAD_LETTER_PENDING_FILES,
             compaction_every_commits: compaction.every_commits,

@@ -107,7 +107,8 @@ async fn cluster(State(Node { broker, tables }): State<Node>) -> axum::response:
                     .into_response()
             }
         };
-    // In a cluster, the weights the assignment balances (absent on a single node: all 1).
+    // In a cluster, the published weights, which the assignment balances once they settle
+    // (`cluster::Settled`); absent on a single node: all 1.
     let weights = crate::cluster::load_weights(broker.store().meta())
         .await
         .unwrap_or_default();

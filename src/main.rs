@@ -232,21 +232,31 @@ fn limit_malloc_arenas() {
     }
 }
 
-/// Hands memory freed inside glibc's arenas back to the system once a second. Conversion jobs
-/// and commits allocate and free tens of MiB at a time; glibc keeps freed pages below the top
-/// of each arena mapped, so RSS would stay at the high-water mark of the busiest second.
-fn trim_malloc_every_second() {
+/// Hands memory freed inside glibc's arenas back to the system, once a second, when the
+/// arenas hold more than `keep` bytes free (`[tables] allocator_keep_free_bytes`). Conversion
+/// jobs and commits allocate and free tens of MiB at a time; glibc keeps freed pages below the
+/// top of each arena mapped, so RSS would stay at the high-water mark of the busiest second.
+/// Handing back every free page every second costs the opposite: the next second's jobs touch
+/// them again, and the kernel zeroes each one (about a MiB of page faults per MiB ingested,
+/// and with three nodes on one machine, three times the trims per MiB: docs/benchmarks.md,
+/// "1 vs 3 nodes"). Keeping up to `keep` free bounds the memory and spares the steady churn.
+fn trim_malloc(keep: usize) {
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
     std::thread::Builder::new()
         .name("malloc-trim".into())
-        .spawn(|| loop {
+        .spawn(move || loop {
             std::thread::sleep(std::time::Duration::from_secs(1));
-            // SAFETY: malloc_trim only releases free pages; it is thread-safe.
+            // SAFETY: mallinfo2 only reads the arenas' statistics (under their locks), and
+            // malloc_trim only releases free pages; both are thread-safe.
             unsafe {
-                libc::malloc_trim(0);
+                if libc::mallinfo2().fordblks > keep {
+                    libc::malloc_trim(0);
+                }
             }
         })
         .ok();
+    #[cfg(not(all(target_os = "linux", target_env = "gnu")))]
+    let _ = keep;
 }
 
 fn main() -> anyhow::Result<()> {
@@ -266,8 +276,9 @@ fn main() -> anyhow::Result<()> {
         .context("starting the async runtime")?;
     match cli.command {
         Command::Serve(args) => {
-            trim_malloc_every_second();
-            runtime.block_on(inlet::serve(args.into_config()?))
+            let config = args.into_config()?;
+            trim_malloc(config.tables.allocator_keep_free_bytes);
+            runtime.block_on(inlet::serve(config))
         }
         Command::Cluster(ClusterCommand::Status { server }) => {
             let url = format!("{}/v1/cluster", server.trim_end_matches('/'));

@@ -988,6 +988,37 @@ fn hot_partitions_spread_over_the_nodes() {
             "partition {part}"
         );
     }
+
+    // Deleting the topic deletes its published weights too (every pass reads them).
+    let rt = tokio::runtime::Runtime::new().expect("runtime");
+    let weights = || {
+        rt.block_on(async {
+            let pool = sqlx::PgPool::connect(&cluster.db)
+                .await
+                .expect("PostgreSQL");
+            let n: i64 = sqlx::query_scalar("SELECT count(*) FROM inlet_stream_load")
+                .fetch_one(&pool)
+                .await
+                .expect("the weights");
+            pool.close().await;
+            n
+        })
+    };
+    assert!(weights() >= 3, "the hot partitions' weights are published");
+    let admin: AdminClient<DefaultClientContext> = ClientConfig::new()
+        .set("bootstrap.servers", bootstrap(&nodes))
+        .create()
+        .expect("admin");
+    let deleted = rt
+        .block_on(admin.delete_topics(
+            &[HOT_TOPIC],
+            &AdminOptions::new().operation_timeout(Some(Duration::from_secs(30))),
+        ))
+        .expect("delete the topic");
+    assert!(deleted.iter().all(|d| d.is_ok()), "{deleted:?}");
+    poll_until(30, "the deleted topic's weights gone", || {
+        (weights() == 0).then_some(())
+    });
 }
 
 /// The value of topic config `key` of `topic`, as `node` answers DescribeConfigs.

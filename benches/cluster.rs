@@ -574,12 +574,16 @@ struct TableRun {
 }
 
 /// Waits, under load, until the tables' partitions have published weights (every one heavier
-/// than an idle partition) and then have not moved for 15 s: the assignment takes weights in
-/// once they settle (10 s without a change, `src/cluster.rs`), and the partitions it moves
-/// then start their conversion over. One node waits the same, though nothing moves there.
-fn settle(node: &Node, tables: &[&str]) {
+/// than an idle partition, when `heavy`: a partition's load must reach about 1.4 partitions'
+/// worth to weigh 2) and then have not moved for 15 s: the assignment takes weights in once
+/// they settle (10 s without a change, `src/cluster.rs`), and the partitions it moves then
+/// start their conversion over. One node waits the same, though nothing moves there.
+fn settle(node: &Node, tables: &[&str], heavy: bool) {
     let started = Instant::now();
     poll_until(120, "every table partition's weight published", || {
+        if !heavy {
+            return Some(());
+        }
         let (_, body) = node.http_get("/v1/cluster");
         let view: serde_json::Value = serde_json::from_str(&body).unwrap_or_default();
         tables
@@ -703,7 +707,9 @@ fn table_run(count: u64, seconds: u64, mib_per_node: u64) -> TableRun {
         })
         .collect();
     warm_up(&nodes);
-    settle(&nodes[0], &TABLES);
+    // Flat out, or at least 128 KiB/s a partition (half the default load unit): heavy.
+    let heavy = mib_per_node == 0 || per_topic * 1024 / 4 >= 128 * 1024;
+    settle(&nodes[0], &TABLES, heavy);
     let (c0, k0, e0, r0, s0, t0) = (
         cpu(&nodes),
         counters(&nodes),

@@ -766,6 +766,38 @@ fn node_counts() -> Vec<u64> {
         .collect()
 }
 
+/// The scale and tables phases' settings: `INLET_BENCH_SECONDS` (15), `INLET_BENCH_RUNS` (3)
+/// and `INLET_BENCH_MIB_PER_NODE` (0: flat out).
+fn settings() -> (u64, u64, u64) {
+    (
+        env_u64("INLET_BENCH_SECONDS", 15),
+        env_u64("INLET_BENCH_RUNS", 3),
+        env_u64("INLET_BENCH_MIB_PER_NODE", 0),
+    )
+}
+
+/// The load a run of `count` nodes was offered, as printed.
+fn offered(mib_per_node: u64, count: u64) -> String {
+    match mib_per_node {
+        0 => "flat out".to_string(),
+        m => format!("{} MiB/s offered", m * count),
+    }
+}
+
+/// `runs` runs of each node count ([`node_counts`]), the counts taking turns run by run so
+/// that the machine's drift over the phase (it slows as the runs go on) falls on every count
+/// alike; each count with its runs.
+fn take_turns<R>(runs: u64, mut run: impl FnMut(u64) -> R) -> Vec<(u64, Vec<R>)> {
+    let mut by_count: Vec<(u64, Vec<R>)> =
+        node_counts().into_iter().map(|c| (c, Vec::new())).collect();
+    for _ in 0..runs {
+        for (count, rows) in &mut by_count {
+            rows.push(run(*count));
+        }
+    }
+    by_count
+}
+
 fn median(mut v: Vec<f64>) -> f64 {
     v.sort_by(|a, b| a.partial_cmp(b).unwrap());
     v[v.len() / 2]
@@ -778,29 +810,18 @@ fn main() {
         failover(env_u64("INLET_BENCH_KILLS", 20));
     }
     if phases.split(',').any(|p| p == "scale") {
-        let seconds = env_u64("INLET_BENCH_SECONDS", 15);
-        let runs = env_u64("INLET_BENCH_RUNS", 3);
-        let mib_per_node = env_u64("INLET_BENCH_MIB_PER_NODE", 0);
-        let offered = |count: u64| match mib_per_node {
-            0 => "flat out".to_string(),
-            m => format!("{} MiB/s offered", m * count),
-        };
-        // Node counts take turns run by run, so the machine's drift over the phase (it slows
-        // as the runs go on) falls on every count alike.
-        let counts = node_counts();
-        let mut by_count: Vec<Vec<ScaleRun>> = counts.iter().map(|_| Vec::new()).collect();
-        for _ in 0..runs {
-            for (i, &count) in counts.iter().enumerate() {
-                let r = scale_run(count, seconds, mib_per_node);
-                eprintln!(
+        let (seconds, runs, mib_per_node) = settings();
+        let offered = |count| offered(mib_per_node, count);
+        let by_count = take_turns(runs, |count| {
+            let r = scale_run(count, seconds, mib_per_node);
+            eprintln!(
                     "  {count} node(s), {}: {:.1} MiB/s, {:.1} CPU ms/MiB ({:.1} net of idle, {:.1} in the kernel), {:.0}% CPU per node, {:.1} WAL objects and {:.0} page faults per MiB",
                     offered(count), r.mib_per_s, r.cpu_ms_per_mib, r.net_ms_per_mib, r.system_ms_per_mib,
                     r.cpu_percent_per_node, r.wal_objects_per_mib, r.faults_per_mib
                 );
-                by_count[i].push(r);
-            }
-        }
-        for (count, rows) in counts.iter().zip(&by_count) {
+            r
+        });
+        for (count, rows) in &by_count {
             let m = |f: fn(&ScaleRun) -> f64| median(rows.iter().map(f).collect());
             println!(
                 "produce, {count} node(s), {}: {:.1} MiB/s acked, {:.1} node CPU ms per MiB ({:.1} net of idle, {:.1} in the kernel), {:.0}% CPU per node, {:.1} WAL objects and {:.0} page faults per MiB (medians of {runs})",
@@ -816,28 +837,19 @@ fn main() {
         }
     }
     if phases.split(',').any(|p| p == "tables") {
-        let seconds = env_u64("INLET_BENCH_SECONDS", 15);
-        let runs = env_u64("INLET_BENCH_RUNS", 3);
-        let mib_per_node = env_u64("INLET_BENCH_MIB_PER_NODE", 0);
-        let offered = |count: u64| match mib_per_node {
-            0 => "flat out".to_string(),
-            m => format!("{} MiB/s offered", m * count),
-        };
-        let counts = node_counts();
-        let mut by_count: Vec<Vec<TableRun>> = counts.iter().map(|_| Vec::new()).collect();
-        for _ in 0..runs {
-            for (i, &count) in counts.iter().enumerate() {
-                let r = table_run(count, seconds, mib_per_node);
-                eprintln!(
+        let (seconds, runs, mib_per_node) = settings();
+        let offered = |count| offered(mib_per_node, count);
+        let by_count = take_turns(runs, |count| {
+            let r = table_run(count, seconds, mib_per_node);
+            eprintln!(
                     "  {count} node(s), {}: {:.1} MiB/s into tables ({:.1} acked, then {:.1} s to commit), {:.1} CPU ms/MiB net of idle ({:.1} in the kernel, {:.0} page faults/MiB), the stores {:.1} CPU ms/MiB, {:.2} object reads and {:.2} uploads per MiB, {} snapshots and {} partition moves ({} in the warm-up)",
                     offered(count), r.mib_per_s, r.acked_mib_per_s, r.tail_s, r.net_ms_per_mib,
                     r.system_ms_per_mib, r.faults_per_mib, r.others_ms_per_mib,
                     r.object_reads_per_mib, r.uploads_per_mib, r.commits, r.moves, r.warm_up_moves
                 );
-                by_count[i].push(r);
-            }
-        }
-        for (count, rows) in counts.iter().zip(&by_count) {
+            r
+        });
+        for (count, rows) in &by_count {
             let m = |f: fn(&TableRun) -> f64| median(rows.iter().map(f).collect());
             println!(
                 "tables, {count} node(s), {}: {:.1} MiB/s into tables ({:.1} acked, then {:.1} s to commit), {:.1} node CPU ms per MiB net of idle ({:.1} in the kernel, {:.0} page faults per MiB), the stores {:.1} CPU ms per MiB, {:.2} object reads and {:.2} uploads per MiB (medians of {runs})",

@@ -9,13 +9,16 @@
 //! (repetitions; medians are reported, default 3), `INLET_BENCH_PUT_MS` (the injected PUT
 //! latency, default 30), `INLET_BENCH_POSTGRES_URL` (a PostgreSQL database for the metadata
 //! store, as in a cluster; default SQLite in a temp dir), `INLET_BENCH_IN_FLIGHT`
-//! (`object_wal_in_flight`, default the store's).
+//! (`object_wal_in_flight`, default the store's), `INLET_BENCH_MIN_INTERVAL_MS`
+//! (`object_wal_min_interval_ms`, default the store's), `INLET_BENCH_RATES` (the offered
+//! loads of the latency phase in MiB/s, default `2,20`).
 //!
 //! Phases, each on a fresh store:
 //! 1. throughput: 256 writers append 64 KiB batches to 12 streams as fast as they can (MiB/s);
 //!    the same with no injected latency, as the baseline of the same run;
-//! 2. latency at 20 MiB/s offered (open loop: 16 KiB appends issued on a fixed schedule,
-//!    latency counted from when each was due): p50 / p99 / max.
+//! 2. latency at each offered load (open loop: 16 KiB appends issued on a fixed schedule,
+//!    latency counted from when each was due): p50 / p99 / max, and the WAL objects (PUTs)
+//!    written per second.
 #![allow(clippy::unwrap_used, clippy::panic, clippy::disallowed_methods)] // a benchmark: a failed step fails it, and its clocks are real time
 
 use std::sync::Arc;
@@ -61,6 +64,10 @@ async fn open(dir: &std::path::Path, put_ms: u64) -> (Arc<StreamStore>, Vec<u64>
             "INLET_BENCH_IN_FLIGHT",
             defaults.object_wal_in_flight as u64,
         ) as usize,
+        object_wal_min_interval_ms: env_u64(
+            "INLET_BENCH_MIN_INTERVAL_MS",
+            defaults.object_wal_min_interval_ms,
+        ),
         ..defaults
     };
     let store = StreamStore::builder(dir.join("wal"))
@@ -119,8 +126,9 @@ async fn throughput(put_ms: u64, seconds: u64) -> f64 {
     rate
 }
 
-/// 16 KiB appends issued at `mib_s` on a fixed schedule; the latency histogram (µs).
-async fn latency(put_ms: u64, seconds: u64, mib_s: f64) -> Histogram<u64> {
+/// 16 KiB appends issued at `mib_s` on a fixed schedule; the latency histogram (µs) and the
+/// WAL objects written per second.
+async fn latency(put_ms: u64, seconds: u64, mib_s: f64) -> (Histogram<u64>, f64) {
     let dir = tempfile::tempdir().unwrap();
     let (store, streams) = open(dir.path(), put_ms).await;
     let payload = Bytes::from(vec![0xcdu8; 16 * 1024]);
@@ -130,6 +138,7 @@ async fn latency(put_ms: u64, seconds: u64, mib_s: f64) -> Histogram<u64> {
     // The schedule runs on its own thread with precise sleeps (tokio's timer ticks in whole
     // milliseconds).
     let handle = tokio::runtime::Handle::current();
+    let start = Instant::now();
     let issuer = std::thread::spawn(move || {
         let start = Instant::now();
         let mut tasks = Vec::with_capacity(count as usize);
@@ -155,8 +164,9 @@ async fn latency(put_ms: u64, seconds: u64, mib_s: f64) -> Histogram<u64> {
     for task in tasks {
         hist.record(task.await.unwrap()).unwrap();
     }
+    let objects_per_second = store.stats().wal_syncs as f64 / start.elapsed().as_secs_f64();
     Arc::try_unwrap(store).unwrap().close().await;
-    hist
+    (hist, objects_per_second)
 }
 
 #[tokio::main]
@@ -182,17 +192,24 @@ async fn main() {
         "throughput: {slow:.1} MiB/s with {put_ms} ms PUTs, {fast:.1} MiB/s with no injected latency (ratio {:.2})",
         slow / fast
     );
-    let (mut p50, mut p99, mut max) = (Vec::new(), Vec::new(), Vec::new());
-    for _ in 0..runs {
-        let h = latency(put_ms, seconds, 20.0).await;
-        p50.push(h.value_at_quantile(0.5) as f64 / 1000.0);
-        p99.push(h.value_at_quantile(0.99) as f64 / 1000.0);
-        max.push(h.max() as f64 / 1000.0);
+    let rates = std::env::var("INLET_BENCH_RATES").unwrap_or_else(|_| "2,20".into());
+    for rate in rates.split(',').map(|r| r.trim().parse::<f64>().unwrap()) {
+        let (mut p50, mut p99, mut max, mut puts) =
+            (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+        for _ in 0..runs {
+            let (h, objects) = latency(put_ms, seconds, rate).await;
+            p50.push(h.value_at_quantile(0.5) as f64 / 1000.0);
+            p99.push(h.value_at_quantile(0.99) as f64 / 1000.0);
+            max.push(h.max() as f64 / 1000.0);
+            puts.push(objects);
+        }
+        let puts = median(puts);
+        println!(
+            "latency at {rate} MiB/s: p50 {:.1} ms, p99 {:.1} ms, max {:.1} ms; {puts:.1} WAL objects/s, {:.2} per MiB (medians of {runs} runs)",
+            median(p50),
+            median(p99),
+            median(max),
+            puts / rate
+        );
     }
-    println!(
-        "latency at 20 MiB/s: p50 {:.1} ms, p99 {:.1} ms, max {:.1} ms (medians of {runs} runs)",
-        median(p50),
-        median(p99),
-        median(max)
-    );
 }

@@ -75,6 +75,12 @@ pub struct StorageConfig {
     /// With the object-store WAL: how long the first append of a group waits for more before
     /// the group is cut (a group is also cut at `wal_max_group_bytes`).
     pub object_wal_linger_ms: u64,
+    /// With the object-store WAL: the least time between the cuts of two groups that are not
+    /// full. Under a steady load below a full group per interval, a node then writes at most
+    /// `1000 / object_wal_min_interval_ms` WAL objects a second (each an S3 PUT and a metadata
+    /// commit), larger as the load grows; a lone append after a quiet spell is not held back.
+    /// The price is latency: an append may wait up to this long for its group's cut.
+    pub object_wal_min_interval_ms: u64,
 }
 
 /// Where appends become durable; see [`StorageConfig::wal`].
@@ -166,6 +172,7 @@ impl Default for StorageConfig {
             wal: None,
             object_wal_in_flight: 8,
             object_wal_linger_ms: 2,
+            object_wal_min_interval_ms: 20,
         }
     }
 }

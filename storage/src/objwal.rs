@@ -3,10 +3,14 @@
 //! can then be lost whole (disk included) without losing anything it acknowledged, and the
 //! next owner of a stream finds all of it through the metadata store, never by LIST.
 //!
-//! One task cuts *groups* from the append queue (at `wal_max_group_bytes`, or when the first
-//! append of a group has waited `object_wal_linger_ms`), assigns their offsets in queue order,
-//! and starts each group's object: an id prepared in the metadata store, then the PUT. Up to
-//! `object_wal_in_flight` groups are in flight at once; their metadata commits land strictly in
+//! One task gathers *groups* from the append queue and cuts each one when it is full
+//! (`wal_max_group_bytes`) or due: its first append has waited `object_wal_linger_ms` and the
+//! last group was cut `object_wal_min_interval_ms` ago. So a lone append after a quiet spell
+//! waits only the linger, while under a steady load groups are cut at most once per interval
+//! and grow with the load: a node's PUTs (S3 bills each) and metadata commits are bounded by
+//! the interval at any load below a full group per interval. At a cut the task assigns the
+//! group's offsets in queue order and starts its object: an id prepared in the metadata
+//! store, then the PUT. Up to `object_wal_in_flight` groups are in flight at once; their metadata commits land strictly in
 //! the order the groups were cut, so a stream's ranges are committed in offset order.
 //!
 //! Invariants:
@@ -84,18 +88,37 @@ impl Group {
 /// A group with its object written (id and layout), or the error that stopped it.
 type Staged = (Group, Result<(u64, BuiltObject)>);
 
-/// The object-store WAL's task: cuts groups, keeps their objects in flight, commits them in
-/// order, and answers the appends.
+/// Appends taken from the queue for the next group, not yet placed (no offsets yet).
+struct Gathering {
+    requests: Vec<AppendRequest>,
+    bytes: usize,
+    /// When the group is cut even if it is not full.
+    due: tokio::time::Instant,
+}
+
+/// The object-store WAL's task: gathers groups, cuts them, keeps their objects in flight,
+/// commits them in order, and answers the appends. Gathering goes on while commits run, so a
+/// group that waits for its cut delays no other group's acknowledgement.
 pub(crate) async fn run(
     inner: Arc<Inner>,
     mut queue: mpsc::Receiver<AppendRequest>,
     cancel: CancellationToken,
 ) {
     let limit = inner.config.object_wal_in_flight;
+    let max_bytes = inner.config.wal_max_group_bytes as usize;
+    let linger = Duration::from_millis(inner.config.object_wal_linger_ms);
+    let interval = Duration::from_millis(inner.config.object_wal_min_interval_ms);
     let mut in_flight = FuturesOrdered::new();
+    let mut gathering: Option<Gathering> = None;
+    // When the last group was cut: a group that is not full is cut `interval` after it at
+    // the earliest.
+    let mut last_cut: Option<tokio::time::Instant> = None;
     // A group failed: the ones after it fail too, and nothing new is cut until none is left.
     let mut failing = false;
     loop {
+        let full = gathering.as_ref().is_some_and(|g| g.bytes >= max_bytes);
+        let room = !failing && in_flight.len() < limit;
+        let due = gathering.as_ref().map(|g| g.due);
         tokio::select! {
             biased;
             _ = cancel.cancelled() => break,
@@ -116,14 +139,22 @@ pub(crate) async fn run(
                     }
                 }
             }
-            first = queue.recv(), if !failing && in_flight.len() < limit => {
-                let Some(first) = first else { break };
-                if let Some(group) = cut(&inner, first, &mut queue).await {
-                    // A task of its own: a group's prepare and PUT (and the metadata-store
-                    // connection they hold) must progress while this loop awaits a commit, or
-                    // the commit could wait for a connection an unpolled group holds.
-                    in_flight.push_back(tokio::spawn(stage(inner.clone(), group)));
-                }
+            _ = tokio::time::sleep_until(due.unwrap_or_else(tokio::time::Instant::now)),
+                if room && due.is_some() && !full => {
+                cut_next(&inner, &mut gathering, &mut queue, &mut last_cut, &mut in_flight);
+            }
+            next = queue.recv(), if !full => {
+                let Some(next) = next else { break };
+                let now = tokio::time::Instant::now();
+                let g = gathering.get_or_insert_with(|| Gathering {
+                    requests: Vec::new(),
+                    bytes: 0,
+                    // A lone append after a quiet spell waits only `linger`; under a steady
+                    // load, groups are cut `interval` apart and grow with the load.
+                    due: (now + linger).max(last_cut.map_or(now, |at| at + interval)),
+                });
+                g.bytes += next.payload.len();
+                g.requests.push(next);
             }
         }
         if failing && in_flight.is_empty() {
@@ -134,13 +165,47 @@ pub(crate) async fn run(
             }
             failing = false;
         }
+        let full = gathering.as_ref().is_some_and(|g| g.bytes >= max_bytes);
+        if full && !failing && in_flight.len() < limit {
+            cut_next(&inner, &mut gathering, &mut queue, &mut last_cut, &mut in_flight);
+        }
     }
-    // Shutting down: what is in flight is not acknowledged (its callers see the failure and
-    // Kafka clients retry on another owner); prepared objects are collected as orphans.
+    // Shutting down: what is gathered or in flight is not acknowledged (its callers see the
+    // failure and Kafka clients retry on another owner); prepared objects are collected as
+    // orphans.
+    for request in gathering.into_iter().flat_map(|g| g.requests) {
+        let _ = request.reply.send(Err(Error::Shutdown));
+    }
     while let Some(done) = in_flight.next().await {
         if let Ok((group, _)) = done {
             group.fail(&Error::Shutdown);
         }
+    }
+}
+
+/// Cuts the gathered group, with whatever else is already queued up to a full group, and
+/// starts its object.
+fn cut_next(
+    inner: &Arc<Inner>,
+    gathering: &mut Option<Gathering>,
+    queue: &mut mpsc::Receiver<AppendRequest>,
+    last_cut: &mut Option<tokio::time::Instant>,
+    in_flight: &mut FuturesOrdered<tokio::task::JoinHandle<Staged>>,
+) {
+    let Some(mut g) = gathering.take() else {
+        return;
+    };
+    while g.bytes < inner.config.wal_max_group_bytes as usize {
+        let Ok(next) = queue.try_recv() else { break };
+        g.bytes += next.payload.len();
+        g.requests.push(next);
+    }
+    *last_cut = Some(tokio::time::Instant::now());
+    if let Some(group) = place(g.requests) {
+        // A task of its own: a group's prepare and PUT (and the metadata-store connection
+        // they hold) must progress while the loop awaits a commit, or the commit could wait
+        // for a connection an unpolled group holds.
+        in_flight.push_back(tokio::spawn(stage(inner.clone(), group)));
     }
 }
 
@@ -154,33 +219,10 @@ fn note_failure(request: &AppendRequest) {
     }
 }
 
-/// Takes `first` and whatever else arrives until the group is full or has lingered, and
-/// places each append: its offsets, the epoch of its stream, its stored bytes.
-async fn cut(
-    inner: &Inner,
-    first: AppendRequest,
-    queue: &mut mpsc::Receiver<AppendRequest>,
-) -> Option<Group> {
-    let max_bytes = inner.config.wal_max_group_bytes as usize;
-    let deadline =
-        tokio::time::Instant::now() + Duration::from_millis(inner.config.object_wal_linger_ms);
-    let mut bytes = first.payload.len();
-    let mut requests = vec![first];
-    while bytes < max_bytes {
-        let next = match queue.try_recv() {
-            Ok(r) => Some(r),
-            Err(mpsc::error::TryRecvError::Disconnected) => None,
-            Err(mpsc::error::TryRecvError::Empty) => {
-                tokio::time::timeout_at(deadline, queue.recv())
-                    .await
-                    .ok()
-                    .flatten()
-            }
-        };
-        let Some(next) = next else { break };
-        bytes += next.payload.len();
-        requests.push(next);
-    }
+/// Places each append of a group being cut: its offsets, the epoch of its stream, its stored
+/// bytes. Appends that can no longer be placed (their stream was deleted, lost, or failed
+/// since they were queued) are answered with the error here.
+fn place(requests: Vec<AppendRequest>) -> Option<Group> {
     let mut group = Group {
         placed: Vec::with_capacity(requests.len()),
         epochs: BTreeMap::new(),

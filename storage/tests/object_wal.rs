@@ -237,3 +237,52 @@ async fn a_failed_latching_append_holds_the_stream_until_cleared() {
         0
     );
 }
+
+/// Under a steady load, groups that are not full are cut at most once per
+/// `object_wal_min_interval_ms` (so a node's PUTs are bounded whatever the load), and every
+/// append of them lands; a lone append after a quiet spell is not held back by the interval.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_steady_load_is_cut_once_per_interval_and_a_lone_append_is_not_held() {
+    let mut fixture = Fixture::new(Backend::Memory).await.expect("memory");
+    fixture.config.object_wal_min_interval_ms = 500;
+    fixture.config.object_wal_linger_ms = 2;
+    let one = node(&fixture, 1).await;
+    let s = one.create_stream("p0").await.expect("create").id;
+    assert!(one.acquire(s, &[1]).await.expect("acquire"));
+    let puts = fixture.objects.calls(Op::Put);
+    // One small append every 10 ms for 2 s: with a cut per linger this was ~200 objects.
+    let started = tokio::time::Instant::now();
+    let mut tick = tokio::time::interval(std::time::Duration::from_millis(10));
+    let mut pending = Vec::new();
+    for seq in 0..200u64 {
+        tick.tick().await;
+        pending.push(
+            one.submit_append(s, payload(1, seq, 100), 1, AppendOptions::default())
+                .await
+                .expect("queued"),
+        );
+    }
+    for (seq, p) in pending.into_iter().enumerate() {
+        assert_eq!(p.await.expect("acked"), seq as u64);
+    }
+    let elapsed_ms = started.elapsed().as_millis() as u64;
+    let objects = fixture.objects.calls(Op::Put) - puts;
+    assert!(
+        objects <= elapsed_ms / 500 + 2,
+        "{objects} WAL objects in {elapsed_ms} ms at one cut per 500 ms"
+    );
+    assert_eq!(read_payloads(&one, s, 0).await.len(), 200);
+    // A quiet spell longer than the interval, then one append: cut after the linger alone.
+    tokio::time::sleep(std::time::Duration::from_millis(600)).await;
+    let lone = tokio::time::Instant::now();
+    assert_eq!(
+        one.append(s, payload(1, 200, 100), 1).await.expect("append"),
+        200
+    );
+    assert!(
+        lone.elapsed() < std::time::Duration::from_millis(500),
+        "a lone append waited {:?}",
+        lone.elapsed()
+    );
+    one.check_invariants().expect("invariants");
+}

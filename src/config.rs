@@ -3,6 +3,7 @@
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
+use std::time::Duration;
 
 use anyhow::{bail, Context};
 use serde::{Deserialize, Serialize};
@@ -145,9 +146,25 @@ pub struct TablesConfig {
     /// before another coordinator can take them over; a coordinator that cannot renew for this
     /// long stops committing.
     pub coordinator_lease_ms: u64,
+    /// Files Inlet's conversions wrote into a table's `data/` folder that no snapshot names
+    /// are deleted once they are this old (refused or superseded chunks, rounds that did not
+    /// land); younger ones may still be on their way into a round. 0: never.
+    pub orphan_files_older_than_ms: u64,
+    /// The least time between two orphan-file sweeps of a table.
+    pub orphan_files_interval_ms: u64,
 }
 
 impl TablesConfig {
+    /// How the coordinators sweep orphan files; None: never.
+    pub fn orphan_sweep(&self) -> Option<inlet_table_coordinator::orphans::OrphanSweep> {
+        (self.orphan_files_older_than_ms > 0).then(|| {
+            inlet_table_coordinator::orphans::OrphanSweep {
+                older_than: Duration::from_millis(self.orphan_files_older_than_ms),
+                every: Duration::from_millis(self.orphan_files_interval_ms),
+            }
+        })
+    }
+
     /// The compaction settings as the coordinators take them.
     pub fn compaction_tuning(&self) -> inlet_table_coordinator::compact::CompactionTuning {
         inlet_table_coordinator::compact::CompactionTuning {
@@ -175,6 +192,10 @@ impl Default for TablesConfig {
             compaction_partitions_per_run: compaction.partitions_per_run,
             expire_every_commits: inlet_table_coordinator::coordinator::DEFAULT_EXPIRE_EVERY,
             coordinator_lease_ms: inlet_table_coordinator::DEFAULT_LEASE_TTL.as_millis() as u64,
+            orphan_files_older_than_ms: inlet_table_coordinator::orphans::DEFAULT_OLDER_THAN
+                .as_millis() as u64,
+            orphan_files_interval_ms: inlet_table_coordinator::orphans::DEFAULT_EVERY.as_millis()
+                as u64,
         }
     }
 }

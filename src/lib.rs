@@ -438,6 +438,7 @@ impl NodeBuilder {
                 compaction: config.tables.compaction_tuning(),
                 expire_every: config.tables.expire_every_commits,
                 lease_ttl: Duration::from_millis(config.tables.coordinator_lease_ms),
+                orphans: config.tables.orphan_sweep(),
             },
             table_schemas,
             stop.clone(),

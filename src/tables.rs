@@ -55,6 +55,8 @@ pub(crate) struct TableSettings {
     pub expire_every: u64,
     /// `[tables] coordinator_lease_ms`: how long a coordinator's epoch lasts unrenewed.
     pub lease_ttl: Duration,
+    /// `[tables] orphan_files_*` (see `TableTopic::orphans`).
+    pub orphans: Option<inlet_table_coordinator::orphans::OrphanSweep>,
 }
 
 /// What a running coordinator was started with: restarted when it changes.
@@ -91,7 +93,8 @@ pub(crate) async fn run(
         schemas,
     ));
     let index_budget = IndexBudget::shared(indexes.budget);
-    let committer = Committer::with_target(catalog.catalog(), catalog.commit_target());
+    let committer = Committer::with_target(catalog.catalog(), catalog.commit_target())
+        .with_files(catalog.storage().clone());
     let file_io = catalog.file_io().clone();
     let warehouse = catalog.warehouse();
     // Coordinator epochs, in the node's metadata store, held under the node's id.
@@ -413,6 +416,7 @@ fn table_topic(
                 max_snapshots: e.max_snapshots,
             }),
             dead_letter_pending_files: indexes.dead_letter_pending_files,
+            orphans: indexes.orphans,
             compaction: indexes.compaction,
             expire_every: indexes.expire_every,
             compaction_interval: match config.compaction {

@@ -56,6 +56,8 @@ pub(crate) struct ExternalCatalog {
     pub warehouse: String,
     /// File IO under `files`, over the same object-store client as the catalog's tables.
     pub file_io: iceberg::io::FileIO,
+    /// The same storage as itself, for what file IO cannot do (listing).
+    pub storage: crate::storage::ObjectStoreStorage,
 }
 
 impl std::fmt::Debug for ExternalCatalog {
@@ -102,7 +104,7 @@ pub(crate) async fn open(
     }
     // Checks the URL and opens the store now; clones of the factory share it, so data files
     // and the catalog's tables use one client.
-    iceberg::io::StorageFactory::build(&factory, &iceberg::io::StorageConfig::new())?;
+    let storage = factory.storage()?;
     let file_io = iceberg::io::FileIOBuilder::new(Arc::new(factory.clone())).build();
     let catalog = RestCatalogBuilder::default()
         .with_storage_factory(Arc::new(factory))
@@ -114,6 +116,7 @@ pub(crate) async fn open(
         files,
         warehouse,
         file_io,
+        storage,
     })
 }
 

@@ -37,6 +37,8 @@ pub use target::CommitTarget;
 pub struct NodeCatalog {
     home: Home,
     file_io: FileIO,
+    /// The storage under `file_io`, as itself (it can list).
+    storage: storage::ObjectStoreStorage,
 }
 
 #[derive(Clone, Debug)]
@@ -64,18 +66,25 @@ impl NodeCatalog {
         let root = embedded::root_url(object_store_root);
         match config.kind {
             CatalogKind::Embedded => {
-                let file_io = storage::file_io(&root, store.clone())?;
+                let factory = match &store {
+                    Some(s) => storage::ObjectStoreStorageFactory::new(&root).with_store(s.clone()),
+                    None => storage::ObjectStoreStorageFactory::new(&root),
+                };
+                let files = factory.storage()?;
+                let file_io = iceberg::io::FileIOBuilder::new(std::sync::Arc::new(factory)).build();
                 let catalog =
                     embedded::open_with(config, meta_url, object_store_root, store).await?;
                 Ok(NodeCatalog {
                     home: Home::Embedded(catalog),
                     file_io,
+                    storage: files,
                 })
             }
             CatalogKind::Rest => {
                 let catalog = external::open(config, object_store_root, store).await?;
                 Ok(NodeCatalog {
                     file_io: catalog.file_io.clone(),
+                    storage: catalog.storage.clone(),
                     home: Home::External(catalog),
                 })
             }
@@ -83,6 +92,7 @@ impl NodeCatalog {
                 let home = glue::open(config, object_store_root, store, clock)?;
                 Ok(NodeCatalog {
                     file_io: home.file_io.clone(),
+                    storage: home.storage.clone(),
                     home: Home::Glue(home),
                 })
             }
@@ -122,6 +132,12 @@ impl NodeCatalog {
     /// The file IO for data files under [`warehouse`](Self::warehouse).
     pub fn file_io(&self) -> &FileIO {
         &self.file_io
+    }
+
+    /// The storage under [`file_io`](Self::file_io) as itself, for what file IO cannot do
+    /// (listing a table's files).
+    pub fn storage(&self) -> &storage::ObjectStoreStorage {
+        &self.storage
     }
 
     /// Whether the tables live in an external catalog (REST or Glue).

@@ -167,7 +167,13 @@ pub(crate) async fn run(
         }
         let full = gathering.as_ref().is_some_and(|g| g.bytes >= max_bytes);
         if full && !failing && in_flight.len() < limit {
-            cut_next(&inner, &mut gathering, &mut queue, &mut last_cut, &mut in_flight);
+            cut_next(
+                &inner,
+                &mut gathering,
+                &mut queue,
+                &mut last_cut,
+                &mut in_flight,
+            );
         }
     }
     // Shutting down: what is gathered or in flight is not acknowledged (its callers see the

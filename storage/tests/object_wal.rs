@@ -276,7 +276,9 @@ async fn a_steady_load_is_cut_once_per_interval_and_a_lone_append_is_not_held() 
     tokio::time::sleep(std::time::Duration::from_millis(600)).await;
     let lone = tokio::time::Instant::now();
     assert_eq!(
-        one.append(s, payload(1, 200, 100), 1).await.expect("append"),
+        one.append(s, payload(1, 200, 100), 1)
+            .await
+            .expect("append"),
         200
     );
     assert!(

@@ -312,6 +312,9 @@ impl Committed {
 pub struct Committer {
     catalog: Arc<dyn Catalog>,
     pub(crate) target: CommitTarget,
+    /// The tables' storage as itself, which can list (for [`crate::orphans`]); None: no
+    /// orphan sweeps.
+    pub(crate) files: Option<inlet_catalog::storage::ObjectStoreStorage>,
 }
 
 impl Committer {
@@ -323,7 +326,18 @@ impl Committer {
     /// A committer that loads tables from `catalog` and commits to `target` (the same
     /// catalog's pointers, or an external REST catalog).
     pub fn with_target(catalog: Arc<dyn Catalog>, target: CommitTarget) -> Self {
-        Committer { catalog, target }
+        Committer {
+            catalog,
+            target,
+            files: None,
+        }
+    }
+
+    /// Lists table folders through `files` (the storage the tables' files are in), so the
+    /// coordinators can sweep orphan files ([`crate::orphans`]).
+    pub fn with_files(mut self, files: inlet_catalog::storage::ObjectStoreStorage) -> Self {
+        self.files = Some(files);
+        self
     }
 
     /// The table, if it exists.

@@ -43,7 +43,7 @@
 //! - Rounds start on a fixed period (`commit.interval.ms`), not an interval after the last
 //!   round ended, so the time a round takes does not add to the data's latency.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -96,6 +96,9 @@ pub struct TableTopic {
     /// many the table's rounds wait until it takes them. Nothing is lost meanwhile: the records
     /// stay in the stream.
     pub dead_letter_pending_files: usize,
+    /// `[tables] orphan_files_*`: how the coordinator sweeps the table's orphan files
+    /// ([`crate::orphans`]); None, or a committer without file listing: never.
+    pub orphans: Option<crate::orphans::OrphanSweep>,
 }
 
 /// The default `[tables] dead_letter_pending_files`.
@@ -192,6 +195,10 @@ pub async fn run(
     let mut renewals = tokio::time::interval(leases.ttl() / 3);
     renewals.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut was_held = false;
+    // When the table's orphan files are next looked for ([`crate::orphans`]).
+    let mut next_sweep_ms = topic
+        .orphans
+        .map(|o| clock.now_ms() as i64 + o.every.as_millis() as i64);
     let fenced = 'ticks: loop {
         let mut action = tokio::select! {
             _ = stop.cancelled() => break false,
@@ -406,6 +413,13 @@ pub async fn run(
             action = machine.on(outcome);
         }
         report(&machine);
+        if let (Some(sweep), Some(due)) = (topic.orphans, next_sweep_ms) {
+            let now_ms = clock.now_ms() as i64;
+            if now_ms >= due {
+                sweep_orphans(&topic, &committer, &worker, &machine, sweep, now_ms).await;
+                next_sweep_ms = Some(now_ms + sweep.every.as_millis() as i64);
+            }
+        }
     };
     // It stops between partitions once `stop` is cancelled; its files come from the pool.
     if let Some(c) = compaction.take() {
@@ -505,6 +519,96 @@ async fn expire(committer: &Committer, ident: &TableIdent, expiry: Expiry, now_m
             Ok(0) => {}
             Ok(n) => tracing::info!(table = %ident, snapshots = n, "expired snapshots"),
             Err(e) => tracing::warn!(table = %ident, error = %e, "snapshot expiry failed"),
+        }
+    }
+}
+
+/// Deletes the orphan files of `topic`'s table and of its dead-letter table
+/// ([`crate::orphans`]): between two rounds, so what is on its way in is the worker's
+/// uncollected outputs, the machine's pending rounds and the chunk rows, all kept.
+async fn sweep_orphans(
+    topic: &TableTopic,
+    committer: &Committer,
+    worker: &Worker,
+    machine: &Machine,
+    sweep: crate::orphans::OrphanSweep,
+    now_ms: i64,
+) {
+    let Some(storage) = &committer.files else {
+        return;
+    };
+    let table = match committer.load(&topic.ident).await {
+        Ok(Some(t)) => t,
+        Ok(None) => return,
+        Err(e) => {
+            tracing::warn!(table = %topic.ident, error = %e, "orphan-file sweep: cannot load the table");
+            return;
+        }
+    };
+    // The dead-letter table's files carry the main table's tag.
+    let tag = crate::orphans::file_tag(&table);
+    // Another node's converter may hold uploaded files for a commit interval before it
+    // publishes them: whatever the setting, a file is an orphan only once it is ten
+    // intervals old.
+    let older_than = sweep.older_than.max(topic.commit_interval * 10);
+    let cutoff_ms = now_ms - older_than.as_millis() as i64;
+    for ident in [topic.ident.clone(), dead_letter_table(&topic.ident)] {
+        let result = async {
+            let Some(table) = committer.load(&ident).await.map_err(|e| e.to_string())? else {
+                return Ok(Vec::new());
+            };
+            let location = crate::orphans::data_location(&table);
+            let candidates = crate::orphans::candidates(storage, &location, &tag, cutoff_ms)
+                .await
+                .map_err(|e| e.to_string())?;
+            if candidates.is_empty() {
+                return Ok(Vec::new());
+            }
+            // Read after the listing: see the module's invariants.
+            let mut keep: HashSet<String> = worker
+                .uncollected_files(&topic.name)
+                .await
+                .into_iter()
+                .collect();
+            for round in [machine.pending(), machine.pending_dead_letters()]
+                .into_iter()
+                .flatten()
+            {
+                keep.extend(
+                    round
+                        .files
+                        .iter()
+                        .chain(&round.delete_files)
+                        .map(|f| f.file_path().to_string()),
+                );
+            }
+            if let Some(chunks) = &topic.chunks {
+                let listed = chunks
+                    .list(&topic.topic_id)
+                    .await
+                    .map_err(|e| e.to_string())?;
+                for c in listed {
+                    keep.extend(
+                        c.files
+                            .iter()
+                            .chain(&c.dead_letter_files)
+                            .map(|f| f.file_path().to_string()),
+                    );
+                }
+            }
+            crate::orphans::remove(committer, storage, &ident, candidates, &keep)
+                .await
+                .map_err(|e| e.to_string())
+        }
+        .await;
+        match result {
+            Ok(removed) if removed.is_empty() => {}
+            Ok(removed) => {
+                tracing::info!(table = %ident, files = removed.len(), first = %removed[0], "deleted orphan files")
+            }
+            Err(e) => {
+                tracing::warn!(table = %ident, error = %e, "orphan-file sweep failed; nothing more is deleted until the next one")
+            }
         }
     }
 }

@@ -40,6 +40,7 @@ pub mod coordinator;
 pub(crate) mod lease;
 pub mod machine;
 pub(crate) mod manifest_merge;
+pub mod orphans;
 pub(crate) mod rebase;
 /// Fail points live in the catalog crate, whose commit path holds two of them.
 pub use inlet_common::failpoint;

@@ -324,6 +324,26 @@ impl Worker {
         self.pool.budget() / MAX_JOB_POOL_SHARE
     }
 
+    /// The files of `table`'s outputs not collected yet (data, delete and dead-letter files):
+    /// uploaded, and on their way into a round. Empty for a table not served.
+    pub async fn uncollected_files(&self, table: &str) -> Vec<String> {
+        let Ok(t) = self.table(table) else {
+            return Vec::new();
+        };
+        let state = t.lock().await;
+        state
+            .outputs
+            .iter()
+            .flat_map(|(_, o)| {
+                o.data_files
+                    .iter()
+                    .chain(&o.delete_files)
+                    .chain(&o.dead_letter_files)
+            })
+            .map(|f| f.file_path().to_string())
+            .collect()
+    }
+
     /// For a commit round: converts each partition up to `until` (its end offset when the
     /// round started; partitions not named go to their current end), then returns all the
     /// table's outputs since the last drain, in the order they were made.

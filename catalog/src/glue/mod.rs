@@ -93,6 +93,8 @@ pub struct GlueHome {
     pub warehouse: String,
     /// File IO under `files`.
     pub file_io: FileIO,
+    /// The same storage as itself, for what file IO cannot do (listing).
+    pub storage: crate::storage::ObjectStoreStorage,
 }
 
 /// Opens the Glue catalog `config` names (`type = "glue"`), with credentials from the standard
@@ -147,7 +149,7 @@ pub fn open_with_client(
         .map_err(|e| Error::new(ErrorKind::DataInvalid, e))?;
     let (files, warehouse, factory) =
         crate::external::files_factory(config.files.as_deref(), node_root, node_store);
-    iceberg::io::StorageFactory::build(&factory, &iceberg::io::StorageConfig::new())?;
+    let storage = factory.storage()?;
     let file_io = iceberg::io::FileIOBuilder::new(Arc::new(factory)).build();
     let catalog = GlueCatalog {
         client,
@@ -160,6 +162,7 @@ pub fn open_with_client(
         files,
         warehouse,
         file_io,
+        storage,
     })
 }
 

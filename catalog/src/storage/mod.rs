@@ -105,6 +105,19 @@ impl ObjectStoreStorageFactory {
         self
     }
 
+    /// The storage this factory builds, as itself (what iceberg's [`Storage`] does not offer,
+    /// such as [`ObjectStoreStorage::list`]); opens the shared store if none is open yet.
+    pub fn storage(&self) -> Result<ObjectStoreStorage> {
+        let storage =
+            ObjectStoreStorage::new(&self.base_url, self.store.get().cloned(), self.write)?;
+        // Racing first builds each open a store; all keep the one that lands first.
+        let store = self.store.get_or_init(|| storage.store.clone());
+        Ok(ObjectStoreStorage {
+            store: store.clone(),
+            ..storage
+        })
+    }
+
     /// Sets how objects are uploaded.
     pub fn with_write_config(mut self, write: WriteConfig) -> Self {
         self.write = write;
@@ -131,15 +144,16 @@ impl StorageFactory for ObjectStoreStorageFactory {
     /// Builds the storage. iceberg's storage properties (`s3.*` and the like) are ignored: the
     /// object store is configured by the base URL and the environment, as the stream store's.
     fn build(&self, _config: &StorageConfig) -> Result<Arc<dyn Storage>> {
-        let storage =
-            ObjectStoreStorage::new(&self.base_url, self.store.get().cloned(), self.write)?;
-        // Racing first builds each open a store; all keep the one that lands first.
-        let store = self.store.get_or_init(|| storage.store.clone());
-        Ok(Arc::new(ObjectStoreStorage {
-            store: store.clone(),
-            ..storage
-        }))
+        Ok(Arc::new(self.storage()?))
     }
+}
+
+/// One object found by [`ObjectStoreStorage::list`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ListedFile {
+    /// Its location, in the form the storage's root gives (`s3://bucket/prefix/…`).
+    pub location: String,
+    pub last_modified_ms: i64,
 }
 
 /// What an [`ObjectStoreStorage`] serializes as.
@@ -212,6 +226,25 @@ impl ObjectStoreStorage {
     /// The location of `key` in the store.
     pub fn location_of(&self, key: &Path) -> String {
         self.root.location_of(key)
+    }
+
+    /// Every object under the folder `location` (at any depth), with when it was last
+    /// written (ms since the epoch). iceberg's file IO cannot list; table maintenance that
+    /// looks for files no snapshot names does.
+    pub async fn list(&self, location: &str) -> Result<Vec<ListedFile>> {
+        let key = self.root.key(location)?;
+        let prefix = (!key.as_ref().is_empty()).then_some(&key);
+        self.store
+            .list(prefix)
+            .map(|meta| {
+                let meta = meta.map_err(|e| from_object_store("list", location, e))?;
+                Ok(ListedFile {
+                    location: self.location_of(&meta.location),
+                    last_modified_ms: meta.last_modified.timestamp_millis(),
+                })
+            })
+            .try_collect()
+            .await
     }
 
     /// The key of the object `location` names; the root itself names no object.

@@ -725,8 +725,8 @@ fn a_table_converted_on_three_nodes_evolves_apart_and_lands_once() {
     ) else {
         return;
     };
-    // Refused chunks' files are orphans: swept as soon as the rules allow (ten commit
-    // intervals, 10 s), while the table is read.
+    // Refused chunks' files are deleted with their rows; other orphans are swept as soon as
+    // the rules allow (ten commit intervals, 10 s), while the table is read.
     let Some(cluster) =
         Cluster::new("[tables]\norphan_files_older_than_ms = 1\norphan_files_interval_ms = 1000\n")
     else {
@@ -750,21 +750,17 @@ fn a_table_converted_on_three_nodes_evolves_apart_and_lands_once() {
         status.is_some_and(|s| s.success()) && output.contains("OK"),
         "the evolving table ({status:?}):\n{output}"
     );
-    let refused = nodes
-        .values()
-        .flat_map(|n| n.logs_so_far())
-        .filter(|l| l.contains("a chunk's schema does not fit"))
-        .count();
+    let logs: Vec<String> = nodes.values().flat_map(|n| n.logs_so_far()).collect();
+    let count = |needle: &str| logs.iter().filter(|l| l.contains(needle)).count();
+    let refused = count("a chunk's schema does not fit");
     eprintln!("{output}chunks refused for a clashing column id: {refused}");
-    if refused > 0 {
-        poll_until(90, "the refused chunks' files swept", || {
-            nodes
-                .values()
-                .flat_map(|n| n.logs_so_far())
-                .any(|l| l.contains("deleted orphan files"))
-                .then_some(())
-        });
-    }
+    // The re-conversion that landed the rows followed the refusal, and the deletion of the
+    // refused chunk's files came before it.
+    assert_eq!(
+        count("deleted a refused chunk's files"),
+        refused,
+        "every refused chunk's files are deleted"
+    );
     // Every row still reads: nothing a snapshot names was swept.
     let rows = common::query_json(
         &nodes[&1],

@@ -1,8 +1,8 @@
 //! Orphan files of a table topic on a running node (`table-coordinator/src/orphans.rs`): files
-//! named as the table's conversions name them, in its `data/` folder, older than the age rule
-//! and named by no snapshot, are deleted by the coordinator's sweep; younger ones, another
-//! engine's files and another table's files stay, and every row of the table stays readable
-//! while records keep arriving.
+//! named as the table's conversions name them (its uuid's tag, or the random tag of its first
+//! round), in its `data/` folder, older than the age rule and named by no snapshot, are
+//! deleted by the coordinator's sweep; younger ones, another engine's files and another
+//! table's files stay, and every row of the table stays readable while records keep arriving.
 #![allow(clippy::unwrap_used, clippy::panic, clippy::disallowed_methods)] // a test: a failed step fails it, and its deadlines are real time
 
 mod common;
@@ -108,16 +108,25 @@ fn orphan_files_are_swept_and_nothing_else() {
         .unwrap_or_else(|| panic!("no table-uuid in {loaded}"))
         .replace('-', "");
     let tag = uuid[..8].to_string();
+    let first_tag = committed
+        .iter()
+        .filter_map(|n| n.split('-').nth(3))
+        .find(|t| *t != tag)
+        .unwrap_or_else(|| panic!("no file of the first round in {committed:?}"))
+        .to_string();
     let other_tag: String = tag
         .chars()
         .map(|c| if c == 'a' { 'b' } else { 'a' })
         .collect();
     let hour = Duration::from_secs(3600);
     let orphan = format!("p0-0-7-{tag}-00000-orphan.parquet");
+    // Under the random tag of the round before the table existed, which its files carry.
+    let first_orphan = format!("p1-0-7-{first_tag}-00000-orphan.parquet");
     let young = format!("p1-0-7-{tag}-00000-young.parquet");
     let foreign = "00000-0-another-engine.parquet".to_string();
     let older_table = format!("p0-0-7-{other_tag}-00000-older-table.parquet");
     plant(&data.join(&orphan), hour);
+    plant(&data.join(&first_orphan), hour);
     plant(&data.join(&young), Duration::ZERO);
     plant(&data.join(&foreign), hour);
     plant(&data.join(&older_table), hour);
@@ -129,8 +138,8 @@ fn orphan_files_are_swept_and_nothing_else() {
         (0..300).map(|i| format!("second-{i}")),
         "the second records",
     );
-    poll_until(60, "the orphan deleted", || {
-        (!data.join(&orphan).exists()).then_some(())
+    poll_until(60, "the orphans deleted", || {
+        (!data.join(&orphan).exists() && !data.join(&first_orphan).exists()).then_some(())
     });
     for kept in [&young, &foreign, &older_table] {
         assert!(data.join(kept).exists(), "{kept} was deleted");

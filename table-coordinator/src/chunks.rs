@@ -16,7 +16,9 @@
 //!   replaces its own proposal; another node's stays beside it until one is committed.
 //! - Rows are deleted once the table's progress is past their end, and when the coordinator
 //!   refuses one (its schema cannot join the table's): the converter that made it notices
-//!   the missing row and converts again from the table's progress.
+//!   the missing row and converts again from the table's progress, under a new registration
+//!   tag, so the refused row's files (deleted with it) are named by nothing else. Files of
+//!   chunks that never land otherwise are left to the orphan sweep ([`crate::orphans`]).
 //! - Files are named per node (the converter's file tag carries its node id), so two nodes
 //!   converting one range never write over each other's files.
 

@@ -43,7 +43,7 @@
 //! - Rounds start on a fixed period (`commit.interval.ms`), not an interval after the last
 //!   round ended, so the time a round takes does not add to the data's latency.
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -473,12 +473,37 @@ async fn collect_chunks(
             t.metadata().last_column_id(),
         )
     });
+    // A refused chunk's files are named by its row alone (its converter converts the range
+    // again under a new registration tag, so new names): once the row is gone they go too.
+    let files_of: HashMap<(i32, u64, i64), Vec<String>> = listed
+        .iter()
+        .map(|c| {
+            let files = c.files.iter().chain(&c.dead_letter_files);
+            (
+                (c.partition, c.start, c.node),
+                files.map(|f| f.file_path().to_string()).collect(),
+            )
+        })
+        .collect();
     let chained = crate::chunks::chain(listed, offsets, current.as_ref().map(|(s, l)| (s, *l)));
     for (partition, start, node) in &chained.refused {
         chunks
             .remove(&topic.topic_id, *partition, *start, *node)
             .await
             .map_err(|e| e.to_string())?;
+        // Through the file IO the files were written with: the table may not exist yet (two
+        // chunks of its first round that cannot agree).
+        let files = files_of.get(&(*partition, *start, *node));
+        let mut deleted = 0;
+        for file in files.into_iter().flatten() {
+            match topic.ctx.target.file_io.delete(file).await {
+                Ok(()) => deleted += 1,
+                Err(e) => {
+                    tracing::warn!(table = %topic.ident, file, error = %e, "cannot delete a refused chunk's file; the orphan sweep will")
+                }
+            }
+        }
+        tracing::info!(table = %topic.ident, partition, start, node, files = deleted, "deleted a refused chunk's files");
     }
     let Some(schema) = chained.schema else {
         return Ok(Vec::new());
@@ -558,9 +583,10 @@ async fn sweep_orphans(
                 return Ok(Vec::new());
             };
             let location = crate::orphans::data_location(&table);
-            let candidates = crate::orphans::candidates(storage, &location, &tag, cutoff_ms)
+            let candidates = crate::orphans::candidates(storage, &location, cutoff_ms)
                 .await
                 .map_err(|e| e.to_string())?;
+            tracing::debug!(table = %ident, location, tag, candidates = candidates.len(), "orphan-file sweep");
             if candidates.is_empty() {
                 return Ok(Vec::new());
             }
@@ -596,7 +622,7 @@ async fn sweep_orphans(
                     );
                 }
             }
-            crate::orphans::remove(committer, storage, &ident, candidates, &keep)
+            crate::orphans::remove(committer, storage, &ident, &tag, candidates, &keep)
                 .await
                 .map_err(|e| e.to_string())
         }

@@ -1,7 +1,7 @@
 //! Orphan files: files Inlet wrote into a table's `data/` folder that no snapshot names and
-//! that nothing will commit any more. They come from conversions that did not land: a chunk
-//! the coordinator refused or another node's chunk of the same range won
-//! ([`crate::chunks`]), a range a node converted again under new names, an upsert round
+//! that nothing will commit any more. They come from conversions that did not land: another
+//! node's chunk of the same range won ([`crate::chunks`]; a chunk the coordinator refuses
+//! has its files deleted at once), a range a node converted again under new names, an upsert round
 //! dropped on re-registration, a crash between an upload and its commit. Nothing else ever
 //! deletes them, so each coordinator sweeps its table (and its dead-letter table) every
 //! [`OrphanSweep::every`]: files older than [`OrphanSweep::older_than`] that no snapshot of
@@ -9,11 +9,13 @@
 //!
 //! Invariants:
 //! - Only files Inlet's conversions wrote for *this* table are candidates: in the table's
-//!   `data/` folder, named `p<partition>-<from>-<next>-<tag>…` where the tag is the table's
-//!   uuid's first digits ([`inlet_table_worker::TableContext::file_tag`]). Another engine's
-//!   files, compaction outputs and files of an older table at the same location are never
-//!   touched; nor are a first round's files, written under a random tag before the table
-//!   existed.
+//!   `data/` folder, named `p<partition>-<from>-<next>-<tag>…`
+//!   ([`inlet_table_worker::TableContext::file_tag`]) with a tag of this table: its uuid's
+//!   first digits, or a tag some file of its snapshots carries (conversions that ran before
+//!   the table existed tag their files at random, and their committed files make the tag
+//!   known). Another engine's files, compaction outputs and files of an older table at the
+//!   same location (renamed away, or dropped without purging) are never touched. The one
+//!   thing this misses: a conversion before the table existed none of whose files landed.
 //! - A file is deleted only if, after it was listed, neither the caller's `keep` (the
 //!   worker's uncollected outputs, the coordinator's pending rounds and every chunk row, read
 //!   after the listing; the coordinator sweeps between rounds, so these do not move
@@ -64,48 +66,49 @@ pub(crate) fn file_tag(table: &Table) -> String {
     table.metadata().uuid().simple().to_string()[..8].to_string()
 }
 
-/// Whether `name` (a file name, no folder) is one a conversion tagged `tag` writes:
+/// The tag of `name` (a file name, no folder) if a conversion wrote it:
 /// `p<partition>-<from>-<next>-<tag>…`.
-fn converted_with(name: &str, tag: &str) -> bool {
-    let mut parts = name.splitn(4, '-');
+fn conversion_tag(name: &str) -> Option<&str> {
+    let mut parts = name.split('-');
     let numeric =
         |s: Option<&str>| s.is_some_and(|s| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit()));
-    let partition = parts.next().and_then(|p| p.strip_prefix('p'));
-    numeric(partition)
+    let tagged = numeric(parts.next().and_then(|p| p.strip_prefix('p')))
         && numeric(parts.next())
-        && numeric(parts.next())
-        && parts.next().is_some_and(|rest| rest.starts_with(tag))
+        && numeric(parts.next());
+    let tag = parts.next().filter(|t| !t.is_empty())?;
+    tagged.then_some(tag)
 }
 
-/// The files under `data_location` that conversions tagged `tag` wrote and that were last
-/// written before `cutoff_ms`: the candidates, as locations.
+fn file_name(location: &str) -> &str {
+    location.rsplit('/').next().unwrap_or_default()
+}
+
+/// The files under `data_location` that conversions wrote (of any table: see [`remove`])
+/// and that were last written before `cutoff_ms`: the candidates, as locations.
 pub(crate) async fn candidates(
     storage: &ObjectStoreStorage,
     data_location: &str,
-    tag: &str,
     cutoff_ms: i64,
 ) -> Result<Vec<String>, CommitError> {
     let listed = storage.list(data_location).await?;
     Ok(listed
         .into_iter()
         .filter(|f| f.last_modified_ms < cutoff_ms)
-        .filter(|f| {
-            let name = f.location.rsplit('/').next().unwrap_or_default();
-            converted_with(name, tag)
-        })
+        .filter(|f| conversion_tag(file_name(&f.location)).is_some())
         .map(|f| f.location)
         .collect())
 }
 
 /// Every file a manifest of any snapshot of `table` names (data and delete files, live or
-/// not), as object keys.
+/// not), as object keys, and the conversion tags of their names.
 async fn referenced(
     table: &Table,
     storage: &ObjectStoreStorage,
-) -> Result<HashSet<String>, CommitError> {
+) -> Result<(HashSet<String>, HashSet<String>), CommitError> {
     let meta = table.metadata();
     let mut manifests = HashSet::new();
     let mut files = HashSet::new();
+    let mut tags = HashSet::new();
     for snapshot in meta.snapshots() {
         let bytes = table
             .file_io()
@@ -120,11 +123,15 @@ async fn referenced(
             }
             let manifest = m.load_manifest(table.file_io()).await?;
             for entry in manifest.entries() {
-                files.insert(key(storage, entry.data_file().file_path())?);
+                let path = entry.data_file().file_path();
+                files.insert(key(storage, path)?);
+                if let Some(tag) = conversion_tag(file_name(path)) {
+                    tags.insert(tag.to_string());
+                }
             }
         }
     }
-    Ok(files)
+    Ok((files, tags))
 }
 
 /// The object key of `location`; a location outside the root cannot be compared with the
@@ -133,25 +140,30 @@ fn key(storage: &ObjectStoreStorage, location: &str) -> Result<String, CommitErr
     Ok(storage.object_key(location)?.to_string())
 }
 
-/// Deletes the `candidates` of `ident` that neither `keep` (locations) nor any snapshot of
-/// the table names, reading the table now (after `keep` was read). Returns what it deleted.
+/// Deletes the `candidates` of `ident` that carry one of its tags (`own_tag`, or one its
+/// snapshots' files carry) and that neither `keep` (locations) nor any snapshot of the table
+/// names, reading the table now (after `keep` was read). Returns what it deleted.
 pub(crate) async fn remove(
     committer: &Committer,
     storage: &ObjectStoreStorage,
     ident: &TableIdent,
+    own_tag: &str,
     candidates: Vec<String>,
     keep: &HashSet<String>,
 ) -> Result<Vec<String>, CommitError> {
     let Some(table) = committer.load(ident).await? else {
         return Ok(Vec::new());
     };
-    let mut named = referenced(&table, storage).await?;
+    let (mut named, tags) = referenced(&table, storage).await?;
+    // The table's own tag, alone or followed by a converter's node and registration.
+    let ours = |tag: &str| tags.contains(tag) || tag.starts_with(own_tag);
     for location in keep {
         named.insert(key(storage, location)?);
     }
     let mut removed = Vec::new();
     for location in candidates {
-        if named.contains(&key(storage, &location)?) {
+        let tagged = conversion_tag(file_name(&location)).is_some_and(ours);
+        if !tagged || named.contains(&key(storage, &location)?) {
             continue;
         }
         table.file_io().delete(&location).await?;
@@ -162,29 +174,26 @@ pub(crate) async fn remove(
 
 #[cfg(test)]
 mod tests {
-    use super::converted_with;
+    use super::conversion_tag;
 
     #[test]
-    fn only_this_tables_conversions_are_candidates() {
-        assert!(converted_with(
-            "p0-0-1000-1a2b3c4d-00000-0.parquet",
-            "1a2b3c4d"
-        ));
-        assert!(converted_with(
-            "p12-5-9-1a2b3c4dn3-00001-0.parquet",
-            "1a2b3c4d"
-        ));
-        // Another table's tag, a compaction's output, another engine's file.
-        assert!(!converted_with(
-            "p0-0-1000-ffffffff-00000-0.parquet",
-            "1a2b3c4d"
-        ));
-        assert!(!converted_with(
-            "compact-00000000000000ab-1a2b3c4d.parquet",
-            "1a2b3c4d"
-        ));
-        assert!(!converted_with("00000-0-1a2b3c4d-0001.parquet", "1a2b3c4d"));
-        assert!(!converted_with("px-0-1000-1a2b3c4d.parquet", "1a2b3c4d"));
-        assert!(!converted_with("p0-0-1000", "1a2b3c4d"));
+    fn conversions_name_their_files_with_a_tag() {
+        assert_eq!(
+            conversion_tag("p0-0-1000-1a2b3c4d-00000-0.parquet"),
+            Some("1a2b3c4d")
+        );
+        assert_eq!(
+            conversion_tag("p12-5-9-1a2b3c4dn3rab12cd-00001-0.parquet"),
+            Some("1a2b3c4dn3rab12cd")
+        );
+        // A compaction's output, another engine's file, no tag.
+        assert_eq!(
+            conversion_tag("compact-00000000000000ab-1a2b.parquet"),
+            None
+        );
+        assert_eq!(conversion_tag("00000-0-1a2b3c4d-0001.parquet"), None);
+        assert_eq!(conversion_tag("px-0-1000-1a2b3c4d.parquet"), None);
+        assert_eq!(conversion_tag("p0-0-1000"), None);
+        assert_eq!(conversion_tag("p0-0-1000-"), None);
     }
 }

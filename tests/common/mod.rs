@@ -183,6 +183,24 @@ pub(crate) fn fresh_postgres_database(url: &str) -> String {
 
 /// A node started in a new temporary directory, with extra `serve` arguments. Keep the
 /// directory (first) as long as the node: `let (_dir, node) = temp_node(&[]);`.
+/// [`temp_node`] whose table coordinators sweep orphan files every second, at the youngest
+/// age they allow (ten commit intervals): for tests where other engines write to the tables,
+/// so that a sweep deleting a file any snapshot or round still names fails them.
+pub(crate) fn sweeping_node() -> (tempfile::TempDir, Node) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let config = dir.path().join("sweeping.toml");
+    std::fs::write(
+        &config,
+        "[tables]\norphan_files_older_than_ms = 1\norphan_files_interval_ms = 1000\n",
+    )
+    .expect("config");
+    let node = Node::start(
+        &dir.path().join("node"),
+        &["--config", &config.to_string_lossy()],
+    );
+    (dir, node)
+}
+
 pub(crate) fn temp_node(extra: &[&str]) -> (tempfile::TempDir, Node) {
     let dir = tempfile::tempdir().expect("tempdir");
     let node = Node::start(dir.path(), extra);

@@ -31,7 +31,7 @@
 //! - Any failure to read a manifest, or a snapshot naming a file outside the node's object
 //!   store root (which cannot be compared with the listing), deletes nothing.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::time::Duration;
 
 use iceberg::spec::{ManifestFile, ManifestList};
@@ -90,24 +90,25 @@ pub(crate) async fn candidates(
     data_location: &str,
     cutoff_ms: i64,
 ) -> Result<Vec<String>, CommitError> {
-    let listed = storage.list(data_location).await?;
-    Ok(listed
-        .into_iter()
-        .filter(|f| f.last_modified_ms < cutoff_ms)
-        .filter(|f| conversion_tag(file_name(&f.location)).is_some())
-        .map(|f| f.location)
-        .collect())
+    let listed = storage
+        .list(data_location, |f| {
+            f.last_modified_ms < cutoff_ms && conversion_tag(file_name(&f.location)).is_some()
+        })
+        .await?;
+    Ok(listed.into_iter().map(|f| f.location).collect())
 }
 
-/// Every file a manifest of any snapshot of `table` names (data and delete files, live or
-/// not), as object keys, and the conversion tags of their names.
-async fn referenced(
+/// Takes out of `unnamed` (object key → location) every file a manifest of any snapshot of
+/// `table` names (data and delete files, live or not), and returns the conversion tags of
+/// the files they name. Memory grows with the candidates, the manifests and the tags, not
+/// with the files of the table's history.
+async fn take_named(
     table: &Table,
     storage: &ObjectStoreStorage,
-) -> Result<(HashSet<String>, HashSet<String>), CommitError> {
+    unnamed: &mut HashMap<String, String>,
+) -> Result<HashSet<String>, CommitError> {
     let meta = table.metadata();
     let mut manifests = HashSet::new();
-    let mut files = HashSet::new();
     let mut tags = HashSet::new();
     for snapshot in meta.snapshots() {
         let bytes = table
@@ -124,14 +125,16 @@ async fn referenced(
             let manifest = m.load_manifest(table.file_io()).await?;
             for entry in manifest.entries() {
                 let path = entry.data_file().file_path();
-                files.insert(key(storage, path)?);
+                unnamed.remove(&key(storage, path)?);
                 if let Some(tag) = conversion_tag(file_name(path)) {
-                    tags.insert(tag.to_string());
+                    if !tags.contains(tag) {
+                        tags.insert(tag.to_string());
+                    }
                 }
             }
         }
     }
-    Ok((files, tags))
+    Ok(tags)
 }
 
 /// The object key of `location`; a location outside the root cannot be compared with the
@@ -154,22 +157,25 @@ pub(crate) async fn remove(
     let Some(table) = committer.load(ident).await? else {
         return Ok(Vec::new());
     };
-    let (mut named, tags) = referenced(&table, storage).await?;
+    let mut unnamed = HashMap::with_capacity(candidates.len());
+    for location in candidates {
+        unnamed.insert(key(storage, &location)?, location);
+    }
+    for location in keep {
+        unnamed.remove(&key(storage, location)?);
+    }
+    let tags = take_named(&table, storage, &mut unnamed).await?;
     // The table's own tag, alone or followed by a converter's node and registration.
     let ours = |tag: &str| tags.contains(tag) || tag.starts_with(own_tag);
-    for location in keep {
-        named.insert(key(storage, location)?);
+    let mut orphans: Vec<String> = unnamed
+        .into_values()
+        .filter(|location| conversion_tag(file_name(location)).is_some_and(ours))
+        .collect();
+    orphans.sort();
+    for location in &orphans {
+        table.file_io().delete(location).await?;
     }
-    let mut removed = Vec::new();
-    for location in candidates {
-        let tagged = conversion_tag(file_name(&location)).is_some_and(ours);
-        if !tagged || named.contains(&key(storage, &location)?) {
-            continue;
-        }
-        table.file_io().delete(&location).await?;
-        removed.push(location);
-    }
-    Ok(removed)
+    Ok(orphans)
 }
 
 #[cfg(test)]

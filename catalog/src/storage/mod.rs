@@ -228,23 +228,30 @@ impl ObjectStoreStorage {
         self.root.location_of(key)
     }
 
-    /// Every object under the folder `location` (at any depth), with when it was last
-    /// written (ms since the epoch). iceberg's file IO cannot list; table maintenance that
-    /// looks for files no snapshot names does.
-    pub async fn list(&self, location: &str) -> Result<Vec<ListedFile>> {
+    /// The objects under the folder `location` (at any depth) that `wanted` takes, with when
+    /// each was last written (ms since the epoch); the others are not kept, so a large
+    /// folder costs memory only for what is wanted. iceberg's file IO cannot list; table
+    /// maintenance that looks for files no snapshot names does.
+    pub async fn list(
+        &self,
+        location: &str,
+        wanted: impl Fn(&ListedFile) -> bool,
+    ) -> Result<Vec<ListedFile>> {
         let key = self.root.key(location)?;
         let prefix = (!key.as_ref().is_empty()).then_some(&key);
-        self.store
-            .list(prefix)
-            .map(|meta| {
-                let meta = meta.map_err(|e| from_object_store("list", location, e))?;
-                Ok(ListedFile {
-                    location: self.location_of(&meta.location),
-                    last_modified_ms: meta.last_modified.timestamp_millis(),
-                })
-            })
-            .try_collect()
-            .await
+        let mut listing = self.store.list(prefix);
+        let mut found = Vec::new();
+        while let Some(meta) = listing.next().await {
+            let meta = meta.map_err(|e| from_object_store("list", location, e))?;
+            let file = ListedFile {
+                location: self.location_of(&meta.location),
+                last_modified_ms: meta.last_modified.timestamp_millis(),
+            };
+            if wanted(&file) {
+                found.push(file);
+            }
+        }
+        Ok(found)
     }
 
     /// The key of the object `location` names; the root itself names no object.

@@ -584,16 +584,8 @@ fn settle(node: &Node, tables: &[&str], heavy: bool) {
         if !heavy {
             return Some(());
         }
-        let (_, body) = node.http_get("/v1/cluster");
-        let view: serde_json::Value = serde_json::from_str(&body).unwrap_or_default();
-        tables
+        partitions(node, tables)
             .iter()
-            .flat_map(|t| {
-                view["partitions"][t]
-                    .as_array()
-                    .cloned()
-                    .unwrap_or_default()
-            })
             .all(|p| p["weight"].as_u64().is_some_and(|w| w > 1))
             .then_some(())
     });
@@ -629,8 +621,8 @@ fn snapshots(node: &Node, tables: &[&str]) -> u64 {
         .sum()
 }
 
-/// The sum of `topics`' partition epochs, as `node` sees them (each move raises one by one).
-fn epochs(node: &Node, topics: &[&str]) -> u64 {
+/// The partitions of `topics` in `node`'s view of the cluster (`GET /v1/cluster`).
+fn partitions(node: &Node, topics: &[&str]) -> Vec<serde_json::Value> {
     let (_, body) = node.http_get("/v1/cluster");
     let view: serde_json::Value = serde_json::from_str(&body).unwrap_or_default();
     topics
@@ -641,6 +633,13 @@ fn epochs(node: &Node, topics: &[&str]) -> u64 {
                 .cloned()
                 .unwrap_or_default()
         })
+        .collect()
+}
+
+/// The sum of `topics`' partition epochs, as `node` sees them (each move raises one by one).
+fn epochs(node: &Node, topics: &[&str]) -> u64 {
+    partitions(node, topics)
+        .iter()
         .map(|p| p["epoch"].as_u64().unwrap_or(0))
         .sum()
 }

@@ -10,7 +10,7 @@ mod common;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
 
-use common::{current_thread_runtime, poll_until, query_json, rdkafka_send, Node, Start};
+use common::{current_thread_runtime, poll_until, query_json, rdkafka_send, Node};
 use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
 use rdkafka::client::DefaultClientContext;
 use rdkafka::config::ClientConfig;
@@ -73,18 +73,8 @@ fn parquet_names(dir: &Path) -> Vec<String> {
 
 #[test]
 fn orphan_files_are_swept_and_nothing_else() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let config = dir.path().join("inlet.toml");
     // Any age is old enough here: the coordinator still waits ten commit intervals (10 s).
-    std::fs::write(
-        &config,
-        "[tables]\norphan_files_older_than_ms = 1\norphan_files_interval_ms = 500\n",
-    )
-    .expect("config");
-    let node = Node::start(
-        &dir.path().join("node"),
-        &["--config", &config.to_string_lossy()],
-    );
+    let (dir, node) = common::sweeping_node();
     create_table_topic(&node);
     rdkafka_send(
         &node,

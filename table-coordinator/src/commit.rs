@@ -896,19 +896,7 @@ async fn unreferenced(table: &Table, expired: &[SnapshotRef]) -> Unreferenced {
     else {
         return Unreferenced::default();
     };
-    let list = |snapshot: SnapshotRef| async move {
-        let bytes = table
-            .file_io()
-            .new_input(snapshot.manifest_list())?
-            .read()
-            .await?;
-        let list = ManifestList::parse_with_version(&bytes, meta.format_version())?;
-        Ok::<_, iceberg::Error>(
-            list.consume_entries()
-                .into_iter()
-                .collect::<Vec<ManifestFile>>(),
-        )
-    };
+    let list = |snapshot: SnapshotRef| async move { manifests(table, &snapshot).await };
     let Ok(keep) = list(oldest.clone()).await else {
         return Unreferenced::default();
     };
@@ -1260,6 +1248,20 @@ fn with_ids(
     }
 }
 
+/// The manifests `snapshot` of `table` lists (its manifest list, read and parsed).
+pub(crate) async fn manifests(
+    table: &Table,
+    snapshot: &iceberg::spec::Snapshot,
+) -> Result<Vec<ManifestFile>, iceberg::Error> {
+    let bytes = table
+        .file_io()
+        .new_input(snapshot.manifest_list())?
+        .read()
+        .await?;
+    let list = ManifestList::parse_with_version(&bytes, table.metadata().format_version())?;
+    Ok(list.consume_entries().into_iter().collect())
+}
+
 /// The live files of the table's current snapshot: data files (with their partition, spec id
 /// and data sequence number) and position delete files, to rebuild an upsert table's
 /// primary-key index from.
@@ -1270,9 +1272,7 @@ pub async fn live_files(table: &Table) -> Result<LiveFiles, CommitError> {
         return Ok(live);
     };
     let file_io = table.file_io();
-    let bytes = file_io.new_input(snapshot.manifest_list())?.read().await?;
-    let list = ManifestList::parse_with_version(&bytes, meta.format_version())?;
-    for m in list.entries() {
+    for m in manifests(table, snapshot).await? {
         let manifest = m.load_manifest(file_io).await?;
         for entry in manifest.entries() {
             if !entry.is_alive() {

@@ -577,12 +577,24 @@ async fn sweep_orphans(
     // intervals old.
     let older_than = sweep.older_than.max(topic.commit_interval * 10);
     let cutoff_ms = now_ms - older_than.as_millis() as i64;
-    for ident in [topic.ident.clone(), dead_letter_table(&topic.ident)] {
+    let dead_letters = dead_letter_table(&topic.ident);
+    let dead_letter_location = match committer.load(&dead_letters).await {
+        Ok(t) => t.map(|t| crate::orphans::data_location(&t)),
+        Err(e) => {
+            tracing::warn!(table = %dead_letters, error = %e, "orphan-file sweep: cannot load the table");
+            None
+        }
+    };
+    let tables = [
+        (
+            topic.ident.clone(),
+            Some(crate::orphans::data_location(&table)),
+        ),
+        (dead_letters, dead_letter_location),
+    ];
+    for (ident, location) in tables {
+        let Some(location) = location else { continue };
         let result = async {
-            let Some(table) = committer.load(&ident).await.map_err(|e| e.to_string())? else {
-                return Ok(Vec::new());
-            };
-            let location = crate::orphans::data_location(&table);
             let candidates = crate::orphans::candidates(storage, &location, cutoff_ms)
                 .await
                 .map_err(|e| e.to_string())?;

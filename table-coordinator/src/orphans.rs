@@ -34,7 +34,6 @@
 use std::collections::{HashMap, HashSet};
 use std::time::Duration;
 
-use iceberg::spec::{ManifestFile, ManifestList};
 use iceberg::table::Table;
 use iceberg::TableIdent;
 use inlet_catalog::storage::ObjectStoreStorage;
@@ -111,14 +110,7 @@ async fn take_named(
     let mut manifests = HashSet::new();
     let mut tags = HashSet::new();
     for snapshot in meta.snapshots() {
-        let bytes = table
-            .file_io()
-            .new_input(snapshot.manifest_list())?
-            .read()
-            .await?;
-        let list = ManifestList::parse_with_version(&bytes, meta.format_version())?;
-        let entries: Vec<ManifestFile> = list.consume_entries().into_iter().collect();
-        for m in entries {
+        for m in crate::commit::manifests(table, snapshot).await? {
             if !manifests.insert(m.manifest_path.clone()) {
                 continue;
             }

@@ -522,6 +522,7 @@ async fn collect_chunks(
                     dead_letters: Vec::new(),
                     dead_letter_files: c.dead_letter_files,
                     delete_files: Vec::new(),
+                    deleted_keys: Vec::new(),
                     rows: c.rows,
                     max_timestamp_ms: c.max_timestamp_ms,
                     input_bytes: 0,

@@ -363,6 +363,7 @@ async fn step(w: &mut World, c: &mut Coordinator, rng: &mut StdRng) {
                         dead_letters: Vec::new(),
                         dead_letter_files: Vec::new(),
                         delete_files: Vec::new(),
+                        deleted_keys: Vec::new(),
                         rows: end - from,
                         max_timestamp_ms: None,
                         input_bytes: 0,

@@ -59,6 +59,10 @@ pub struct UpsertSpec {
     pub index_budget: crate::pk_index::IndexBudget,
     /// Where the index spills (owned by the index: emptied when it is built).
     pub index_dir: PathBuf,
+    /// The keys are applied elsewhere (a cluster's converter: the table's coordinator holds
+    /// the one index, see [`TableIndex`]): jobs write their rows de-duplicated, write no
+    /// position deletes, and return the keys they delete ([`crate::JobOutput::deleted_keys`]).
+    pub deferred: bool,
 }
 
 impl UpsertSpec {
@@ -99,6 +103,7 @@ impl UpsertSpec {
             cdc_field,
             index_budget,
             index_dir,
+            deferred: false,
         }))
     }
 
@@ -345,7 +350,17 @@ pub(crate) async fn apply(
     key_ops: KeyOps,
     settings: &FileSettings,
 ) -> Result<Vec<DataFile>> {
-    // Where each new row is.
+    let new_rows = locate(index, target, id_field_ids, new_files).await?;
+    apply_located(index, target, prefix, new_rows, key_ops, settings).await
+}
+
+/// Where each row of `new_files` is (the last row of a key, should one repeat), by key.
+async fn locate(
+    index: &mut KeyIndex,
+    target: &FileTarget,
+    id_field_ids: &[i32],
+    new_files: &[DataFile],
+) -> Result<HashMap<Vec<u8>, Location>> {
     let mut new_rows: HashMap<Vec<u8>, Location> = HashMap::new();
     for f in new_files {
         let file = index.file_id(FileRef {
@@ -367,6 +382,18 @@ pub(crate) async fn apply(
             );
         }
     }
+    Ok(new_rows)
+}
+
+/// [`apply`] once the new rows are located.
+async fn apply_located(
+    index: &mut KeyIndex,
+    target: &FileTarget,
+    prefix: &str,
+    mut new_rows: HashMap<Vec<u8>, Location>,
+    key_ops: KeyOps,
+    settings: &FileSettings,
+) -> Result<Vec<DataFile>> {
     // The rows the keys had, grouped by the partition of their data file.
     let mut deletes: BTreeMap<u32, Vec<u64>> = BTreeMap::new();
     for (key, _) in &key_ops {
@@ -421,6 +448,141 @@ pub(crate) async fn apply(
         }
     }
     Ok(delete_files)
+}
+
+/// A keyed table's primary-key index held by its coordinator, in a cluster (docs/architecture.md,
+/// "Cluster"): the partitions convert on their owners with [`UpsertSpec::deferred`] keys, and
+/// the coordinator applies each job's rows and deleted keys here, job after job in the order
+/// they ran per partition, writing the round's position deletes.
+///
+/// Invariants: as the worker's index (module docs), it reflects every job applied since it was
+/// built from the table; a failed [`TableIndex::apply_job`] may leave it part way, and it must
+/// then be built again.
+#[derive(Debug)]
+pub struct TableIndex {
+    index: KeyIndex,
+    spec: UpsertSpec,
+}
+
+impl TableIndex {
+    /// The index of a table whose current schema is `schema` (None: not created yet) and whose
+    /// current snapshot lists the `live` files, rebuilt from them. It spills under
+    /// `spec.index_dir`, in a directory of its own.
+    pub async fn build(
+        spec: &UpsertSpec,
+        file_io: &FileIO,
+        schema: Option<&Schema>,
+        live: &LiveFiles,
+    ) -> Result<Self> {
+        let index = new_index(spec, "coordinator", file_io, schema, live).await?;
+        Ok(TableIndex {
+            index,
+            spec: spec.clone(),
+        })
+    }
+
+    /// Applies one job of a deferred conversion: its data `files` (written with `schema`, in
+    /// the table's partition spec `target.spec`), each key's row, and its `deleted_keys`. Writes
+    /// the position deletes of the rows they replace or delete under `prefix` and returns them.
+    pub async fn apply_job(
+        &mut self,
+        target: &FileTarget,
+        prefix: &str,
+        schema: &Schema,
+        files: &[DataFile],
+        deleted_keys: Vec<Vec<u8>>,
+        settings: &FileSettings,
+    ) -> Result<Vec<DataFile>> {
+        let ids = self.spec.id_field_ids(schema)?;
+        let new_rows = locate(&mut self.index, target, &ids, files).await?;
+        let mut key_ops: KeyOps = new_rows.keys().map(|k| (k.clone(), Op::Upsert)).collect();
+        key_ops.extend(
+            deleted_keys
+                .into_iter()
+                .filter(|k| !new_rows.contains_key(k))
+                .map(|k| (k, Op::Delete)),
+        );
+        apply_located(&mut self.index, target, prefix, new_rows, key_ops, settings).await
+    }
+
+    /// Bytes the index holds in memory.
+    pub fn memory_bytes(&self) -> usize {
+        self.index.memory_bytes()
+    }
+}
+
+/// A new index under `spec.index_dir` (a directory of its own named from `role`: an index
+/// being replaced may still be dropping its own), rebuilt from the `live` files of a table
+/// whose schema is `schema`.
+pub(crate) async fn new_index(
+    spec: &UpsertSpec,
+    role: &str,
+    file_io: &FileIO,
+    schema: Option<&Schema>,
+    live: &LiveFiles,
+) -> Result<KeyIndex> {
+    static GENERATION: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let generation = GENERATION.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let mut index = KeyIndex::new(
+        spec.index_budget.clone(),
+        spec.index_dir.join(format!("{role}-{generation}")),
+    )?;
+    if let Some(schema) = schema {
+        if !live.data.is_empty() {
+            let ids = spec.id_field_ids(schema)?;
+            let duplicates = rebuild(&mut index, file_io, live, &ids).await?;
+            if duplicates > 0 {
+                tracing::warn!(
+                    duplicates,
+                    "keys with more than one live row in the table; the latest is indexed"
+                );
+            }
+            tracing::info!(
+                files = live.data.len(),
+                delete_files = live.position_deletes.len(),
+                memory_bytes = index.memory_bytes(),
+                spills = index.spills(),
+                "primary-key index rebuilt from the table"
+            );
+        }
+    }
+    Ok(index)
+}
+
+/// The deleted keys of deferred jobs as one object: each key as its length (4 bytes, big
+/// endian) and its bytes.
+pub fn encode_keys_file(keys: &[Vec<u8>]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(keys.iter().map(|k| k.len() + 4).sum());
+    for k in keys {
+        out.extend_from_slice(&(k.len() as u32).to_be_bytes());
+        out.extend_from_slice(k);
+    }
+    out
+}
+
+/// The keys of [`encode_keys_file`]'s `bytes`; an error when they are cut short or `expected`
+/// keys are not exactly all of them.
+pub fn decode_keys_file(bytes: &[u8], expected: usize) -> Result<Vec<Vec<u8>>> {
+    let mut keys = Vec::with_capacity(expected.min(bytes.len() / 4));
+    let mut rest = bytes;
+    while !rest.is_empty() {
+        let (len, tail) = rest
+            .split_first_chunk::<4>()
+            .ok_or_else(|| Error::Schema("deleted keys: a length is cut short".into()))?;
+        let len = u32::from_be_bytes(*len) as usize;
+        if tail.len() < len {
+            return Err(Error::Schema("deleted keys: a key is cut short".into()));
+        }
+        keys.push(tail[..len].to_vec());
+        rest = &tail[len..];
+    }
+    if keys.len() != expected {
+        return Err(Error::Schema(format!(
+            "deleted keys: {} keys where {expected} were written",
+            keys.len()
+        )));
+    }
+    Ok(keys)
 }
 
 /// A live data file of the table, for [`rebuild`].
@@ -541,6 +703,18 @@ mod tests {
         }
         assert!(spec("", true, None, ValueTransform::None).is_err());
         assert!(spec("[]", false, Some("op"), ValueTransform::None).is_err());
+    }
+
+    #[test]
+    fn deleted_keys_round_trip_and_a_cut_file_is_refused() {
+        let keys = vec![b"a".to_vec(), Vec::new(), vec![0, 1, 2, 3, 4]];
+        let bytes = encode_keys_file(&keys);
+        assert_eq!(decode_keys_file(&bytes, 3).expect("decodes"), keys);
+        assert!(decode_keys_file(&bytes, 2).is_err(), "a count that differs");
+        // Cut inside a length, inside a key, or between keys (then only the count tells).
+        for cut in 0..bytes.len() {
+            assert!(decode_keys_file(&bytes[..cut], 3).is_err(), "cut at {cut}");
+        }
     }
 
     #[test]

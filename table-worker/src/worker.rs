@@ -443,7 +443,7 @@ async fn run_job(
         until,
         max_input_bytes,
     };
-    if let Some(upsert) = &state.ctx.upsert {
+    if let Some(upsert) = state.ctx.upsert.as_ref().filter(|u| !u.deferred) {
         if state.index.is_none() {
             state.index = Some(build_index(upsert, &state.ctx, state.base.take()).await?);
         }
@@ -454,7 +454,7 @@ async fn run_job(
         Err(e) => {
             // A failed upsert job may have spilled part of its changes: rebuild before the
             // next job (the coordinator registers the table again with its live files).
-            if state.ctx.upsert.is_some() {
+            if state.ctx.upsert.as_ref().is_some_and(|u| !u.deferred) {
                 state.index = None;
             }
             return Err(e);
@@ -492,38 +492,18 @@ async fn build_index(
     ctx: &TableContext,
     base: Option<LiveFiles>,
 ) -> Result<KeyIndex> {
-    // A directory of its own: an index being replaced may still be dropping its own.
-    static GENERATION: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-    let generation = GENERATION.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    let mut index = KeyIndex::new(
-        upsert.index_budget.clone(),
-        upsert.index_dir.join(format!("index-{generation}")),
-    )?;
     let base = base.ok_or_else(|| {
         Error::Schema(
             "the primary-key index must be rebuilt: register the table again with its live files"
                 .into(),
         )
     })?;
-    if let Some(schema) = &ctx.schema {
-        if !base.data.is_empty() {
-            let ids = upsert.id_field_ids(schema)?;
-            let duplicates =
-                crate::upsert::rebuild(&mut index, &ctx.target.file_io, &base, &ids).await?;
-            if duplicates > 0 {
-                tracing::warn!(
-                    duplicates,
-                    "keys with more than one live row in the table; the latest is indexed"
-                );
-            }
-            tracing::info!(
-                files = base.data.len(),
-                delete_files = base.position_deletes.len(),
-                memory_bytes = index.memory_bytes(),
-                spills = index.spills(),
-                "primary-key index rebuilt from the table"
-            );
-        }
-    }
-    Ok(index)
+    crate::upsert::new_index(
+        upsert,
+        "index",
+        &ctx.target.file_io,
+        ctx.schema.as_ref(),
+        &base,
+    )
+    .await
 }

@@ -23,7 +23,7 @@ use inlet_table_worker::FileRef;
 use inlet_table_worker::MemoryPool;
 use inlet_table_worker::{JobOutput, TableContext, ValueType};
 use inlet_table_worker::{LiveDataFile, LiveFiles, UpsertSpec};
-use inlet_table_worker::{PartitionSource, Worker};
+use inlet_table_worker::{PartitionSource, TableIndex, Worker};
 
 const SCHEMA: &str = r#"{"type":"record","name":"Row","namespace":"t","fields":[{"name":"id","type":"long"},{"name":"name","type":"string"},{"name":"op","type":["null","string"],"default":null}]}"#;
 
@@ -82,6 +82,7 @@ fn context(f: &Fixture, cdc: bool, budget: usize, partition_by: &str) -> TableCo
             cdc_field: cdc.then(|| "op".to_string()),
             index_budget: budget.into(),
             index_dir: f.dir.path().join("index"),
+            deferred: false,
         }),
         ..common::table_context(
             &f.registry,
@@ -536,4 +537,129 @@ async fn tombstones_delete_by_their_converted_key() {
     let (_, deletes) = round(&f, &worker, &mut table).await;
     assert!(deletes >= 1, "{deletes} delete files");
     assert_eq!(table.rows(), names(&[(1, "a"), (3, "c2")]));
+}
+
+/// A cluster's split of the work (docs/architecture.md, "Cluster"): the partitions' owners
+/// run deferred jobs (rows de-duplicated, deleted keys returned, no index), and the table's
+/// coordinator applies each job's rows and deleted keys to its one [`TableIndex`] in the order
+/// the jobs ran. The table must read as when one worker does both, across rounds of several
+/// jobs, CDC deletes, a key written and deleted in one job, and an index built again from the
+/// table (a new coordinator).
+#[tokio::test]
+async fn deferred_jobs_applied_by_the_coordinators_index_leave_the_latest_row_per_key() {
+    let f = fixture().await;
+    let worker = Worker::new(f.store.clone(), MemoryPool::new(64 << 20));
+    let mut ctx = context(&f, true, 64 << 20, "");
+    ctx.settings.target_file_bytes = 1;
+    let spec = ctx.upsert.clone().expect("upsert");
+    let mut deferred = ctx.clone();
+    deferred.upsert.as_mut().expect("upsert").deferred = true;
+    worker.add_table("t", deferred, &source(&f, 0));
+    let mut index = TableIndex::build(&spec, &ctx.target.file_io, None, &LiveFiles::default())
+        .await
+        .expect("an empty index");
+    let mut table = Table::default();
+    append(
+        &f,
+        vec![
+            row(&f, 1, "a", None),
+            row(&f, 2, "b", Some("I")),
+            row(&f, 3, "c", Some("c")),
+            row(&f, 1, "a2", Some("U")),
+        ],
+    )
+    .await;
+    table.commit(deferred_round(&f, &worker, &ctx, &mut index).await);
+    assert_eq!(table.rows(), names(&[(1, "a2"), (2, "b"), (3, "c")]));
+    // Two jobs in one round: the second's deletes point into the first's file.
+    append(&f, vec![row(&f, 2, "b2", Some("u")), row(&f, 4, "d", None)]).await;
+    append(
+        &f,
+        vec![
+            row(&f, 2, "b3", Some("U")),
+            row(&f, 3, "ignored", Some("D")),
+            row(&f, 5, "e", Some("r")),
+        ],
+    )
+    .await;
+    let (_, deletes) = table.commit(deferred_round(&f, &worker, &ctx, &mut index).await);
+    assert!(deletes >= 2, "{deletes} delete files");
+    assert_eq!(
+        table.rows(),
+        names(&[(1, "a2"), (2, "b3"), (4, "d"), (5, "e")])
+    );
+    // Written and deleted in one job; a delete of a key no row has.
+    append(
+        &f,
+        vec![
+            row(&f, 6, "f", None),
+            row(&f, 6, "f", Some("d")),
+            row(&f, 99, "never", Some("D")),
+        ],
+    )
+    .await;
+    table.commit(deferred_round(&f, &worker, &ctx, &mut index).await);
+    assert_eq!(
+        table.rows(),
+        names(&[(1, "a2"), (2, "b3"), (4, "d"), (5, "e")])
+    );
+    // A new coordinator builds its index from the table.
+    drop(index);
+    let mut index = TableIndex::build(
+        &spec,
+        &ctx.target.file_io,
+        table.schema.as_ref(),
+        &table.live(),
+    )
+    .await
+    .expect("rebuilt");
+    append(
+        &f,
+        vec![
+            row(&f, 4, "d2", Some("U")),
+            row(&f, 1, "gone", Some("D")),
+            row(&f, 7, "g", None),
+        ],
+    )
+    .await;
+    table.commit(deferred_round(&f, &worker, &ctx, &mut index).await);
+    assert_eq!(
+        table.rows(),
+        names(&[(2, "b3"), (4, "d2"), (5, "e"), (7, "g")]),
+        "the rebuilt index found the rows of earlier rounds"
+    );
+}
+
+/// One round of a deferred table: the converter's jobs, then the coordinator's `index` over
+/// them, job after job.
+async fn deferred_round(
+    f: &Fixture,
+    worker: &Worker,
+    ctx: &TableContext,
+    index: &mut TableIndex,
+) -> Vec<(i32, JobOutput)> {
+    let end = f.store.end_offset(f.stream).expect("end");
+    let mut outputs = worker
+        .drain("t", &BTreeMap::from([(0, end)]))
+        .await
+        .expect("drain");
+    for (n, (_, out)) in outputs.iter_mut().enumerate() {
+        assert!(
+            out.delete_files.is_empty(),
+            "a deferred job writes no deletes"
+        );
+        let deleted = std::mem::take(&mut out.deleted_keys);
+        out.delete_files = index
+            .apply_job(
+                &ctx.target,
+                &format!("p0-{}-{}-j{n}", out.next_offset, end),
+                &out.schema,
+                &out.data_files,
+                deleted,
+                &ctx.settings,
+            )
+            .await
+            .expect("applied");
+    }
+    outputs
 }

@@ -194,6 +194,10 @@ pub struct JobOutput {
     pub dead_letter_files: Vec<DataFile>,
     /// Position delete files (upsert tables): the rows this job's keys replaced or deleted.
     pub delete_files: Vec<DataFile>,
+    /// A deferred upsert table's jobs ([`UpsertSpec::deferred`]): the keys whose last record
+    /// deletes them (their rows are not in `data_files`), for the table's coordinator to
+    /// apply with the rows. Empty otherwise.
+    pub deleted_keys: Vec<Vec<u8>>,
     /// Records converted into rows.
     pub rows: u64,
     /// Largest event time among the converted records (epoch ms): the `event_time_field`
@@ -225,7 +229,7 @@ pub(crate) async fn convert_range_indexed(
     job: JobSpec,
     mut index: Option<&mut KeyIndex>,
 ) -> Result<JobOutput> {
-    if table.upsert.is_some() && index.is_none() {
+    if table.upsert.as_ref().is_some_and(|u| !u.deferred) && index.is_none() {
         return Err(Error::Schema(
             "an upsert table's job needs its primary-key index".into(),
         ));
@@ -381,6 +385,7 @@ async fn attempt(
                 dead_letters,
                 dead_letter_files,
                 delete_files: Vec::new(),
+                deleted_keys: Vec::new(),
                 rows: 0,
                 max_timestamp_ms: None,
                 input_bytes,
@@ -551,7 +556,16 @@ async fn attempt(
         None => (batches, None),
     };
     let data_files = data_file::write(&target, &prefix, batches, &table.settings).await?;
+    let mut deleted_keys = Vec::new();
     let delete_files = match (key_ops, index) {
+        (Some((spec, ops)), _) if spec.deferred => {
+            deleted_keys = ops
+                .into_iter()
+                .filter(|(_, op)| *op == upsert::Op::Delete)
+                .map(|(k, _)| k)
+                .collect();
+            Vec::new()
+        }
         (Some((spec, ops)), Some(index)) => {
             let ids = spec.id_field_ids(&schema)?;
             upsert::apply(
@@ -576,6 +590,7 @@ async fn attempt(
         dead_letters,
         dead_letter_files,
         delete_files,
+        deleted_keys,
         rows: converted,
         max_timestamp_ms: max_ts,
         input_bytes,

@@ -8,10 +8,10 @@
 //! power of two, published by its owner when the load moved far from it ([`measure`]) and
 //! taken in by the assignment once the published weights settle ([`Settled`]), so the nodes
 //! balance bytes in, swings move nothing, and a new load does not move partitions back and
-//! forth. A stream's key is its name, except that a table topic's control stream, and a keyed
-//! (upsert or CDC) table topic's partitions, go by the topic's id ([`stream_key`]): the
-//! table's coordinator runs where its control stream is owned, and a keyed table converts
-//! whole on that node. A group goes to the rendezvous of its id.
+//! forth. A stream's key is its name, except that a table topic's control stream goes by the
+//! topic's id ([`stream_key`]): the table's coordinator runs where it is owned, while the
+//! table's partitions, keyed or not, spread and convert where they are owned. A group goes to
+//! the rendezvous of its id.
 //!
 //! The assigner ([`run`]) reconciles the node with the assignment every `[cluster]
 //! rebalance_ms` (and at once at start):
@@ -42,8 +42,6 @@ use sqlx::Row;
 
 /// Prefix of table topics' control streams, followed by the topic's name.
 const CONTROL_PREFIX: &str = "table-control/";
-/// Prefix of Kafka partitions' streams, followed by `<topic id>/<partition>`.
-const PARTITION_PREFIX: &str = "kafka/";
 
 /// The streams' published weights, versioned with `MetaStore::migrate`.
 const LOAD_MIGRATIONS: &[&str] = &["CREATE TABLE inlet_stream_load (
@@ -313,29 +311,21 @@ pub fn assign(keys: &BTreeMap<String, usize>, nodes: &[u64]) -> HashMap<String, 
     out
 }
 
-/// A table topic as the assignment sees it: its id, and whether its rows are keyed.
+/// A table topic as the assignment sees it: its id.
 #[derive(Debug, Clone)]
 struct TableKey {
     id: String,
-    keyed: bool,
 }
 
 /// The assignment key of a stream. A table topic's control stream goes by its topic's id (its
-/// coordinator runs where it is owned), and so do a keyed (upsert or CDC) table topic's
-/// partitions, whose conversion needs the table's one primary-key index: the whole table on
-/// one node. An append-only table topic's partitions, and any other stream, go by their name:
-/// they spread over the nodes and are converted where they are owned.
+/// coordinator runs where it is owned). A table topic's partitions, keyed (upsert or CDC) or
+/// not, and any other stream, go by their name: they spread over the nodes and are converted
+/// where they are owned (a keyed table's deletes are then made by its coordinator, see
+/// `inlet_table_coordinator::convert`).
 fn stream_key(name: &str, table_topics: &HashMap<String, TableKey>) -> String {
     if let Some(topic) = name.strip_prefix(CONTROL_PREFIX) {
         if let Some(t) = table_topics.get(topic) {
             return format!("table:{}", t.id);
-        }
-    }
-    if let Some(rest) = name.strip_prefix(PARTITION_PREFIX) {
-        if let Some((id, _)) = rest.split_once('/') {
-            if table_topics.values().any(|t| t.keyed && t.id == id) {
-                return format!("table:{id}");
-            }
         }
     }
     name.to_string()
@@ -418,12 +408,11 @@ pub(crate) async fn pass(broker: &Broker, state: &ClusterState) -> anyhow::Resul
         .list()
         .iter()
         .filter_map(|t| {
-            let config = t.configs.table_topic(&t.name, defaults)?;
+            t.configs.table_topic(&t.name, defaults)?;
             Some((
                 t.name.clone(),
                 TableKey {
                     id: t.id.to_string(),
-                    keyed: config.keyed(),
                 },
             ))
         })
@@ -868,17 +857,14 @@ mod tests {
     }
 
     #[test]
-    fn a_keyed_table_stays_on_one_node_and_an_append_only_one_spreads() {
-        let key = |id: &str, keyed| TableKey {
-            id: id.to_string(),
-            keyed,
-        };
+    fn a_tables_partitions_spread_and_its_control_stream_goes_by_its_id() {
+        let key = |id: &str| TableKey { id: id.to_string() };
         let tables = HashMap::from([
-            ("users".to_string(), key("abc", true)),
-            ("orders".to_string(), key("ghi", false)),
+            ("users".to_string(), key("abc")),
+            ("orders".to_string(), key("ghi")),
         ]);
-        assert_eq!(stream_key("kafka/abc/0", &tables), "table:abc");
-        assert_eq!(stream_key("kafka/abc/5", &tables), "table:abc");
+        assert_eq!(stream_key("kafka/abc/0", &tables), "kafka/abc/0");
+        assert_eq!(stream_key("kafka/abc/5", &tables), "kafka/abc/5");
         assert_eq!(stream_key("table-control/users", &tables), "table:abc");
         assert_eq!(stream_key("kafka/ghi/0", &tables), "kafka/ghi/0");
         assert_eq!(stream_key("kafka/ghi/1", &tables), "kafka/ghi/1");

@@ -178,12 +178,11 @@ pub(crate) async fn run(
             let Some(config) = topic.configs.table_topic(&topic.name, defaults) else {
                 continue;
             };
-            // In a cluster a table's coordinator runs where its control stream is owned, with
-            // its partitions for a keyed table (`crate::cluster` keeps them together); an
-            // append-only table's partitions are converted where they are owned. Before the
+            // In a cluster a table's coordinator runs where its control stream is owned, and
+            // its partitions (keyed or not) are converted where they are owned. Before the
             // control stream exists, the owner of partition 0 (or of every partition) starts
             // the coordinator, which creates it. A single node owns everything.
-            let distributed = chunks.is_some() && !config.keyed();
+            let distributed = chunks.is_some();
             let control = store.open_stream(&format!("table-control/{}", topic.name));
             let coordinates = match control {
                 Ok(c) => {

@@ -835,6 +835,85 @@ fn another_writer_and_a_kill_on_a_table_converted_on_three_nodes() {
     }
 }
 
+/// Keyed tables on three nodes (`tests/clients/table_topic_upsert.py`, the single-node
+/// test's script): an upsert table with tombstones, a CDC table and an upsert table
+/// partitioned by `bucket(id, 2)`, whose partitions spread over the nodes and convert on their
+/// owners while each table's coordinator applies their keys to its one primary-key index.
+/// After every step each table holds exactly the latest row per key (pyiceberg, DuckDB when
+/// installed), also after another writer's append (the round built on the snapshot before is
+/// dropped and redone on the new base). Then the node running the `users` coordinator is
+/// killed at once after an acknowledged step, and the survivors rebuild the index from the
+/// table and land that step and a last one of updates and deletes of earlier keys: no key
+/// with two live rows, no lost update. The tables' files come from several nodes.
+#[test]
+fn keyed_tables_convert_on_every_node_and_keep_the_latest_row_per_key_across_a_kill() {
+    let Some(python) = common::python::require_python(
+        "import confluent_kafka.schema_registry.avro, pyiceberg.catalog.rest, pyarrow",
+        "confluent-kafka[avro], pyiceberg and pyarrow",
+    ) else {
+        return;
+    };
+    let Some(cluster) = Cluster::new("[tables]\ncoordinator_lease_ms = 3600000\n") else {
+        return;
+    };
+    let mut nodes: BTreeMap<u64, Node> = (1..=3).map(|id| (id, cluster.start(id))).collect();
+    let phase = |nodes: &BTreeMap<u64, Node>, reader: &Node, phase: &str| {
+        let (status, output) = common::python::run(
+            &python,
+            &[
+                common::python::script("table_topic_upsert.py").into(),
+                bootstrap(nodes).into(),
+                format!("http://{}", reader.registry).into(),
+                format!("http://{}/iceberg", reader.http).into(),
+                phase.into(),
+            ],
+            Duration::from_secs(300),
+        );
+        assert!(
+            status.is_some_and(|s| s.success()) && output.contains("OK"),
+            "the {phase} phase ({status:?}):\n{output}"
+        );
+        output
+    };
+    phase(&nodes, &nodes[&2], "first");
+    let owners: BTreeSet<u64> = ["users", "accounts", "items"]
+        .iter()
+        .flat_map(|t| owners_of(&nodes[&1], t))
+        .flatten()
+        .collect();
+    let home = poll_until(30, "the users table's coordinator on one node", || {
+        nodes.iter().find_map(|(id, n)| {
+            view(n)["owned_by_this_node"]["tables"]
+                .as_array()
+                .is_some_and(|t| t.iter().any(|t| t == "default.users"))
+                .then_some(*id)
+        })
+    });
+    let logs: Vec<String> = nodes.values().flat_map(|n| n.logs_so_far()).collect();
+    assert!(
+        logs.iter().any(|l| l.contains("re-registered")),
+        "the round built before pyiceberg's append was redone on the new base"
+    );
+    nodes.remove(&home).expect("the coordinator's node").kill9();
+    eprintln!("the keyed tables' partitions were owned by nodes {owners:?}; killed node {home}, the users table's coordinator");
+    let reader = nodes.keys().next().copied().expect("a survivor");
+    let output = phase(&nodes, &nodes[&reader], "after-restart");
+    let writers: BTreeSet<u64> = output
+        .lines()
+        .filter_map(|l| l.strip_prefix("writers "))
+        .flat_map(|l| l.split_once(' ').map_or("", |(_, w)| w).split(','))
+        .filter_map(|w| w.parse().ok())
+        .collect();
+    eprintln!("{output}the keyed tables' files were written by nodes {writers:?}");
+    assert!(
+        writers.len() >= 2,
+        "keyed tables convert on their partitions' owners: {output}"
+    );
+    for node in nodes.into_values() {
+        node.stop();
+    }
+}
+
 /// Two nodes whose PostgreSQL and S3 are behind fault-injecting proxies: latency, every
 /// connection cut, PostgreSQL refusing connections for two seconds. Producing rides through
 /// (acknowledgements wait or fail with retriable errors and the client retries), and every

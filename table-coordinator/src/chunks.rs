@@ -72,6 +72,33 @@ pub struct Chunk {
     pub partition_type: StructType,
     pub max_timestamp_ms: Option<i64>,
     pub rows: u64,
+    /// A keyed table's chunk (its converter's jobs were deferred): the jobs in the order they
+    /// ran, each as how many of `files` (in order) it wrote and how many keys it deleted, for
+    /// the coordinator to apply one after the other. Empty for an append-only table.
+    pub jobs: Vec<ChunkJob>,
+    /// The object holding the jobs' deleted keys, in job order
+    /// ([`inlet_table_worker::encode_keys_file`]); None when no job deleted a key.
+    pub deleted_keys_file: Option<String>,
+}
+
+/// One deferred job of a keyed table's chunk.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ChunkJob {
+    /// Data files the job wrote.
+    pub files: usize,
+    /// Keys the job deleted.
+    pub deleted_keys: usize,
+}
+
+impl Chunk {
+    /// Every object the chunk names: its files, its dead-letter files and its deleted keys.
+    pub fn objects(&self) -> impl Iterator<Item = &str> {
+        self.files
+            .iter()
+            .chain(&self.dead_letter_files)
+            .map(|f| f.file_path())
+            .chain(self.deleted_keys_file.as_deref())
+    }
 }
 
 /// A chunk's body as stored (JSON).
@@ -86,6 +113,10 @@ struct StoredChunk {
     dead_letter_files: Vec<String>,
     max_timestamp_ms: Option<i64>,
     rows: u64,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    jobs: Vec<ChunkJob>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    deleted_keys_file: Option<String>,
 }
 
 /// The node's handle on the chunk table.
@@ -122,6 +153,8 @@ impl Chunks {
             dead_letter_files: json(&chunk.dead_letter_files, &StructType::new(Vec::new()))?,
             max_timestamp_ms: chunk.max_timestamp_ms,
             rows: chunk.rows,
+            jobs: chunk.jobs.clone(),
+            deleted_keys_file: chunk.deleted_keys_file.clone(),
         };
         let body = serde_json::to_string(&body).map_err(|e| ChunkError::Record(e.to_string()))?;
         sqlx::query(
@@ -287,6 +320,8 @@ fn parse(partition: i32, start: u64, end: u64, node: i64, body: &str) -> Result<
         partition_type: c.partition_type,
         max_timestamp_ms: c.max_timestamp_ms,
         rows: c.rows,
+        jobs: c.jobs,
+        deleted_keys_file: c.deleted_keys_file,
     })
 }
 
@@ -415,6 +450,8 @@ mod tests {
             partition_type: StructType::new(Vec::new()),
             max_timestamp_ms: None,
             rows: end - start,
+            jobs: Vec::new(),
+            deleted_keys_file: None,
         }
     }
 

@@ -32,7 +32,7 @@ use inlet_storage::{StreamId, StreamStore};
 use inlet_table_worker::{JobOutput, PartitionSource, Worker};
 use tokio_util::sync::CancellationToken;
 
-use crate::chunks::{Chunk, Chunks};
+use crate::chunks::{Chunk, ChunkJob, Chunks};
 use crate::commit::Committer;
 use crate::coordinator::{dead_letter_table, table_context, TableTopic};
 
@@ -230,7 +230,12 @@ impl Converter {
             self.node,
             &uuid::Uuid::new_v4().simple().to_string()[..6]
         );
-        let ctx = table_context(&self.topic, table, &dead_letter_floor, Some(&tag));
+        let mut ctx = table_context(&self.topic, table, &dead_letter_floor, Some(&tag));
+        // A keyed table's one primary-key index is its coordinator's: the jobs here only write
+        // rows and name the keys they delete.
+        if let Some(upsert) = ctx.upsert.as_mut() {
+            upsert.deferred = true;
+        }
         let sources: Vec<PartitionSource> = self
             .parts
             .iter()
@@ -280,8 +285,19 @@ impl Converter {
                 partition_type,
                 max_timestamp_ms: None,
                 rows: 0,
+                jobs: Vec::new(),
+                deleted_keys_file: None,
             };
+            let keyed = ctx.upsert.is_some();
+            let mut deleted_keys = Vec::new();
             for out in outs {
+                if keyed {
+                    chunk.jobs.push(ChunkJob {
+                        files: out.data_files.len(),
+                        deleted_keys: out.deleted_keys.len(),
+                    });
+                    deleted_keys.extend(out.deleted_keys);
+                }
                 chunk.files.extend(out.data_files);
                 chunk.dead_letter_files.extend(out.dead_letter_files);
                 chunk.rows += out.rows;
@@ -289,6 +305,22 @@ impl Converter {
                 if !out.dead_letters.is_empty() {
                     tracing::warn!(table = %self.topic.ident, partition, records = out.dead_letters.len(), first_error = %out.dead_letters[0].error, "records did not convert; they go to the dead-letter table");
                 }
+            }
+            if !deleted_keys.is_empty() {
+                let path = format!(
+                    "{}/{}-deleted-keys",
+                    ctx.target.data_location.trim_end_matches('/'),
+                    ctx.file_prefix(partition, chunk.start, chunk.end)
+                );
+                let bytes = inlet_table_worker::encode_keys_file(&deleted_keys);
+                ctx.target
+                    .file_io
+                    .new_output(&path)
+                    .map_err(|e| e.to_string())?
+                    .write(bytes.into())
+                    .await
+                    .map_err(|e| format!("writing the chunk's deleted keys to {path}: {e}"))?;
+                chunk.deleted_keys_file = Some(path);
             }
             self.chunks
                 .publish(&self.topic.topic_id, &chunk)

@@ -142,7 +142,8 @@ pub async fn run(
         return;
     };
     // Where the table is: retried until the catalog answers (or the node stops).
-    let Some(reg) = register_until_ready(&topic, &worker, &committer, &store, &stop).await else {
+    let Some(mut reg) = register_until_ready(&topic, &worker, &committer, &store, &stop).await
+    else {
         let _ = leases.release(&lease).await;
         return;
     };
@@ -169,6 +170,8 @@ pub async fn run(
         epoch: lease.epoch,
     };
     let mut control = reg.control.clone();
+    // A distributed keyed table's primary-key index: its rounds' deletes are made here.
+    let mut index = reg.index.take();
     let mut machine = Machine::new(settings, reg.machine(), clock.now_ms() as i64);
     let report = |m: &Machine| {
         let r = m.report().clone();
@@ -222,9 +225,10 @@ pub async fn run(
                     break 'ticks fenced;
                 }
                 Action::Register => match register(&topic, &worker, &committer, &store).await {
-                    Ok(r) => {
+                    Ok(mut r) => {
                         tracing::info!(table = %topic.ident, offsets = ?r.offsets, "re-registered: the primary-key index is rebuilt from the table");
                         control = r.control.clone();
+                        index = r.index.take();
                         // An upsert table's recovered round is never kept (see `register`).
                         Outcome::Registered(Box::new(r.machine()))
                     }
@@ -241,7 +245,11 @@ pub async fn run(
                         .filter_map(|(p, s)| Some((*p, store.end_offset(*s).ok()?)))
                         .collect();
                     statuses.update(&status_key, |s| s.ends = ends);
-                    match collect_chunks(&topic, &committer, machine.offsets()).await {
+                    let keyed = Keyed {
+                        index: index.as_mut(),
+                        epoch: lease.epoch,
+                    };
+                    match collect_chunks(&topic, &committer, machine.offsets(), keyed).await {
                         Ok(o) => Outcome::Drained(o),
                         Err(e) => {
                             tracing::warn!(table = %topic.ident, error = %e, "cannot collect the partitions' chunks; retrying at the next commit");
@@ -442,15 +450,26 @@ pub async fn run(
     tracing::info!(table = %topic.ident, "table coordinator stopped");
 }
 
+/// A distributed keyed table's share of [`collect_chunks`]: the coordinator's primary-key
+/// index (None when it must be built again first) and its epoch, which names the round's delete
+/// files (so a fenced coordinator never writes over a newer one's).
+struct Keyed<'a> {
+    index: Option<&'a mut inlet_table_worker::TableIndex>,
+    epoch: i64,
+}
+
 /// A distributed table's drain ([`TableTopic::chunks`]): drops the chunks the table's
-/// progress is past, takes those that continue `offsets` ([`crate::chunks::chain`]) and
-/// refuses those whose schema cannot join the table's, as the outputs of one round. Every
-/// output carries the schema all the taken files fit (the round's schema is its last
-/// output's).
+/// progress is past (and their deleted-keys objects), takes those that continue `offsets`
+/// ([`crate::chunks::chain`]) and refuses those whose schema cannot join the table's, as the
+/// outputs of one round. Every output carries the schema all the taken files fit (the round's
+/// schema is its last output's). A keyed table's taken chunks are applied to its primary-key
+/// index here, chunk after chunk and job after job ([`apply_keyed`]); a failure may leave the
+/// index part way, and the caller builds it again.
 async fn collect_chunks(
     topic: &TableTopic,
     committer: &Committer,
     offsets: &BTreeMap<i32, u64>,
+    keyed: Keyed<'_>,
 ) -> Result<Vec<(i32, inlet_table_worker::JobOutput)>, String> {
     let Some(chunks) = &topic.chunks else {
         return Ok(Vec::new());
@@ -459,12 +478,23 @@ async fn collect_chunks(
         .load(&topic.ident)
         .await
         .map_err(|e| e.to_string())?;
-    chunks
-        .remove_committed(&topic.topic_id, offsets)
+    let mut listed = chunks
+        .list(&topic.topic_id)
         .await
         .map_err(|e| e.to_string())?;
-    let listed = chunks
-        .list(&topic.topic_id)
+    // The chunks the table is past: their deleted keys are applied for good (nothing names
+    // the objects once the rows go).
+    let (past, live): (Vec<_>, Vec<_>) = listed
+        .into_iter()
+        .partition(|c| offsets.get(&c.partition).is_some_and(|o| c.end <= *o));
+    listed = live;
+    for file in past.iter().filter_map(|c| c.deleted_keys_file.as_deref()) {
+        if let Err(e) = topic.ctx.target.file_io.delete(file).await {
+            tracing::warn!(table = %topic.ident, file, error = %e, "cannot delete a committed chunk's deleted keys; the orphan sweep will");
+        }
+    }
+    chunks
+        .remove_committed(&topic.topic_id, offsets)
         .await
         .map_err(|e| e.to_string())?;
     let current = table.as_ref().map(|t| {
@@ -478,10 +508,9 @@ async fn collect_chunks(
     let files_of: HashMap<(i32, u64, i64), Vec<String>> = listed
         .iter()
         .map(|c| {
-            let files = c.files.iter().chain(&c.dead_letter_files);
             (
                 (c.partition, c.start, c.node),
-                files.map(|f| f.file_path().to_string()).collect(),
+                c.objects().map(str::to_string).collect(),
             )
         })
         .collect();
@@ -508,29 +537,126 @@ async fn collect_chunks(
     let Some(schema) = chained.schema else {
         return Ok(Vec::new());
     };
-    Ok(chained
-        .taken
-        .into_iter()
-        .map(|c| {
-            (
-                c.partition,
-                inlet_table_worker::JobOutput {
-                    data_files: c.files,
-                    next_offset: c.end,
-                    schema: schema.clone(),
-                    changes: Vec::new(),
-                    dead_letters: Vec::new(),
-                    dead_letter_files: c.dead_letter_files,
-                    delete_files: Vec::new(),
-                    deleted_keys: Vec::new(),
-                    rows: c.rows,
-                    max_timestamp_ms: c.max_timestamp_ms,
-                    input_bytes: 0,
-                    decoded_bytes: 0,
-                },
-            )
-        })
-        .collect())
+    let mut outputs = Vec::with_capacity(chained.taken.len());
+    let mut keyed = keyed;
+    for c in chained.taken {
+        let delete_files = match (&topic.ctx.upsert, keyed.index.as_deref_mut()) {
+            (None, _) => Vec::new(),
+            (Some(_), None) => {
+                return Err("the primary-key index must be built again first".into());
+            }
+            (Some(_), Some(index)) => apply_keyed(topic, table.as_ref(), index, keyed.epoch, &c)
+                .await
+                .map_err(|e| {
+                    format!(
+                        "applying the keys of partition {}'s chunk [{}, {}) from node {}: {e}",
+                        c.partition, c.start, c.end, c.node
+                    )
+                })?,
+        };
+        outputs.push((
+            c.partition,
+            inlet_table_worker::JobOutput {
+                data_files: c.files,
+                next_offset: c.end,
+                schema: schema.clone(),
+                changes: Vec::new(),
+                dead_letters: Vec::new(),
+                dead_letter_files: c.dead_letter_files,
+                delete_files,
+                deleted_keys: Vec::new(),
+                rows: c.rows,
+                max_timestamp_ms: c.max_timestamp_ms,
+                input_bytes: 0,
+                decoded_bytes: 0,
+            },
+        ));
+    }
+    Ok(outputs)
+}
+
+/// Applies a keyed table's chunk `c` to the table's primary-key `index`, job after job: each
+/// job's rows replace their keys' earlier rows and its deleted keys remove theirs. Returns the
+/// position delete files, written into the table's data folder under names that carry the
+/// table's tag and this coordinator's `epoch`.
+async fn apply_keyed(
+    topic: &TableTopic,
+    table: Option<&iceberg::table::Table>,
+    index: &mut inlet_table_worker::TableIndex,
+    epoch: i64,
+    c: &crate::chunks::Chunk,
+) -> Result<Vec<iceberg::spec::DataFile>, String> {
+    let ctx = table_context(topic, table, &BTreeMap::new(), None);
+    let mut target = ctx.target.clone();
+    target.schema = Arc::new(c.schema.clone());
+    if target.spec.is_unpartitioned() && !ctx.partition_by.is_empty() {
+        // A table not created yet: the chunk's files were written with `partition.by` bound
+        // to their schema, and so are the deletes against them.
+        target.spec = Arc::new(
+            inlet_table_worker::partition::spec(&c.schema, &ctx.partition_by)
+                .map_err(|e| e.to_string())?,
+        );
+    }
+    if target.spec.spec_id() != c.spec_id {
+        return Err(format!(
+            "the files were written with partition spec {}, the table's is {}",
+            c.spec_id,
+            target.spec.spec_id()
+        ));
+    }
+    // An append-only chunk (none of its jobs recorded): one job, no deletes.
+    let jobs = if c.jobs.is_empty() {
+        vec![crate::chunks::ChunkJob {
+            files: c.files.len(),
+            deleted_keys: 0,
+        }]
+    } else {
+        c.jobs.clone()
+    };
+    if jobs.iter().map(|j| j.files).sum::<usize>() != c.files.len() {
+        return Err("its jobs do not add up to its files".into());
+    }
+    let wanted: usize = jobs.iter().map(|j| j.deleted_keys).sum();
+    let mut deleted = match &c.deleted_keys_file {
+        Some(path) => {
+            let bytes = target
+                .file_io
+                .new_input(path)
+                .map_err(|e| e.to_string())?
+                .read()
+                .await
+                .map_err(|e| format!("reading its deleted keys {path}: {e}"))?;
+            inlet_table_worker::decode_keys_file(&bytes, wanted).map_err(|e| e.to_string())?
+        }
+        None if wanted == 0 => Vec::new(),
+        None => return Err("its deleted keys are missing".into()),
+    }
+    .into_iter();
+    let tag = ctx.file_tag.unwrap_or_default();
+    let mut files = c.files.iter().cloned();
+    let mut delete_files = Vec::new();
+    for (n, job) in jobs.iter().enumerate() {
+        let job_files: Vec<_> = files.by_ref().take(job.files).collect();
+        let job_deleted: Vec<_> = deleted.by_ref().take(job.deleted_keys).collect();
+        let prefix = format!(
+            "p{}-{}-{}-{tag}c{epoch}n{}j{n}",
+            c.partition, c.start, c.end, c.node
+        );
+        delete_files.extend(
+            index
+                .apply_job(
+                    &target,
+                    &prefix,
+                    &c.schema,
+                    &job_files,
+                    job_deleted,
+                    &ctx.settings,
+                )
+                .await
+                .map_err(|e| e.to_string())?,
+        );
+    }
+    Ok(delete_files)
 }
 
 /// Expires the snapshots of `ident` and of its dead-letter table (which commits with it) by
@@ -627,12 +753,7 @@ async fn sweep_orphans(
                     .await
                     .map_err(|e| e.to_string())?;
                 for c in listed {
-                    keep.extend(
-                        c.files
-                            .iter()
-                            .chain(&c.dead_letter_files)
-                            .map(|f| f.file_path().to_string()),
-                    );
+                    keep.extend(c.objects().map(str::to_string));
                 }
             }
             crate::orphans::remove(committer, storage, &ident, &tag, candidates, &keep)
@@ -763,6 +884,9 @@ struct Registered {
     /// A round whose `PRE_COMMIT` is in the control stream but which never landed: the
     /// worker starts after it, and the coordinator commits it first.
     recovered: Option<PendingRound>,
+    /// A distributed keyed table's primary-key index, built from the table's live files (the
+    /// partitions' owners convert with deferred keys; see [`collect_chunks`]).
+    index: Option<inlet_table_worker::TableIndex>,
 }
 
 impl Registered {
@@ -874,9 +998,25 @@ async fn register(
                 .unwrap_or_else(|| store.start_offset(*stream).unwrap_or(0)),
         })
         .collect();
+    let mut index = None;
     let offsets = if topic.chunks.is_some() {
         // The partitions' owners convert them; only the table's progress counts here (a
         // partition without progress starts at its first chunk, see `chunks::chain`).
+        if let Some(upsert) = &topic.ctx.upsert {
+            index = Some(
+                inlet_table_worker::TableIndex::build(
+                    upsert,
+                    &topic.ctx.target.file_io,
+                    ctx.schema.as_ref(),
+                    &live,
+                )
+                .await
+                .map_err(|e| CommitError::Worker {
+                    what: "rebuilding the primary-key index".into(),
+                    source: Box::new(e),
+                })?,
+            );
+        }
         committed.offsets.clone()
     } else {
         let offsets = sources.iter().map(|s| (s.partition, s.start)).collect();
@@ -894,6 +1034,7 @@ async fn register(
         last_column_id: table.as_ref().map_or(0, |t| t.metadata().last_column_id()),
         control,
         recovered,
+        index,
     })
 }
 

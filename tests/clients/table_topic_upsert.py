@@ -24,6 +24,7 @@ five steps. Prints OK at the end; raises on a mismatch.
 
 import json
 import os
+import re
 import sys
 import time
 
@@ -278,4 +279,10 @@ wait_for(STEPS)
 wait_for_items(ITEM_STEPS)
 check_snapshot()
 check_duckdb(STEPS)
+# Which nodes wrote each table's files: in a cluster a converter tags its files
+# `n<node id>r<registration>`; a single node's carry no node.
+for name in ("users", "accounts", "items"):
+    paths = catalog.load_table(f"default.{name}").inspect.files().column("file_path").to_pylist()
+    nodes = sorted({int(m.group(1)) for p in paths if (m := re.search(r"n(\d+)r[0-9a-f]{6}", p))})
+    print(f"writers {name} " + ",".join(str(n) for n in nodes))
 print("OK")

@@ -144,7 +144,7 @@ pub struct TableContext {
 
 impl TableContext {
     /// The name prefix of the files a job over `[from, next)` of `partition` writes.
-    fn file_prefix(&self, partition: i32, from: u64, next: u64) -> String {
+    pub fn file_prefix(&self, partition: i32, from: u64, next: u64) -> String {
         match &self.file_tag {
             Some(tag) => format!("p{partition}-{from}-{next}-{tag}"),
             None => format!("p{partition}-{from}-{next}"),

@@ -36,6 +36,18 @@ def connect(iceberg_uri):
                                  "autoload_known_extensions": False})
     for name in EXTENSIONS:
         con.execute(f"LOAD '{extension_file(name)}'")
+    endpoint = os.environ.get("INLET_TEST_S3_ENDPOINT")
+    if endpoint:
+        # Tables on the tests' S3 server (a cluster's object store): DuckDB reads their files
+        # there, not from AWS.
+        host = endpoint.split("://", 1)[-1].rstrip("/")
+        con.execute(
+            "CREATE SECRET inlet_s3 (TYPE s3, KEY_ID $1, SECRET $2, REGION $3, ENDPOINT $4, "
+            "URL_STYLE 'path', USE_SSL $5)",
+            [os.environ.get("AWS_ACCESS_KEY_ID", "testing"),
+             os.environ.get("AWS_SECRET_ACCESS_KEY", "testing"),
+             os.environ.get("AWS_REGION", "us-east-1"), host,
+             endpoint.startswith("https://")])
     con.execute(f"ATTACH 'inlet' AS inlet (TYPE ICEBERG, ENDPOINT '{iceberg_uri}', "
                 "AUTHORIZATION_TYPE 'none')")
     return con

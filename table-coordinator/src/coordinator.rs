@@ -248,6 +248,7 @@ pub async fn run(
                     let keyed = Keyed {
                         index: index.as_mut(),
                         epoch: lease.epoch,
+                        pool: worker.pool(),
                     };
                     match collect_chunks(&topic, &committer, machine.offsets(), keyed).await {
                         Ok(o) => Outcome::Drained(o),
@@ -456,6 +457,8 @@ pub async fn run(
 struct Keyed<'a> {
     index: Option<&'a mut inlet_table_worker::TableIndex>,
     epoch: i64,
+    /// The node's conversion memory: a job's keys, read back from its files, are held in it.
+    pool: &'a inlet_table_worker::MemoryPool,
 }
 
 /// A distributed table's drain ([`TableTopic::chunks`]): drops the chunks the table's
@@ -545,14 +548,16 @@ async fn collect_chunks(
             (Some(_), None) => {
                 return Err("the primary-key index must be built again first".into());
             }
-            (Some(_), Some(index)) => apply_keyed(topic, table.as_ref(), index, keyed.epoch, &c)
-                .await
-                .map_err(|e| {
-                    format!(
-                        "applying the keys of partition {}'s chunk [{}, {}) from node {}: {e}",
-                        c.partition, c.start, c.end, c.node
-                    )
-                })?,
+            (Some(_), Some(index)) => {
+                apply_keyed(topic, table.as_ref(), index, keyed.epoch, keyed.pool, &c)
+                    .await
+                    .map_err(|e| {
+                        format!(
+                            "applying the keys of partition {}'s chunk [{}, {}) from node {}: {e}",
+                            c.partition, c.start, c.end, c.node
+                        )
+                    })?
+            }
         };
         outputs.push((
             c.partition,
@@ -578,12 +583,14 @@ async fn collect_chunks(
 /// Applies a keyed table's chunk `c` to the table's primary-key `index`, job after job: each
 /// job's rows replace their keys' earlier rows and its deleted keys remove theirs. Returns the
 /// position delete files, written into the table's data folder under names that carry the
-/// table's tag and this coordinator's `epoch`.
+/// table's tag and this coordinator's `epoch`. Each job's keys are held in the node's
+/// conversion `pool`.
 async fn apply_keyed(
     topic: &TableTopic,
     table: Option<&iceberg::table::Table>,
     index: &mut inlet_table_worker::TableIndex,
     epoch: i64,
+    pool: &inlet_table_worker::MemoryPool,
     c: &crate::chunks::Chunk,
 ) -> Result<Vec<iceberg::spec::DataFile>, String> {
     let ctx = table_context(topic, table, &BTreeMap::new(), None);
@@ -638,6 +645,11 @@ async fn apply_keyed(
     for (n, job) in jobs.iter().enumerate() {
         let job_files: Vec<_> = files.by_ref().take(job.files).collect();
         let job_deleted: Vec<_> = deleted.by_ref().take(job.deleted_keys).collect();
+        // Each row's key is held twice (read back, then in the index's map until it spills):
+        // counted as the single-node job counts it, with keys of up to 32 bytes.
+        let rows: u64 = job_files.iter().map(|f| f.record_count()).sum();
+        let held = ((rows as usize + job_deleted.len()) * 2 * (32 + 64)).min(pool.budget());
+        let _memory = pool.reserve(held).await.map_err(|e| e.to_string())?;
         let prefix = format!(
             "p{}-{}-{}-{tag}c{epoch}n{}j{n}",
             c.partition, c.start, c.end, c.node

@@ -518,16 +518,25 @@ fn three_nodes_survive_kill_pause_join_and_drain() {
 
     // The moved partitions' producer state came from the dead node's producer snapshots, not
     // from reading their history again.
-    let from_snapshot = nodes
-        .values()
-        .flat_map(|n| n.logs_so_far())
-        .filter(|l| {
-            l.contains("rebuilt the partition's producer state") && l.contains("snapshot_end=")
-        })
-        .count();
-    assert!(
-        from_snapshot > 0,
-        "no moved partition's producer state was loaded from a snapshot"
+    // (Waited for: each node's log lines reach the test through a reader thread, which a
+    // busy machine may hold back.)
+    let mut rebuilt = Vec::new();
+    poll_until(
+        30,
+        "a moved partition's producer state loaded from a snapshot",
+        || {
+            rebuilt.extend(
+                nodes
+                    .values()
+                    .flat_map(|n| n.logs_so_far())
+                    .filter(|l| l.contains("rebuilt the partition's producer state")),
+            );
+            let found = rebuilt.iter().any(|l| l.contains("snapshot_end="));
+            if !found {
+                std::thread::sleep(Duration::from_millis(100));
+            }
+            found.then_some(())
+        },
     );
 
     // Pause a node past its lease with a produce in its socket: once it runs again, that

@@ -19,7 +19,9 @@ built on the snapshot before, so it must be dropped and redone on the new base. 
 is produced (acked) but not waited for: the node is killed with SIGKILL right after.
 after-restart: a fifth step updates and deletes keys written before the kill (the node rebuilt
 its primary-key indexes from the tables), then the tables must hold exactly the result of all
-five steps. Prints OK at the end; raises on a mismatch.
+five steps. It prints which nodes wrote each table's files (`writers users 1,2,3`: in a
+cluster, `tests/cluster.rs` runs this script on three nodes and kills one), then OK; raises on
+a mismatch.
 """
 
 import json

@@ -13,7 +13,9 @@
 //! `INLET_BENCH_NODE_COUNTS` (the scale and tables phases' node counts, default `1,3`),
 //! `INLET_BENCH_S3_QUERY` (appended to the object store URL, e.g. `?unsigned_payload=true`),
 //! `INLET_BENCH_MIB_PER_NODE` (the scale phase offers this many MiB/s per node, so every node
-//! count runs each node at the same load; default 0: flat out).
+//! count runs each node at the same load; default 0: flat out), `INLET_BENCH_TABLE_KEYS` (the
+//! tables phase's tables are upsert tables keyed by the record key, `_key`, over this many
+//! keys, each record updating one; default 0: append-only tables).
 //!
 //! Phases, each on a fresh database and S3 prefix, with the nodes' default settings (a 6 s
 //! lease, a 1 s rebalance):
@@ -266,9 +268,25 @@ fn send_until(
     per_sec: u64,
     stop: &AtomicBool,
 ) {
+    send_keyed_until(p, topic, partitions, size, per_sec, 0, stop)
+}
+
+/// [`send_until`], with record keys `0..keys` in turn when `keys` is not 0 (each partition
+/// gets its own keys: the key's number modulo `partitions` is its partition, as a keyed
+/// producer's partitioner keeps a key on one partition).
+fn send_keyed_until(
+    p: &ThreadedProducer<Ctx>,
+    topic: &str,
+    partitions: i32,
+    size: usize,
+    per_sec: u64,
+    keys: u64,
+    stop: &AtomicBool,
+) {
     let payload = vec![0x5au8; size];
     let mut start = Instant::now();
     let mut i: u64 = 0;
+    let mut key = String::from("k");
     while !stop.load(Ordering::Relaxed) {
         if per_sec > 0 {
             let due = start + Duration::from_secs_f64(i as f64 / per_sec as f64);
@@ -282,9 +300,14 @@ fn send_until(
             }
         }
         let partition = (i % partitions as u64) as i32;
+        if keys > 0 {
+            use std::fmt::Write as _;
+            key.clear();
+            let _ = write!(key, "{}", i % keys);
+        }
         let record = BaseRecord::to(topic)
             .payload(&payload[..])
-            .key("k")
+            .key(key.as_str())
             .partition(partition);
         if let Err((e, _)) = p.send(record) {
             // A full queue: wait for room.
@@ -647,18 +670,27 @@ fn epochs(node: &Node, topics: &[&str]) -> u64 {
 /// One table-ingest run: `count` nodes, three table topics of 4 partitions (string values,
 /// 1 s commits; each partition is converted on its owner, so with three nodes every node
 /// converts part of every table), produced for `seconds`, flat out (`mib_per_node` 0) or at
-/// `mib_per_node` × `count` MiB/s; then until every acknowledged record is committed.
-fn table_run(count: u64, seconds: u64, mib_per_node: u64) -> TableRun {
+/// `mib_per_node` × `count` MiB/s; then until every acknowledged record is committed. With
+/// `keys` (not 0) the tables are upsert tables keyed by `_key`, the records' keys `0..keys`
+/// in turn: every record updates its key's row (each coordinator applies its table's keys).
+fn table_run(count: u64, seconds: u64, mib_per_node: u64, keys: u64) -> TableRun {
     const TABLES: [&str; 3] = ["t0", "t1", "t2"];
     let cluster = Cluster::new();
     let nodes: Vec<Node> = (1..=count).map(|id| cluster.start(id)).collect();
     let topics: Vec<NewTopic> = TABLES
         .iter()
         .map(|t| {
-            NewTopic::new(t, 4, TopicReplication::Fixed(1))
+            let topic = NewTopic::new(t, 4, TopicReplication::Fixed(1))
                 .set("table.topic.enable", "true")
                 .set("table.topic.commit.interval.ms", "1000")
-                .set("table.topic.convert.value.type", "string")
+                .set("table.topic.convert.value.type", "string");
+            if keys == 0 {
+                return topic;
+            }
+            topic
+                .set("table.topic.convert.key.type", "string")
+                .set("table.topic.id.columns", "[_key]")
+                .set("table.topic.upsert.enable", "true")
         })
         .collect();
     create_topics(&nodes[0], &topics);
@@ -700,7 +732,7 @@ fn table_run(count: u64, seconds: u64, mib_per_node: u64) -> TableRun {
             let p = producer(&bootstrap, acks.clone(), "5");
             let stop = stop.clone();
             std::thread::spawn(move || {
-                send_until(&p, t, 4, 1024, per_topic, &stop);
+                send_keyed_until(&p, t, 4, 1024, per_topic, keys, &stop);
                 p.flush(Duration::from_secs(60)).unwrap();
             })
         })
@@ -837,9 +869,16 @@ fn main() {
     }
     if phases.split(',').any(|p| p == "tables") {
         let (seconds, runs, mib_per_node) = settings();
-        let offered = |count| offered(mib_per_node, count);
+        let keys = env_u64("INLET_BENCH_TABLE_KEYS", 0);
+        let offered = |count| {
+            let kind = match keys {
+                0 => "append-only".to_string(),
+                k => format!("upsert over {k} keys"),
+            };
+            format!("{kind}, {}", offered(mib_per_node, count))
+        };
         let by_count = take_turns(runs, |count| {
-            let r = table_run(count, seconds, mib_per_node);
+            let r = table_run(count, seconds, mib_per_node, keys);
             eprintln!(
                     "  {count} node(s), {}: {:.1} MiB/s into tables ({:.1} acked, then {:.1} s to commit), {:.1} CPU ms/MiB net of idle ({:.1} in the kernel, {:.0} page faults/MiB), the stores {:.1} CPU ms/MiB, {:.2} object reads and {:.2} uploads per MiB, {} snapshots and {} partition moves ({} in the warm-up)",
                     offered(count), r.mib_per_s, r.acked_mib_per_s, r.tail_s, r.net_ms_per_mib,

@@ -424,7 +424,10 @@ pub async fn run(
         report(&machine);
         if let (Some(sweep), Some(due)) = (topic.orphans, next_sweep_ms) {
             let now_ms = clock.now_ms() as i64;
-            if now_ms >= due {
+            // Not while this coordinator compacts: its outputs are on their way in, and the
+            // sweep takes compactions' files too.
+            let compacting = compaction.as_ref().is_some_and(|c| !c.is_finished());
+            if now_ms >= due && !compacting {
                 sweep_orphans(&topic, &committer, &worker, &machine, sweep, now_ms).await;
                 next_sweep_ms = Some(now_ms + sweep.every.as_millis() as i64);
             }

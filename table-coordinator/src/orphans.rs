@@ -1,21 +1,26 @@
 //! Orphan files: files Inlet wrote into a table's `data/` folder that no snapshot names and
 //! that nothing will commit any more. They come from conversions that did not land: another
 //! node's chunk of the same range won ([`crate::chunks`]; a chunk the coordinator refuses
-//! has its files deleted at once), a range a node converted again under new names, an upsert round
-//! dropped on re-registration, a crash between an upload and its commit. Nothing else ever
-//! deletes them, so each coordinator sweeps its table (and its dead-letter table) every
-//! [`OrphanSweep::every`]: files older than [`OrphanSweep::older_than`] that no snapshot of
-//! the table names and no pending round or chunk holds are deleted.
+//! has its files deleted at once), a range a node converted again under new names, an
+//! upsert round dropped on re-registration, a crash between an upload and its commit; and
+//! from compactions that crashed before their commit. Nothing else ever deletes them, so
+//! each coordinator sweeps its table (and its dead-letter table) every
+//! [`OrphanSweep::every`], never while it compacts: files older than
+//! [`OrphanSweep::older_than`] that no snapshot of the table names and no pending round or
+//! chunk holds are deleted.
 //!
 //! Invariants:
-//! - Only files Inlet's conversions wrote for *this* table are candidates: in the table's
-//!   `data/` folder, named `p<partition>-<from>-<next>-<tag>…`
+//! - Only files Inlet's conversions or compactions wrote for *this* table are candidates: in
+//!   the table's `data/` folder, named `p<partition>-<from>-<next>-<tag>…`
 //!   ([`inlet_table_worker::TableContext::file_tag`]) with a tag of this table: its uuid's
 //!   first digits, or a tag some file of its snapshots carries (conversions that ran before
 //!   the table existed tag their files at random, and their committed files make the tag
-//!   known). Another engine's files, compaction outputs and files of an older table at the
-//!   same location (renamed away, or dropped without purging) are never touched. The one
-//!   thing this misses: a conversion before the table existed none of whose files landed.
+//!   known); or a compaction's outputs, named `compact-<parent snapshot id>-<uuid>…`
+//!   ([`crate::compact`]), whose parent is a snapshot of this table (in its snapshots or its
+//!   snapshot log). Another engine's files and files of an older table at the same location
+//!   (renamed away, or dropped without purging) are never touched. What this misses: a
+//!   conversion before the table existed none of whose files landed, and a crashed
+//!   compaction whose parent snapshot has since left the table's metadata.
 //! - A file is deleted only if, after it was listed, neither the caller's `keep` (the
 //!   worker's uncollected outputs, the coordinator's pending rounds and every chunk row, read
 //!   after the listing; the coordinator sweeps between rounds, so these do not move
@@ -78,11 +83,31 @@ fn conversion_tag(name: &str) -> Option<&str> {
     tagged.then_some(tag)
 }
 
+/// The parent snapshot id of `name` (a file name, no folder) if a compaction wrote it:
+/// `compact-<parent id, 16 hex digits>-<uuid, 32 hex digits>…`.
+fn compaction_parent(name: &str) -> Option<i64> {
+    let rest = name.strip_prefix("compact-")?;
+    let (parent, rest) = rest.split_once('-')?;
+    let hex = |s: &str, len| s.len() == len && s.bytes().all(|b| b.is_ascii_hexdigit());
+    let uuid = rest.get(..32)?;
+    if !hex(parent, 16) || !hex(uuid, 32) {
+        return None;
+    }
+    // The id as `{:016x}` wrote it (two's complement).
+    u64::from_str_radix(parent, 16).ok().map(|id| id as i64)
+}
+
+/// Whether `name` is a file Inlet's conversions or compactions write.
+fn inlet_written(name: &str) -> bool {
+    conversion_tag(name).is_some() || compaction_parent(name).is_some()
+}
+
 fn file_name(location: &str) -> &str {
     location.rsplit('/').next().unwrap_or_default()
 }
 
-/// The files under `data_location` that conversions wrote (of any table: see [`remove`])
+/// The files under `data_location` that conversions or compactions wrote (of any table: see
+/// [`remove`])
 /// and that were last written before `cutoff_ms`: the candidates, as locations.
 pub(crate) async fn candidates(
     storage: &ObjectStoreStorage,
@@ -91,7 +116,7 @@ pub(crate) async fn candidates(
 ) -> Result<Vec<String>, CommitError> {
     let listed = storage
         .list(data_location, |f| {
-            f.last_modified_ms < cutoff_ms && conversion_tag(file_name(&f.location)).is_some()
+            f.last_modified_ms < cutoff_ms && inlet_written(file_name(&f.location))
         })
         .await?;
     Ok(listed.into_iter().map(|f| f.location).collect())
@@ -136,7 +161,7 @@ fn key(storage: &ObjectStoreStorage, location: &str) -> Result<String, CommitErr
 }
 
 /// Deletes the `candidates` of `ident` that carry one of its tags (`own_tag`, or one its
-/// snapshots' files carry) and that neither `keep` (locations) nor any snapshot of the table
+/// snapshots' files carry) or come from a compaction of one of its snapshots, and that neither `keep` (locations) nor any snapshot of the table
 /// names, reading the table now (after `keep` was read). Returns what it deleted.
 pub(crate) async fn remove(
     committer: &Committer,
@@ -159,9 +184,20 @@ pub(crate) async fn remove(
     let tags = take_named(&table, storage, &mut unnamed).await?;
     // The table's own tag, alone or followed by a converter's node and registration.
     let ours = |tag: &str| tags.contains(tag) || tag.starts_with(own_tag);
+    // A compaction's parent: a snapshot the table has or had.
+    let meta = table.metadata();
+    let snapshots: HashSet<i64> = meta
+        .snapshots()
+        .map(|s| s.snapshot_id())
+        .chain(meta.history().iter().map(|l| l.snapshot_id))
+        .collect();
     let mut orphans: Vec<String> = unnamed
         .into_values()
-        .filter(|location| conversion_tag(file_name(location)).is_some_and(ours))
+        .filter(|location| {
+            let name = file_name(location);
+            conversion_tag(name).is_some_and(ours)
+                || compaction_parent(name).is_some_and(|p| snapshots.contains(&p))
+        })
         .collect();
     orphans.sort();
     for location in &orphans {
@@ -172,7 +208,37 @@ pub(crate) async fn remove(
 
 #[cfg(test)]
 mod tests {
-    use super::conversion_tag;
+    use super::{compaction_parent, conversion_tag};
+
+    #[test]
+    fn compactions_name_their_files_with_their_parent_snapshot() {
+        let uuid = "0123456789abcdef0123456789abcdef";
+        assert_eq!(
+            compaction_parent(&format!("compact-00000000000000ab-{uuid}-00000-0.parquet")),
+            Some(0xab)
+        );
+        // A negative id, as `{:016x}` writes it.
+        assert_eq!(
+            compaction_parent(&format!("compact-{:016x}-{uuid}-00001-0.parquet", -5i64)),
+            Some(-5)
+        );
+        assert_eq!(
+            compaction_parent(&format!("compact-ab-{uuid}.parquet")),
+            None
+        );
+        assert_eq!(
+            compaction_parent("compact-00000000000000ab-0123.parquet"),
+            None
+        );
+        assert_eq!(
+            compaction_parent("p0-0-1000-1a2b3c4d-00000-0.parquet"),
+            None
+        );
+        assert_eq!(
+            compaction_parent(&format!("compact-00000000000000zz-{uuid}.parquet")),
+            None
+        );
+    }
 
     #[test]
     fn conversions_name_their_files_with_a_tag() {

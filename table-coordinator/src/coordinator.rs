@@ -543,60 +543,140 @@ async fn collect_chunks(
     let Some(schema) = chained.schema else {
         return Ok(Vec::new());
     };
-    let mut outputs = Vec::with_capacity(chained.taken.len());
-    let mut keyed = keyed;
-    for c in chained.taken {
-        let delete_files = match (&topic.ctx.upsert, keyed.index.as_deref_mut()) {
-            (None, _) => Vec::new(),
-            (Some(_), None) => {
-                return Err("the primary-key index must be built again first".into());
-            }
-            (Some(_), Some(index)) => {
-                apply_keyed(topic, table.as_ref(), index, keyed.epoch, keyed.pool, &c)
-                    .await
-                    .map_err(|e| {
-                        format!(
-                            "applying the keys of partition {}'s chunk [{}, {}) from node {}: {e}",
-                            c.partition, c.start, c.end, c.node
-                        )
-                    })?
-            }
+    let mut delete_files = vec![Vec::new(); chained.taken.len()];
+    if let Some(upsert) = &topic.ctx.upsert {
+        let Some(index) = keyed.index else {
+            return Err("the primary-key index must be built again first".into());
         };
-        outputs.push((
-            c.partition,
-            inlet_table_worker::JobOutput {
-                data_files: c.files,
-                next_offset: c.end,
-                schema: schema.clone(),
-                changes: Vec::new(),
-                dead_letters: Vec::new(),
-                dead_letter_files: c.dead_letter_files,
-                delete_files,
-                deleted_keys: Vec::new(),
-                rows: c.rows,
-                max_timestamp_ms: c.max_timestamp_ms,
-                input_bytes: 0,
-                decoded_bytes: 0,
-            },
-        ));
+        delete_files = apply_keyed(
+            topic,
+            upsert,
+            table.as_ref(),
+            index,
+            (keyed.epoch, keyed.pool),
+            &chained.taken,
+        )
+        .await?;
     }
-    Ok(outputs)
+    Ok(chained
+        .taken
+        .into_iter()
+        .zip(delete_files)
+        .map(|(c, delete_files)| {
+            (
+                c.partition,
+                inlet_table_worker::JobOutput {
+                    data_files: c.files,
+                    next_offset: c.end,
+                    schema: schema.clone(),
+                    changes: Vec::new(),
+                    dead_letters: Vec::new(),
+                    dead_letter_files: c.dead_letter_files,
+                    delete_files,
+                    deleted_keys: Vec::new(),
+                    rows: c.rows,
+                    max_timestamp_ms: c.max_timestamp_ms,
+                    input_bytes: 0,
+                    decoded_bytes: 0,
+                },
+            )
+        })
+        .collect())
 }
 
-/// Applies a keyed table's chunk `c` to the table's primary-key `index`, job after job: each
-/// job's rows replace their keys' earlier rows and its deleted keys remove theirs. Returns the
-/// position delete files, written into the table's data folder under names that carry the
-/// table's tag and this coordinator's `epoch`. Each job's keys are held in the node's
-/// conversion `pool`.
+/// Jobs whose keys are read back ahead of the one being applied.
+const KEYS_READ_AHEAD: usize = 4;
+
+/// One deferred job of a keyed table's chunk, to apply.
+struct KeyedJob {
+    /// Its chunk's place in the round.
+    chunk: usize,
+    prefix: String,
+    target: inlet_table_worker::data_file::FileTarget,
+    schema: iceberg::spec::Schema,
+    files: Vec<iceberg::spec::DataFile>,
+    deleted: Vec<Vec<u8>>,
+}
+
+/// Applies a keyed table's taken `chunks` to the table's primary-key `index`, chunk after
+/// chunk and job after job: each job's rows replace their keys' earlier rows and its deleted
+/// keys remove theirs. Returns each chunk's position delete files, written into the table's
+/// data folder under names that carry the table's tag and this coordinator's epoch. The keys
+/// of the next [`KEYS_READ_AHEAD`] jobs are read back while a job applies; they are held in
+/// the node's conversion pool.
 async fn apply_keyed(
     topic: &TableTopic,
+    upsert: &inlet_table_worker::UpsertSpec,
     table: Option<&iceberg::table::Table>,
     index: &mut inlet_table_worker::TableIndex,
-    epoch: i64,
-    pool: &inlet_table_worker::MemoryPool,
-    c: &crate::chunks::Chunk,
-) -> Result<Vec<iceberg::spec::DataFile>, String> {
+    (epoch, pool): (i64, &inlet_table_worker::MemoryPool),
+    chunks: &[crate::chunks::Chunk],
+) -> Result<Vec<Vec<iceberg::spec::DataFile>>, String> {
+    use futures::StreamExt as _;
     let ctx = table_context(topic, table, &BTreeMap::new(), None);
+    let tag = ctx.file_tag.clone().unwrap_or_default();
+    let mut jobs = Vec::new();
+    for (i, c) in chunks.iter().enumerate() {
+        let chunk_jobs = keyed_jobs(&ctx, c).await.map_err(|e| {
+            format!(
+                "applying the keys of partition {}'s chunk [{}, {}) from node {}: {e}",
+                c.partition, c.start, c.end, c.node
+            )
+        })?;
+        for (n, job) in chunk_jobs.into_iter().enumerate() {
+            jobs.push(KeyedJob {
+                chunk: i,
+                prefix: format!(
+                    "p{}-{}-{}-{tag}c{epoch}n{}j{n}",
+                    c.partition, c.start, c.end, c.node
+                ),
+                ..job
+            });
+        }
+    }
+    // Each key is held twice (read back, then in the index's map until it spills), counted
+    // as the single-node job counts it, with keys of up to 32 bytes; for the jobs read ahead
+    // and the one applying.
+    let largest = jobs
+        .iter()
+        .map(|j| {
+            let rows: u64 = j.files.iter().map(|f| f.record_count()).sum();
+            (rows as usize + j.deleted.len()) * 2 * (32 + 64)
+        })
+        .max()
+        .unwrap_or(0);
+    let held = (largest * (KEYS_READ_AHEAD + 1)).min(pool.budget());
+    let _memory = pool.reserve(held).await.map_err(|e| e.to_string())?;
+    let mut out = vec![Vec::new(); chunks.len()];
+    let mut reads = futures::stream::iter(jobs.into_iter().map(|job| async move {
+        let keys =
+            inlet_table_worker::TableIndex::read_job(upsert, &job.target, &job.schema, &job.files)
+                .await;
+        (job, keys)
+    }))
+    .buffered(KEYS_READ_AHEAD);
+    while let Some((job, keys)) = reads.next().await {
+        let c = &chunks[job.chunk];
+        let what = |e: inlet_table_worker::Error| {
+            format!(
+                "applying the keys of partition {}'s chunk [{}, {}) from node {}: {e}",
+                c.partition, c.start, c.end, c.node
+            )
+        };
+        let keys = keys.map_err(what)?;
+        out[job.chunk].extend(
+            index
+                .apply_read(&job.target, &job.prefix, keys, job.deleted, &ctx.settings)
+                .await
+                .map_err(what)?,
+        );
+    }
+    Ok(out)
+}
+
+/// The jobs of chunk `c` (without their names), with the target its files were written to
+/// and each job's deleted keys, read from the chunk's deleted-keys object.
+async fn keyed_jobs(ctx: &TableContext, c: &crate::chunks::Chunk) -> Result<Vec<KeyedJob>, String> {
     let mut target = ctx.target.clone();
     target.schema = Arc::new(c.schema.clone());
     if target.spec.is_unpartitioned() && !ctx.partition_by.is_empty() {
@@ -615,7 +695,7 @@ async fn apply_keyed(
         ));
     }
     // An append-only chunk (none of its jobs recorded): one job, no deletes.
-    let jobs = if c.jobs.is_empty() {
+    let shapes = if c.jobs.is_empty() {
         vec![crate::chunks::ChunkJob {
             files: c.files.len(),
             deleted_keys: 0,
@@ -623,10 +703,10 @@ async fn apply_keyed(
     } else {
         c.jobs.clone()
     };
-    if jobs.iter().map(|j| j.files).sum::<usize>() != c.files.len() {
+    if shapes.iter().map(|j| j.files).sum::<usize>() != c.files.len() {
         return Err("its jobs do not add up to its files".into());
     }
-    let wanted: usize = jobs.iter().map(|j| j.deleted_keys).sum();
+    let wanted: usize = shapes.iter().map(|j| j.deleted_keys).sum();
     let mut deleted = match &c.deleted_keys_file {
         Some(path) => {
             let bytes = target
@@ -642,36 +722,18 @@ async fn apply_keyed(
         None => return Err("its deleted keys are missing".into()),
     }
     .into_iter();
-    let tag = ctx.file_tag.unwrap_or_default();
     let mut files = c.files.iter().cloned();
-    let mut delete_files = Vec::new();
-    for (n, job) in jobs.iter().enumerate() {
-        let job_files: Vec<_> = files.by_ref().take(job.files).collect();
-        let job_deleted: Vec<_> = deleted.by_ref().take(job.deleted_keys).collect();
-        // Each row's key is held twice (read back, then in the index's map until it spills):
-        // counted as the single-node job counts it, with keys of up to 32 bytes.
-        let rows: u64 = job_files.iter().map(|f| f.record_count()).sum();
-        let held = ((rows as usize + job_deleted.len()) * 2 * (32 + 64)).min(pool.budget());
-        let _memory = pool.reserve(held).await.map_err(|e| e.to_string())?;
-        let prefix = format!(
-            "p{}-{}-{}-{tag}c{epoch}n{}j{n}",
-            c.partition, c.start, c.end, c.node
-        );
-        delete_files.extend(
-            index
-                .apply_job(
-                    &target,
-                    &prefix,
-                    &c.schema,
-                    &job_files,
-                    job_deleted,
-                    &ctx.settings,
-                )
-                .await
-                .map_err(|e| e.to_string())?,
-        );
-    }
-    Ok(delete_files)
+    Ok(shapes
+        .iter()
+        .map(|shape| KeyedJob {
+            chunk: 0,
+            prefix: String::new(),
+            target: target.clone(),
+            schema: c.schema.clone(),
+            files: files.by_ref().take(shape.files).collect(),
+            deleted: deleted.by_ref().take(shape.deleted_keys).collect(),
+        })
+        .collect())
 }
 
 /// Expires the snapshots of `ident` and of its dead-letter table (which commits with it) by

@@ -54,8 +54,8 @@ pub use pk_index::{FileRef, IndexBudget, MAX_RUNS};
 pub use protobuf::{protobuf_to_iceberg, ProtobufConverter};
 pub use transform::ValueTransform;
 pub use upsert::{
-    decode_keys_file, encode_keys_file, read_position_deletes, LiveDataFile, LiveFiles, TableIndex,
-    UpsertSpec, DEFAULT_INDEX_BUDGET,
+    decode_keys_file, encode_keys_file, read_position_deletes, JobKeys, LiveDataFile, LiveFiles,
+    TableIndex, UpsertSpec, DEFAULT_INDEX_BUDGET,
 };
 pub use worker::{PartitionSource, TableSchemas, Worker};
 

@@ -493,8 +493,60 @@ impl TableIndex {
         deleted_keys: Vec<Vec<u8>>,
         settings: &FileSettings,
     ) -> Result<Vec<DataFile>> {
-        let ids = self.spec.id_field_ids(schema)?;
-        let new_rows = locate(&mut self.index, target, &ids, files).await?;
+        let keys = Self::read_job(&self.spec, target, schema, files).await?;
+        self.apply_read(target, prefix, keys, deleted_keys, settings)
+            .await
+    }
+
+    /// The first half of [`TableIndex::apply_job`], which does not touch the index (so the
+    /// next jobs' keys can be read while earlier ones apply): reads back the keys of `files`,
+    /// all at once.
+    pub async fn read_job(
+        spec: &UpsertSpec,
+        target: &FileTarget,
+        schema: &Schema,
+        files: &[DataFile],
+    ) -> Result<JobKeys> {
+        let ids = spec.id_field_ids(schema)?;
+        let read = files.iter().map(|f| {
+            let ids = &ids;
+            async move {
+                let keys = read_keys(&target.file_io, f.file_path(), ids).await?;
+                let file = FileRef {
+                    path: f.file_path().to_string(),
+                    partition: f.partition().clone(),
+                    spec_id: target.spec.spec_id(),
+                };
+                Ok::<_, Error>((file, keys))
+            }
+        });
+        Ok(JobKeys {
+            files: futures::future::try_join_all(read).await?,
+        })
+    }
+
+    /// The second half of [`TableIndex::apply_job`]: applies a job whose keys were read.
+    pub async fn apply_read(
+        &mut self,
+        target: &FileTarget,
+        prefix: &str,
+        keys: JobKeys,
+        deleted_keys: Vec<Vec<u8>>,
+        settings: &FileSettings,
+    ) -> Result<Vec<DataFile>> {
+        let mut new_rows: HashMap<Vec<u8>, Location> = HashMap::new();
+        for (file, keys) in keys.files {
+            let file = self.index.file_id(file);
+            for (pos, key) in keys.into_iter().enumerate() {
+                new_rows.insert(
+                    key,
+                    Location {
+                        file,
+                        pos: pos as u64,
+                    },
+                );
+            }
+        }
         let mut key_ops: KeyOps = new_rows.keys().map(|k| (k.clone(), Op::Upsert)).collect();
         key_ops.extend(
             deleted_keys
@@ -509,6 +561,13 @@ impl TableIndex {
     pub fn memory_bytes(&self) -> usize {
         self.index.memory_bytes()
     }
+}
+
+/// The keys of one deferred job's data files, read back ([`TableIndex::read_job`]): each
+/// file with its rows' keys, by row position.
+#[derive(Debug)]
+pub struct JobKeys {
+    files: Vec<(FileRef, Vec<Vec<u8>>)>,
 }
 
 /// A new index under `spec.index_dir` (a directory of its own named from `role`: an index

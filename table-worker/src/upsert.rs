@@ -34,7 +34,7 @@ use std::path::PathBuf;
 
 use arrow::array::{Array, ArrayRef, AsArray, BooleanArray, RecordBatch};
 use arrow::datatypes::{DataType, Int16Type, Int32Type, Int64Type, Int8Type};
-use futures::TryStreamExt;
+use futures::{StreamExt, TryStreamExt};
 use iceberg::io::FileIO;
 use iceberg::spec::{DataFile, Schema, Struct};
 use parquet::arrow::{ParquetRecordBatchStreamBuilder, ProjectionMask};
@@ -660,6 +660,11 @@ pub struct LiveFiles {
     pub position_deletes: Vec<String>,
 }
 
+/// Data files whose keys [`rebuild`] reads back ahead of the one it indexes: on an object
+/// store each read is a few requests of tens of milliseconds, which a rebuild of a large table
+/// would otherwise pay one after the other.
+const REBUILD_READ_AHEAD: usize = 8;
+
 /// Builds the index from the table: every live data file's id columns, minus the rows its
 /// position deletes remove. Returns how many keys had more than one live row (the later one
 /// is indexed; the earlier stays visible, e.g. rows appended before upsert was enabled).
@@ -683,9 +688,15 @@ pub(crate) async fn rebuild(
     let mut data = live.data.clone();
     data.sort_by_key(|f| f.sequence_number);
     let mut duplicates = 0u64;
-    for f in data {
+    // The next files' keys are read while one file's go into the index, in sequence order.
+    let mut reads = futures::stream::iter(data.into_iter().map(|f| async move {
+        let keys = read_keys(file_io, &f.file.path, id_field_ids).await;
+        (f, keys)
+    }))
+    .buffered(REBUILD_READ_AHEAD);
+    while let Some((f, keys)) = reads.next().await {
+        let keys = keys?;
         let gone = deleted.get(&f.file.path);
-        let keys = read_keys(file_io, &f.file.path, id_field_ids).await?;
         let file = index.file_id(f.file);
         for (pos, key) in keys.into_iter().enumerate() {
             let pos = pos as u64;

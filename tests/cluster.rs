@@ -158,6 +158,46 @@ fn spread_table_topic(nodes: &BTreeMap<u64, Node>, name: &str, partitions: i32, 
     });
 }
 
+/// The node running the coordinator of `table` (`namespace.name`), waited for up to `secs`.
+fn coordinator_node(nodes: &BTreeMap<u64, Node>, table: &str, secs: u64) -> u64 {
+    poll_until(secs, &format!("{table}'s coordinator on one node"), || {
+        nodes.iter().find_map(|(id, n)| {
+            view(n)["owned_by_this_node"]["tables"]
+                .as_array()
+                .is_some_and(|t| t.iter().any(|t| t == table))
+                .then_some(*id)
+        })
+    })
+}
+
+/// Runs one `phase` of the client script `script` (`tests/clients`) against the cluster
+/// `nodes`, with `reader`'s Schema Registry and Iceberg catalog; it must print OK. Returns its
+/// output.
+fn run_phase(
+    python: &std::path::Path,
+    script: &str,
+    nodes: &BTreeMap<u64, Node>,
+    reader: &Node,
+    phase: &str,
+) -> String {
+    let (status, output) = common::python::run(
+        python,
+        &[
+            common::python::script(script).into(),
+            bootstrap(nodes).into(),
+            format!("http://{}", reader.registry).into(),
+            format!("http://{}/iceberg", reader.http).into(),
+            phase.into(),
+        ],
+        Duration::from_secs(300),
+    );
+    assert!(
+        status.is_some_and(|s| s.success()) && output.contains("OK"),
+        "the {phase} phase of {script} ({status:?}):\n{output}"
+    );
+    output
+}
+
 fn view(node: &Node) -> serde_json::Value {
     let (status, body) = node.http_get("/v1/cluster");
     assert_eq!(status, 200, "{body}");
@@ -638,14 +678,7 @@ fn a_table_topic_survives_the_kill_of_its_node() {
     let mut nodes: BTreeMap<u64, Node> = (1..=3).map(|id| (id, cluster.start(id))).collect();
     // The partitions spread over the three nodes, and one node runs the coordinator.
     spread_table_topic(&nodes, TABLE, 6, "string");
-    let home = poll_until(60, "the table's coordinator on one node", || {
-        nodes.iter().find_map(|(id, n)| {
-            view(n)["owned_by_this_node"]["tables"]
-                .as_array()
-                .is_some_and(|t| t.iter().any(|t| t == "default.events"))
-                .then_some(*id)
-        })
-    });
+    let home = coordinator_node(&nodes, "default.events", 60);
     let all = bootstrap(&nodes);
     // Python's confluent-kafka produces (3000 records at ~300/s); the table's node is killed
     // once a third is acknowledged.
@@ -805,31 +838,10 @@ fn another_writer_and_a_kill_on_a_table_converted_on_three_nodes() {
     let mut nodes: BTreeMap<u64, Node> = (1..=3).map(|id| (id, cluster.start(id))).collect();
     spread_table_topic(&nodes, TABLE, 3, "by_schema_id");
     let phase = |nodes: &BTreeMap<u64, Node>, reader: &Node, phase: &str| {
-        let (status, output) = common::python::run(
-            &python,
-            &[
-                common::python::script("table_topic_foreign.py").into(),
-                bootstrap(nodes).into(),
-                format!("http://{}", reader.registry).into(),
-                format!("http://{}/iceberg", reader.http).into(),
-                phase.into(),
-            ],
-            Duration::from_secs(300),
-        );
-        assert!(
-            status.is_some_and(|s| s.success()) && output.contains("OK"),
-            "the {phase} phase ({status:?}):\n{output}"
-        );
+        run_phase(&python, "table_topic_foreign.py", nodes, reader, phase);
     };
     phase(&nodes, &nodes[&3], "first");
-    let home = poll_until(30, "the table's coordinator on one node", || {
-        nodes.iter().find_map(|(id, n)| {
-            view(n)["owned_by_this_node"]["tables"]
-                .as_array()
-                .is_some_and(|t| t.iter().any(|t| t == "default.shop"))
-                .then_some(*id)
-        })
-    });
+    let home = coordinator_node(&nodes, "default.shop", 30);
     let refused = nodes
         .values()
         .flat_map(|n| n.logs_so_far())
@@ -867,22 +879,7 @@ fn keyed_tables_convert_on_every_node_and_keep_the_latest_row_per_key_across_a_k
     };
     let mut nodes: BTreeMap<u64, Node> = (1..=3).map(|id| (id, cluster.start(id))).collect();
     let phase = |nodes: &BTreeMap<u64, Node>, reader: &Node, phase: &str| {
-        let (status, output) = common::python::run(
-            &python,
-            &[
-                common::python::script("table_topic_upsert.py").into(),
-                bootstrap(nodes).into(),
-                format!("http://{}", reader.registry).into(),
-                format!("http://{}/iceberg", reader.http).into(),
-                phase.into(),
-            ],
-            Duration::from_secs(300),
-        );
-        assert!(
-            status.is_some_and(|s| s.success()) && output.contains("OK"),
-            "the {phase} phase ({status:?}):\n{output}"
-        );
-        output
+        run_phase(&python, "table_topic_upsert.py", nodes, reader, phase)
     };
     phase(&nodes, &nodes[&2], "first");
     let owners: BTreeSet<u64> = ["users", "accounts", "items"]
@@ -890,14 +887,7 @@ fn keyed_tables_convert_on_every_node_and_keep_the_latest_row_per_key_across_a_k
         .flat_map(|t| owners_of(&nodes[&1], t))
         .flatten()
         .collect();
-    let home = poll_until(30, "the users table's coordinator on one node", || {
-        nodes.iter().find_map(|(id, n)| {
-            view(n)["owned_by_this_node"]["tables"]
-                .as_array()
-                .is_some_and(|t| t.iter().any(|t| t == "default.users"))
-                .then_some(*id)
-        })
-    });
+    let home = coordinator_node(&nodes, "default.users", 30);
     let logs: Vec<String> = nodes.values().flat_map(|n| n.logs_so_far()).collect();
     assert!(
         logs.iter().any(|l| l.contains("re-registered")),

@@ -617,22 +617,16 @@ async fn apply_keyed(
     let tag = ctx.file_tag.clone().unwrap_or_default();
     let mut jobs = Vec::new();
     for (i, c) in chunks.iter().enumerate() {
-        let chunk_jobs = keyed_jobs(&ctx, c).await.map_err(|e| {
+        let prefix = format!(
+            "p{}-{}-{}-{tag}c{epoch}n{}",
+            c.partition, c.start, c.end, c.node
+        );
+        jobs.extend(keyed_jobs(&ctx, c, i, &prefix).await.map_err(|e| {
             format!(
                 "applying the keys of partition {}'s chunk [{}, {}) from node {}: {e}",
                 c.partition, c.start, c.end, c.node
             )
-        })?;
-        for (n, job) in chunk_jobs.into_iter().enumerate() {
-            jobs.push(KeyedJob {
-                chunk: i,
-                prefix: format!(
-                    "p{}-{}-{}-{tag}c{epoch}n{}j{n}",
-                    c.partition, c.start, c.end, c.node
-                ),
-                ..job
-            });
-        }
+        })?);
     }
     // Each key is held twice (read back, then in the index's map until it spills), counted
     // as the single-node job counts it, with keys of up to 32 bytes; for the jobs read ahead
@@ -674,9 +668,15 @@ async fn apply_keyed(
     Ok(out)
 }
 
-/// The jobs of chunk `c` (without their names), with the target its files were written to
-/// and each job's deleted keys, read from the chunk's deleted-keys object.
-async fn keyed_jobs(ctx: &TableContext, c: &crate::chunks::Chunk) -> Result<Vec<KeyedJob>, String> {
+/// The jobs of chunk `c`, the `chunk`th of the round, with the target its files were written
+/// to, each job's deleted keys (read from the chunk's deleted-keys object) and the name of its
+/// delete files (`prefix` and `j<job>`).
+async fn keyed_jobs(
+    ctx: &TableContext,
+    c: &crate::chunks::Chunk,
+    chunk: usize,
+    prefix: &str,
+) -> Result<Vec<KeyedJob>, String> {
     let mut target = ctx.target.clone();
     target.schema = Arc::new(c.schema.clone());
     if target.spec.is_unpartitioned() && !ctx.partition_by.is_empty() {
@@ -725,9 +725,10 @@ async fn keyed_jobs(ctx: &TableContext, c: &crate::chunks::Chunk) -> Result<Vec<
     let mut files = c.files.iter().cloned();
     Ok(shapes
         .iter()
-        .map(|shape| KeyedJob {
-            chunk: 0,
-            prefix: String::new(),
+        .enumerate()
+        .map(|(n, shape)| KeyedJob {
+            chunk,
+            prefix: format!("{prefix}j{n}"),
             target: target.clone(),
             schema: c.schema.clone(),
             files: files.by_ref().take(shape.files).collect(),

@@ -350,29 +350,37 @@ pub(crate) async fn apply(
     key_ops: KeyOps,
     settings: &FileSettings,
 ) -> Result<Vec<DataFile>> {
-    let new_rows = locate(index, target, id_field_ids, new_files).await?;
+    let new_rows = intern(index, read_files(target, id_field_ids, new_files).await?);
     apply_located(index, target, prefix, new_rows, key_ops, settings).await
 }
 
-/// Where each row of `new_files` is (the last row of a key, should one repeat), by key.
-async fn locate(
-    index: &mut KeyIndex,
+/// The keys of every file of `files`, by row position, read all at once.
+async fn read_files(
     target: &FileTarget,
     id_field_ids: &[i32],
-    new_files: &[DataFile],
-) -> Result<HashMap<Vec<u8>, Location>> {
-    let mut new_rows: HashMap<Vec<u8>, Location> = HashMap::new();
-    for f in new_files {
-        let file = index.file_id(FileRef {
+    files: &[DataFile],
+) -> Result<JobKeys> {
+    let read = files.iter().map(|f| async move {
+        let keys = read_keys(&target.file_io, f.file_path(), id_field_ids).await?;
+        let file = FileRef {
             path: f.file_path().to_string(),
             partition: f.partition().clone(),
             spec_id: target.spec.spec_id(),
-        });
-        for (pos, key) in read_keys(&target.file_io, f.file_path(), id_field_ids)
-            .await?
-            .into_iter()
-            .enumerate()
-        {
+        };
+        Ok::<_, Error>((file, keys))
+    });
+    Ok(JobKeys {
+        files: futures::future::try_join_all(read).await?,
+    })
+}
+
+/// Interns the files of `keys` in `index`: where each key's row is (the last, should one
+/// repeat).
+fn intern(index: &mut KeyIndex, keys: JobKeys) -> HashMap<Vec<u8>, Location> {
+    let mut new_rows = HashMap::new();
+    for (file, keys) in keys.files {
+        let file = index.file_id(file);
+        for (pos, key) in keys.into_iter().enumerate() {
             new_rows.insert(
                 key,
                 Location {
@@ -382,7 +390,7 @@ async fn locate(
             );
         }
     }
-    Ok(new_rows)
+    new_rows
 }
 
 /// [`apply`] once the new rows are located.
@@ -507,22 +515,7 @@ impl TableIndex {
         schema: &Schema,
         files: &[DataFile],
     ) -> Result<JobKeys> {
-        let ids = spec.id_field_ids(schema)?;
-        let read = files.iter().map(|f| {
-            let ids = &ids;
-            async move {
-                let keys = read_keys(&target.file_io, f.file_path(), ids).await?;
-                let file = FileRef {
-                    path: f.file_path().to_string(),
-                    partition: f.partition().clone(),
-                    spec_id: target.spec.spec_id(),
-                };
-                Ok::<_, Error>((file, keys))
-            }
-        });
-        Ok(JobKeys {
-            files: futures::future::try_join_all(read).await?,
-        })
+        read_files(target, &spec.id_field_ids(schema)?, files).await
     }
 
     /// The second half of [`TableIndex::apply_job`]: applies a job whose keys were read.
@@ -534,19 +527,7 @@ impl TableIndex {
         deleted_keys: Vec<Vec<u8>>,
         settings: &FileSettings,
     ) -> Result<Vec<DataFile>> {
-        let mut new_rows: HashMap<Vec<u8>, Location> = HashMap::new();
-        for (file, keys) in keys.files {
-            let file = self.index.file_id(file);
-            for (pos, key) in keys.into_iter().enumerate() {
-                new_rows.insert(
-                    key,
-                    Location {
-                        file,
-                        pos: pos as u64,
-                    },
-                );
-            }
-        }
+        let new_rows = intern(&mut self.index, keys);
         let mut key_ops: KeyOps = new_rows.keys().map(|k| (k.clone(), Op::Upsert)).collect();
         key_ops.extend(
             deleted_keys

@@ -10,8 +10,11 @@
 //! balance bytes in, swings move nothing, and a new load does not move partitions back and
 //! forth. A stream's key is its name, except that a table topic's control stream goes by the
 //! topic's id ([`stream_key`]): the table's coordinator runs where it is owned, while the
-//! table's partitions, keyed or not, spread and convert where they are owned. A group goes to
-//! the rendezvous of its id.
+//! table's partitions, keyed or not, spread and convert where they are owned. Control streams
+//! are pinned to the rendezvous of their key ([`PINNED_PREFIX`]): a coordinator moves only when
+//! the live nodes change, never for the partitions' weights, since a moved coordinator
+//! reopens its table (and a keyed one rebuilds its index from the table's files). A group goes
+//! to the rendezvous of its id.
 //!
 //! The assigner ([`run`]) reconciles the node with the assignment every `[cluster]
 //! rebalance_ms` (and at once at start):
@@ -42,6 +45,10 @@ use sqlx::Row;
 
 /// Prefix of table topics' control streams, followed by the topic's name.
 const CONTROL_PREFIX: &str = "table-control/";
+
+/// Prefix of the assignment keys that [`assign`] pins to their rendezvous node: a table's
+/// control stream (its coordinator), followed by the topic's id.
+const PINNED_PREFIX: &str = "table:";
 
 /// The streams' published weights, versioned with `MetaStore::migrate`.
 const LOAD_MIGRATIONS: &[&str] = &["CREATE TABLE inlet_stream_load (
@@ -274,11 +281,13 @@ pub fn rendezvous(key: &str, nodes: &[u64]) -> Option<u64> {
     nodes.iter().copied().max_by_key(|&n| (mix(h ^ mix(n)), n))
 }
 
-/// Which node each key goes to, for keys of `size` streams each: every node takes at most its
-/// fair share of streams (the total over the live nodes, rounded up), each key going to the
-/// node of highest rendezvous weight that still has room (to the least loaded one when a
-/// key is larger than any room left). Keys are placed largest first, then in name order, so
-/// every node that sees the same keys and nodes computes the same answer.
+/// Which node each key goes to, for keys of `size` streams each. Pinned keys
+/// ([`PINNED_PREFIX`]) go to their rendezvous node, whatever the sizes; the others fill
+/// around them: every node takes at most its fair share of the total (over the live nodes,
+/// rounded up), each key going to the node of highest rendezvous weight that still has room
+/// (to the least loaded one when a key is larger than any room left). Keys are placed pinned
+/// first, then largest first, then in name order, so every node that sees the same keys and
+/// nodes computes the same answer.
 pub fn assign(keys: &BTreeMap<String, usize>, nodes: &[u64]) -> HashMap<String, u64> {
     let mut out = HashMap::new();
     if nodes.is_empty() {
@@ -287,24 +296,27 @@ pub fn assign(keys: &BTreeMap<String, usize>, nodes: &[u64]) -> HashMap<String, 
     let total: usize = keys.values().sum();
     let cap = total.div_ceil(nodes.len());
     let mut load: BTreeMap<u64, usize> = nodes.iter().map(|&n| (n, 0)).collect();
-    // Larger keys (whole tables) first, so that they find room; then by name.
     let mut order: Vec<(&String, usize)> = keys.iter().map(|(k, s)| (k, *s)).collect();
-    order.sort_by_key(|(k, s)| (std::cmp::Reverse(*s), *k));
+    order.sort_by_key(|(k, s)| (!k.starts_with(PINNED_PREFIX), std::cmp::Reverse(*s), *k));
     for (key, size) in order {
-        let h = fnv1a(key.as_bytes());
-        let mut ranked: Vec<u64> = nodes.to_vec();
-        ranked.sort_by_key(|&n| std::cmp::Reverse((mix(h ^ mix(n)), n)));
-        let node = ranked
-            .iter()
-            .copied()
-            .find(|n| load[n] + size <= cap)
-            .unwrap_or_else(|| {
-                *load
-                    .iter()
-                    .min_by_key(|(n, l)| (**l, **n))
-                    .map(|(n, _)| n)
-                    .expect("nodes is not empty")
-            });
+        let node = if key.starts_with(PINNED_PREFIX) {
+            rendezvous(key, nodes).expect("nodes is not empty")
+        } else {
+            let h = fnv1a(key.as_bytes());
+            let mut ranked: Vec<u64> = nodes.to_vec();
+            ranked.sort_by_key(|&n| std::cmp::Reverse((mix(h ^ mix(n)), n)));
+            ranked
+                .iter()
+                .copied()
+                .find(|n| load[n] + size <= cap)
+                .unwrap_or_else(|| {
+                    *load
+                        .iter()
+                        .min_by_key(|(n, l)| (**l, **n))
+                        .map(|(n, _)| n)
+                        .expect("nodes is not empty")
+                })
+        };
         *load.get_mut(&node).expect("a live node") += size;
         out.insert(key.clone(), node);
     }
@@ -325,7 +337,7 @@ struct TableKey {
 fn stream_key(name: &str, table_topics: &HashMap<String, TableKey>) -> String {
     if let Some(topic) = name.strip_prefix(CONTROL_PREFIX) {
         if let Some(t) = table_topics.get(topic) {
-            return format!("table:{}", t.id);
+            return format!("{PINNED_PREFIX}{}", t.id);
         }
     }
     name.to_string()
@@ -662,9 +674,9 @@ mod tests {
         }
         let moved = keys.keys().filter(|k| three[*k] != four[*k]).count();
         assert!(moved <= 6, "{moved} of 12 moved for one join");
-        // A table (6 streams under one key) stays whole; the rest fill around it.
+        // A key of 6 streams stays whole; the rest fill around it.
         let mut mixed = keys.clone();
-        mixed.insert("table:abc".into(), 6);
+        mixed.insert("kafka/big".into(), 6);
         let a = assign(&mixed, &[1, 2, 3]);
         let loads: Vec<usize> = [1, 2, 3]
             .iter()
@@ -829,6 +841,72 @@ mod tests {
             eager_moves > needed,
             "eager: {eager_moves} moves, {needed} needed"
         );
+    }
+
+    #[test]
+    fn coordinators_stay_on_their_node_whatever_the_weights_and_move_only_with_the_nodes() {
+        // Eight tables of 6 partitions on three nodes: the partitions' weights go from 1 to
+        // 16, a few at a time; no control stream moves, though partitions do. A fourth node
+        // takes only the control streams whose rendezvous it wins, and its leaving gives them
+        // back.
+        let nodes = [1, 2, 3];
+        let mut keys: BTreeMap<String, usize> = BTreeMap::new();
+        for t in 0..8 {
+            keys.insert(format!("{PINNED_PREFIX}t{t}"), 1);
+            for p in 0..6 {
+                keys.insert(format!("kafka/t{t}/{p}"), 1);
+            }
+        }
+        let pinned = |a: &HashMap<String, u64>| -> BTreeMap<String, u64> {
+            a.iter()
+                .filter(|(k, _)| k.starts_with(PINNED_PREFIX))
+                .map(|(k, n)| (k.clone(), *n))
+                .collect()
+        };
+        let first = assign(&keys, &nodes);
+        let coordinators = pinned(&first);
+        let (mut weighted, mut moved) = (keys.clone(), 0);
+        let partitions: Vec<String> = keys
+            .keys()
+            .filter(|k| k.starts_with("kafka/"))
+            .cloned()
+            .collect();
+        let mut last = first.clone();
+        for batch in partitions.chunks(5) {
+            for k in batch {
+                weighted.insert(k.clone(), 16);
+            }
+            let a = assign(&weighted, &nodes);
+            assert_eq!(pinned(&a), coordinators, "weights moved a coordinator");
+            moved += partitions.iter().filter(|k| a[*k] != last[*k]).count();
+            last = a;
+        }
+        assert!(moved > 0, "the weights moved no partition");
+        for (k, n) in &coordinators {
+            assert_eq!(Some(*n), rendezvous(k, &nodes), "{k}");
+        }
+        let four = pinned(&assign(&weighted, &[1, 2, 3, 4]));
+        for (k, n) in &four {
+            assert!(
+                *n == coordinators[k] || *n == 4,
+                "{k} moved to {n}, not to the new node"
+            );
+        }
+        assert_eq!(pinned(&assign(&weighted, &nodes)), coordinators);
+        // The nodes still share the weight fairly around the pinned keys.
+        let a = assign(&weighted, &nodes);
+        let total: usize = weighted.values().sum();
+        for n in nodes {
+            let on: usize = weighted
+                .iter()
+                .filter(|(k, _)| a[*k] == n)
+                .map(|(_, w)| w)
+                .sum();
+            assert!(
+                on <= total.div_ceil(3) + 16,
+                "node {n} holds {on} of {total}"
+            );
+        }
     }
 
     #[test]

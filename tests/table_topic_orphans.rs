@@ -1,9 +1,9 @@
 //! Orphan files of a table topic on a running node (`table-coordinator/src/orphans.rs`): files
 //! named as the table's conversions name them (its uuid's tag, or the random tag of its first
-//! round) or as a compaction of one of its snapshots names them, in its `data/` folder,
-//! older than the age rule and named by no snapshot, are deleted by the coordinator's sweep;
-//! younger ones, another engine's files, another table's files and a compaction's of a
-//! snapshot the table never had stay, and every row of the table stays readable while records keep arriving.
+//! round) or as its compactions name them (tagged, or of one of its snapshots), in its
+//! `data/` folder, older than the age rule and named by no snapshot, are deleted by the
+//! coordinator's sweep; younger ones, another engine's files, another table's files and an
+//! untagged compaction's of a snapshot the table never had stay, and every row of the table stays readable while records keep arriving.
 #![allow(clippy::unwrap_used, clippy::panic, clippy::disallowed_methods)] // a test: a failed step fails it, and its deadlines are real time
 
 mod common;
@@ -109,13 +109,19 @@ fn orphan_files_are_swept_and_nothing_else() {
         .chars()
         .map(|c| if c == 'a' { 'b' } else { 'a' })
         .collect();
-    // A crashed compaction's output (`compact-<parent snapshot>-<uuid>…`) of this table's
-    // current snapshot, and one of a snapshot the table never had.
+    // Crashed compactions' outputs (`compact-<parent snapshot>-<random>…`, the random part
+    // starting with the table's tag): one of a snapshot that left the table's metadata (here
+    // one it never had), and one untagged (as compactions wrote them before the tag) of the
+    // current snapshot. An untagged one of a snapshot the table never had may be another
+    // table's, and stays.
     let current = loaded["metadata"]["current-snapshot-id"]
         .as_i64()
         .unwrap_or_else(|| panic!("no current snapshot in {loaded}"));
-    let compacted = format!("compact-{current:016x}-{uuid}-00000-0.parquet");
-    let foreign_compaction = format!("compact-{:016x}-{uuid}-00000-0.parquet", current ^ 1);
+    let untagged = format!("{other_tag}{}", &uuid[8..]);
+    let expired_parent = current ^ 1;
+    let compacted = format!("compact-{current:016x}-{untagged}-00000-0.parquet");
+    let expired_compaction = format!("compact-{expired_parent:016x}-{uuid}-00000-0.parquet");
+    let foreign_compaction = format!("compact-{expired_parent:016x}-{untagged}-00000-0.parquet");
     let hour = Duration::from_secs(3600);
     let orphan = format!("p0-0-7-{tag}-00000-orphan.parquet");
     // Under the random tag of the round before the table existed, which its files carry.
@@ -129,6 +135,7 @@ fn orphan_files_are_swept_and_nothing_else() {
     plant(&data.join(&foreign), hour);
     plant(&data.join(&older_table), hour);
     plant(&data.join(&compacted), hour);
+    plant(&data.join(&expired_compaction), hour);
     plant(&data.join(&foreign_compaction), hour);
     // Records keep arriving while the coordinator sweeps.
     rdkafka_send(
@@ -139,7 +146,7 @@ fn orphan_files_are_swept_and_nothing_else() {
         "the second records",
     );
     poll_until(60, "the orphans deleted", || {
-        [&orphan, &first_orphan, &compacted]
+        [&orphan, &first_orphan, &compacted, &expired_compaction]
             .iter()
             .all(|o| !data.join(o).exists())
             .then_some(())

@@ -319,12 +319,17 @@ impl Committer {
         let parent_id = parent.snapshot_id();
         // Unique per attempt: two compactions of one parent (a restarted or a second
         // coordinator) must not write the same files, or the loser's clean-up below would
-        // delete the winner's live ones. The prefix is also the snapshot's commit id.
+        // delete the winner's live ones. The prefix is also the snapshot's commit id. Its
+        // random part starts with the table's tag, so the orphan sweep knows a crashed
+        // compaction's outputs as this table's even once their parent snapshot expired
+        // (`crate::orphans`).
         #[allow(clippy::disallowed_methods)] // unique is all it must be
+        let random = uuid::Uuid::new_v4().simple().to_string();
         let prefix = format!(
-            "compact-{:016x}-{}",
+            "compact-{:016x}-{}{}",
             parent_id,
-            uuid::Uuid::new_v4().simple()
+            crate::orphans::uuid_tag(&meta.uuid()),
+            &random[crate::orphans::TAG_LEN..]
         );
 
         // Memory from the node's pool: to copy column chunks, the inputs' bytes and the new

@@ -1142,10 +1142,10 @@ pub(crate) fn table_context(
         Some(t) => {
             ctx.target.data_location =
                 format!("{}/data", t.metadata().location().trim_end_matches('/'));
-            ctx.file_tag = Some(t.metadata().uuid().simple().to_string()[..8].to_string());
+            ctx.file_tag = Some(crate::orphans::uuid_tag(&t.metadata().uuid()));
         }
         #[allow(clippy::disallowed_methods)] // before the table exists: unique is all it must be
-        None => ctx.file_tag = Some(uuid::Uuid::new_v4().simple().to_string()[..8].to_string()),
+        None => ctx.file_tag = Some(crate::orphans::uuid_tag(&uuid::Uuid::new_v4())),
     }
     ctx.dead_letter_floor = dead_letter_floor.clone();
     if ctx.dead_letter_target.is_none() {

@@ -15,12 +15,14 @@
 //!   ([`inlet_table_worker::TableContext::file_tag`]) with a tag of this table: its uuid's
 //!   first digits, or a tag some file of its snapshots carries (conversions that ran before
 //!   the table existed tag their files at random, and their committed files make the tag
-//!   known); or a compaction's outputs, named `compact-<parent snapshot id>-<uuid>…`
-//!   ([`crate::compact`]), whose parent is a snapshot of this table (in its snapshots or its
-//!   snapshot log). Another engine's files and files of an older table at the same location
-//!   (renamed away, or dropped without purging) are never touched. What this misses: a
-//!   conversion before the table existed none of whose files landed, and a crashed
-//!   compaction whose parent snapshot has since left the table's metadata.
+//!   known); or a compaction's outputs, named `compact-<parent snapshot id>-<random>…`
+//!   ([`crate::compact`]), whose random part starts with the table's uuid tag, or (files
+//!   of compactions from before that tag) whose parent is a snapshot of this table (in its
+//!   snapshots or its snapshot log). Another engine's files and files of an older table at
+//!   the same location (renamed away, or dropped without purging) are never touched. What
+//!   this misses: a conversion before the table existed none of whose files landed, and an
+//!   untagged compaction's outputs whose parent snapshot has since left the table's
+//!   metadata.
 //! - A file is deleted only if, after it was listed, neither the caller's `keep` (the
 //!   worker's uncollected outputs, the coordinator's pending rounds and every chunk row, read
 //!   after the listing; the coordinator sweeps between rounds, so these do not move
@@ -65,9 +67,18 @@ pub(crate) fn data_location(table: &Table) -> String {
     format!("{}/data", table.metadata().location().trim_end_matches('/'))
 }
 
-/// The tag a table's conversions put in their file names (the first digits of its uuid).
+/// How many hex digits of a table's uuid make its tag.
+pub(crate) const TAG_LEN: usize = 8;
+
+/// The tag of the table whose uuid is `uuid`: its first [`TAG_LEN`] hex digits.
+pub(crate) fn uuid_tag(uuid: &uuid::Uuid) -> String {
+    uuid.simple().to_string()[..TAG_LEN].to_string()
+}
+
+/// The tag a table's conversions put in their file names, and its compactions at the start
+/// of their random part (the first digits of its uuid).
 pub(crate) fn file_tag(table: &Table) -> String {
-    table.metadata().uuid().simple().to_string()[..8].to_string()
+    uuid_tag(&table.metadata().uuid())
 }
 
 /// The tag of `name` (a file name, no folder) if a conversion wrote it:
@@ -83,23 +94,26 @@ fn conversion_tag(name: &str) -> Option<&str> {
     tagged.then_some(tag)
 }
 
-/// The parent snapshot id of `name` (a file name, no folder) if a compaction wrote it:
-/// `compact-<parent id, 16 hex digits>-<uuid, 32 hex digits>…`.
-fn compaction_parent(name: &str) -> Option<i64> {
+/// The parent snapshot id and the random part of `name` (a file name, no folder) if a
+/// compaction wrote it: `compact-<parent id, 16 hex digits>-<random, 32 hex digits>…`. The
+/// random part starts with the table's tag ([`file_tag`]) in the files of compactions since
+/// the tag was added.
+fn compaction(name: &str) -> Option<(i64, &str)> {
     let rest = name.strip_prefix("compact-")?;
     let (parent, rest) = rest.split_once('-')?;
     let hex = |s: &str, len| s.len() == len && s.bytes().all(|b| b.is_ascii_hexdigit());
-    let uuid = rest.get(..32)?;
-    if !hex(parent, 16) || !hex(uuid, 32) {
+    let random = rest.get(..32)?;
+    if !hex(parent, 16) || !hex(random, 32) {
         return None;
     }
     // The id as `{:016x}` wrote it (two's complement).
-    u64::from_str_radix(parent, 16).ok().map(|id| id as i64)
+    let parent = u64::from_str_radix(parent, 16).ok()? as i64;
+    Some((parent, random))
 }
 
 /// Whether `name` is a file Inlet's conversions or compactions write.
 fn inlet_written(name: &str) -> bool {
-    conversion_tag(name).is_some() || compaction_parent(name).is_some()
+    conversion_tag(name).is_some() || compaction(name).is_some()
 }
 
 fn file_name(location: &str) -> &str {
@@ -161,7 +175,8 @@ fn key(storage: &ObjectStoreStorage, location: &str) -> Result<String, CommitErr
 }
 
 /// Deletes the `candidates` of `ident` that carry one of its tags (`own_tag`, or one its
-/// snapshots' files carry) or come from a compaction of one of its snapshots, and that neither `keep` (locations) nor any snapshot of the table
+/// snapshots' files carry) or come from one of its compactions (of one of its snapshots, or
+/// tagged with `own_tag`), and that neither `keep` (locations) nor any snapshot of the table
 /// names, reading the table now (after `keep` was read). Returns what it deleted.
 pub(crate) async fn remove(
     committer: &Committer,
@@ -196,7 +211,9 @@ pub(crate) async fn remove(
         .filter(|location| {
             let name = file_name(location);
             conversion_tag(name).is_some_and(ours)
-                || compaction_parent(name).is_some_and(|p| snapshots.contains(&p))
+                || compaction(name).is_some_and(|(parent, random)| {
+                    snapshots.contains(&parent) || random.starts_with(own_tag)
+                })
         })
         .collect();
     orphans.sort();
@@ -208,34 +225,27 @@ pub(crate) async fn remove(
 
 #[cfg(test)]
 mod tests {
-    use super::{compaction_parent, conversion_tag};
+    use super::{compaction, conversion_tag};
 
     #[test]
-    fn compactions_name_their_files_with_their_parent_snapshot() {
-        let uuid = "0123456789abcdef0123456789abcdef";
+    fn compactions_name_their_files_with_their_parent_snapshot_and_random_part() {
+        let random = "0123456789abcdef0123456789abcdef";
         assert_eq!(
-            compaction_parent(&format!("compact-00000000000000ab-{uuid}-00000-0.parquet")),
-            Some(0xab)
+            compaction(&format!(
+                "compact-00000000000000ab-{random}-00000-0.parquet"
+            )),
+            Some((0xab, random))
         );
         // A negative id, as `{:016x}` writes it.
         assert_eq!(
-            compaction_parent(&format!("compact-{:016x}-{uuid}-00001-0.parquet", -5i64)),
-            Some(-5)
+            compaction(&format!("compact-{:016x}-{random}-00001-0.parquet", -5i64)),
+            Some((-5, random))
         );
+        assert_eq!(compaction(&format!("compact-ab-{random}.parquet")), None);
+        assert_eq!(compaction("compact-00000000000000ab-0123.parquet"), None);
+        assert_eq!(compaction("p0-0-1000-1a2b3c4d-00000-0.parquet"), None);
         assert_eq!(
-            compaction_parent(&format!("compact-ab-{uuid}.parquet")),
-            None
-        );
-        assert_eq!(
-            compaction_parent("compact-00000000000000ab-0123.parquet"),
-            None
-        );
-        assert_eq!(
-            compaction_parent("p0-0-1000-1a2b3c4d-00000-0.parquet"),
-            None
-        );
-        assert_eq!(
-            compaction_parent(&format!("compact-00000000000000zz-{uuid}.parquet")),
+            compaction(&format!("compact-00000000000000zz-{random}.parquet")),
             None
         );
     }

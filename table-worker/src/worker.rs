@@ -284,10 +284,13 @@ impl Worker {
             let mut state = t.lock().await;
             let target = state.ctx.settings.target_file_bytes;
             let max_input = self.max_job_input();
-            // Due: enough unconverted input for one target-size file of output.
+            // Due: enough unconverted input for one target-size file of output, in a
+            // partition this node still owns (in a cluster one may have moved since the
+            // table's last drain, which then drops it).
             let due: Vec<(i32, usize)> = state
                 .partitions
                 .iter()
+                .filter(|(_, p)| self.store.owns(p.stream))
                 .filter_map(|(n, p)| {
                     let end = self.store.end_offset(p.stream).unwrap_or(p.synced);
                     let input = p.job_input(target, max_input);

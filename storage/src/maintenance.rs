@@ -16,6 +16,10 @@
 //! A compaction commits in one metadata transaction that swaps the copied ranges for the new
 //! object's; if any copied range vanished meanwhile (its stream was deleted), the transaction is
 //! abandoned and the new object collected.
+//!
+//! In a cluster a node maintains only the streams it owns, each commit fenced by its epoch. A
+//! stream that moved during a pass (handed over, or taken while this node was away) fails
+//! only its own step, which its new owner does; the pass goes on with the others.
 
 use std::collections::BTreeMap;
 use std::sync::atomic::Ordering;
@@ -24,7 +28,7 @@ use std::time::Duration;
 
 use tokio_util::sync::CancellationToken;
 
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::meta::{NewObject, ObjectKind, ObjectState, RangeRow};
 use crate::objects::format::{self, ObjectBuilder, ObjectEntry};
 use crate::store::Inner;
@@ -70,16 +74,18 @@ impl Inner {
     pub(crate) async fn maintain(&self) -> Result<MaintenanceReport> {
         let _pass = self.maintenance_lock.lock().await;
         let mut report = MaintenanceReport::default();
-        // Only streams this node owns: their owner alone commits their metadata.
+        // Only streams this node owns: their owner alone commits their metadata. A stream
+        // handed to another node meanwhile fails its step (its commit is fenced); the new
+        // owner maintains it, and the pass goes on with the others.
         for stream in self.owned_streams() {
-            report.ranges_expired += self.apply_retention(&stream).await?;
+            report.ranges_expired += moved_away(self.apply_retention(&stream).await)?;
         }
         for stream in self.owned_streams() {
-            if self.write_stream_object(&stream).await? {
+            if moved_away(self.write_stream_object(&stream).await)? {
                 report.stream_objects_written += 1;
             }
         }
-        report.objects_merged = self.merge_small_objects().await?;
+        report.objects_merged = moved_away(self.merge_small_objects().await)?;
         let stray = self.meta.retire_rangeless_objects(self.now_ms()).await?;
         if stray > 0 {
             tracing::warn!(
@@ -337,6 +343,18 @@ impl Inner {
             .objects_deleted
             .fetch_add(deleted as u64, Ordering::Relaxed);
         Ok(deleted)
+    }
+}
+
+/// `result`, or the default value if it failed because a stream it touched is no longer
+/// this node's (handed over, or taken while this node was away).
+fn moved_away<T: Default>(result: Result<T>) -> Result<T> {
+    match result {
+        Err(e @ (Error::NotOwner(_) | Error::Fenced { .. })) => {
+            tracing::debug!(error = %e, "maintenance skipped a stream that moved");
+            Ok(T::default())
+        }
+        other => other,
     }
 }
 

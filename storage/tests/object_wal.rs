@@ -288,3 +288,42 @@ async fn a_steady_load_is_cut_once_per_interval_and_a_lone_append_is_not_held() 
     );
     one.check_invariants().expect("invariants");
 }
+
+/// A stream taken by another node while this one was away fails only its own step of this
+/// node's maintenance (its commit is fenced): the pass goes on with the streams this node
+/// still owns, and leaves the taken one to its new owner.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn maintenance_goes_on_past_a_stream_that_moved() {
+    let mut fixture = Fixture::new(Backend::Memory).await.expect("memory");
+    fixture.config.retention_ms = Some(60_000);
+    let one = node(&fixture, 1).await;
+    let two = node(&fixture, 2).await;
+    let taken = one.create_stream("p0").await.expect("create").id;
+    let kept = one.create_stream("p1").await.expect("create").id;
+    for s in [taken, kept] {
+        assert!(one.acquire(s, &[1, 2]).await.expect("acquire"));
+        for seq in 0..10 {
+            one.append(s, payload(1, seq, 50), 1).await.expect("append");
+        }
+    }
+    one.flush().await.expect("flush");
+    fixture.clock.advance(70_000); // every range is past retention
+    two.refresh_streams().await.expect("refresh");
+    assert!(two.acquire(taken, &[2]).await.expect("acquire"));
+    let report = one
+        .run_maintenance()
+        .await
+        .expect("the pass goes on past the taken stream");
+    assert!(report.ranges_expired > 0, "{report:?}");
+    assert_eq!(
+        one.start_offset(kept).expect("kept"),
+        10,
+        "the kept stream expired"
+    );
+    assert_eq!(
+        two.start_offset(taken).expect("taken"),
+        0,
+        "the old owner expired nothing of the taken stream"
+    );
+    assert_eq!(read_payloads(&two, taken, 0).await.len(), 10);
+}

@@ -1081,6 +1081,8 @@ async fn register(
         // The partitions' owners convert them; only the table's progress counts here (a
         // partition without progress starts at its first chunk, see `chunks::chain`).
         if let Some(upsert) = &topic.ctx.upsert {
+            // The pause before this coordinator's first round: it grows with the table.
+            let started = tokio::time::Instant::now();
             index = Some(
                 inlet_table_worker::TableIndex::build(
                     upsert,
@@ -1093,6 +1095,13 @@ async fn register(
                     what: "rebuilding the primary-key index".into(),
                     source: Box::new(e),
                 })?,
+            );
+            tracing::info!(
+                table = %topic.ident,
+                data_files = live.data.len(),
+                position_delete_files = live.position_deletes.len(),
+                seconds = started.elapsed().as_secs_f64(),
+                "built the primary-key index from the table"
             );
         }
         committed.offsets.clone()

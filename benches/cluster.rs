@@ -46,6 +46,14 @@
 //!    the CPU the rest of the machine (PostgreSQL, moto) spent per MiB net of its idle, the
 //!    reads that missed the log cache and the objects uploaded per MiB, the tables'
 //!    snapshots, and the partition moves (in the window and in the warm-up).
+//! 4. coordinator (not in the default phases): three nodes, one upsert table of 4 partitions
+//!    keyed by `_key` over `INLET_BENCH_TABLE_KEYS` keys (default 100,000), produced at 4 MiB/s
+//!    all along. Every `INLET_BENCH_SECONDS` × 4 (the table grows meanwhile) the node running
+//!    the table's coordinator is killed (kill -9); measured: the seconds from the kill to the
+//!    table's next snapshot, and the new coordinator's index rebuild (its log line), against
+//!    the table's size. The node then restarts; its coordinator comes back to it (the
+//!    rendezvous of the table's id), and the seconds from its start to the next snapshot after
+//!    that move are measured too. `INLET_BENCH_KILLS` rounds (default 20; 5 is plenty).
 #![allow(clippy::unwrap_used, clippy::panic, clippy::disallowed_methods)] // a benchmark: a failed step fails it, and its clocks are real time
 
 use std::collections::BTreeMap;
@@ -378,6 +386,150 @@ fn failover(kills: u64) {
         quantile(&times, 0.5),
         quantile(&times, 0.99),
         times.last().copied().unwrap_or(0.0),
+        acks.failed.load(Ordering::Relaxed)
+    );
+    for node in nodes.into_values() {
+        node.stop_within(30);
+    }
+}
+
+/// The current snapshot's summary of table `default.<table>`, from `node`'s catalog.
+fn table_summary(node: &Node, table: &str) -> serde_json::Value {
+    let (_, body) = node.http_get(&format!("/iceberg/v1/namespaces/default/tables/{table}"));
+    let v: serde_json::Value = serde_json::from_str(&body).unwrap_or_default();
+    let current = v["metadata"]["current-snapshot-id"].clone();
+    v["metadata"]["snapshots"]
+        .as_array()
+        .and_then(|s| s.iter().find(|s| s["snapshot-id"] == current))
+        .map(|s| s["summary"].clone())
+        .unwrap_or_default()
+}
+
+/// The id of the current snapshot of `default.<table>`, from `node`'s catalog.
+fn current_snapshot(node: &Node, table: &str) -> Option<i64> {
+    let (_, body) = node.http_get(&format!("/iceberg/v1/namespaces/default/tables/{table}"));
+    let v: serde_json::Value = serde_json::from_str(&body).ok()?;
+    v["metadata"]["current-snapshot-id"].as_i64()
+}
+
+/// The node (of `nodes`) running the coordinator of `default.<table>`.
+fn coordinator_of(nodes: &BTreeMap<u64, Node>, table: &str) -> u64 {
+    let ident = format!("default.{table}");
+    poll_until(60, "the table's coordinator on one node", || {
+        nodes.iter().find_map(|(id, n)| {
+            let (_, body) = n.http_get("/v1/cluster");
+            let view: serde_json::Value = serde_json::from_str(&body).unwrap_or_default();
+            view["owned_by_this_node"]["tables"]
+                .as_array()
+                .is_some_and(|t| t.iter().any(|t| t == ident.as_str()))
+                .then_some(*id)
+        })
+    })
+}
+
+/// The seconds from `since` to a snapshot of `table` other than `before`, as `node` sees it,
+/// and the seconds the coordinator that made it logged for its index rebuild (0 if none of
+/// `nodes` logged one since their logs were last read).
+fn next_commit(
+    node: &Node,
+    nodes: &BTreeMap<u64, Node>,
+    table: &str,
+    before: Option<i64>,
+    since: Instant,
+) -> (f64, f64) {
+    let secs = poll_until(600, "the table's next snapshot", || {
+        let now = current_snapshot(node, table);
+        let fresh = now.is_some() && now != before;
+        fresh.then(|| since.elapsed().as_secs_f64())
+    });
+    let rebuild = nodes
+        .values()
+        .flat_map(|n| n.logs_so_far())
+        .filter(|l| l.contains("built the primary-key index"))
+        .filter_map(|l| {
+            let at = l.find("seconds=")? + "seconds=".len();
+            l[at..].split_whitespace().next()?.parse::<f64>().ok()
+        })
+        .fold(0.0, f64::max);
+    (secs, rebuild)
+}
+
+/// Phase 4 (module docs): a keyed table's coordinator killed, and moved back, while it grows.
+fn coordinator_failover(kills: u64, seconds: u64, keys: u64) {
+    const TABLE: &str = "kt";
+    let cluster = Cluster::new();
+    let mut nodes: BTreeMap<u64, Node> = (1..=3).map(|id| (id, cluster.start(id))).collect();
+    let topic = NewTopic::new(TABLE, 4, TopicReplication::Fixed(1))
+        .set("table.topic.enable", "true")
+        .set("table.topic.commit.interval.ms", "1000")
+        .set("table.topic.convert.value.type", "string")
+        .set("table.topic.convert.key.type", "string")
+        .set("table.topic.id.columns", "[_key]")
+        .set("table.topic.upsert.enable", "true");
+    create_topics(&nodes[&1], &[topic]);
+    let bootstrap: String = nodes
+        .values()
+        .map(|n| n.kafka.clone())
+        .collect::<Vec<_>>()
+        .join(",");
+    let acks = Arc::new(Acks::default());
+    let p = producer(&bootstrap, acks.clone(), "5");
+    let stop = Arc::new(AtomicBool::new(false));
+    let sender = {
+        let (stop, p) = (stop.clone(), p.clone());
+        std::thread::spawn(move || send_keyed_until(&p, TABLE, 4, 1024, 4 * 1024, keys, &stop))
+    };
+    let (mut after_kill, mut after_return) = (Vec::new(), Vec::new());
+    for k in 0..kills {
+        std::thread::sleep(Duration::from_secs(seconds * 4));
+        let victim = coordinator_of(&nodes, TABLE);
+        let observer = *nodes.keys().find(|&&id| id != victim).unwrap();
+        let summary = table_summary(&nodes[&observer], TABLE);
+        let field = |k: &str| {
+            summary[k]
+                .as_str()
+                .and_then(|v| v.parse::<f64>().ok())
+                .unwrap_or(0.0)
+        };
+        let (mib, files, deletes) = (
+            field("total-files-size") / MIB,
+            field("total-data-files"),
+            field("total-position-deletes"),
+        );
+        for n in nodes.values() {
+            let _ = n.logs_so_far(); // read from here on
+        }
+        nodes.remove(&victim).unwrap().kill9();
+        let killed = Instant::now();
+        // Read once the old coordinator is gone: nothing of it lands after.
+        let before = current_snapshot(&nodes[&observer], TABLE);
+        let (kill_s, kill_rebuild) = next_commit(&nodes[&observer], &nodes, TABLE, before, killed);
+        // Back: the coordinator returns to its rendezvous node once it is live again (the
+        // snapshot read once it has moved: the new coordinator rebuilds its index first, so
+        // it has not committed yet).
+        let restarted = Instant::now();
+        nodes.insert(victim, cluster.start(victim));
+        poll_until(120, "the coordinator back on its node", || {
+            (coordinator_of(&nodes, TABLE) == victim).then_some(())
+        });
+        let before = current_snapshot(&nodes[&observer], TABLE);
+        let (back_s, back_rebuild) =
+            next_commit(&nodes[&observer], &nodes, TABLE, before, restarted);
+        eprintln!(
+            "  round {k}: table {mib:.1} MiB in {files} data files ({deletes} position deletes); kill -9 of node {victim} to the next snapshot {kill_s:.1} s (index rebuilt in {kill_rebuild:.1} s); its restart to the next snapshot {back_s:.1} s (rebuilt in {back_rebuild:.1} s)"
+        );
+        after_kill.push(kill_s);
+        after_return.push(back_s);
+    }
+    stop.store(true, Ordering::Relaxed);
+    sender.join().unwrap();
+    p.flush(Duration::from_secs(60)).unwrap();
+    println!(
+        "keyed coordinator over {kills} rounds: kill -9 to the next snapshot median {:.1} s, max {:.1} s; restart to the next snapshot median {:.1} s, max {:.1} s; failed deliveries {}",
+        median(after_kill.clone()),
+        after_kill.iter().copied().fold(0.0, f64::max),
+        median(after_return.clone()),
+        after_return.iter().copied().fold(0.0, f64::max),
         acks.failed.load(Ordering::Relaxed)
     );
     for node in nodes.into_values() {
@@ -866,6 +1018,13 @@ fn main() {
                 m(|r| r.faults_per_mib),
             );
         }
+    }
+    if phases.split(',').any(|p| p == "coordinator") {
+        coordinator_failover(
+            env_u64("INLET_BENCH_KILLS", 20),
+            env_u64("INLET_BENCH_SECONDS", 15),
+            env_u64("INLET_BENCH_TABLE_KEYS", 100_000),
+        );
     }
     if phases.split(',').any(|p| p == "tables") {
         let (seconds, runs, mib_per_node) = settings();

@@ -412,19 +412,40 @@ fn current_snapshot(node: &Node, table: &str) -> Option<i64> {
     v["metadata"]["current-snapshot-id"].as_i64()
 }
 
-/// The node (of `nodes`) running the coordinator of `default.<table>`.
+/// The node (of `nodes`) running the coordinator of `default.<table>`. After 120 s without
+/// one, the nodes' logs about tables and the cluster go to `INLET_BENCH_DIAG` (if set), and the
+/// bench fails.
 fn coordinator_of(nodes: &BTreeMap<u64, Node>, table: &str) -> u64 {
     let ident = format!("default.{table}");
-    poll_until(60, "the table's coordinator on one node", || {
-        nodes.iter().find_map(|(id, n)| {
+    let started = Instant::now();
+    loop {
+        let found = nodes.iter().find_map(|(id, n)| {
             let (_, body) = n.http_get("/v1/cluster");
             let view: serde_json::Value = serde_json::from_str(&body).unwrap_or_default();
             view["owned_by_this_node"]["tables"]
                 .as_array()
                 .is_some_and(|t| t.iter().any(|t| t == ident.as_str()))
                 .then_some(*id)
-        })
-    })
+        });
+        if let Some(id) = found {
+            return id;
+        }
+        if started.elapsed() > Duration::from_secs(120) {
+            if let Ok(path) = std::env::var("INLET_BENCH_DIAG") {
+                let mut out = String::new();
+                for (id, n) in nodes {
+                    let (_, view) = n.http_get("/v1/cluster");
+                    out.push_str(&format!("== node {id}: {view}\n"));
+                    for line in n.logs_so_far() {
+                        out.push_str(&format!("node {id}: {line}\n"));
+                    }
+                }
+                std::fs::write(path, out).unwrap();
+            }
+            panic!("no node runs the coordinator of {ident} after 120 s");
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
 }
 
 /// The seconds from `since` to a snapshot of `table` other than `before`, as `node` sees it,

@@ -641,9 +641,9 @@ pub struct LiveFiles {
     pub position_deletes: Vec<String>,
 }
 
-/// Data files whose keys [`rebuild`] reads back ahead of the one it indexes: on an object
-/// store each read is a few requests of tens of milliseconds, which a rebuild of a large table
-/// would otherwise pay one after the other.
+/// Data files whose keys [`rebuild`] reads back ahead of the one it indexes, and position
+/// delete files it reads at once: on an object store each read is a few requests of tens of
+/// milliseconds, which a rebuild of a large table would otherwise pay one after the other.
 const REBUILD_READ_AHEAD: usize = 8;
 
 /// Builds the index from the table: every live data file's id columns, minus the rows its
@@ -655,13 +655,23 @@ pub(crate) async fn rebuild(
     live: &LiveFiles,
     id_field_ids: &[i32],
 ) -> Result<u64> {
-    // Deleted positions per data file, sorted (8 bytes a delete).
+    // Deleted positions per data file, sorted (8 bytes a delete). The delete files are read
+    // [`REBUILD_READ_AHEAD`] at a time, in any order: a keyed table has about as many as
+    // data files, and one after the other they were most of a rebuild on an object store.
     let mut deleted: HashMap<String, Vec<u64>> = HashMap::new();
-    for path in &live.position_deletes {
-        for (file, pos) in read_position_deletes(file_io, path).await? {
+    let mut delete_reads = futures::stream::iter(
+        live.position_deletes
+            .clone()
+            .into_iter()
+            .map(|path| async move { read_position_deletes(file_io, &path).await }),
+    )
+    .buffer_unordered(REBUILD_READ_AHEAD);
+    while let Some(rows) = delete_reads.next().await {
+        for (file, pos) in rows? {
             deleted.entry(file).or_default().push(pos);
         }
     }
+    drop(delete_reads);
     for positions in deleted.values_mut() {
         positions.sort_unstable();
         positions.dedup();

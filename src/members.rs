@@ -247,13 +247,29 @@ impl Membership {
     /// Stops early, cancelling [`Membership::lost`], when a renewal finds the row lost.
     pub async fn run(self, stop: CancellationToken) {
         let every = self.ttl / 3;
+        let ttl_ms = self.ttl.as_millis() as u64;
+        // When the lease ends unless renewed, as this node last set it (from about now: it
+        // joined just before).
+        let mut expires_ms = self.clock.now_ms() + ttl_ms;
         loop {
             tokio::select! {
                 _ = stop.cancelled() => break,
                 _ = tokio::time::sleep(every) => {}
             }
+            let at_ms = self.clock.now_ms();
             match self.renew().await {
-                Ok(true) => {}
+                Ok(true) => {
+                    if at_ms > expires_ms {
+                        // Its row was still its own, but for a while the other nodes saw it
+                        // gone and may have taken its streams (their epochs fence it).
+                        tracing::warn!(
+                            node_id = self.node_id,
+                            lapsed_ms = at_ms - expires_ms,
+                            "this node renewed its lease after it had ended (was the node paused or starved of CPU?); other nodes may have taken its partitions and tables meanwhile"
+                        );
+                    }
+                    expires_ms = at_ms + ttl_ms;
+                }
                 Ok(false) => {
                     tracing::error!(
                         node_id = self.node_id,

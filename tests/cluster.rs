@@ -600,6 +600,9 @@ fn three_nodes_survive_kill_pause_join_and_drain() {
         code, 0,
         "the paused node acknowledged a produce after losing its partition"
     );
+    // And it says its lease had lapsed.
+    let lapsed = zombie.wait_for_log("renewed its lease after it had ended");
+    eprintln!("the paused node: {lapsed}");
     drop(conn);
     nodes.insert(zombie_id, zombie);
 

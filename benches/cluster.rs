@@ -331,15 +331,35 @@ fn send_keyed_until(
     }
 }
 
-fn failover(kills: u64) {
-    const TOPIC: &str = "failover";
-    const PARTITIONS: i32 = 12;
-    let cluster = Cluster::new();
-    let mut nodes: BTreeMap<u64, Node> = (1..=3).map(|id| (id, cluster.start(id))).collect();
-    create_topic(&nodes[&1], TOPIC, PARTITIONS);
-    settled(&nodes[&1], TOPIC, PARTITIONS as usize, &[1, 2, 3]);
+/// A table topic of 4 partitions (string values, 1 s commits); `keyed`: an upsert table keyed
+/// by the record key (`_key`).
+fn table_topic(name: &str, keyed: bool) -> NewTopic<'_> {
+    let topic = NewTopic::new(name, 4, TopicReplication::Fixed(1))
+        .set("table.topic.enable", "true")
+        .set("table.topic.commit.interval.ms", "1000")
+        .set("table.topic.convert.value.type", "string");
+    if !keyed {
+        return topic;
+    }
+    topic
+        .set("table.topic.convert.key.type", "string")
+        .set("table.topic.id.columns", "[_key]")
+        .set("table.topic.upsert.enable", "true")
+}
+
+/// A producer (acks=all, idempotent) to every node of `nodes`, and a thread sending through
+/// it with `send` until the returned flag is set.
+fn background_sender<'a>(
+    nodes: impl IntoIterator<Item = &'a Node>,
+    send: impl FnOnce(&ThreadedProducer<Ctx>, &AtomicBool) + Send + 'static,
+) -> (
+    Arc<Acks>,
+    ThreadedProducer<Ctx>,
+    Arc<AtomicBool>,
+    std::thread::JoinHandle<()>,
+) {
     let bootstrap: String = nodes
-        .values()
+        .into_iter()
         .map(|n| n.kafka.clone())
         .collect::<Vec<_>>()
         .join(",");
@@ -348,8 +368,21 @@ fn failover(kills: u64) {
     let stop = Arc::new(AtomicBool::new(false));
     let sender = {
         let (stop, p) = (stop.clone(), p.clone());
-        std::thread::spawn(move || send_until(&p, TOPIC, PARTITIONS, 100, 2_000, &stop))
+        std::thread::spawn(move || send(&p, &stop))
     };
+    (acks, p, stop, sender)
+}
+
+fn failover(kills: u64) {
+    const TOPIC: &str = "failover";
+    const PARTITIONS: i32 = 12;
+    let cluster = Cluster::new();
+    let mut nodes: BTreeMap<u64, Node> = (1..=3).map(|id| (id, cluster.start(id))).collect();
+    create_topic(&nodes[&1], TOPIC, PARTITIONS);
+    settled(&nodes[&1], TOPIC, PARTITIONS as usize, &[1, 2, 3]);
+    let (acks, p, stop, sender) = background_sender(nodes.values(), |p, stop| {
+        send_until(p, TOPIC, PARTITIONS, 100, 2_000, stop)
+    });
     let mut times: Vec<f64> = Vec::new();
     for k in 0..kills {
         let victim = 1 + k % 3;
@@ -393,23 +426,28 @@ fn failover(kills: u64) {
     }
 }
 
-/// The current snapshot's summary of table `default.<table>`, from `node`'s catalog.
-fn table_summary(node: &Node, table: &str) -> serde_json::Value {
+/// The metadata of table `default.<table>` (null while it does not exist), from `node`'s
+/// catalog.
+fn table_metadata(node: &Node, table: &str) -> serde_json::Value {
     let (_, body) = node.http_get(&format!("/iceberg/v1/namespaces/default/tables/{table}"));
     let v: serde_json::Value = serde_json::from_str(&body).unwrap_or_default();
-    let current = v["metadata"]["current-snapshot-id"].clone();
-    v["metadata"]["snapshots"]
+    v["metadata"].clone()
+}
+
+/// The current snapshot's summary of table `default.<table>`, from `node`'s catalog.
+fn table_summary(node: &Node, table: &str) -> serde_json::Value {
+    let meta = table_metadata(node, table);
+    let current = &meta["current-snapshot-id"];
+    meta["snapshots"]
         .as_array()
-        .and_then(|s| s.iter().find(|s| s["snapshot-id"] == current))
+        .and_then(|s| s.iter().find(|s| &s["snapshot-id"] == current))
         .map(|s| s["summary"].clone())
         .unwrap_or_default()
 }
 
 /// The id of the current snapshot of `default.<table>`, from `node`'s catalog.
 fn current_snapshot(node: &Node, table: &str) -> Option<i64> {
-    let (_, body) = node.http_get(&format!("/iceberg/v1/namespaces/default/tables/{table}"));
-    let v: serde_json::Value = serde_json::from_str(&body).ok()?;
-    v["metadata"]["current-snapshot-id"].as_i64()
+    table_metadata(node, table)["current-snapshot-id"].as_i64()
 }
 
 /// The node (of `nodes`) running the coordinator of `default.<table>`. After 120 s without
@@ -480,26 +518,10 @@ fn coordinator_failover(kills: u64, seconds: u64, keys: u64) {
     const TABLE: &str = "kt";
     let cluster = Cluster::new();
     let mut nodes: BTreeMap<u64, Node> = (1..=3).map(|id| (id, cluster.start(id))).collect();
-    let topic = NewTopic::new(TABLE, 4, TopicReplication::Fixed(1))
-        .set("table.topic.enable", "true")
-        .set("table.topic.commit.interval.ms", "1000")
-        .set("table.topic.convert.value.type", "string")
-        .set("table.topic.convert.key.type", "string")
-        .set("table.topic.id.columns", "[_key]")
-        .set("table.topic.upsert.enable", "true");
-    create_topics(&nodes[&1], &[topic]);
-    let bootstrap: String = nodes
-        .values()
-        .map(|n| n.kafka.clone())
-        .collect::<Vec<_>>()
-        .join(",");
-    let acks = Arc::new(Acks::default());
-    let p = producer(&bootstrap, acks.clone(), "5");
-    let stop = Arc::new(AtomicBool::new(false));
-    let sender = {
-        let (stop, p) = (stop.clone(), p.clone());
-        std::thread::spawn(move || send_keyed_until(&p, TABLE, 4, 1024, 4 * 1024, keys, &stop))
-    };
+    create_topics(&nodes[&1], &[table_topic(TABLE, true)]);
+    let (acks, p, stop, sender) = background_sender(nodes.values(), move |p, stop| {
+        send_keyed_until(p, TABLE, 4, 1024, 4 * 1024, keys, stop)
+    });
     let (mut after_kill, mut after_return) = (Vec::new(), Vec::new());
     for k in 0..kills {
         std::thread::sleep(Duration::from_secs(seconds * 4));
@@ -808,9 +830,7 @@ fn snapshots(node: &Node, tables: &[&str]) -> u64 {
     tables
         .iter()
         .map(|t| {
-            let (_, body) = node.http_get(&format!("/iceberg/v1/namespaces/default/tables/{t}"));
-            let v: serde_json::Value = serde_json::from_str(&body).unwrap_or_default();
-            v["metadata"]["snapshots"]
+            table_metadata(node, t)["snapshots"]
                 .as_array()
                 .map_or(0, |s| s.len() as u64)
         })
@@ -850,22 +870,7 @@ fn table_run(count: u64, seconds: u64, mib_per_node: u64, keys: u64) -> TableRun
     const TABLES: [&str; 3] = ["t0", "t1", "t2"];
     let cluster = Cluster::new();
     let nodes: Vec<Node> = (1..=count).map(|id| cluster.start(id)).collect();
-    let topics: Vec<NewTopic> = TABLES
-        .iter()
-        .map(|t| {
-            let topic = NewTopic::new(t, 4, TopicReplication::Fixed(1))
-                .set("table.topic.enable", "true")
-                .set("table.topic.commit.interval.ms", "1000")
-                .set("table.topic.convert.value.type", "string");
-            if keys == 0 {
-                return topic;
-            }
-            topic
-                .set("table.topic.convert.key.type", "string")
-                .set("table.topic.id.columns", "[_key]")
-                .set("table.topic.upsert.enable", "true")
-        })
-        .collect();
+    let topics: Vec<NewTopic> = TABLES.iter().map(|t| table_topic(t, keys > 0)).collect();
     create_topics(&nodes[0], &topics);
     // Every table's partitions spread over the nodes.
     poll_until(120, "the tables' partitions spread", || {

@@ -13,7 +13,8 @@
 //! 5. [`key`]: the decoded Kafka key as the `_key` column (`convert.key.type`).
 //! 6. Upsert and CDC tables: [`upsert`] de-duplicates a job's rows by key and turns replaced
 //!    or deleted rows into [`position_delete`] files, found through the table's primary-key
-//!    index ([`pk_index`], memory-bounded, spilling to local disk, rebuilt from the table).
+//!    index ([`pk_index`], memory-bounded, spilling to local disk, rebuilt from the table or
+//!    caught up from a checkpoint of it: [`index_checkpoint`]).
 //!
 //! [`check`] runs the same decoders at produce time, so that the broker refuses exactly the
 //! payloads a job would send to the dead-letter table.
@@ -33,6 +34,7 @@ pub(crate) mod check;
 pub(crate) mod error;
 pub(crate) mod event_time;
 pub(crate) mod evolve;
+pub(crate) mod index_checkpoint;
 pub(crate) mod job;
 pub(crate) mod json;
 pub(crate) mod key;
@@ -47,6 +49,7 @@ pub use avro::{avro_to_iceberg, AvroDecoder};
 pub use check::{PayloadChecker, Side};
 pub use error::Error;
 pub use evolve::{fresh_ids, reconcile, Change};
+pub use index_checkpoint::{CatchUp, CaughtUp, CheckpointOf, Written};
 pub use job::{convert_range, JobOutput, JobSpec, TableContext, ValueType};
 pub use json::{json_to_iceberg, JsonConverter};
 pub use memory::{MemoryError, MemoryPool};

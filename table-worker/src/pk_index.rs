@@ -295,26 +295,11 @@ impl KeyIndex {
     /// index): the newest entry of each key, tombstones dropped.
     fn merge_runs(&mut self) -> Result<()> {
         let runs = std::mem::take(&mut self.runs);
-        let mut readers: Vec<RunReader> = runs
-            .iter()
-            .map(|r| RunReader::open(&r.path))
-            .collect::<Result<_>>()?;
-        let mut heads: Vec<Option<(Vec<u8>, Option<Location>)>> = readers
-            .iter_mut()
-            .map(RunReader::next)
-            .collect::<Result<_>>()?;
+        let mut merged = MergedRuns::open(&runs)?;
         let mut w = self.run_writer()?;
-        // The smallest key; among equal keys the newest run's (the highest index) wins.
-        while let Some(min) = heads.iter().flatten().map(|(k, _)| k).min().cloned() {
-            let mut winner = None;
-            for (i, head) in heads.iter_mut().enumerate() {
-                if head.as_ref().is_some_and(|(k, _)| *k == min) {
-                    winner = head.take().map(|(_, e)| e);
-                    *head = readers[i].next()?;
-                }
-            }
-            if let Some(Some(at)) = winner {
-                w.push(&min, Some(at))?;
+        while let Some((key, entry)) = merged.next()? {
+            if let Some(at) = entry {
+                w.push(&key, Some(at))?;
             }
         }
         let run = w.finish()?;
@@ -323,6 +308,84 @@ impl KeyIndex {
         }
         self.runs.push(run);
         Ok(())
+    }
+
+    /// Every live key and its row, each key once, in no particular order (memory: one entry
+    /// per run). For a checkpoint of the index.
+    pub(crate) fn live_entries(&self) -> Result<LiveEntries<'_>> {
+        Ok(LiveEntries {
+            mem: self.mem.iter(),
+            runs: MergedRuns::open(&self.runs)?,
+            index: self,
+        })
+    }
+
+    /// The data files locations name, by id.
+    pub(crate) fn files(&self) -> &[FileRef] {
+        &self.files
+    }
+}
+
+/// [`KeyIndex::live_entries`]: the map's, then the runs' that the map does not override.
+pub(crate) struct LiveEntries<'a> {
+    mem: std::collections::hash_map::Iter<'a, Vec<u8>, Option<Location>>,
+    runs: MergedRuns,
+    index: &'a KeyIndex,
+}
+
+impl LiveEntries<'_> {
+    /// The next live key and its row.
+    pub(crate) fn next(&mut self) -> Result<Option<(Vec<u8>, Location)>> {
+        for (key, entry) in self.mem.by_ref() {
+            if let Some(at) = entry {
+                return Ok(Some((key.clone(), *at)));
+            }
+        }
+        while let Some((key, entry)) = self.runs.next()? {
+            // The map is newer than every run.
+            if let (Some(at), false) = (entry, self.index.mem.contains_key(&key)) {
+                return Ok(Some((key, at)));
+            }
+        }
+        Ok(None)
+    }
+}
+
+/// The runs of an index read together in key order: each key once, with the newest run's
+/// entry (a tombstone included).
+struct MergedRuns {
+    readers: Vec<RunReader>,
+    heads: Vec<Option<(Vec<u8>, Option<Location>)>>,
+}
+
+impl MergedRuns {
+    /// `runs` oldest first.
+    fn open(runs: &[Run]) -> Result<Self> {
+        let mut readers: Vec<RunReader> = runs
+            .iter()
+            .map(|r| RunReader::open(&r.path))
+            .collect::<Result<_>>()?;
+        let heads = readers
+            .iter_mut()
+            .map(RunReader::next)
+            .collect::<Result<_>>()?;
+        Ok(MergedRuns { readers, heads })
+    }
+
+    #[allow(clippy::type_complexity)]
+    fn next(&mut self) -> Result<Option<(Vec<u8>, Option<Location>)>> {
+        // The smallest key; among equal keys the newest run's (the highest index) wins.
+        let Some(min) = self.heads.iter().flatten().map(|(k, _)| k).min().cloned() else {
+            return Ok(None);
+        };
+        let mut winner = None;
+        for (i, head) in self.heads.iter_mut().enumerate() {
+            if head.as_ref().is_some_and(|(k, _)| *k == min) {
+                winner = head.take().map(|(_, e)| e);
+                *head = self.readers[i].next()?;
+            }
+        }
+        Ok(Some((min, winner.flatten())))
     }
 }
 

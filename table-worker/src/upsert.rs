@@ -41,6 +41,7 @@ use parquet::arrow::{ParquetRecordBatchStreamBuilder, ProjectionMask};
 
 use crate::data_file::{FileSettings, FileTarget};
 use crate::error::{Error, Result};
+use crate::index_checkpoint::{CatchUp, CheckpointOf, Written};
 use crate::pk_index::{FileRef, KeyIndex, Location};
 use crate::transform::{ValueTransform, OP_COLUMN};
 
@@ -470,6 +471,9 @@ async fn apply_located(
 pub struct TableIndex {
     index: KeyIndex,
     spec: UpsertSpec,
+    /// The snapshot whose live rows the index holds exactly, if it does: set by the caller
+    /// once a round lands ([`TableIndex::landed`]), cleared by every job applied.
+    snapshot: Option<i64>,
 }
 
 impl TableIndex {
@@ -486,7 +490,77 @@ impl TableIndex {
         Ok(TableIndex {
             index,
             spec: spec.clone(),
+            snapshot: None,
         })
+    }
+
+    /// The index of a table whose current schema is `schema` and whose current snapshot lists
+    /// the `now` files, caught up from the checkpoint at `path` of `of`'s snapshot, which
+    /// listed the `then` files (`crate::index_checkpoint`). [`CatchUp::Refused`] when the
+    /// checkpoint cannot say (the caller builds the index from the table instead).
+    #[allow(clippy::too_many_arguments)]
+    pub async fn from_checkpoint(
+        spec: &UpsertSpec,
+        file_io: &FileIO,
+        path: &str,
+        of: &CheckpointOf,
+        then: &LiveFiles,
+        now: &LiveFiles,
+    ) -> Result<(Option<Self>, CatchUp)> {
+        static GENERATION: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+        let generation = GENERATION.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let mut index = KeyIndex::new(
+            spec.index_budget.clone(),
+            spec.index_dir.join(format!("checkpoint-{generation}")),
+        )?;
+        let caught =
+            crate::index_checkpoint::catch_up(&mut index, file_io, path, of, then, now).await?;
+        let built = matches!(caught, CatchUp::Done(_)).then(|| TableIndex {
+            index,
+            spec: spec.clone(),
+            snapshot: None,
+        });
+        Ok((built, caught))
+    }
+
+    /// Writes the index to `path` as a checkpoint of `of` ([`TableIndex::snapshot`] must be
+    /// `of`'s snapshot).
+    pub async fn write_checkpoint(
+        &self,
+        file_io: &FileIO,
+        path: &str,
+        of: &CheckpointOf,
+    ) -> Result<Written> {
+        if self.snapshot != Some(of.snapshot_id) {
+            return Err(Error::Schema(format!(
+                "the primary-key index holds snapshot {:?}, not {}",
+                self.snapshot, of.snapshot_id
+            )));
+        }
+        crate::index_checkpoint::write(&self.index, of, file_io, path).await
+    }
+
+    /// The snapshot whose live rows the index holds exactly, if it does.
+    pub fn snapshot(&self) -> Option<i64> {
+        self.snapshot
+    }
+
+    /// Says the index holds exactly the live rows of `snapshot`: the one it was built from, or
+    /// the one the round of every job applied since landed as (None: not known).
+    pub fn landed(&mut self, snapshot: Option<i64>) {
+        self.snapshot = snapshot;
+    }
+
+    /// Every key's live row as (key, data file path, row position), sorted: for checks.
+    pub fn live_rows(&self) -> Result<Vec<(Vec<u8>, String, u64)>> {
+        let mut rows = Vec::new();
+        let mut live = self.index.live_entries()?;
+        while let Some((key, at)) = live.next()? {
+            let file = self.index.file(at.file).map(|f| f.path.clone());
+            rows.push((key, file.unwrap_or_default(), at.pos));
+        }
+        rows.sort();
+        Ok(rows)
     }
 
     /// Applies one job of a deferred conversion: its data `files` (written with `schema`, in
@@ -527,6 +601,7 @@ impl TableIndex {
         deleted_keys: Vec<Vec<u8>>,
         settings: &FileSettings,
     ) -> Result<Vec<DataFile>> {
+        self.snapshot = None;
         let new_rows = intern(&mut self.index, keys);
         let mut key_ops: KeyOps = new_rows.keys().map(|k| (k.clone(), Op::Upsert)).collect();
         key_ops.extend(

@@ -663,3 +663,133 @@ async fn deferred_round(
     }
     outputs
 }
+
+/// A new coordinator catches up from a checkpoint of the index instead of reading every data
+/// file (`index_checkpoint`): from a checkpoint of round 2, through rounds that update and
+/// delete keys and a data file another engine removed with its rows, the caught-up index is
+/// the rebuilt one, and rounds applied to it leave the latest row per key. A checkpoint of
+/// another snapshot, and a delete file gone while its data file stayed, are refused. Both
+/// with the index in memory and spilled to runs.
+#[tokio::test]
+async fn a_checkpointed_index_catches_up_to_the_table_as_a_rebuild_would() {
+    catch_up_from_a_checkpoint(64 << 20).await;
+    catch_up_from_a_checkpoint(1 << 10).await;
+}
+
+async fn catch_up_from_a_checkpoint(index_budget: usize) {
+    let f = fixture().await;
+    let worker = Worker::new(f.store.clone(), MemoryPool::new(64 << 20));
+    let mut ctx = context(&f, true, index_budget, "");
+    ctx.settings.target_file_bytes = 1;
+    let spec = ctx.upsert.clone().expect("upsert");
+    let mut deferred = ctx.clone();
+    deferred.upsert.as_mut().expect("upsert").deferred = true;
+    worker.add_table("t", deferred, &source(&f, 0));
+    let file_io = ctx.target.file_io.clone();
+    let mut index = TableIndex::build(&spec, &file_io, None, &LiveFiles::default())
+        .await
+        .expect("an empty index");
+    let mut table = Table::default();
+    let names_of = |n: std::ops::Range<i64>, tag: &str| -> Vec<Bytes> {
+        n.map(|i| row(&f, i, &format!("{tag}{i}"), Some("U")))
+            .collect()
+    };
+    append(&f, names_of(0..40, "a")).await;
+    table.commit(deferred_round(&f, &worker, &ctx, &mut index).await);
+    append(&f, names_of(20..60, "b")).await;
+    table.commit(deferred_round(&f, &worker, &ctx, &mut index).await);
+    // Round 2 landed: the index holds its rows exactly.
+    index.landed(Some(2));
+    let of = inlet_table_worker::CheckpointOf {
+        table_uuid: "t-uuid".into(),
+        snapshot_id: 2,
+        id_field_ids: spec
+            .id_field_ids(table.schema.as_ref().expect("schema"))
+            .expect("ids"),
+    };
+    let path = format!("{}/checkpoint-2.kix", ctx.target.data_location);
+    let written = index
+        .write_checkpoint(&file_io, &path, &of)
+        .await
+        .expect("written");
+    assert_eq!(written.entries, 60);
+    let then = table.live();
+    let mut wrong = of.clone();
+    wrong.snapshot_id = 1;
+    assert!(index
+        .write_checkpoint(&file_io, &path, &wrong)
+        .await
+        .is_err());
+    // Updates, CDC deletes and new keys after the checkpoint.
+    append(&f, names_of(50..70, "c")).await;
+    append(
+        &f,
+        vec![row(&f, 0, "", Some("D")), row(&f, 25, "", Some("d"))],
+    )
+    .await;
+    table.commit(deferred_round(&f, &worker, &ctx, &mut index).await);
+    append(&f, names_of(5..8, "d")).await;
+    table.commit(deferred_round(&f, &worker, &ctx, &mut index).await);
+    // Another engine deletes the rows of round 1's first file by dropping the file.
+    let gone = table.data.remove(0).0;
+    let before = table.rows();
+    assert!(!before.is_empty());
+    let now = table.live();
+    let rebuilt = TableIndex::build(&spec, &file_io, table.schema.as_ref(), &now)
+        .await
+        .expect("rebuilt");
+    let (caught, outcome) = TableIndex::from_checkpoint(&spec, &file_io, &path, &of, &then, &now)
+        .await
+        .expect("caught up");
+    let mut caught = caught.unwrap_or_else(|| panic!("refused: {outcome:?}"));
+    let inlet_table_worker::CatchUp::Done(done) = outcome else {
+        panic!("{outcome:?}")
+    };
+    assert_eq!(done.new_data_files, now.data.len() - (then.data.len() - 1));
+    assert!(done.dropped > 0 && done.new_delete_files > 0, "{done:?}");
+    let rows = caught.live_rows().expect("rows");
+    assert_eq!(rows, rebuilt.live_rows().expect("rows"));
+    assert!(rows.iter().all(|(_, p, _)| p != gone.file_path()));
+    assert_eq!(rows.len(), before.len());
+    // Rounds go on from the caught-up index.
+    append(&f, names_of(0..70, "e")).await;
+    table.commit(deferred_round(&f, &worker, &ctx, &mut caught).await);
+    let expect: BTreeMap<i64, String> = (0..70).map(|i| (i, format!("e{i}"))).collect();
+    assert_eq!(table.rows(), expect);
+    // A checkpoint of another snapshot is refused, and so is a delete file gone while the
+    // data file it deleted rows of stayed (those rows would be live again).
+    let mut other = of.clone();
+    other.snapshot_id = 3;
+    let (none, outcome) = TableIndex::from_checkpoint(&spec, &file_io, &path, &other, &then, &now)
+        .await
+        .expect("read");
+    assert!(none.is_none() && matches!(outcome, inlet_table_worker::CatchUp::Refused(_)));
+    let mut undeleted = then.clone();
+    let now = table.live();
+    let kept: Vec<String> = now.position_deletes.clone();
+    undeleted.position_deletes = kept.clone();
+    // The last round's deletes name rows of files that stay.
+    let mut fewer = now.clone();
+    fewer.position_deletes = kept[..kept.len() - 1].to_vec();
+    let (none, outcome) =
+        TableIndex::from_checkpoint(&spec, &file_io, &path, &of, &undeleted, &fewer)
+            .await
+            .expect("read");
+    assert!(none.is_none(), "{outcome:?}");
+    let inlet_table_worker::CatchUp::Refused(why) = outcome else {
+        panic!("{outcome:?}")
+    };
+    assert!(why.contains("left the table"), "{why}");
+    // A checkpoint cut short is an error, not an index.
+    let bytes = std::fs::read(path.trim_start_matches("file://")).expect("checkpoint");
+    std::fs::write(
+        path.trim_start_matches("file://"),
+        &bytes[..bytes.len() - 5],
+    )
+    .expect("cut");
+    assert!(
+        TableIndex::from_checkpoint(&spec, &file_io, &path, &of, &then, &table.live())
+            .await
+            .is_err()
+    );
+}

@@ -900,6 +900,15 @@ fn keyed_tables_convert_on_every_node_and_keep_the_latest_row_per_key_across_a_k
     eprintln!("the keyed tables' partitions were owned by nodes {owners:?}; killed node {home}, the users table's coordinator");
     let reader = nodes.keys().next().copied().expect("a survivor");
     let output = phase(&nodes, &nodes[&reader], "after-restart");
+    // The new coordinator started from the index checkpoint, not from every data file.
+    let logs: Vec<String> = nodes.values().flat_map(|n| n.logs_so_far()).collect();
+    assert!(
+        logs.iter().any(
+            |l| l.contains("caught the primary-key index up from its checkpoint")
+                && l.contains("default.users")
+        ),
+        "the users table's new coordinator caught up from a checkpoint"
+    );
     let writers: BTreeSet<u64> = output
         .lines()
         .filter_map(|l| l.strip_prefix("writers "))

@@ -33,14 +33,31 @@ use serde::{Deserialize, Serialize};
 use sqlx::Row;
 
 /// The chunk table, versioned with [`MetaStore::migrate`].
-const MIGRATIONS: &[&str] = &["CREATE TABLE inlet_table_chunks (
+const MIGRATIONS: &[&str] = &[
+    "CREATE TABLE inlet_table_chunks (
         topic_id VARCHAR(64) NOT NULL,
         partition_index INTEGER NOT NULL,
         start_offset BIGINT NOT NULL,
         node BIGINT NOT NULL,
         end_offset BIGINT NOT NULL,
         body TEXT NOT NULL,
-        PRIMARY KEY (topic_id, partition_index, start_offset, node))"];
+        PRIMARY KEY (topic_id, partition_index, start_offset, node))",
+    // Where each keyed table's latest primary-key index checkpoint is (`crate::key_checkpoint`).
+    "CREATE TABLE inlet_key_index_checkpoints (
+        topic_id VARCHAR(64) PRIMARY KEY,
+        epoch BIGINT NOT NULL,
+        snapshot_id BIGINT NOT NULL,
+        path TEXT NOT NULL)",
+];
+
+/// A keyed table's latest primary-key index checkpoint: the object at `path` holds the index
+/// of snapshot `snapshot_id`, written by the coordinator of `epoch`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CheckpointPointer {
+    pub epoch: i64,
+    pub snapshot_id: i64,
+    pub path: String,
+}
 
 /// A chunk error: the metadata store failed, or a row does not parse.
 #[derive(Debug, thiserror::Error)]
@@ -226,6 +243,50 @@ impl Chunks {
                 ))
             })
             .collect()
+    }
+
+    /// The latest index checkpoint of topic `topic_id`'s table, if any.
+    pub async fn checkpoint(
+        &self,
+        topic_id: &str,
+    ) -> Result<Option<CheckpointPointer>, ChunkError> {
+        let row = sqlx::query(
+            "SELECT epoch, snapshot_id, path FROM inlet_key_index_checkpoints WHERE topic_id = $1",
+        )
+        .bind(topic_id)
+        .fetch_optional(self.meta.pool())
+        .await?;
+        row.map(|r| {
+            Ok(CheckpointPointer {
+                epoch: r.try_get("epoch")?,
+                snapshot_id: r.try_get("snapshot_id")?,
+                path: r.try_get("path")?,
+            })
+        })
+        .transpose()
+    }
+
+    /// Makes `to` topic `topic_id`'s latest index checkpoint unless a coordinator of a newer
+    /// epoch set one (a fenced coordinator never moves it back). Returns whether it did.
+    pub async fn set_checkpoint(
+        &self,
+        topic_id: &str,
+        to: &CheckpointPointer,
+    ) -> Result<bool, ChunkError> {
+        let done = sqlx::query(
+            "INSERT INTO inlet_key_index_checkpoints (topic_id, epoch, snapshot_id, path)
+             VALUES ($1, $2, $3, $4)
+             ON CONFLICT (topic_id) DO UPDATE
+             SET epoch = excluded.epoch, snapshot_id = excluded.snapshot_id, path = excluded.path
+             WHERE inlet_key_index_checkpoints.epoch <= excluded.epoch",
+        )
+        .bind(topic_id)
+        .bind(to.epoch)
+        .bind(to.snapshot_id)
+        .bind(&to.path)
+        .execute(self.meta.pool())
+        .await?;
+        Ok(done.rows_affected() > 0)
     }
 
     /// Deletes one chunk.

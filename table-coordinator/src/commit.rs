@@ -1266,11 +1266,18 @@ pub(crate) async fn manifests(
 /// and data sequence number) and position delete files, to rebuild an upsert table's
 /// primary-key index from.
 pub async fn live_files(table: &Table) -> Result<LiveFiles, CommitError> {
-    let meta = table.metadata();
+    match table.metadata().current_snapshot() {
+        Some(snapshot) => live_files_at(table, snapshot).await,
+        None => Ok(LiveFiles::default()),
+    }
+}
+
+/// [`live_files`] of `snapshot`, a snapshot of `table`.
+pub async fn live_files_at(
+    table: &Table,
+    snapshot: &iceberg::spec::SnapshotRef,
+) -> Result<LiveFiles, CommitError> {
     let mut live = LiveFiles::default();
-    let Some(snapshot) = meta.current_snapshot() else {
-        return Ok(live);
-    };
     let file_io = table.file_io();
     for m in manifests(table, snapshot).await? {
         let manifest = m.load_manifest(file_io).await?;

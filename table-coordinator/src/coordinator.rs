@@ -172,6 +172,7 @@ pub async fn run(
     let mut control = reg.control.clone();
     // A distributed keyed table's primary-key index: its rounds' deletes are made here.
     let mut index = reg.index.take();
+    let mut checkpoints = crate::key_checkpoint::Checkpoints::new();
     let mut machine = Machine::new(settings, reg.machine(), clock.now_ms() as i64);
     let report = |m: &Machine| {
         let r = m.report().clone();
@@ -226,9 +227,10 @@ pub async fn run(
                 }
                 Action::Register => match register(&topic, &worker, &committer, &store).await {
                     Ok(mut r) => {
-                        tracing::info!(table = %topic.ident, offsets = ?r.offsets, "re-registered: the primary-key index is rebuilt from the table");
+                        tracing::info!(table = %topic.ident, offsets = ?r.offsets, "re-registered: the primary-key index is built again, from its checkpoint or the table");
                         control = r.control.clone();
                         index = r.index.take();
+                        checkpoints = crate::key_checkpoint::Checkpoints::new();
                         // An upsert table's recovered round is never kept (see `register`).
                         Outcome::Registered(Box::new(r.machine()))
                     }
@@ -249,6 +251,7 @@ pub async fn run(
                         index: index.as_mut(),
                         epoch: lease.epoch,
                         pool: worker.pool(),
+                        checkpoints: &mut checkpoints,
                     };
                     match collect_chunks(&topic, &committer, machine.offsets(), keyed).await {
                         Ok(o) => Outcome::Drained(o),
@@ -352,6 +355,10 @@ pub async fn run(
                     };
                     match committer.commit(&topic.ident, round).await {
                         Ok(snapshot) => {
+                            // The index holds the jobs of this round and nothing since.
+                            if let Some(index) = index.as_mut() {
+                                index.landed(snapshot);
+                            }
                             tracing::info!(
                                 table = %topic.ident,
                                 ?snapshot,
@@ -462,6 +469,8 @@ struct Keyed<'a> {
     epoch: i64,
     /// The node's conversion memory: a job's keys, read back from its files, are held in it.
     pool: &'a inlet_table_worker::MemoryPool,
+    /// When the index is next written as a checkpoint ([`crate::key_checkpoint`]).
+    checkpoints: &'a mut crate::key_checkpoint::Checkpoints,
 }
 
 /// A distributed table's drain ([`TableTopic::chunks`]): drops the chunks the table's
@@ -484,6 +493,13 @@ async fn collect_chunks(
         .load(&topic.ident)
         .await
         .map_err(|e| e.to_string())?;
+    // Before this round's jobs: the index may hold exactly the table's current snapshot.
+    if let (Some(t), Some(index)) = (&table, keyed.index.as_deref()) {
+        keyed
+            .checkpoints
+            .maybe_write(topic, t, index, keyed.epoch)
+            .await;
+    }
     let mut listed = chunks
         .list(&topic.topic_id)
         .await
@@ -1081,28 +1097,9 @@ async fn register(
         // The partitions' owners convert them; only the table's progress counts here (a
         // partition without progress starts at its first chunk, see `chunks::chain`).
         if let Some(upsert) = &topic.ctx.upsert {
-            // The pause before this coordinator's first round: it grows with the table.
-            let started = tokio::time::Instant::now();
-            index = Some(
-                inlet_table_worker::TableIndex::build(
-                    upsert,
-                    &topic.ctx.target.file_io,
-                    ctx.schema.as_ref(),
-                    &live,
-                )
-                .await
-                .map_err(|e| CommitError::Worker {
-                    what: "rebuilding the primary-key index".into(),
-                    source: Box::new(e),
-                })?,
-            );
-            tracing::info!(
-                table = %topic.ident,
-                data_files = live.data.len(),
-                position_delete_files = live.position_deletes.len(),
-                seconds = started.elapsed().as_secs_f64(),
-                "built the primary-key index from the table"
-            );
+            // The pause before this coordinator's first round: short from a checkpoint, else
+            // it grows with the table.
+            index = Some(crate::key_checkpoint::build(topic, upsert, table.as_ref(), &live).await?);
         }
         committed.offsets.clone()
     } else {

@@ -37,6 +37,7 @@ pub mod concat;
 pub(crate) mod control;
 pub mod convert;
 pub mod coordinator;
+pub(crate) mod key_checkpoint;
 pub(crate) mod lease;
 pub mod machine;
 pub(crate) mod manifest_merge;

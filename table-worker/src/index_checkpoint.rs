@@ -148,11 +148,18 @@ pub(crate) async fn catch_up(
     let then_deletes: HashSet<&str> = then.position_deletes.iter().map(String::as_str).collect();
     let now_deletes: HashSet<&str> = now.position_deletes.iter().map(String::as_str).collect();
     // Delete files gone since: each must have gone with every data file it names.
-    let removed: Vec<&str> = then_deletes.difference(&now_deletes).copied().collect();
+    // (Owned paths: futures over borrowed items are not `Send` for every lifetime.)
+    let removed: Vec<String> = then_deletes
+        .difference(&now_deletes)
+        .map(|p| p.to_string())
+        .collect();
     let mut reads = futures::stream::iter(
         removed
             .into_iter()
-            .map(|p| async move { (p, read_position_deletes(file_io, p).await) }),
+            .map(|p| async move {
+                let rows = read_position_deletes(file_io, &p).await;
+                (p, rows)
+            }),
     )
     .buffer_unordered(READ_AHEAD);
     while let Some((delete_file, rows)) = reads.next().await {
@@ -167,13 +174,16 @@ pub(crate) async fn catch_up(
     }
     drop(reads);
     // Rows deleted since, per data file, sorted.
-    let added: Vec<&str> = now_deletes.difference(&then_deletes).copied().collect();
+    let added: Vec<String> = now_deletes
+        .difference(&then_deletes)
+        .map(|p| p.to_string())
+        .collect();
     let new_delete_files = added.len();
     let mut deleted: HashMap<String, Vec<u64>> = HashMap::new();
     let mut reads = futures::stream::iter(
         added
             .into_iter()
-            .map(|p| async move { read_position_deletes(file_io, p).await }),
+            .map(|p| async move { read_position_deletes(file_io, &p).await }),
     )
     .buffer_unordered(READ_AHEAD);
     while let Some(rows) = reads.next().await {

@@ -1,0 +1,250 @@
+//! A distributed keyed table's primary-key index, kept so that a new coordinator starts in
+//! seconds (docs/architecture.md, "Cluster"): the coordinator writes its index as a
+//! checkpoint of the snapshot it holds ([`Checkpoints::maybe_write`]), and a coordinator that
+//! registers the table catches up from the latest one ([`build`]) instead of reading the keys
+//! of every data file (which took minutes for a table of a thousand files).
+//!
+//! Where: the object `<table location>/inlet-key-index/<snapshot id>-e<epoch>.kix`
+//! ([`inlet_table_worker::CheckpointOf`] and the format are the table worker's
+//! `index_checkpoint`); the metadata store's `inlet_key_index_checkpoints` row of the topic
+//! names the latest ([`crate::chunks::Chunks::set_checkpoint`]).
+//!
+//! Invariants:
+//! - A checkpoint is written only while the index holds exactly the live rows of the
+//!   table's current snapshot: built from it, or every job applied since in a round that
+//!   landed as it ([`inlet_table_worker::TableIndex::snapshot`]).
+//! - It is used only when its snapshot is the current snapshot or one of its ancestors,
+//!   of the same table (uuid) and the same id columns; anything else, a missing or cut
+//!   object, or a catch-up that cannot say ([`inlet_table_worker::CatchUp::Refused`]),
+//!   rebuilds from the table as before. A checkpoint saves time, never decides a row.
+//! - The row moves only forward in epochs: a fenced coordinator's checkpoint (still a true
+//!   index of its snapshot) never replaces a newer coordinator's.
+//! - Once the row names a new checkpoint, the coordinator deletes the one it replaced. A
+//!   crash between the upload and the row leaves one object behind (nothing sweeps it).
+//! - Writing costs a pass over the index and one upload, at most every [`MIN_EVERY`] and at
+//!   most [`COST_SHARE`] of the coordinator's time.
+
+use std::time::Duration;
+
+use iceberg::table::Table;
+use inlet_table_worker::{CatchUp, CheckpointOf, LiveFiles, TableIndex, UpsertSpec};
+
+use crate::chunks::CheckpointPointer;
+use crate::commit::CommitError;
+use crate::coordinator::TableTopic;
+
+/// The least time between two checkpoints of a table.
+pub(crate) const MIN_EVERY: Duration = Duration::from_secs(30);
+/// Checkpoints take at most 1/COST_SHARE of the time: the next waits that many times as long
+/// as the last took.
+const COST_SHARE: u32 = 20;
+
+/// When a coordinator next writes its index.
+#[derive(Debug)]
+pub(crate) struct Checkpoints {
+    next: tokio::time::Instant,
+}
+
+impl Checkpoints {
+    /// The first checkpoint is due at once: a new index (built, or caught up from a
+    /// checkpoint the table has moved on from) is written as soon as it holds a snapshot.
+    pub(crate) fn new() -> Self {
+        Checkpoints {
+            next: tokio::time::Instant::now(),
+        }
+    }
+
+    /// Writes `index` as a checkpoint of `table`'s current snapshot if one is due and the
+    /// index holds exactly that snapshot. A failure is logged: the previous checkpoint stays.
+    pub(crate) async fn maybe_write(
+        &mut self,
+        topic: &TableTopic,
+        table: &Table,
+        index: &TableIndex,
+        epoch: i64,
+    ) {
+        let now = tokio::time::Instant::now();
+        let (Some(chunks), Some(upsert)) = (&topic.chunks, &topic.ctx.upsert) else {
+            return;
+        };
+        let Some(current) = table.metadata().current_snapshot_id() else {
+            return;
+        };
+        if now < self.next || index.snapshot() != Some(current) {
+            return;
+        }
+        let of = match upsert.id_field_ids(table.metadata().current_schema()) {
+            Ok(id_field_ids) => CheckpointOf {
+                table_uuid: table.metadata().uuid().to_string(),
+                snapshot_id: current,
+                id_field_ids,
+            },
+            Err(e) => {
+                tracing::warn!(table = %topic.ident, error = %e, "cannot checkpoint the primary-key index");
+                self.next = now + MIN_EVERY;
+                return;
+            }
+        };
+        let path = format!(
+            "{}/inlet-key-index/{current}-e{epoch}.kix",
+            table.metadata().location().trim_end_matches('/')
+        );
+        let file_io = table.file_io();
+        let previous = chunks.checkpoint(&topic.topic_id).await;
+        let written = match index.write_checkpoint(file_io, &path, &of).await {
+            Ok(w) => w,
+            Err(e) => {
+                tracing::warn!(table = %topic.ident, error = %e, "cannot write the primary-key index checkpoint; the previous one stays");
+                self.next = now + MIN_EVERY;
+                return;
+            }
+        };
+        let pointer = CheckpointPointer {
+            epoch,
+            snapshot_id: current,
+            path: path.clone(),
+        };
+        match chunks.set_checkpoint(&topic.topic_id, &pointer).await {
+            Ok(true) => {
+                if let Ok(Some(old)) = previous {
+                    if old.path != path {
+                        if let Err(e) = file_io.delete(&old.path).await {
+                            tracing::debug!(table = %topic.ident, path = old.path, error = %e, "cannot delete the replaced index checkpoint");
+                        }
+                    }
+                }
+            }
+            Ok(false) => {
+                // A newer coordinator's checkpoint stays; this one is nobody's.
+                let _ = file_io.delete(&path).await;
+            }
+            Err(e) => {
+                tracing::warn!(table = %topic.ident, error = %e, "cannot record the primary-key index checkpoint");
+                let _ = file_io.delete(&path).await;
+            }
+        }
+        let took = now.elapsed();
+        tracing::debug!(table = %topic.ident, snapshot = current, entries = written.entries, bytes = written.bytes, seconds = took.as_secs_f64(), "checkpointed the primary-key index");
+        self.next = tokio::time::Instant::now() + MIN_EVERY.max(took * COST_SHARE);
+    }
+}
+
+/// A keyed table's index for a coordinator registering `table` (whose current snapshot lists
+/// the `live` files): caught up from the latest checkpoint when it can be, else rebuilt from
+/// the table. It holds exactly the current snapshot ([`TableIndex::snapshot`]).
+pub(crate) async fn build(
+    topic: &TableTopic,
+    upsert: &UpsertSpec,
+    table: Option<&Table>,
+    live: &LiveFiles,
+) -> Result<TableIndex, CommitError> {
+    let worker_error = |what: &str, e: inlet_table_worker::Error| CommitError::Worker {
+        what: what.into(),
+        source: Box::new(e),
+    };
+    let started = tokio::time::Instant::now();
+    let current = table.and_then(|t| t.metadata().current_snapshot_id());
+    if let (Some(t), Some(now_id)) = (table, current) {
+        match from_checkpoint(topic, upsert, t, live).await {
+            Ok(Some(mut index)) => {
+                index.landed(Some(now_id));
+                return Ok(index);
+            }
+            Ok(None) => {}
+            Err(e) => {
+                tracing::warn!(table = %topic.ident, error = %e, "cannot catch the primary-key index up from its checkpoint; rebuilding it from the table")
+            }
+        }
+    }
+    let schema = table.map(|t| t.metadata().current_schema().as_ref().clone());
+    let file_io = table.map_or(&topic.ctx.target.file_io, |t| t.file_io());
+    let mut index = TableIndex::build(upsert, file_io, schema.as_ref(), live)
+        .await
+        .map_err(|e| worker_error("rebuilding the primary-key index", e))?;
+    index.landed(current);
+    tracing::info!(
+        table = %topic.ident,
+        data_files = live.data.len(),
+        position_delete_files = live.position_deletes.len(),
+        seconds = started.elapsed().as_secs_f64(),
+        "built the primary-key index from the table"
+    );
+    Ok(index)
+}
+
+/// The index caught up from the table's latest checkpoint; None when there is none that
+/// fits (said in the log).
+async fn from_checkpoint(
+    topic: &TableTopic,
+    upsert: &UpsertSpec,
+    table: &Table,
+    live: &LiveFiles,
+) -> Result<Option<TableIndex>, CommitError> {
+    let started = tokio::time::Instant::now();
+    let Some(chunks) = &topic.chunks else {
+        return Ok(None);
+    };
+    let pointer = chunks
+        .checkpoint(&topic.topic_id)
+        .await
+        .map_err(|e| CommitError::Catalog(e.to_string()))?;
+    let Some(pointer) = pointer else {
+        return Ok(None);
+    };
+    let meta = table.metadata();
+    let Some(then) = ancestor(table, pointer.snapshot_id) else {
+        tracing::info!(table = %topic.ident, checkpoint_snapshot = pointer.snapshot_id, "the primary-key index checkpoint is not of an ancestor of the current snapshot; rebuilding from the table");
+        return Ok(None);
+    };
+    let of = CheckpointOf {
+        table_uuid: meta.uuid().to_string(),
+        snapshot_id: pointer.snapshot_id,
+        id_field_ids: upsert
+            .id_field_ids(meta.current_schema())
+            .map_err(|e| CommitError::Catalog(e.to_string()))?,
+    };
+    let then = crate::commit::live_files_at(table, &then).await?;
+    let (index, outcome) =
+        TableIndex::from_checkpoint(upsert, table.file_io(), &pointer.path, &of, &then, live)
+            .await
+            .map_err(|e| CommitError::Worker {
+                what: format!("reading the index checkpoint {}", pointer.path),
+                source: Box::new(e),
+            })?;
+    match outcome {
+        CatchUp::Done(c) => {
+            tracing::info!(
+                table = %topic.ident,
+                checkpoint_snapshot = pointer.snapshot_id,
+                kept = c.kept,
+                dropped = c.dropped,
+                new_data_files = c.new_data_files,
+                new_delete_files = c.new_delete_files,
+                seconds = started.elapsed().as_secs_f64(),
+                "caught the primary-key index up from its checkpoint"
+            );
+            if c.duplicates > 0 {
+                tracing::warn!(table = %topic.ident, duplicates = c.duplicates, "keys with more than one live row in the table; the latest is indexed");
+            }
+            Ok(index)
+        }
+        CatchUp::Refused(why) => {
+            tracing::info!(table = %topic.ident, why, "the primary-key index checkpoint does not fit the table; rebuilding from the table");
+            Ok(None)
+        }
+    }
+}
+
+/// Snapshot `id` of `table` if it is the current snapshot or one of its ancestors.
+fn ancestor(table: &Table, id: i64) -> Option<iceberg::spec::SnapshotRef> {
+    let meta = table.metadata();
+    let mut at = meta.current_snapshot()?.clone();
+    // Each step goes to a parent: no more steps than snapshots.
+    for _ in 0..=meta.snapshots().len() {
+        if at.snapshot_id() == id {
+            return Some(at);
+        }
+        at = meta.snapshot_by_id(at.parent_snapshot_id()?)?.clone();
+    }
+    None
+}

@@ -487,29 +487,51 @@ fn coordinator_of(nodes: &BTreeMap<u64, Node>, table: &str) -> u64 {
 }
 
 /// The seconds from `since` to a snapshot of `table` other than `before`, as `node` sees it,
-/// and the seconds the coordinator that made it logged for its index rebuild (0 if none of
-/// `nodes` logged one since their logs were last read).
+/// and the seconds the coordinator that made it logged for its index (0 if none of `nodes`
+/// logged one since their logs were last read), and whether every index logged came from a
+/// checkpoint.
 fn next_commit(
     node: &Node,
     nodes: &BTreeMap<u64, Node>,
     table: &str,
     before: Option<i64>,
     since: Instant,
-) -> (f64, f64) {
+) -> (f64, (f64, bool)) {
     let secs = poll_until(600, "the table's next snapshot", || {
         let now = current_snapshot(node, table);
         let fresh = now.is_some() && now != before;
         fresh.then(|| since.elapsed().as_secs_f64())
     });
-    let rebuild = nodes
-        .values()
-        .flat_map(|n| n.logs_so_far())
-        .filter(|l| l.contains("built the primary-key index"))
+    let logs: Vec<String> = nodes
+        .iter()
+        .flat_map(|(id, n)| n.logs_so_far().into_iter().map(move |l| format!("node {id}: {l}")))
+        .collect();
+    if let Ok(path) = std::env::var("INLET_BENCH_DIAG") {
+        // Where the pause went: the coordinators' and the membership's lines, appended.
+        use std::io::Write as _;
+        let mut out = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(path)
+            .unwrap();
+        writeln!(out, "== {secs:.1} s to the next snapshot of {table}").unwrap();
+        for l in logs.iter().filter(|l| l.contains("coordinator") || l.contains("members")) {
+            writeln!(out, "{l}").unwrap();
+        }
+    }
+    // The new coordinator's index: caught up from a checkpoint, or built from the table.
+    let rebuild = logs
+        .iter()
+        .filter(|l| {
+            l.contains("built the primary-key index from the table")
+                || l.contains("caught the primary-key index up from its checkpoint")
+        })
         .filter_map(|l| {
             let at = l.find("seconds=")? + "seconds=".len();
-            l[at..].split_whitespace().next()?.parse::<f64>().ok()
+            let secs = l[at..].split_whitespace().next()?.parse::<f64>().ok()?;
+            Some((secs, l.contains("from its checkpoint")))
         })
-        .fold(0.0, f64::max);
+        .fold((0.0, true), |(s, c), (t, d)| (f64::max(s, t), c && d));
     (secs, rebuild)
 }
 
@@ -558,8 +580,14 @@ fn coordinator_failover(kills: u64, seconds: u64, keys: u64) {
         let before = current_snapshot(&nodes[&observer], TABLE);
         let (back_s, back_rebuild) =
             next_commit(&nodes[&observer], &nodes, TABLE, before, restarted);
+        let how = |(s, checkpoint): (f64, bool)| {
+            let from = if checkpoint { "its checkpoint" } else { "the table" };
+            format!("index from {from} in {s:.1} s")
+        };
         eprintln!(
-            "  round {k}: table {mib:.1} MiB in {files} data files ({deletes} position deletes); kill -9 of node {victim} to the next snapshot {kill_s:.1} s (index rebuilt in {kill_rebuild:.1} s); its restart to the next snapshot {back_s:.1} s (rebuilt in {back_rebuild:.1} s)"
+            "  round {k}: table {mib:.1} MiB in {files} data files ({deletes} position deletes); kill -9 of node {victim} to the next snapshot {kill_s:.1} s ({}); its restart to the next snapshot {back_s:.1} s ({})",
+            how(kill_rebuild),
+            how(back_rebuild)
         );
         after_kill.push(kill_s);
         after_return.push(back_s);

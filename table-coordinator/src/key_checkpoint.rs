@@ -34,7 +34,7 @@ use crate::commit::CommitError;
 use crate::coordinator::TableTopic;
 
 /// The least time between two checkpoints of a table.
-pub(crate) const MIN_EVERY: Duration = Duration::from_secs(30);
+pub(crate) const MIN_EVERY: Duration = Duration::from_secs(5);
 /// Checkpoints take at most 1/COST_SHARE of the time: the next waits that many times as long
 /// as the last took.
 const COST_SHARE: u32 = 20;

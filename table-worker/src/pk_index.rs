@@ -18,7 +18,8 @@
 //!   holding a live key); both are counted in [`KeyIndex::memory_bytes`].
 //! - The newest entry of a key wins: the map over runs, newer runs over older.
 //! - The index lives only in memory and in its spill directory, which it owns and empties on
-//!   creation: after a restart it is rebuilt from the table (`upsert::rebuild`).
+//!   creation: after a restart it is rebuilt from the table (`upsert::rebuild`), or caught
+//!   up from a checkpoint in the object store (`index_checkpoint`).
 //!
 //! Locations name data files by an interned id, so each entry costs the key plus 12 bytes
 //! (file id and row position).

@@ -504,7 +504,11 @@ fn next_commit(
     });
     let logs: Vec<String> = nodes
         .iter()
-        .flat_map(|(id, n)| n.logs_so_far().into_iter().map(move |l| format!("node {id}: {l}")))
+        .flat_map(|(id, n)| {
+            n.logs_so_far()
+                .into_iter()
+                .map(move |l| format!("node {id}: {l}"))
+        })
         .collect();
     if let Ok(path) = std::env::var("INLET_BENCH_DIAG") {
         // Where the pause went: the coordinators' and the membership's lines, appended.
@@ -515,7 +519,10 @@ fn next_commit(
             .open(path)
             .unwrap();
         writeln!(out, "== {secs:.1} s to the next snapshot of {table}").unwrap();
-        for l in logs.iter().filter(|l| l.contains("coordinator") || l.contains("members")) {
+        for l in logs
+            .iter()
+            .filter(|l| l.contains("coordinator") || l.contains("members"))
+        {
             writeln!(out, "{l}").unwrap();
         }
     }
@@ -581,7 +588,11 @@ fn coordinator_failover(kills: u64, seconds: u64, keys: u64) {
         let (back_s, back_rebuild) =
             next_commit(&nodes[&observer], &nodes, TABLE, before, restarted);
         let how = |(s, checkpoint): (f64, bool)| {
-            let from = if checkpoint { "its checkpoint" } else { "the table" };
+            let from = if checkpoint {
+                "its checkpoint"
+            } else {
+                "the table"
+            };
             format!("index from {from} in {s:.1} s")
         };
         eprintln!(

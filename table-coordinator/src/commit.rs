@@ -1267,43 +1267,90 @@ pub(crate) async fn manifests(
 /// primary-key index from.
 pub async fn live_files(table: &Table) -> Result<LiveFiles, CommitError> {
     match table.metadata().current_snapshot() {
-        Some(snapshot) => live_files_at(table, snapshot).await,
+        Some(snapshot) => Ok(live_files_of(table, std::slice::from_ref(snapshot))
+            .await?
+            .pop()
+            .unwrap_or_default()),
         None => Ok(LiveFiles::default()),
     }
 }
 
-/// [`live_files`] of `snapshot`, a snapshot of `table`.
-pub async fn live_files_at(
+/// Manifests read at once by [`live_files_of`]: one after the other, a table of a hundred
+/// manifests on an object store took seconds.
+const MANIFEST_READ_AHEAD: usize = 16;
+
+/// [`live_files`] of each of `snapshots` (snapshots of `table`), in their order. A manifest
+/// that several list is read once.
+pub async fn live_files_of(
     table: &Table,
-    snapshot: &iceberg::spec::SnapshotRef,
+    snapshots: &[iceberg::spec::SnapshotRef],
+) -> Result<Vec<LiveFiles>, CommitError> {
+    use futures::{StreamExt, TryStreamExt};
+    let file_io = table.file_io();
+    let mut lists = Vec::with_capacity(snapshots.len());
+    for snapshot in snapshots {
+        lists.push(manifests(table, snapshot).await?);
+    }
+    // (Owned: futures over borrowed items are not `Send` for every lifetime.)
+    let mut distinct: Vec<ManifestFile> = Vec::new();
+    let mut seen = HashSet::new();
+    for m in lists.iter().flatten() {
+        if seen.insert(m.manifest_path.as_str()) {
+            distinct.push(m.clone());
+        }
+    }
+    let loaded: HashMap<String, LiveFiles> =
+        futures::stream::iter(distinct.into_iter().map(|m| async move {
+            let manifest = m.load_manifest(file_io).await?;
+            Ok::<_, CommitError>((m.manifest_path.clone(), manifest_live(&m, &manifest)?))
+        }))
+        .buffer_unordered(MANIFEST_READ_AHEAD)
+        .try_collect()
+        .await?;
+    Ok(lists
+        .iter()
+        .map(|list| {
+            let mut live = LiveFiles::default();
+            for m in list {
+                if let Some(l) = loaded.get(&m.manifest_path) {
+                    live.data.extend(l.data.iter().cloned());
+                    live.position_deletes
+                        .extend(l.position_deletes.iter().cloned());
+                }
+            }
+            live
+        })
+        .collect())
+}
+
+/// The live entries of one manifest.
+fn manifest_live(
+    m: &ManifestFile,
+    manifest: &iceberg::spec::Manifest,
 ) -> Result<LiveFiles, CommitError> {
     let mut live = LiveFiles::default();
-    let file_io = table.file_io();
-    for m in manifests(table, snapshot).await? {
-        let manifest = m.load_manifest(file_io).await?;
-        for entry in manifest.entries() {
-            if !entry.is_alive() {
-                continue;
+    for entry in manifest.entries() {
+        if !entry.is_alive() {
+            continue;
+        }
+        let f = entry.data_file();
+        match f.content_type() {
+            DataContentType::Data => live.data.push(LiveDataFile {
+                file: FileRef {
+                    path: f.file_path().to_string(),
+                    partition: f.partition().clone(),
+                    spec_id: m.partition_spec_id,
+                },
+                sequence_number: entry.sequence_number().unwrap_or(m.sequence_number),
+            }),
+            DataContentType::PositionDeletes => {
+                live.position_deletes.push(f.file_path().to_string())
             }
-            let f = entry.data_file();
-            match f.content_type() {
-                DataContentType::Data => live.data.push(LiveDataFile {
-                    file: FileRef {
-                        path: f.file_path().to_string(),
-                        partition: f.partition().clone(),
-                        spec_id: m.partition_spec_id,
-                    },
-                    sequence_number: entry.sequence_number().unwrap_or(m.sequence_number),
-                }),
-                DataContentType::PositionDeletes => {
-                    live.position_deletes.push(f.file_path().to_string())
-                }
-                DataContentType::EqualityDeletes => {
-                    return Err(CommitError::Catalog(format!(
-                        "{} has equality deletes, which upsert tables do not apply",
-                        f.file_path()
-                    )))
-                }
+            DataContentType::EqualityDeletes => {
+                return Err(CommitError::Catalog(format!(
+                    "{} has equality deletes, which upsert tables do not apply",
+                    f.file_path()
+                )))
             }
         }
     }

@@ -141,6 +141,7 @@ pub async fn run(
     let Some(lease) = take_lease(&topic, &committer, &leases, &stop).await else {
         return;
     };
+    let registering = tokio::time::Instant::now();
     // Where the table is: retried until the catalog answers (or the node stops).
     let Some(mut reg) = register_until_ready(&topic, &worker, &committer, &store, &stop).await
     else {
@@ -150,7 +151,7 @@ pub async fn run(
     if let Some(p) = &reg.recovered {
         tracing::info!(table = %topic.ident, commit_id = %p.main.commit_id, files = p.main.files.len(), "recommitting a round from the control stream");
     }
-    tracing::info!(table = %topic.ident, epoch = lease.epoch, offsets = ?reg.offsets, dead_letter_floor = ?reg.dead_letter_floor, "table coordinator started");
+    tracing::info!(table = %topic.ident, epoch = lease.epoch, offsets = ?reg.offsets, dead_letter_floor = ?reg.dead_letter_floor, registration_seconds = registering.elapsed().as_secs_f64(), "table coordinator started");
     let settings = crate::machine::Settings {
         name: topic.name.clone(),
         topic_id: topic.topic_id.clone(),
@@ -1065,10 +1066,6 @@ async fn register(
             c.offsets
         })
         .unwrap_or_default();
-    let live = match (&table, &topic.ctx.upsert) {
-        (Some(t), Some(_)) => crate::commit::live_files(t).await?,
-        _ => Default::default(),
-    };
     let base = table
         .as_ref()
         .and_then(|t| t.metadata().current_snapshot().map(|s| s.snapshot_id()));
@@ -1099,11 +1096,15 @@ async fn register(
         if let Some(upsert) = &topic.ctx.upsert {
             // The pause before this coordinator's first round: short from a checkpoint, else
             // it grows with the table.
-            index = Some(crate::key_checkpoint::build(topic, upsert, table.as_ref(), &live).await?);
+            index = Some(crate::key_checkpoint::build(topic, upsert, table.as_ref()).await?);
         }
         committed.offsets.clone()
     } else {
         let offsets = sources.iter().map(|s| (s.partition, s.start)).collect();
+        let live = match (&table, &topic.ctx.upsert) {
+            (Some(t), Some(_)) => crate::commit::live_files(t).await?,
+            _ => Default::default(),
+        };
         worker.add_table_with_base(&topic.name, ctx, &sources, live);
         offsets
     };

@@ -129,39 +129,77 @@ impl Checkpoints {
     }
 }
 
-/// A keyed table's index for a coordinator registering `table` (whose current snapshot lists
-/// the `live` files): caught up from the latest checkpoint when it can be, else rebuilt from
-/// the table. It holds exactly the current snapshot ([`TableIndex::snapshot`]).
+/// A keyed table's index for a coordinator registering `table`: caught up from the latest
+/// checkpoint when it can be, else rebuilt from the table's live files. It holds exactly the
+/// current snapshot ([`TableIndex::snapshot`]).
 pub(crate) async fn build(
     topic: &TableTopic,
     upsert: &UpsertSpec,
     table: Option<&Table>,
-    live: &LiveFiles,
 ) -> Result<TableIndex, CommitError> {
-    let worker_error = |what: &str, e: inlet_table_worker::Error| CommitError::Worker {
-        what: what.into(),
-        source: Box::new(e),
-    };
     let started = tokio::time::Instant::now();
-    let current = table.and_then(|t| t.metadata().current_snapshot_id());
-    if let (Some(t), Some(now_id)) = (table, current) {
-        match from_checkpoint(topic, upsert, t, live).await {
-            Ok(Some(mut index)) => {
-                index.landed(Some(now_id));
+    let current = table.and_then(|t| t.metadata().current_snapshot());
+    let (Some(t), Some(now)) = (table, current) else {
+        // No table or no snapshot yet: an empty index.
+        return TableIndex::build(
+            upsert,
+            &topic.ctx.target.file_io,
+            None,
+            &LiveFiles::default(),
+        )
+        .await
+        .map_err(|e| worker_error("building the primary-key index", e));
+    };
+    let checkpoint = match checkpoint_of(topic, upsert, t).await {
+        Ok(c) => c,
+        Err(e) => {
+            tracing::warn!(table = %topic.ident, error = %e, "cannot read the primary-key index checkpoint; rebuilding the index from the table");
+            None
+        }
+    };
+    // The live files of now and of the checkpoint's snapshot, read together (they share
+    // most manifests).
+    let mut snapshots = vec![now.clone()];
+    snapshots.extend(checkpoint.as_ref().map(|(_, then, _)| then.clone()));
+    let mut lives = crate::commit::live_files_of(t, &snapshots)
+        .await?
+        .into_iter();
+    let live = lives.next().unwrap_or_default();
+    if let (Some((pointer, _, of)), Some(then)) = (checkpoint, lives.next()) {
+        match TableIndex::from_checkpoint(upsert, t.file_io(), &pointer.path, &of, &then, &live)
+            .await
+        {
+            Ok((Some(mut index), CatchUp::Done(c))) => {
+                tracing::info!(
+                    table = %topic.ident,
+                    checkpoint_snapshot = pointer.snapshot_id,
+                    kept = c.kept,
+                    dropped = c.dropped,
+                    new_data_files = c.new_data_files,
+                    new_delete_files = c.new_delete_files,
+                    seconds = started.elapsed().as_secs_f64(),
+                    "caught the primary-key index up from its checkpoint"
+                );
+                if c.duplicates > 0 {
+                    tracing::warn!(table = %topic.ident, duplicates = c.duplicates, "keys with more than one live row in the table; the latest is indexed");
+                }
+                index.landed(Some(now.snapshot_id()));
                 return Ok(index);
             }
-            Ok(None) => {}
+            Ok((_, CatchUp::Refused(why))) => {
+                tracing::info!(table = %topic.ident, why, "the primary-key index checkpoint does not fit the table; rebuilding the index from the table");
+            }
+            Ok((None, CatchUp::Done(_))) => {}
             Err(e) => {
-                tracing::warn!(table = %topic.ident, error = %e, "cannot catch the primary-key index up from its checkpoint; rebuilding it from the table")
+                tracing::warn!(table = %topic.ident, path = pointer.path, error = %e, "cannot catch the primary-key index up from its checkpoint; rebuilding the index from the table");
             }
         }
     }
-    let schema = table.map(|t| t.metadata().current_schema().as_ref().clone());
-    let file_io = table.map_or(&topic.ctx.target.file_io, |t| t.file_io());
-    let mut index = TableIndex::build(upsert, file_io, schema.as_ref(), live)
+    let schema = t.metadata().current_schema().as_ref().clone();
+    let mut index = TableIndex::build(upsert, t.file_io(), Some(&schema), &live)
         .await
         .map_err(|e| worker_error("rebuilding the primary-key index", e))?;
-    index.landed(current);
+    index.landed(Some(now.snapshot_id()));
     tracing::info!(
         table = %topic.ident,
         data_files = live.data.len(),
@@ -172,15 +210,21 @@ pub(crate) async fn build(
     Ok(index)
 }
 
-/// The index caught up from the table's latest checkpoint; None when there is none that
-/// fits (said in the log).
-async fn from_checkpoint(
+fn worker_error(what: &str, e: inlet_table_worker::Error) -> CommitError {
+    CommitError::Worker {
+        what: what.into(),
+        source: Box::new(e),
+    }
+}
+
+/// The table's latest checkpoint if it may be caught up from: its pointer, its snapshot
+/// (the current one or an ancestor) and what it must be of. None (said in the log) when
+/// there is none that fits.
+async fn checkpoint_of(
     topic: &TableTopic,
     upsert: &UpsertSpec,
     table: &Table,
-    live: &LiveFiles,
-) -> Result<Option<TableIndex>, CommitError> {
-    let started = tokio::time::Instant::now();
+) -> Result<Option<(CheckpointPointer, iceberg::spec::SnapshotRef, CheckpointOf)>, CommitError> {
     let Some(chunks) = &topic.chunks else {
         return Ok(None);
     };
@@ -193,7 +237,7 @@ async fn from_checkpoint(
     };
     let meta = table.metadata();
     let Some(then) = ancestor(table, pointer.snapshot_id) else {
-        tracing::info!(table = %topic.ident, checkpoint_snapshot = pointer.snapshot_id, "the primary-key index checkpoint is not of an ancestor of the current snapshot; rebuilding from the table");
+        tracing::info!(table = %topic.ident, checkpoint_snapshot = pointer.snapshot_id, "the primary-key index checkpoint is not of an ancestor of the current snapshot; rebuilding the index from the table");
         return Ok(None);
     };
     let of = CheckpointOf {
@@ -203,36 +247,7 @@ async fn from_checkpoint(
             .id_field_ids(meta.current_schema())
             .map_err(|e| CommitError::Catalog(e.to_string()))?,
     };
-    let then = crate::commit::live_files_at(table, &then).await?;
-    let (index, outcome) =
-        TableIndex::from_checkpoint(upsert, table.file_io(), &pointer.path, &of, &then, live)
-            .await
-            .map_err(|e| CommitError::Worker {
-                what: format!("reading the index checkpoint {}", pointer.path),
-                source: Box::new(e),
-            })?;
-    match outcome {
-        CatchUp::Done(c) => {
-            tracing::info!(
-                table = %topic.ident,
-                checkpoint_snapshot = pointer.snapshot_id,
-                kept = c.kept,
-                dropped = c.dropped,
-                new_data_files = c.new_data_files,
-                new_delete_files = c.new_delete_files,
-                seconds = started.elapsed().as_secs_f64(),
-                "caught the primary-key index up from its checkpoint"
-            );
-            if c.duplicates > 0 {
-                tracing::warn!(table = %topic.ident, duplicates = c.duplicates, "keys with more than one live row in the table; the latest is indexed");
-            }
-            Ok(index)
-        }
-        CatchUp::Refused(why) => {
-            tracing::info!(table = %topic.ident, why, "the primary-key index checkpoint does not fit the table; rebuilding from the table");
-            Ok(None)
-        }
-    }
+    Ok(Some((pointer, then, of)))
 }
 
 /// Snapshot `id` of `table` if it is the current snapshot or one of its ancestors.

@@ -153,14 +153,10 @@ pub(crate) async fn catch_up(
         .difference(&now_deletes)
         .map(|p| p.to_string())
         .collect();
-    let mut reads = futures::stream::iter(
-        removed
-            .into_iter()
-            .map(|p| async move {
-                let rows = read_position_deletes(file_io, &p).await;
-                (p, rows)
-            }),
-    )
+    let mut reads = futures::stream::iter(removed.into_iter().map(|p| async move {
+        let rows = read_position_deletes(file_io, &p).await;
+        (p, rows)
+    }))
     .buffer_unordered(READ_AHEAD);
     while let Some((delete_file, rows)) = reads.next().await {
         if let Some((data_file, _)) = rows?

@@ -865,10 +865,12 @@ fn another_writer_and_a_kill_on_a_table_converted_on_three_nodes() {
 /// owners while each table's coordinator applies their keys to its one primary-key index.
 /// After every step each table holds exactly the latest row per key (pyiceberg, DuckDB when
 /// installed), also after another writer's append (the round built on the snapshot before is
-/// dropped and redone on the new base). Then the node running the `users` coordinator is
-/// killed at once after an acknowledged step, and the survivors rebuild the index from the
-/// table and land that step and a last one of updates and deletes of earlier keys: no key
-/// with two live rows, no lost update. The tables' files come from several nodes.
+/// dropped and redone on the new base), and across compactions of `users` and `accounts`
+/// every few rounds (each moves the table under its coordinator, which catches its index up
+/// from its last checkpoint). Then the node running the `users` coordinator is killed at once
+/// after an acknowledged step, and the survivors catch the index up from its checkpoint and
+/// land that step and a last one of updates and deletes of earlier keys: no key with two live
+/// rows, no lost update. The tables' files come from several nodes.
 #[test]
 fn keyed_tables_convert_on_every_node_and_keep_the_latest_row_per_key_across_a_kill() {
     let Some(python) = common::python::require_python(
@@ -877,7 +879,10 @@ fn keyed_tables_convert_on_every_node_and_keep_the_latest_row_per_key_across_a_k
     ) else {
         return;
     };
-    let Some(cluster) = Cluster::new("[tables]\ncoordinator_lease_ms = 3600000\n") else {
+    // Compactions every few rounds: each moves the tables under the coordinators' indexes.
+    let Some(cluster) = Cluster::new(
+        "[tables]\ncoordinator_lease_ms = 3600000\ncompaction_min_files = 2\ncompaction_every_commits = 1\n",
+    ) else {
         return;
     };
     let mut nodes: BTreeMap<u64, Node> = (1..=3).map(|id| (id, cluster.start(id))).collect();
@@ -895,6 +900,17 @@ fn keyed_tables_convert_on_every_node_and_keep_the_latest_row_per_key_across_a_k
     assert!(
         logs.iter().any(|l| l.contains("re-registered")),
         "the round built before pyiceberg's append was redone on the new base"
+    );
+    // A compaction moved a table under its coordinator, which caught its index up from a
+    // checkpoint across it (the rows are checked by the script's later steps).
+    let compacted = |l: &String| l.contains("compacted small files");
+    assert!(logs.iter().any(compacted), "a keyed table was compacted");
+    let after = logs.iter().position(compacted).expect("compacted");
+    assert!(
+        logs[after..]
+            .iter()
+            .any(|l| l.contains("caught the primary-key index up from its checkpoint")),
+        "an index was caught up from a checkpoint after a compaction"
     );
     nodes.remove(&home).expect("the coordinator's node").kill9();
     eprintln!("the keyed tables' partitions were owned by nodes {owners:?}; killed node {home}, the users table's coordinator");

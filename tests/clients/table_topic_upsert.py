@@ -97,12 +97,16 @@ if phase == "first":
     admin = AdminClient({"bootstrap.servers": bootstrap})
     common = {"table.topic.enable": "true", "table.topic.commit.interval.ms": "1000",
               "table.topic.id.columns": "[id]"}
+    # users and accounts may compact every 2 s (the node's [tables] compaction_min_files
+    # decides whether there is anything to compact: a cluster test makes it 2); items keeps
+    # its delete files, which this script checks.
+    compacting = {"table.topic.compaction.interval.ms": "2000"}
     futures = admin.create_topics([
         NewTopic("users", num_partitions=3, replication_factor=1,
-                 config={**common, "table.topic.upsert.enable": "true",
+                 config={**common, **compacting, "table.topic.upsert.enable": "true",
                          "table.topic.convert.key.type": "string"}),
         NewTopic("accounts", num_partitions=3, replication_factor=1,
-                 config={**common, "table.topic.cdc.field": "op"}),
+                 config={**common, **compacting, "table.topic.cdc.field": "op"}),
         NewTopic("items", num_partitions=3, replication_factor=1,
                  config={**common, "table.topic.upsert.enable": "true",
                          "table.topic.partition.by": "[bucket(id, 2)]"}),
@@ -223,7 +227,9 @@ def check_snapshot():
     ops = {s.summary.operation.value for s in users.snapshots()}
     assert "overwrite" in ops, ops
     assert int(summary.get("total-equality-deletes", "0")) == 0, summary
-    assert int(summary.get("total-position-deletes", "0")) > 0, summary
+    # (A compaction may have applied every delete since: some snapshot added them.)
+    added = [int(s.summary.get("added-position-deletes") or 0) for s in users.snapshots()]
+    assert any(n > 0 for n in added), added
 
 
 def check_duckdb(steps):

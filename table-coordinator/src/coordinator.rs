@@ -498,7 +498,7 @@ async fn collect_chunks(
     if let (Some(t), Some(index)) = (&table, keyed.index.as_deref()) {
         keyed
             .checkpoints
-            .maybe_write(topic, t, index, keyed.epoch)
+            .maybe_write(topic, t, index, keyed.epoch, committer.files.as_ref())
             .await;
     }
     let mut listed = chunks

@@ -19,19 +19,24 @@
 //!   rebuilds from the table as before. A checkpoint saves time, never decides a row.
 //! - The row moves only forward in epochs: a fenced coordinator's checkpoint (still a true
 //!   index of its snapshot) never replaces a newer coordinator's.
-//! - Once the row names a new checkpoint, the coordinator deletes the one it replaced. A
-//!   crash between the upload and the row leaves one object behind (nothing sweeps it).
+//! - Once the row names a new checkpoint, the coordinator deletes the one it replaced; after
+//!   its first, it also deletes every checkpoint of an older epoch (left by a crash between
+//!   an upload and its row, or by a fenced coordinator), which no row can name any more.
 //! - Writing costs a pass over the index and one upload, at most every [`MIN_EVERY`] and at
 //!   most [`COST_SHARE`] of the coordinator's time.
 
 use std::time::Duration;
 
 use iceberg::table::Table;
+use inlet_catalog::storage::ObjectStoreStorage;
 use inlet_table_worker::{CatchUp, CheckpointOf, LiveFiles, TableIndex, UpsertSpec};
 
 use crate::chunks::CheckpointPointer;
 use crate::commit::CommitError;
 use crate::coordinator::TableTopic;
+
+/// The folder under the table's location that holds its checkpoints.
+const FOLDER: &str = "inlet-key-index";
 
 /// The least time between two checkpoints of a table.
 pub(crate) const MIN_EVERY: Duration = Duration::from_secs(5);
@@ -43,6 +48,8 @@ const COST_SHARE: u32 = 20;
 #[derive(Debug)]
 pub(crate) struct Checkpoints {
     next: tokio::time::Instant,
+    /// Whether this coordinator has deleted the checkpoints of older epochs yet.
+    swept: bool,
 }
 
 impl Checkpoints {
@@ -51,6 +58,7 @@ impl Checkpoints {
     pub(crate) fn new() -> Self {
         Checkpoints {
             next: tokio::time::Instant::now(),
+            swept: false,
         }
     }
 
@@ -62,6 +70,7 @@ impl Checkpoints {
         table: &Table,
         index: &TableIndex,
         epoch: i64,
+        files: Option<&ObjectStoreStorage>,
     ) {
         let now = tokio::time::Instant::now();
         let (Some(chunks), Some(upsert)) = (&topic.chunks, &topic.ctx.upsert) else {
@@ -86,7 +95,7 @@ impl Checkpoints {
             }
         };
         let path = format!(
-            "{}/inlet-key-index/{current}-e{epoch}.kix",
+            "{}/{FOLDER}/{current}-e{epoch}.kix",
             table.metadata().location().trim_end_matches('/')
         );
         let file_io = table.file_io();
@@ -113,6 +122,9 @@ impl Checkpoints {
                         }
                     }
                 }
+                if let (false, Some(files)) = (self.swept, files) {
+                    self.swept = sweep_older_epochs(topic, table, files, epoch).await;
+                }
             }
             Ok(false) => {
                 // A newer coordinator's checkpoint stays; this one is nobody's.
@@ -127,6 +139,44 @@ impl Checkpoints {
         tracing::debug!(table = %topic.ident, snapshot = current, entries = written.entries, bytes = written.bytes, seconds = took.as_secs_f64(), "checkpointed the primary-key index");
         self.next = tokio::time::Instant::now() + MIN_EVERY.max(took * COST_SHARE);
     }
+}
+
+/// Deletes the checkpoints that coordinators of epochs before `epoch` left (a crash between
+/// an upload and its row, a fenced coordinator's last one): once this coordinator's row is
+/// in, no older epoch's object is named or ever will be. Returns whether the listing worked.
+async fn sweep_older_epochs(
+    topic: &TableTopic,
+    table: &Table,
+    files: &ObjectStoreStorage,
+    epoch: i64,
+) -> bool {
+    let folder = format!(
+        "{}/{FOLDER}",
+        table.metadata().location().trim_end_matches('/')
+    );
+    let older = |location: &str| {
+        epoch_of(location.rsplit('/').next().unwrap_or_default()).is_some_and(|e| e < epoch)
+    };
+    match files.list(&folder, |f| older(&f.location)).await {
+        Ok(stale) => {
+            for f in stale {
+                if let Err(e) = table.file_io().delete(&f.location).await {
+                    tracing::debug!(table = %topic.ident, path = f.location, error = %e, "cannot delete an older coordinator's index checkpoint");
+                }
+            }
+            true
+        }
+        Err(e) => {
+            tracing::debug!(table = %topic.ident, error = %e, "cannot list the index checkpoints");
+            false
+        }
+    }
+}
+
+/// The epoch in a checkpoint's name (`<snapshot id>-e<epoch>.kix`).
+fn epoch_of(name: &str) -> Option<i64> {
+    let (_, rest) = name.strip_suffix(".kix")?.rsplit_once("-e")?;
+    rest.parse().ok()
 }
 
 /// A keyed table's index for a coordinator registering `table`: caught up from the latest
@@ -262,4 +312,15 @@ fn ancestor(table: &Table, id: i64) -> Option<iceberg::spec::SnapshotRef> {
         at = meta.snapshot_by_id(at.parent_snapshot_id()?)?.clone();
     }
     None
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn a_checkpoints_epoch_is_read_from_its_name() {
+        assert_eq!(super::epoch_of("-8093-e12.kix"), Some(12));
+        assert_eq!(super::epoch_of("7510182937004010727-e3.kix"), Some(3));
+        assert_eq!(super::epoch_of("7510182937004010727-e3.bin"), None);
+        assert_eq!(super::epoch_of("e3.kix"), None);
+    }
 }

@@ -108,6 +108,49 @@ impl Cluster {
     fn env(&self) -> [(&str, &str); 2] {
         [("AWS_ENDPOINT", &self.endpoint), ("AWS_ALLOW_HTTP", "true")]
     }
+
+    /// Cuts every object of the cluster whose key `wanted` takes to half its length; returns
+    /// how many.
+    fn cut_objects(&self, wanted: impl Fn(&str) -> bool) -> usize {
+        use futures::TryStreamExt;
+        use object_store::{ObjectStore, ObjectStoreExt};
+        let (bucket, prefix) = self
+            .objects
+            .trim_start_matches("s3://")
+            .split_once('/')
+            .expect("s3://bucket/prefix");
+        let store = object_store::aws::AmazonS3Builder::from_env()
+            .with_bucket_name(bucket)
+            .with_endpoint(&self.endpoint)
+            .with_allow_http(true)
+            .build()
+            .expect("an S3 client");
+        let runtime = tokio::runtime::Runtime::new().expect("runtime");
+        runtime.block_on(async {
+            let prefix = object_store::path::Path::from(prefix);
+            let listed: Vec<_> = store
+                .list(Some(&prefix))
+                .try_collect()
+                .await
+                .expect("listed");
+            let mut cut = 0;
+            for meta in listed.iter().filter(|m| wanted(m.location.as_ref())) {
+                let bytes = store
+                    .get(&meta.location)
+                    .await
+                    .expect("get")
+                    .bytes()
+                    .await
+                    .expect("bytes");
+                store
+                    .put(&meta.location, bytes.slice(..bytes.len() / 2).into())
+                    .await
+                    .expect("put");
+                cut += 1;
+            }
+            cut
+        })
+    }
 }
 
 /// Every node's Kafka address, as a client's bootstrap list.
@@ -870,7 +913,9 @@ fn another_writer_and_a_kill_on_a_table_converted_on_three_nodes() {
 /// from its last checkpoint). Then the node running the `users` coordinator is killed at once
 /// after an acknowledged step, and the survivors catch the index up from its checkpoint and
 /// land that step and a last one of updates and deletes of earlier keys: no key with two live
-/// rows, no lost update. The tables' files come from several nodes.
+/// rows, no lost update. The tables' files come from several nodes. Last, with every
+/// checkpoint cut short while the users coordinator's node is stopped, that node is killed:
+/// the last node rebuilds the index from the table and the rows stay right.
 #[test]
 fn keyed_tables_convert_on_every_node_and_keep_the_latest_row_per_key_across_a_kill() {
     let Some(python) = common::python::require_python(
@@ -935,6 +980,29 @@ fn keyed_tables_convert_on_every_node_and_keep_the_latest_row_per_key_across_a_k
     assert!(
         writers.len() >= 2,
         "keyed tables convert on their partitions' owners: {output}"
+    );
+    // A checkpoint that does not read: the users coordinator's node is stopped (it writes no
+    // new one), its checkpoints cut short, and the node killed. The last node rebuilds the
+    // index from the table, and the last step lands again with the latest row per key.
+    let home = coordinator_node(&nodes, "default.users", 30);
+    signal(&nodes[&home], libc::SIGSTOP);
+    let cut = cluster.cut_objects(|key| key.contains("/inlet-key-index/"));
+    assert!(cut > 0, "the users table had checkpoints");
+    nodes.remove(&home).expect("the coordinator's node").kill9();
+    let reader = nodes.keys().next().copied().expect("a survivor");
+    phase(&nodes, &nodes[&reader], "after-restart");
+    let logs: Vec<String> = nodes.values().flat_map(|n| n.logs_so_far()).collect();
+    assert!(
+        logs.iter().any(|l| l
+            .contains("cannot catch the primary-key index up from its checkpoint")
+            && l.contains("default.users")),
+        "the cut checkpoint was refused"
+    );
+    assert!(
+        logs.iter()
+            .any(|l| l.contains("built the primary-key index from the table")
+                && l.contains("default.users")),
+        "the index was rebuilt from the table"
     );
     for node in nodes.into_values() {
         node.stop();

@@ -50,6 +50,9 @@ pub(crate) struct Checkpoints {
     next: tokio::time::Instant,
     /// Whether this coordinator has deleted the checkpoints of older epochs yet.
     swept: bool,
+    /// The snapshot of this coordinator's last checkpoint: an idle table's is not written
+    /// again.
+    written: Option<i64>,
 }
 
 impl Checkpoints {
@@ -59,6 +62,7 @@ impl Checkpoints {
         Checkpoints {
             next: tokio::time::Instant::now(),
             swept: false,
+            written: None,
         }
     }
 
@@ -79,7 +83,7 @@ impl Checkpoints {
         let Some(current) = table.metadata().current_snapshot_id() else {
             return;
         };
-        if now < self.next || index.snapshot() != Some(current) {
+        if now < self.next || index.snapshot() != Some(current) || self.written == Some(current) {
             return;
         }
         let of = match upsert.id_field_ids(table.metadata().current_schema()) {
@@ -115,6 +119,7 @@ impl Checkpoints {
         };
         match chunks.set_checkpoint(&topic.topic_id, &pointer).await {
             Ok(true) => {
+                self.written = Some(current);
                 if let Ok(Some(old)) = previous {
                     if old.path != path {
                         if let Err(e) = file_io.delete(&old.path).await {

@@ -498,7 +498,14 @@ async fn collect_chunks(
     if let (Some(t), Some(index)) = (&table, keyed.index.as_deref()) {
         keyed
             .checkpoints
-            .maybe_write(topic, t, index, keyed.epoch, committer.files.as_ref())
+            .maybe_write(
+                topic,
+                t,
+                index,
+                keyed.epoch,
+                committer.files.as_ref(),
+                keyed.pool,
+            )
             .await;
     }
     let mut listed = chunks
@@ -1096,7 +1103,9 @@ async fn register(
         if let Some(upsert) = &topic.ctx.upsert {
             // The pause before this coordinator's first round: short from a checkpoint, else
             // it grows with the table.
-            index = Some(crate::key_checkpoint::build(topic, upsert, table.as_ref()).await?);
+            index = Some(
+                crate::key_checkpoint::build(topic, upsert, table.as_ref(), worker.pool()).await?,
+            );
         }
         committed.offsets.clone()
     } else {

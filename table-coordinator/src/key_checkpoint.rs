@@ -23,13 +23,16 @@
 //!   its first, it also deletes every checkpoint of an older epoch (left by a crash between
 //!   an upload and its row, or by a fenced coordinator), which no row can name any more.
 //! - Writing costs a pass over the index and one upload, at most every [`MIN_EVERY`] and at
-//!   most [`COST_SHARE`] of the coordinator's time.
+//!   most [`COST_SHARE`] of the coordinator's time. A write or a read holds one buffer
+//!   ([`CHECKPOINT_BUFFER_BYTES`]) borrowed from the node's conversion pool.
 
 use std::time::Duration;
 
 use iceberg::table::Table;
 use inlet_catalog::storage::ObjectStoreStorage;
-use inlet_table_worker::{CatchUp, CheckpointOf, LiveFiles, TableIndex, UpsertSpec};
+use inlet_table_worker::{
+    CatchUp, CheckpointOf, LiveFiles, MemoryPool, TableIndex, UpsertSpec, CHECKPOINT_BUFFER_BYTES,
+};
 
 use crate::chunks::CheckpointPointer;
 use crate::commit::CommitError;
@@ -75,6 +78,7 @@ impl Checkpoints {
         index: &TableIndex,
         epoch: i64,
         files: Option<&ObjectStoreStorage>,
+        pool: &MemoryPool,
     ) {
         let now = tokio::time::Instant::now();
         let (Some(chunks), Some(upsert)) = (&topic.chunks, &topic.ctx.upsert) else {
@@ -103,6 +107,10 @@ impl Checkpoints {
             table.metadata().location().trim_end_matches('/')
         );
         let file_io = table.file_io();
+        // The write's buffer, from the node's conversion memory.
+        let Ok(_memory) = pool.reserve(CHECKPOINT_BUFFER_BYTES).await else {
+            return;
+        };
         let previous = chunks.checkpoint(&topic.topic_id).await;
         let written = match index.write_checkpoint(file_io, &path, &of).await {
             Ok(w) => w,
@@ -191,6 +199,7 @@ pub(crate) async fn build(
     topic: &TableTopic,
     upsert: &UpsertSpec,
     table: Option<&Table>,
+    pool: &MemoryPool,
 ) -> Result<TableIndex, CommitError> {
     let started = tokio::time::Instant::now();
     let current = table.and_then(|t| t.metadata().current_snapshot());
@@ -221,6 +230,11 @@ pub(crate) async fn build(
         .into_iter();
     let live = lives.next().unwrap_or_default();
     if let (Some((pointer, _, of)), Some(then)) = (checkpoint, lives.next()) {
+        // The read's buffer, from the node's conversion memory.
+        let _memory = pool
+            .reserve(CHECKPOINT_BUFFER_BYTES)
+            .await
+            .map_err(|e| worker_error("reading the index checkpoint", e.into()))?;
         match TableIndex::from_checkpoint(upsert, t.file_io(), &pointer.path, &of, &then, &live)
             .await
         {

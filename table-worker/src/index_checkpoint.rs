@@ -41,6 +41,10 @@ const MAGIC: &[u8; 8] = b"INLETKI1";
 const END: &[u8; 8] = b"INLETKIE";
 /// Bytes written or read per object store call.
 const CHUNK: usize = 8 << 20;
+
+/// The memory a checkpoint's write or read holds at most beyond the index (its buffer, and
+/// one key of up to a MiB): what callers borrow from the node's conversion pool.
+pub const BUFFER_BYTES: usize = CHUNK + (1 << 20);
 /// Files whose rows are read at once while catching up.
 const READ_AHEAD: usize = 8;
 

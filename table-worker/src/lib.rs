@@ -49,7 +49,9 @@ pub use avro::{avro_to_iceberg, AvroDecoder};
 pub use check::{PayloadChecker, Side};
 pub use error::Error;
 pub use evolve::{fresh_ids, reconcile, Change};
-pub use index_checkpoint::{CatchUp, CaughtUp, CheckpointOf, Written};
+pub use index_checkpoint::{
+    CatchUp, CaughtUp, CheckpointOf, Written, BUFFER_BYTES as CHECKPOINT_BUFFER_BYTES,
+};
 pub use job::{convert_range, JobOutput, JobSpec, TableContext, ValueType};
 pub use json::{json_to_iceberg, JsonConverter};
 pub use memory::{MemoryError, MemoryPool};

@@ -751,6 +751,40 @@ async fn catch_up_from_a_checkpoint(index_budget: usize) {
     assert_eq!(rows, rebuilt.live_rows().expect("rows"));
     assert!(rows.iter().all(|(_, p, _)| p != gone.file_path()));
     assert_eq!(rows.len(), before.len());
+    // Another engine appends a copy of round 1's file with round 1's sequence number (as a
+    // rewrite keeping its starting sequence number does): its keys lose to the later rows
+    // the checkpoint names and win where no later row is live, as in a rebuild.
+    let copy = gone.file_path().replace(".parquet", "-copy.parquet");
+    assert_ne!(copy, gone.file_path());
+    std::fs::copy(
+        gone.file_path().trim_start_matches("file://"),
+        copy.trim_start_matches("file://"),
+    )
+    .expect("copied");
+    let mut with_copy = now.clone();
+    with_copy.data.push(LiveDataFile {
+        file: FileRef {
+            path: copy.clone(),
+            partition: gone.partition().clone(),
+            spec_id: 0,
+        },
+        sequence_number: 1,
+    });
+    let rebuilt = TableIndex::build(&spec, &file_io, table.schema.as_ref(), &with_copy)
+        .await
+        .expect("rebuilt");
+    let (copied, outcome) =
+        TableIndex::from_checkpoint(&spec, &file_io, &path, &of, &then, &with_copy)
+            .await
+            .expect("caught up");
+    let copied = copied.unwrap_or_else(|| panic!("refused: {outcome:?}"));
+    let rows = copied.live_rows().expect("rows");
+    assert_eq!(rows, rebuilt.live_rows().expect("rows"));
+    assert!(
+        rows.iter().any(|(_, p, _)| *p == copy),
+        "some keys live in the copy"
+    );
+    drop((copied, rebuilt));
     // Rounds go on from the caught-up index.
     append(&f, names_of(0..70, "e")).await;
     table.commit(deferred_round(&f, &worker, &ctx, &mut caught).await);

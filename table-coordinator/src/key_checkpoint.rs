@@ -15,7 +15,7 @@
 //!   landed as it ([`inlet_table_worker::TableIndex::snapshot`]).
 //! - It is used only when its snapshot is the current snapshot or one of its ancestors,
 //!   of the same table (uuid) and the same id columns; anything else, a missing or cut
-//!   object, or a catch-up that cannot say ([`inlet_table_worker::CatchUp::Refused`]),
+//!   object, or a catch-up that cannot say ([`inlet_table_worker::FromCheckpoint::Refused`]),
 //!   rebuilds from the table as before. A checkpoint saves time, never decides a row.
 //! - The row moves only forward in epochs: a fenced coordinator's checkpoint (still a true
 //!   index of its snapshot) never replaces a newer coordinator's.
@@ -31,7 +31,8 @@ use std::time::Duration;
 use iceberg::table::Table;
 use inlet_catalog::storage::ObjectStoreStorage;
 use inlet_table_worker::{
-    CatchUp, CheckpointOf, LiveFiles, MemoryPool, TableIndex, UpsertSpec, CHECKPOINT_BUFFER_BYTES,
+    CheckpointOf, FromCheckpoint, LiveFiles, MemoryPool, TableIndex, UpsertSpec,
+    CHECKPOINT_BUFFER_BYTES,
 };
 
 use crate::chunks::CheckpointPointer;
@@ -238,7 +239,7 @@ pub(crate) async fn build(
         match TableIndex::from_checkpoint(upsert, t.file_io(), &pointer.path, &of, &then, &live)
             .await
         {
-            Ok((Some(mut index), CatchUp::Done(c))) => {
+            Ok(FromCheckpoint::Built(mut index, c)) => {
                 tracing::info!(
                     table = %topic.ident,
                     checkpoint_snapshot = pointer.snapshot_id,
@@ -253,12 +254,11 @@ pub(crate) async fn build(
                     tracing::warn!(table = %topic.ident, duplicates = c.duplicates, "keys with more than one live row in the table; the latest is indexed");
                 }
                 index.landed(Some(now.snapshot_id()));
-                return Ok(index);
+                return Ok(*index);
             }
-            Ok((_, CatchUp::Refused(why))) => {
+            Ok(FromCheckpoint::Refused(why)) => {
                 tracing::info!(table = %topic.ident, why, "the primary-key index checkpoint does not fit the table; rebuilding the index from the table");
             }
-            Ok((None, CatchUp::Done(_))) => {}
             Err(e) => {
                 tracing::warn!(table = %topic.ident, path = pointer.path, error = %e, "cannot catch the primary-key index up from its checkpoint; rebuilding the index from the table");
             }

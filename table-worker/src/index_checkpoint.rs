@@ -35,7 +35,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
 use crate::pk_index::{KeyIndex, Location};
-use crate::upsert::{read_keys, read_position_deletes, LiveFiles};
+use crate::upsert::{index_files, read_deleted, read_position_deletes, LiveFiles};
 
 const MAGIC: &[u8; 8] = b"INLETKI1";
 const END: &[u8; 8] = b"INLETKIE";
@@ -45,7 +45,7 @@ const CHUNK: usize = 8 << 20;
 /// The memory a checkpoint's write or read holds at most beyond the index (its buffer, and
 /// one key of up to a MiB): what callers borrow from the node's conversion pool.
 pub const BUFFER_BYTES: usize = CHUNK + (1 << 20);
-/// Files whose rows are read at once while catching up.
+/// Removed delete files read at once while catching up.
 const READ_AHEAD: usize = 8;
 
 /// What a checkpoint is of.
@@ -129,16 +129,10 @@ pub struct CaughtUp {
     pub duplicates: u64,
 }
 
-/// How a catch-up ended: done, or refused for the reason given (the caller rebuilds).
-#[derive(Debug)]
-pub enum CatchUp {
-    Done(CaughtUp),
-    Refused(String),
-}
-
 /// Fills the empty `index` from the checkpoint at `path`, which must be `of`, and the table's
 /// change from `then` (the live files of `of`'s snapshot) to `now` (its current snapshot's).
-/// On [`CatchUp::Refused`] or an error the index holds part of it: the caller drops it.
+/// `Err(why)` when the checkpoint cannot say (the caller rebuilds); then, or on an error, the
+/// index holds part of it and the caller drops it.
 pub(crate) async fn catch_up(
     index: &mut KeyIndex,
     file_io: &FileIO,
@@ -146,7 +140,7 @@ pub(crate) async fn catch_up(
     of: &CheckpointOf,
     then: &LiveFiles,
     now: &LiveFiles,
-) -> Result<CatchUp> {
+) -> Result<Result<CaughtUp, String>> {
     let now_data: HashMap<&str, _> = now.data.iter().map(|f| (f.file.path.as_str(), f)).collect();
     let then_data: HashSet<&str> = then.data.iter().map(|f| f.file.path.as_str()).collect();
     let then_deletes: HashSet<&str> = then.position_deletes.iter().map(String::as_str).collect();
@@ -167,7 +161,7 @@ pub(crate) async fn catch_up(
             .iter()
             .find(|(f, _)| now_data.contains_key(f.as_str()))
         {
-            return Ok(CatchUp::Refused(format!(
+            return Ok(Err(format!(
                 "position delete file {delete_file} left the table while {data_file}, whose rows it deleted, stayed"
             )));
         }
@@ -179,23 +173,7 @@ pub(crate) async fn catch_up(
         .map(|p| p.to_string())
         .collect();
     let new_delete_files = added.len();
-    let mut deleted: HashMap<String, Vec<u64>> = HashMap::new();
-    let mut reads = futures::stream::iter(
-        added
-            .into_iter()
-            .map(|p| async move { read_position_deletes(file_io, &p).await }),
-    )
-    .buffer_unordered(READ_AHEAD);
-    while let Some(rows) = reads.next().await {
-        for (file, pos) in rows? {
-            deleted.entry(file).or_default().push(pos);
-        }
-    }
-    drop(reads);
-    for positions in deleted.values_mut() {
-        positions.sort_unstable();
-        positions.dedup();
-    }
+    let deleted = read_deleted(file_io, added).await?;
     let is_deleted = |path: &str, pos: u64| {
         deleted
             .get(path)
@@ -204,15 +182,13 @@ pub(crate) async fn catch_up(
     // The checkpoint's entries whose rows are still live.
     let mut input = Input::open(file_io, path).await?;
     if input.take(8).await? != MAGIC {
-        return Ok(CatchUp::Refused(format!(
-            "{path} is not an index checkpoint"
-        )));
+        return Ok(Err(format!("{path} is not an index checkpoint")));
     }
     let len = u32_at(input.take(4).await?) as usize;
     let header: Header =
         serde_json::from_slice(input.take(len).await?).map_err(|_| corrupt(path))?;
     if header.of != *of {
-        return Ok(CatchUp::Refused(format!(
+        return Ok(Err(format!(
             "{path} is a checkpoint of {:?}, not of {of:?}",
             header.of
         )));
@@ -261,43 +237,23 @@ pub(crate) async fn catch_up(
         return Err(corrupt(path));
     }
     // The keys of the files added since, in sequence order.
-    let mut added: Vec<_> = now
+    let added: Vec<_> = now
         .data
         .iter()
         .filter(|f| !then_data.contains(f.file.path.as_str()))
         .cloned()
         .collect();
-    added.sort_by_key(|f| f.sequence_number);
     caught.new_data_files = added.len();
-    let ids = &of.id_field_ids;
-    let mut reads = futures::stream::iter(added.into_iter().map(|f| async move {
-        let keys = read_keys(file_io, &f.file.path, ids).await;
-        (f, keys)
-    }))
-    .buffered(READ_AHEAD);
-    while let Some((f, keys)) = reads.next().await {
-        let keys = keys?;
-        let gone = deleted.get(&f.file.path);
-        let file = index.file_id(f.file.clone());
-        sequence.insert(file, f.sequence_number);
-        for (pos, key) in keys.into_iter().enumerate() {
-            let pos = pos as u64;
-            if gone.is_some_and(|g| g.binary_search(&pos).is_ok()) {
-                continue;
-            }
-            if let Some(old) = index.get(&key)? {
-                caught.duplicates += 1;
-                if sequence
-                    .get(&old.file)
-                    .is_some_and(|s| *s > f.sequence_number)
-                {
-                    continue;
-                }
-            }
-            index.put(key, Location { file, pos })?;
-        }
-    }
-    Ok(CatchUp::Done(caught))
+    caught.duplicates = index_files(
+        index,
+        file_io,
+        added,
+        &deleted,
+        &of.id_field_ids,
+        &mut sequence,
+    )
+    .await?;
+    Ok(Ok(caught))
 }
 
 fn u32_at(b: &[u8]) -> u32 {

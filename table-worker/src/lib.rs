@@ -50,7 +50,7 @@ pub use check::{PayloadChecker, Side};
 pub use error::Error;
 pub use evolve::{fresh_ids, reconcile, Change};
 pub use index_checkpoint::{
-    CatchUp, CaughtUp, CheckpointOf, Written, BUFFER_BYTES as CHECKPOINT_BUFFER_BYTES,
+    CaughtUp, CheckpointOf, Written, BUFFER_BYTES as CHECKPOINT_BUFFER_BYTES,
 };
 pub use job::{convert_range, JobOutput, JobSpec, TableContext, ValueType};
 pub use json::{json_to_iceberg, JsonConverter};
@@ -59,8 +59,8 @@ pub use pk_index::{FileRef, IndexBudget, MAX_RUNS};
 pub use protobuf::{protobuf_to_iceberg, ProtobufConverter};
 pub use transform::ValueTransform;
 pub use upsert::{
-    decode_keys_file, encode_keys_file, read_position_deletes, JobKeys, LiveDataFile, LiveFiles,
-    TableIndex, UpsertSpec, DEFAULT_INDEX_BUDGET,
+    decode_keys_file, encode_keys_file, read_position_deletes, FromCheckpoint, JobKeys,
+    LiveDataFile, LiveFiles, TableIndex, UpsertSpec, DEFAULT_INDEX_BUDGET,
 };
 pub use worker::{PartitionSource, TableSchemas, Worker};
 

@@ -41,7 +41,7 @@ use parquet::arrow::{ParquetRecordBatchStreamBuilder, ProjectionMask};
 
 use crate::data_file::{FileSettings, FileTarget};
 use crate::error::{Error, Result};
-use crate::index_checkpoint::{CatchUp, CheckpointOf, Written};
+use crate::index_checkpoint::{CaughtUp, CheckpointOf, Written};
 use crate::pk_index::{FileRef, KeyIndex, Location};
 use crate::transform::{ValueTransform, OP_COLUMN};
 
@@ -494,11 +494,10 @@ impl TableIndex {
         })
     }
 
-    /// The index of a table whose current schema is `schema` and whose current snapshot lists
-    /// the `now` files, caught up from the checkpoint at `path` of `of`'s snapshot, which
-    /// listed the `then` files (`crate::index_checkpoint`). [`CatchUp::Refused`] when the
-    /// checkpoint cannot say (the caller builds the index from the table instead).
-    #[allow(clippy::too_many_arguments)]
+    /// The index of a table whose current snapshot lists the `now` files, caught up from the
+    /// checkpoint at `path` of `of`'s snapshot, which listed the `then` files
+    /// (`crate::index_checkpoint`); [`FromCheckpoint::Refused`] when the checkpoint cannot
+    /// say (the caller builds the index from the table instead).
     pub async fn from_checkpoint(
         spec: &UpsertSpec,
         file_io: &FileIO,
@@ -506,21 +505,23 @@ impl TableIndex {
         of: &CheckpointOf,
         then: &LiveFiles,
         now: &LiveFiles,
-    ) -> Result<(Option<Self>, CatchUp)> {
-        static GENERATION: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-        let generation = GENERATION.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        let mut index = KeyIndex::new(
-            spec.index_budget.clone(),
-            spec.index_dir.join(format!("checkpoint-{generation}")),
-        )?;
-        let caught =
-            crate::index_checkpoint::catch_up(&mut index, file_io, path, of, then, now).await?;
-        let built = matches!(caught, CatchUp::Done(_)).then(|| TableIndex {
-            index,
-            spec: spec.clone(),
-            snapshot: None,
-        });
-        Ok((built, caught))
+    ) -> Result<FromCheckpoint> {
+        let mut index = fresh_index(spec, "checkpoint")?;
+        Ok(
+            match crate::index_checkpoint::catch_up(&mut index, file_io, path, of, then, now)
+                .await?
+            {
+                Ok(caught) => FromCheckpoint::Built(
+                    Box::new(TableIndex {
+                        index,
+                        spec: spec.clone(),
+                        snapshot: None,
+                    }),
+                    caught,
+                ),
+                Err(why) => FromCheckpoint::Refused(why),
+            },
+        )
     }
 
     /// Writes the index to `path` as a checkpoint of `of` ([`TableIndex::snapshot`] must be
@@ -619,6 +620,13 @@ impl TableIndex {
     }
 }
 
+/// What [`TableIndex::from_checkpoint`] made: the index, or why the checkpoint cannot say.
+#[derive(Debug)]
+pub enum FromCheckpoint {
+    Built(Box<TableIndex>, CaughtUp),
+    Refused(String),
+}
+
 /// The keys of one deferred job's data files, read back ([`TableIndex::read_job`]): each
 /// file with its rows' keys, by row position.
 #[derive(Debug)]
@@ -636,12 +644,7 @@ pub(crate) async fn new_index(
     schema: Option<&Schema>,
     live: &LiveFiles,
 ) -> Result<KeyIndex> {
-    static GENERATION: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-    let generation = GENERATION.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    let mut index = KeyIndex::new(
-        spec.index_budget.clone(),
-        spec.index_dir.join(format!("{role}-{generation}")),
-    )?;
+    let mut index = fresh_index(spec, role)?;
     if let Some(schema) = schema {
         if !live.data.is_empty() {
             let ids = spec.id_field_ids(schema)?;
@@ -662,6 +665,16 @@ pub(crate) async fn new_index(
         }
     }
     Ok(index)
+}
+
+/// An empty index under `spec.index_dir`, in a directory of its own named from `role`.
+fn fresh_index(spec: &UpsertSpec, role: &str) -> Result<KeyIndex> {
+    static GENERATION: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let generation = GENERATION.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    KeyIndex::new(
+        spec.index_budget.clone(),
+        spec.index_dir.join(format!("{role}-{generation}")),
+    )
 }
 
 /// The deleted keys of deferred jobs as one object: each key as its length (4 bytes, big
@@ -730,32 +743,63 @@ pub(crate) async fn rebuild(
     live: &LiveFiles,
     id_field_ids: &[i32],
 ) -> Result<u64> {
-    // Deleted positions per data file, sorted (8 bytes a delete). The delete files are read
-    // [`REBUILD_READ_AHEAD`] at a time, in any order: a keyed table has about as many as
-    // data files, and one after the other they were most of a rebuild on an object store.
+    let deleted = read_deleted(file_io, live.position_deletes.clone()).await?;
+    let mut sequence = HashMap::new();
+    index_files(
+        index,
+        file_io,
+        live.data.clone(),
+        &deleted,
+        id_field_ids,
+        &mut sequence,
+    )
+    .await
+}
+
+/// The rows the position delete files at `paths` delete: positions per data file, sorted (8
+/// bytes a delete). The files are read [`REBUILD_READ_AHEAD`] at a time, in any order: a
+/// keyed table has about as many as data files, and one after the other they were most of a
+/// rebuild on an object store.
+pub(crate) async fn read_deleted(
+    file_io: &FileIO,
+    paths: Vec<String>,
+) -> Result<HashMap<String, Vec<u64>>> {
     let mut deleted: HashMap<String, Vec<u64>> = HashMap::new();
-    let mut delete_reads = futures::stream::iter(
-        live.position_deletes
-            .clone()
+    let mut reads = futures::stream::iter(
+        paths
             .into_iter()
             .map(|path| async move { read_position_deletes(file_io, &path).await }),
     )
     .buffer_unordered(REBUILD_READ_AHEAD);
-    while let Some(rows) = delete_reads.next().await {
+    while let Some(rows) = reads.next().await {
         for (file, pos) in rows? {
             deleted.entry(file).or_default().push(pos);
         }
     }
-    drop(delete_reads);
+    drop(reads);
     for positions in deleted.values_mut() {
         positions.sort_unstable();
         positions.dedup();
     }
-    let mut data = live.data.clone();
-    data.sort_by_key(|f| f.sequence_number);
+    Ok(deleted)
+}
+
+/// Puts the live rows of the data `files` into `index`, in data sequence order, minus the
+/// `deleted` ones: a key's row replaces its entry unless the entry's file has a later
+/// sequence number (`sequence`: by the index's file id, of the files indexed so far; the
+/// files' own are added). Returns how many keys had more than one live row. The next files'
+/// keys are read while one file's go into the index.
+pub(crate) async fn index_files(
+    index: &mut KeyIndex,
+    file_io: &FileIO,
+    mut files: Vec<LiveDataFile>,
+    deleted: &HashMap<String, Vec<u64>>,
+    id_field_ids: &[i32],
+    sequence: &mut HashMap<u32, i64>,
+) -> Result<u64> {
+    files.sort_by_key(|f| f.sequence_number);
     let mut duplicates = 0u64;
-    // The next files' keys are read while one file's go into the index, in sequence order.
-    let mut reads = futures::stream::iter(data.into_iter().map(|f| async move {
+    let mut reads = futures::stream::iter(files.into_iter().map(|f| async move {
         let keys = read_keys(file_io, &f.file.path, id_field_ids).await;
         (f, keys)
     }))
@@ -763,14 +807,19 @@ pub(crate) async fn rebuild(
     while let Some((f, keys)) = reads.next().await {
         let keys = keys?;
         let gone = deleted.get(&f.file.path);
+        let seq = f.sequence_number;
         let file = index.file_id(f.file);
+        sequence.insert(file, seq);
         for (pos, key) in keys.into_iter().enumerate() {
             let pos = pos as u64;
             if gone.is_some_and(|g| g.binary_search(&pos).is_ok()) {
                 continue;
             }
-            if index.get(&key)?.is_some() {
+            if let Some(old) = index.get(&key)? {
                 duplicates += 1;
+                if sequence.get(&old.file).is_some_and(|s| *s > seq) {
+                    continue;
+                }
             }
             index.put(key, Location { file, pos })?;
         }

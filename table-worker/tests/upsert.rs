@@ -21,8 +21,8 @@ use inlet_schema_registry::framing;
 use inlet_storage::StreamId;
 use inlet_table_worker::FileRef;
 use inlet_table_worker::MemoryPool;
+use inlet_table_worker::{FromCheckpoint, LiveDataFile, LiveFiles, UpsertSpec};
 use inlet_table_worker::{JobOutput, TableContext, ValueType};
-use inlet_table_worker::{LiveDataFile, LiveFiles, UpsertSpec};
 use inlet_table_worker::{PartitionSource, TableIndex, Worker};
 
 const SCHEMA: &str = r#"{"type":"record","name":"Row","namespace":"t","fields":[{"name":"id","type":"long"},{"name":"name","type":"string"},{"name":"op","type":["null","string"],"default":null}]}"#;
@@ -738,12 +738,11 @@ async fn catch_up_from_a_checkpoint(index_budget: usize) {
     let rebuilt = TableIndex::build(&spec, &file_io, table.schema.as_ref(), &now)
         .await
         .expect("rebuilt");
-    let (caught, outcome) = TableIndex::from_checkpoint(&spec, &file_io, &path, &of, &then, &now)
+    let outcome = TableIndex::from_checkpoint(&spec, &file_io, &path, &of, &then, &now)
         .await
         .expect("caught up");
-    let mut caught = caught.unwrap_or_else(|| panic!("refused: {outcome:?}"));
-    let inlet_table_worker::CatchUp::Done(done) = outcome else {
-        panic!("{outcome:?}")
+    let FromCheckpoint::Built(mut caught, done) = outcome else {
+        panic!("refused: {outcome:?}")
     };
     assert_eq!(done.new_data_files, now.data.len() - (then.data.len() - 1));
     assert!(done.dropped > 0 && done.new_delete_files > 0, "{done:?}");
@@ -773,11 +772,12 @@ async fn catch_up_from_a_checkpoint(index_budget: usize) {
     let rebuilt = TableIndex::build(&spec, &file_io, table.schema.as_ref(), &with_copy)
         .await
         .expect("rebuilt");
-    let (copied, outcome) =
-        TableIndex::from_checkpoint(&spec, &file_io, &path, &of, &then, &with_copy)
-            .await
-            .expect("caught up");
-    let copied = copied.unwrap_or_else(|| panic!("refused: {outcome:?}"));
+    let outcome = TableIndex::from_checkpoint(&spec, &file_io, &path, &of, &then, &with_copy)
+        .await
+        .expect("caught up");
+    let FromCheckpoint::Built(copied, _) = outcome else {
+        panic!("refused: {outcome:?}")
+    };
     let rows = copied.live_rows().expect("rows");
     assert_eq!(rows, rebuilt.live_rows().expect("rows"));
     assert!(
@@ -794,10 +794,10 @@ async fn catch_up_from_a_checkpoint(index_budget: usize) {
     // data file it deleted rows of stayed (those rows would be live again).
     let mut other = of.clone();
     other.snapshot_id = 3;
-    let (none, outcome) = TableIndex::from_checkpoint(&spec, &file_io, &path, &other, &then, &now)
+    let outcome = TableIndex::from_checkpoint(&spec, &file_io, &path, &other, &then, &now)
         .await
         .expect("read");
-    assert!(none.is_none() && matches!(outcome, inlet_table_worker::CatchUp::Refused(_)));
+    assert!(matches!(outcome, FromCheckpoint::Refused(_)), "{outcome:?}");
     let mut undeleted = then.clone();
     let now = table.live();
     let kept: Vec<String> = now.position_deletes.clone();
@@ -805,12 +805,10 @@ async fn catch_up_from_a_checkpoint(index_budget: usize) {
     // The last round's deletes name rows of files that stay.
     let mut fewer = now.clone();
     fewer.position_deletes = kept[..kept.len() - 1].to_vec();
-    let (none, outcome) =
-        TableIndex::from_checkpoint(&spec, &file_io, &path, &of, &undeleted, &fewer)
-            .await
-            .expect("read");
-    assert!(none.is_none(), "{outcome:?}");
-    let inlet_table_worker::CatchUp::Refused(why) = outcome else {
+    let outcome = TableIndex::from_checkpoint(&spec, &file_io, &path, &of, &undeleted, &fewer)
+        .await
+        .expect("read");
+    let FromCheckpoint::Refused(why) = outcome else {
         panic!("{outcome:?}")
     };
     assert!(why.contains("left the table"), "{why}");

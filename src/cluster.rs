@@ -462,12 +462,12 @@ pub(crate) async fn pass(broker: &Broker, state: &ClusterState) -> anyhow::Resul
         };
         let owner_live = owner.is_some_and(|o| live.contains(&o));
         if want == me && !mine && (owner == Some(me) || !owner_live) {
-            store.acquire(info.id, &live).await?;
+            take(store, info.id, &live).await;
         } else if want != me && mine {
             handovers.push(info.id);
         } else if want != me && owner == Some(me) {
             // This node's from an earlier run: free it for its node.
-            if store.acquire(info.id, &live).await? {
+            if take(store, info.id, &live).await {
                 store.release(info.id).await?;
             }
         }
@@ -489,7 +489,35 @@ pub(crate) async fn pass(broker: &Broker, state: &ClusterState) -> anyhow::Resul
         owners,
         weights,
     };
+    // Groups that moved to another node: their state here is stale from now on.
+    let gone = broker.forget_groups_elsewhere();
+    if !gone.is_empty() {
+        tracing::info!(groups = ?gone, "groups coordinated by other nodes now: dropped their state here");
+    }
     Ok(())
+}
+
+/// How long a pass waits to take one stream. A takeover waits for the stream's row lock, which
+/// a paused or cut-off owner may hold inside a transaction until PostgreSQL ends its session
+/// (`idle_in_transaction_session_timeout`); the metadata store bounds the wait too
+/// (`lock_timeout`), this bounds it when the store does not answer at all.
+const TAKE_WAIT: Duration = Duration::from_secs(5);
+
+/// Takes stream `id` for this node if it is free or its owner is not live; returns whether it
+/// did. A take that fails or waits past [`TAKE_WAIT`] is logged and left to the next pass, so
+/// one stuck stream never holds up the others.
+async fn take(store: &inlet_storage::StreamStore, id: StreamId, live: &[u64]) -> bool {
+    match tokio::time::timeout(TAKE_WAIT, store.acquire(id, live)).await {
+        Ok(Ok(taken)) => taken,
+        Ok(Err(e)) => {
+            tracing::warn!(stream = id, error = %e, "cannot take the stream; retrying at the next pass");
+            false
+        }
+        Err(_) => {
+            tracing::warn!(stream = id, wait_ms = TAKE_WAIT.as_millis() as u64, "taking the stream waited too long (its owner may hold its row); retrying at the next pass");
+            false
+        }
+    }
 }
 
 /// The published weights (see [`measure`]).

@@ -167,6 +167,9 @@ pub(crate) fn unhealthy(broker: &inlet_ingest::Broker) -> Option<String> {
             "the WAL failed and refuses appends until a restart: {reason}"
         ));
     }
+    if let Some(reason) = table_lag_unhealthy(broker) {
+        return Some(reason);
+    }
     let failure = health.upload_failure?;
     let for_ms = broker.clock_ms().saturating_sub(failure.since_ms);
     if !failure.retryable {
@@ -180,6 +183,45 @@ pub(crate) fn unhealthy(broker: &inlet_ingest::Broker) -> Option<String> {
             "uploads to the object store have failed for {} s: {}",
             for_ms / 1000,
             failure.error
+        )
+    })
+}
+
+/// Every partition of a table topic this node owns, with what its table has not committed
+/// (`StreamStore::table_lag_bytes`) and the topic's `table.topic.lag.max.bytes` (None: no
+/// bound).
+fn table_lags(
+    broker: &inlet_ingest::Broker,
+) -> Vec<(String, i32, inlet_storage::TableLag, Option<u64>)> {
+    let defaults = &broker.config().topic_defaults;
+    let mut out = Vec::new();
+    for topic in broker.topics().list() {
+        if topic.configs.table_topic(&topic.name, defaults).is_none() {
+            continue;
+        }
+        let bound = topic.configs.table_lag_bound(defaults);
+        for p in &topic.partitions {
+            if let Some(lag) = broker.store().table_lag_bytes(p.stream) {
+                out.push((topic.name.clone(), p.index, lag, bound));
+            }
+        }
+    }
+    out
+}
+
+/// A table topic's partition whose table lags `table.topic.lag.max.bytes` or more: the node
+/// refuses produce to it (retriably) and keeps every byte until the table commits.
+fn table_lag_unhealthy(broker: &inlet_ingest::Broker) -> Option<String> {
+    let over: Vec<String> = table_lags(broker)
+        .into_iter()
+        .filter(|(_, _, lag, bound)| bound.is_some_and(|b| lag.lag_bytes >= b))
+        .map(|(topic, p, lag, _)| format!("{topic}/{p} ({} bytes)", lag.lag_bytes))
+        .collect();
+    (!over.is_empty()).then(|| {
+        format!(
+            "table topic partitions hold table.topic.lag.max.bytes or more that their tables have \
+             not committed, and refuse produce until they do: {}",
+            over.join(", ")
         )
     })
 }
@@ -331,6 +373,7 @@ async fn metrics(State(Node { broker, tables }): State<Node>) -> impl IntoRespon
         s.dirty_bytes as f64,
     );
     render_tables(&mut out, &tables, broker.clock_ms() as i64);
+    render_table_lags(&mut out, &broker);
     ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], out)
 }
 
@@ -352,6 +395,7 @@ fn status_json(status: &TableStatus, now_ms: i64) -> serde_json::Value {
         "failed_commits": status.failed_commits,
         "pending_dead_letter_files": status.pending_dead_letter_files,
         "held_by_dead_letters": status.held_by_dead_letters,
+        "lag_bytes": by_partition(&status.lag_bytes),
     })
 }
 
@@ -382,6 +426,35 @@ async fn table_status(
             })),
         )
             .into_response(),
+    }
+}
+
+/// Per partition of a table topic this node owns: the bytes its table has not committed, and
+/// those past the topic's retention that the stream keeps for the table.
+fn render_table_lags(out: &mut String, broker: &inlet_ingest::Broker) {
+    let lags = table_lags(broker);
+    type Value = fn(&inlet_storage::TableLag) -> u64;
+    let families: [(&str, &str, Value); 2] = [
+        (
+            "inlet_table_lag_bytes",
+            "Bytes of the partition's stream (owned by this node) that its table has not committed.",
+            |l| l.lag_bytes,
+        ),
+        (
+            "inlet_table_retention_held_bytes",
+            "Bytes past the partition's retention that its stream keeps because its table has not committed them (as of the last maintenance pass).",
+            |l| l.held_bytes,
+        ),
+    ];
+    for (name, help, value) in families {
+        let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} gauge");
+        for (topic, partition, lag, _) in &lags {
+            let _ = writeln!(
+                out,
+                "{name}{{topic=\"{topic}\",partition=\"{partition}\"}} {}",
+                value(lag)
+            );
+        }
     }
 }
 

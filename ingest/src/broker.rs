@@ -101,6 +101,7 @@ impl Broker {
                 initial_rebalance_delay_ms: config.group_initial_rebalance_delay_ms,
                 min_session_timeout_ms: config.group_min_session_timeout_ms,
                 max_session_timeout_ms: config.group_max_session_timeout_ms,
+                node_id: u64::try_from(config.node_id).unwrap_or_default(),
             },
             clock.clone(),
         )
@@ -132,6 +133,18 @@ impl Broker {
     /// The cluster view, if this node is one of several.
     pub fn cluster_view(&self) -> Option<Arc<dyn ClusterView>> {
         self.cluster.read().clone()
+    }
+
+    /// Drops this node's state (membership, claim, cached offsets) of every group it holds
+    /// but does not coordinate in the current cluster view: the group moved to another node,
+    /// and if it comes back it is claimed and read afresh. Returns the groups dropped.
+    pub fn forget_groups_elsewhere(&self) -> Vec<String> {
+        let mut gone = self.groups.held_groups();
+        gone.retain(|g| !self.coordinates(g));
+        for g in &gone {
+            self.groups.forget(g);
+        }
+        gone
     }
 
     /// The groups this node coordinates now and holds membership state for.

@@ -44,6 +44,9 @@ pub struct Metrics {
     pub invalid_records_refused: AtomicU64,
     /// Table topic records that failed validation but were stored (errors.tolerance=all).
     pub invalid_records_accepted: AtomicU64,
+    /// Produce requests refused because the partition's table lagged past
+    /// `table.topic.lag.max.bytes`.
+    pub table_lag_refusals: AtomicU64,
     /// Producers remembered over all partitions (one per producer and partition), as of the
     /// last budget pass.
     pub producer_states: AtomicU64,
@@ -79,6 +82,7 @@ impl Default for Metrics {
             fetched_bytes: AtomicU64::new(0),
             invalid_records_refused: AtomicU64::new(0),
             invalid_records_accepted: AtomicU64::new(0),
+            table_lag_refusals: AtomicU64::new(0),
             producer_states: AtomicU64::new(0),
             producer_states_forgotten: AtomicU64::new(0),
         }
@@ -225,6 +229,12 @@ impl Metrics {
                 "Table topic records that failed validation and were stored for the dead-letter table (errors.tolerance=all).",
                 "counter",
                 get(&self.invalid_records_accepted),
+            ),
+            (
+                "inlet_kafka_table_lag_refusals_total",
+                "Partition batches refused at produce time because the partition's table had not committed table.topic.lag.max.bytes of it (retriable: produce resumes once the table commits).",
+                "counter",
+                get(&self.table_lag_refusals),
             ),
             (
                 "inlet_kafka_producer_states",

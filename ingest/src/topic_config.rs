@@ -213,6 +213,13 @@ const DEFS: &[Def] = &[
         effect: "reject bad batches, or route bad records to the DLQ table",
     },
     Def {
+        name: "table.topic.lag.max.bytes",
+        default: "4294967296",
+        kind: Kind::Int(-1, i64::MAX),
+        effect: "a partition whose stream holds this many bytes its table has not committed \
+                 refuses produce (retriable) and makes /healthz unhealthy; -1 is no bound",
+    },
+    Def {
         name: "table.topic.target.file.size.bytes",
         default: "33554432",
         kind: Kind::Int(1 << 16, 1 << 30),
@@ -494,6 +501,21 @@ impl TopicConfigs {
     /// when it is not a table topic.
     pub fn table_topic(&self, topic: &str, defaults: &TopicConfigs) -> Option<TableTopicConfig> {
         TableTopicConfig::from_topic(topic, |name| self.get(name).or_else(|| defaults.get(name)))
+    }
+
+    /// A table topic's `table.topic.lag.max.bytes`: the bytes a partition's stream may hold
+    /// that its table has not committed before produce is refused. None: not a table topic,
+    /// or no bound (-1).
+    pub fn table_lag_bound(&self, defaults: &TopicConfigs) -> Option<u64> {
+        let get = |name: &str| self.get(name).or_else(|| defaults.get(name));
+        if get("table.topic.enable").map(str::trim) != Some("true") {
+            return None;
+        }
+        let name = "table.topic.lag.max.bytes";
+        let bound: i64 = get(name)
+            .and_then(|v| v.trim().parse().ok())
+            .or_else(|| def(name).and_then(|d| d.default.parse().ok()))?;
+        u64::try_from(bound).ok()
     }
 
     /// Every known config with its effective value and whether it is a default, for

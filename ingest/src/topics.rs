@@ -298,6 +298,11 @@ impl Topics {
             .and_then(|v| v.parse().ok())
             .unwrap_or(broker.log_retention_bytes);
         store.set_retention(stream, Some(ms), Some(bytes)).await?;
+        // A table topic's stream keeps what its table has not committed, whatever its
+        // retention (docs/ingest.md, "Retention"); the table's coordinator raises the floor.
+        // The topic's name does not change whether it is one, so any name serves here.
+        let table = configs.table_topic("t", &broker.topic_defaults).is_some();
+        store.hold_for_table(stream, table).await?;
         Ok(())
     }
 

@@ -39,6 +39,6 @@ pub use objects::synced::{Fsync, SyncedLocalStore, Syncer};
 pub use objects::{open_object_store, ObjectClient};
 pub use store::{
     AppendOptions, PendingAppend, ReadBatch, StoreHealth, StoreStats, StreamId, StreamInfo,
-    StreamStore, StreamStoreBuilder, UploadFailure,
+    StreamStore, StreamStoreBuilder, TableLag, UploadFailure,
 };
 pub use upload::UploadReport;

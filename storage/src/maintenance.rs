@@ -74,6 +74,11 @@ impl Inner {
     pub(crate) async fn maintain(&self) -> Result<MaintenanceReport> {
         let _pass = self.maintenance_lock.lock().await;
         let mut report = MaintenanceReport::default();
+        // Table floors rise on whichever node runs the table's coordinator: read them afresh.
+        let floors = self.meta.table_floors().await?;
+        for stream in self.live_streams() {
+            stream.state.lock().table_floor = floors.get(&stream.id).copied();
+        }
         // Only streams this node owns: their owner alone commits their metadata. A stream
         // handed to another node meanwhile fails its step (its commit is fenced); the new
         // owner maintains it, and the pass goes on with the others.
@@ -100,7 +105,7 @@ impl Inner {
 
     async fn apply_retention(&self, stream: &Arc<StreamShared>) -> Result<usize> {
         let now = self.now_ms();
-        let (expired, new_start, epoch) = {
+        let (expired, new_start, epoch, held_for_table) = {
             let state = stream.state.lock();
             let retention_ms = match state.retention_ms {
                 Some(ms) if ms < 0 => None,
@@ -115,6 +120,8 @@ impl Inner {
             let mut held: u64 = state.ranges.values().map(|r| r.row.size).sum();
             let mut expired = Vec::new();
             let mut new_start = state.start_offset;
+            // Bytes retention would take but the table has not committed yet.
+            let mut kept_for_table = 0;
             for r in state.ranges.values() {
                 let trimmed = r.row.end_offset <= state.start_offset;
                 let too_old =
@@ -123,12 +130,30 @@ impl Inner {
                 if !(trimmed || too_old || too_big) {
                     break;
                 }
+                // A table topic's stream keeps what its table has not committed: retention
+                // never takes a record before the table holds it (an explicit trim does).
+                if !trimmed && state.table_floor.is_some_and(|f| r.row.end_offset > f) {
+                    kept_for_table += r.row.size;
+                    // Later ranges are held too (they end higher); only their size is counted.
+                    continue;
+                }
+                if kept_for_table > 0 {
+                    break;
+                }
                 held -= r.row.size;
                 new_start = new_start.max(r.row.end_offset);
                 expired.push(r.row);
             }
-            (expired, new_start, state.epoch)
+            (expired, new_start, state.epoch, kept_for_table)
         };
+        stream.state.lock().held_bytes = held_for_table;
+        if held_for_table > 0 {
+            tracing::debug!(
+                stream = stream.id,
+                held_bytes = held_for_table,
+                "retention holds ranges the table has not committed"
+            );
+        }
         if expired.is_empty() {
             return Ok(0);
         }

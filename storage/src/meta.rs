@@ -36,6 +36,24 @@ pub struct MetaStore {
     object_ids: std::sync::Arc<tokio::sync::Mutex<(u64, u64)>>,
 }
 
+/// Every PostgreSQL session's bounds, so that no node, paused or cut off, can hold another
+/// one up for long (docs/architecture.md, "Cluster"):
+/// - `lock_timeout`: a statement waits at most this long for a row lock (a takeover waiting on
+///   a paused owner's transaction fails and the pass moves on to the other streams);
+/// - `idle_in_transaction_session_timeout`: a session idle inside a transaction this long
+///   (its node paused or gone between two statements) is ended by the server, which releases
+///   its locks and rolls its transaction back;
+/// - `statement_timeout`: no statement runs longer;
+/// - TCP keepalives: the server notices a peer that vanished without closing.
+///
+/// `migrate` lifts the lock bound while it waits for another node's migrations.
+const POSTGRES_SESSION: &str = "SELECT set_config('lock_timeout', '3s', false), \
+     set_config('idle_in_transaction_session_timeout', '3s', false), \
+     set_config('statement_timeout', '30s', false), \
+     set_config('tcp_keepalives_idle', '5', false), \
+     set_config('tcp_keepalives_interval', '2', false), \
+     set_config('tcp_keepalives_count', '3', false)";
+
 /// Object ids taken from the shared counter at a time: a cluster's nodes would otherwise
 /// queue on the counter's row lock for every WAL object.
 const OBJECT_ID_BLOCK: u64 = 64;
@@ -68,6 +86,9 @@ pub(crate) struct StreamRow {
     /// Raised by every change of owner: a metadata commit for the stream names the epoch it
     /// was owned under and fails when it is no longer the stream's.
     pub epoch: u64,
+    /// A table topic's stream: the table's committed progress, below which retention may
+    /// expire ranges (see [`MetaStore::hold_for_table`]). None: retention alone decides.
+    pub table_floor: Option<u64>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -171,6 +192,9 @@ const STORAGE_MIGRATIONS: &[&str] = &[
     // metadata commit for the stream is conditional on.
     "ALTER TABLE inlet_streams ADD COLUMN owner_node BIGINT",
     "ALTER TABLE inlet_streams ADD COLUMN epoch BIGINT NOT NULL DEFAULT 0",
+    // Table hold (issue 40): a table topic's stream keeps every range that ends above this
+    // offset (the table's committed progress), whatever its retention says. NULL: no hold.
+    "ALTER TABLE inlet_streams ADD COLUMN table_floor BIGINT",
 ];
 
 /// Whether a stream's row still carries the epoch a commit was made under.
@@ -265,6 +289,12 @@ impl MetaStore {
                 AnyPoolOptions::new()
                     .max_connections(8)
                     .acquire_timeout(Duration::from_secs(30))
+                    .after_connect(|conn, _| {
+                        Box::pin(async move {
+                            sqlx::query(POSTGRES_SESSION).execute(&mut *conn).await?;
+                            Ok(())
+                        })
+                    })
                     .connect_with(options)
                     .await?
             }
@@ -295,7 +325,11 @@ impl MetaStore {
         // belong to a session.
         let mut conn = self.pool.acquire().await?;
         if self.backend == Backend::Postgres {
-            // Nodes starting together must not apply the same steps twice.
+            // Nodes starting together must not apply the same steps twice; one waits for the
+            // other's steps, however long they take.
+            sqlx::query("SELECT set_config('lock_timeout', '0', false)")
+                .fetch_optional(&mut *conn)
+                .await?;
             sqlx::query("SELECT pg_advisory_lock(7243507)")
                 .fetch_optional(&mut *conn)
                 .await?;
@@ -303,6 +337,9 @@ impl MetaStore {
         let result = Self::apply_steps(&mut conn, component, steps).await;
         if self.backend == Backend::Postgres {
             sqlx::query("SELECT pg_advisory_unlock(7243507)")
+                .fetch_optional(&mut *conn)
+                .await?;
+            sqlx::query(POSTGRES_SESSION)
                 .fetch_optional(&mut *conn)
                 .await?;
         }
@@ -373,6 +410,9 @@ impl MetaStore {
                 .try_get::<Option<i64>, _>("owner_node")?
                 .map(|v| v as u64),
             epoch: u(row, "epoch")?,
+            table_floor: row
+                .try_get::<Option<i64>, _>("table_floor")?
+                .map(|v| v.max(0) as u64),
         })
     }
 
@@ -563,6 +603,7 @@ impl MetaStore {
             retention_bytes: None,
             owner_node: owner,
             epoch,
+            table_floor: None,
         })
     }
 
@@ -618,6 +659,49 @@ impl MetaStore {
         .execute(&self.pool)
         .await?;
         Ok(())
+    }
+
+    /// Holds a stream for a table (`hold`: its retention may expire only ranges the table's
+    /// committed progress passed; the floor starts at 0 until the table reports progress) or
+    /// ends the hold (`!hold`: retention alone decides again). A hold already on keeps its floor.
+    pub(crate) async fn hold_for_table(&self, stream_id: u64, hold: bool) -> Result<()> {
+        let sql = if hold {
+            "UPDATE inlet_streams SET table_floor = COALESCE(table_floor, 0) WHERE stream_id = $1"
+        } else {
+            "UPDATE inlet_streams SET table_floor = NULL WHERE stream_id = $1"
+        };
+        sqlx::query(sql)
+            .bind(i(stream_id))
+            .execute(&self.pool)
+            .await?;
+        Ok(())
+    }
+
+    /// Raises a held stream's table floor to `floor` (never lowers it; a stream not held stays
+    /// so). Not fenced: any node may report a table's progress, and the floor only rises.
+    pub(crate) async fn raise_table_floor(&self, stream_id: u64, floor: u64) -> Result<()> {
+        sqlx::query(
+            "UPDATE inlet_streams SET table_floor = $2
+             WHERE stream_id = $1 AND table_floor IS NOT NULL AND table_floor < $2",
+        )
+        .bind(i(stream_id))
+        .bind(i(floor))
+        .execute(&self.pool)
+        .await?;
+        Ok(())
+    }
+
+    /// The table floor of every live stream that is held for a table.
+    pub(crate) async fn table_floors(&self) -> Result<std::collections::HashMap<u64, u64>> {
+        sqlx::query(
+            "SELECT stream_id, table_floor FROM inlet_streams
+             WHERE deleted_ms IS NULL AND table_floor IS NOT NULL",
+        )
+        .fetch_all(&self.pool)
+        .await?
+        .iter()
+        .map(|r| Ok((u(r, "stream_id")?, u(r, "table_floor")?)))
+        .collect()
     }
 
     /// Raises a stream's start offset, fenced by the owner's `epoch`.

@@ -102,6 +102,17 @@ impl std::future::Future for PendingAppend {
     }
 }
 
+/// How far a table lags in one stream held for it ([`StreamStore::table_lag_bytes`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct TableLag {
+    /// The table's committed progress in the stream, as last reported.
+    pub floor: u64,
+    /// Bytes from the floor to the stream's end.
+    pub lag_bytes: u64,
+    /// Bytes past the stream's retention, kept because the table has not committed them.
+    pub held_bytes: u64,
+}
+
 /// Counters of the store's activity, for metrics.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct StoreStats {
@@ -765,6 +776,7 @@ impl StreamStore {
                     let mut state = shared.state.lock();
                     state.retention_ms = row.retention_ms;
                     state.retention_bytes = row.retention_bytes;
+                    state.table_floor = row.table_floor;
                     if !state.owned {
                         // Another node's stream: its offsets as that node last committed
                         // them (a table's coordinator reports its lag from them).
@@ -833,6 +845,7 @@ impl StreamStore {
             state.next_offset = committed_end;
             state.retention_ms = row.retention_ms;
             state.retention_bytes = row.retention_bytes;
+            state.table_floor = row.table_floor;
             state.cache.clear();
             state.ranges = crate::stream::range_index(ranges);
         }
@@ -1155,6 +1168,55 @@ impl StreamStore {
         state.retention_ms = retention_ms;
         state.retention_bytes = retention_bytes;
         Ok(())
+    }
+
+    /// Holds stream `id` for a table (`hold`), or ends the hold: while held, retention
+    /// (`retention_ms`, `retention_bytes`) expires only ranges that the table's committed
+    /// progress passed ([`StreamStore::raise_table_floor`]); until the table reports progress,
+    /// nothing. An explicit trim ([`StreamStore::trim`]) is not held. A hold already on keeps
+    /// its floor.
+    pub async fn hold_for_table(&self, id: StreamId, hold: bool) -> Result<()> {
+        let shared = self.shared(id)?;
+        self.inner.meta.hold_for_table(id, hold).await?;
+        let mut state = shared.state.lock();
+        state.table_floor = match (hold, state.table_floor) {
+            (true, floor) => Some(floor.unwrap_or(0)),
+            (false, _) => None,
+        };
+        Ok(())
+    }
+
+    /// Raises the table floor of a held stream to `floor`, the table's committed progress in
+    /// it: retention may expire what lies below. Any node may call it, owner or not (the floor
+    /// only rises); the owner's maintenance reads it from the metadata store at every pass.
+    pub async fn raise_table_floor(&self, id: StreamId, floor: u64) -> Result<()> {
+        self.inner.meta.raise_table_floor(id, floor).await?;
+        if let Ok(shared) = self.shared(id) {
+            let mut state = shared.state.lock();
+            if let Some(held) = state.table_floor.as_mut() {
+                *held = (*held).max(floor);
+            }
+        }
+        Ok(())
+    }
+
+    /// For a stream held for a table: the bytes this node holds of it that its table has not
+    /// committed yet (from the table floor to the end: object ranges, a range across the floor
+    /// whole, and appends not uploaded yet), and the bytes kept only because of the hold, as
+    /// of the last maintenance pass. None: not held, or not owned here (another node's ranges
+    /// are not loaded).
+    pub fn table_lag_bytes(&self, id: StreamId) -> Option<TableLag> {
+        let shared = self.shared(id).ok()?;
+        let state = shared.state.lock();
+        let floor = state.table_floor?;
+        if !state.owned {
+            return None;
+        }
+        Some(TableLag {
+            floor,
+            lag_bytes: state.bytes_from(floor),
+            held_bytes: state.held_bytes,
+        })
     }
 
     /// Uploads everything appended so far (as several objects when it is more than

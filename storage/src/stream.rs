@@ -71,6 +71,12 @@ pub(crate) struct StreamState {
     pub ranges: BTreeMap<u64, RangeRef>,
     pub retention_ms: Option<i64>,
     pub retention_bytes: Option<i64>,
+    /// A table topic's stream: retention expires only ranges that end at or below this offset
+    /// (the table's committed progress). None: not held for a table.
+    pub table_floor: Option<u64>,
+    /// Bytes of ranges that retention would have expired but the table floor kept, as of the
+    /// last maintenance pass.
+    pub held_bytes: u64,
     /// Payload bytes made durable by this node since it opened the stream (a load measure:
     /// the cluster balances streams by its rate).
     pub appended_bytes: u64,
@@ -106,6 +112,7 @@ impl StreamState {
             next_offset: row.committed_end,
             retention_ms: row.retention_ms,
             retention_bytes: row.retention_bytes,
+            table_floor: row.table_floor,
             ..StreamState::default()
         }
     }
@@ -122,6 +129,18 @@ impl StreamState {
             .range(self.first_dirty()..)
             .map(|e| e.payload.len() as u64)
             .sum()
+    }
+
+    /// Bytes of the stream at or after `offset`: its ranges that end after it (a range that
+    /// holds `offset` counts whole) and the cached entries not in object storage yet.
+    pub(crate) fn bytes_from(&self, offset: u64) -> u64 {
+        let stored: u64 = self
+            .ranges
+            .values()
+            .filter(|r| r.row.end_offset > offset)
+            .map(|r| r.row.size)
+            .sum();
+        stored + self.dirty_bytes()
     }
 
     /// The range holding `offset`, if any.

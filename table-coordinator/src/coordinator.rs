@@ -101,6 +101,34 @@ pub struct TableTopic {
     pub orphans: Option<crate::orphans::OrphanSweep>,
 }
 
+/// Tells each partition's stream what the table holds of it: retention may then expire the
+/// stream below `committed` (and nothing above it; see `StreamStore::hold_for_table`). Only
+/// offsets that moved since `raised` are written. A failure is logged and retried after the
+/// next round: until then the stream keeps more than it must, never less.
+async fn raise_floors(
+    topic: &TableTopic,
+    store: &StreamStore,
+    committed: &BTreeMap<i32, u64>,
+    raised: &mut BTreeMap<i32, u64>,
+) {
+    for (partition, stream) in &topic.partitions {
+        let Some(&offset) = committed.get(partition) else {
+            continue;
+        };
+        if raised.get(partition) == Some(&offset) {
+            continue;
+        }
+        match store.raise_table_floor(*stream, offset).await {
+            Ok(()) => {
+                raised.insert(*partition, offset);
+            }
+            Err(e) => {
+                tracing::warn!(table = %topic.ident, partition, error = %e, "cannot record what the table holds of the partition; its stream keeps it meanwhile");
+            }
+        }
+    }
+}
+
 /// The default `[tables] dead_letter_pending_files`.
 pub const DEFAULT_DEAD_LETTER_PENDING_FILES: usize = 256;
 
@@ -188,6 +216,9 @@ pub async fn run(
         });
     };
     report(&machine);
+    // The offsets each partition's stream was last told the table holds (its table floor).
+    let mut floors = BTreeMap::new();
+    raise_floors(&topic, &store, &machine.report().committed, &mut floors).await;
     // The running compaction, off the commit path: rounds go on while it reads and writes.
     let mut compaction: Option<tokio::task::JoinHandle<()>> = None;
     let mut ticks = tokio::time::interval_at(
@@ -430,6 +461,13 @@ pub async fn run(
             action = machine.on(outcome);
         }
         report(&machine);
+        raise_floors(&topic, &store, &machine.report().committed, &mut floors).await;
+        let lag_bytes = topic
+            .partitions
+            .iter()
+            .filter_map(|(p, s)| Some((*p, store.table_lag_bytes(*s)?.lag_bytes)))
+            .collect();
+        statuses.update(&status_key, |s| s.lag_bytes = lag_bytes);
         if let (Some(sweep), Some(due)) = (topic.orphans, next_sweep_ms) {
             let now_ms = clock.now_ms() as i64;
             // Not while this coordinator compacts: its outputs are on their way in, and the

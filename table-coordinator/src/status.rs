@@ -23,6 +23,9 @@ pub struct TableStatus {
     /// The table's rounds wait: `pending_dead_letter_files` reached the node's bound
     /// (`[tables] dead_letter_pending_files`).
     pub held_by_dead_letters: bool,
+    /// Per partition whose stream this node owns: the bytes the table has not committed
+    /// (`StreamStore::table_lag_bytes`), as of the coordinator's last tick.
+    pub lag_bytes: BTreeMap<i32, u64>,
 }
 
 impl TableStatus {

@@ -26,8 +26,12 @@
 //! - after `shutdown`, every call (and every parked JoinGroup / SyncGroup) answers
 //!   `COORDINATOR_NOT_AVAILABLE`.
 //!
-//! One node coordinates a group at a time (FindCoordinator's job): the offset cache assumes no
-//! other node writes the same group's offsets.
+//! One node coordinates a group at a time: FindCoordinator's answer says which, and the
+//! group's owner row in the metadata store enforces it. Every group call but Heartbeat first
+//! checks this node's claim on the group (`offsets::OffsetStore::claim`); when the node had
+//! to take the group anew (another node coordinated it meanwhile), the membership state it
+//! kept is dropped and the offsets are read afresh, and every write is conditional on the
+//! claim's epoch (a fenced write answers `NOT_COORDINATOR`).
 
 mod member;
 mod offset_api;
@@ -84,6 +88,8 @@ pub(crate) struct GroupConfig {
     pub min_session_timeout_ms: u64,
     /// `group.max.session.timeout.ms` (Kafka default 1800000).
     pub max_session_timeout_ms: u64,
+    /// This node's id (`broker.id`): the owner its group claims name.
+    pub node_id: u64,
 }
 
 impl Default for GroupConfig {
@@ -92,6 +98,7 @@ impl Default for GroupConfig {
             initial_rebalance_delay_ms: 3000,
             min_session_timeout_ms: 6000,
             max_session_timeout_ms: 1_800_000,
+            node_id: 0,
         }
     }
 }
@@ -157,7 +164,7 @@ impl GroupCoordinator {
                 config.min_session_timeout_ms, config.max_session_timeout_ms
             )));
         }
-        let offsets = OffsetStore::open(meta).await?;
+        let offsets = OffsetStore::open(meta, config.node_id).await?;
         let inner = Arc::new(Inner {
             config,
             clock,
@@ -219,8 +226,10 @@ impl GroupCoordinator {
         client: &ClientInfo,
     ) -> JoinGroupResponse {
         let member_id = req.member_id.to_string();
-        self.load_offsets_if_new(req.group_id.as_str()).await;
-        let result = self.join(req, version, client).await;
+        let result = match self.own(req.group_id.as_str()).await {
+            Ok(()) => self.join(req, version, client).await,
+            Err(e) => Err(e),
+        };
         join_response(
             result.unwrap_or_else(|e| JoinResult::error(&member_id, e)),
             version,
@@ -234,14 +243,63 @@ impl GroupCoordinator {
         ids
     }
 
-    /// Reads the offsets of a group this node holds no state for from the metadata store: in a
-    /// cluster its last coordinator may have been another node.
-    pub(crate) async fn load_offsets_if_new(&self, group_id: &str) {
-        if group_id.is_empty() || self.inner.groups.lock().contains_key(group_id) {
-            return;
+    /// The groups this node holds membership state or a claim for, sorted.
+    pub(crate) fn held_groups(&self) -> Vec<String> {
+        let mut ids = self.group_ids();
+        ids.extend(self.inner.offsets.claimed());
+        ids.sort();
+        ids.dedup();
+        ids
+    }
+
+    /// Makes sure this node serves `group_id` under a current claim (see the module docs):
+    /// when it had to take the group anew, the membership state it kept from before is
+    /// dropped (its parked calls answer `COORDINATOR_NOT_AVAILABLE` and its members rejoin)
+    /// and the offsets were read afresh. An empty id is left to the call's own check.
+    pub(crate) async fn own(&self, group_id: &str) -> Result<(), ResponseError> {
+        if group_id.is_empty() {
+            return Ok(());
         }
-        if let Err(e) = self.inner.offsets.load_group(group_id).await {
-            tracing::warn!(group = group_id, error = %e, "could not read the group's committed offsets");
+        match self.inner.offsets.claim(group_id).await {
+            Ok(offsets::Claim::Held) => Ok(()),
+            Ok(offsets::Claim::Taken) => {
+                self.drop_membership(group_id);
+                Ok(())
+            }
+            Err(e) => {
+                tracing::warn!(group = group_id, error = %e, "cannot check this node's claim on the group");
+                Err(ResponseError::CoordinatorNotAvailable)
+            }
+        }
+    }
+
+    /// Drops what this node holds of a group another node coordinates now: its membership
+    /// state, claim and cached offsets. The next call for it claims it anew.
+    pub(crate) fn forget(&self, group_id: &str) {
+        self.drop_membership(group_id);
+        self.inner.offsets.forget(group_id);
+    }
+
+    fn drop_membership(&self, group_id: &str) {
+        if let Some(mut group) = self.inner.groups.lock().remove(group_id) {
+            group.shutdown();
+        }
+    }
+
+    /// A write of `group_id` failed: fenced (another node took the group) answers
+    /// `NOT_COORDINATOR`, so the client finds the group's coordinator again; anything else
+    /// `COORDINATOR_NOT_AVAILABLE`.
+    fn write_failed(&self, group_id: &str, what: &str, e: &offsets::WriteError) -> ResponseError {
+        match e {
+            offsets::WriteError::Fenced(_) => {
+                tracing::warn!(group = group_id, error = %e, "{what}: fenced; this node drops the group");
+                self.forget(group_id);
+                ResponseError::NotCoordinator
+            }
+            offsets::WriteError::Store(_) => {
+                tracing::warn!(group = group_id, error = %e, "{what} failed");
+                ResponseError::CoordinatorNotAvailable
+            }
         }
     }
 
@@ -485,16 +543,27 @@ impl GroupCoordinator {
         req: DescribeGroupsRequest,
         version: i16,
     ) -> DescribeGroupsResponse {
+        let mut unowned = HashMap::new();
+        for group_id in &req.groups {
+            if let Err(e) = self.own(group_id.as_str()).await {
+                unowned.insert(group_id.to_string(), e);
+            }
+        }
         let groups = self.inner.groups.lock();
         let shut_down = self.is_shut_down();
         let described = req
             .groups
             .into_iter()
             .map(|group_id| {
-                if shut_down {
+                let error = if shut_down {
+                    Some(ResponseError::CoordinatorNotAvailable)
+                } else {
+                    unowned.get(group_id.as_str()).copied()
+                };
+                if let Some(error) = error {
                     return DescribedGroup::default()
                         .with_group_id(group_id)
-                        .with_error_code(ResponseError::CoordinatorNotAvailable.code());
+                        .with_error_code(error.code());
                 }
                 let summary = self.summary(&groups, &group_id);
                 let members = summary
@@ -589,6 +658,9 @@ impl GroupCoordinator {
         if group_id.is_empty() {
             return Some(ResponseError::InvalidGroupId);
         }
+        if let Err(e) = self.own(group_id).await {
+            return Some(e);
+        }
         {
             let mut groups = self.inner.groups.lock();
             if self.is_shut_down() {
@@ -607,10 +679,7 @@ impl GroupCoordinator {
         }
         match self.inner.offsets.delete_group(group_id).await {
             Ok(()) => None,
-            Err(e) => {
-                tracing::warn!(group_id, error = %e, "deleting the offsets of a group failed");
-                Some(ResponseError::CoordinatorNotAvailable)
-            }
+            Err(e) => Some(self.write_failed(group_id, "deleting the offsets of a group", &e)),
         }
     }
 }

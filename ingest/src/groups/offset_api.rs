@@ -31,7 +31,10 @@ impl GroupCoordinator {
         version: i16,
     ) -> OffsetCommitResponse {
         let group_id = req.group_id.to_string();
-        let allowed = self.check_commit(&req, version);
+        let allowed = match self.own(&group_id).await {
+            Ok(()) => self.check_commit(&req, version),
+            Err(e) => Err(e),
+        };
         let now_ms = self.now_ms();
         let mut errors: Vec<Vec<Option<ResponseError>>> = Vec::with_capacity(req.topics.len());
         let mut accepted = Vec::new();
@@ -62,10 +65,10 @@ impl GroupCoordinator {
             errors.push(topic_errors);
         }
         if let Err(e) = self.inner.offsets.commit(&group_id, accepted).await {
-            tracing::warn!(group_id, error = %e, "offset commit failed");
+            let answer = self.write_failed(&group_id, "offset commit", &e);
             for error in errors.iter_mut().flatten() {
                 if error.is_none() {
-                    *error = Some(ResponseError::CoordinatorNotAvailable);
+                    *error = Some(answer);
                 }
             }
         }
@@ -132,19 +135,26 @@ impl GroupCoordinator {
         let shut_down = self
             .is_shut_down()
             .then_some(ResponseError::CoordinatorNotAvailable);
-        if version >= 8 {
-            for g in &req.groups {
-                self.load_offsets_if_new(g.group_id.as_str()).await;
-            }
+        // Per group: whether this node's claim on it is current (its offsets are then the
+        // group's, read afresh if it had to take the group again).
+        let mut unowned = std::collections::HashMap::new();
+        let ids: Vec<&str> = if version >= 8 {
+            req.groups.iter().map(|g| g.group_id.as_str()).collect()
         } else {
-            self.load_offsets_if_new(req.group_id.as_str()).await;
+            vec![req.group_id.as_str()]
+        };
+        for id in ids {
+            if let Err(e) = self.own(id).await {
+                unowned.insert(id.to_string(), e);
+            }
         }
+        let shut_down_or = |group: &str| shut_down.or_else(|| unowned.get(group).copied());
         if version >= 8 {
             let groups = req
                 .groups
                 .into_iter()
                 .map(|g| {
-                    let error = shut_down.or_else(|| {
+                    let error = shut_down_or(g.group_id.as_str()).or_else(|| {
                         g.group_id
                             .is_empty()
                             .then_some(ResponseError::InvalidGroupId)
@@ -186,7 +196,7 @@ impl GroupCoordinator {
                 .collect();
             return OffsetFetchResponse::default().with_groups(groups);
         }
-        let error = shut_down.or_else(|| {
+        let error = shut_down_or(req.group_id.as_str()).or_else(|| {
             req.group_id
                 .is_empty()
                 .then_some(ResponseError::InvalidGroupId)
@@ -284,6 +294,8 @@ impl GroupCoordinator {
         let group_id = req.group_id.as_str();
         let guard = if group_id.is_empty() {
             Err(ResponseError::InvalidGroupId)
+        } else if let Err(e) = self.own(group_id).await {
+            Err(e)
         } else {
             let groups = self.inner.groups.lock();
             if self.is_shut_down() {
@@ -318,10 +330,7 @@ impl GroupCoordinator {
             .await
         {
             Ok(()) => None,
-            Err(e) => {
-                tracing::warn!(group_id, error = %e, "offset delete failed");
-                Some(ResponseError::CoordinatorNotAvailable)
-            }
+            Err(e) => Some(self.write_failed(group_id, "offset delete", &e)),
         };
         let topics = req
             .topics

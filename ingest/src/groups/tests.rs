@@ -34,6 +34,7 @@ pub(super) fn config(initial_rebalance_delay_ms: u64) -> GroupConfig {
         initial_rebalance_delay_ms,
         min_session_timeout_ms: 10,
         max_session_timeout_ms: 60_000,
+        node_id: 1,
     }
 }
 
@@ -447,6 +448,7 @@ async fn membership_errors() {
         initial_rebalance_delay_ms: 0,
         min_session_timeout_ms: 1000,
         max_session_timeout_ms: 5000,
+        node_id: 1,
     })
     .await;
     let code_of = |r: JoinGroupResponse| r.error_code;

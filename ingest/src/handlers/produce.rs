@@ -199,6 +199,25 @@ impl Broker {
                 ));
             }
         }
+        // A table that lags too far holds the stream back (its retention keeps what the
+        // table has not committed): produce waits, retriably, instead of growing it further.
+        if let Some(bound) = topic.configs.table_lag_bound(&self.config.topic_defaults) {
+            if let Some(lag) = self.store.table_lag_bytes(partition.stream) {
+                if lag.lag_bytes >= bound {
+                    self.metrics
+                        .table_lag_refusals
+                        .fetch_add(1, Ordering::Relaxed);
+                    return Err(KafkaError::new(
+                        ResponseError::KafkaStorageError,
+                        format!(
+                            "the table of topic {:?} has not committed {} bytes of partition {} \
+                             (table.topic.lag.max.bytes {bound}); produce resumes once it does",
+                            topic.name, lag.lag_bytes, p.index
+                        ),
+                    ));
+                }
+            }
+        }
         let rules = crate::validate::Rules::of(&topic.configs, &self.config.topic_defaults);
         let ids = self.validate_records(&batches, rules).await?;
         if let Some(rules) = rules {

@@ -22,6 +22,7 @@ on_every_backend!(
     uploads_serve_catch_up_reads,
     write_base_offset_fills_the_payload,
     trim_and_retention_expire_objects,
+    a_table_hold_keeps_what_the_table_has_not_committed,
     compaction_merges_and_builds_stream_objects,
     delete_stream_collects_its_objects,
     bad_requests_get_clear_errors,
@@ -222,6 +223,80 @@ async fn trim_and_retention_expire_objects(mut f: Fixture) {
         held.len()
     );
     assert_eq!(held.last().unwrap().end_offset(), 45);
+    store.check_invariants().unwrap();
+}
+
+/// A stream held for a table: retention by time and by bytes expires only ranges that the
+/// table's floor passed, whatever their age or the stream's size; the held bytes and the lag
+/// are reported; the floor never goes down, survives a restart, and ending the hold lets
+/// retention take the rest. An explicit trim is not held.
+async fn a_table_hold_keeps_what_the_table_has_not_committed(mut f: Fixture) {
+    // One range per object: a merge would join them (and the hold then keeps the merged range
+    // until the table passes its end: more, never less).
+    f.config.compaction_small_object_bytes = 0;
+    let store = f.open().await;
+    let s = store.create_stream("held").await.unwrap().id;
+    store.hold_for_table(s, true).await.unwrap();
+    store.set_retention(s, Some(10_000), Some(100)).await.unwrap();
+    // Five objects of two batches (ten records) each.
+    for object in 0..5u64 {
+        for seq in 0..2 {
+            store
+                .append(s, payload(0, object * 10 + seq, 200), 5)
+                .await
+                .unwrap();
+        }
+        store.flush().await.unwrap();
+    }
+    f.clock.advance(60_000); // every object is past retention.ms, and past retention.bytes
+    let lag = store.table_lag_bytes(s).expect("held and owned");
+    assert_eq!(lag.floor, 0);
+    assert!(lag.lag_bytes > 0, "{lag:?}");
+    let report = store.run_maintenance().await.unwrap();
+    assert_eq!(report.ranges_expired, 0, "nothing is committed to the table yet");
+    assert_eq!(store.start_offset(s).unwrap(), 0);
+    // Everything is uploaded and past retention: all of it is held for the table.
+    let all_held = store.table_lag_bytes(s).unwrap();
+    assert_eq!(all_held.held_bytes, lag.lag_bytes, "{all_held:?}");
+
+    // The table committed 25 records: the two objects wholly below go, the one across stays.
+    store.raise_table_floor(s, 25).await.unwrap();
+    store.raise_table_floor(s, 12).await.unwrap(); // never lowered
+    let report = store.run_maintenance().await.unwrap();
+    assert_eq!(report.ranges_expired, 2, "{report:?}");
+    assert_eq!(store.start_offset(s).unwrap(), 20);
+    assert_eq!(read_all(&store, s, 20).await.len(), 6);
+    let lag = store.table_lag_bytes(s).unwrap();
+    assert_eq!(lag.floor, 25);
+    assert!(
+        lag.held_bytes > 0 && lag.held_bytes < all_held.held_bytes && lag.held_bytes == lag.lag_bytes,
+        "{lag:?} {all_held:?}"
+    );
+    store.check_invariants().unwrap();
+
+    // The floor is in the metadata store: a restarted store holds the same.
+    drop(store);
+    let store = f.open().await;
+    let report = store.run_maintenance().await.unwrap();
+    assert_eq!(report.ranges_expired, 0, "{report:?}");
+    assert_eq!(store.table_lag_bytes(s).unwrap().floor, 25);
+    assert_eq!(store.start_offset(s).unwrap(), 20);
+
+    // A trim is the user's explicit deletion: not held.
+    store.trim(s, 30).await.unwrap();
+    store.run_maintenance().await.unwrap();
+    assert_eq!(store.start_offset(s).unwrap(), 30);
+
+    // The hold ends (the topic is no table topic any more): retention takes the rest.
+    store.hold_for_table(s, false).await.unwrap();
+    assert!(store.table_lag_bytes(s).is_none());
+    store.raise_table_floor(s, 40).await.unwrap(); // no effect on a stream not held
+    store.run_maintenance().await.unwrap();
+    assert_eq!(store.start_offset(s).unwrap(), 50);
+    assert!(read_all(&store, s, 50).await.is_empty());
+    // Held again: from floor 0, nothing more goes until the table reports.
+    store.hold_for_table(s, true).await.unwrap();
+    assert_eq!(store.table_lag_bytes(s).unwrap().floor, 0);
     store.check_invariants().unwrap();
 }
 

@@ -237,7 +237,10 @@ async fn a_table_hold_keeps_what_the_table_has_not_committed(mut f: Fixture) {
     let store = f.open().await;
     let s = store.create_stream("held").await.unwrap().id;
     store.hold_for_table(s, true).await.unwrap();
-    store.set_retention(s, Some(10_000), Some(100)).await.unwrap();
+    store
+        .set_retention(s, Some(10_000), Some(100))
+        .await
+        .unwrap();
     // Five objects of two batches (ten records) each.
     for object in 0..5u64 {
         for seq in 0..2 {
@@ -253,7 +256,10 @@ async fn a_table_hold_keeps_what_the_table_has_not_committed(mut f: Fixture) {
     assert_eq!(lag.floor, 0);
     assert!(lag.lag_bytes > 0, "{lag:?}");
     let report = store.run_maintenance().await.unwrap();
-    assert_eq!(report.ranges_expired, 0, "nothing is committed to the table yet");
+    assert_eq!(
+        report.ranges_expired, 0,
+        "nothing is committed to the table yet"
+    );
     assert_eq!(store.start_offset(s).unwrap(), 0);
     // Everything is uploaded and past retention: all of it is held for the table.
     let all_held = store.table_lag_bytes(s).unwrap();
@@ -269,7 +275,9 @@ async fn a_table_hold_keeps_what_the_table_has_not_committed(mut f: Fixture) {
     let lag = store.table_lag_bytes(s).unwrap();
     assert_eq!(lag.floor, 25);
     assert!(
-        lag.held_bytes > 0 && lag.held_bytes < all_held.held_bytes && lag.held_bytes == lag.lag_bytes,
+        lag.held_bytes > 0
+            && lag.held_bytes < all_held.held_bytes
+            && lag.held_bytes == lag.lag_bytes,
         "{lag:?} {all_held:?}"
     );
     store.check_invariants().unwrap();

@@ -1396,3 +1396,223 @@ fn java_clients_ride_through_the_kill_of_a_node() {
         node.stop();
     }
 }
+
+/// What one group's consumer saw: every delivery below an offset it had already committed is a
+/// re-delivery the fencing should have prevented.
+#[derive(Debug, Default)]
+struct GroupLog {
+    /// partition → the offset the group last committed successfully (next to read).
+    committed: BTreeMap<i32, i64>,
+    /// Deliveries below `committed`: (partition, offset, committed then).
+    redelivered: Vec<(i32, i64, i64)>,
+    delivered: u64,
+    /// Successful commits.
+    commits: u64,
+}
+
+/// Consumes `topic` in group `group`, committing synchronously every 10 records, until `stop`;
+/// logs what it saw in `log`.
+fn consume_group(
+    bootstrap: String,
+    topic: &'static str,
+    group: String,
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    log: std::sync::Arc<std::sync::Mutex<GroupLog>>,
+) {
+    let c: BaseConsumer = ClientConfig::new()
+        .set("bootstrap.servers", &bootstrap)
+        .set("group.id", &group)
+        .set("enable.auto.commit", "false")
+        .set("auto.offset.reset", "earliest")
+        .set("session.timeout.ms", "10000")
+        .set("heartbeat.interval.ms", "1000")
+        .set("topic.metadata.refresh.interval.ms", "1000")
+        .create()
+        .expect("consumer");
+    c.subscribe(&[topic]).expect("subscribe");
+    let mut since_commit = 0;
+    while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+        match c.poll(Duration::from_millis(200)) {
+            Some(Ok(m)) => {
+                let mut log = log.lock().unwrap();
+                let floor = log.committed.get(&m.partition()).copied().unwrap_or(0);
+                if m.offset() < floor {
+                    log.redelivered.push((m.partition(), m.offset(), floor));
+                }
+                log.delivered += 1;
+                since_commit += 1;
+            }
+            Some(Err(_)) | None => {}
+        }
+        if since_commit >= 10 {
+            since_commit = 0;
+            // A commit that fails (the coordinator moving) is retried with the next ten.
+            if c.commit_consumer_state(CommitMode::Sync).is_ok() {
+                let positions = c.position().expect("positions");
+                let mut log = log.lock().unwrap();
+                log.commits += 1;
+                for e in positions.elements() {
+                    if let Offset::Offset(o) = e.offset() {
+                        let at = log.committed.entry(e.partition()).or_insert(0);
+                        *at = (*at).max(o);
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// The groups `node` coordinates (and holds members of) now.
+fn groups_of(node: &Node) -> BTreeSet<String> {
+    view(node)["owned_by_this_node"]["groups"]
+        .as_array()
+        .map(|g| {
+            g.iter()
+                .filter_map(|g| g.as_str().map(str::to_string))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// Eight consumer groups commit synchronously while records keep coming. The node that
+/// coordinates most of them is SIGSTOPped past its lease (their consumers move to the other
+/// nodes and commit there), then resumed (the groups come back to it). No group is delivered
+/// a record below an offset it had committed, and every group's committed offsets end where
+/// its consumer last committed them: a returning coordinator reads the groups afresh instead
+/// of serving what it held before the pause, and its late writes are fenced.
+#[test]
+fn consumer_groups_never_go_back_when_their_coordinator_pauses_past_its_lease() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::{Arc, Mutex};
+    let Some(cluster) = Cluster::new("") else {
+        return;
+    };
+    const FEED: &str = "feed";
+    let nodes: BTreeMap<u64, Node> = (1..=3).map(|id| (id, cluster.start(id))).collect();
+    let boot = bootstrap(&nodes);
+    create_topics(
+        &nodes[&1],
+        &[NewTopic::new(FEED, 4, TopicReplication::Fixed(1))],
+    );
+    wait_topic_owned_by(&nodes[&1], FEED, 4, &[1, 2, 3], 60);
+    let stop_producing = Arc::new(AtomicBool::new(false));
+    let producing = {
+        let stop = stop_producing.clone();
+        let boot = boot.clone();
+        std::thread::spawn(move || {
+            let rt = tokio::runtime::Runtime::new().expect("runtime");
+            let p = producer(&boot);
+            let mut next = 0;
+            while !stop.load(Ordering::Relaxed) {
+                rt.block_on(produce_to(&p, FEED, 4, next..next + 20, |_| {}));
+                next += 20;
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            next
+        })
+    };
+    let stop_consuming = Arc::new(AtomicBool::new(false));
+    let groups: Vec<(String, Arc<Mutex<GroupLog>>)> = (0..8)
+        .map(|i| (format!("g{i}"), Arc::new(Mutex::new(GroupLog::default()))))
+        .collect();
+    let consumers: Vec<_> = groups
+        .iter()
+        .map(|(g, log)| {
+            let (boot, g, stop, log) =
+                (boot.clone(), g.clone(), stop_consuming.clone(), log.clone());
+            std::thread::spawn(move || consume_group(boot, FEED, g, stop, log))
+        })
+        .collect();
+    let commits = |groups: &[(String, Arc<Mutex<GroupLog>>)]| -> Vec<u64> {
+        groups
+            .iter()
+            .map(|(_, l)| l.lock().unwrap().commits)
+            .collect()
+    };
+    // Every group consumes and commits, and each has its coordinator.
+    poll_until(90, "every group committing", || {
+        commits(&groups).iter().all(|&c| c >= 3).then_some(())
+    });
+    let (&paused, held) = poll_until(60, "the groups' coordinators", || {
+        let by_node: BTreeMap<u64, BTreeSet<String>> =
+            nodes.iter().map(|(id, n)| (*id, groups_of(n))).collect();
+        let all: BTreeSet<&String> = by_node.values().flatten().collect();
+        (all.len() == 8)
+            .then(|| by_node.into_iter().max_by_key(|(_, g)| g.len()))
+            .flatten()
+            .map(|(id, g)| (nodes.keys().find(|&&k| k == id).unwrap(), g))
+    });
+    let others: Vec<u64> = nodes.keys().copied().filter(|&id| id != paused).collect();
+    println!("node {paused} coordinates {held:?}; pausing it past its lease");
+    signal(&nodes[&paused], libc::SIGSTOP);
+    // Its groups move to the other nodes, and their consumers commit there.
+    poll_until(60, "the paused node's groups coordinated elsewhere", || {
+        let elsewhere: BTreeSet<String> =
+            others.iter().flat_map(|id| groups_of(&nodes[id])).collect();
+        held.is_subset(&elsewhere).then_some(())
+    });
+    let before = commits(&groups);
+    poll_until(60, "every group committing on the other nodes", || {
+        commits(&groups)
+            .iter()
+            .zip(&before)
+            .all(|(now, then)| now >= &(then + 3))
+            .then_some(())
+    });
+    signal(&nodes[&paused], libc::SIGCONT);
+    nodes[&paused].wait_for_log("after it had ended");
+    // The groups come back to it (rendezvous), and their consumers commit there again.
+    poll_until(60, "the groups back on the resumed node", || {
+        held.is_subset(&groups_of(&nodes[&paused])).then_some(())
+    });
+    let before = commits(&groups);
+    poll_until(60, "every group committing after the resume", || {
+        commits(&groups)
+            .iter()
+            .zip(&before)
+            .all(|(now, then)| now >= &(then + 3))
+            .then_some(())
+    });
+    stop_consuming.store(true, Ordering::Relaxed);
+    for c in consumers {
+        c.join().expect("consumer thread");
+    }
+    stop_producing.store(true, Ordering::Relaxed);
+    let produced = producing.join().expect("producer thread");
+    assert!(produced > 0);
+    for (group, log) in &groups {
+        let log = log.lock().unwrap();
+        assert!(
+            log.redelivered.is_empty(),
+            "{group} was delivered records below offsets it had committed (partition, offset, \
+             committed): {:?}",
+            &log.redelivered[..log.redelivered.len().min(10)]
+        );
+        // What the group's coordinator answers now is where its consumer left it.
+        let c = consumer(&boot, group);
+        let mut tpl = TopicPartitionList::new();
+        for p in 0..4 {
+            tpl.add_partition(FEED, p);
+        }
+        let committed = c
+            .committed_offsets(tpl, Duration::from_secs(30))
+            .expect("committed offsets");
+        for e in committed.elements() {
+            let want = log.committed.get(&e.partition()).copied().unwrap_or(0);
+            let got = match e.offset() {
+                Offset::Offset(o) => o,
+                _ => 0,
+            };
+            // Higher is possible (a commit that landed but whose answer was lost); lower not.
+            assert!(
+                got >= want,
+                "{group} partition {}: committed offsets went back from {want} to {got}",
+                e.partition()
+            );
+        }
+        println!(
+            "{group}: {} delivered, {} commits",
+            log.delivered, log.commits
+        );
+    }
+}

@@ -406,10 +406,11 @@ pub(crate) async fn pass(broker: &Broker, state: &ClusterState) -> anyhow::Resul
     let store = broker.store();
     let me = state.node_id;
     let now = broker.clock().now_ms() as i64;
-    let members: Vec<Member> = Membership::members(store.meta())
-        .await?
+    // Live by the metadata store's clock, the one every lease was written with.
+    let (members, store_now) = Membership::members(store.meta()).await?;
+    let members: Vec<Member> = members
         .into_iter()
-        .filter(|m| m.expires_ms > now)
+        .filter(|m| m.expires_ms > store_now)
         .collect();
     let live: Vec<u64> = members.iter().map(|m| m.node_id).collect();
     store.refresh_streams().await?;

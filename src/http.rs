@@ -66,9 +66,8 @@ pub(crate) async fn serve(
 /// node runs: its table topics, and the groups it coordinates (in a cluster, a group's node is
 /// the rendezvous of its id over the live nodes; see `crate::cluster`).
 async fn cluster(State(Node { broker, tables }): State<Node>) -> axum::response::Response {
-    let now_ms = broker.clock_ms() as i64;
     let me = broker.config().node_id;
-    let members = match crate::members::Membership::members(broker.store().meta()).await {
+    let (members, now_ms) = match crate::members::Membership::members(broker.store().meta()).await {
         Ok(m) => m,
         Err(e) => {
             return (

@@ -16,6 +16,11 @@
 //! row, so the next node may start at once; a crashed node's row blocks others until its
 //! lease ends (`[cluster] lease_ms`, 30 s).
 //!
+//! Lease times (`started_ms`, `expires_ms`) are the metadata store's clock, never a node's:
+//! a lease is written as the store's now plus the ttl, and read as live against the store's
+//! now ([`Membership::members`]), so a node whose clock is off by any amount neither keeps a
+//! dead node alive nor declares a live one dead (docs/architecture.md, "Cluster").
+//!
 //! Invariants:
 //! - At most one row is live at a time, and only its identity renews it: the check and the
 //!   write of a join are one transaction, under PostgreSQL's advisory lock or SQLite's write
@@ -46,6 +51,26 @@ const MIGRATIONS: &[&str] = &[
     // Where the node's WAL is: `local` or `object` (only `object` nodes share a store).
     "ALTER TABLE inlet_nodes ADD COLUMN wal VARCHAR(16) NOT NULL DEFAULT 'local'",
 ];
+
+/// The metadata store's clock, epoch milliseconds, as SQL: the one clock every node's lease
+/// is written and read against.
+fn store_now(backend: Backend) -> &'static str {
+    match backend {
+        Backend::Postgres => "CAST(EXTRACT(EPOCH FROM clock_timestamp()) * 1000 AS BIGINT)",
+        Backend::Sqlite => "CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGER)",
+    }
+}
+
+/// The metadata store's clock now, epoch milliseconds.
+async fn read_store_now<'e>(
+    meta: &MetaStore,
+    conn: impl sqlx::Executor<'e, Database = sqlx::Any>,
+) -> anyhow::Result<i64> {
+    let row = sqlx::query(&format!("SELECT {} AS now_ms", store_now(meta.backend())))
+        .fetch_one(conn)
+        .await?;
+    Ok(row.try_get::<i64, _>("now_ms")?)
+}
 
 /// The PostgreSQL advisory lock that joins hold (one per metadata store).
 const JOIN_LOCK: i64 = 7_243_508;
@@ -137,7 +162,7 @@ impl Membership {
                     .execute(&mut *conn)
                     .await?;
             }
-            let now = clock.now_ms() as i64;
+            let now = read_store_now(&meta, &mut *conn).await?;
             let rows = sqlx::query(
                 "SELECT node_id, identity, kafka_addr, http_addr, started_ms, expires_ms, wal
                  FROM inlet_nodes",
@@ -232,10 +257,11 @@ impl Membership {
     /// Extends this node's lease by the ttl from now; false when its row is gone or another
     /// identity's.
     pub async fn renew(&self) -> anyhow::Result<bool> {
-        let renewed = sqlx::query(
-            "UPDATE inlet_nodes SET expires_ms = $1 WHERE node_id = $2 AND identity = $3",
-        )
-        .bind(self.clock.now_ms() as i64 + self.ttl.as_millis() as i64)
+        let renewed = sqlx::query(&format!(
+            "UPDATE inlet_nodes SET expires_ms = {} + $1 WHERE node_id = $2 AND identity = $3",
+            store_now(self.meta.backend())
+        ))
+        .bind(self.ttl.as_millis() as i64)
         .bind(self.node_id as i64)
         .bind(&self.identity)
         .execute(self.meta.pool())
@@ -292,15 +318,22 @@ impl Membership {
         }
     }
 
-    /// Every node's row, by id.
-    pub async fn members(meta: &MetaStore) -> anyhow::Result<Vec<Member>> {
-        let rows = sqlx::query(
-            "SELECT node_id, identity, kafka_addr, http_addr, started_ms, expires_ms, wal
+    /// Every node's row, by id, with the metadata store's clock as of the read: a member is
+    /// live while its `expires_ms` is above it.
+    pub async fn members(meta: &MetaStore) -> anyhow::Result<(Vec<Member>, i64)> {
+        let rows = sqlx::query(&format!(
+            "SELECT node_id, identity, kafka_addr, http_addr, started_ms, expires_ms, wal,
+                    {} AS now_ms
              FROM inlet_nodes ORDER BY node_id",
-        )
+            store_now(meta.backend())
+        ))
         .fetch_all(meta.pool())
         .await?;
-        rows.iter().map(member).collect()
+        let now = match rows.first() {
+            Some(row) => row.try_get::<i64, _>("now_ms")?,
+            None => read_store_now(meta, meta.pool()).await?,
+        };
+        Ok((rows.iter().map(member).collect::<anyhow::Result<_>>()?, now))
     }
 }
 

@@ -109,6 +109,15 @@ impl Cluster {
         [("AWS_ENDPOINT", &self.endpoint), ("AWS_ALLOW_HTTP", "true")]
     }
 
+    /// [`Cluster::start`] with more environment for the node.
+    fn start_with_env(&self, id: u64, env: &[(&str, &str)]) -> Node {
+        let dir = self.dir.path().join(format!("node-{id}"));
+        let id = id.to_string();
+        let mut all = self.env().to_vec();
+        all.extend_from_slice(env);
+        Node::start_with_env(&dir, &self.args(&id), &all)
+    }
+
     /// Cuts every object of the cluster whose key `wanted` takes to half its length; returns
     /// how many.
     fn cut_objects(&self, wanted: impl Fn(&str) -> bool) -> usize {
@@ -1432,17 +1441,14 @@ fn consume_group(
     c.subscribe(&[topic]).expect("subscribe");
     let mut since_commit = 0;
     while !stop.load(std::sync::atomic::Ordering::Relaxed) {
-        match c.poll(Duration::from_millis(200)) {
-            Some(Ok(m)) => {
-                let mut log = log.lock().unwrap();
-                let floor = log.committed.get(&m.partition()).copied().unwrap_or(0);
-                if m.offset() < floor {
-                    log.redelivered.push((m.partition(), m.offset(), floor));
-                }
-                log.delivered += 1;
-                since_commit += 1;
+        if let Some(Ok(m)) = c.poll(Duration::from_millis(200)) {
+            let mut log = log.lock().unwrap();
+            let floor = log.committed.get(&m.partition()).copied().unwrap_or(0);
+            if m.offset() < floor {
+                log.redelivered.push((m.partition(), m.offset(), floor));
             }
-            Some(Err(_)) | None => {}
+            log.delivered += 1;
+            since_commit += 1;
         }
         if since_commit >= 10 {
             since_commit = 0;
@@ -1615,4 +1621,132 @@ fn consumer_groups_never_go_back_when_their_coordinator_pauses_past_its_lease() 
             log.delivered, log.commits
         );
     }
+}
+
+/// libfaketime's preload library (Debian's `libfaketime`), if installed.
+fn libfaketime() -> Option<String> {
+    let found = [
+        "/usr/lib/x86_64-linux-gnu",
+        "/usr/lib/aarch64-linux-gnu",
+        "/usr/lib",
+    ]
+    .iter()
+    .map(|d| format!("{d}/faketime/libfaketime.so.1"))
+    .find(|p| std::path::Path::new(p).exists());
+    if found.is_none() {
+        common::require("libfaketime (Debian's libfaketime)", false);
+    }
+    found
+}
+
+/// The node FindCoordinator on `node` names for group `group` (v3, one key).
+fn find_coordinator(node: &Node, group: &str) -> i32 {
+    use kafka_protocol::messages::{FindCoordinatorRequest, FindCoordinatorResponse};
+    let mut conn = Conn::open(node);
+    let r: FindCoordinatorResponse = conn.call(
+        ApiKey::FindCoordinator,
+        3,
+        RequestKind::FindCoordinator(
+            FindCoordinatorRequest::default()
+                .with_key(kafka_protocol::protocol::StrBytes::from_string(
+                    group.into(),
+                ))
+                .with_key_type(0),
+        ),
+    );
+    assert_eq!(
+        r.error_code, 0,
+        "FindCoordinator({group}) on {}",
+        node.kafka
+    );
+    r.node_id.0
+}
+
+/// Node 3's clock runs 10 s ahead of the others' (libfaketime), more than three leases. Leases
+/// are written and read on the metadata store's clock, so every node sees the same live nodes:
+/// the skewed node neither takes the others' partitions (it would see their leases expired
+/// by its own clock) nor coordinates groups they coordinate. Checked over many rebalance
+/// passes: one coordinator per group, every node live in every view, and the partitions
+/// stay where they settled.
+#[test]
+fn a_node_whose_clock_runs_ten_seconds_ahead_agrees_with_the_others() {
+    let Some(cluster) = Cluster::new("") else {
+        return;
+    };
+    let Some(faketime) = libfaketime() else {
+        return;
+    };
+    // libfaketime works here: `date` under it is 10 s ahead.
+    let date = |env: &[(&str, &str)]| -> i64 {
+        let out = std::process::Command::new("date")
+            .arg("+%s")
+            .envs(env.iter().copied())
+            .output()
+            .expect("date");
+        String::from_utf8_lossy(&out.stdout)
+            .trim()
+            .parse()
+            .expect("seconds")
+    };
+    let skew = [
+        ("LD_PRELOAD", faketime.as_str()),
+        ("FAKETIME", "+10s"),
+        ("FAKETIME_DONT_FAKE_MONOTONIC", "1"),
+    ];
+    let ahead = date(&skew) - date(&[]);
+    assert!(
+        (9..=11).contains(&ahead),
+        "libfaketime put date {ahead} s ahead"
+    );
+    let mut nodes: BTreeMap<u64, Node> = (1..=2).map(|id| (id, cluster.start(id))).collect();
+    nodes.insert(3, cluster.start_with_env(3, &skew));
+    create_topics(
+        &nodes[&1],
+        &[NewTopic::new("skewed", 12, TopicReplication::Fixed(1))],
+    );
+    let settled = poll_until(60, "the partitions settled over the three nodes", || {
+        let first = wait_topic_owned_by(&nodes[&1], "skewed", 12, &[1, 2, 3], 30);
+        std::thread::sleep(Duration::from_millis(1_000));
+        let then = wait_topic_owned_by(&nodes[&1], "skewed", 12, &[1, 2, 3], 30);
+        (first == then && then.iter().collect::<BTreeSet<_>>().len() == 3).then_some(then)
+    });
+    let groups: Vec<String> = (0..16).map(|i| format!("skew-{i}")).collect();
+    let mut coordinated: BTreeSet<i32> = BTreeSet::new();
+    // Twenty looks, a pass (300 ms) apart: the skewed node's lease checks ran many times.
+    for look in 0..20 {
+        for (id, node) in &nodes {
+            let live: BTreeSet<u64> = view(node)["nodes"]
+                .as_array()
+                .expect("nodes")
+                .iter()
+                .filter(|n| n["live"] == true)
+                .filter_map(|n| n["node_id"].as_u64())
+                .collect();
+            assert_eq!(
+                live,
+                BTreeSet::from([1, 2, 3]),
+                "node {id}'s view at look {look}"
+            );
+        }
+        for g in &groups {
+            let answers: BTreeSet<i32> = nodes.values().map(|n| find_coordinator(n, g)).collect();
+            assert_eq!(
+                answers.len(),
+                1,
+                "{g} has coordinators {answers:?} at look {look}"
+            );
+            coordinated.extend(answers);
+        }
+        assert_eq!(
+            wait_topic_owned_by(&nodes[&1], "skewed", 12, &[1, 2, 3], 30),
+            settled,
+            "partitions moved at look {look}"
+        );
+        std::thread::sleep(Duration::from_millis(300));
+    }
+    assert_eq!(
+        coordinated.len(),
+        3,
+        "the groups spread over every node: {coordinated:?}"
+    );
 }

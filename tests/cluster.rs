@@ -1468,6 +1468,50 @@ fn consume_group(
     }
 }
 
+/// Each partition of `topic` with its owner and epoch, as `node` sees the metadata store.
+fn partition_epochs(node: &Node, topic: &str) -> BTreeMap<i32, (Option<u64>, i64)> {
+    view(node)["partitions"][topic]
+        .as_array()
+        .map(|parts| {
+            parts
+                .iter()
+                .map(|p| {
+                    (
+                        p["partition"].as_i64().expect("index") as i32,
+                        (p["owner"].as_u64(), p["epoch"].as_i64().expect("epoch")),
+                    )
+                })
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// The error code of a Fetch v12 of `topic`'s `partition` on `node` from offset 0, naming
+/// `current_leader_epoch`.
+fn fetch_code(node: &Node, topic: &str, partition: i32, current_leader_epoch: i32) -> i16 {
+    use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
+    use kafka_protocol::messages::{BrokerId, FetchRequest, FetchResponse};
+    let mut conn = Conn::open(node);
+    let r: FetchResponse = conn.call(
+        ApiKey::Fetch,
+        12,
+        RequestKind::Fetch(
+            FetchRequest::default()
+                .with_replica_id(BrokerId(-1))
+                .with_max_bytes(1 << 20)
+                .with_session_epoch(-1)
+                .with_topics(vec![FetchTopic::default()
+                    .with_topic(common::requests::topic_name(topic))
+                    .with_partitions(vec![FetchPartition::default()
+                        .with_partition(partition)
+                        .with_current_leader_epoch(current_leader_epoch)
+                        .with_fetch_offset(0)
+                        .with_partition_max_bytes(1 << 20)])]),
+        ),
+    );
+    r.responses[0].partitions[0].error_code
+}
+
 /// The groups `node` coordinates (and holds members of) now.
 fn groups_of(node: &Node) -> BTreeSet<String> {
     view(node)["owned_by_this_node"]["groups"]
@@ -1549,7 +1593,13 @@ fn consumer_groups_never_go_back_when_their_coordinator_pauses_past_its_lease() 
             .map(|(id, g)| (nodes.keys().find(|&&k| k == id).unwrap(), g))
     });
     let others: Vec<u64> = nodes.keys().copied().filter(|&id| id != paused).collect();
-    println!("node {paused} coordinates {held:?}; pausing it past its lease");
+    // The leader epochs of the partitions the paused node leads, as the cluster sees them.
+    let before: BTreeMap<i32, i64> = partition_epochs(&nodes[&others[0]], FEED)
+        .into_iter()
+        .filter(|(_, (owner, _))| *owner == Some(paused))
+        .map(|(p, (_, epoch))| (p, epoch))
+        .collect();
+    println!("node {paused} coordinates {held:?} and leads {before:?}; pausing it past its lease");
     signal(&nodes[&paused], libc::SIGSTOP);
     // Its groups move to the other nodes, and their consumers commit there.
     poll_until(60, "the paused node's groups coordinated elsewhere", || {
@@ -1557,6 +1607,27 @@ fn consumer_groups_never_go_back_when_their_coordinator_pauses_past_its_lease() 
             others.iter().flat_map(|id| groups_of(&nodes[id])).collect();
         held.is_subset(&elsewhere).then_some(())
     });
+    // Its partitions moved under higher epochs: their new leaders fence the old epoch.
+    for (&p, &old) in &before {
+        let (owner, epoch) = poll_until(60, "the paused node's partition moved", || {
+            let (owner, epoch) = partition_epochs(&nodes[&others[0]], FEED)[&p];
+            owner.filter(|o| others.contains(o)).map(|o| (o, epoch))
+        });
+        assert!(
+            epoch > old,
+            "partition {p} moved at epoch {epoch}, after {old}"
+        );
+        let fenced = kafka_protocol::ResponseError::FencedLeaderEpoch.code();
+        let code = poll_until(30, "the new leader serving the partition", || {
+            let code = fetch_code(&nodes[&owner], FEED, p, old as i32);
+            (code != kafka_protocol::ResponseError::NotLeaderOrFollower.code()).then_some(code)
+        });
+        assert_eq!(
+            code, fenced,
+            "a fetch in the old epoch {old} on node {owner}"
+        );
+        assert_eq!(fetch_code(&nodes[&owner], FEED, p, epoch as i32), 0);
+    }
     let before = commits(&groups);
     poll_until(60, "every group committing on the other nodes", || {
         commits(&groups)

@@ -144,3 +144,144 @@ fn long_polls_wait_for_data_and_answers_respect_byte_limits() {
     drop(c);
     node.stop();
 }
+
+/// The partition's leader epoch as Metadata v12 reports it.
+fn metadata_epoch(c: &mut Conn) -> i32 {
+    let r: MetadataResponse = c.call(
+        ApiKey::Metadata,
+        12,
+        RequestKind::Metadata(MetadataRequest::default().with_topics(Some(vec![
+            metadata_request::MetadataRequestTopic::default()
+                .with_name(Some(requests::topic_name(TOPIC))),
+        ]))),
+    );
+    let p = &r.topics[0].partitions[0];
+    assert_eq!(p.error_code, 0);
+    p.leader_epoch
+}
+
+/// (error code, records) of a Fetch v12 from offset 0 naming `current_leader_epoch`.
+fn fetch_in_epoch(c: &mut Conn, current_leader_epoch: i32) -> (i16, Bytes) {
+    let r: FetchResponse = c.call(
+        ApiKey::Fetch,
+        12,
+        RequestKind::Fetch(
+            FetchRequest::default()
+                .with_replica_id(BrokerId(-1))
+                .with_max_bytes(1 << 20)
+                .with_session_epoch(-1)
+                .with_topics(vec![FetchTopic::default()
+                    .with_topic(requests::topic_name(TOPIC))
+                    .with_partitions(vec![FetchPartition::default()
+                        .with_partition(0)
+                        .with_current_leader_epoch(current_leader_epoch)
+                        .with_fetch_offset(0)
+                        .with_partition_max_bytes(1 << 20)])]),
+        ),
+    );
+    let p = &r.responses[0].partitions[0];
+    (p.error_code, p.records.clone().unwrap_or_default())
+}
+
+/// (error code, offset, leader epoch) of ListOffsets v6 latest naming `current_leader_epoch`.
+fn latest_in_epoch(c: &mut Conn, current_leader_epoch: i32) -> (i16, i64, i32) {
+    use kafka_protocol::messages::list_offsets_request::{ListOffsetsPartition, ListOffsetsTopic};
+    let r: ListOffsetsResponse = c.call(
+        ApiKey::ListOffsets,
+        6,
+        RequestKind::ListOffsets(
+            ListOffsetsRequest::default()
+                .with_replica_id(BrokerId(-1))
+                .with_topics(vec![ListOffsetsTopic::default()
+                    .with_name(requests::topic_name(TOPIC))
+                    .with_partitions(vec![ListOffsetsPartition::default()
+                        .with_partition_index(0)
+                        .with_current_leader_epoch(current_leader_epoch)
+                        .with_timestamp(-1)])]),
+        ),
+    );
+    let p = &r.topics[0].partitions[0];
+    (p.error_code, p.offset, p.leader_epoch)
+}
+
+/// (error code, leader epoch, end offset) of OffsetForLeaderEpoch v4 for `partition`.
+fn epoch_end(c: &mut Conn, partition: i32, current: i32, epoch: i32) -> (i16, i32, i64) {
+    use kafka_protocol::messages::offset_for_leader_epoch_request::{
+        OffsetForLeaderPartition, OffsetForLeaderTopic,
+    };
+    let r: OffsetForLeaderEpochResponse = c.call(
+        ApiKey::OffsetForLeaderEpoch,
+        4,
+        RequestKind::OffsetForLeaderEpoch(
+            OffsetForLeaderEpochRequest::default()
+                .with_replica_id(BrokerId(-1))
+                .with_topics(vec![OffsetForLeaderTopic::default()
+                    .with_topic(requests::topic_name(TOPIC))
+                    .with_partitions(vec![OffsetForLeaderPartition::default()
+                        .with_partition(partition)
+                        .with_current_leader_epoch(current)
+                        .with_leader_epoch(epoch)])]),
+        ),
+    );
+    let p = &r.topics[0].partitions[0];
+    (p.error_code, p.leader_epoch, p.end_offset)
+}
+
+/// Leader epochs as Kafka clients use them (KIP-320): Metadata's epoch is stamped into every
+/// batch appended (the partition leader epoch field, outside the CRC) and answered by
+/// ListOffsets; Fetch, ListOffsets and OffsetForLeaderEpoch refuse a newer epoch than the
+/// leader's with UNKNOWN_LEADER_EPOCH; OffsetForLeaderEpoch ends every epoch up to the
+/// leader's at the log's end (an Inlet log never diverges) and knows no newer one. The older
+/// epoch's FENCED_LEADER_EPOCH needs a partition that moved: `tests/cluster.rs`.
+#[test]
+fn leader_epochs_are_reported_stamped_and_checked() {
+    let (_dir, node) = temp_node(&[]);
+    let mut c = Conn::open(&node);
+    assert_eq!(produce(&mut c, batch(2, 10)), 0); // creates the topic
+    assert_eq!(produce(&mut c, batch(3, 10)), 2);
+    let epoch = metadata_epoch(&mut c);
+    assert!(epoch >= 0, "{epoch}");
+
+    let (code, records) = fetch_in_epoch(&mut c, epoch);
+    assert_eq!(code, 0);
+    // Two batches, each stamped with the epoch at bytes 12..16, and their CRCs still hold.
+    let mut at = 0;
+    let mut batches = 0;
+    while at + 61 <= records.len() {
+        let len = i32::from_be_bytes(records[at + 8..at + 12].try_into().unwrap()) as usize;
+        let stamped = i32::from_be_bytes(records[at + 12..at + 16].try_into().unwrap());
+        assert_eq!(stamped, epoch, "batch {batches}'s partition leader epoch");
+        let crc = u32::from_be_bytes(records[at + 17..at + 21].try_into().unwrap());
+        assert_eq!(
+            crc32c::crc32c(&records[at + 21..at + 12 + len]),
+            crc,
+            "batch {batches}'s CRC"
+        );
+        at += 12 + len;
+        batches += 1;
+    }
+    assert_eq!(batches, 2);
+    let unknown = kafka_protocol::ResponseError::UnknownLeaderEpoch.code();
+    assert_eq!(fetch_in_epoch(&mut c, epoch + 1).0, unknown);
+    assert_eq!(
+        fetch_in_epoch(&mut c, -1).0,
+        0,
+        "no epoch given: not checked"
+    );
+
+    assert_eq!(latest_in_epoch(&mut c, epoch), (0, 5, epoch));
+    assert_eq!(latest_in_epoch(&mut c, epoch + 1).0, unknown);
+
+    assert_eq!(epoch_end(&mut c, 0, epoch, epoch), (0, epoch, 5));
+    assert_eq!(epoch_end(&mut c, 0, -1, epoch), (0, epoch, 5));
+    assert_eq!(
+        epoch_end(&mut c, 0, epoch, epoch + 1),
+        (0, -1, -1),
+        "a newer epoch is unknown"
+    );
+    assert_eq!(epoch_end(&mut c, 0, epoch + 1, epoch).0, unknown);
+    assert_eq!(
+        epoch_end(&mut c, 7, epoch, epoch).0,
+        kafka_protocol::ResponseError::UnknownTopicOrPartition.code()
+    );
+}

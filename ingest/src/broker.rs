@@ -176,6 +176,45 @@ impl Broker {
         Ok(self.store.stream(stream)?)
     }
 
+    /// The leader epoch of a partition this node leads: the epoch it owns the partition's
+    /// stream under. Metadata reports it, every batch appended is stamped with it, and it
+    /// rises with every move (0 on a single node whose streams never moved).
+    pub(crate) fn leader_epoch(&self, stream: inlet_storage::StreamId) -> Result<i32> {
+        match self.store.owned_epoch(stream) {
+            Some(epoch) => Ok(i32::try_from(epoch).unwrap_or(i32::MAX)),
+            None => Err(KafkaError::new(
+                kafka_protocol::ResponseError::NotLeaderOrFollower,
+                "another node leads this partition (or none yet): refresh the metadata",
+            )),
+        }
+    }
+
+    /// Kafka's check of a request's `current_leader_epoch` (-1: none given) against this
+    /// node's leader epoch of the partition, which it returns: an older one answers
+    /// `FENCED_LEADER_EPOCH` (the client's metadata is stale), a newer one
+    /// `UNKNOWN_LEADER_EPOCH` (this node has not learnt that it lost the partition yet, and
+    /// must not answer from what it holds).
+    pub(crate) fn check_leader_epoch(
+        &self,
+        stream: inlet_storage::StreamId,
+        current: i32,
+    ) -> Result<i32> {
+        let ours = self.leader_epoch(stream)?;
+        if current >= 0 && current < ours {
+            return Err(KafkaError::new(
+                kafka_protocol::ResponseError::FencedLeaderEpoch,
+                format!("leader epoch {current} is older than this leader's {ours}: refresh the metadata"),
+            ));
+        }
+        if current > ours {
+            return Err(KafkaError::new(
+                kafka_protocol::ResponseError::UnknownLeaderEpoch,
+                format!("leader epoch {current} is newer than this node's {ours}: the partition may have moved"),
+            ));
+        }
+        Ok(ours)
+    }
+
     /// The cluster id, created once and kept in the metadata store.
     async fn load_cluster_id(meta: &inlet_storage::MetaStore) -> Result<String> {
         #[allow(clippy::disallowed_methods)] // a cluster id: unique is all it must be
@@ -262,6 +301,9 @@ impl Broker {
             RequestKind::Fetch(r) => ResponseKind::Fetch(self.fetch(r, version).await),
             RequestKind::ListOffsets(r) => {
                 ResponseKind::ListOffsets(self.list_offsets(r, version).await)
+            }
+            RequestKind::OffsetForLeaderEpoch(r) => {
+                ResponseKind::OffsetForLeaderEpoch(self.offset_for_leader_epoch(r, version))
             }
             RequestKind::DeleteRecords(r) => {
                 ResponseKind::DeleteRecords(self.delete_records(r, version).await)

@@ -38,6 +38,7 @@ pub const SUPPORTED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::DeleteGroups, 0, 2),
     (ApiKey::IncrementalAlterConfigs, 0, 1),
     (ApiKey::OffsetDelete, 0, 0),
+    (ApiKey::OffsetForLeaderEpoch, 0, 4),
     (ApiKey::DescribeCluster, 0, 1),
 ];
 

@@ -264,7 +264,7 @@ fn place(requests: Vec<AppendRequest>) -> Option<Group> {
         group.epochs.entry(stream_id).or_insert(epoch);
         let payload = if request.write_base_offset {
             let mut copy = BytesMut::from(&request.payload[..]);
-            copy[..8].copy_from_slice(&base.to_be_bytes());
+            crate::store::stamp(&mut copy, base, request.write_epoch.then_some(epoch));
             copy.freeze()
         } else {
             request.payload.clone()

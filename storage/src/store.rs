@@ -73,6 +73,11 @@ pub struct AppendOptions {
     /// payload before it is stored: for batch formats that carry their own base offset. The
     /// payload must then be at least 8 bytes long.
     pub write_base_offset: bool,
+    /// Also write the epoch this node owns the stream under, as a big-endian `u32` (saturated
+    /// at `i32::MAX`), into bytes 12..16 of the payload: a Kafka record batch's partition
+    /// leader epoch, which its CRC does not cover. Needs `write_base_offset` and a payload of
+    /// at least 16 bytes.
+    pub write_epoch: bool,
     /// After an append of this kind fails, refuse every later append to the stream until the
     /// writer has called [`StreamStore::clear_failure`] for each such failure: for a writer
     /// whose appends depend on the ones before (a Kafka producer's sequence numbers), so that
@@ -455,6 +460,18 @@ impl StreamStoreBuilder {
     }
 }
 
+/// Writes an append's base offset into `payload[..8]` and, given one, the epoch its stream is
+/// owned under into `payload[12..16]` (see [`AppendOptions`]).
+pub(crate) fn stamp(payload: &mut [u8], base: u64, epoch: Option<u64>) {
+    payload[..8].copy_from_slice(&base.to_be_bytes());
+    if let Some(epoch) = epoch {
+        let epoch = u32::try_from(epoch)
+            .unwrap_or(u32::MAX)
+            .min(i32::MAX as u32);
+        payload[12..16].copy_from_slice(&epoch.to_be_bytes());
+    }
+}
+
 /// An append on its way through the WAL writer.
 pub(crate) struct AppendRequest {
     pub(crate) stream: Arc<StreamShared>,
@@ -462,6 +479,8 @@ pub(crate) struct AppendRequest {
     pub(crate) record_count: u32,
     pub(crate) timestamp_ms: u64,
     pub(crate) write_base_offset: bool,
+    /// [`AppendOptions::write_epoch`].
+    pub(crate) write_epoch: bool,
     base_offset: u64,
     sink: AppendSink,
     /// Log cache room held for this append: handed to the cache when the entry lands there,
@@ -510,6 +529,7 @@ impl WalRequest for AppendRequest {
         }
         self.base_offset = state.next_offset;
         state.next_offset += self.record_count as u64;
+        let epoch = state.epoch;
         drop(state);
         let header = EntryHeader {
             stream_id: self.stream.id,
@@ -518,10 +538,10 @@ impl WalRequest for AppendRequest {
             timestamp_ms: self.timestamp_ms,
         };
         let base = self.base_offset;
-        let write_base_offset = self.write_base_offset;
+        let (write_base_offset, write_epoch) = (self.write_base_offset, self.write_epoch);
         format::encode_entry(buf, position, &header, &self.payload, |payload| {
             if write_base_offset {
-                payload[..8].copy_from_slice(&base.to_be_bytes());
+                stamp(payload, base, write_epoch.then_some(epoch));
             }
         });
         Ok(())
@@ -960,6 +980,11 @@ impl StreamStore {
                 "write_base_offset needs a payload of at least 8 bytes".into(),
             ));
         }
+        if options.write_epoch && (!options.write_base_offset || payload.len() < 16) {
+            return Err(Error::InvalidArgument(
+                "write_epoch needs write_base_offset and a payload of at least 16 bytes".into(),
+            ));
+        }
         if self.cancel.is_cancelled() {
             return Err(Error::Shutdown);
         }
@@ -991,6 +1016,7 @@ impl StreamStore {
                 .timestamp_ms
                 .unwrap_or_else(|| self.inner.clock.now_ms()),
             write_base_offset: options.write_base_offset,
+            write_epoch: options.write_epoch,
             generation,
             failure_latch: options.failure_latch,
             base_offset: 0,

@@ -62,7 +62,10 @@ impl Broker {
                         let partition =
                             MetadataResponsePartition::default().with_partition_index(p.index);
                         let leader = match &view {
-                            None => Some((self.config.node_id, 0)),
+                            None => Some((
+                                self.config.node_id,
+                                self.leader_epoch(p.stream).unwrap_or(0),
+                            )),
                             Some(view) => view.leader(p.stream),
                         };
                         match leader {

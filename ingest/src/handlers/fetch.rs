@@ -1,5 +1,7 @@
-//! Fetch, ListOffsets and DeleteRecords: reading a partition's stream. Fetch returns stored
-//! batches byte for byte; a fetch that finds less than `min_bytes` waits on the partitions'
+//! Fetch, ListOffsets, OffsetForLeaderEpoch and DeleteRecords: reading a partition's stream.
+//! Each checks the request's `current_leader_epoch` against the epoch this node leads the
+//! partition under (`Broker::check_leader_epoch`). Fetch returns stored batches byte for byte
+//! (as appended: base offset and partition leader epoch stamped by the store); a fetch that finds less than `min_bytes` waits on the partitions'
 //! end offsets (long polling) until data arrives, `max_wait_ms` passes or the node stops.
 
 use std::sync::atomic::Ordering;
@@ -13,6 +15,9 @@ use kafka_protocol::messages::delete_records_response::{
 use kafka_protocol::messages::fetch_response::{FetchableTopicResponse, PartitionData};
 use kafka_protocol::messages::list_offsets_response::{
     ListOffsetsPartitionResponse, ListOffsetsTopicResponse,
+};
+use kafka_protocol::messages::offset_for_leader_epoch_response::{
+    EpochEndOffset, OffsetForLeaderTopicResult,
 };
 use kafka_protocol::messages::*;
 use kafka_protocol::ResponseError;
@@ -61,7 +66,7 @@ impl Broker {
                         .read_partition(
                             topic.as_deref(),
                             t.topic.0.as_str(),
-                            p.partition,
+                            (p.partition, p.current_leader_epoch),
                             p.fetch_offset,
                             budget,
                             total == 0,
@@ -113,7 +118,7 @@ impl Broker {
         &self,
         topic: Option<&crate::topics::Topic>,
         name: &str,
-        index: i32,
+        (index, current_leader_epoch): (i32, i32),
         offset: i64,
         budget: usize,
         first: bool,
@@ -131,6 +136,9 @@ impl Broker {
                 format!("unknown partition {name}-{index}"),
             ));
         };
+        if let Err(e) = self.check_leader_epoch(partition.stream, current_leader_epoch) {
+            return fail(e);
+        }
         let info = match self.led_stream(partition.stream) {
             Ok(info) => info,
             Err(e) if e.code == ResponseError::NotLeaderOrFollower => return fail(e),
@@ -248,16 +256,24 @@ impl Broker {
             for p in t.partitions {
                 let found = match topic.as_ref().and_then(|t| t.partition(p.partition_index)) {
                     None => Err(KafkaError::unknown_topic(t.name.0.as_str())),
-                    Some(partition) => self.offset_for(partition.stream, p.timestamp).await,
+                    Some(partition) => {
+                        match self.check_leader_epoch(partition.stream, p.current_leader_epoch) {
+                            Ok(epoch) => self
+                                .offset_for(partition.stream, p.timestamp)
+                                .await
+                                .map(|(offset, timestamp)| (offset, timestamp, epoch)),
+                            Err(e) => Err(e),
+                        }
+                    }
                 };
                 let mut resp =
                     ListOffsetsPartitionResponse::default().with_partition_index(p.partition_index);
                 match found {
-                    Ok((offset, timestamp)) => {
+                    Ok((offset, timestamp, epoch)) => {
                         resp.offset = offset;
                         resp.timestamp = timestamp;
                         if version >= 4 {
-                            resp.leader_epoch = if offset >= 0 { 0 } else { -1 };
+                            resp.leader_epoch = if offset >= 0 { epoch } else { -1 };
                         }
                     }
                     Err(e) => {
@@ -275,6 +291,66 @@ impl Broker {
             );
         }
         ListOffsetsResponse::default().with_topics(topics)
+    }
+
+    /// OffsetForLeaderEpoch v0–4: where each requested leader epoch of a partition ends, for a
+    /// consumer that validates its position after a leader change (KIP-320). An Inlet log
+    /// never diverges: every acknowledged batch is in the metadata store before the answer,
+    /// and a new owner continues from exactly the committed end, so no record of an epoch is
+    /// ever replaced. Every epoch up to the current one therefore ends, for truncation
+    /// purposes, at the log's end: that is the answer (with the requested epoch), and a
+    /// consumer's position is never found truncated. An epoch newer than the leader's is
+    /// unknown here (`-1`, `-1`, as Kafka answers), and `current_leader_epoch` is checked as in
+    /// Fetch.
+    pub(crate) fn offset_for_leader_epoch(
+        &self,
+        r: OffsetForLeaderEpochRequest,
+        version: i16,
+    ) -> OffsetForLeaderEpochResponse {
+        let topics = r
+            .topics
+            .into_iter()
+            .map(|t| {
+                let topic = self.topics.get(t.topic.0.as_str());
+                let partitions = t
+                    .partitions
+                    .into_iter()
+                    .map(|p| {
+                        let answer = EpochEndOffset::default()
+                            .with_partition(p.partition)
+                            .with_leader_epoch(-1)
+                            .with_end_offset(-1);
+                        let Some(partition) = topic.as_ref().and_then(|t| t.partition(p.partition))
+                        else {
+                            return answer
+                                .with_error_code(ResponseError::UnknownTopicOrPartition.code());
+                        };
+                        let current = if version >= 2 {
+                            p.current_leader_epoch
+                        } else {
+                            -1
+                        };
+                        let ours = match self.check_leader_epoch(partition.stream, current) {
+                            Ok(ours) => ours,
+                            Err(e) => return answer.with_error_code(e.code()),
+                        };
+                        if p.leader_epoch > ours {
+                            return answer;
+                        }
+                        match self.led_stream(partition.stream) {
+                            Ok(info) => answer
+                                .with_leader_epoch(if version >= 1 { p.leader_epoch } else { -1 })
+                                .with_end_offset(info.end_offset as i64),
+                            Err(e) => answer.with_error_code(e.code()),
+                        }
+                    })
+                    .collect();
+                OffsetForLeaderTopicResult::default()
+                    .with_topic(t.topic)
+                    .with_partitions(partitions)
+            })
+            .collect();
+        OffsetForLeaderEpochResponse::default().with_topics(topics)
     }
 
     /// Answers `(offset, timestamp)` for a ListOffsets timestamp: -1 latest, -2 earliest,

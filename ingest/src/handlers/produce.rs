@@ -371,6 +371,9 @@ impl Broker {
         let options = AppendOptions {
             timestamp_ms: (arrival >= 0).then_some(arrival as u64),
             write_base_offset: true,
+            // The partition leader epoch, as a Kafka broker stamps it: consumers validate
+            // their position with it after a leader change (OffsetForLeaderEpoch).
+            write_epoch: true,
             // A producer's batches depend on the ones before (sequences): none after a failed
             // one may be stored before `finish_batch` has taken the failure in.
             failure_latch: true,

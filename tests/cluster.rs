@@ -1821,3 +1821,280 @@ fn a_node_whose_clock_runs_ten_seconds_ahead_agrees_with_the_others() {
         "the groups spread over every node: {coordinated:?}"
     );
 }
+
+/// A seeded randomized schedule of faults (a nemesis, as Jepsen runs against Kafka) against
+/// three nodes under load, then a checker. Load: an idempotent acks=all producer on a plain
+/// topic, another on a table topic (whose retention is shorter than the run, so the table's
+/// hold is exercised), and four consumer groups committing synchronously. Faults, one at a
+/// time, each undone before the next: kill -9 of a node and its restart (sometimes with its
+/// clock 2–9 s ahead, under libfaketime), SIGSTOP of a node for 1–8 s, PostgreSQL "restarted"
+/// (every connection cut, new ones refused for 1–3 s), PostgreSQL connections cut, S3 slowed
+/// by 50–300 ms a request, S3 connections cut. The checker: every acknowledged record is in
+/// its topic exactly once at the offset it was acknowledged with, every record of the table
+/// topic is a row of its table exactly once, and no group is delivered a record below an
+/// offset it had committed (committed offsets never go backwards).
+///
+/// `INLET_NEMESIS_SEED` replays a schedule (the seed is printed first); `INLET_NEMESIS_SECONDS`
+/// sets how long faults are injected (CI: 60; docs/benchmarks.md has a 10-minute run).
+#[test]
+fn a_seeded_nemesis_of_kills_pauses_and_faults_loses_and_doubles_nothing() {
+    use inlet_test_support::proxy::Proxy;
+    use rand::{Rng, SeedableRng};
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::{Arc, Mutex};
+    let Some(mut cluster) = Cluster::new("") else {
+        return;
+    };
+    let Some(faketime) = libfaketime() else {
+        return;
+    };
+    let seed: u64 = std::env::var("INLET_NEMESIS_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(rand::random);
+    let seconds: u64 = std::env::var("INLET_NEMESIS_SECONDS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(60);
+    println!("nemesis seed {seed} ({seconds} s): replay with INLET_NEMESIS_SEED={seed}");
+    let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
+
+    // PostgreSQL and S3 behind fault-injecting proxies.
+    let pg_upstream = cluster
+        .db
+        .split_once('@')
+        .and_then(|(_, rest)| rest.split_once('/'))
+        .map(|(hostport, _)| hostport.to_string())
+        .expect("host:port in the PostgreSQL URL");
+    let pg = Proxy::start(&pg_upstream);
+    cluster.db = cluster.db.replacen(&pg_upstream, &pg.addr, 1);
+    let s3 = Proxy::start(cluster.endpoint.trim_start_matches("http://"));
+    cluster.endpoint = format!("http://{}", s3.addr);
+
+    const PLAIN: &str = "nemesis";
+    const TABLE: &str = "nemesis_table";
+    let mut nodes: BTreeMap<u64, Node> = (1..=3).map(|id| (id, cluster.start(id))).collect();
+    create_topics(
+        &nodes[&1],
+        &[
+            NewTopic::new(PLAIN, 6, TopicReplication::Fixed(1)),
+            NewTopic::new(TABLE, 4, TopicReplication::Fixed(1))
+                .set("table.topic.enable", "true")
+                .set("table.topic.commit.interval.ms", "1000")
+                .set("table.topic.convert.value.type", "string")
+                .set("retention.ms", "15000"),
+        ],
+    );
+    wait_topic_owned_by(&nodes[&1], PLAIN, 6, &[1, 2, 3], 60);
+    wait_topic_owned_by(&nodes[&1], TABLE, 4, &[1, 2, 3], 60);
+    let boot = bootstrap(&nodes);
+
+    let stop = Arc::new(AtomicBool::new(false));
+    let load = |topic: &'static str, partitions: i32| {
+        let (stop, boot) = (stop.clone(), boot.clone());
+        std::thread::spawn(move || {
+            let rt = tokio::runtime::Runtime::new().expect("runtime");
+            let p = producer(&boot);
+            let mut acked = Vec::new();
+            let mut next = 0;
+            while !stop.load(Ordering::Relaxed) {
+                acked.extend(rt.block_on(produce_to(
+                    &p,
+                    topic,
+                    partitions,
+                    next..next + 50,
+                    |_| {},
+                )));
+                next += 50;
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            acked
+        })
+    };
+    let plain_load = load(PLAIN, 6);
+    let table_load = load(TABLE, 4);
+    let groups: Vec<(String, Arc<Mutex<GroupLog>>)> = (0..4)
+        .map(|i| {
+            (
+                format!("nemesis-{i}"),
+                Arc::new(Mutex::new(GroupLog::default())),
+            )
+        })
+        .collect();
+    let stop_consuming = Arc::new(AtomicBool::new(false));
+    let consumers: Vec<_> = groups
+        .iter()
+        .map(|(g, log)| {
+            let (boot, g, stop, log) =
+                (boot.clone(), g.clone(), stop_consuming.clone(), log.clone());
+            std::thread::spawn(move || consume_group(boot, PLAIN, g, stop, log))
+        })
+        .collect();
+
+    let started = Instant::now();
+    let mut step = 0;
+    while started.elapsed() < Duration::from_secs(seconds) {
+        let id = rng.random_range(1..=3u64);
+        let hold = Duration::from_millis(rng.random_range(1_000..8_000));
+        let at = started.elapsed().as_secs_f64();
+        match rng.random_range(0..7) {
+            0 | 1 => {
+                let skew = (rng.random_range(0..3) == 0).then(|| rng.random_range(2..10));
+                println!("[{at:6.1} s] step {step}: kill -9 node {id}, restart after {hold:?} (clock ahead: {skew:?} s)");
+                nodes.remove(&id).expect("running").kill9();
+                std::thread::sleep(hold);
+                let node = match skew {
+                    Some(s) => {
+                        let ahead = format!("+{s}s");
+                        cluster.start_with_env(
+                            id,
+                            &[
+                                ("LD_PRELOAD", faketime.as_str()),
+                                ("FAKETIME", ahead.as_str()),
+                                ("FAKETIME_DONT_FAKE_MONOTONIC", "1"),
+                            ],
+                        )
+                    }
+                    None => cluster.start(id),
+                };
+                nodes.insert(id, node);
+            }
+            2 => {
+                println!("[{at:6.1} s] step {step}: SIGSTOP node {id} for {hold:?}");
+                signal(&nodes[&id], libc::SIGSTOP);
+                std::thread::sleep(hold);
+                signal(&nodes[&id], libc::SIGCONT);
+            }
+            3 => {
+                let down = Duration::from_millis(rng.random_range(1_000..3_000));
+                println!("[{at:6.1} s] step {step}: PostgreSQL restarts (connections cut, refused for {down:?})");
+                pg.set_refuse(true);
+                pg.cut();
+                std::thread::sleep(down);
+                pg.set_refuse(false);
+            }
+            4 => {
+                println!("[{at:6.1} s] step {step}: PostgreSQL connections cut");
+                pg.cut();
+            }
+            5 => {
+                let ms = rng.random_range(50..300);
+                println!("[{at:6.1} s] step {step}: S3 slowed by {ms} ms for {hold:?}");
+                s3.set_delay(ms);
+                std::thread::sleep(hold);
+                s3.set_delay(0);
+            }
+            _ => {
+                println!("[{at:6.1} s] step {step}: S3 connections cut");
+                s3.cut();
+            }
+        }
+        step += 1;
+        std::thread::sleep(Duration::from_millis(rng.random_range(500..3_000)));
+    }
+    println!("nemesis over after {step} steps; checking (seed {seed})");
+    // Every node live again, then the load stops.
+    wait_topic_owned_by(&nodes[&1], PLAIN, 6, &[1, 2, 3], 120);
+    stop.store(true, Ordering::Relaxed);
+    let plain = plain_load.join().expect("plain load");
+    let table = table_load.join().expect("table load");
+    // The groups catch up with the end before they stop, so every commit is checked.
+    let before: Vec<u64> = groups
+        .iter()
+        .map(|(_, l)| l.lock().unwrap().commits)
+        .collect();
+    poll_until(120, "every group committing after the faults", || {
+        groups
+            .iter()
+            .zip(&before)
+            .all(|((_, l), b)| l.lock().unwrap().commits >= b + 2)
+            .then_some(())
+    });
+    stop_consuming.store(true, Ordering::Relaxed);
+    for c in consumers {
+        c.join().expect("consumer");
+    }
+
+    // Restarted nodes listen on new ports.
+    let boot = bootstrap(&nodes);
+    // The stream: every acknowledged record once, where it was acknowledged.
+    let got = read_topic(&boot, PLAIN, 6);
+    assert_eq!(
+        got.len(),
+        plain.len(),
+        "records in {PLAIN} vs acknowledged (seed {seed})"
+    );
+    for (k, partition, offset, _) in &plain {
+        assert_eq!(
+            got.get(k),
+            Some(&(*partition, *offset)),
+            "k{k} (seed {seed})"
+        );
+    }
+    let got = read_topic(&boot, TABLE, 4);
+    assert_eq!(
+        got.len(),
+        table.len(),
+        "records in {TABLE} vs acknowledged (seed {seed})"
+    );
+    // The table: every acknowledged record a row once.
+    let reader = &nodes[&1];
+    let rows = poll_until(180, "every acknowledged record in the table", || {
+        let rows = common::query_json(
+            reader,
+            &format!("SELECT count(*) AS n, count(DISTINCT value) AS d FROM default.{TABLE}"),
+        );
+        (rows[0]["n"].as_u64() >= Some(table.len() as u64)).then_some(rows)
+    });
+    assert_eq!(
+        rows[0]["n"],
+        table.len(),
+        "rows vs acknowledged (seed {seed}): {rows}"
+    );
+    assert_eq!(
+        rows[0]["d"],
+        table.len(),
+        "distinct rows (seed {seed}): {rows}"
+    );
+    // The groups: nothing delivered below a committed offset; commits never went back.
+    for (group, log) in &groups {
+        let log = log.lock().unwrap();
+        assert!(
+            log.redelivered.is_empty(),
+            "{group} was delivered records below offsets it had committed (seed {seed}): {:?}",
+            &log.redelivered[..log.redelivered.len().min(10)]
+        );
+        let c = consumer(&boot, group);
+        let mut tpl = TopicPartitionList::new();
+        for p in 0..6 {
+            tpl.add_partition(PLAIN, p);
+        }
+        let committed = c
+            .committed_offsets(tpl, Duration::from_secs(30))
+            .expect("committed offsets");
+        for e in committed.elements() {
+            let want = log.committed.get(&e.partition()).copied().unwrap_or(0);
+            let got = match e.offset() {
+                Offset::Offset(o) => o,
+                _ => 0,
+            };
+            assert!(
+                got >= want,
+                "{group} partition {}: committed went back from {want} to {got} (seed {seed})",
+                e.partition()
+            );
+        }
+        println!(
+            "{group}: {} delivered, {} commits",
+            log.delivered, log.commits
+        );
+    }
+    println!(
+        "nemesis seed {seed}: {} + {} records acknowledged, all in place once",
+        plain.len(),
+        table.len()
+    );
+    for node in nodes.into_values() {
+        node.stop();
+    }
+}

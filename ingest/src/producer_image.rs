@@ -13,8 +13,9 @@
 //! (the batches were just written, so this reads memory) every
 //! `inlet.producer.snapshot.interval.ms` and saves the changed ones in one transaction. A node
 //! handing a partition over saves it once more first ([`save_now`]). Loading
-//! ([`ProducerImage::rebuild`]) starts at the snapshot, or without one at the last
-//! [`REBUILD_OFFSETS`] offsets, and reads to the durable end.
+//! ([`ProducerImage::rebuild`]) starts at the snapshot, or without one at the stream's start,
+//! and reads every batch to the durable end: skipping any could forget a producer whose retry
+//! is still on its way, and store that retry twice.
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::Ordering;
@@ -37,8 +38,6 @@ const MIGRATIONS: &[&str] = &["CREATE TABLE inlet_producer_snapshots (
 
 /// Batches remembered per producer and partition, as in Kafka.
 pub(crate) const REMEMBERED_BATCHES: usize = 5;
-/// Without a snapshot, how far back a partition's state is rebuilt from its log.
-pub(crate) const REBUILD_OFFSETS: u64 = 200_000;
 /// Bytes asked for per read while rebuilding or catching up.
 const READ_BYTES: usize = 4 << 20;
 /// The encoding's version byte.
@@ -145,25 +144,24 @@ impl ProducerImage {
     }
 
     /// The image of `stream` now: its snapshot, if there is a usable one, then every batch
-    /// after it (or, without one, the last [`REBUILD_OFFSETS`] offsets).
+    /// after it (without one, every batch from the stream's start). Nothing is skipped, however
+    /// far behind the snapshot is: a producer seen only in a skipped range would be forgotten,
+    /// and a retry of its last batch stored again. The snapshot task keeps that range short
+    /// (a snapshot every `inlet.producer.snapshot.interval.ms`, and one at every hand-over).
     pub(crate) async fn rebuild(
         store: &StreamStore,
         snapshots: &Snapshots,
         stream: StreamId,
     ) -> Result<(ProducerImage, RebuildStats)> {
         let info = store.stream(stream)?;
-        let window = info
-            .start_offset
-            .max(info.end_offset.saturating_sub(REBUILD_OFFSETS));
         let mut image = match snapshots.load(stream).await {
             // A snapshot past the durable end cannot be this stream's: ignore it.
             Some(image) if image.end <= info.end_offset => image,
             _ => ProducerImage::default(),
         };
         let snapshot_end = image.saved_end;
-        // Producers only seen before the window are dropped with the older part of the log;
-        // their next batch is accepted at any sequence (as after expiry).
-        image.end = image.end.max(window);
+        // Below the stream's start there is nothing to read (retention or a trim took it).
+        image.end = image.end.max(info.start_offset);
         let mut stats = image.catch_up(store, stream).await?;
         stats.snapshot_end = snapshot_end;
         Ok((image, stats))
@@ -575,6 +573,40 @@ mod tests {
             }
             other => panic!("a retry after retention was not recognized: {other:?}"),
         }
+
+        // A snapshot far behind the end (its saves failed for a while, or its owner was slow):
+        // a producer seen only just after it, then 300,000 offsets of others (two batches of
+        // 150,000 records, one stored record each, the offsets claimed), is still remembered,
+        // since the rebuild reads every batch after the snapshot.
+        let quiet = append(&store, s, 3, 0).await;
+        let filler = inlet_test_support::wire::record_batch(
+            &[Some(bytes::Bytes::from_static(b"f"))],
+            -1,
+            -1,
+            -1,
+            kafka_protocol::records::Compression::None,
+        );
+        for _ in 0..2 {
+            let options = inlet_storage::AppendOptions {
+                write_base_offset: true,
+                ..inlet_storage::AppendOptions::default()
+            };
+            store
+                .append_with(s, filler.clone(), 150_000, options)
+                .await
+                .expect("filler");
+        }
+        let (far, stats) = ProducerImage::rebuild(&store, &snapshots, s)
+            .await
+            .expect("rebuild");
+        assert_eq!(stats.snapshot_end, Some(13));
+        assert_eq!(far.end, quiet + 1 + 300_000);
+        let remembered = far.producers.get(&3).map(|p| p.batches.clone());
+        assert_eq!(
+            remembered,
+            Some([(0, 0, quiet as i64)].into()),
+            "producer 3, 300,000 offsets before the end, was forgotten"
+        );
 
         // An older snapshot (a former owner's, saved late) does not replace a newer one.
         let mut stale = image;

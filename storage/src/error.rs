@@ -121,6 +121,18 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 /// The kind of a metadata store error (SQLite or PostgreSQL through sqlx), for every crate that
 /// talks to the store: connection and pool failures, SQLite's BUSY and LOCKED, and PostgreSQL's
 /// serialization and deadlock failures may pass; anything else is the statement's own fault.
+/// Whether a metadata store error code may pass on a retry: SQLite's BUSY (5) and LOCKED (6);
+/// PostgreSQL's serialization failure and deadlock (40001, 40P01), the session bounds
+/// (`lock_timeout` 55P03, `statement_timeout` 57014, `idle_in_transaction_session_timeout`
+/// 25P03), a server shutting down, restarting or starting up (57P01 to 57P03), and every
+/// connection exception (class 08). A statement that failed this way did not commit.
+fn passes(code: &str) -> bool {
+    matches!(
+        code,
+        "5" | "6" | "40001" | "40P01" | "55P03" | "57014" | "25P03" | "57P01" | "57P02" | "57P03"
+    ) || code.starts_with("08")
+}
+
 pub fn meta_error_kind(e: &sqlx::Error) -> ErrorKind {
     match e {
         sqlx::Error::Io(_)
@@ -129,9 +141,27 @@ pub fn meta_error_kind(e: &sqlx::Error) -> ErrorKind {
         | sqlx::Error::WorkerCrashed
         | sqlx::Error::Tls(_) => ErrorKind::Retryable,
         sqlx::Error::Database(db) => match db.code().as_deref() {
-            Some("5") | Some("6") | Some("40001") | Some("40P01") => ErrorKind::Retryable,
+            Some(code) if passes(code) => ErrorKind::Retryable,
             _ => ErrorKind::BadInput,
         },
         _ => ErrorKind::BadInput,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::passes;
+
+    #[test]
+    fn the_errors_that_pass_are_the_transient_ones() {
+        for code in [
+            "5", "6", "40001", "40P01", "55P03", "57014", "25P03", "57P01", "57P03", "08006",
+            "08003",
+        ] {
+            assert!(passes(code), "{code}");
+        }
+        for code in ["23505", "42P01", "22P02", "42601", "0A000"] {
+            assert!(!passes(code), "{code}");
+        }
     }
 }

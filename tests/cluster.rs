@@ -1495,27 +1495,57 @@ fn partition_epochs(node: &Node, topic: &str) -> BTreeMap<i32, (Option<u64>, i64
 /// The error code of a Fetch v12 of `topic`'s `partition` on `node` from offset 0, naming
 /// `current_leader_epoch`.
 fn fetch_code(node: &Node, topic: &str, partition: i32, current_leader_epoch: i32) -> i16 {
-    use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
-    use kafka_protocol::messages::{BrokerId, FetchRequest, FetchResponse};
     let mut conn = Conn::open(node);
-    let r: FetchResponse = conn.call(
+    let r: kafka_protocol::messages::FetchResponse = conn.call(
         ApiKey::Fetch,
         12,
-        RequestKind::Fetch(
-            FetchRequest::default()
-                .with_replica_id(BrokerId(-1))
-                .with_max_bytes(1 << 20)
-                .with_session_epoch(-1)
-                .with_topics(vec![FetchTopic::default()
-                    .with_topic(common::requests::topic_name(topic))
-                    .with_partitions(vec![FetchPartition::default()
-                        .with_partition(partition)
-                        .with_current_leader_epoch(current_leader_epoch)
-                        .with_fetch_offset(0)
-                        .with_partition_max_bytes(1 << 20)])]),
-        ),
+        common::requests::fetch_from_start(topic, partition, current_leader_epoch),
     );
     r.responses[0].partitions[0].error_code
+}
+
+/// Checks what `group`'s consumer saw of `topic`: nothing delivered below an offset it had
+/// committed, and what the group's coordinator answers now is at least where its consumer last
+/// committed (higher is possible: a commit that landed but whose answer was lost; lower never).
+/// `context` ends every message.
+fn check_group(
+    bootstrap: &str,
+    topic: &str,
+    partitions: i32,
+    group: &str,
+    log: &GroupLog,
+    context: &str,
+) {
+    assert!(
+        log.redelivered.is_empty(),
+        "{group} was delivered records below offsets it had committed (partition, offset, \
+         committed){context}: {:?}",
+        &log.redelivered[..log.redelivered.len().min(10)]
+    );
+    let c = consumer(bootstrap, group);
+    let mut tpl = TopicPartitionList::new();
+    for p in 0..partitions {
+        tpl.add_partition(topic, p);
+    }
+    let committed = c
+        .committed_offsets(tpl, Duration::from_secs(30))
+        .expect("committed offsets");
+    for e in committed.elements() {
+        let want = log.committed.get(&e.partition()).copied().unwrap_or(0);
+        let got = match e.offset() {
+            Offset::Offset(o) => o,
+            _ => 0,
+        };
+        assert!(
+            got >= want,
+            "{group} partition {}: committed offsets went back from {want} to {got}{context}",
+            e.partition()
+        );
+    }
+    println!(
+        "{group}: {} delivered, {} commits",
+        log.delivered, log.commits
+    );
 }
 
 /// The groups `node` coordinates (and holds members of) now.
@@ -1664,39 +1694,7 @@ fn consumer_groups_never_go_back_when_their_coordinator_pauses_past_its_lease() 
     let produced = producing.join().expect("producer thread");
     assert!(produced > 0);
     for (group, log) in &groups {
-        let log = log.lock().unwrap();
-        assert!(
-            log.redelivered.is_empty(),
-            "{group} was delivered records below offsets it had committed (partition, offset, \
-             committed): {:?}",
-            &log.redelivered[..log.redelivered.len().min(10)]
-        );
-        // What the group's coordinator answers now is where its consumer left it.
-        let c = consumer(&boot, group);
-        let mut tpl = TopicPartitionList::new();
-        for p in 0..4 {
-            tpl.add_partition(FEED, p);
-        }
-        let committed = c
-            .committed_offsets(tpl, Duration::from_secs(30))
-            .expect("committed offsets");
-        for e in committed.elements() {
-            let want = log.committed.get(&e.partition()).copied().unwrap_or(0);
-            let got = match e.offset() {
-                Offset::Offset(o) => o,
-                _ => 0,
-            };
-            // Higher is possible (a commit that landed but whose answer was lost); lower not.
-            assert!(
-                got >= want,
-                "{group} partition {}: committed offsets went back from {want} to {got}",
-                e.partition()
-            );
-        }
-        println!(
-            "{group}: {} delivered, {} commits",
-            log.delivered, log.commits
-        );
+        check_group(&boot, FEED, 4, group, &log.lock().unwrap(), "");
     }
 }
 
@@ -2112,35 +2110,13 @@ fn a_seeded_nemesis_of_kills_pauses_and_faults_loses_and_doubles_nothing() {
     );
     // The groups: nothing delivered below a committed offset; commits never went back.
     for (group, log) in &groups {
-        let log = log.lock().unwrap();
-        assert!(
-            log.redelivered.is_empty(),
-            "{group} was delivered records below offsets it had committed (seed {seed}): {:?}",
-            &log.redelivered[..log.redelivered.len().min(10)]
-        );
-        let c = consumer(&boot, group);
-        let mut tpl = TopicPartitionList::new();
-        for p in 0..6 {
-            tpl.add_partition(PLAIN, p);
-        }
-        let committed = c
-            .committed_offsets(tpl, Duration::from_secs(30))
-            .expect("committed offsets");
-        for e in committed.elements() {
-            let want = log.committed.get(&e.partition()).copied().unwrap_or(0);
-            let got = match e.offset() {
-                Offset::Offset(o) => o,
-                _ => 0,
-            };
-            assert!(
-                got >= want,
-                "{group} partition {}: committed went back from {want} to {got} (seed {seed})",
-                e.partition()
-            );
-        }
-        println!(
-            "{group}: {} delivered, {} commits",
-            log.delivered, log.commits
+        check_group(
+            &boot,
+            PLAIN,
+            6,
+            group,
+            &log.lock().unwrap(),
+            &format!(" (seed {seed})"),
         );
     }
     println!(

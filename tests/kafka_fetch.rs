@@ -165,19 +165,7 @@ fn fetch_in_epoch(c: &mut Conn, current_leader_epoch: i32) -> (i16, Bytes) {
     let r: FetchResponse = c.call(
         ApiKey::Fetch,
         12,
-        RequestKind::Fetch(
-            FetchRequest::default()
-                .with_replica_id(BrokerId(-1))
-                .with_max_bytes(1 << 20)
-                .with_session_epoch(-1)
-                .with_topics(vec![FetchTopic::default()
-                    .with_topic(requests::topic_name(TOPIC))
-                    .with_partitions(vec![FetchPartition::default()
-                        .with_partition(0)
-                        .with_current_leader_epoch(current_leader_epoch)
-                        .with_fetch_offset(0)
-                        .with_partition_max_bytes(1 << 20)])]),
-        ),
+        requests::fetch_from_start(TOPIC, 0, current_leader_epoch),
     );
     let p = &r.responses[0].partitions[0];
     (p.error_code, p.records.clone().unwrap_or_default())

@@ -43,17 +43,9 @@ async fn produce(node: &Node, range: std::ops::Range<u32>) {
     }
 }
 
-/// The records the node's coordinator has committed (`GET /v1/tables/default/fenced`).
+/// The records the table has committed.
 fn committed(node: &Node) -> u64 {
-    let (status, body) = node.http_get("/v1/tables/default/fenced");
-    if status != 200 {
-        return 0;
-    }
-    let json: serde_json::Value = serde_json::from_str(&body).expect("status JSON");
-    json["committed_offsets"]
-        .as_object()
-        .map(|o| o.values().filter_map(|v| v.as_u64()).sum())
-        .unwrap_or(0)
+    common::committed_records(node, "default", "fenced")
 }
 
 /// `inlet.coordinator-epoch` of the table's current snapshot, and the records its

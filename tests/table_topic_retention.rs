@@ -22,17 +22,9 @@ use rdkafka::producer::{FutureProducer, FutureRecord};
 const TOPIC: &str = "held";
 const RETENTION_MS: u64 = 3_000;
 
-/// The records the table has committed (`GET /v1/tables/default/held`).
+/// The records the table has committed.
 fn committed(node: &Node) -> u64 {
-    let (status, body) = node.http_get("/v1/tables/default/held");
-    if status != 200 {
-        return 0;
-    }
-    let json: serde_json::Value = serde_json::from_str(&body).expect("status JSON");
-    json["committed_offsets"]
-        .as_object()
-        .map(|o| o.values().filter_map(|v| v.as_u64()).sum())
-        .unwrap_or(0)
+    common::committed_records(node, "default", "held")
 }
 
 /// The sum over the topic's partitions of a per-partition metric.

@@ -246,6 +246,20 @@ pub(crate) fn query_json(node: &Node, sql: &str) -> serde_json::Value {
     serde_json::from_str(&inlet_query(node, "json", sql)).expect("JSON rows")
 }
 
+/// The records a table topic's table has committed, summed over its partitions, as `node`'s
+/// coordinator reports them (`GET /v1/tables/{namespace}/{table}`); 0 while it reports none.
+pub(crate) fn committed_records(node: &Node, namespace: &str, table: &str) -> u64 {
+    let (status, body) = node.http_get(&format!("/v1/tables/{namespace}/{table}"));
+    if status != 200 {
+        return 0;
+    }
+    let json: serde_json::Value = serde_json::from_str(&body).expect("status JSON");
+    json["committed_offsets"]
+        .as_object()
+        .map(|o| o.values().filter_map(|v| v.as_u64()).sum())
+        .unwrap_or(0)
+}
+
 /// A single-threaded Tokio runtime for a test's client calls.
 pub(crate) fn current_thread_runtime() -> tokio::runtime::Runtime {
     tokio::runtime::Builder::new_current_thread()
@@ -328,6 +342,29 @@ pub(crate) mod requests {
                     .with_partitions(vec![ListOffsetsPartition::default()
                         .with_partition_index(0)
                         .with_timestamp(timestamp)])]),
+        )
+    }
+
+    /// A Fetch request (as a consumer, no session, 1 MiB at most, no wait) of `partition` of
+    /// `topic` from offset 0, naming `current_leader_epoch` (-1: none).
+    pub(crate) fn fetch_from_start(
+        topic: &str,
+        partition: i32,
+        current_leader_epoch: i32,
+    ) -> RequestKind {
+        use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
+        RequestKind::Fetch(
+            kafka_protocol::messages::FetchRequest::default()
+                .with_replica_id(BrokerId(-1))
+                .with_max_bytes(1 << 20)
+                .with_session_epoch(-1)
+                .with_topics(vec![FetchTopic::default()
+                    .with_topic(topic_name(topic))
+                    .with_partitions(vec![FetchPartition::default()
+                        .with_partition(partition)
+                        .with_current_leader_epoch(current_leader_epoch)
+                        .with_fetch_offset(0)
+                        .with_partition_max_bytes(1 << 20)])]),
         )
     }
 

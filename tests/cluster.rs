@@ -1504,6 +1504,25 @@ fn fetch_code(node: &Node, topic: &str, partition: i32, current_leader_epoch: i3
     r.responses[0].partitions[0].error_code
 }
 
+/// Waits up to `secs` for the consumer threads to end; returns how many did not (a thread
+/// blocked in librdkafka's synchronous commit cannot be stopped: it is left to end with the
+/// test's process, instead of holding the test up).
+fn join_consumers(consumers: Vec<std::thread::JoinHandle<()>>, secs: u64) -> usize {
+    let deadline = Instant::now() + Duration::from_secs(secs);
+    while Instant::now() < deadline && consumers.iter().any(|c| !c.is_finished()) {
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let mut blocked = 0;
+    for c in consumers {
+        if c.is_finished() {
+            c.join().expect("consumer thread");
+        } else {
+            blocked += 1;
+        }
+    }
+    blocked
+}
+
 /// Checks what `group`'s consumer saw of `topic`: nothing delivered below an offset it had
 /// committed, and what the group's coordinator answers now is at least where its consumer last
 /// committed (higher is possible: a commit that landed but whose answer was lost; lower never).
@@ -1687,9 +1706,11 @@ fn consumer_groups_never_go_back_when_their_coordinator_pauses_past_its_lease() 
             .then_some(())
     });
     stop_consuming.store(true, Ordering::Relaxed);
-    for c in consumers {
-        c.join().expect("consumer thread");
-    }
+    assert_eq!(
+        join_consumers(consumers, 60),
+        0,
+        "consumers blocked past 60 s"
+    );
     stop_producing.store(true, Ordering::Relaxed);
     let produced = producing.join().expect("producer thread");
     assert!(produced > 0);
@@ -2058,8 +2079,9 @@ fn a_seeded_nemesis_of_kills_pauses_and_faults_loses_and_doubles_nothing() {
         std::thread::sleep(Duration::from_millis(200));
     }
     stop_consuming.store(true, Ordering::Relaxed);
-    for c in consumers {
-        c.join().expect("consumer");
+    let blocked = join_consumers(consumers, 60);
+    if blocked > 0 {
+        println!("LIVENESS (seed {seed}): {blocked} consumers still blocked 60 s after being told to stop (in a synchronous commit); left behind");
     }
 
     // Restarted nodes listen on new ports.

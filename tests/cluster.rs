@@ -1504,6 +1504,15 @@ fn fetch_code(node: &Node, topic: &str, partition: i32, current_leader_epoch: i3
     r.responses[0].partitions[0].error_code
 }
 
+/// Every key a nemesis load sent: acknowledged (key, partition, offset) or failed (key, error).
+fn sent_keys(acked: &[(u64, i32, i64)], failed: &[(u64, String)]) -> BTreeSet<u64> {
+    acked
+        .iter()
+        .map(|(k, ..)| *k)
+        .chain(failed.iter().map(|(k, _)| *k))
+        .collect()
+}
+
 /// Waits up to `secs` for the consumer threads to end; returns how many did not (a thread
 /// blocked in librdkafka's synchronous commit cannot be stopped: it is left to end with the
 /// test's process, instead of holding the test up).
@@ -2112,11 +2121,7 @@ fn a_seeded_nemesis_of_kills_pauses_and_faults_loses_and_doubles_nothing() {
                 );
             }
         }
-        let sent: BTreeSet<u64> = acked
-            .iter()
-            .map(|(k, ..)| *k)
-            .chain(failed.iter().map(|(k, _)| *k))
-            .collect();
+        let sent = sent_keys(acked, failed);
         let stray: Vec<&u64> = got.keys().filter(|k| !sent.contains(k)).collect();
         assert!(
             stray.is_empty(),
@@ -2155,11 +2160,7 @@ fn a_seeded_nemesis_of_kills_pauses_and_faults_loses_and_doubles_nothing() {
             "acknowledged k{k} is not a row (seed {seed})"
         );
     }
-    let sent: BTreeSet<u64> = table
-        .iter()
-        .map(|(k, ..)| *k)
-        .chain(table_failed.iter().map(|(k, _)| *k))
-        .collect();
+    let sent = sent_keys(&table, &table_failed);
     let stray: Vec<&u64> = rows.keys().filter(|k| !sent.contains(k)).collect();
     assert!(stray.is_empty(), "rows never sent (seed {seed}): {stray:?}");
     // The groups: nothing delivered below a committed offset; commits never went back.

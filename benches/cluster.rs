@@ -7,8 +7,11 @@
 //! ```
 //!
 //! Environment: `INLET_BENCH_PHASES` (comma list of `failover`, `scale`, `tables`; default all),
-//! `INLET_BENCH_KILLS` (kills in the failover phase, default 20), `INLET_BENCH_SECONDS` (each
-//! scale run, default 15), `INLET_BENCH_RUNS` (scale runs per node count, default 3; medians),
+//! `INLET_BENCH_KILLS` (rounds of each fault in the failover phase, default 20),
+//! `INLET_BENCH_FAULTS` (the failover phase's faults, default `kill,pause`),
+//! `INLET_BENCH_RDKAFKA_DEBUG` (librdkafka's `debug` contexts for the producers, logged),
+//! `INLET_BENCH_SECONDS` (each scale run, default 15), `INLET_BENCH_RUNS` (scale runs per node
+//! count, default 3; medians),
 //! `INLET_BENCH_NODE_ARGS` (extra `inlet serve` arguments, e.g. `--config FILE`),
 //! `INLET_BENCH_NODE_COUNTS` (the scale and tables phases' node counts, default `1,3`),
 //! `INLET_BENCH_S3_QUERY` (appended to the object store URL, e.g. `?unsigned_payload=true`),
@@ -20,10 +23,15 @@
 //! Phases, each on a fresh database and S3 prefix, with the nodes' default settings (a 6 s
 //! lease, a 1 s rebalance):
 //! 1. failover: three nodes, a 12-partition topic, an idempotent acks=all producer sending
-//!    small records to every partition all along; kill -9 of one node (each in turn), then the
-//!    time from the kill to the first acknowledgement on each partition it owned; it restarts
-//!    and takes its share back before the next kill. p50 / p99 / max over every moved
-//!    partition of every kill.
+//!    small records to every partition all along. `INLET_BENCH_KILLS` rounds of kill -9 (then a
+//!    restart at the node's addresses), then as many of SIGSTOP (until its partitions are
+//!    acknowledged elsewhere, then SIGCONT), each on one node in turn; measured: the time
+//!    from the signal to the first acknowledgement on each partition the victim owned (and
+//!    on any other held up for more than a second). A third of the rounds strike a settled
+//!    cluster; a third a new load, 3–26 s after a new topic is created and a new producer
+//!    starts on it (measured on that topic); a third a rebalance, while a node that was
+//!    killed comes back and takes its share (the victim is that node or another). p50 / p99 /
+//!    max per fault, over all rounds and per kind.
 //! 2. scale: 1 node, then 3 nodes (on this one machine, so they share its cores): aggregate
 //!    produce throughput (acks=all, 1 KiB records, 24 partitions, 4 producers flat out) and the
 //!    nodes' CPU time per MiB acknowledged, also net of the nodes' idle CPU (measured for 5 s
@@ -213,6 +221,35 @@ struct Acks {
     bytes: AtomicU64,
     last: Mutex<BTreeMap<i32, Instant>>,
     failed: AtomicU64,
+    first: Mutex<Option<Mark>>,
+}
+
+/// Since [`Acks::mark`]: its instant and wall-clock milliseconds, and each partition's first
+/// acknowledgement of a record created after it.
+type Mark = (Instant, i64, BTreeMap<i32, Instant>);
+
+impl Acks {
+    /// From now on, each partition's first acknowledgement of a record created from now on is
+    /// kept (an acknowledgement already on its way when a node is signalled does not count);
+    /// returns now.
+    fn mark(&self) -> Instant {
+        let now = Instant::now();
+        let wall_ms = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_millis() as i64;
+        *self.first.lock().unwrap() = Some((now, wall_ms, BTreeMap::new()));
+        now
+    }
+
+    /// The first acknowledgement on `partition` since the mark at `since`.
+    fn first_after(&self, partition: i32, since: Instant) -> Option<Instant> {
+        let first = self.first.lock().unwrap();
+        let (at, _, firsts) = first.as_ref()?;
+        (*at == since)
+            .then(|| firsts.get(&partition).copied())
+            .flatten()
+    }
 }
 
 struct Ctx(Arc<Acks>);
@@ -220,7 +257,9 @@ struct Ctx(Arc<Acks>);
 /// librdkafka's warnings and errors go to stderr (a fatal idempotence error says why here).
 impl ClientContext for Ctx {
     fn log(&self, level: rdkafka::config::RDKafkaLogLevel, fac: &str, message: &str) {
-        if (level as i32) <= rdkafka::config::RDKafkaLogLevel::Warning as i32 {
+        if std::env::var_os("INLET_BENCH_RDKAFKA_DEBUG").is_some()
+            || (level as i32) <= rdkafka::config::RDKafkaLogLevel::Warning as i32
+        {
             eprintln!("librdkafka {level:?} {fac}: {message}");
         }
     }
@@ -240,11 +279,13 @@ impl ProducerContext for Ctx {
                 self.0
                     .bytes
                     .fetch_add(m.payload().map_or(0, |p| p.len()) as u64, Ordering::Relaxed);
-                self.0
-                    .last
-                    .lock()
-                    .unwrap()
-                    .insert(m.partition(), Instant::now());
+                let now = Instant::now();
+                self.0.last.lock().unwrap().insert(m.partition(), now);
+                if let Some((_, wall_ms, firsts)) = self.0.first.lock().unwrap().as_mut() {
+                    if m.timestamp().to_millis().is_some_and(|t| t >= *wall_ms) {
+                        firsts.entry(m.partition()).or_insert(now);
+                    }
+                }
             }
             Err(_) => {
                 self.0.failed.fetch_add(1, Ordering::Relaxed);
@@ -254,7 +295,11 @@ impl ProducerContext for Ctx {
 }
 
 fn producer(bootstrap: &str, acks: Arc<Acks>, linger_ms: &str) -> ThreadedProducer<Ctx> {
-    ClientConfig::new()
+    let mut config = ClientConfig::new();
+    if let Ok(debug) = std::env::var("INLET_BENCH_RDKAFKA_DEBUG") {
+        config.set("debug", debug);
+    }
+    config
         .set("bootstrap.servers", bootstrap)
         .set("enable.idempotence", "true")
         .set("acks", "all")
@@ -373,9 +418,76 @@ fn background_sender<'a>(
     (acks, p, stop, sender)
 }
 
-fn failover(kills: u64) {
+/// What a failover round does to its victim.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Fault {
+    /// kill -9, then a restart at the node's addresses.
+    Kill,
+    /// SIGSTOP until its partitions are acknowledged elsewhere, then SIGCONT.
+    Pause,
+}
+
+/// When in a load a failover round strikes.
+#[derive(Clone, Copy, Debug)]
+enum When {
+    /// Every partition settled, the load running for minutes.
+    Settled,
+    /// `seconds` into a new load: a topic just created, a new producer just started.
+    EarlyLoad { seconds: u64 },
+    /// While a node that was killed comes back and takes its share: the victim is that node
+    /// (`returning`) or one handing partitions to it.
+    Rebalance { returning: bool },
+}
+
+/// The partitions of `topic` that `node` owns by its own view, and nothing on error (a node
+/// mid-start answers nothing: it owns nothing).
+fn owned_by(node: &Node, id: u64, topic: &str) -> Vec<i32> {
+    owners(node, topic)
+        .iter()
+        .enumerate()
+        .filter(|(_, o)| **o == Some(id))
+        .map(|(p, _)| p as i32)
+        .collect()
+}
+
+fn signal(node: &Node, sig: i32) {
+    // SAFETY: signalling a child process of this benchmark.
+    assert_eq!(unsafe { libc::kill(node.pid(), sig) }, 0);
+}
+
+/// Seconds from `since` to the first acknowledgement after it on each partition of
+/// `partitions` that the fault held up: every partition the victim owned (`owned`) and every
+/// other whose first acknowledgement came more than a second later (one that was moving).
+fn failover_times(acks: &Acks, since: Instant, partitions: i32, owned: &[i32]) -> Vec<(i32, f64)> {
+    (0..partitions)
+        .filter_map(|part| {
+            let at = poll_until(90, "an ack on every partition after the fault", || {
+                acks.first_after(part, since)
+            });
+            let s = at.duration_since(since).as_secs_f64();
+            (owned.contains(&part) || s > 1.0).then_some((part, s))
+        })
+        .collect()
+}
+
+fn delete_topic(node: &Node, topic: &str) {
+    let admin: AdminClient<DefaultClientContext> = ClientConfig::new()
+        .set("bootstrap.servers", &node.kafka)
+        .create()
+        .unwrap();
+    let deleted = tokio::runtime::Runtime::new()
+        .unwrap()
+        .block_on(admin.delete_topics(&[topic], &AdminOptions::new()))
+        .unwrap();
+    assert!(deleted.iter().all(|c| c.is_ok()), "{deleted:?}");
+}
+
+/// The failover phase: `rounds` kill -9s, then `rounds` SIGSTOPs, each a third settled, a
+/// third early in a new load and a third during a rebalance.
+fn failover(rounds: u64) {
     const TOPIC: &str = "failover";
     const PARTITIONS: i32 = 12;
+    const EARLY_SECONDS: [u64; 6] = [3, 8, 8, 14, 20, 26];
     let cluster = Cluster::new();
     let mut nodes: BTreeMap<u64, Node> = (1..=3).map(|id| (id, cluster.start(id))).collect();
     create_topic(&nodes[&1], TOPIC, PARTITIONS);
@@ -383,47 +495,176 @@ fn failover(kills: u64) {
     let (acks, p, stop, sender) = background_sender(nodes.values(), |p, stop| {
         send_until(p, TOPIC, PARTITIONS, 100, 2_000, stop)
     });
-    let mut times: Vec<f64> = Vec::new();
-    for k in 0..kills {
-        let victim = 1 + k % 3;
-        let observer = if victim == 1 { 2 } else { 1 };
-        let owned: Vec<i32> = settled(&nodes[&observer], TOPIC, PARTITIONS as usize, &[1, 2, 3])
-            .iter()
-            .enumerate()
-            .filter(|(_, o)| **o == victim)
-            .map(|(p, _)| p as i32)
-            .collect();
-        std::thread::sleep(Duration::from_millis(500));
-        nodes.remove(&victim).unwrap().kill9();
-        let killed = Instant::now();
-        let moved: Vec<f64> = owned
-            .iter()
-            .map(|part| {
-                poll_until(60, "an ack on a moved partition", || {
-                    let last = acks.last.lock().unwrap().get(part).copied()?;
-                    (last > killed).then(|| last.duration_since(killed).as_secs_f64())
-                })
-            })
-            .collect();
-        eprintln!("kill {k} (node {victim}): {moved:.2?} s");
-        times.extend(moved);
-        nodes.insert(victim, cluster.start(victim));
+    let mut results: Vec<(Fault, &str, Vec<f64>)> = Vec::new();
+    let faults: Vec<Fault> = std::env::var("INLET_BENCH_FAULTS")
+        .unwrap_or_else(|_| "kill,pause".into())
+        .split(',')
+        .map(|f| match f {
+            "kill" => Fault::Kill,
+            "pause" => Fault::Pause,
+            other => panic!("INLET_BENCH_FAULTS: {other}? (kill, pause)"),
+        })
+        .collect();
+    for &fault in &faults {
+        for r in 0..rounds {
+            let when = match r % 3 {
+                0 => When::Settled,
+                1 => When::EarlyLoad {
+                    seconds: EARLY_SECONDS[(r as usize / 3) % EARLY_SECONDS.len()],
+                },
+                _ => When::Rebalance {
+                    returning: (r / 3) % 2 == 0,
+                },
+            };
+            let victim = 1 + r % 3;
+            let round = format!("{fault:?} {r} ({when:?}, node {victim})");
+            let times = failover_round(&cluster, &mut nodes, &acks, fault, when, victim, &round);
+            let kind = match when {
+                When::Settled => "settled",
+                When::EarlyLoad { .. } => "early in a load",
+                When::Rebalance { .. } => "during a rebalance",
+            };
+            results.push((fault, kind, times));
+        }
     }
     stop.store(true, Ordering::Relaxed);
     sender.join().unwrap();
     p.flush(Duration::from_secs(60)).unwrap();
-    times.sort_by(|a, b| a.partial_cmp(b).unwrap());
-    println!(
-        "failover (kill -9 to the first ack on each moved partition), {} partitions over {kills} kills: p50 {:.2} s, p99 {:.2} s, max {:.2} s; failed deliveries {}",
-        times.len(),
-        quantile(&times, 0.5),
-        quantile(&times, 0.99),
-        times.last().copied().unwrap_or(0.0),
-        acks.failed.load(Ordering::Relaxed)
-    );
+    let failed = acks.failed.load(Ordering::Relaxed);
+    for &fault in &faults {
+        let of = |kind: Option<&str>| -> Vec<f64> {
+            let mut t: Vec<f64> = results
+                .iter()
+                .filter(|(f, k, _)| *f == fault && kind.is_none_or(|kind| kind == *k))
+                .flat_map(|(_, _, t)| t.iter().copied())
+                .collect();
+            t.sort_by(|a, b| a.partial_cmp(b).unwrap());
+            t
+        };
+        let line = |t: &[f64]| {
+            format!(
+                "{} partitions, p50 {:.2} s, p99 {:.2} s, max {:.2} s",
+                t.len(),
+                quantile(t, 0.5),
+                quantile(t, 0.99),
+                t.last().copied().unwrap_or(0.0)
+            )
+        };
+        println!(
+            "failover ({fault:?}, signal to the first ack on each moved partition) over {rounds} rounds: {}",
+            line(&of(None))
+        );
+        for kind in ["settled", "early in a load", "during a rebalance"] {
+            println!("  {kind}: {}", line(&of(Some(kind))));
+        }
+    }
+    println!("failed deliveries of the long-running producer: {failed}");
     for node in nodes.into_values() {
         node.stop_within(30);
     }
+}
+
+/// One failover round (see [`failover`]); the seconds to the first acknowledgement on each
+/// partition the fault held up. The cluster is whole again when it returns.
+fn failover_round(
+    cluster: &Cluster,
+    nodes: &mut BTreeMap<u64, Node>,
+    acks: &Arc<Acks>,
+    fault: Fault,
+    when: When,
+    victim: u64,
+    round: &str,
+) -> Vec<f64> {
+    const TOPIC: &str = "failover";
+    const PARTITIONS: i32 = 12;
+    let all = [1, 2, 3];
+    let observer = if victim == 1 { 2 } else { 1 };
+    settled(&nodes[&observer], TOPIC, PARTITIONS as usize, &all);
+    // The topic measured, and the acknowledgements of its producer.
+    let mut early = None;
+    match when {
+        When::Settled => std::thread::sleep(Duration::from_millis(500)),
+        When::EarlyLoad { seconds } => {
+            let topic = format!(
+                "early-{}",
+                round.split(' ').take(2).collect::<Vec<_>>().join("-")
+            )
+            .to_ascii_lowercase();
+            create_topic(&nodes[&observer], &topic, PARTITIONS);
+            settled(&nodes[&observer], &topic, PARTITIONS as usize, &all);
+            let sending = topic.clone();
+            let (acks, p, stop, sender) = background_sender(nodes.values(), move |p, stop| {
+                send_until(p, &sending, PARTITIONS, 100, 2_000, stop)
+            });
+            std::thread::sleep(Duration::from_secs(seconds));
+            early = Some((topic, acks, p, stop, sender));
+        }
+        When::Rebalance { returning } => {
+            // Another node than the victim leaves and comes back, unless the victim is the
+            // one coming back.
+            let back = if returning { victim } else { 1 + victim % 3 };
+            let live: Vec<u64> = all.iter().copied().filter(|n| *n != back).collect();
+            nodes.remove(&back).unwrap().kill9();
+            settled(&nodes[&live[0]], TOPIC, PARTITIONS as usize, &live);
+            nodes.insert(back, cluster.start(back));
+            poll_until(60, "the returning node's first partition", || {
+                (!owned_by(&nodes[&live[0]], back, TOPIC).is_empty()).then_some(())
+            });
+        }
+    }
+    let (topic, measured) = match &early {
+        Some((topic, acks, ..)) => (topic.clone(), acks.clone()),
+        None => (TOPIC.to_string(), acks.clone()),
+    };
+    let owned = owned_by(&nodes[&victim], victim, &topic);
+    let since = measured.mark();
+    let day_ms = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis()
+        % 86_400_000;
+    eprintln!(
+        "{round}: signal at {:02}:{:02}:{:02}.{:03} UTC",
+        day_ms / 3_600_000,
+        day_ms / 60_000 % 60,
+        day_ms / 1000 % 60,
+        day_ms % 1000
+    );
+    let dead = match fault {
+        Fault::Kill => {
+            nodes.remove(&victim).unwrap().kill9();
+            true
+        }
+        Fault::Pause => {
+            signal(&nodes[&victim], libc::SIGSTOP);
+            false
+        }
+    };
+    let times = failover_times(&measured, since, PARTITIONS, &owned);
+    eprintln!(
+        "{round}: owned {owned:?}; {:?}",
+        times
+            .iter()
+            .map(|(p, s)| format!("{p}: {s:.2} s"))
+            .collect::<Vec<_>>()
+    );
+    if dead {
+        nodes.insert(victim, cluster.start(victim));
+    } else {
+        signal(&nodes[&victim], libc::SIGCONT);
+    }
+    if let Some((topic, acks, p, stop, sender)) = early {
+        stop.store(true, Ordering::Relaxed);
+        sender.join().unwrap();
+        p.flush(Duration::from_secs(60)).unwrap();
+        assert_eq!(
+            acks.failed.load(Ordering::Relaxed),
+            0,
+            "{round}: failed deliveries"
+        );
+        delete_topic(&nodes[&observer], &topic);
+    }
+    times.into_iter().map(|(_, s)| s).collect()
 }
 
 /// The metadata of table `default.<table>` (null while it does not exist), from `node`'s

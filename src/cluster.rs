@@ -30,8 +30,16 @@
 //! its epoch in PostgreSQL, and an append is acknowledged only after its commit. A node paused
 //! past its lease (SIGSTOP) finds every commit refused when it runs again, so it acknowledges
 //! nothing more. The lease only decides how soon another node may take over.
+//!
+//! A node whose lease lapsed by its own clock (no renewal answered within a ttl of its start:
+//! the metadata store is unreachable, or the node was paused) steps down at once
+//! ([`follow_lease`]): it leads no partition (Produce and Fetch answer `NOT_LEADER_OR_FOLLOWER`,
+//! Metadata names no leader for what it held) and coordinates no group until a renewal
+//! succeeds; then its passes take its share again under new epochs. Clients so leave it within
+//! about its lease, instead of waiting on requests it cannot acknowledge.
 
 use std::collections::{BTreeMap, HashMap};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -79,6 +87,8 @@ pub struct ClusterState {
     load_unit: u64,
     load: tokio::sync::Mutex<LoadMeters>,
     settled: std::sync::Mutex<Settled>,
+    /// Whether the node's lease has lapsed by its own clock ([`follow_lease`]).
+    lapsed: AtomicBool,
 }
 
 /// The weights the assignment uses: the published ones as they were when they last settled.
@@ -196,6 +206,7 @@ impl ClusterState {
             load_unit: load_unit.max(1),
             load: Default::default(),
             settled: Default::default(),
+            lapsed: AtomicBool::new(false),
         })
     }
 
@@ -213,6 +224,12 @@ impl ClusterState {
     fn read(&self) -> std::sync::RwLockReadGuard<'_, View> {
         // A pass that panicked leaves a whole view behind (it is replaced in one write).
         self.view.read().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Whether the node's lease has lapsed by its own clock: it leads and coordinates
+    /// nothing ([`follow_lease`]).
+    pub fn lapsed(&self) -> bool {
+        self.lapsed.load(Ordering::Relaxed)
     }
 
     /// The live nodes as last seen.
@@ -245,7 +262,7 @@ impl ClusterView for ClusterState {
     fn leader(&self, stream: StreamId) -> Option<(i32, i32)> {
         let view = self.read();
         let &(node, epoch) = view.owners.get(&stream)?;
-        if !view.live.contains(&node) {
+        if !view.live.contains(&node) || (node == self.node_id && self.lapsed()) {
             return None;
         }
         Some((
@@ -256,7 +273,9 @@ impl ClusterView for ClusterState {
 
     fn coordinator(&self, group_id: &str) -> Option<i32> {
         let view = self.read();
-        rendezvous(&format!("group:{group_id}"), &view.live).and_then(|n| i32::try_from(n).ok())
+        rendezvous(&format!("group:{group_id}"), &view.live)
+            .filter(|&n| n != self.node_id || !self.lapsed())
+            .and_then(|n| i32::try_from(n).ok())
     }
 }
 
@@ -349,30 +368,57 @@ fn stream_key(name: &str, table_topics: &HashMap<String, TableKey>) -> String {
 /// again only when a topic's partitions are not all known.
 const TOPICS_POLL: Duration = Duration::from_millis(250);
 
-/// Runs the assigner, and the topics' poll ([`TOPICS_POLL`]), until `stop` (see the module
-/// doc).
+/// Runs the assigner, the topics' poll ([`TOPICS_POLL`]) and the step-down on a lapsed
+/// lease ([`follow_lease`]), until `stop` (see the module doc).
 pub(crate) async fn run(
     broker: Arc<Broker>,
     state: Arc<ClusterState>,
     every: Duration,
+    lapsed: tokio::sync::watch::Receiver<bool>,
     stop: CancellationToken,
 ) {
     tokio::join!(
-        assign_loop(&broker, &state, every, &stop),
-        poll_topics(&broker, &stop)
+        assign_loop(&broker, &state, every, lapsed.clone(), &stop),
+        poll_topics(&broker, lapsed.clone(), &stop),
+        follow_lease(&broker, &state, lapsed, &stop)
     );
 }
 
+/// Runs `step` (a pass, or a poll of the topics) for at most [`PASS_WAIT`], and gives it up
+/// the moment the node's lease lapses or holds again: a step that outlives either was waiting
+/// on a metadata store the node could not reach, likely on a connection that went silent
+/// (one the pool then drops), and the next step starts afresh. `None` when given up.
+async fn bounded_step<T>(
+    step: impl std::future::Future<Output = T>,
+    lapsed: &mut tokio::sync::watch::Receiver<bool>,
+) -> Option<T> {
+    lapsed.borrow_and_update();
+    tokio::select! {
+        done = tokio::time::timeout(PASS_WAIT, step) => done.ok(),
+        _ = lapsed.changed() => None,
+    }
+}
+
 /// Brings the node's topics up to date every [`TOPICS_POLL`] until `stop`.
-async fn poll_topics(broker: &Broker, stop: &CancellationToken) {
+async fn poll_topics(
+    broker: &Broker,
+    mut lapsed: tokio::sync::watch::Receiver<bool>,
+    stop: &CancellationToken,
+) {
     loop {
-        let refreshed = match broker.topics().refresh().await {
-            Ok(true) => Ok(()),
-            Ok(false) => match broker.store().refresh_streams().await {
-                Ok(()) => broker.topics().refresh().await.map(drop),
-                Err(e) => Err(e.into()),
-            },
-            Err(e) => Err(e),
+        let refresh = async {
+            match broker.topics().refresh().await {
+                Ok(true) => Ok(()),
+                Ok(false) => match broker.store().refresh_streams().await {
+                    Ok(()) => broker.topics().refresh().await.map(drop),
+                    Err(e) => Err(e.into()),
+                },
+                Err(e) => Err(e),
+            }
+        };
+        let refreshed = match bounded_step(refresh, &mut lapsed).await {
+            Some(r) => r.map_err(|e| e.to_string()),
+            None => Err("no answer from the metadata store".to_string()),
         };
         if let Err(e) = refreshed {
             tracing::warn!(error = %e, "reading the topics failed; trying again");
@@ -384,15 +430,53 @@ async fn poll_topics(broker: &Broker, stop: &CancellationToken) {
     }
 }
 
+/// Steps the node down whenever its lease lapses by its own clock (`lapsed`, from
+/// `crate::members::Membership::lapsed`), until `stop`: it stops owning its streams here
+/// (`inlet_storage::StreamStore::step_down`, no word to the metadata store, which it may not
+/// reach) and drops its groups' state; Metadata and FindCoordinator name it for nothing.
+/// Once a renewal succeeds, the next pass takes its share again.
+async fn follow_lease(
+    broker: &Broker,
+    state: &ClusterState,
+    mut lapsed: tokio::sync::watch::Receiver<bool>,
+    stop: &CancellationToken,
+) {
+    loop {
+        tokio::select! {
+            _ = stop.cancelled() => return,
+            changed = lapsed.changed() => if changed.is_err() { return },
+        }
+        let now = *lapsed.borrow_and_update();
+        state.lapsed.store(now, Ordering::Relaxed);
+        if now {
+            let streams = broker.store().step_down();
+            let groups = broker.forget_groups_elsewhere();
+            tracing::warn!(
+                streams,
+                groups = groups.len(),
+                "stepped down: this node leads no partition and coordinates no group until it renews its lease"
+            );
+        }
+    }
+}
+
 async fn assign_loop(
     broker: &Broker,
     state: &ClusterState,
     every: Duration,
+    mut lapsed: tokio::sync::watch::Receiver<bool>,
     stop: &CancellationToken,
 ) {
     loop {
-        if let Err(e) = pass(broker, state).await {
-            tracing::warn!(error = %format!("{e:#}"), "cluster pass failed; trying again");
+        match bounded_step(pass(broker, state), &mut lapsed).await {
+            Some(Ok(())) => {}
+            Some(Err(e)) => {
+                tracing::warn!(error = %format!("{e:#}"), "cluster pass failed; trying again")
+            }
+            None => tracing::warn!(
+                "cluster pass given up (the metadata store did not answer, or the lease \
+                 changed meanwhile); trying again"
+            ),
         }
         tokio::select! {
             _ = stop.cancelled() => return,
@@ -455,7 +539,7 @@ pub(crate) async fn pass(broker: &Broker, state: &ClusterState) -> anyhow::Resul
             store.release(info.id).await?;
             continue;
         }
-        if !live.contains(&me) {
+        if !live.contains(&me) || state.lapsed() {
             continue; // not a member (leaving, or lost its lease): take nothing
         }
         let Some(&want) = assignment.get(&stream_key(&info.name, &table_topics)) else {
@@ -497,6 +581,13 @@ pub(crate) async fn pass(broker: &Broker, state: &ClusterState) -> anyhow::Resul
     }
     Ok(())
 }
+
+/// How long a pass (or a poll of the topics) may take in all before it is given up and started
+/// again ([`bounded_step`]): a statement on a connection whose path went silent would
+/// otherwise hang the pass, and with it every later one, until the kernel gives up on the
+/// connection. The pool drops such a connection once the pass lets go of it
+/// (`inlet_storage::meta`). Takes are bounded one by one too ([`TAKE_WAIT`]).
+const PASS_WAIT: Duration = Duration::from_secs(30);
 
 /// How long a pass waits to take one stream. A takeover waits for the stream's row lock, which
 /// a paused or cut-off owner may hold inside a transaction until PostgreSQL ends its session

@@ -396,6 +396,7 @@ impl NodeBuilder {
                 broker.clone(),
                 state.clone(),
                 Duration::from_millis(config.cluster.rebalance_ms),
+                membership.lapsed(),
                 assigner_stop.clone(),
             ));
             Some((state, assigner_stop, assigner))

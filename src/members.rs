@@ -101,6 +101,8 @@ pub struct Membership {
     ttl: Duration,
     clock: Arc<dyn Clock>,
     lost: CancellationToken,
+    /// Whether this node's lease has lapsed by its own clock ([`Membership::lapsed`]).
+    lapsed: Arc<tokio::sync::watch::Sender<bool>>,
 }
 
 /// `<data_dir>/node-identity`, created with a new random identity on the first start.
@@ -246,12 +248,42 @@ impl Membership {
             ttl,
             clock,
             lost: CancellationToken::new(),
+            lapsed: Arc::new(tokio::sync::watch::Sender::new(false)),
         })
     }
 
     /// Cancelled when the node lost its row (see the module doc): it must stop.
     pub fn lost(&self) -> CancellationToken {
         self.lost.clone()
+    }
+
+    /// True while this node's lease has lapsed by its own clock: no renewal has succeeded
+    /// within a ttl of its start (the other nodes may take its streams and groups now); false
+    /// again from the next renewal that succeeds.
+    pub fn lapsed(&self) -> tokio::sync::watch::Receiver<bool> {
+        self.lapsed.subscribe()
+    }
+
+    fn set_lapsed(&self, lapsed: bool) {
+        // Receivers wake on a change only (a pass is given up when the lease changes).
+        let changed = self.lapsed.send_if_modified(|was| {
+            let changed = *was != lapsed;
+            *was = lapsed;
+            changed
+        });
+        if !changed {
+            return;
+        }
+        if lapsed {
+            tracing::error!(
+                node_id = self.node_id,
+                "this node could not renew its lease within it (is the metadata store \
+                 reachable?): it stops leading partitions and coordinating groups until it \
+                 renews"
+            );
+        } else {
+            tracing::warn!(node_id = self.node_id, "this node renewed its lease again");
+        }
     }
 
     /// Extends this node's lease by the ttl from now; false when its row is gone or another
@@ -270,20 +302,40 @@ impl Membership {
     }
 
     /// Renews the lease every third of its ttl until `stop`, then leaves (deletes the row).
-    /// Stops early, cancelling [`Membership::lost`], when a renewal finds the row lost.
+    /// Stops early, cancelling [`Membership::lost`], when a renewal finds the row lost. Reports
+    /// [`Membership::lapsed`] the moment a ttl has passed since the start of the last renewal
+    /// that succeeded (or the join), renewal or not under way.
     pub async fn run(self, stop: CancellationToken) {
         let every = self.ttl / 3;
         let ttl_ms = self.ttl.as_millis() as u64;
         // When the lease ends unless renewed, as this node last set it (from about now: it
-        // joined just before).
+        // joined just before): by the shared clock, for the warning below, and by this
+        // node's monotonic clock (never later than the store's end), for `lapsed`.
         let mut expires_ms = self.clock.now_ms() + ttl_ms;
+        let mut holds_until = tokio::time::Instant::now() + self.ttl;
         loop {
+            let lapsing = !*self.lapsed.borrow();
             tokio::select! {
                 _ = stop.cancelled() => break,
                 _ = tokio::time::sleep(every) => {}
+                _ = tokio::time::sleep_until(holds_until), if lapsing => self.set_lapsed(true),
             }
             let at_ms = self.clock.now_ms();
-            match self.renew().await {
+            let started = tokio::time::Instant::now();
+            // Bounded: a renewal stuck on a connection that went silent would otherwise stop
+            // every later one, and the node would never be live again.
+            let renewal = tokio::time::timeout(every, self.renew());
+            tokio::pin!(renewal);
+            let renewed = loop {
+                let lapsing = !*self.lapsed.borrow();
+                tokio::select! {
+                    r = &mut renewal => {
+                        break r.unwrap_or_else(|_| Err(anyhow::anyhow!("no answer within {every:?}")))
+                    }
+                    _ = tokio::time::sleep_until(holds_until), if lapsing => self.set_lapsed(true),
+                }
+            };
+            match renewed {
                 Ok(true) => {
                     if at_ms > expires_ms {
                         // Its row was still its own, but for a while the other nodes saw it
@@ -295,6 +347,8 @@ impl Membership {
                         );
                     }
                     expires_ms = at_ms + ttl_ms;
+                    holds_until = started + self.ttl;
+                    self.set_lapsed(false);
                 }
                 Ok(false) => {
                     tracing::error!(

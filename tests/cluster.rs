@@ -14,7 +14,10 @@
 //! - another writer (pyiceberg's deletes, appends, overwrite and new column) on a table
 //!   converted on three nodes, then the kill -9 of its coordinator's node: exactly once;
 //! - PostgreSQL and S3 behind a fault-injecting proxy (latency, cut connections, PostgreSQL
-//!   refusing connections): nothing acknowledged is lost or doubled.
+//!   refusing connections): nothing acknowledged is lost or doubled;
+//! - PostgreSQL silent to one node (a black hole: its connections dropped without a word):
+//!   the node stops acknowledging, its partitions move within the failover bound, and it
+//!   comes back once PostgreSQL answers again.
 #![allow(clippy::unwrap_used, clippy::panic, clippy::disallowed_methods)] // a test: a failed step fails it, and its deadlines are real time
 
 mod common;
@@ -116,6 +119,15 @@ impl Cluster {
         let mut all = self.env().to_vec();
         all.extend_from_slice(env);
         Node::start_with_env(&dir, &self.args(&id), &all)
+    }
+
+    /// [`Cluster::start`] on another URL of the cluster's metadata store (through a proxy).
+    fn start_on_meta(&self, id: u64, db: &str) -> Node {
+        let dir = self.dir.path().join(format!("node-{id}"));
+        let id = id.to_string();
+        let mut args = self.args(&id);
+        args[1] = db;
+        Node::start_with_env(&dir, &args, &self.env())
     }
 
     /// Cuts every object of the cluster whose key `wanted` takes to half its length; returns
@@ -1030,12 +1042,7 @@ fn a_cluster_rides_through_a_faulty_network_to_postgresql_and_s3() {
         return;
     };
     const FAULTS: &str = "faults";
-    let pg_upstream = cluster
-        .db
-        .split_once('@')
-        .and_then(|(_, rest)| rest.split_once('/'))
-        .map(|(hostport, _)| hostport.to_string())
-        .expect("host:port in the PostgreSQL URL");
+    let pg_upstream = pg_host_port(&cluster.db);
     let pg = std::sync::Arc::new(Proxy::start(&pg_upstream));
     cluster.db = cluster.db.replacen(&pg_upstream, &pg.addr, 1);
     let s3 = Proxy::start(cluster.endpoint.trim_start_matches("http://"));
@@ -1090,6 +1097,176 @@ fn a_cluster_rides_through_a_faulty_network_to_postgresql_and_s3() {
         owners_of(&nodes[&1], FAULTS)
     );
     assert_eq!(got.len(), 3000, "records in the topic vs acknowledged");
+    for (k, partition, offset, _) in &acked {
+        assert_eq!(got.get(k), Some(&(*partition, *offset)), "k{k}");
+    }
+    for node in nodes.into_values() {
+        node.stop();
+    }
+}
+
+/// The host:port of a PostgreSQL URL.
+fn pg_host_port(url: &str) -> String {
+    url.split_once('@')
+        .and_then(|(_, rest)| rest.split_once('/'))
+        .map(|(hostport, _)| hostport.to_string())
+        .expect("host:port in the PostgreSQL URL")
+}
+
+/// Node 3 reaches PostgreSQL through a proxy that turns into a black hole for 20 s, as a lost
+/// route or a firewall that forgets its state does: its open connections go silent for good
+/// (no FIN, no RST) and new ones hang. Meanwhile an idempotent producer sends to every
+/// partition. Node 3 stops acknowledging within its lease; its partitions are acknowledged on
+/// the other nodes within the failover bound; once the path answers again (the silent
+/// connections stay silent), node 3 comes back, takes a share and acknowledges again; and
+/// every acknowledged record is in the topic once, at its offset.
+#[test]
+fn a_node_whose_postgresql_goes_silent_stops_acknowledging_and_comes_back() {
+    use inlet_test_support::proxy::Proxy;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::{Arc, Mutex};
+    let Some(cluster) = Cluster::new("") else {
+        return;
+    };
+    const SILENT: &str = "silent";
+    const PARTS: i32 = 6;
+    let upstream = pg_host_port(&cluster.db);
+    let hole = Proxy::start(&upstream);
+    let db3 = cluster.db.replacen(&upstream, &hole.addr, 1);
+    let mut nodes: BTreeMap<u64, Node> = (1..=2).map(|id| (id, cluster.start(id))).collect();
+    nodes.insert(3, cluster.start_on_meta(3, &db3));
+    create_topics(
+        &nodes[&1],
+        &[NewTopic::new(SILENT, PARTS, TopicReplication::Fixed(1))],
+    );
+    wait_topic_owned_by(&nodes[&1], SILENT, PARTS, &[1, 2, 3], 60);
+    let boot = bootstrap(&nodes);
+
+    // The load: records round robin over every partition, at most 64 in flight, until
+    // stopped; each ack kept with its instant as it comes (a partition held up holds up no
+    // other).
+    let stop = Arc::new(AtomicBool::new(false));
+    /// Each acknowledged key's partition and offset, and when it was acknowledged.
+    type Acked = Vec<(u64, i32, i64, Instant)>;
+    let acks: Arc<Mutex<Acked>> = Arc::default();
+    let load = {
+        let (stop, acks, boot) = (stop.clone(), acks.clone(), boot.clone());
+        std::thread::spawn(move || {
+            use futures::StreamExt;
+            let rt = tokio::runtime::Runtime::new().expect("runtime");
+            let p = producer(&boot);
+            rt.block_on(async {
+                let mut in_flight = futures::stream::FuturesUnordered::new();
+                let mut next = 0u64;
+                loop {
+                    let stopping = stop.load(Ordering::Relaxed);
+                    if !stopping && in_flight.len() < 64 {
+                        let (p, k) = (p.clone(), next);
+                        next += 1;
+                        in_flight.push(async move {
+                            let key = format!("k{k}");
+                            let record = FutureRecord::to(SILENT)
+                                .key(&key)
+                                .payload(&key)
+                                .partition((k % PARTS as u64) as i32);
+                            let d = p
+                                .send(record, Duration::from_secs(120))
+                                .await
+                                .unwrap_or_else(|(e, _)| panic!("{key} was not acknowledged: {e}"));
+                            (k, d.partition, d.offset, Instant::now())
+                        });
+                        continue;
+                    }
+                    match in_flight.next().await {
+                        Some(a) => acks.lock().unwrap().push(a),
+                        None => break,
+                    }
+                }
+            });
+        })
+    };
+    let acked_since = |since: Instant, partition: i32| {
+        acks.lock()
+            .unwrap()
+            .iter()
+            .filter(|(_, p, _, at)| *p == partition && *at > since)
+            .map(|(.., at)| *at)
+            .min()
+    };
+    poll_until(60, "acks on every partition", || {
+        let start = Instant::now() - Duration::from_secs(3600);
+        (0..PARTS)
+            .all(|p| acked_since(start, p).is_some())
+            .then_some(())
+    });
+    let theirs: Vec<i32> = owners_of(&nodes[&1], SILENT)
+        .iter()
+        .enumerate()
+        .filter(|(_, o)| **o == Some(3))
+        .map(|(p, _)| p as i32)
+        .collect();
+    assert!(!theirs.is_empty(), "node 3 owns none of {SILENT}");
+
+    let silenced = Instant::now();
+    hole.black_hole(true);
+    // Its partitions are acknowledged elsewhere within the failover bound (a 3 s lease here).
+    for p in &theirs {
+        let at = poll_until(30, "an ack on node 3's partition", || {
+            acked_since(silenced, *p)
+        });
+        let took = at.duration_since(silenced);
+        assert!(
+            took < Duration::from_secs(10),
+            "partition {p} was acknowledged again {took:?} after node 3 lost PostgreSQL"
+        );
+    }
+    // Node 3 acknowledges nothing once its lease is over.
+    let lease_over = silenced + Duration::from_secs(4);
+    if let Some(wait) = lease_over.checked_duration_since(Instant::now()) {
+        std::thread::sleep(wait);
+    }
+    let produced = |n: &Node| n.metric("inlet_kafka_produced_records_total");
+    let before = produced(&nodes[&3]);
+    wait_topic_owned_by(&nodes[&1], SILENT, PARTS, &[1, 2], 30);
+    poll_until(60, "the hole's 20 s", || {
+        (silenced.elapsed() > Duration::from_secs(20)).then_some(())
+    });
+    assert_eq!(
+        produced(&nodes[&3]),
+        before,
+        "node 3 acknowledged records with PostgreSQL silent past its lease"
+    );
+
+    // The path answers again; the connections it silenced stay silent.
+    hole.black_hole(false);
+    let healed = Instant::now();
+    let back = poll_until(90, "node 3 to take partitions again", || {
+        let mine: Vec<i32> = owners_of(&nodes[&1], SILENT)
+            .iter()
+            .enumerate()
+            .filter(|(_, o)| **o == Some(3))
+            .map(|(p, _)| p as i32)
+            .collect();
+        (!mine.is_empty()).then_some(mine)
+    });
+    let resumed = produced(&nodes[&3]);
+    poll_until(60, "node 3 to acknowledge again", || {
+        (produced(&nodes[&3]) > resumed).then_some(())
+    });
+    println!(
+        "node 3 took {back:?} again {:?} after PostgreSQL answered",
+        healed.elapsed()
+    );
+
+    stop.store(true, Ordering::Relaxed);
+    load.join().unwrap();
+    let acked = std::mem::take(&mut *acks.lock().unwrap());
+    let got = read_topic(&boot, SILENT, PARTS);
+    assert_eq!(
+        got.len(),
+        acked.len(),
+        "records in the topic vs acknowledged"
+    );
     for (k, partition, offset, _) in &acked {
         assert_eq!(got.get(k), Some(&(*partition, *offset)), "k{k}");
     }
@@ -1894,12 +2071,7 @@ fn a_seeded_nemesis_of_kills_pauses_and_faults_loses_and_doubles_nothing() {
     let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
 
     // PostgreSQL and S3 behind fault-injecting proxies.
-    let pg_upstream = cluster
-        .db
-        .split_once('@')
-        .and_then(|(_, rest)| rest.split_once('/'))
-        .map(|(hostport, _)| hostport.to_string())
-        .expect("host:port in the PostgreSQL URL");
+    let pg_upstream = pg_host_port(&cluster.db);
     let pg = Proxy::start(&pg_upstream);
     cluster.db = cluster.db.replacen(&pg_upstream, &pg.addr, 1);
     let s3 = Proxy::start(cluster.endpoint.trim_start_matches("http://"));

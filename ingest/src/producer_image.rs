@@ -306,29 +306,28 @@ impl Snapshots {
         if changed.is_empty() {
             return Ok(0);
         }
-        let mut tx = self
-            .meta
-            .pool()
-            .begin()
-            .await
-            .map_err(inlet_storage::Error::from)?;
-        for &i in &changed {
-            let (stream, image) = (images[i].0, &images[i].1);
-            sqlx::query(
-                "INSERT INTO inlet_producer_snapshots (stream_id, end_offset, state)
-                 VALUES ($1, $2, $3)
-                 ON CONFLICT (stream_id) DO UPDATE
-                 SET end_offset = excluded.end_offset, state = excluded.state
-                 WHERE inlet_producer_snapshots.end_offset <= excluded.end_offset",
-            )
-            .bind(stream as i64)
-            .bind(image.end as i64)
-            .bind(image.encode())
-            .execute(&mut *tx)
-            .await
-            .map_err(inlet_storage::Error::from)?;
-        }
-        tx.commit().await.map_err(inlet_storage::Error::from)?;
+        // Bounded: the caller holds the partitions' images (and so their produce) meanwhile.
+        inlet_storage::bounded(async {
+            let mut tx = self.meta.pool().begin().await?;
+            for &i in &changed {
+                let (stream, image) = (images[i].0, &images[i].1);
+                sqlx::query(
+                    "INSERT INTO inlet_producer_snapshots (stream_id, end_offset, state)
+                     VALUES ($1, $2, $3)
+                     ON CONFLICT (stream_id) DO UPDATE
+                     SET end_offset = excluded.end_offset, state = excluded.state
+                     WHERE inlet_producer_snapshots.end_offset <= excluded.end_offset",
+                )
+                .bind(stream as i64)
+                .bind(image.end as i64)
+                .bind(image.encode())
+                .execute(&mut *tx)
+                .await?;
+            }
+            tx.commit().await?;
+            Ok(())
+        })
+        .await?;
         for &i in &changed {
             images[i].1.saved_end = Some(images[i].1.end);
         }

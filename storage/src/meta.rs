@@ -54,6 +54,53 @@ const POSTGRES_SESSION: &str = "SELECT set_config('lock_timeout', '3s', false), 
      set_config('tcp_keepalives_interval', '2', false), \
      set_config('tcp_keepalives_count', '3', false)";
 
+/// How long a pooled PostgreSQL connection may take to answer a ping before it is dropped
+/// as dead ([`checked`]).
+const PING_WITHIN: Duration = Duration::from_secs(2);
+
+/// A pooled connection idle for less than this is handed out without a ping: it answered one
+/// when it was returned.
+const PING_IF_IDLE_FOR: Duration = Duration::from_secs(1);
+
+/// How long a node waits for the metadata store to answer a call that holds something up
+/// while it waits (the WAL's prepares and commits and the question whether a commit landed,
+/// the producer snapshots, whose partitions' images stay locked meanwhile) before it takes
+/// the call as failed in transit: longer than the session bounds give any healthy statement
+/// (a 3 s lock wait), short enough that a connection gone silent holds nothing up for long. A
+/// WAL commit so given up is resolved as any commit whose reply was lost (`crate::objwal`).
+pub const CALL_WAIT: Duration = Duration::from_secs(10);
+
+/// `call`, given up after [`CALL_WAIT`] with a retryable error (dropped: a transaction in it
+/// rolls back, and the pool checks its connection before using it again).
+pub async fn bounded<T>(call: impl std::future::Future<Output = Result<T>>) -> Result<T> {
+    tokio::time::timeout(CALL_WAIT, call)
+        .await
+        .unwrap_or_else(|_| {
+            Err(Error::Meta(sqlx::Error::Io(std::io::Error::new(
+                std::io::ErrorKind::TimedOut,
+                format!("the metadata store did not answer within {CALL_WAIT:?}"),
+            ))))
+        })
+}
+
+/// Whether `conn` answers a ping within [`PING_WITHIN`]; an error (the pool then drops the
+/// connection without the closing handshake) when it does not. A connection whose path went
+/// silent (no FIN, no RST: a lost route, a firewall that forgot its state) otherwise hangs
+/// every statement sent on it until the kernel gives up on it, a quarter of an hour later; the
+/// pool checks every connection returned to it (one dropped in the middle of a statement by a
+/// caller's timeout among them) and every one it hands out after an idle second.
+async fn checked(conn: &mut sqlx::AnyConnection) -> std::result::Result<bool, sqlx::Error> {
+    use sqlx::Connection;
+    match tokio::time::timeout(PING_WITHIN, conn.ping()).await {
+        Ok(Ok(())) => Ok(true),
+        Ok(Err(e)) => Err(e),
+        Err(_) => Err(sqlx::Error::Io(std::io::Error::new(
+            std::io::ErrorKind::TimedOut,
+            format!("no answer to a ping within {PING_WITHIN:?}"),
+        ))),
+    }
+}
+
 /// Object ids taken from the shared counter at a time: a cluster's nodes would otherwise
 /// queue on the counter's row lock for every WAL object.
 const OBJECT_ID_BLOCK: u64 = 64;
@@ -289,6 +336,16 @@ impl MetaStore {
                 AnyPoolOptions::new()
                     .max_connections(8)
                     .acquire_timeout(Duration::from_secs(30))
+                    .test_before_acquire(false)
+                    .before_acquire(|conn, meta| {
+                        Box::pin(async move {
+                            if meta.idle_for < PING_IF_IDLE_FOR {
+                                return Ok(true);
+                            }
+                            checked(conn).await
+                        })
+                    })
+                    .after_release(|conn, _| Box::pin(checked(conn)))
                     .after_connect(|conn, _| {
                         Box::pin(async move {
                             sqlx::query(POSTGRES_SESSION).execute(&mut *conn).await?;

@@ -286,10 +286,12 @@ fn place(requests: Vec<AppendRequest>) -> Option<Group> {
 /// offset order) and PUTs it.
 async fn stage(inner: Arc<Inner>, group: Group) -> Staged {
     let result = async {
-        let id = inner
-            .meta
-            .prepare_object(ObjectKind::StreamSet, inner.config.node_id, inner.now_ms())
-            .await?;
+        let id = crate::meta::bounded(inner.meta.prepare_object(
+            ObjectKind::StreamSet,
+            inner.config.node_id,
+            inner.now_ms(),
+        ))
+        .await?;
         let mut order: Vec<&Placed> = group.placed.iter().collect();
         order.sort_by_key(|p| (p.request.stream.id, p.entry.base_offset));
         let mut builder = ObjectBuilder::new(inner.config.object_block_bytes);
@@ -323,28 +325,29 @@ async fn commit(
         }
     };
     let object = NewObject::new(id, &built);
-    let committed = match inner.meta.commit_upload(&object, &group.epochs).await {
-        Ok(_) => true,
-        // The reply may be lost while the commit landed: the object's state says which.
-        Err(e) if e.is_retryable() => match resolve(inner, id, cancel).await {
-            Some(landed) => landed,
-            None => {
-                group.fail(&Error::Shutdown);
+    let committed =
+        match crate::meta::bounded(inner.meta.commit_upload(&object, &group.epochs)).await {
+            Ok(_) => true,
+            // The reply may be lost while the commit landed: the object's state says which.
+            Err(e) if e.is_retryable() => match resolve(inner, id, cancel).await {
+                Some(landed) => landed,
+                None => {
+                    group.fail(&Error::Shutdown);
+                    return Err(e);
+                }
+            },
+            Err(e) => {
+                if let Error::Fenced { stream, .. } = &e {
+                    // Another node owns it now: refuse its appends here from now on.
+                    if let Some(s) = inner.streams.read().get(stream) {
+                        s.state.lock().owned = false;
+                    }
+                }
+                collect(inner, id).await;
+                group.fail(&e);
                 return Err(e);
             }
-        },
-        Err(e) => {
-            if let Error::Fenced { stream, .. } = &e {
-                // Another node owns it now: refuse its appends here from now on.
-                if let Some(s) = inner.streams.read().get(stream) {
-                    s.state.lock().owned = false;
-                }
-            }
-            collect(inner, id).await;
-            group.fail(&e);
-            return Err(e);
-        }
-    };
+        };
     if !committed {
         let e = Error::ObjectWal(format!("the commit of WAL object {id} did not land"));
         collect(inner, id).await;
@@ -375,7 +378,7 @@ async fn resolve(inner: &Inner, id: u64, cancel: &CancellationToken) -> Option<b
             }
             Ok::<_, Error>(inner.meta.object_state(id).await? == Some(ObjectState::Committed))
         };
-        match answer.await {
+        match crate::meta::bounded(answer).await {
             Ok(landed) => return Some(landed),
             Err(e) => {
                 failures += 1;

@@ -202,6 +202,11 @@ pub(crate) struct Inner {
     pub upload_lock: tokio::sync::Mutex<()>,
     /// Serializes maintenance passes.
     pub maintenance_lock: tokio::sync::Mutex<()>,
+    /// Serializes the changes of `streams` that follow a read or write of the metadata store
+    /// (a refresh, a creation, a deletion): a refresh that read the rows before a stream was
+    /// created or deleted must not apply them after, dropping the new stream (as deleted) or
+    /// bringing the deleted one back.
+    pub streams_sync: tokio::sync::Mutex<()>,
     pub counters: Arc<Counters>,
 }
 
@@ -434,6 +439,7 @@ impl StreamStoreBuilder {
             upload_wake: Arc::new(Notify::new()),
             upload_lock: tokio::sync::Mutex::new(()),
             maintenance_lock: tokio::sync::Mutex::new(()),
+            streams_sync: tokio::sync::Mutex::new(()),
             counters: Arc::new(Counters::default()),
         });
         inner.collect_orphans(true).await?;
@@ -652,6 +658,7 @@ impl StreamStore {
                 "a stream name must have 1 to 1024 bytes".into(),
             ));
         }
+        let _sync = self.inner.streams_sync.lock().await;
         let row = self
             .inner
             .meta
@@ -728,7 +735,6 @@ impl StreamStore {
         state.owned.then_some(state.epoch)
     }
 
-    /// The streams this node owns, with the epoch it owns each under.
     /// The payload bytes this node has made durable in each stream it owns, since it opened
     /// the stream (a counter: its rate is the stream's load).
     pub fn owned_appended_bytes(&self) -> Vec<(StreamId, u64)> {
@@ -743,6 +749,7 @@ impl StreamStore {
             .collect()
     }
 
+    /// The streams this node owns, with the epoch it owns each under.
     pub fn owned_streams(&self) -> Vec<(StreamInfo, u64)> {
         let mut out: Vec<(StreamInfo, u64)> = self
             .inner
@@ -787,6 +794,7 @@ impl StreamStore {
     /// elsewhere apply. Owned streams keep their offsets: only this node changes those; the
     /// others' offsets follow the metadata store.
     pub async fn refresh_streams(&self) -> Result<()> {
+        let _sync = self.inner.streams_sync.lock().await;
         let rows = self.inner.meta.live_streams().await?;
         let live: std::collections::HashSet<StreamId> = rows.iter().map(|r| r.id).collect();
         let mut streams = self.inner.streams.write();
@@ -911,9 +919,24 @@ impl StreamStore {
         Ok(())
     }
 
+    /// Stops owning every stream here, without a word to the metadata store (which this node
+    /// cannot reach: its lease lapsed): new appends and reads are refused as another node's,
+    /// appends in flight still commit or fail under their epoch, and the rows stay this node's
+    /// until another node takes them or this one takes them again (with a new epoch, as after
+    /// a restart). Returns how many streams it owned.
+    pub fn step_down(&self) -> usize {
+        self.inner
+            .streams
+            .read()
+            .values()
+            .filter(|s| std::mem::replace(&mut s.state.lock().owned, false))
+            .count()
+    }
+
     /// Deletes a stream: it is gone at once; its objects are deleted after the grace period.
     pub async fn delete_stream(&self, id: StreamId) -> Result<()> {
         let shared = self.shared(id)?;
+        let _sync = self.inner.streams_sync.lock().await;
         self.inner
             .meta
             .delete_stream(id, self.inner.clock.now_ms())

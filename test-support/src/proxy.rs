@@ -1,6 +1,8 @@
 //! A fault-injecting TCP proxy for tests: put it between a node and PostgreSQL or S3, then add
-//! latency to every chunk it forwards, cut every open connection, or refuse new ones for a
-//! while, as a flaky network or a restarting service would.
+//! latency to every chunk it forwards, cut every open connection, refuse new ones for a
+//! while, as a flaky network or a restarting service would, or turn the path into a black hole
+//! that drops every byte and tells neither side, as a lost route, a firewall or NAT that
+//! forgot its state, or a vanished host does.
 //!
 //! Plain threads and blocking sockets: two threads per connection copy bytes each way.
 
@@ -17,6 +19,12 @@ struct State {
     /// Every socket of every open connection (both sides), for `cut`.
     open: Mutex<Vec<TcpStream>>,
     stopped: AtomicBool,
+    /// The next connection's number.
+    next_connection: AtomicU64,
+    /// Connections numbered below this are silent for good (`black_hole`).
+    silent_below: AtomicU64,
+    /// New connections are silent while set.
+    hole: AtomicBool,
 }
 
 /// A running proxy; it stops accepting when dropped.
@@ -45,6 +53,15 @@ impl Proxy {
                     let _ = client.shutdown(Shutdown::Both);
                     continue;
                 }
+                let number = s.next_connection.fetch_add(1, Ordering::Relaxed);
+                if s.hole.load(Ordering::Relaxed) {
+                    // Accepted, then never answered: the client's connect or handshake hangs.
+                    if let Ok(c) = client.try_clone() {
+                        s.open.lock().expect("lock").push(c);
+                    }
+                    std::thread::spawn(move || swallow(client));
+                    continue;
+                }
                 let Ok(server) = TcpStream::connect(&upstream) else {
                     let _ = client.shutdown(Shutdown::Both);
                     continue;
@@ -65,7 +82,7 @@ impl Proxy {
                         continue;
                     };
                     let s = s.clone();
-                    std::thread::spawn(move || pipe(from, to, &s));
+                    std::thread::spawn(move || pipe(from, to, &s, number));
                 }
             }
         });
@@ -80,6 +97,19 @@ impl Proxy {
     /// Closes new connections at once while `on` (the service is down).
     pub fn set_refuse(&self, on: bool) {
         self.state.refuse.store(on, Ordering::Relaxed);
+    }
+
+    /// While `on`, the path is a black hole. Every connection open when it starts goes silent
+    /// for good: what either side sends is dropped, nothing arrives, and neither side is told
+    /// (no FIN, no RST), so only a timeout or a keepalive of its own can end it. New
+    /// connections are accepted and then never answered while `on`; once off, new ones pass
+    /// again, and the silent ones stay silent (the state along the path is gone).
+    pub fn black_hole(&self, on: bool) {
+        if on {
+            let next = self.state.next_connection.load(Ordering::Relaxed);
+            self.state.silent_below.store(next, Ordering::Relaxed);
+        }
+        self.state.hole.store(on, Ordering::Relaxed);
     }
 
     /// Cuts every open connection (both ways), as a dropped network path does.
@@ -99,13 +129,23 @@ impl Drop for Proxy {
     }
 }
 
-fn pipe(mut from: TcpStream, mut to: TcpStream, state: &State) {
+/// Reads and drops whatever `from` sends until it closes.
+fn swallow(mut from: TcpStream) {
+    let mut buf = vec![0u8; 64 * 1024];
+    while matches!(from.read(&mut buf), Ok(n) if n > 0) {}
+}
+
+fn pipe(mut from: TcpStream, mut to: TcpStream, state: &State, number: u64) {
     let mut buf = vec![0u8; 64 * 1024];
     loop {
         let n = match from.read(&mut buf) {
             Ok(0) | Err(_) => break,
             Ok(n) => n,
         };
+        if number < state.silent_below.load(Ordering::Relaxed) {
+            // Black-holed: dropped, and the other side is never told.
+            return swallow(from);
+        }
         let delay = state.delay_ms.load(Ordering::Relaxed);
         if delay > 0 {
             std::thread::sleep(Duration::from_millis(delay));

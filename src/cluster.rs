@@ -32,11 +32,11 @@
 //! nothing more. The lease only decides how soon another node may take over.
 //!
 //! A node whose lease lapsed by its own clock (no renewal answered within a ttl of its start:
-//! the metadata store is unreachable, or the node was paused) steps down at once
+//! the metadata store is unreachable, or the node was paused) stands down at once
 //! ([`follow_lease`]): it leads no partition (Produce and Fetch answer `NOT_LEADER_OR_FOLLOWER`,
-//! Metadata names no leader for what it held) and coordinates no group until a renewal
-//! succeeds; then its passes take its share again under new epochs. Clients so leave it within
-//! about its lease, instead of waiting on requests it cannot acknowledge.
+//! Metadata names no leader for what it holds) and coordinates no group until a renewal
+//! succeeds; then it serves what it still owns. Clients so leave it within about its lease,
+//! instead of waiting on requests it cannot acknowledge.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -271,6 +271,10 @@ impl ClusterView for ClusterState {
         ))
     }
 
+    fn stood_down(&self) -> bool {
+        self.lapsed()
+    }
+
     fn coordinator(&self, group_id: &str) -> Option<i32> {
         let view = self.read();
         rendezvous(&format!("group:{group_id}"), &view.live)
@@ -430,11 +434,13 @@ async fn poll_topics(
     }
 }
 
-/// Steps the node down whenever its lease lapses by its own clock (`lapsed`, from
-/// `crate::members::Membership::lapsed`), until `stop`: it stops owning its streams here
-/// (`inlet_storage::StreamStore::step_down`, no word to the metadata store, which it may not
-/// reach) and drops its groups' state; Metadata and FindCoordinator name it for nothing.
-/// Once a renewal succeeds, the next pass takes its share again.
+/// Stands the node down whenever its lease lapses by its own clock (`lapsed`, from
+/// `crate::members::Membership::lapsed`), until `stop`: Produce, Fetch and ListOffsets answer
+/// `NOT_LEADER_OR_FOLLOWER` (`Broker::check_standing`), Metadata and FindCoordinator name it
+/// for nothing, and it drops its groups' state. What it owns stays as it is (no word to the
+/// metadata store, which it may not reach): appends in flight commit or are fenced under their
+/// epochs. Once a renewal succeeds it serves again what it still owns; what another node took
+/// meanwhile its next pass lets go.
 async fn follow_lease(
     broker: &Broker,
     state: &ClusterState,
@@ -449,12 +455,10 @@ async fn follow_lease(
         let now = *lapsed.borrow_and_update();
         state.lapsed.store(now, Ordering::Relaxed);
         if now {
-            let streams = broker.store().step_down();
             let groups = broker.forget_groups_elsewhere();
             tracing::warn!(
-                streams,
                 groups = groups.len(),
-                "stepped down: this node leads no partition and coordinates no group until it renews its lease"
+                "standing down: this node leads no partition and coordinates no group until it renews its lease"
             );
         }
     }

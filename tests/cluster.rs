@@ -123,11 +123,18 @@ impl Cluster {
 
     /// [`Cluster::start`] on another URL of the cluster's metadata store (through a proxy).
     fn start_on_meta(&self, id: u64, db: &str) -> Node {
+        self.start_on_meta_with_env(id, db, &[])
+    }
+
+    /// [`Cluster::start_on_meta`] with more environment for the node.
+    fn start_on_meta_with_env(&self, id: u64, db: &str, env: &[(&str, &str)]) -> Node {
         let dir = self.dir.path().join(format!("node-{id}"));
         let id = id.to_string();
         let mut args = self.args(&id);
         args[1] = db;
-        Node::start_with_env(&dir, &args, &self.env())
+        let mut all = self.env().to_vec();
+        all.extend_from_slice(env);
+        Node::start_with_env(&dir, &args, &all)
     }
 
     /// Cuts every object of the cluster whose key `wanted` takes to half its length; returns
@@ -2039,8 +2046,9 @@ fn a_node_whose_clock_runs_ten_seconds_ahead_agrees_with_the_others() {
 /// hold is exercised), and four consumer groups committing synchronously. Faults, one at a
 /// time, each undone before the next: kill -9 of a node and its restart (sometimes with its
 /// clock 2–9 s ahead, under libfaketime), SIGSTOP of a node for 1–8 s, PostgreSQL "restarted"
-/// (every connection cut, new ones refused for 1–3 s), PostgreSQL connections cut, S3 slowed
-/// by 50–300 ms a request, S3 connections cut. The checker: every acknowledged record is in
+/// (every connection cut, new ones refused for 1–3 s), PostgreSQL connections cut, PostgreSQL
+/// silent to one node for 2–10 s (a black hole on its own path: its connections dropped
+/// without a word), S3 slowed by 50–300 ms a request, S3 connections cut. The checker: every acknowledged record is in
 /// its topic exactly once at the offset it was acknowledged with, every record of the table
 /// topic is a row of its table exactly once, and no group is delivered a record below an
 /// offset it had committed (committed offsets never go backwards).
@@ -2076,10 +2084,21 @@ fn a_seeded_nemesis_of_kills_pauses_and_faults_loses_and_doubles_nothing() {
     cluster.db = cluster.db.replacen(&pg_upstream, &pg.addr, 1);
     let s3 = Proxy::start(cluster.endpoint.trim_start_matches("http://"));
     cluster.endpoint = format!("http://{}", s3.addr);
+    // Each node's own path to that proxy, to cut one node off.
+    let paths: BTreeMap<u64, (Proxy, String)> = (1..=3)
+        .map(|id| {
+            let path = Proxy::start(&pg.addr);
+            let db = cluster.db.replacen(&pg.addr, &path.addr, 1);
+            (id, (path, db))
+        })
+        .collect();
+    let start = |id: u64, env: &[(&str, &str)]| {
+        cluster.start_on_meta_with_env(id, &paths[&id].1, env)
+    };
 
     const PLAIN: &str = "nemesis";
     const TABLE: &str = "nemesis_table";
-    let mut nodes: BTreeMap<u64, Node> = (1..=3).map(|id| (id, cluster.start(id))).collect();
+    let mut nodes: BTreeMap<u64, Node> = (1..=3).map(|id| (id, start(id, &[]))).collect();
     create_topics(
         &nodes[&1],
         &[
@@ -2162,7 +2181,7 @@ fn a_seeded_nemesis_of_kills_pauses_and_faults_loses_and_doubles_nothing() {
         let id = rng.random_range(1..=3u64);
         let hold = Duration::from_millis(rng.random_range(1_000..8_000));
         let at = started.elapsed().as_secs_f64();
-        match rng.random_range(0..7) {
+        match rng.random_range(0..8) {
             0 | 1 => {
                 let skew = (rng.random_range(0..3) == 0).then(|| rng.random_range(2..10));
                 println!("[{at:6.1} s] step {step}: kill -9 node {id}, restart after {hold:?} (clock ahead: {skew:?} s)");
@@ -2171,7 +2190,7 @@ fn a_seeded_nemesis_of_kills_pauses_and_faults_loses_and_doubles_nothing() {
                 let node = match skew {
                     Some(s) => {
                         let ahead = format!("+{s}s");
-                        cluster.start_with_env(
+                        start(
                             id,
                             &[
                                 ("LD_PRELOAD", faketime.as_str()),
@@ -2180,7 +2199,7 @@ fn a_seeded_nemesis_of_kills_pauses_and_faults_loses_and_doubles_nothing() {
                             ],
                         )
                     }
-                    None => cluster.start(id),
+                    None => start(id, &[]),
                 };
                 nodes.insert(id, node);
             }
@@ -2201,6 +2220,13 @@ fn a_seeded_nemesis_of_kills_pauses_and_faults_loses_and_doubles_nothing() {
             4 => {
                 println!("[{at:6.1} s] step {step}: PostgreSQL connections cut");
                 pg.cut();
+            }
+            7 => {
+                let silent = Duration::from_millis(rng.random_range(2_000..10_000));
+                println!("[{at:6.1} s] step {step}: PostgreSQL silent to node {id} for {silent:?} (a black hole)");
+                paths[&id].0.black_hole(true);
+                std::thread::sleep(silent);
+                paths[&id].0.black_hole(false);
             }
             5 => {
                 let ms = rng.random_range(50..300);

@@ -43,6 +43,11 @@ pub trait ClusterView: Send + Sync + std::fmt::Debug {
     fn leader(&self, stream: inlet_storage::StreamId) -> Option<(i32, i32)>;
     /// The node that coordinates the group `group_id`.
     fn coordinator(&self, group_id: &str) -> Option<i32>;
+    /// Whether this node stands down for now (its lease lapsed by its own clock): it answers
+    /// as the leader of no partition until it renews.
+    fn stood_down(&self) -> bool {
+        false
+    }
 }
 
 /// The shared state of the Kafka endpoint.
@@ -167,6 +172,7 @@ impl Broker {
         &self,
         stream: inlet_storage::StreamId,
     ) -> Result<inlet_storage::StreamInfo> {
+        self.check_standing()?;
         if !self.store.owns(stream) {
             return Err(KafkaError::new(
                 kafka_protocol::ResponseError::NotLeaderOrFollower,
@@ -176,10 +182,23 @@ impl Broker {
         Ok(self.store.stream(stream)?)
     }
 
+    /// `NOT_LEADER_OR_FOLLOWER` while this node stands down ([`ClusterView::stood_down`]).
+    pub(crate) fn check_standing(&self) -> Result<()> {
+        if self.cluster_view().is_some_and(|v| v.stood_down()) {
+            return Err(KafkaError::new(
+                kafka_protocol::ResponseError::NotLeaderOrFollower,
+                "this node could not renew its cluster lease (is the metadata store reachable?) \
+                 and leads no partition until it does: refresh the metadata",
+            ));
+        }
+        Ok(())
+    }
+
     /// The leader epoch of a partition this node leads: the epoch it owns the partition's
     /// stream under. Metadata reports it, every batch appended is stamped with it, and it
     /// rises with every move (0 on a single node whose streams never moved).
     pub(crate) fn leader_epoch(&self, stream: inlet_storage::StreamId) -> Result<i32> {
+        self.check_standing()?;
         match self.store.owned_epoch(stream) {
             Some(epoch) => Ok(i32::try_from(epoch).unwrap_or(i32::MAX)),
             None => Err(KafkaError::new(

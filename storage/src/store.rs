@@ -919,20 +919,6 @@ impl StreamStore {
         Ok(())
     }
 
-    /// Stops owning every stream here, without a word to the metadata store (which this node
-    /// cannot reach: its lease lapsed): new appends and reads are refused as another node's,
-    /// appends in flight still commit or fail under their epoch, and the rows stay this node's
-    /// until another node takes them or this one takes them again (with a new epoch, as after
-    /// a restart). Returns how many streams it owned.
-    pub fn step_down(&self) -> usize {
-        self.inner
-            .streams
-            .read()
-            .values()
-            .filter(|s| std::mem::replace(&mut s.state.lock().owned, false))
-            .count()
-    }
-
     /// Deletes a stream: it is gone at once; its objects are deleted after the grace period.
     pub async fn delete_stream(&self, id: StreamId) -> Result<()> {
         let shared = self.shared(id)?;

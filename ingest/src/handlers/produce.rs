@@ -159,6 +159,7 @@ impl Broker {
                 format!("topic {:?} has no partition {}", topic.name, p.index),
             )
         })?;
+        self.check_standing()?;
         let records = p.records.unwrap_or_default();
         let batches = batch::split(&records).map_err(batch_error)?;
         // Kafka's rule for Produce v3 and later (every version Inlet serves): one record batch

@@ -2092,9 +2092,8 @@ fn a_seeded_nemesis_of_kills_pauses_and_faults_loses_and_doubles_nothing() {
             (id, (path, db))
         })
         .collect();
-    let start = |id: u64, env: &[(&str, &str)]| {
-        cluster.start_on_meta_with_env(id, &paths[&id].1, env)
-    };
+    let start =
+        |id: u64, env: &[(&str, &str)]| cluster.start_on_meta_with_env(id, &paths[&id].1, env);
 
     const PLAIN: &str = "nemesis";
     const TABLE: &str = "nemesis_table";

@@ -10,6 +10,13 @@
 //! - A round is committed at most once: the commit requires the table's `main` branch to still
 //!   be at the snapshot the round was built on, and a round whose commit id is already in the
 //!   table's history is recognised and not committed again.
+//! - The same records are committed at most once, whoever commits them: a round carries where
+//!   its records start ([`Round::start_offsets`]), and lands only while the table's progress
+//!   is exactly there ([`CommitError::NotContinuous`] otherwise). A dead-letter round starts
+//!   where its table's progress was when it was built (`crate::machine`'s dead-letter floor),
+//!   and with [`Round::exact_start`] a partition it does not name must have no progress
+//!   either: of two dead-letter rounds built on the same progress (a deposed coordinator's
+//!   and its successor's), only the first lands.
 //! - A commit that loses a race (another writer committed first) is rebuilt on the new base
 //!   and retried, a bounded number of times.
 //! - An upsert round (position deletes, computed from a primary-key index that reflects one
@@ -132,7 +139,8 @@ pub enum CommitError {
     SchemaConflict(String),
     /// The table's progress is not where the round starts: another writer committed the
     /// same records (the table is ahead), or the table was rolled back below Inlet's last
-    /// round (behind). The round must be converted again from the table's progress.
+    /// round (behind). The round must be converted again from the table's progress. (`start`
+    /// is 0 for a partition an [`Round::exact_start`] round does not name.)
     #[error("the round starts partition {partition} at offset {start}, but the table's progress there is {table}")]
     NotContinuous {
         partition: i32,
@@ -232,9 +240,17 @@ pub struct Round {
     pub epoch: Option<i64>,
     /// Where the round's records start per partition: the progress of the snapshot it was
     /// built on. The commit is refused unless the table's progress is exactly there
-    /// ([`CommitError::NotContinuous`]); partitions the table has no progress for, and an
-    /// empty map, are not checked.
+    /// ([`CommitError::NotContinuous`]); partitions the table has no progress for are not
+    /// checked, nor, unless [`Round::exact_start`], partitions the map does not name (an empty
+    /// map checks nothing).
     pub start_offsets: BTreeMap<i32, u64>,
+    /// `start_offsets` is the whole progress the round was built on: a partition it does not
+    /// name starts at 0, so the table's progress there must be 0 (or absent) too, and an empty
+    /// map requires a table without progress. Dead-letter rounds set it: their table's
+    /// progress is often empty when they are built, and two rounds built on the same empty
+    /// progress (a deposed coordinator's and its successor's) must not both land. False for
+    /// rounds read back from a `PRE_COMMIT` written before rounds carried it.
+    pub exact_start: bool,
     /// The table the round was built for: its uuid when the coordinator read its progress.
     /// The commit is refused ([`CommitError::TableReplaced`]) when the name now holds another
     /// table or none (the table was renamed or dropped): the round's offsets continue that
@@ -1082,24 +1098,29 @@ fn fenced(table: &Table, round: &Round) -> Result<(), CommitError> {
     }
 }
 
-/// Whether `round` starts where `table`'s progress (for the round's topic) ends.
+/// Whether `round` starts where `table`'s progress (for the round's topic) ends: every
+/// partition the table has progress for is at the round's start there (at 0 for a partition an
+/// [`Round::exact_start`] round does not name; not checked for one another round does not).
 fn continues(table: &Table, round: &Round) -> Result<(), CommitError> {
-    if round.start_offsets.is_empty() {
+    if round.start_offsets.is_empty() && !round.exact_start {
         return Ok(());
     }
     let mut progress = Committer::committed(table);
     if let Some(topic) = &round.topic_id {
         progress.keep_only_topic(topic);
     }
-    for (partition, start) in &round.start_offsets {
-        if let Some(at) = progress.offsets.get(partition) {
-            if at != start {
-                return Err(CommitError::NotContinuous {
-                    partition: *partition,
-                    start: *start,
-                    table: *at,
-                });
-            }
+    for (partition, at) in &progress.offsets {
+        let start = match round.start_offsets.get(partition) {
+            Some(start) => *start,
+            None if round.exact_start => 0,
+            None => continue,
+        };
+        if *at != start {
+            return Err(CommitError::NotContinuous {
+                partition: *partition,
+                start,
+                table: *at,
+            });
         }
     }
     Ok(())

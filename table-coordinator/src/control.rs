@@ -102,6 +102,9 @@ struct StoredRound {
     base_column_id: i32,
     #[serde(default)]
     start_offsets: BTreeMap<i32, u64>,
+    /// False in records written before rounds carried it (their start is checked as before).
+    #[serde(default)]
+    exact_start: bool,
     #[serde(default)]
     epoch: Option<i64>,
     /// The table's uuid, hyphenated.
@@ -300,6 +303,7 @@ fn store_round(round: &Round, spec: &FileSpec) -> Result<StoredRound, ControlErr
         topic_id: round.topic_id.clone(),
         base_column_id: round.base_column_id,
         start_offsets: round.start_offsets.clone(),
+        exact_start: round.exact_start,
         epoch: round.epoch,
         table_uuid: round.table_uuid.map(|u| u.to_string()),
     })
@@ -333,6 +337,7 @@ fn load_round(r: StoredRound) -> Result<Round, ControlError> {
         topic_id: r.topic_id,
         base_column_id: r.base_column_id,
         start_offsets: r.start_offsets,
+        exact_start: r.exact_start,
         epoch: r.epoch,
         table_uuid: r
             .table_uuid
@@ -408,6 +413,7 @@ mod tests {
             topic_id: None,
             base_column_id: 0,
             start_offsets: BTreeMap::new(),
+            exact_start: false,
             epoch: Some(3),
             table_uuid: None,
         };
@@ -429,8 +435,13 @@ mod tests {
         assert!(control.pending().await.expect("pending").is_none());
 
         let (r1, spec) = round("t-0.10-1.7", 19_700);
+        // Its dead-letter round starts where the dead-letter table's progress was.
+        let mut d1 = r1.clone();
+        d1.commit_id = format!("{}-dlq", r1.commit_id);
+        d1.start_offsets = BTreeMap::from([(0, 4)]);
+        d1.exact_start = true;
         control
-            .pre_commit(&r1, &spec, Some(&r1))
+            .pre_commit(&r1, &spec, Some(&d1))
             .await
             .expect("pre");
         // Reopened (a restart): the same stream, the round back with its files.
@@ -444,7 +455,14 @@ mod tests {
         assert_eq!(p.main.watermark_ms, r1.watermark_ms);
         assert_eq!(p.main.partition_spec, r1.partition_spec);
         assert_eq!(p.main.epoch, Some(3));
-        assert!(p.dead_letters.is_some());
+        assert!(!p.main.exact_start);
+        let d = p.dead_letters.expect("the dead-letter round");
+        assert_eq!(d.commit_id, d1.commit_id);
+        assert_eq!(d.start_offsets, d1.start_offsets);
+        assert!(
+            d.exact_start,
+            "a dead-letter round's start is checked as a whole"
+        );
 
         control
             .committed(&r1.commit_id, Some(1))

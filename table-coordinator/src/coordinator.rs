@@ -18,11 +18,15 @@
 //!
 //! - Records that did not convert go to the dead-letter table `<table>_dlq`, committed just
 //!   before the main table's round, with the round's offsets. A failed dead-letter commit
-//!   does not hold the main round back: it is retried, and joins the next round's. After a crash (or a re-register)
-//!   between the two commits the range is converted again, but dead letters below the
-//!   dead-letter table's committed offsets are not written again
-//!   (`TableContext::dead_letter_floor`): the dead letters land once, whatever the new round's
-//!   extent.
+//!   does not hold the main round back: it is retried, and joins the next round's (the
+//!   landed round's `PRE_COMMIT` stays open meanwhile, so a restart commits them). After a
+//!   crash (or a re-register) between the two commits the range is converted again, but dead
+//!   letters below the dead-letter table's committed offsets are not written again
+//!   (`TableContext::dead_letter_floor`, read at every registration): the dead letters land
+//!   once, whatever the new round's extent. A dead-letter round is continuous as a main round
+//!   is: it lands only while the dead-letter table's progress is where it was built
+//!   (`crate::machine`), so a deposed coordinator's dead letters and its successor's do not
+//!   both land; the loser drops its round and converts again from the tables.
 //!
 //! - Upsert tables: the worker's primary-key index reflects the registered snapshot plus every
 //!   round collected since. Each round is pinned to the snapshot it was built on
@@ -374,7 +378,11 @@ pub async fn run(
                             }
                             Outcome::Committed(s)
                         }
-                        // The main table does not wait for its dead letters.
+                        Err(e @ CommitError::NotContinuous { .. }) => {
+                            tracing::warn!(table = %topic.ident, error = %e, "another coordinator committed dead letters first; the round is dropped and converted again from the tables as they are");
+                            Outcome::CommitFailed(e)
+                        }
+                        // Otherwise the main table does not wait for its dead letters.
                         Err(e) => {
                             tracing::warn!(table = %topic.ident, error = %e, "dead-letter commit failed; the round commits, and the dead letters are retried at the next tick");
                             Outcome::CommitFailed(e)
@@ -1041,6 +1049,7 @@ impl Registered {
             last_column_id: self.last_column_id,
             watermark_ms: self.committed.watermark_ms,
             partition_watermarks: self.committed.partition_watermarks.clone(),
+            dead_letter_floor: self.dead_letter_floor.clone(),
             recovered: self.recovered.clone().map(|p| (p.main, p.dead_letters)),
         }
     }

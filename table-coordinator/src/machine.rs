@@ -18,6 +18,20 @@
 //! - A round refused for its start, its schema or its table is closed (so a restart does not
 //!   commit it again) and the table is registered again; so is an upsert table whose base moved.
 //! - While the dead-letter table refuses its files and they reach the bound, no round is built.
+//! - Dead letters land once, as rows do. The machine keeps the *dead-letter floor*: the
+//!   dead-letter table's progress, read at registration (it may be ahead of the main table's
+//!   after a crash between the two commits) and moved by each dead-letter round that lands. A
+//!   dead-letter round starts at the floor, or, when it carries the files of one that did not
+//!   land, at that one's start; either way it holds every dead letter from its start to its
+//!   offsets, and it lands only while its table's progress is exactly its start
+//!   (`Round::exact_start`). Refused as not continuous (another coordinator, a deposed one or
+//!   a successor, committed dead letters from the same floor), it is dropped with its main
+//!   round, which must not move the table past dead letters that are not in, and the table is
+//!   registered again: conversion starts over from the main table's progress with the
+//!   dead-letter table's as the floor. Outputs that end at or below the floor add no dead
+//!   letters (they are in already).
+//! - A round that landed without its dead letters is not closed: its `PRE_COMMIT` keeps them
+//!   durable until they land or the next round's `PRE_COMMIT` carries them.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -70,6 +84,10 @@ pub struct Registration {
     /// Watermarks the table records (table, per partition).
     pub watermark_ms: Option<i64>,
     pub partition_watermarks: BTreeMap<i32, i64>,
+    /// The dead-letter table's progress for the topic (its committed `inlet.offsets`, empty
+    /// without any): where the next dead-letter round starts. It may be ahead of `offsets`
+    /// after a crash between a round's dead-letter commit and its main commit.
+    pub dead_letter_floor: BTreeMap<i32, u64>,
     /// A round read back from the control stream, committed first (its dead letters with it).
     pub recovered: Option<(Round, Option<Round>)>,
 }
@@ -178,6 +196,11 @@ pub struct Machine {
     watermarks: Watermarks,
     pending: Option<Round>,
     pending_dead_letters: Option<Round>,
+    /// The dead-letter table's progress as this machine knows it: read at registration, moved
+    /// by each dead-letter round that lands. A new dead-letter round starts there.
+    dead_letter_floor: BTreeMap<i32, u64>,
+    /// `pending_dead_letters` holds dead letters of a round that landed without them.
+    dead_letters_carried: bool,
     /// Whether `pending`'s `PRE_COMMIT` is durable.
     pre_committed: bool,
     file_spec: Option<FileSpec>,
@@ -209,6 +232,8 @@ impl Machine {
             watermarks: Watermarks::default(),
             pending: None,
             pending_dead_letters: None,
+            dead_letter_floor: BTreeMap::new(),
+            dead_letters_carried: false,
             pre_committed: false,
             file_spec: None,
             resync: false,
@@ -232,6 +257,12 @@ impl Machine {
     /// The dead-letter round to commit, if any.
     pub fn pending_dead_letters(&self) -> Option<&Round> {
         self.pending_dead_letters.as_ref()
+    }
+
+    /// The dead-letter table's progress as the machine knows it: where its next dead-letter
+    /// round starts.
+    pub fn dead_letter_floor(&self) -> &BTreeMap<i32, u64> {
+        &self.dead_letter_floor
     }
 
     /// The spec of the pending round's files, for its `PRE_COMMIT`.
@@ -275,6 +306,8 @@ impl Machine {
         self.watermarks = w;
         self.pending = None;
         self.pending_dead_letters = None;
+        self.dead_letter_floor = reg.dead_letter_floor;
+        self.dead_letters_carried = false;
         self.held_outputs.clear();
         self.pre_committed = false;
         self.report.committed = self.offsets.clone();
@@ -343,9 +376,14 @@ impl Machine {
 
             (Phase::CheckingDeadLetters, Outcome::Landed(landed)) => {
                 let outputs = std::mem::take(&mut self.held_outputs);
-                let earlier = self.pending_dead_letters.take();
-                let carried = earlier.filter(|_| !landed).map(|e| e.files);
-                self.build(outputs, carried.unwrap_or_default());
+                let carried = match self.pending_dead_letters.take() {
+                    Some(d) if landed => {
+                        self.dead_letters_landed(d);
+                        None
+                    }
+                    earlier => earlier,
+                };
+                self.build(outputs, carried);
                 self.pre_commit()
             }
             (Phase::CheckingDeadLetters, _) => {
@@ -365,11 +403,17 @@ impl Machine {
             (Phase::RenewingForCommit, _) => Action::Idle,
 
             (Phase::CommittingDeadLetters, Outcome::Committed(_)) => {
-                self.pending_dead_letters = None;
+                if let Some(d) = self.pending_dead_letters.take() {
+                    self.dead_letters_landed(d);
+                }
                 self.held = false;
                 self.report_dead_letters();
                 self.commit()
             }
+            (
+                Phase::CommittingDeadLetters,
+                Outcome::CommitFailed(CommitError::NotContinuous { .. }),
+            ) => self.dead_letters_refused(),
             (Phase::CommittingDeadLetters, _) => {
                 // The main table does not wait for its dead letters: they go with the next
                 // round's (its PRE_COMMIT keeps them durable).
@@ -472,22 +516,31 @@ impl Machine {
             self.phase = Phase::CheckingDeadLetters;
             return Action::CheckDeadLetters { commit_id };
         }
-        self.build(outputs, Vec::new());
+        self.build(outputs, None);
         self.pre_commit()
     }
 
-    /// Builds the round (and its dead-letter round, `carried` files first) from `outputs`.
-    fn build(&mut self, outputs: Vec<(i32, JobOutput)>, carried: Vec<iceberg::spec::DataFile>) {
+    /// Builds the round (and its dead-letter round, the `carried` dead-letter round's files
+    /// first) from `outputs`.
+    fn build(&mut self, outputs: Vec<(i32, JobOutput)>, carried: Option<Round>) {
         let start_offsets = self.offsets.clone();
         let mut files = Vec::new();
         let mut delete_files = Vec::new();
-        let mut dead_letter_files = carried;
+        let mut dead_letter_files = Vec::new();
         let mut schema = None;
         let now_ms = self.now_ms;
         for (partition, out) in outputs {
             files.extend(out.data_files);
             delete_files.extend(out.delete_files);
-            dead_letter_files.extend(out.dead_letter_files);
+            // An output that ends at or below the floor holds only dead letters its table
+            // already has (a partition's owner converted it before they landed: a chunk).
+            if self
+                .dead_letter_floor
+                .get(&partition)
+                .is_none_or(|floor| out.next_offset > *floor)
+            {
+                dead_letter_files.extend(out.dead_letter_files);
+            }
             let next = self.offsets.entry(partition).or_default();
             if out.next_offset > *next {
                 self.watermarks
@@ -519,31 +572,7 @@ impl Machine {
                 .join("-")
         );
         let epoch = Some(self.settings.epoch);
-        self.pending_dead_letters = (!dead_letter_files.is_empty())
-            .then(|| {
-                Some(Round {
-                    commit_id: format!("{commit_id}-dlq"),
-                    schema: inlet_table_worker::dead_letter::schema().ok()?,
-                    files: dead_letter_files,
-                    delete_files: Vec::new(),
-                    base: RoundBase::Latest,
-                    id_columns: Vec::new(),
-                    offsets: self.offsets.clone(),
-                    watermark_ms: None,
-                    partition_watermarks: BTreeMap::new(),
-                    timestamp_ms: now_ms,
-                    partition_spec: None,
-                    topic_id: Some(self.settings.topic_id.clone()),
-                    // Inlet's fixed schema: none of its ids is new, and another name for one
-                    // is another engine's rename.
-                    base_column_id: i32::MAX,
-                    // Its table's progress may be ahead after a crash (the floor).
-                    start_offsets: BTreeMap::new(),
-                    epoch,
-                    table_uuid: None,
-                })
-            })
-            .flatten();
+        self.pending_dead_letters = self.dead_letter_round(&commit_id, carried, dead_letter_files);
         let Some(schema) = schema else { return };
         let bound_spec = if self.partition_by.is_empty() {
             None
@@ -590,9 +619,52 @@ impl Machine {
             topic_id: Some(self.settings.topic_id.clone()),
             base_column_id: self.last_column_id,
             start_offsets,
+            // Partitions the machine has no offset for yet are not checked (see
+            // `Round::exact_start`; the dead-letter round sets it).
+            exact_start: false,
             epoch,
             table_uuid: self.table_uuid,
         });
+    }
+
+    /// The dead-letter round of the round `commit_id`: the `carried` round's files, then
+    /// `files`; None when there are none. It starts where the dead-letter table's progress
+    /// was when its oldest files were built: the carried round's start, else the floor.
+    fn dead_letter_round(
+        &self,
+        commit_id: &str,
+        carried: Option<Round>,
+        files: Vec<iceberg::spec::DataFile>,
+    ) -> Option<Round> {
+        let (start_offsets, exact_start, mut all) = match carried {
+            Some(c) => (c.start_offsets, c.exact_start, c.files),
+            None => (self.dead_letter_floor.clone(), true, Vec::new()),
+        };
+        all.extend(files);
+        if all.is_empty() {
+            return None;
+        }
+        Some(Round {
+            commit_id: format!("{commit_id}-dlq"),
+            schema: inlet_table_worker::dead_letter::schema().ok()?,
+            files: all,
+            delete_files: Vec::new(),
+            base: RoundBase::Latest,
+            id_columns: Vec::new(),
+            offsets: self.offsets.clone(),
+            watermark_ms: None,
+            partition_watermarks: BTreeMap::new(),
+            timestamp_ms: self.now_ms,
+            partition_spec: None,
+            topic_id: Some(self.settings.topic_id.clone()),
+            // Inlet's fixed schema: none of its ids is new, and another name for one is
+            // another engine's rename.
+            base_column_id: i32::MAX,
+            start_offsets,
+            exact_start,
+            epoch: Some(self.settings.epoch),
+            table_uuid: None,
+        })
     }
 
     fn pre_commit(&mut self) -> Action {
@@ -655,6 +727,14 @@ impl Machine {
         self.report.watermark_ms = round.watermark_ms.or(self.report.watermark_ms);
         self.report.last_commit_ms = Some(self.now_ms);
         self.report.commits += 1;
+        if self.pending_dead_letters.is_some() {
+            self.dead_letters_carried = true;
+            // Its dead letters did not land, and its PRE_COMMIT is where they are durable: it
+            // stays open, so a restart commits them (`coordinator::recover`: the round landed,
+            // its dead letters did not) instead of converting on past their records. The next
+            // round's PRE_COMMIT carries them on.
+            return self.after_close();
+        }
         self.phase = Phase::ClosingCommitted;
         Action::Close {
             commit_id: round.commit_id,
@@ -712,18 +792,283 @@ impl Machine {
             }
             CommitError::SchemaConflict(_)
             | CommitError::NotContinuous { .. }
-            | CommitError::TableReplaced { .. } => {
-                // Its PRE_COMMIT must not be committed again after a restart: the round is
-                // closed, and its range is converted again from the committed offsets.
-                self.resync = true;
-                let commit_id = self.pending.take().map(|r| r.commit_id).unwrap_or_default();
-                self.phase = Phase::ClosingDropped;
-                Action::Close {
-                    commit_id,
-                    snapshot: None,
-                }
-            }
+            | CommitError::TableReplaced { .. } => self.drop_pending(),
             _ => Action::Idle,
+        }
+    }
+
+    /// Drops the pending round: its PRE_COMMIT must not be committed again after a restart,
+    /// so it is closed, and its range is converted again from the tables' progress after the
+    /// table is registered again.
+    fn drop_pending(&mut self) -> Action {
+        self.resync = true;
+        let Some(round) = self.pending.take() else {
+            return Action::Idle;
+        };
+        self.phase = Phase::ClosingDropped;
+        Action::Close {
+            commit_id: round.commit_id,
+            snapshot: None,
+        }
+    }
+
+    /// A dead-letter round landed: the dead-letter table's progress is now its offsets.
+    fn dead_letters_landed(&mut self, round: Round) {
+        self.dead_letter_floor = round.offsets;
+        self.dead_letters_carried = false;
+    }
+
+    /// The dead-letter table's progress is not where the dead-letter round starts: another
+    /// coordinator (a deposed one, or this one's successor) committed dead letters since this
+    /// machine read it, maybe these very ones. The dead-letter round is dropped, and so is the
+    /// main round, which must not move the table past dead letters that were not committed:
+    /// both are converted again from the tables' progress, where the dead-letter table's
+    /// becomes the floor (below it, dead letters are not written again).
+    fn dead_letters_refused(&mut self) -> Action {
+        self.report.failed_commits += 1;
+        if std::mem::take(&mut self.dead_letters_carried) {
+            // Their records are below the table's progress, so they are not converted again.
+            tracing::warn!(table = %self.settings.name, "a refused dead-letter round carried dead letters of rounds that landed without them; those the other coordinator did not commit are lost");
+        }
+        self.pending_dead_letters = None;
+        self.held = false;
+        self.report_dead_letters();
+        self.drop_pending()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use iceberg::spec::{
+        DataContentType, DataFile, DataFileBuilder, DataFileFormat, NestedField, PrimitiveType,
+        Schema, Struct, Type,
+    };
+
+    use super::*;
+
+    fn settings() -> Settings {
+        Settings {
+            name: "t".into(),
+            topic_id: "0123456789abcdef".into(),
+            upsert: false,
+            id_columns: Vec::new(),
+            idle_ms: None,
+            compaction_interval: None,
+            compact_every: 10,
+            expire: None,
+            expire_every: 20,
+            dead_letter_pending_files: 8,
+            epoch: 1,
+        }
+    }
+
+    /// Partition 0's progress at `at`, the dead-letter table's at `floor`.
+    fn registration(at: u64, floor: Option<u64>) -> Registration {
+        Registration {
+            offsets: BTreeMap::from([(0, at)]),
+            base: None,
+            table_uuid: Some(uuid::Uuid::nil()),
+            partition_by: Vec::new(),
+            spec: Arc::new(PartitionSpec::unpartition_spec()),
+            last_column_id: 1,
+            watermark_ms: None,
+            partition_watermarks: BTreeMap::new(),
+            dead_letter_floor: floor.map(|f| BTreeMap::from([(0, f)])).unwrap_or_default(),
+            recovered: None,
+        }
+    }
+
+    fn file(name: &str) -> DataFile {
+        DataFileBuilder::default()
+            .content(DataContentType::Data)
+            .file_path(format!("file:///t_dlq/data/{name}.parquet"))
+            .file_format(DataFileFormat::Parquet)
+            .partition(Struct::empty())
+            .record_count(1)
+            .file_size_in_bytes(100)
+            .build()
+            .expect("data file")
+    }
+
+    /// Partition 0 converted up to `next`; with `dead`, a dead-letter file of that name.
+    fn output(next: u64, dead: Option<&str>) -> (i32, JobOutput) {
+        let schema = Schema::builder()
+            .with_fields(vec![Arc::new(NestedField::required(
+                1,
+                "id",
+                Type::Primitive(PrimitiveType::Long),
+            ))])
+            .build()
+            .expect("schema");
+        let out = JobOutput {
+            data_files: Vec::new(),
+            next_offset: next,
+            schema,
+            changes: Vec::new(),
+            dead_letters: Vec::new(),
+            dead_letter_files: dead.map(file).into_iter().collect(),
+            delete_files: Vec::new(),
+            deleted_keys: Vec::new(),
+            rows: 0,
+            max_timestamp_ms: None,
+            input_bytes: 0,
+            decoded_bytes: 0,
+        };
+        (0, out)
+    }
+
+    /// From a `PRE_COMMIT` to the action after the lease's renewal.
+    fn pre_commit_and_renew(m: &mut Machine, after_drain: Action) -> Action {
+        assert_eq!(after_drain, Action::PreCommit);
+        assert_eq!(m.on(Outcome::Done), Action::RenewForCommit);
+        m.on(Outcome::Renewed(true))
+    }
+
+    /// A tick that drains `outputs` into a round, up to the action after the renewal.
+    fn round(m: &mut Machine, now_ms: i64, outputs: Vec<(i32, JobOutput)>) -> Action {
+        assert_eq!(m.tick(now_ms), Action::Drain);
+        let next = m.on(Outcome::Drained(outputs));
+        pre_commit_and_renew(m, next)
+    }
+
+    fn dead_letter_files(m: &Machine) -> Vec<String> {
+        m.pending_dead_letters()
+            .map(|d| d.files.iter().map(|f| f.file_path().to_string()).collect())
+            .unwrap_or_default()
+    }
+
+    #[test]
+    fn dead_letter_rounds_start_at_the_floor_which_follows_them() {
+        let mut m = Machine::new(settings(), registration(10, Some(4)), 0);
+        assert_eq!(
+            round(&mut m, 1, vec![output(20, Some("a"))]),
+            Action::CommitDeadLetters
+        );
+        let d = m.pending_dead_letters().expect("a dead-letter round");
+        assert_eq!(d.start_offsets, BTreeMap::from([(0, 4)]));
+        assert!(d.exact_start);
+        assert_eq!(d.offsets, BTreeMap::from([(0, 20)]));
+        let main = m.pending().expect("the round");
+        assert_eq!(main.start_offsets, BTreeMap::from([(0, 10)]));
+        assert_eq!(m.on(Outcome::Committed(Some(1))), Action::Commit);
+        assert_eq!(m.dead_letter_floor(), &BTreeMap::from([(0, 20)]));
+        assert!(matches!(
+            m.on(Outcome::Committed(Some(2))),
+            Action::Close {
+                snapshot: Some(2),
+                ..
+            }
+        ));
+        assert_eq!(m.on(Outcome::Done), Action::Idle);
+        assert_eq!(
+            round(&mut m, 2, vec![output(30, Some("b"))]),
+            Action::CommitDeadLetters
+        );
+        let d = m.pending_dead_letters().expect("a dead-letter round");
+        assert_eq!(d.start_offsets, BTreeMap::from([(0, 20)]));
+    }
+
+    #[test]
+    fn a_dead_letter_round_refused_for_its_start_is_dropped_with_its_round() {
+        let mut m = Machine::new(settings(), registration(10, None), 0);
+        assert_eq!(
+            round(&mut m, 1, vec![output(20, Some("a"))]),
+            Action::CommitDeadLetters
+        );
+        let d = m.pending_dead_letters().expect("a dead-letter round");
+        assert!(d.start_offsets.is_empty(), "{:?}", d.start_offsets);
+        assert!(d.exact_start);
+        let main = m.pending().expect("the round").commit_id.clone();
+        // Another coordinator committed dead letters of the same records first.
+        let refused = CommitError::NotContinuous {
+            partition: 0,
+            start: 0,
+            table: 20,
+        };
+        assert_eq!(
+            m.on(Outcome::CommitFailed(refused)),
+            Action::Close {
+                commit_id: main,
+                snapshot: None
+            }
+        );
+        assert!(m.pending().is_none() && m.pending_dead_letters().is_none());
+        assert_eq!(m.on(Outcome::Done), Action::Idle);
+        assert_eq!(m.tick(2), Action::Register);
+        // The main table is still at 10 (the other's round did not land yet); its dead
+        // letters are in up to 20.
+        assert_eq!(
+            m.on(Outcome::Registered(Box::new(registration(10, Some(20))))),
+            Action::Drain
+        );
+        // The same range again (a chunk converted before they landed) adds none of them.
+        let next = m.on(Outcome::Drained(vec![
+            output(20, Some("a")),
+            output(30, Some("b")),
+        ]));
+        assert_eq!(
+            pre_commit_and_renew(&mut m, next),
+            Action::CommitDeadLetters
+        );
+        assert_eq!(dead_letter_files(&m), ["file:///t_dlq/data/b.parquet"]);
+        let d = m.pending_dead_letters().expect("a dead-letter round");
+        assert_eq!(d.start_offsets, BTreeMap::from([(0, 20)]));
+    }
+
+    /// A round whose dead letters failed: it is not closed (its `PRE_COMMIT` holds them); the
+    /// next round carries them, from where the failed one started, or, when they landed
+    /// after all (a lost reply), from where they end.
+    #[test]
+    fn carried_dead_letters_start_where_the_oldest_carried_round_did() {
+        for landed in [false, true] {
+            let mut m = Machine::new(settings(), registration(10, Some(4)), 0);
+            assert_eq!(
+                round(&mut m, 1, vec![output(20, Some("a"))]),
+                Action::CommitDeadLetters
+            );
+            let down = CommitError::Catalog("down".into());
+            assert_eq!(m.on(Outcome::CommitFailed(down)), Action::Commit);
+            assert_eq!(
+                m.on(Outcome::Committed(Some(2))),
+                Action::Idle,
+                "not closed"
+            );
+            assert_eq!(m.dead_letter_floor(), &BTreeMap::from([(0, 4)]));
+
+            assert_eq!(m.tick(2), Action::Drain);
+            let check = m.on(Outcome::Drained(vec![output(30, Some("b"))]));
+            assert!(
+                matches!(check, Action::CheckDeadLetters { .. }),
+                "{check:?}"
+            );
+            let next = m.on(Outcome::Landed(landed));
+            assert_eq!(
+                pre_commit_and_renew(&mut m, next),
+                Action::CommitDeadLetters
+            );
+            let d = m.pending_dead_letters().expect("a dead-letter round");
+            assert_eq!(d.offsets, BTreeMap::from([(0, 30)]));
+            if landed {
+                assert_eq!(d.start_offsets, BTreeMap::from([(0, 20)]));
+                assert_eq!(dead_letter_files(&m), ["file:///t_dlq/data/b.parquet"]);
+            } else {
+                assert_eq!(d.start_offsets, BTreeMap::from([(0, 4)]));
+                assert_eq!(
+                    dead_letter_files(&m),
+                    [
+                        "file:///t_dlq/data/a.parquet",
+                        "file:///t_dlq/data/b.parquet"
+                    ]
+                );
+            }
+            assert_eq!(m.on(Outcome::Committed(Some(3))), Action::Commit);
+            assert_eq!(m.dead_letter_floor(), &BTreeMap::from([(0, 30)]));
+            assert!(matches!(
+                m.on(Outcome::Committed(Some(4))),
+                Action::Close { .. }
+            ));
         }
     }
 }

@@ -1058,6 +1058,61 @@ async fn rounds_start_where_the_tables_progress_ends() {
     );
 }
 
+/// A round with an exact start (a dead-letter round) names the whole progress it was built
+/// on: two built on the same empty progress, a deposed coordinator's and its successor's, do
+/// not both land, and a partition it does not name must have no progress either. A round
+/// without it (read back from an older `PRE_COMMIT`) checks only the partitions it names.
+#[tokio::test]
+async fn rounds_with_an_exact_start_need_the_whole_progress_there() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let c = committer(&dir).await;
+    let ident = TableIdent::new(NamespaceIdent::new("default".into()), "exact_dlq".into());
+    let exact = |id: &str, start: &[(i32, u64)], to: &[(i32, u64)]| {
+        let mut r = round(0, false, 1_000);
+        r.commit_id = id.to_string();
+        r.start_offsets = start.iter().copied().collect();
+        r.offsets = to.iter().copied().collect();
+        r.exact_start = true;
+        r
+    };
+    c.commit(&ident, &exact("a", &[], &[(0, 10), (1, 5)]))
+        .await
+        .expect("the first round on no progress");
+    match c.commit(&ident, &exact("b", &[], &[(0, 12), (1, 5)])).await {
+        Err(CommitError::NotContinuous {
+            partition: 0,
+            start: 0,
+            table: 10,
+        }) => {}
+        other => panic!("a second round on the same empty progress: {other:?}"),
+    }
+    // Partition 1 has progress the round does not name.
+    match c.commit(&ident, &exact("c", &[(0, 10)], &[(0, 20)])).await {
+        Err(CommitError::NotContinuous {
+            partition: 1,
+            start: 0,
+            table: 5,
+        }) => {}
+        other => panic!("a round that leaves out a partition with progress: {other:?}"),
+    }
+    // The same without an exact start: only partition 0 is checked (and the table has no
+    // progress for the new partition 2).
+    let mut loose = exact("d", &[(0, 10), (2, 7)], &[(0, 20), (1, 5), (2, 9)]);
+    loose.exact_start = false;
+    c.commit(&ident, &loose).await.expect("a loose start");
+    c.commit(
+        &ident,
+        &exact("e", &[(0, 20), (1, 5), (2, 9)], &[(0, 30), (1, 5), (2, 9)]),
+    )
+    .await
+    .expect("the whole progress");
+    let table = c.load(&ident).await.expect("load").expect("table");
+    assert_eq!(
+        Committer::committed(&table).offsets,
+        BTreeMap::from([(0, 30), (1, 5), (2, 9)])
+    );
+}
+
 /// Another engine expires every snapshot Inlet wrote (Spark's `rewrite_data_files`, then
 /// `expire_snapshots` with `retain_last => 1`): the progress comes from the `inlet.progress`
 /// property, and the last round is still known as committed. A rollback to before Inlet's

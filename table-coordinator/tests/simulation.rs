@@ -15,19 +15,30 @@
 //! failing seed when several fail).
 //!
 //! The records are offsets of one partition; a round writes a data file whose rows are its
-//! offsets. Invariants, after every step that can change the table (a commit, a compaction, an
-//! expiry, the foreign writer):
+//! offsets, but every seventh record (offset 3, 10, 17, …) does not convert: it is a dead
+//! letter, which goes to the dead-letter table `sim_dlq` (through the same faulty catalog)
+//! unless it is below the dead-letter table's progress the coordinator read at registration
+//! (as the worker's `dead_letter_floor` does). Invariants, after every step that can change the
+//! table (a commit, a compaction, an expiry, the foreign writer):
 //! - **progress is monotone**: the table's committed offset never goes back;
 //! - **one committing epoch at a time**: the epoch of the table's progress never goes back
 //!   (once a newer coordinator committed, no older one did);
 //! - **nothing past what was produced** is committed;
 //! - and at the end of each schedule, read from the table's rows: **no record twice**, and
-//!   **none lost**: the rows are exactly the offsets below the committed progress, which is
-//!   every record produced.
+//!   **none lost**: the rows are exactly the records below the committed progress, which is
+//!   every record produced, but the dead letters;
+//! - and from the dead-letter table's rows: **no dead letter twice** (a deposed coordinator's
+//!   dead-letter round and its successor's, built from the same progress, do not both land),
+//!   and none that is not one. A dead letter can still be lost in a double fault: its
+//!   coordinator's dead-letter commit failed, its round landed without it, and before it
+//!   landed the coordinator stopped or registered again, or another coordinator's
+//!   `PRE_COMMIT` took the place of the one holding it (this control stream also takes a
+//!   deposed coordinator's); docs/table-coordinator.md, "Dead letters". The run counts those
+//!   ("lost dead letters", and the seeds) rather than failing on them.
 //!
-//! What this does not cover: the worker (conversion, schemas, dead letters, upserts) and more
-//! than one partition; the simulated worker turns a range of offsets into one file. Those are
-//! driven by the node's end-to-end and crash tests.
+//! What this does not cover: the worker (conversion, schemas, upserts) and more than one
+//! partition; the simulated worker turns a range of offsets into one file. Those are driven
+//! by the node's end-to-end and crash tests.
 #![allow(clippy::unwrap_used, clippy::panic, clippy::disallowed_methods)] // a test: a failed step fails it, and its deadlines are real time
 
 use std::collections::BTreeMap;
@@ -50,7 +61,13 @@ use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
 const TABLE: &str = "default.sim";
+const TOPIC_ID: &str = "0123456789abcdef";
 const LEASE_TTL: Duration = Duration::from_secs(30);
+
+/// Whether the record at `offset` does not convert (a dead letter).
+fn dead(offset: u64) -> bool {
+    offset % 7 == 3
+}
 
 fn env(name: &str, default: u64) -> u64 {
     std::env::var(name)
@@ -137,6 +154,9 @@ struct Running {
     next: Option<Action>,
     /// The next offset its worker converts.
     worker_next: u64,
+    /// Its worker writes no dead letter below this (the dead-letter table's progress when it
+    /// registered).
+    worker_floor: u64,
 }
 
 struct World {
@@ -144,14 +164,19 @@ struct World {
     plain: Committer,
     catalog: Arc<dyn iceberg::Catalog>,
     ident: TableIdent,
+    /// The dead-letter table.
+    dead_letters: TableIdent,
     /// The pointers without faults, for the foreign writer.
     plain_target: inlet_catalog::CommitTarget,
     clock: Arc<ManualClock>,
     /// Records produced so far: offsets `0..produced`.
     produced: u64,
     foreign_rows: u64,
-    /// The control stream's last `PRE_COMMIT` not closed by a `COMMITTED`.
-    control: Option<Round>,
+    /// The control stream's last `PRE_COMMIT` not closed by a `COMMITTED`: the round and its
+    /// dead-letter round.
+    control: Option<(Round, Option<Round>)>,
+    /// Dead-letter files written so far (each gets its own name).
+    files: u64,
     /// A commit was tried since the invariants were last checked (only commits change the
     /// table: the check reads it, which is most of a step's cost).
     changed: bool,
@@ -176,8 +201,23 @@ impl World {
         )
     }
 
+    async fn dead_letter_table(&self) -> iceberg::table::Table {
+        self.plain
+            .load(&self.dead_letters)
+            .await
+            .expect("load")
+            .expect("the dead-letter table")
+    }
+
+    /// The dead-letter table's progress for the topic.
+    async fn dead_letter_progress(&self) -> BTreeMap<i32, u64> {
+        let mut c = Committer::committed(&self.dead_letter_table().await);
+        c.keep_only_topic(TOPIC_ID);
+        c.offsets
+    }
+
     /// A data file whose rows are `rows`.
-    async fn file(&self, name: &str, rows: std::ops::Range<i64>) -> iceberg::spec::DataFile {
+    async fn file(&self, name: &str, rows: Vec<i64>) -> iceberg::spec::DataFile {
         use arrow::array::{Int64Array, RecordBatch};
         let table = self.table().await;
         let schema = table.metadata().current_schema().clone();
@@ -188,65 +228,122 @@ impl World {
             vec![Arc::new(Int64Array::from_iter_values(rows))],
         )
         .expect("batch");
-        let target = inlet_table_worker::data_file::FileTarget {
-            file_io: table.file_io().clone(),
-            schema,
-            spec: table.metadata().default_partition_spec().clone(),
-            data_location: format!("{}/data", table.metadata().location()),
+        write(&table, name, batch).await
+    }
+
+    /// A file of the dead-letter table whose rows are the dead letters at `offsets`.
+    async fn dead_letter_file(&self, name: &str, offsets: Vec<i64>) -> iceberg::spec::DataFile {
+        use arrow::array::{
+            Int32Array, Int64Array, LargeBinaryArray, RecordBatch, StringArray,
+            TimestampMicrosecondArray,
         };
-        let mut files = inlet_table_worker::data_file::write(
-            &target,
-            name,
-            [batch],
-            &inlet_table_worker::data_file::FileSettings::default(),
+        let table = self.dead_letter_table().await;
+        let schema = table.metadata().current_schema();
+        let arrow_schema =
+            Arc::new(iceberg::arrow::schema_to_arrow_schema(schema).expect("arrow schema"));
+        let n = offsets.len();
+        let none = || LargeBinaryArray::from_iter((0..n).map(|_| None::<&[u8]>));
+        let batch = RecordBatch::try_new(
+            arrow_schema,
+            vec![
+                Arc::new(Int32Array::from_iter_values((0..n).map(|_| 0))),
+                Arc::new(Int64Array::from_iter_values(offsets)),
+                Arc::new(
+                    TimestampMicrosecondArray::from_iter_values((0..n).map(|_| 0))
+                        .with_timezone("+00:00"),
+                ),
+                Arc::new(none()),
+                Arc::new(none()),
+                Arc::new(StringArray::from_iter_values((0..n).map(|_| "bad"))),
+            ],
         )
-        .await
-        .expect("write");
-        files.remove(0)
+        .expect("dead-letter batch");
+        write(&table, name, batch).await
     }
 
     /// Every row's offset, read from the table's files.
     async fn rows(&self) -> Vec<i64> {
-        use arrow::array::AsArray;
-        let table = self.table().await;
-        let batches: Vec<arrow::array::RecordBatch> = table
-            .scan()
-            .build()
-            .expect("scan")
-            .to_arrow()
-            .await
-            .expect("arrow")
-            .try_collect()
-            .await
-            .expect("batches");
-        let mut rows: Vec<i64> = batches
-            .iter()
-            .flat_map(|b| {
-                b.column(0)
-                    .as_primitive::<arrow::datatypes::Int64Type>()
-                    .values()
-                    .to_vec()
-            })
-            .collect();
-        rows.sort_unstable();
-        rows
+        rows(&self.table().await, 0).await
     }
+
+    /// Every dead letter's offset, read from the dead-letter table's files.
+    async fn dead_letter_rows(&self) -> Vec<i64> {
+        rows(&self.dead_letter_table().await, 1).await
+    }
+}
+
+/// `batch` written as one data file of `table`.
+async fn write(
+    table: &iceberg::table::Table,
+    name: &str,
+    batch: arrow::array::RecordBatch,
+) -> iceberg::spec::DataFile {
+    let target = inlet_table_worker::data_file::FileTarget {
+        file_io: table.file_io().clone(),
+        schema: table.metadata().current_schema().clone(),
+        spec: table.metadata().default_partition_spec().clone(),
+        data_location: format!("{}/data", table.metadata().location()),
+    };
+    let mut files = inlet_table_worker::data_file::write(
+        &target,
+        name,
+        [batch],
+        &inlet_table_worker::data_file::FileSettings::default(),
+    )
+    .await
+    .expect("write");
+    files.remove(0)
+}
+
+/// The long column `column` of every row of `table`, sorted.
+async fn rows(table: &iceberg::table::Table, column: usize) -> Vec<i64> {
+    use arrow::array::AsArray;
+    let batches: Vec<arrow::array::RecordBatch> = table
+        .scan()
+        .build()
+        .expect("scan")
+        .to_arrow()
+        .await
+        .expect("arrow")
+        .try_collect()
+        .await
+        .expect("batches");
+    let mut rows: Vec<i64> = batches
+        .iter()
+        .flat_map(|b| {
+            b.column(column)
+                .as_primitive::<arrow::datatypes::Int64Type>()
+                .values()
+                .to_vec()
+        })
+        .collect();
+    rows.sort_unstable();
+    rows
 }
 
 /// What registering the table finds, as `coordinator::register` reads it; `first`: the
 /// coordinator just took the lease, and the control stream's last round is recovered (committed
-/// first) unless it landed or the table is past it.
+/// first) unless it landed with its dead letters or the table is past it.
 async fn registration(w: &mut World, first: bool) -> Registration {
     let table = w.table().await;
     let meta = table.metadata();
     let committed = Committer::committed(&table);
     let at = committed.offsets.get(&0).copied().unwrap_or(0);
+    let dead_letters = w.dead_letter_table().await;
     let mut recovered = None;
-    if let Some(p) = w.control.clone().filter(|_| first) {
+    if let Some((p, d)) = w.control.clone().filter(|_| first) {
         if already_committed(meta, &p.commit_id) {
-            w.control = None;
+            // The main table does not wait for its dead letters: they may not have landed.
+            let landed = d
+                .as_ref()
+                .is_none_or(|d| already_committed(dead_letters.metadata(), &d.commit_id));
+            if landed {
+                w.control = None;
+            } else {
+                recovered = Some((p, d));
+            }
         } else if at <= p.offsets[&0] {
-            recovered = Some((p, None));
+            recovered = Some((p, d));
         }
     }
     let next = recovered
@@ -261,6 +358,7 @@ async fn registration(w: &mut World, first: bool) -> Registration {
         last_column_id: meta.last_column_id(),
         watermark_ms: committed.watermark_ms,
         partition_watermarks: committed.partition_watermarks.clone(),
+        dead_letter_floor: w.dead_letter_progress().await,
         recovered,
     }
 }
@@ -268,7 +366,7 @@ async fn registration(w: &mut World, first: bool) -> Registration {
 fn settings(epoch: i64) -> Settings {
     Settings {
         name: "sim".into(),
-        topic_id: "0123456789abcdef".into(),
+        topic_id: TOPIC_ID.into(),
         upsert: false,
         id_columns: Vec::new(),
         idle_ms: None,
@@ -300,6 +398,7 @@ async fn step(w: &mut World, c: &mut Coordinator, rng: &mut StdRng) {
             Ok(lease) => {
                 let reg = registration(w, true).await;
                 let at = reg.offsets[&0];
+                let worker_floor = reg.dead_letter_floor.get(&0).copied().unwrap_or(0);
                 if let Some((p, _)) = &reg.recovered {
                     w.log
                         .push(format!("{} recovered round {}", c.name, p.commit_id));
@@ -312,6 +411,7 @@ async fn step(w: &mut World, c: &mut Coordinator, rng: &mut StdRng) {
                     machine,
                     next: None,
                     worker_next: at,
+                    worker_floor,
                 });
             }
             Err(held) => w.log.push(format!("{} waits for {held:?}", c.name)),
@@ -339,44 +439,22 @@ async fn step(w: &mut World, c: &mut Coordinator, rng: &mut StdRng) {
         Action::Register => {
             let reg = registration(w, false).await;
             run.worker_next = reg.offsets[&0];
+            run.worker_floor = reg.dead_letter_floor.get(&0).copied().unwrap_or(0);
             w.log
                 .push(format!("{} re-registered at {}", c.name, run.worker_next));
             Outcome::Registered(Box::new(reg))
         }
-        Action::Drain => {
-            if run.worker_next >= w.produced {
-                Outcome::Drained(Vec::new())
-            } else {
-                let from = run.worker_next;
-                let end = (from + rng.random_range(1..=20)).min(w.produced);
-                let file = w
-                    .file(&format!("{}-{from}-{end}", c.name), from as i64..end as i64)
-                    .await;
-                run.worker_next = end;
-                Outcome::Drained(vec![(
-                    0,
-                    JobOutput {
-                        data_files: vec![file],
-                        next_offset: end,
-                        schema: schema(),
-                        changes: Vec::new(),
-                        dead_letters: Vec::new(),
-                        dead_letter_files: Vec::new(),
-                        delete_files: Vec::new(),
-                        deleted_keys: Vec::new(),
-                        rows: end - from,
-                        max_timestamp_ms: None,
-                        input_bytes: 0,
-                        decoded_bytes: 0,
-                    },
-                )])
-            }
+        Action::Drain => drain(w, c.name, run, rng).await,
+        Action::CheckDeadLetters { commit_id } => {
+            let table = w.dead_letter_table().await;
+            Outcome::Landed(already_committed(table.metadata(), &commit_id))
         }
-        // The simulated records all convert: there are no dead letters.
-        Action::CheckDeadLetters { .. } => Outcome::Landed(false),
-        Action::CommitDeadLetters => Outcome::Committed(None),
+        Action::CommitDeadLetters => commit_dead_letters(w, c.name, run).await,
         Action::PreCommit => {
-            w.control = run.machine.pending().cloned();
+            w.control = run.machine.pending().cloned().map(|p| {
+                let d = run.machine.pending_dead_letters().cloned();
+                (p, d)
+            });
             Outcome::Done
         }
         Action::Renew | Action::RenewForCommit => match c.leases.renew(&run.lease).await {
@@ -418,7 +496,10 @@ async fn step(w: &mut World, c: &mut Coordinator, rng: &mut StdRng) {
             }
         }
         Action::Close { commit_id, .. } => {
-            if w.control.as_ref().is_some_and(|r| r.commit_id == commit_id) {
+            if w.control
+                .as_ref()
+                .is_some_and(|(r, _)| r.commit_id == commit_id)
+            {
                 w.control = None;
             }
             Outcome::Done
@@ -468,6 +549,82 @@ async fn step(w: &mut World, c: &mut Coordinator, rng: &mut StdRng) {
     run.next = (next != Action::Idle).then_some(next);
 }
 
+/// The simulated worker converts up to 20 records from where it is: a data file of the
+/// records that convert, and a dead-letter file of those that do not (none below its floor).
+async fn drain(w: &mut World, name: &str, run: &mut Running, rng: &mut StdRng) -> Outcome {
+    if run.worker_next >= w.produced {
+        return Outcome::Drained(Vec::new());
+    }
+    let from = run.worker_next;
+    let end = (from + rng.random_range(1..=20)).min(w.produced);
+    let (dead_letters, rows): (Vec<u64>, Vec<u64>) = (from..end).partition(|o| dead(*o));
+    let rows: Vec<i64> = rows.into_iter().map(|o| o as i64).collect();
+    let dead_letters: Vec<i64> = dead_letters
+        .into_iter()
+        .filter(|o| *o >= run.worker_floor)
+        .map(|o| o as i64)
+        .collect();
+    let mut data_files = Vec::new();
+    if !rows.is_empty() {
+        data_files.push(w.file(&format!("{name}-{from}-{end}"), rows).await);
+    }
+    let mut dead_letter_files = Vec::new();
+    if !dead_letters.is_empty() {
+        // Named once each: a file must never be written over once a snapshot may hold it.
+        w.files += 1;
+        let file_name = format!("{name}-{from}-{end}-{}", w.files);
+        dead_letter_files.push(w.dead_letter_file(&file_name, dead_letters).await);
+    }
+    run.worker_next = end;
+    Outcome::Drained(vec![(
+        0,
+        JobOutput {
+            data_files,
+            next_offset: end,
+            schema: schema(),
+            changes: Vec::new(),
+            dead_letters: Vec::new(),
+            dead_letter_files,
+            delete_files: Vec::new(),
+            deleted_keys: Vec::new(),
+            rows: end - from,
+            max_timestamp_ms: None,
+            input_bytes: 0,
+            decoded_bytes: 0,
+        },
+    )])
+}
+
+/// Commits the machine's dead-letter round to the dead-letter table.
+async fn commit_dead_letters(w: &mut World, name: &str, run: &Running) -> Outcome {
+    w.changed = true;
+    let round = run
+        .machine
+        .pending_dead_letters()
+        .cloned()
+        .expect("a dead-letter round to commit");
+    let start = round.start_offsets.get(&0).copied().unwrap_or(0);
+    let end = round.offsets[&0];
+    match w.committer.commit(&w.dead_letters, &round).await {
+        Ok(snapshot) => {
+            let epoch = run.lease.epoch;
+            w.log.push(format!(
+                "{name} epoch {epoch} dlq landed {start}..{end} ({snapshot:?})"
+            ));
+            Outcome::Committed(snapshot)
+        }
+        Err(e) => {
+            let what = match &e {
+                CommitError::NotContinuous { .. } => "dlq not continuous",
+                CommitError::Fenced { .. } => "dlq stale",
+                _ => "dlq failed",
+            };
+            w.log.push(format!("{name} {what}: {e}"));
+            Outcome::CommitFailed(e)
+        }
+    }
+}
+
 /// A foreign writer: an append of its own rows, or an expiry of every snapshot but the
 /// current one (Spark's `expire_snapshots(retain_last => 1)`).
 async fn foreign(w: &mut World, rng: &mut StdRng) {
@@ -475,7 +632,9 @@ async fn foreign(w: &mut World, rng: &mut StdRng) {
     let table = w.table().await;
     if rng.random_bool(0.5) {
         let first = 1_000_000 + w.foreign_rows as i64;
-        let file = w.file(&format!("foreign-{first}"), first..first + 3).await;
+        let file = w
+            .file(&format!("foreign-{first}"), (first..first + 3).collect())
+            .await;
         let tx = Transaction::new(&table);
         let tx = tx
             .fast_append()
@@ -558,6 +717,11 @@ async fn schedule(
             "recovered round",
             "compacted",
             "re-registered",
+            "dlq landed",
+            "dlq not continuous",
+            "dlq stale",
+            "dlq failed",
+            "lost dead letters",
         ] {
             if line.contains(kind) {
                 *seen.entry(kind).or_default() += 1;
@@ -608,16 +772,24 @@ async fn run_schedule(seed: u64, steps: u64, out: &mut Vec<String>) -> Result<()
         .create_if_missing(&ident, &schema(), None)
         .await
         .expect("create");
+    let dead_letters = TableIdent::new(NamespaceIdent::new("default".into()), "sim_dlq".into());
+    let dead_letter_schema = inlet_table_worker::dead_letter::schema().expect("schema");
+    plain
+        .create_if_missing(&dead_letters, &dead_letter_schema, None)
+        .await
+        .expect("create");
     let mut w = World {
         committer: Committer::new(embedded.catalog.clone(), faulty),
         plain,
         plain_target: inlet_catalog::CommitTarget::Pointers(embedded.pointers.clone()),
         catalog: embedded.catalog.clone(),
         ident,
+        dead_letters,
         clock: clock.clone(),
         produced: 0,
         foreign_rows: 0,
         control: None,
+        files: 0,
         changed: false,
         log: Vec::new(),
     };
@@ -664,7 +836,9 @@ async fn run_schedule(seed: u64, steps: u64, out: &mut Vec<String>) -> Result<()
     result?;
     let rows = w.rows().await;
     let mine: Vec<i64> = rows.iter().copied().filter(|r| *r < 1_000_000).collect();
-    let expected: Vec<i64> = (0..w.produced as i64).collect();
+    let expected: Vec<i64> = (0..w.produced as i64)
+        .filter(|o| !dead(*o as u64))
+        .collect();
     if mine != expected {
         let mut dupes = mine.clone();
         dupes.dedup();
@@ -681,6 +855,33 @@ async fn run_schedule(seed: u64, steps: u64, out: &mut Vec<String>) -> Result<()
             "the foreign writer's rows: {theirs} of {}",
             w.foreign_rows
         ));
+    }
+    check_dead_letters(&w, out).await
+}
+
+/// The dead-letter table holds no dead letter twice and nothing else; the dead letters it
+/// lacks are counted in `out` (a known limit, see the module docs).
+async fn check_dead_letters(w: &World, out: &mut Vec<String>) -> Result<(), String> {
+    let held = w.dead_letter_rows().await;
+    let mut distinct = held.clone();
+    distinct.dedup();
+    if distinct.len() != held.len() {
+        let twice: Vec<i64> = held
+            .windows(2)
+            .filter(|p| p[0] == p[1])
+            .map(|p| p[0])
+            .collect();
+        return Err(format!("dead letters twice: {twice:?}"));
+    }
+    if let Some(o) = held
+        .iter()
+        .find(|o| **o as u64 >= w.produced || !dead(**o as u64))
+    {
+        return Err(format!("a dead letter of a record that is not one: {o}"));
+    }
+    let lost = (0..w.produced).filter(|o| dead(*o)).count() - held.len();
+    if lost > 0 {
+        out.push(format!("lost dead letters: {lost}"));
     }
     Ok(())
 }
@@ -734,11 +935,17 @@ async fn drive(
             check(w, seen, now)?;
         }
     }
-    // The drain: no more faults or records; the coordinators go on until all is committed.
+    // The drain: no more faults or records; the coordinators go on until all is committed,
+    // the dead letters they carry too.
     faults.lock().expect("faults").on = false;
     let mut at = w.progress().await.0;
     for round in 0..2_000 {
-        if at == w.produced {
+        let carrying = coordinators.iter().any(|c| {
+            c.run
+                .as_ref()
+                .is_some_and(|r| r.machine.pending_dead_letters().is_some())
+        });
+        if at == w.produced && !carrying {
             break;
         }
         {
@@ -785,8 +992,12 @@ async fn seeded_schedules_keep_every_record_once() {
     }
     let mut seen: BTreeMap<&'static str, u64> = BTreeMap::new();
     let mut failed: Option<(u64, String)> = None;
+    let mut lost_dead_letters = Vec::new();
     while let Some(run) = runs.join_next().await {
         let (seed, result, counts) = run.expect("a schedule panicked");
+        if counts.contains_key("lost dead letters") {
+            lost_dead_letters.push(seed);
+        }
         for (kind, n) in counts {
             *seen.entry(kind).or_default() += n;
         }
@@ -802,6 +1013,10 @@ async fn seeded_schedules_keep_every_record_once() {
         );
     }
     eprintln!("{seeds} schedules of {steps} steps: {seen:?}");
+    if !lost_dead_letters.is_empty() {
+        lost_dead_letters.sort_unstable();
+        eprintln!("schedules that lost dead letters (a known limit): {lost_dead_letters:?}");
+    }
     // The schedules reach the cases they are for.
     for kind in [
         "committed",
@@ -812,6 +1027,7 @@ async fn seeded_schedules_keep_every_record_once() {
         "foreign expiry of",
         "recovered round",
         "compacted",
+        "dlq landed",
     ] {
         assert!(
             seeds < 20 || seen.get(kind).is_some_and(|n| *n > 0),

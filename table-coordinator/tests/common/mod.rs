@@ -28,6 +28,7 @@ pub(crate) fn plain_round(commit_id: String, schema: Schema) -> Round {
         topic_id: None,
         base_column_id: 0,
         start_offsets: BTreeMap::new(),
+        exact_start: false,
         epoch: None,
         table_uuid: None,
     }

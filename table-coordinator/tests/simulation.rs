@@ -8,7 +8,7 @@
 //! random. Compaction and snapshot expiry run as the machine asks for them.
 //!
 //! Each schedule is a seed: the same seed makes the same choices, so a failing one replays.
-//! `INLET_SIM_SEEDS` (default 100; `scripts/test` runs 2,000) schedules run, from
+//! `INLET_SIM_SEEDS` (default 100; `scripts/test` runs 1,000) schedules run, from
 //! `INLET_SIM_FIRST_SEED` (default 0), side by side, one per core; `INLET_SIM_STEPS` (default
 //! 80) steps each, then a fault-free drain until every produced record is committed. A failure
 //! prints `INLET_SIM_FIRST_SEED=<seed> INLET_SIM_SEEDS=1` to replay it alone (the lowest

@@ -523,7 +523,13 @@ impl Machine {
     /// Builds the round (and its dead-letter round, the `carried` dead-letter round's files
     /// first) from `outputs`.
     fn build(&mut self, outputs: Vec<(i32, JobOutput)>, carried: Option<Round>) {
-        let start_offsets = self.offsets.clone();
+        let mut start_offsets = self.offsets.clone();
+        // A partition the table held nothing of at registration starts at 0 for the
+        // continuity check: if another coordinator commits it meanwhile (a deposed one, still
+        // converting), this round is refused instead of landing the same records again.
+        for (partition, _) in &outputs {
+            start_offsets.entry(*partition).or_insert(0);
+        }
         let mut files = Vec::new();
         let mut delete_files = Vec::new();
         let mut dead_letter_files = Vec::new();

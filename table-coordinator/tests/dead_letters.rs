@@ -452,3 +452,97 @@ async fn dead_letters_of_a_landed_round_survive_a_crash() {
     assert_eq!(t.dead_letters().await, ["a-0-10", "b-10-20"]);
     assert_eq!(t.progress(&t.main).await, BTreeMap::from([(0, 20)]));
 }
+
+/// A data file of the main table (metadata only: nothing reads it).
+fn data_file(name: &str) -> DataFile {
+    DataFileBuilder::default()
+        .content(DataContentType::Data)
+        .file_path(format!("file:///orders/data/{name}.parquet"))
+        .file_format(DataFileFormat::Parquet)
+        .partition(Struct::empty())
+        .record_count(1)
+        .file_size_in_bytes(100)
+        .build()
+        .expect("data file")
+}
+
+/// The main table's data files, by name.
+async fn main_files(t: &Tables) -> Vec<String> {
+    let table = t.c.load(&t.main).await.expect("load").expect("the table");
+    let mut names: Vec<String> = live_files(&table)
+        .await
+        .expect("live files")
+        .data
+        .iter()
+        .map(|f| {
+            let name = f.file.path.rsplit('/').next().unwrap_or_default();
+            name.trim_end_matches(".parquet").to_string()
+        })
+        .collect();
+    names.sort();
+    names
+}
+
+/// Partition `partition` converted up to `next` into the data file `name`, no dead letters.
+fn rows(partition: i32, next: u64, name: &str) -> (i32, JobOutput) {
+    let (_, mut out) = output(next, name);
+    out.dead_letter_files.clear();
+    out.data_files = vec![data_file(name)];
+    (partition, out)
+}
+
+/// The same window for the main table, on a partition the table held nothing of when both
+/// coordinators registered (a partition added later, or one that had no record yet): A's
+/// round lands first, and B's, built from the same (empty) progress there, is refused for its
+/// start and dropped, so the records are rows once. (Before a round named where such a
+/// partition starts, B's landed too: `a-1-10` and `b-1-12` both held records 0..10.)
+#[tokio::test]
+async fn a_deposed_coordinators_round_on_a_partition_the_table_never_held_lands_once() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut t = Tables::new(&dir).await;
+    // The table exists with progress on partition 0 only.
+    let mut first_coordinator = Machine::new(settings(1), t.registration(None).await, 0);
+    t.tick(&mut first_coordinator, 1, vec![rows(0, 5, "p0-0-5")])
+        .await;
+    assert_eq!(main_files(&t).await, ["p0-0-5"]);
+
+    let mut a = Machine::new(settings(2), t.registration(None).await, 0);
+    let first = a.tick(2);
+    let a_at = t
+        .run(
+            &mut a,
+            first,
+            vec![rows(1, 10, "a-1-10")],
+            DeadLetterFault::None,
+            Some(Action::Commit),
+        )
+        .await;
+    assert_eq!(a_at, Action::Commit, "A renewed, and commits next");
+    let mut b = Machine::new(settings(3), t.registration(None).await, 0);
+    let first = b.tick(2);
+    let b_at = t
+        .run(
+            &mut b,
+            first,
+            vec![rows(1, 12, "b-1-12")],
+            DeadLetterFault::None,
+            Some(Action::Commit),
+        )
+        .await;
+    assert_eq!(b_at, Action::Commit);
+
+    // A, deposed after its renewal, commits first; then B.
+    let end = t
+        .run(&mut a, a_at, Vec::new(), DeadLetterFault::None, None)
+        .await;
+    assert_eq!(end, Action::Idle);
+    assert_eq!(t.progress(&t.main).await, BTreeMap::from([(0, 5), (1, 10)]));
+    t.run(&mut b, b_at, Vec::new(), DeadLetterFault::None, None)
+        .await;
+    assert!(b.pending().is_none(), "B's round is dropped");
+    assert_eq!(
+        main_files(&t).await,
+        ["a-1-10", "p0-0-5"],
+        "partition 1's records 0..10 are rows once"
+    );
+}

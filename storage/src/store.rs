@@ -210,6 +210,27 @@ pub(crate) struct Inner {
     pub counters: Arc<Counters>,
 }
 
+/// A stream [`StreamStore::release`] has stopped serving but the metadata store has not freed
+/// yet: dropped while armed, it is owned here again under the same epoch (unless it was
+/// deleted or taken meanwhile).
+struct Unreleased<'a> {
+    shared: &'a StreamShared,
+    epoch: u64,
+    armed: bool,
+}
+
+impl Drop for Unreleased<'_> {
+    fn drop(&mut self) {
+        if !self.armed {
+            return;
+        }
+        let mut state = self.shared.state.lock();
+        if !state.deleted && state.epoch == self.epoch {
+            state.owned = true;
+        }
+    }
+}
+
 /// What a completing append updates. Separate from [`Inner`] (which owns the WAL) so that an
 /// append in the WAL's queue never keeps the WAL itself alive.
 pub(crate) struct AppendSink {
@@ -901,6 +922,15 @@ impl StreamStore {
             state.owned = false;
             state.epoch
         };
+        // Until the metadata store has freed it, the stream is still this node's there: a
+        // release that fails or is given up (a pass bounded in time) gives it back here too, so
+        // that this node never takes its own stream again while appends of the epoch it holds
+        // may still be on their way.
+        let mut unreleased = Unreleased {
+            shared: &shared,
+            epoch,
+            armed: true,
+        };
         let mut end = shared.end.subscribe();
         loop {
             {
@@ -915,6 +945,7 @@ impl StreamStore {
         }
         let node = self.inner.config.node_id;
         self.inner.meta.release_stream(id, node, epoch).await?;
+        unreleased.armed = false;
         tracing::info!(stream = id, name = %shared.name, epoch, "stream released");
         Ok(())
     }

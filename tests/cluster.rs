@@ -400,21 +400,25 @@ fn read_all(bootstrap: &str) -> BTreeMap<u64, (i32, i64)> {
     read_topic(bootstrap, TOPIC, PARTITIONS)
 }
 
+/// [`read_all`] of `topic`: from each partition's start (after retention) to its end.
 fn read_topic(bootstrap: &str, topic: &str, partitions: i32) -> BTreeMap<u64, (i32, i64)> {
     let c = consumer(bootstrap, "reader");
     let mut ends = BTreeMap::new();
+    // Where reading starts: retention may have taken a partition's head, or all of it (a
+    // table topic's, once its table held it).
+    let mut at = BTreeMap::new();
     let mut tpl = TopicPartitionList::new();
     for p in 0..partitions {
-        let (_, high) = poll_until(60, "the partition's watermarks", || {
+        let (low, high) = poll_until(60, "the partition's watermarks", || {
             c.fetch_watermarks(topic, p, Duration::from_secs(5)).ok()
         });
         ends.insert(p, high);
-        tpl.add_partition_offset(topic, p, Offset::Beginning)
+        at.insert(p, low);
+        tpl.add_partition_offset(topic, p, Offset::Offset(low))
             .expect("add");
     }
     c.assign(&tpl).expect("assign");
     let mut got = BTreeMap::new();
-    let mut at: BTreeMap<i32, i64> = (0..partitions).map(|p| (p, 0)).collect();
     let deadline = Instant::now() + Duration::from_secs(120);
     while at.iter().any(|(p, o)| *o < ends[p]) {
         assert!(
@@ -445,6 +449,19 @@ fn read_topic(bootstrap: &str, topic: &str, partitions: i32) -> BTreeMap<u64, (i
         at.insert(m.partition(), m.offset() + 1);
     }
     got
+}
+
+/// Every acknowledged record is in the topic read (`got`), once, at the partition and offset
+/// it was acknowledged with, and nothing else is.
+fn all_in_place(got: &BTreeMap<u64, (i32, i64)>, acked: &[(u64, i32, i64, Instant)]) {
+    assert_eq!(
+        got.len(),
+        acked.len(),
+        "records in the topic vs acknowledged"
+    );
+    for (k, partition, offset, _) in acked {
+        assert_eq!(got.get(k), Some(&(*partition, *offset)), "k{k}");
+    }
 }
 
 /// Sends one record to `partition` on `conn` without reading the answer.
@@ -715,15 +732,7 @@ fn three_nodes_survive_kill_pause_join_and_drain() {
     assert!(stderr.contains("node id 1 is live"), "{stderr}");
 
     // Every acknowledged record once, where it was acknowledged; nothing else.
-    let got = read_all(&bootstrap(&nodes));
-    assert_eq!(
-        got.len(),
-        acked.len(),
-        "records in the topic vs acknowledged"
-    );
-    for (k, partition, offset, _) in &acked {
-        assert_eq!(got.get(k), Some(&(*partition, *offset)), "k{k}");
-    }
+    all_in_place(&read_all(&bootstrap(&nodes)), &acked);
     for node in nodes.into_values() {
         node.stop();
     }
@@ -1268,15 +1277,7 @@ fn a_node_whose_postgresql_goes_silent_stops_acknowledging_and_comes_back() {
     stop.store(true, Ordering::Relaxed);
     load.join().unwrap();
     let acked = std::mem::take(&mut *acks.lock().unwrap());
-    let got = read_topic(&boot, SILENT, PARTS);
-    assert_eq!(
-        got.len(),
-        acked.len(),
-        "records in the topic vs acknowledged"
-    );
-    for (k, partition, offset, _) in &acked {
-        assert_eq!(got.get(k), Some(&(*partition, *offset)), "k{k}");
-    }
+    all_in_place(&read_topic(&boot, SILENT, PARTS), &acked);
     for node in nodes.into_values() {
         node.stop();
     }

@@ -800,16 +800,55 @@ impl Replace {
 
     /// Deletes the carried-deletes files of every attempt but the last (the committed one).
     async fn delete_carried_except_last(&self, file_io: &iceberg::io::FileIO) {
-        let stale: Vec<String> = {
+        let stale = {
             let mut carried = self.carried.lock();
-            let last = carried.pop();
-            let stale = carried.drain(..).flatten().collect();
+            let attempts = std::mem::take(&mut *carried);
+            let (stale, last) = stale_carried(attempts);
             carried.extend(last);
             stale
         };
         for path in stale {
             let _ = file_io.delete(&path).await;
         }
+    }
+}
+
+/// Of each attempt's carried-deletes files, those only earlier attempts wrote, and the last
+/// attempt's (the committed one's). An attempt names its file after the snapshot id it would
+/// commit, which is the same on every attempt that lost a race (none of them took the id), so
+/// an earlier attempt's path is often the committed one's: it must stay.
+fn stale_carried(mut attempts: Vec<Vec<String>>) -> (Vec<String>, Option<Vec<String>>) {
+    let last = attempts.pop();
+    let kept: HashSet<&String> = last.iter().flatten().collect();
+    let stale = attempts
+        .into_iter()
+        .flatten()
+        .filter(|p| !kept.contains(p))
+        .collect::<HashSet<_>>()
+        .into_iter()
+        .collect();
+    (stale, last)
+}
+
+#[cfg(test)]
+mod carried_tests {
+    use super::stale_carried;
+
+    /// The committed attempt's file stays, even when an attempt that lost a race wrote the
+    /// same path (the same snapshot id); only paths no later attempt wrote go.
+    #[test]
+    fn the_committed_attempts_carried_deletes_stay() {
+        let p = |s: &str| s.to_string();
+        let (mut stale, last) = stale_carried(vec![
+            vec![p("c-1-deletes")],
+            vec![p("c-2-deletes"), p("c-1-deletes")],
+            vec![p("c-1-deletes")],
+        ]);
+        stale.sort();
+        assert_eq!(stale, [p("c-2-deletes")]);
+        assert_eq!(last, Some(vec![p("c-1-deletes")]));
+        let (stale, last) = stale_carried(Vec::new());
+        assert!(stale.is_empty() && last.is_none());
     }
 }
 

@@ -235,11 +235,23 @@ impl Tables {
         }
     }
 
+    /// A tick of `m` at `now`, carried out as [`Tables::run`] does.
+    async fn tick_until(
+        &mut self,
+        m: &mut Machine,
+        now: i64,
+        outputs: Vec<(i32, JobOutput)>,
+        fault: DeadLetterFault,
+        until: Option<Action>,
+    ) -> Action {
+        let first = m.tick(now);
+        self.run(m, first, outputs, fault, until).await
+    }
+
     /// A tick of `m` carried out to its end.
     async fn tick(&mut self, m: &mut Machine, now: i64, outputs: Vec<(i32, JobOutput)>) {
-        let first = m.tick(now);
         let last = self
-            .run(m, first, outputs, DeadLetterFault::None, None)
+            .tick_until(m, now, outputs, DeadLetterFault::None, None)
             .await;
         assert_eq!(last, Action::Idle);
     }
@@ -256,11 +268,10 @@ async fn a_deposed_coordinators_dead_letters_and_its_successors_land_once() {
     let dir = tempfile::tempdir().expect("tempdir");
     let mut t = Tables::new(&dir).await;
     let mut a = Machine::new(settings(1), t.registration(None).await, 0);
-    let first = a.tick(1);
     let a_at = t
-        .run(
+        .tick_until(
             &mut a,
-            first,
+            1,
             vec![output(10, "a-0-10")],
             DeadLetterFault::None,
             Some(Action::CommitDeadLetters),
@@ -273,11 +284,10 @@ async fn a_deposed_coordinators_dead_letters_and_its_successors_land_once() {
     );
 
     let mut b = Machine::new(settings(2), t.registration(None).await, 0);
-    let first = b.tick(1);
     let b_at = t
-        .run(
+        .tick_until(
             &mut b,
-            first,
+            1,
             vec![output(12, "b-0-12")],
             DeadLetterFault::None,
             Some(Action::CommitDeadLetters),
@@ -331,9 +341,8 @@ async fn carried_dead_letters_land_after_a_failed_dead_letter_commit() {
         let dir = tempfile::tempdir().expect("tempdir");
         let mut t = Tables::new(&dir).await;
         let mut m = Machine::new(settings(1), t.registration(None).await, 0);
-        let first = m.tick(1);
         let end = t
-            .run(&mut m, first, vec![output(10, "0-10")], fault, None)
+            .tick_until(&mut m, 1, vec![output(10, "0-10")], fault, None)
             .await;
         assert_eq!(end, Action::Idle);
         assert_eq!(t.progress(&t.main).await, BTreeMap::from([(0, 10)]));
@@ -366,11 +375,10 @@ async fn a_dead_letter_table_ahead_of_the_table_after_a_crash_loses_and_repeats_
         let dir = tempfile::tempdir().expect("tempdir");
         let mut t = Tables::new(&dir).await;
         let mut a = Machine::new(settings(1), t.registration(None).await, 0);
-        let first = a.tick(1);
         let at = t
-            .run(
+            .tick_until(
                 &mut a,
-                first,
+                1,
                 vec![output(10, "a-0-10")],
                 DeadLetterFault::None,
                 Some(Action::Commit),
@@ -419,11 +427,10 @@ async fn dead_letters_of_a_landed_round_survive_a_crash() {
     let dir = tempfile::tempdir().expect("tempdir");
     let mut t = Tables::new(&dir).await;
     let mut a = Machine::new(settings(1), t.registration(None).await, 0);
-    let first = a.tick(1);
     let at = t
-        .run(
+        .tick_until(
             &mut a,
-            first,
+            1,
             vec![output(10, "a-0-10")],
             DeadLetterFault::Before,
             Some(Action::CommitDeadLetters),
@@ -507,11 +514,10 @@ async fn a_deposed_coordinators_round_on_a_partition_the_table_never_held_lands_
     assert_eq!(main_files(&t).await, ["p0-0-5"]);
 
     let mut a = Machine::new(settings(2), t.registration(None).await, 0);
-    let first = a.tick(2);
     let a_at = t
-        .run(
+        .tick_until(
             &mut a,
-            first,
+            2,
             vec![rows(1, 10, "a-1-10")],
             DeadLetterFault::None,
             Some(Action::Commit),
@@ -519,11 +525,10 @@ async fn a_deposed_coordinators_round_on_a_partition_the_table_never_held_lands_
         .await;
     assert_eq!(a_at, Action::Commit, "A renewed, and commits next");
     let mut b = Machine::new(settings(3), t.registration(None).await, 0);
-    let first = b.tick(2);
     let b_at = t
-        .run(
+        .tick_until(
             &mut b,
-            first,
+            2,
             vec![rows(1, 12, "b-1-12")],
             DeadLetterFault::None,
             Some(Action::Commit),

@@ -262,7 +262,19 @@ impl Broker {
         // Kafka answers it: even when it names its current id and epoch (KIP-360), which
         // clients accept. Bumping the epoch of the id a request names would let any client
         // fence any other producer, since nothing ties an id to the connection that holds it.
-        match self.producer_ids.next().await {
+        // Not while this node stands down (it may not reach the metadata store, whose counter
+        // hands the ids out), and never waiting on it for long: the client asks another node.
+        if self.check_standing().is_err() {
+            return fail(ResponseError::CoordinatorNotAvailable);
+        }
+        match inlet_storage::bounded(async {
+            self.producer_ids
+                .next()
+                .await
+                .map_err(|e| inlet_storage::Error::Internal(e.to_string()))
+        })
+        .await
+        {
             Ok(id) => InitProducerIdResponse::default()
                 .with_producer_id(ProducerId(id))
                 .with_producer_epoch(0),

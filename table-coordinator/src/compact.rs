@@ -830,28 +830,6 @@ fn stale_carried(mut attempts: Vec<Vec<String>>) -> (Vec<String>, Option<Vec<Str
     (stale, last)
 }
 
-#[cfg(test)]
-mod carried_tests {
-    use super::stale_carried;
-
-    /// The committed attempt's file stays, even when an attempt that lost a race wrote the
-    /// same path (the same snapshot id); only paths no later attempt wrote go.
-    #[test]
-    fn the_committed_attempts_carried_deletes_stay() {
-        let p = |s: &str| s.to_string();
-        let (mut stale, last) = stale_carried(vec![
-            vec![p("c-1-deletes")],
-            vec![p("c-2-deletes"), p("c-1-deletes")],
-            vec![p("c-1-deletes")],
-        ]);
-        stale.sort();
-        assert_eq!(stale, [p("c-2-deletes")]);
-        assert_eq!(last, Some(vec![p("c-1-deletes")]));
-        let (stale, last) = stale_carried(Vec::new());
-        assert!(stale.is_empty() && last.is_none());
-    }
-}
-
 /// The (data file path, position) rows of a position delete file.
 async fn read_deletes(
     file_io: &iceberg::io::FileIO,
@@ -942,4 +920,26 @@ async fn decode(
         rows += live;
     }
     Ok((batches, moved, rows, removed_rows))
+}
+
+#[cfg(test)]
+mod carried_tests {
+    use super::stale_carried;
+
+    /// The committed attempt's file stays, even when an attempt that lost a race wrote the
+    /// same path (the same snapshot id); only paths no later attempt wrote go.
+    #[test]
+    fn the_committed_attempts_carried_deletes_stay() {
+        let p = |s: &str| s.to_string();
+        let (mut stale, last) = stale_carried(vec![
+            vec![p("c-1-deletes")],
+            vec![p("c-2-deletes"), p("c-1-deletes")],
+            vec![p("c-1-deletes")],
+        ]);
+        stale.sort();
+        assert_eq!(stale, [p("c-2-deletes")]);
+        assert_eq!(last, Some(vec![p("c-1-deletes")]));
+        let (stale, last) = stale_carried(Vec::new());
+        assert!(stale.is_empty() && last.is_none());
+    }
 }

@@ -437,7 +437,9 @@ async fn poll_topics(
 /// Stands the node down whenever its lease lapses by its own clock (`lapsed`, from
 /// `crate::members::Membership::lapsed`), until `stop`: Produce, Fetch and ListOffsets answer
 /// `NOT_LEADER_OR_FOLLOWER` (`Broker::check_standing`), Metadata and FindCoordinator name it
-/// for nothing, and it drops its groups' state. What it owns stays as it is (no word to the
+/// for nothing, its Kafka connections are closed and new ones turned away
+/// (`Broker::stand_down`: its stale view would keep clients on partitions others took), and it
+/// drops its groups' state. What it owns stays as it is (no word to the
 /// metadata store, which it may not reach): appends in flight commit or are fenced under their
 /// epochs. Once a renewal succeeds it serves again what it still owns; what another node took
 /// meanwhile its next pass lets go.
@@ -454,6 +456,7 @@ async fn follow_lease(
         }
         let now = *lapsed.borrow_and_update();
         state.lapsed.store(now, Ordering::Relaxed);
+        broker.stand_down(now);
         if now {
             let groups = broker.forget_groups_elsewhere();
             tracing::warn!(

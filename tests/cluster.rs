@@ -181,6 +181,16 @@ impl Cluster {
     }
 }
 
+/// A client context that prints librdkafka's log lines (`debug` set through
+/// `INLET_TEST_RDKAFKA_DEBUG`) on stderr, so a failed run shows what the client did.
+struct StderrLog;
+
+impl rdkafka::ClientContext for StderrLog {
+    fn log(&self, level: rdkafka::config::RDKafkaLogLevel, fac: &str, line: &str) {
+        eprintln!("[rdkafka {level:?} {fac}] {line}");
+    }
+}
+
 /// Every node's Kafka address, as a client's bootstrap list.
 fn bootstrap(nodes: &BTreeMap<u64, Node>) -> String {
     nodes
@@ -1142,14 +1152,11 @@ fn pg_host_port(url: &str) -> String {
 /// Node 3 reaches PostgreSQL through a proxy that turns into a black hole for 20 s, as a lost
 /// route or a firewall that forgets its state does: its open connections go silent for good
 /// (no FIN, no RST) and new ones hang. Meanwhile an idempotent producer sends to every
-/// partition. Node 3 stops acknowledging within its lease; its partitions are acknowledged on
-/// the other nodes within the failover bound; once the path answers again (the silent
+/// partition. Node 3 stops acknowledging within its lease and turns Kafka connections away;
+/// its partitions are acknowledged on the other nodes within the failover bound; once the path answers again (the silent
 /// connections stay silent), node 3 comes back, takes a share and acknowledges again; and
 /// every acknowledged record is in the topic once, at its offset.
 #[test]
-#[ignore = "fails about half the runs: a partition of the cut-off node is sometimes not \
-            acknowledged elsewhere within 30 s although another node took it at once (open, \
-            issue 40); run with --ignored"]
 fn a_node_whose_postgresql_goes_silent_stops_acknowledging_and_comes_back() {
     use inlet_test_support::proxy::Proxy;
     use std::sync::atomic::{AtomicBool, Ordering};
@@ -1187,16 +1194,22 @@ fn a_node_whose_postgresql_goes_silent_stops_acknowledging_and_comes_back() {
             // its WAL commit is resolved, after the path answers again; an idempotent producer
             // sends nothing more to that partition until the request is given up (librdkafka's
             // default: 30 s), as it would with a partitioned Kafka broker. 5 s here.
-            let p: FutureProducer = ClientConfig::new()
+            let mut config = ClientConfig::new();
+            config
                 .set("bootstrap.servers", &boot)
                 .set("enable.idempotence", "true")
                 .set("acks", "all")
                 .set("linger.ms", "5")
                 .set("message.timeout.ms", "120000")
                 .set("request.timeout.ms", "5000")
-                .set("topic.metadata.refresh.interval.ms", "1000")
-                .create()
-                .expect("producer");
+                .set("topic.metadata.refresh.interval.ms", "1000");
+            if let Ok(debug) = std::env::var("INLET_TEST_RDKAFKA_DEBUG") {
+                config
+                    .set("debug", debug)
+                    .set_log_level(rdkafka::config::RDKafkaLogLevel::Debug);
+            }
+            let p: FutureProducer<StderrLog> =
+                config.create_with_context(StderrLog).expect("producer");
             rt.block_on(async {
                 let mut in_flight = futures::stream::FuturesUnordered::new();
                 let mut next = 0u64;
@@ -1262,6 +1275,24 @@ fn a_node_whose_postgresql_goes_silent_stops_acknowledging_and_comes_back() {
     if let Some(wait) = lease_over.checked_duration_since(Instant::now()) {
         std::thread::sleep(wait);
     }
+    // It turns Kafka connections away: its view is stale, and a Metadata answer from it would
+    // name no leader for the partitions the others took (librdkafka kept asking it, and
+    // stalled on them, before it did).
+    let mut turned_away = Conn::open(&nodes[&3]);
+    let request = common::wire::encode_request(
+        &kafka_protocol::messages::RequestHeader::default()
+            .with_request_api_key(ApiKey::ApiVersions as i16)
+            .with_request_api_version(0),
+        &RequestKind::ApiVersions(Default::default()),
+    );
+    // The write may already fail (the node closed the connection): the read below says so.
+    let _ = std::io::Write::write_all(&mut turned_away.s, &request);
+    let mut byte = [0u8; 1];
+    let read = std::io::Read::read(&mut turned_away.s, &mut byte);
+    assert!(
+        matches!(read, Ok(0)) || read.is_err(),
+        "node 3 answered a Kafka request while it stands down: {read:?}"
+    );
     let produced = |n: &Node| n.metric("inlet_kafka_produced_records_total");
     let before = produced(&nodes[&3]);
     wait_topic_owned_by(&nodes[&1], SILENT, PARTS, &[1, 2], 30);

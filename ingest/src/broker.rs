@@ -70,6 +70,9 @@ pub struct Broker {
     pub(crate) shutdown: CancellationToken,
     /// The cluster, when the node is one of several ([`Broker::set_cluster`]).
     pub(crate) cluster: parking_lot::RwLock<Option<Arc<dyn ClusterView>>>,
+    /// Whether the node stands down ([`Broker::stand_down`]): the Kafka listener closes its
+    /// connections and turns new ones away meanwhile.
+    pub(crate) standing_down: tokio::sync::watch::Sender<bool>,
 }
 
 impl std::fmt::Debug for Broker {
@@ -125,6 +128,7 @@ impl Broker {
             payloads,
             shutdown: CancellationToken::new(),
             cluster: parking_lot::RwLock::new(None),
+            standing_down: tokio::sync::watch::Sender::new(false),
         }))
     }
 
@@ -133,6 +137,20 @@ impl Broker {
     /// groups another node coordinates are answered `NOT_COORDINATOR`.
     pub fn set_cluster(&self, view: Arc<dyn ClusterView>) {
         *self.cluster.write() = Some(view);
+    }
+
+    /// Stands the node down (`true`) or back up: while it stands down, the Kafka listener
+    /// closes every connection and turns new ones away, as a stopped broker would. Its view
+    /// of the cluster is stale (it cannot read the metadata store), so Metadata from it would
+    /// keep clients on partitions other nodes took meanwhile; turned away, they ask the others.
+    pub fn stand_down(&self, on: bool) {
+        self.standing_down
+            .send_if_modified(|was| std::mem::replace(was, on) != on);
+    }
+
+    /// Whether the node stands down, and its changes ([`Broker::stand_down`]).
+    pub(crate) fn standing_down(&self) -> tokio::sync::watch::Receiver<bool> {
+        self.standing_down.subscribe()
     }
 
     /// The cluster view, if this node is one of several.

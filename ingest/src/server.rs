@@ -13,6 +13,9 @@
 //!   connection with no request for `connections.max.idle.ms` is closed;
 //! - at most `max.connections` connections, and `max.connections.per.ip` from one address
 //!   (more are closed as they are accepted), and [`MAX_INFLIGHT`] requests per connection.
+//!
+//! While the node stands down (`Broker::stand_down`: a cluster node that cannot renew its
+//! lease), every connection is closed and new ones are closed as they are accepted.
 
 use std::collections::HashMap;
 use std::net::{IpAddr, SocketAddr};
@@ -111,6 +114,10 @@ pub async fn serve(listener: TcpListener, broker: Arc<Broker>, shutdown: Cancell
     loop {
         tokio::select! {
             accepted = listener.accept() => match accepted {
+                Ok((socket, peer)) if *broker.standing_down.borrow() => {
+                    tracing::debug!(%peer, "turning a Kafka connection away: this node stands down");
+                    drop(socket);
+                }
                 Ok((socket, peer)) => {
                     let config = broker.config();
                     match admit(&census, peer.ip(), config.max_connections, config.max_connections_per_ip) {
@@ -165,6 +172,9 @@ async fn connection(
     let peer_ip: Arc<str> = peer.ip().to_string().into();
     let mut inflight = FuturesOrdered::new();
     let mut reading = true;
+    let mut standing_down = broker.standing_down();
+    // Looked at once at the start too: the node may have stood down since the accept.
+    standing_down.mark_changed();
     // The previous Produce request's "submitted" signal: Produce requests in flight on one
     // connection submit their batches in the order they arrived (Broker::produce).
     let mut last_produce: Option<tokio::sync::oneshot::Receiver<()>> = None;
@@ -224,6 +234,10 @@ async fn connection(
                     break;
                 }
                 None => {}
+            },
+            Ok(()) = standing_down.changed(), if reading => if *standing_down.borrow_and_update() {
+                tracing::info!(%peer, "closing Kafka connection: this node stands down");
+                break;
             },
             else => break,
         }

@@ -55,6 +55,10 @@ struct Cluster {
     objects: String,
     config: String,
     endpoint: String,
+    /// Each node's Kafka, HTTP and registry ports, kept across restarts: a node comes back on
+    /// its address, as in production (librdkafka keeps a group's coordinator at the address
+    /// it first had, so a node back elsewhere strands the groups it coordinated).
+    ports: std::sync::Mutex<BTreeMap<u64, [u16; 3]>>,
 }
 
 impl Cluster {
@@ -86,6 +90,7 @@ impl Cluster {
             config: config.to_string_lossy().into_owned(),
             endpoint,
             dir,
+            ports: Default::default(),
         })
     }
 
@@ -103,9 +108,20 @@ impl Cluster {
     }
 
     fn start(&self, id: u64) -> Node {
-        let dir = self.dir.path().join(format!("node-{id}"));
-        let id = id.to_string();
-        Node::start_with_env(&dir, &self.args(&id), &self.env())
+        self.start_with_env(id, &[])
+    }
+
+    /// The listener arguments of node `id`: the same addresses at every start.
+    fn listen(&self, id: u64) -> Vec<String> {
+        let ports = *self.ports.lock().unwrap().entry(id).or_insert_with(|| {
+            use inlet_test_support::node::free_port;
+            [free_port(), free_port(), free_port()]
+        });
+        ["--kafka-listen", "--http-listen", "--registry-listen"]
+            .iter()
+            .zip(ports)
+            .flat_map(|(flag, port)| [flag.to_string(), format!("127.0.0.1:{port}")])
+            .collect()
     }
 
     fn env(&self) -> [(&str, &str); 2] {
@@ -114,11 +130,7 @@ impl Cluster {
 
     /// [`Cluster::start`] with more environment for the node.
     fn start_with_env(&self, id: u64, env: &[(&str, &str)]) -> Node {
-        let dir = self.dir.path().join(format!("node-{id}"));
-        let id = id.to_string();
-        let mut all = self.env().to_vec();
-        all.extend_from_slice(env);
-        Node::start_with_env(&dir, &self.args(&id), &all)
+        self.start_on_meta_with_env(id, &self.db, env)
     }
 
     /// [`Cluster::start`] on another URL of the cluster's metadata store (through a proxy).
@@ -129,9 +141,11 @@ impl Cluster {
     /// [`Cluster::start_on_meta`] with more environment for the node.
     fn start_on_meta_with_env(&self, id: u64, db: &str, env: &[(&str, &str)]) -> Node {
         let dir = self.dir.path().join(format!("node-{id}"));
+        let listen = self.listen(id);
         let id = id.to_string();
         let mut args = self.args(&id);
         args[1] = db;
+        args.extend(listen.iter().map(String::as_str));
         let mut all = self.env().to_vec();
         all.extend_from_slice(env);
         Node::start_with_env(&dir, &args, &all)
@@ -187,7 +201,22 @@ struct StderrLog;
 
 impl rdkafka::ClientContext for StderrLog {
     fn log(&self, level: rdkafka::config::RDKafkaLogLevel, fac: &str, line: &str) {
-        eprintln!("[rdkafka {level:?} {fac}] {line}");
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap_or_default();
+        eprintln!("[rdkafka {:.3} {level:?} {fac}] {line}", now.as_secs_f64());
+    }
+}
+
+impl rdkafka::consumer::ConsumerContext for StderrLog {}
+
+/// Sets librdkafka's `debug` contexts from `INLET_TEST_RDKAFKA_DEBUG`, if set (with
+/// [`StderrLog`] as the client's context, its lines go to stderr).
+fn debug_from_env(config: &mut ClientConfig) {
+    if let Ok(debug) = std::env::var("INLET_TEST_RDKAFKA_DEBUG") {
+        config
+            .set("debug", debug)
+            .set_log_level(rdkafka::config::RDKafkaLogLevel::Debug);
     }
 }
 
@@ -420,7 +449,8 @@ fn read_all(bootstrap: &str) -> BTreeMap<u64, (i32, i64)> {
     read_topic(bootstrap, TOPIC, PARTITIONS)
 }
 
-/// [`read_all`] of `topic`: from each partition's start (after retention) to its end.
+/// [`read_all`] of `topic`: from each partition's start (after retention, which may move it
+/// while reading) to its end.
 fn read_topic(bootstrap: &str, topic: &str, partitions: i32) -> BTreeMap<u64, (i32, i64)> {
     let c = consumer(bootstrap, "reader");
     let mut ends = BTreeMap::new();
@@ -446,6 +476,13 @@ fn read_topic(bootstrap: &str, topic: &str, partitions: i32) -> BTreeMap<u64, (i
             "reading stalled at {at:?} of {ends:?}"
         );
         let Some(m) = c.poll(Duration::from_millis(500)) else {
+            // Retention may take what is left to read meanwhile (the client then skips to the
+            // new start): reading that partition goes on from there.
+            for (p, o) in at.iter_mut().filter(|(p, o)| **o < ends[p]) {
+                if let Ok((low, _)) = c.fetch_watermarks(topic, *p, Duration::from_secs(5)) {
+                    *o = (*o).max(low);
+                }
+            }
             continue;
         };
         let m = m.expect("a record");
@@ -1203,11 +1240,7 @@ fn a_node_whose_postgresql_goes_silent_stops_acknowledging_and_comes_back() {
                 .set("message.timeout.ms", "120000")
                 .set("request.timeout.ms", "5000")
                 .set("topic.metadata.refresh.interval.ms", "1000");
-            if let Ok(debug) = std::env::var("INLET_TEST_RDKAFKA_DEBUG") {
-                config
-                    .set("debug", debug)
-                    .set_log_level(rdkafka::config::RDKafkaLogLevel::Debug);
-            }
+            debug_from_env(&mut config);
             let p: FutureProducer<StderrLog> =
                 config.create_with_context(StderrLog).expect("producer");
             rt.block_on(async {
@@ -1661,16 +1694,17 @@ fn consume_group(
     stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
     log: std::sync::Arc<std::sync::Mutex<GroupLog>>,
 ) {
-    let c: BaseConsumer = ClientConfig::new()
+    let mut config = ClientConfig::new();
+    config
         .set("bootstrap.servers", &bootstrap)
         .set("group.id", &group)
         .set("enable.auto.commit", "false")
         .set("auto.offset.reset", "earliest")
         .set("session.timeout.ms", "10000")
         .set("heartbeat.interval.ms", "1000")
-        .set("topic.metadata.refresh.interval.ms", "1000")
-        .create()
-        .expect("consumer");
+        .set("topic.metadata.refresh.interval.ms", "1000");
+    debug_from_env(&mut config);
+    let c: BaseConsumer<StderrLog> = config.create_with_context(StderrLog).expect("consumer");
     c.subscribe(&[topic]).expect("subscribe");
     let mut since_commit = 0;
     while !stop.load(std::sync::atomic::Ordering::Relaxed) {

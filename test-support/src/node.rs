@@ -28,8 +28,30 @@ pub fn serve_command<S: AsRef<OsStr>>(bin: &Path, data_dir: &Path, extra: &[S]) 
     command
 }
 
-/// A port free on 127.0.0.1 now, for a node that must come back on the same address.
+/// A port free on 127.0.0.1 now, for a node that must come back on the same address (as a
+/// node restarted in production does: clients keep its address). It is taken below the
+/// kernel's ephemeral range, so that no client connection is given it while the node is down.
 pub fn free_port() -> u16 {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    let ephemeral_low = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
+        .ok()
+        .and_then(|r| r.split_whitespace().next()?.parse::<u16>().ok())
+        .unwrap_or(32768);
+    let (low, span) = (10_000u16, ephemeral_low.saturating_sub(10_000).max(1));
+    // Where to start looking: differs between test processes and between calls.
+    let seed = u64::from(std::process::id()).wrapping_mul(0x9e37_79b9_7f4a_7c15)
+        ^ std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| u64::from(d.subsec_nanos()))
+            .unwrap_or_default();
+    for _ in 0..u32::from(span) {
+        let n = seed.wrapping_add(NEXT.fetch_add(7919, Ordering::Relaxed));
+        let port = low + (n % u64::from(span)) as u16;
+        if std::net::TcpListener::bind(("127.0.0.1", port)).is_ok() {
+            return port;
+        }
+    }
     std::net::TcpListener::bind("127.0.0.1:0")
         .and_then(|l| l.local_addr())
         .expect("a free port")

@@ -17,7 +17,9 @@
 //!   refusing connections): nothing acknowledged is lost or doubled;
 //! - PostgreSQL silent to one node (a black hole: its connections dropped without a word):
 //!   the node stops acknowledging, its partitions move within the failover bound, and it
-//!   comes back once PostgreSQL answers again.
+//!   comes back once PostgreSQL answers again;
+//! - a node paused again and again inside its WAL commits' transactions: its partitions move
+//!   within the failover bound each time.
 #![allow(clippy::unwrap_used, clippy::panic, clippy::disallowed_methods)] // a test: a failed step fails it, and its deadlines are real time
 
 mod common;
@@ -511,14 +513,30 @@ fn read_topic(bootstrap: &str, topic: &str, partitions: i32) -> BTreeMap<u64, (i
 /// Every acknowledged record is in the topic read (`got`), once, at the partition and offset
 /// it was acknowledged with, and nothing else is.
 fn all_in_place(got: &BTreeMap<u64, (i32, i64)>, acked: &[(u64, i32, i64, Instant)]) {
+    let at: BTreeMap<(i32, i64), u64> = got.iter().map(|(k, &place)| (place, *k)).collect();
+    let astray: Vec<String> = acked
+        .iter()
+        .filter(|(k, partition, offset, _)| got.get(k) != Some(&(*partition, *offset)))
+        .map(|(k, partition, offset, _)| {
+            format!(
+                "k{k} acknowledged at {partition}-{offset}, found at {:?}, where k{:?} is",
+                got.get(k),
+                at.get(&(*partition, *offset))
+            )
+        })
+        .collect();
+    assert!(
+        astray.is_empty(),
+        "{} of {} acknowledged records are not where they were acknowledged: {:#?}",
+        astray.len(),
+        acked.len(),
+        &astray[..astray.len().min(20)]
+    );
     assert_eq!(
         got.len(),
         acked.len(),
         "records in the topic vs acknowledged"
     );
-    for (k, partition, offset, _) in acked {
-        assert_eq!(got.get(k), Some(&(*partition, *offset)), "k{k}");
-    }
 }
 
 /// Sends one record to `partition` on `conn` without reading the answer.
@@ -1186,6 +1204,123 @@ fn pg_host_port(url: &str) -> String {
         .expect("host:port in the PostgreSQL URL")
 }
 
+/// Each acknowledged key's partition and offset, and when it was acknowledged.
+type Acked = Vec<(u64, i32, i64, Instant)>;
+
+/// An idempotent acks=all librdkafka producer sending round robin over every partition of a
+/// topic, at most 64 records in flight, until stopped; each acknowledgement is kept with its
+/// instant as it comes (a partition held up holds up no other). A record not acknowledged
+/// within 120 s fails the test.
+struct Load {
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    acks: std::sync::Arc<std::sync::Mutex<Acked>>,
+    thread: std::thread::JoinHandle<()>,
+    partitions: i32,
+}
+
+impl Load {
+    fn start(boot: &str, topic: &'static str, partitions: i32) -> Load {
+        use std::sync::atomic::{AtomicBool, Ordering};
+        let stop = std::sync::Arc::new(AtomicBool::new(false));
+        let acks: std::sync::Arc<std::sync::Mutex<Acked>> = Default::default();
+        let thread = {
+            let (stop, acks, boot) = (stop.clone(), acks.clone(), boot.to_string());
+            std::thread::spawn(move || {
+                use futures::StreamExt;
+                let rt = tokio::runtime::Runtime::new().expect("runtime");
+                // A request already sent to a node that stops answering (paused, or cut off)
+                // is given up only after `request.timeout.ms` (librdkafka's default: 30 s),
+                // and an idempotent producer sends nothing more to that partition until then;
+                // a Metadata request is given up after `socket.timeout.ms` (60 s), and no
+                // other is sent for the topic meanwhile. So it is with a Kafka broker: no
+                // server can answer for a stopped process. 5 s each here, as a client tuned
+                // for fast failover sets them.
+                let mut config = ClientConfig::new();
+                config
+                    .set("bootstrap.servers", &boot)
+                    .set("enable.idempotence", "true")
+                    .set("acks", "all")
+                    .set("linger.ms", "5")
+                    .set("message.timeout.ms", "120000")
+                    .set("request.timeout.ms", "5000")
+                    .set("socket.timeout.ms", "5000")
+                    .set("topic.metadata.refresh.interval.ms", "1000");
+                debug_from_env(&mut config);
+                let p: FutureProducer<StderrLog> =
+                    config.create_with_context(StderrLog).expect("producer");
+                rt.block_on(async {
+                    let mut in_flight = futures::stream::FuturesUnordered::new();
+                    let mut next = 0u64;
+                    loop {
+                        let stopping = stop.load(Ordering::Relaxed);
+                        if !stopping && in_flight.len() < 64 {
+                            let (p, k) = (p.clone(), next);
+                            next += 1;
+                            in_flight.push(async move {
+                                let key = format!("k{k}");
+                                let record = FutureRecord::to(topic)
+                                    .key(&key)
+                                    .payload(&key)
+                                    .partition((k % partitions as u64) as i32);
+                                let d = p
+                                    .send(record, Duration::from_secs(120))
+                                    .await
+                                    .unwrap_or_else(|(e, _)| {
+                                        panic!("{key} was not acknowledged: {e}")
+                                    });
+                                (k, d.partition, d.offset, Instant::now())
+                            });
+                            continue;
+                        }
+                        match in_flight.next().await {
+                            Some(a) => acks.lock().unwrap().push(a),
+                            None => break,
+                        }
+                    }
+                });
+            })
+        };
+        Load {
+            stop,
+            acks,
+            thread,
+            partitions,
+        }
+    }
+
+    /// The first acknowledgement on `partition` after `since`, if any yet.
+    fn acked_since(&self, since: Instant, partition: i32) -> Option<Instant> {
+        self.acks
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|(_, p, _, at)| *p == partition && *at > since)
+            .map(|(.., at)| *at)
+            .min()
+    }
+
+    /// Waits for an acknowledgement on every partition after `since`.
+    fn wait_for_every_partition_since(&self, since: Instant) {
+        poll_until(60, "acks on every partition", || {
+            (0..self.partitions)
+                .all(|p| self.acked_since(since, p).is_some())
+                .then_some(())
+        });
+    }
+
+    /// Waits for a first acknowledgement on every partition.
+    fn wait_for_every_partition(&self) {
+        self.wait_for_every_partition_since(Instant::now() - Duration::from_secs(3600));
+    }
+
+    /// Stops sending, waits for every record in flight, and returns what was acknowledged.
+    fn stop(self) -> Acked {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        self.thread.join().expect("the load ran to its end");
+        std::mem::take(&mut *self.acks.lock().unwrap())
+    }
+}
+
 /// Node 3 reaches PostgreSQL through a proxy that turns into a black hole for 20 s, as a lost
 /// route or a firewall that forgets its state does: its open connections go silent for good
 /// (no FIN, no RST) and new ones hang. Meanwhile an idempotent producer sends to every
@@ -1196,8 +1331,6 @@ fn pg_host_port(url: &str) -> String {
 #[test]
 fn a_node_whose_postgresql_goes_silent_stops_acknowledging_and_comes_back() {
     use inlet_test_support::proxy::Proxy;
-    use std::sync::atomic::{AtomicBool, Ordering};
-    use std::sync::{Arc, Mutex};
     let Some(cluster) = Cluster::new("") else {
         return;
     };
@@ -1215,78 +1348,8 @@ fn a_node_whose_postgresql_goes_silent_stops_acknowledging_and_comes_back() {
     wait_topic_owned_by(&nodes[&1], SILENT, PARTS, &[1, 2, 3], 60);
     let boot = bootstrap(&nodes);
 
-    // The load: records round robin over every partition, at most 64 in flight, until
-    // stopped; each ack kept with its instant as it comes (a partition held up holds up no
-    // other).
-    let stop = Arc::new(AtomicBool::new(false));
-    /// Each acknowledged key's partition and offset, and when it was acknowledged.
-    type Acked = Vec<(u64, i32, i64, Instant)>;
-    let acks: Arc<Mutex<Acked>> = Arc::default();
-    let load = {
-        let (stop, acks, boot) = (stop.clone(), acks.clone(), boot.clone());
-        std::thread::spawn(move || {
-            use futures::StreamExt;
-            let rt = tokio::runtime::Runtime::new().expect("runtime");
-            // A request already sent to node 3 when its path goes silent is answered only once
-            // its WAL commit is resolved, after the path answers again; an idempotent producer
-            // sends nothing more to that partition until the request is given up (librdkafka's
-            // default: 30 s), as it would with a partitioned Kafka broker. 5 s here.
-            let mut config = ClientConfig::new();
-            config
-                .set("bootstrap.servers", &boot)
-                .set("enable.idempotence", "true")
-                .set("acks", "all")
-                .set("linger.ms", "5")
-                .set("message.timeout.ms", "120000")
-                .set("request.timeout.ms", "5000")
-                .set("topic.metadata.refresh.interval.ms", "1000");
-            debug_from_env(&mut config);
-            let p: FutureProducer<StderrLog> =
-                config.create_with_context(StderrLog).expect("producer");
-            rt.block_on(async {
-                let mut in_flight = futures::stream::FuturesUnordered::new();
-                let mut next = 0u64;
-                loop {
-                    let stopping = stop.load(Ordering::Relaxed);
-                    if !stopping && in_flight.len() < 64 {
-                        let (p, k) = (p.clone(), next);
-                        next += 1;
-                        in_flight.push(async move {
-                            let key = format!("k{k}");
-                            let record = FutureRecord::to(SILENT)
-                                .key(&key)
-                                .payload(&key)
-                                .partition((k % PARTS as u64) as i32);
-                            let d = p
-                                .send(record, Duration::from_secs(120))
-                                .await
-                                .unwrap_or_else(|(e, _)| panic!("{key} was not acknowledged: {e}"));
-                            (k, d.partition, d.offset, Instant::now())
-                        });
-                        continue;
-                    }
-                    match in_flight.next().await {
-                        Some(a) => acks.lock().unwrap().push(a),
-                        None => break,
-                    }
-                }
-            });
-        })
-    };
-    let acked_since = |since: Instant, partition: i32| {
-        acks.lock()
-            .unwrap()
-            .iter()
-            .filter(|(_, p, _, at)| *p == partition && *at > since)
-            .map(|(.., at)| *at)
-            .min()
-    };
-    poll_until(60, "acks on every partition", || {
-        let start = Instant::now() - Duration::from_secs(3600);
-        (0..PARTS)
-            .all(|p| acked_since(start, p).is_some())
-            .then_some(())
-    });
+    let load = Load::start(&boot, SILENT, PARTS);
+    load.wait_for_every_partition();
     let theirs = owned_by(&nodes[&1], SILENT, 3);
     assert!(!theirs.is_empty(), "node 3 owns none of {SILENT}");
 
@@ -1295,7 +1358,7 @@ fn a_node_whose_postgresql_goes_silent_stops_acknowledging_and_comes_back() {
     // Its partitions are acknowledged elsewhere within the failover bound (a 3 s lease here).
     for p in &theirs {
         let at = poll_until(30, "an ack on node 3's partition", || {
-            acked_since(silenced, *p)
+            load.acked_since(silenced, *p)
         });
         let took = at.duration_since(silenced);
         assert!(
@@ -1354,10 +1417,119 @@ fn a_node_whose_postgresql_goes_silent_stops_acknowledging_and_comes_back() {
         healed.elapsed()
     );
 
-    stop.store(true, Ordering::Relaxed);
-    load.join().unwrap();
-    let acked = std::mem::take(&mut *acks.lock().unwrap());
+    let acked = load.stop();
     all_in_place(&read_topic(&boot, SILENT, PARTS), &acked);
+    for node in nodes.into_values() {
+        node.stop();
+    }
+}
+
+/// Node 3 reaches PostgreSQL through a proxy that adds 25 ms each way, so that its WAL-object
+/// commits (a transaction that locks its streams' rows over several round trips) last long
+/// enough to be caught in the middle. Under an idempotent load it is SIGSTOPped again and
+/// again, each time the moment PostgreSQL shows one of its sessions inside a transaction,
+/// until three pauses caught it there (one of its sessions idle in
+/// a transaction for more than a second, as PostgreSQL reports in `pg_stat_activity`). Each
+/// time, its partitions are acknowledged on the other nodes within the failover bound:
+/// PostgreSQL ends the paused session (`idle_in_transaction_session_timeout`), which frees its
+/// row locks, and the takeovers waiting on them go on. Then it resumes and takes a share
+/// again. Every acknowledged record is in the topic once, at its offset.
+#[test]
+fn repeated_pauses_inside_wal_commits_hold_up_no_failover() {
+    use inlet_test_support::proxy::Proxy;
+    let Some(cluster) = Cluster::new("") else {
+        return;
+    };
+    const TOPIC: &str = "paused";
+    const PARTS: i32 = 6;
+    const CAUGHT: usize = 3;
+    let upstream = pg_host_port(&cluster.db);
+    let slow = Proxy::start(&upstream);
+    slow.set_delay(25);
+    // Node 3's sessions are named, to catch one inside a transaction.
+    let db3 = format!(
+        "{}{}application_name=inlet-node-3",
+        cluster.db.replacen(&upstream, &slow.addr, 1),
+        if cluster.db.contains('?') { '&' } else { '?' }
+    );
+    let mut nodes: BTreeMap<u64, Node> = (1..=2).map(|id| (id, cluster.start(id))).collect();
+    nodes.insert(3, cluster.start_on_meta(3, &db3));
+    create_topics(
+        &nodes[&1],
+        &[NewTopic::new(TOPIC, PARTS, TopicReplication::Fixed(1))],
+    );
+    wait_topic_owned_by(&nodes[&1], TOPIC, PARTS, &[1, 2, 3], 60);
+    let boot = bootstrap(&nodes);
+    let load = Load::start(&boot, TOPIC, PARTS);
+    load.wait_for_every_partition();
+
+    let rt = tokio::runtime::Runtime::new().expect("runtime");
+    // Node 3's sessions idle inside a transaction for over a second: it is paused in the
+    // middle of one.
+    let stuck_sessions = || {
+        rt.block_on(inlet_test_support::postgres_i64(
+            &cluster.db,
+            "SELECT count(*) FROM pg_stat_activity WHERE application_name = 'inlet-node-3' \
+             AND state = 'idle in transaction' AND state_change < now() - interval '1 second'",
+        ))
+    };
+    let mut caught = 0;
+    let mut pauses = 0;
+    while caught < CAUGHT {
+        assert!(
+            pauses < 4 * CAUGHT,
+            "only {caught} of {pauses} pauses caught node 3 inside a transaction"
+        );
+        // Node 3 leads partitions and acknowledges on each of them.
+        let theirs = poll_until(90, "node 3 to lead partitions", || {
+            let mine = owned_by(&nodes[&1], TOPIC, 3);
+            (!mine.is_empty()).then_some(mine)
+        });
+        let since = Instant::now();
+        poll_until(60, "acks on node 3's partitions", || {
+            theirs
+                .iter()
+                .all(|p| load.acked_since(since, *p).is_some())
+                .then_some(())
+        });
+        // At a moment node 3 is inside a transaction (it may finish it before the signal
+        // lands: what counts is checked below).
+        rt.block_on(inlet_test_support::postgres_until_positive(
+            &cluster.db,
+            "SELECT count(*) FROM pg_stat_activity WHERE application_name = 'inlet-node-3' \
+             AND state = 'idle in transaction'",
+            10,
+        ));
+        let paused = Instant::now();
+        signal(&nodes[&3], libc::SIGSTOP);
+        pauses += 1;
+        // The pause must last before PostgreSQL can tell (this is the fault, not a wait).
+        std::thread::sleep(Duration::from_millis(1500));
+        let inside = stuck_sessions() > 0;
+        caught += usize::from(inside);
+        for p in &theirs {
+            // (An answer node 3 sent before it stopped reaches the client within a moment.)
+            let at = poll_until(30, "an ack on node 3's partition elsewhere", || {
+                load.acked_since(paused + Duration::from_millis(200), *p)
+            });
+            let took = at.duration_since(paused);
+            assert!(
+                took < Duration::from_secs(10),
+                "partition {p} was acknowledged again {took:?} after node 3 was paused \
+                 (inside a transaction: {inside})"
+            );
+        }
+        println!(
+            "pause {pauses}: inside a transaction: {inside}; partitions {theirs:?} acknowledged \
+             elsewhere within {:?}",
+            paused.elapsed()
+        );
+        signal(&nodes[&3], libc::SIGCONT);
+    }
+    // Every partition goes on being acknowledged after the last resume.
+    load.wait_for_every_partition_since(Instant::now());
+    let acked = load.stop();
+    all_in_place(&read_topic(&boot, TOPIC, PARTS), &acked);
     for node in nodes.into_values() {
         node.stop();
     }

@@ -129,17 +129,31 @@ const SWEEP_EVERY_MS: u64 = 60_000;
 
 impl PartitionProducers {
     /// Rebuilds the state from the partition's snapshot and the batches after it, once per
-    /// start and once per ownership epoch ([`ProducerImage::rebuild`]). Returns the image it
-    /// was built from when it rebuilt, for the snapshot task to keep up to date.
+    /// start and once per ownership epoch ([`ProducerImage::rebuild`]). Returns the epoch the
+    /// state is for (appends must be made under it: `AppendOptions::expect_epoch`) and, when
+    /// it rebuilt, the image it was built from, for the snapshot task to keep up to date.
+    ///
+    /// A partition this node does not own answers `NOT_LEADER_OR_FOLLOWER` without a rebuild,
+    /// and so does one whose epoch changed during the rebuild. Rebuilding for no epoch, or for
+    /// one the node no longer holds, left a state that the next request rebuilt again, which
+    /// forgot a batch appended in between: the producer's next batch was then refused
+    /// `OUT_OF_ORDER_SEQUENCE_NUMBER`, a fatal error for librdkafka.
     pub(crate) async fn ensure_loaded(
         &mut self,
         store: &StreamStore,
         snapshots: &Snapshots,
         stream: StreamId,
-    ) -> Result<Option<(u64, ProducerImage)>> {
-        let epoch = store.owned_epoch(stream);
-        if epoch.is_some() && self.loaded == epoch {
-            return Ok(None);
+    ) -> Result<(u64, Option<ProducerImage>)> {
+        let not_leader = || {
+            KafkaError::new(
+                ResponseError::NotLeaderOrFollower,
+                "this node does not lead this partition (or has just stopped or started to): \
+                 refresh the metadata",
+            )
+        };
+        let epoch = store.owned_epoch(stream).ok_or_else(not_leader)?;
+        if self.loaded == Some(epoch) {
+            return Ok((epoch, None));
         }
         #[allow(clippy::disallowed_methods)] // how long the rebuild took, for the log only
         let started = std::time::Instant::now();
@@ -166,7 +180,10 @@ impl PartitionProducers {
                 (id, entry)
             })
             .collect();
-        self.loaded = epoch;
+        if store.owned_epoch(stream) != Some(epoch) {
+            return Err(not_leader());
+        }
+        self.loaded = Some(epoch);
         tracing::info!(
             stream,
             snapshot_end = stats.snapshot_end,
@@ -177,7 +194,7 @@ impl PartitionProducers {
             ms = started.elapsed().as_millis() as u64,
             "rebuilt the partition's producer state"
         );
-        Ok(epoch.map(|e| (e, image)))
+        Ok((epoch, Some(image)))
     }
 
     /// Checks a batch's producer id, epoch and sequence against the state.
@@ -413,6 +430,58 @@ mod tests {
 
     fn stored(state: &mut PartitionProducers, h: &BatchHeader, offset: i64) {
         state.remember(h, watch::channel(Outcome::Stored(offset)).1, 0);
+    }
+
+    /// The state is built only for an epoch this node holds, and kept through it: a partition
+    /// it does not lead answers `NOT_LEADER_OR_FOLLOWER` without building one (a state built
+    /// for no epoch was built again at the next request, which forgot a batch taken in
+    /// between, and the producer's next batch was refused out of order).
+    #[tokio::test]
+    async fn the_state_is_built_for_an_epoch_the_node_holds_and_kept_through_it() {
+        let dir = tempfile::tempdir().expect("dir");
+        let store = StreamStore::builder(dir.path().join("wal"))
+            .config(inlet_storage::StorageConfig {
+                node_id: 1,
+                wal: Some(inlet_storage::WalKind::Object),
+                ..Default::default()
+            })
+            .object_store_url("memory://")
+            .background_tasks(false)
+            .open()
+            .await
+            .expect("store");
+        let snapshots = Snapshots::open(store.meta().clone())
+            .await
+            .expect("snapshots");
+        let s = store.create_stream("kafka/t/0").await.expect("stream").id;
+        store.release(s).await.expect("release");
+        let mut producers = PartitionProducers::default();
+        let refused = producers
+            .ensure_loaded(&store, &snapshots, s)
+            .await
+            .expect_err("a partition this node does not lead");
+        assert_eq!(refused.code, ResponseError::NotLeaderOrFollower);
+
+        assert!(store.acquire(s, &[1]).await.expect("acquire"));
+        let (epoch, image) = producers
+            .ensure_loaded(&store, &snapshots, s)
+            .await
+            .expect("built");
+        assert_eq!(Some(epoch), store.owned_epoch(s));
+        assert!(image.is_some());
+        // A batch taken and not stored yet: the next request keeps it and follows it.
+        let taken = header(7, 0, 0, 4);
+        assert!(matches!(producers.check(&taken), Ok(SeqCheck::Append)));
+        producers.remember(&taken, watch::channel(Outcome::Pending).1, 0);
+        let (again, image) = producers
+            .ensure_loaded(&store, &snapshots, s)
+            .await
+            .expect("kept");
+        assert_eq!((again, image.is_none()), (epoch, true));
+        assert!(matches!(
+            producers.check(&header(7, 0, 4, 3)),
+            Ok(SeqCheck::Append)
+        ));
     }
 
     #[test]

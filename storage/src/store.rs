@@ -85,6 +85,10 @@ pub struct AppendOptions {
     /// already queued behind a failed one fail with it whatever this says. (The object-store
     /// WAL only: a local WAL that fails refuses every append until a restart.)
     pub failure_latch: bool,
+    /// Append only if this node owns the stream under this epoch (else [`Error::NotOwner`]):
+    /// for a writer whose state was built for one ownership epoch (a Kafka partition's
+    /// producer state), which must not append under another.
+    pub expect_epoch: Option<u64>,
 }
 
 /// An append queued by [`StreamStore::submit_append`]: resolves to its base offset once it
@@ -1031,7 +1035,7 @@ impl StreamStore {
         let stream = self.shared(id)?;
         let generation = {
             let state = stream.state.lock();
-            if !state.owned {
+            if !state.owned || options.expect_epoch.is_some_and(|e| e != state.epoch) {
                 return Err(Error::NotOwner(id));
             }
             if state.failed > 0 {

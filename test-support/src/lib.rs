@@ -120,6 +120,43 @@ pub async fn fresh_postgres_database(url: &str) -> String {
     format!("{base}/{name}")
 }
 
+/// The first column of the first row of `sql` (an integer) on the PostgreSQL database at `url`:
+/// a test's look into the server's own state (`pg_stat_activity`, `pg_locks`).
+pub async fn postgres_i64(url: &str, sql: &str) -> i64 {
+    use sqlx::{Connection, Row};
+    let mut conn = sqlx::PgConnection::connect(url)
+        .await
+        .expect("connect to PostgreSQL");
+    let row = sqlx::query(sql)
+        .fetch_one(&mut conn)
+        .await
+        .unwrap_or_else(|e| panic!("{sql}: {e}"));
+    row.try_get::<i64, _>(0).expect("an integer")
+}
+
+/// Asks `sql` (an integer query) again and again on one connection to the PostgreSQL database
+/// at `url` until it answers more than 0, for at most `secs`; whether it did. For catching the
+/// server in a passing state (a node's session inside a transaction).
+pub async fn postgres_until_positive(url: &str, sql: &str, secs: u64) -> bool {
+    use sqlx::{Connection, Row};
+    let mut conn = sqlx::PgConnection::connect(url)
+        .await
+        .expect("connect to PostgreSQL");
+    #[allow(clippy::disallowed_methods)] // a test's deadline is real time
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(secs);
+    #[allow(clippy::disallowed_methods)]
+    while std::time::Instant::now() < deadline {
+        let row = sqlx::query(sql)
+            .fetch_one(&mut conn)
+            .await
+            .unwrap_or_else(|e| panic!("{sql}: {e}"));
+        if row.try_get::<i64, _>(0).expect("an integer") > 0 {
+            return true;
+        }
+    }
+    false
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -127,11 +127,16 @@ impl Node {
             .expect("inlet starts");
         let (tx, logs) = mpsc::channel();
         let stdout = child.stdout.take().expect("stdout");
+        // Each line names its node by its data directory (`node-3` in a cluster test).
+        let name = data_dir
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
         std::thread::spawn(move || {
             for line in BufReader::new(stdout).lines().map_while(Result::ok) {
                 // Warnings and errors of the node go to the test's output.
                 if line.contains(" WARN ") || line.contains(" ERROR ") || verbose {
-                    eprintln!("[inlet] {line}");
+                    eprintln!("[inlet {name}] {line}");
                 }
                 let _ = tx.send(line);
             }

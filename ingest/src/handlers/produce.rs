@@ -378,17 +378,24 @@ impl Broker {
             // A producer's batches depend on the ones before (sequences): none after a failed
             // one may be stored before `finish_batch` has taken the failure in.
             failure_latch: true,
+            // Set below, to the epoch the producer state is for.
+            expect_epoch: None,
         };
         let size = bytes.len() as u64;
         let (pending, tx) = {
             let mut producers = partition.producers.lock().await;
             let now = self.now_ms() as u64;
-            if let Some(image) = producers
+            let (epoch, image) = producers
                 .ensure_loaded(&self.store, &self.snapshots, partition.stream)
-                .await?
-            {
-                *partition.image.lock().await = Some(image);
+                .await?;
+            if let Some(image) = image {
+                *partition.image.lock().await = Some((epoch, image));
             }
+            // The state is this epoch's: an append under another would not match it.
+            let options = AppendOptions {
+                expect_epoch: Some(epoch),
+                ..options
+            };
             producers.expire(now, self.config.producer_id_expiration_ms);
             match producers.check(&header)? {
                 SeqCheck::Duplicate(outcome) => return Ok(SubmittedBatch::Duplicate(outcome)),

@@ -52,15 +52,37 @@ impl Conn {
 
     /// Reads the next answer, which must be `correlation`'s, and decodes its body.
     pub fn receive<R: Decodable>(&mut self, api: ApiKey, version: i16, correlation: i32) -> R {
+        self.try_receive(api, version, correlation)
+            .expect("response length: the connection was closed")
+    }
+
+    /// [`Conn::receive`], or `None` if the broker closed the connection before answering.
+    pub fn try_receive<R: Decodable>(
+        &mut self,
+        api: ApiKey,
+        version: i16,
+        correlation: i32,
+    ) -> Option<R> {
         let mut len = [0u8; 4];
-        self.s.read_exact(&mut len).expect("response length");
+        match self.s.read_exact(&mut len) {
+            Ok(()) => {}
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    std::io::ErrorKind::UnexpectedEof | std::io::ErrorKind::ConnectionReset
+                ) =>
+            {
+                return None
+            }
+            Err(e) => panic!("response length: {e}"),
+        }
         let mut buf = vec![0u8; i32::from_be_bytes(len) as usize];
         self.s.read_exact(&mut buf).expect("response");
         let mut buf = Bytes::from(buf);
         let h =
             ResponseHeader::decode(&mut buf, api.response_header_version(version)).expect("header");
         assert_eq!(h.correlation_id, correlation);
-        R::decode(&mut buf, version).expect("body")
+        Some(R::decode(&mut buf, version).expect("body"))
     }
 }
 

@@ -1207,6 +1207,37 @@ fn pg_host_port(url: &str) -> String {
         .expect("host:port in the PostgreSQL URL")
 }
 
+/// Nodes 1 and 2 on the cluster's metadata store and node 3 on `db3` (the same store through
+/// a proxy), with `topic` of `partitions` spread over the three.
+fn three_nodes_with_node_3_on(
+    cluster: &Cluster,
+    db3: &str,
+    topic: &str,
+    partitions: i32,
+) -> BTreeMap<u64, Node> {
+    let mut nodes: BTreeMap<u64, Node> = (1..=2).map(|id| (id, cluster.start(id))).collect();
+    nodes.insert(3, cluster.start_on_meta(3, db3));
+    create_topics(
+        &nodes[&1],
+        &[NewTopic::new(topic, partitions, TopicReplication::Fixed(1))],
+    );
+    wait_topic_owned_by(&nodes[&1], topic, partitions, &[1, 2, 3], 60);
+    nodes
+}
+
+/// Waits (90 s at most) for node `id` to lead partitions of `topic`, as `node` sees it;
+/// returns them.
+fn wait_node_leads(node: &Node, topic: &str, id: u64) -> Vec<i32> {
+    poll_until(
+        90,
+        &format!("node {id} to lead partitions of {topic}"),
+        || {
+            let mine = owned_by(node, topic, id);
+            (!mine.is_empty()).then_some(mine)
+        },
+    )
+}
+
 /// Each acknowledged key's partition and offset, and when it was acknowledged.
 type Acked = Vec<(u64, i32, i64, Instant)>;
 
@@ -1342,13 +1373,7 @@ fn a_node_whose_postgresql_goes_silent_stops_acknowledging_and_comes_back() {
     let upstream = pg_host_port(&cluster.db);
     let hole = Proxy::start(&upstream);
     let db3 = cluster.db.replacen(&upstream, &hole.addr, 1);
-    let mut nodes: BTreeMap<u64, Node> = (1..=2).map(|id| (id, cluster.start(id))).collect();
-    nodes.insert(3, cluster.start_on_meta(3, &db3));
-    create_topics(
-        &nodes[&1],
-        &[NewTopic::new(SILENT, PARTS, TopicReplication::Fixed(1))],
-    );
-    wait_topic_owned_by(&nodes[&1], SILENT, PARTS, &[1, 2, 3], 60);
+    let nodes = three_nodes_with_node_3_on(&cluster, &db3, SILENT, PARTS);
     let boot = bootstrap(&nodes);
 
     let load = Load::start(&boot, SILENT, PARTS);
@@ -1407,10 +1432,7 @@ fn a_node_whose_postgresql_goes_silent_stops_acknowledging_and_comes_back() {
     // The path answers again; the connections it silenced stay silent.
     hole.black_hole(false);
     let healed = Instant::now();
-    let back = poll_until(90, "node 3 to take partitions again", || {
-        let mine = owned_by(&nodes[&1], SILENT, 3);
-        (!mine.is_empty()).then_some(mine)
-    });
+    let back = wait_node_leads(&nodes[&1], SILENT, 3);
     let resumed = produced(&nodes[&3]);
     poll_until(60, "node 3 to acknowledge again", || {
         (produced(&nodes[&3]) > resumed).then_some(())
@@ -1455,13 +1477,7 @@ fn repeated_pauses_inside_wal_commits_hold_up_no_failover() {
         cluster.db.replacen(&upstream, &slow.addr, 1),
         if cluster.db.contains('?') { '&' } else { '?' }
     );
-    let mut nodes: BTreeMap<u64, Node> = (1..=2).map(|id| (id, cluster.start(id))).collect();
-    nodes.insert(3, cluster.start_on_meta(3, &db3));
-    create_topics(
-        &nodes[&1],
-        &[NewTopic::new(TOPIC, PARTS, TopicReplication::Fixed(1))],
-    );
-    wait_topic_owned_by(&nodes[&1], TOPIC, PARTS, &[1, 2, 3], 60);
+    let nodes = three_nodes_with_node_3_on(&cluster, &db3, TOPIC, PARTS);
     let boot = bootstrap(&nodes);
     let load = Load::start(&boot, TOPIC, PARTS);
     load.wait_for_every_partition();
@@ -1484,10 +1500,7 @@ fn repeated_pauses_inside_wal_commits_hold_up_no_failover() {
             "only {caught} of {pauses} pauses caught node 3 inside a transaction"
         );
         // Node 3 leads partitions and acknowledges on each of them.
-        let theirs = poll_until(90, "node 3 to lead partitions", || {
-            let mine = owned_by(&nodes[&1], TOPIC, 3);
-            (!mine.is_empty()).then_some(mine)
-        });
+        let theirs = wait_node_leads(&nodes[&1], TOPIC, 3);
         let since = Instant::now();
         poll_until(60, "acks on node 3's partitions", || {
             theirs

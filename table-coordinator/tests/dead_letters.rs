@@ -159,7 +159,17 @@ impl Tables {
 
     /// The dead-letter files the dead-letter table holds, by name, in commit order.
     async fn dead_letters(&self) -> Vec<String> {
-        let Some(table) = self.c.load(&self.dead_letters).await.expect("load") else {
+        self.file_names(&self.dead_letters).await
+    }
+
+    /// The main table's data files, by name.
+    async fn main_files(&self) -> Vec<String> {
+        self.file_names(&self.main).await
+    }
+
+    /// The data files `table` holds (none if it does not exist yet), by name, sorted.
+    async fn file_names(&self, table: &TableIdent) -> Vec<String> {
+        let Some(table) = self.c.load(table).await.expect("load") else {
             return Vec::new();
         };
         let mut names: Vec<String> = live_files(&table)
@@ -473,23 +483,6 @@ fn data_file(name: &str) -> DataFile {
         .expect("data file")
 }
 
-/// The main table's data files, by name.
-async fn main_files(t: &Tables) -> Vec<String> {
-    let table = t.c.load(&t.main).await.expect("load").expect("the table");
-    let mut names: Vec<String> = live_files(&table)
-        .await
-        .expect("live files")
-        .data
-        .iter()
-        .map(|f| {
-            let name = f.file.path.rsplit('/').next().unwrap_or_default();
-            name.trim_end_matches(".parquet").to_string()
-        })
-        .collect();
-    names.sort();
-    names
-}
-
 /// Partition `partition` converted up to `next` into the data file `name`, no dead letters.
 fn rows(partition: i32, next: u64, name: &str) -> (i32, JobOutput) {
     let (_, mut out) = output(next, name);
@@ -511,7 +504,7 @@ async fn a_deposed_coordinators_round_on_a_partition_the_table_never_held_lands_
     let mut first_coordinator = Machine::new(settings(1), t.registration(None).await, 0);
     t.tick(&mut first_coordinator, 1, vec![rows(0, 5, "p0-0-5")])
         .await;
-    assert_eq!(main_files(&t).await, ["p0-0-5"]);
+    assert_eq!(t.main_files().await, ["p0-0-5"]);
 
     let mut a = Machine::new(settings(2), t.registration(None).await, 0);
     let a_at = t
@@ -546,7 +539,7 @@ async fn a_deposed_coordinators_round_on_a_partition_the_table_never_held_lands_
         .await;
     assert!(b.pending().is_none(), "B's round is dropped");
     assert_eq!(
-        main_files(&t).await,
+        t.main_files().await,
         ["a-1-10", "p0-0-5"],
         "partition 1's records 0..10 are rows once"
     );

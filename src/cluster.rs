@@ -89,6 +89,10 @@ pub struct ClusterState {
     settled: std::sync::Mutex<Settled>,
     /// Whether the node's lease has lapsed by its own clock ([`follow_lease`]).
     lapsed: AtomicBool,
+    /// Set when the lease lapses; cleared by the first pass run wholly under a held lease
+    /// after it ([`assign_loop`]). Until then the node still stands down: what it owned may
+    /// have been taken meanwhile, and only a pass tells.
+    unchecked: AtomicBool,
 }
 
 /// The weights the assignment uses: the published ones as they were when they last settled.
@@ -207,6 +211,7 @@ impl ClusterState {
             load: Default::default(),
             settled: Default::default(),
             lapsed: AtomicBool::new(false),
+            unchecked: AtomicBool::new(false),
         })
     }
 
@@ -230,6 +235,12 @@ impl ClusterState {
     /// nothing ([`follow_lease`]).
     pub fn lapsed(&self) -> bool {
         self.lapsed.load(Ordering::Relaxed)
+    }
+
+    /// Whether the node stands down: its lease lapsed, or has held again but no pass has yet
+    /// checked what the node still owns.
+    fn standing_down(&self) -> bool {
+        self.lapsed() || self.unchecked.load(Ordering::Relaxed)
     }
 
     /// The live nodes as last seen.
@@ -262,7 +273,7 @@ impl ClusterView for ClusterState {
     fn leader(&self, stream: StreamId) -> Option<(i32, i32)> {
         let view = self.read();
         let &(node, epoch) = view.owners.get(&stream)?;
-        if !view.live.contains(&node) || (node == self.node_id && self.lapsed()) {
+        if !view.live.contains(&node) || (node == self.node_id && self.standing_down()) {
             return None;
         }
         Some((
@@ -272,13 +283,13 @@ impl ClusterView for ClusterState {
     }
 
     fn stood_down(&self) -> bool {
-        self.lapsed()
+        self.standing_down()
     }
 
     fn coordinator(&self, group_id: &str) -> Option<i32> {
         let view = self.read();
         rendezvous(&format!("group:{group_id}"), &view.live)
-            .filter(|&n| n != self.node_id || !self.lapsed())
+            .filter(|&n| n != self.node_id || !self.standing_down())
             .and_then(|n| i32::try_from(n).ok())
     }
 }
@@ -441,8 +452,10 @@ async fn poll_topics(
 /// (`Broker::stand_down`: its stale view would keep clients on partitions others took), and it
 /// drops its groups' state. What it owns stays as it is (no word to the
 /// metadata store, which it may not reach): appends in flight commit or are fenced under their
-/// epochs. Once a renewal succeeds it serves again what it still owns; what another node took
-/// meanwhile its next pass lets go.
+/// epochs. Once a renewal succeeds, its next pass lets go of what another node took meanwhile,
+/// and only then does it serve again what it still owns: serving at once answered produce
+/// from a producer state other nodes had moved past (`OUT_OF_ORDER_SEQUENCE_NUMBER`, fatal to
+/// librdkafka) until the pass let the partition go.
 async fn follow_lease(
     broker: &Broker,
     state: &ClusterState,
@@ -455,8 +468,12 @@ async fn follow_lease(
             changed = lapsed.changed() => if changed.is_err() { return },
         }
         let now = *lapsed.borrow_and_update();
+        if now {
+            state.unchecked.store(true, Ordering::Relaxed);
+        }
         state.lapsed.store(now, Ordering::Relaxed);
-        broker.stand_down(now);
+        // Standing up waits for a pass that checks what the node still owns (`assign_loop`).
+        broker.stand_down(state.standing_down());
         if now {
             let groups = broker.forget_groups_elsewhere();
             tracing::warn!(
@@ -474,16 +491,36 @@ async fn assign_loop(
     mut lapsed: tokio::sync::watch::Receiver<bool>,
     stop: &CancellationToken,
 ) {
+    // The lease as this loop saw it at a pass's start, to tell a pass run wholly under a held
+    // lease (`bounded_step` marks the changes seen on `lapsed`).
+    let mut lease = lapsed.clone();
     loop {
+        let held = !*lease.borrow_and_update();
         match bounded_step(pass(broker, state), &mut lapsed).await {
-            Some(Ok(())) => {}
+            Some(Ok(())) => {
+                let unchanged = !lease.has_changed().unwrap_or(true);
+                if held && unchanged && state.unchecked.swap(false, Ordering::Relaxed) {
+                    broker.stand_down(state.standing_down());
+                    tracing::info!(
+                        "serving again: a pass under the renewed lease let go of what other \
+                         nodes took meanwhile"
+                    );
+                }
+            }
             Some(Err(e)) => {
                 tracing::warn!(error = %format!("{e:#}"), "cluster pass failed; trying again")
             }
-            None => tracing::warn!(
-                "cluster pass given up (the metadata store did not answer, or the lease \
-                 changed meanwhile); trying again"
-            ),
+            None => {
+                tracing::warn!(
+                    "cluster pass given up (the metadata store did not answer, or the lease \
+                     changed meanwhile); trying again"
+                );
+                // At once (while the lease is followed at all): after a renewal, the node
+                // serves again only once a pass has run.
+                if lease.has_changed().is_ok() {
+                    continue;
+                }
+            }
         }
         tokio::select! {
             _ = stop.cancelled() => return,

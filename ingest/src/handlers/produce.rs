@@ -397,7 +397,10 @@ impl Broker {
                 ..options
             };
             producers.expire(now, self.config.producer_id_expiration_ms);
-            match producers.check(&header)? {
+            let checked = producers.check(&header).inspect_err(|e| {
+                tracing::debug!(stream = partition.stream, epoch, error = %e, "refused a producer's batch");
+            });
+            match checked? {
                 SeqCheck::Duplicate(outcome) => return Ok(SubmittedBatch::Duplicate(outcome)),
                 SeqCheck::Append => {}
             }

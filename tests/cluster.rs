@@ -1378,8 +1378,8 @@ fn a_node_whose_postgresql_goes_silent_stops_acknowledging_and_comes_back() {
 
     let load = Load::start(&boot, SILENT, PARTS);
     load.wait_for_every_partition();
-    let theirs = owned_by(&nodes[&1], SILENT, 3);
-    assert!(!theirs.is_empty(), "node 3 owns none of {SILENT}");
+    // (A busy machine may have moved node 3's partitions meanwhile: it leads some again soon.)
+    let theirs = wait_node_leads(&nodes[&1], SILENT, 3);
 
     let silenced = Instant::now();
     hole.black_hole(true);

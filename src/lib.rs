@@ -349,9 +349,11 @@ impl NodeBuilder {
             Arc::new(open_store(&config, Some(objects.clone()), Some(meta), clock.clone()).await?);
         let catalog = match catalog {
             Some(catalog) => catalog,
+            // The metadata store's URL as it connected: through its relay (a PostgreSQL
+            // path gone silent holds no catalog statement up for long either).
             None => inlet_catalog::NodeCatalog::open(
                 &config.catalog,
-                &config.meta_url(),
+                store.meta().url(),
                 &config.object_store_url(),
                 Some(objects),
                 clock.clone(),

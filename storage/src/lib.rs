@@ -23,6 +23,7 @@ pub(crate) mod error;
 pub(crate) mod maintenance;
 pub(crate) mod meta;
 pub mod objects;
+mod pg_link;
 mod objwal;
 mod reader;
 mod store;

@@ -19,6 +19,7 @@ use sqlx::any::{AnyConnectOptions, AnyPoolOptions, AnyRow};
 use sqlx::{AnyPool, Row};
 
 use crate::error::{Error, Result};
+use crate::pg_link::PgLink;
 
 /// Which SQL engine is behind the store.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -34,6 +35,11 @@ pub struct MetaStore {
     backend: Backend,
     /// Object ids taken from the counter and not handed out yet: `(next, end)`.
     object_ids: std::sync::Arc<tokio::sync::Mutex<(u64, u64)>>,
+    /// The URL this store connected with, through `link` for PostgreSQL.
+    url: String,
+    /// The relay PostgreSQL connections go through (`crate::pg_link`); it lives as long as
+    /// any clone of the store.
+    _link: Option<std::sync::Arc<PgLink>>,
 }
 
 /// Every PostgreSQL session's bounds, so that no node, paused or cut off, can hold another
@@ -307,6 +313,11 @@ impl MetaStore {
             } else {
                 url.to_string()
             };
+        let link = match backend {
+            Backend::Postgres => PgLink::start(&url).await?.map(std::sync::Arc::new),
+            Backend::Sqlite => None,
+        };
+        let url = link.as_ref().map_or(url, |link| link.url().to_string());
         let options = AnyConnectOptions::from_str(&url)
             .map_err(|e| Error::Config(format!("metadata store URL: {e}")))?;
         let pool = match backend {
@@ -360,6 +371,8 @@ impl MetaStore {
             pool,
             backend,
             object_ids: Default::default(),
+            url,
+            _link: link,
         };
         store.migrate("storage", STORAGE_MIGRATIONS).await?;
         Ok(store)
@@ -368,6 +381,13 @@ impl MetaStore {
     /// The pool, for crates that keep their own tables here.
     pub fn pool(&self) -> &AnyPool {
         &self.pool
+    }
+
+    /// The URL other pools on the same database connect with (the catalog's): through this
+    /// store's relay for PostgreSQL (`crate::pg_link`), so their connections are bounded the
+    /// same way. Valid while this store (any clone) lives.
+    pub fn url(&self) -> &str {
+        &self.url
     }
 
     pub fn backend(&self) -> Backend {

@@ -296,6 +296,11 @@ impl MetaStore {
     /// Connects to `sqlite://PATH` (created if missing) or `postgres://…`, and creates the
     /// stream store's tables.
     pub async fn connect(url: &str) -> Result<Self> {
+        Self::connect_with(url, crate::pg_link::SILENCE_BOUND).await
+    }
+
+    /// [`connect`](Self::connect), with the relay's bound on a silent PostgreSQL server.
+    pub(crate) async fn connect_with(url: &str, silence: Duration) -> Result<Self> {
         sqlx::any::install_default_drivers();
         let backend = if url.starts_with("sqlite:") {
             Backend::Sqlite
@@ -314,7 +319,7 @@ impl MetaStore {
                 url.to_string()
             };
         let link = match backend {
-            Backend::Postgres => PgLink::start(&url).await?.map(std::sync::Arc::new),
+            Backend::Postgres => PgLink::start(&url, silence).await?.map(std::sync::Arc::new),
             Backend::Sqlite => None,
         };
         let url = link.as_ref().map_or(url, |link| link.url().to_string());
@@ -1369,5 +1374,64 @@ mod tests {
             meta.commit_upload(&late, &epochs).await.is_err(),
             "a claimed object cannot commit"
         );
+    }
+
+    /// Statements in flight when the path to PostgreSQL goes silent (no FIN, no RST) fail
+    /// within the relay's bound instead of holding their pooled connections until the kernel
+    /// gives up, and the pool serves again, whole, once the path answers
+    /// (`crate::pg_link`).
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn statements_on_a_silent_postgresql_path_fail_within_the_bound_and_free_the_pool() {
+        let Some(pg) = inlet_test_support::service_env("INLET_TEST_POSTGRES_URL") else {
+            return;
+        };
+        let db = inlet_test_support::fresh_postgres_database(&pg).await;
+        let parsed = url::Url::parse(&db).unwrap();
+        let upstream = format!(
+            "{}:{}",
+            parsed.host_str().unwrap(),
+            parsed.port().unwrap_or(5432)
+        );
+        let proxy = inlet_test_support::proxy::Proxy::start(&upstream);
+        let silence = Duration::from_secs(2);
+        let store = MetaStore::connect_with(&db.replacen(&upstream, &proxy.addr, 1), silence)
+            .await
+            .unwrap();
+        let ask = |store: &MetaStore, sql: &'static str| {
+            let pool = store.pool().clone();
+            tokio::spawn(async move { sqlx::query(sql).fetch_one(&pool).await.map(|_| ()) })
+        };
+        let all = |tasks: Vec<tokio::task::JoinHandle<std::result::Result<(), sqlx::Error>>>| async {
+            let mut results = Vec::new();
+            for task in tasks {
+                results.push(
+                    tokio::time::timeout(Duration::from_secs(20), task)
+                        .await
+                        .expect("every statement ends within the relay's bound")
+                        .unwrap(),
+                );
+            }
+            results
+        };
+        // Every pooled connection at work: eight statements that take a while.
+        let asleep = "SELECT pg_sleep(3)";
+        let stuck: Vec<_> = (0..8).map(|_| ask(&store, asleep)).collect();
+        let running = format!(
+            "SELECT count(*) - 7 FROM pg_stat_activity WHERE query = '{asleep}' AND state = 'active'"
+        );
+        assert!(
+            inlet_test_support::postgres_until_positive(&db, &running, 20).await,
+            "the eight statements run"
+        );
+        proxy.black_hole(true);
+        let asked = tokio::time::Instant::now();
+        let failed = all(stuck).await;
+        assert!(failed.iter().all(|r| r.is_err()), "{failed:?}");
+        assert!(asked.elapsed() >= silence, "{:?}", asked.elapsed());
+        // The path answers again (the silent connections stay silent): more statements than
+        // the pool holds all get an answer.
+        proxy.black_hole(false);
+        let answered = all((0..12).map(|_| ask(&store, "SELECT 1")).collect()).await;
+        assert!(answered.iter().all(|r| r.is_ok()), "{answered:?}");
     }
 }

@@ -61,13 +61,11 @@ pub(crate) struct PgLink {
 }
 
 impl PgLink {
-    /// A relay to the server `url` (`postgres://…`) names. `None` when the URL already names a
-    /// Unix socket (a server on this machine, whose path cannot go silent).
-    pub(crate) async fn start(url: &str) -> Result<Option<PgLink>> {
-        Self::start_with(url, SILENCE_BOUND).await
-    }
-
-    pub(crate) async fn start_with(url: &str, silence: Duration) -> Result<Option<PgLink>> {
+    /// A relay to the server `url` (`postgres://…`) names, which closes a connection whose
+    /// server stays silent for `silence` while a request waits ([`SILENCE_BOUND`] but in
+    /// tests). `None` when the URL already names a Unix socket (a server on this machine,
+    /// whose path cannot go silent).
+    pub(crate) async fn start(url: &str, silence: Duration) -> Result<Option<PgLink>> {
         let bad = |why: String| Error::Config(format!("metadata store URL: {why}"));
         let mut parsed = url::Url::parse(url).map_err(|e| bad(e.to_string()))?;
         let mut host = parsed.host_str().unwrap_or("localhost").to_string();
@@ -78,12 +76,17 @@ impl PgLink {
                 _ => {}
             }
         }
-        let host = host.trim_start_matches('[').trim_end_matches(']').to_string();
+        let host = host
+            .trim_start_matches('[')
+            .trim_end_matches(']')
+            .to_string();
         let port = parsed.port().unwrap_or(5432);
         let dir = tempfile::Builder::new()
             .prefix("inlet-pg-")
             .tempdir()
-            .map_err(|e| Error::Config(format!("a directory for the metadata store's relay: {e}")))?;
+            .map_err(|e| {
+                Error::Config(format!("a directory for the metadata store's relay: {e}"))
+            })?;
         let listener = UnixListener::bind(socket_path(dir.path(), port))
             .map_err(|e| Error::Config(format!("the metadata store's relay socket: {e}")))?;
         // sqlx reads `host=/dir` as the socket directory and keeps the URL's host for TLS.
@@ -273,10 +276,13 @@ mod tests {
 
     #[tokio::test]
     async fn the_url_keeps_its_host_and_parameters_and_names_the_relay() {
-        let link = PgLink::start("postgres://u:p@db.example:6543/inlet?sslmode=require")
-            .await
-            .unwrap()
-            .unwrap();
+        let link = PgLink::start(
+            "postgres://u:p@db.example:6543/inlet?sslmode=require",
+            SILENCE_BOUND,
+        )
+        .await
+        .unwrap()
+        .unwrap();
         let url = url::Url::parse(link.url()).unwrap();
         assert_eq!(url.host_str(), Some("db.example"));
         assert_eq!(url.port(), Some(6543));
@@ -286,10 +292,12 @@ mod tests {
         assert_eq!(pairs[1].0, "host");
         assert!(client_path(&link, 6543).exists(), "{:?}", pairs[1]);
         // A Unix socket already: nothing to relay.
-        assert!(PgLink::start("postgres://u@x/db?host=/run/postgresql")
-            .await
-            .unwrap()
-            .is_none());
+        assert!(
+            PgLink::start("postgres://u@x/db?host=/run/postgresql", SILENCE_BOUND)
+                .await
+                .unwrap()
+                .is_none()
+        );
     }
 
     #[tokio::test]
@@ -297,7 +305,7 @@ mod tests {
         let mute = Arc::new(std::sync::atomic::AtomicBool::new(false));
         let port = server(mute.clone()).await;
         let silence = Duration::from_millis(300);
-        let link = PgLink::start_with(&format!("postgres://u@127.0.0.1:{port}/db"), silence)
+        let link = PgLink::start(&format!("postgres://u@127.0.0.1:{port}/db"), silence)
             .await
             .unwrap()
             .unwrap();
@@ -328,7 +336,7 @@ mod tests {
             let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
             l.local_addr().unwrap().port()
         };
-        let link = PgLink::start(&format!("postgres://u@127.0.0.1:{port}/db"))
+        let link = PgLink::start(&format!("postgres://u@127.0.0.1:{port}/db"), SILENCE_BOUND)
             .await
             .unwrap()
             .unwrap();

@@ -2352,7 +2352,11 @@ fn a_seeded_nemesis_of_kills_pauses_and_faults_loses_and_doubles_nothing() {
     println!(
         "nemesis seed {seed} ({seconds} s{}): replay with INLET_NEMESIS_SEED={seed}{}",
         if black_holes { ", black holes" } else { "" },
-        if black_holes { "" } else { " INLET_NEMESIS_BLACK_HOLES=0" }
+        if black_holes {
+            ""
+        } else {
+            " INLET_NEMESIS_BLACK_HOLES=0"
+        }
     );
     let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
 

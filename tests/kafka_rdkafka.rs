@@ -675,3 +675,213 @@ fn the_schema_registry_listens_beside_the_kafka_port() {
     assert!(body.contains("40403"), "{body}");
     node.stop();
 }
+
+/// The codec (attribute bits 0–2) of every batch a Fetch from offset 0 of `topic`'s partition
+/// 0 returns.
+fn stored_codecs(node: &Node, topic: &str) -> BTreeSet<u8> {
+    use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
+    use kafka_protocol::messages::{ApiKey, BrokerId, FetchRequest, FetchResponse, TopicName};
+    use kafka_protocol::protocol::StrBytes;
+    let mut conn = common::wire::Conn::open(node);
+    let r: FetchResponse = conn.call(
+        ApiKey::Fetch,
+        12,
+        kafka_protocol::messages::RequestKind::Fetch(
+            FetchRequest::default()
+                .with_replica_id(BrokerId(-1))
+                .with_max_wait_ms(0)
+                .with_max_bytes(50 << 20)
+                .with_session_epoch(-1)
+                .with_topics(vec![FetchTopic::default()
+                    .with_topic(TopicName(StrBytes::from_string(topic.to_string())))
+                    .with_partitions(vec![FetchPartition::default()
+                        .with_partition(0)
+                        .with_fetch_offset(0)
+                        .with_partition_max_bytes(50 << 20)])]),
+        ),
+    );
+    let p = &r.responses[0].partitions[0];
+    assert_eq!(p.error_code, 0, "fetch of {topic}");
+    let mut bytes = p.records.clone().unwrap_or_default();
+    let mut codecs = BTreeSet::new();
+    // Batches: base offset (8), length (4), then `length` bytes; attributes at byte 21.
+    while bytes.len() >= 61 {
+        let length = i32::from_be_bytes(bytes[8..12].try_into().unwrap()) as usize;
+        codecs.insert(bytes[22] & 0x7);
+        if bytes.len() < 12 + length {
+            break;
+        }
+        let _ = bytes.split_to(12 + length);
+    }
+    codecs
+}
+
+/// A topic's `compression.type` naming a codec has every batch stored in it whatever the
+/// producer used, as Kafka's broker recompresses; `producer` keeps the producer's. Set at
+/// creation and by AlterConfigs.
+#[test]
+fn a_topic_compression_type_recompresses_every_batch_as_kafka_does() {
+    let (_dir, node, admin, rt) = start(&[]);
+    let opts = AdminOptions::new();
+    let cases = [
+        ("gzip", 1u8),
+        ("zstd", 4),
+        ("snappy", 2),
+        ("uncompressed", 0),
+        ("producer", 3),
+    ];
+    for (i, (codec, _)) in cases.iter().enumerate() {
+        let topic = format!("compress-{codec}");
+        let created = rt
+            .block_on(
+                admin.create_topics(
+                    &[NewTopic::new(&topic, 1, TopicReplication::Fixed(1))
+                        // Half at creation, half by AlterConfigs afterwards.
+                        .set(
+                            "compression.type",
+                            if i % 2 == 0 { codec } else { "producer" },
+                        )],
+                    &opts,
+                ),
+            )
+            .expect("create");
+        assert_eq!(created, vec![Ok(topic.clone())]);
+        if i % 2 == 1 {
+            let altered = rt
+                .block_on(
+                    admin.alter_configs(
+                        &[AlterConfig::new(ResourceSpecifier::Topic(&topic))
+                            .set("compression.type", codec)],
+                        &opts,
+                    ),
+                )
+                .expect("alter");
+            assert!(altered[0].is_ok(), "{altered:?}");
+        }
+        let described = rt.block_on(describe(&admin, ResourceSpecifier::Topic(&topic), &opts));
+        assert_eq!(value(&described, "compression.type"), Some(*codec));
+    }
+    // A name Kafka does not know is refused.
+    let refused = rt
+        .block_on(
+            admin.create_topics(
+                &[NewTopic::new("compress-bad", 1, TopicReplication::Fixed(1))
+                    .set("compression.type", "brotli")],
+                &opts,
+            ),
+        )
+        .expect("create");
+    assert_eq!(
+        refused,
+        vec![Err((
+            "compress-bad".to_string(),
+            RDKafkaErrorCode::InvalidConfig
+        ))]
+    );
+    let p = producer(&node, "lz4");
+    for (codec, stored) in cases {
+        let topic = format!("compress-{codec}");
+        let acked = rt.block_on(produce(&p, &topic, codec, 300));
+        assert_eq!(acked.iter().collect::<BTreeSet<_>>().len(), 300);
+        let codecs = stored_codecs(&node, &topic);
+        if codec == "producer" {
+            // As produced: librdkafka may send a batch that does not shrink uncompressed.
+            assert!(
+                codecs.contains(&stored) && codecs.is_subset(&BTreeSet::from([0, stored])),
+                "{codec}: {codecs:?}"
+            );
+        } else {
+            assert_eq!(
+                codecs,
+                BTreeSet::from([stored]),
+                "{codec}: the codec of the stored batches"
+            );
+        }
+        let read = read_all(&node, &topic, 1);
+        let values: Vec<String> = read.iter().map(|(_, _, v)| v.clone()).collect();
+        let expected: Vec<String> = (0..300).map(|i| format!("{codec}-value-{i}")).collect();
+        let mut sorted = values.clone();
+        sorted.sort();
+        let mut want = expected.clone();
+        want.sort();
+        assert_eq!(sorted, want, "{codec}: every record once");
+        assert!(
+            read.iter().enumerate().all(|(i, (_, o, _))| *o == i as i64),
+            "{codec}: dense offsets"
+        );
+    }
+    node.stop();
+}
+
+/// CreateTopics and CreatePartitions with manual replica assignments, as Kafka checks them:
+/// live brokers are accepted (Inlet places the leaders itself), unknown ones refused.
+#[test]
+fn manual_replica_assignments_naming_live_brokers_are_accepted() {
+    let (_dir, node, admin, rt) = start(&[]);
+    let opts = AdminOptions::new();
+    let metadata = admin
+        .inner()
+        .fetch_metadata(None, TIMEOUT)
+        .expect("metadata");
+    let id = metadata.brokers()[0].id();
+    let created = rt
+        .block_on(admin.create_topics(
+            &[NewTopic::new(
+                "assigned",
+                3,
+                TopicReplication::Variable(&[&[id], &[id], &[id]]),
+            )],
+            &opts,
+        ))
+        .expect("create");
+    assert_eq!(created, vec![Ok("assigned".to_string())]);
+    let refused = rt
+        .block_on(admin.create_topics(
+            &[NewTopic::new(
+                "misassigned",
+                2,
+                TopicReplication::Variable(&[&[id], &[id + 100]]),
+            )],
+            &opts,
+        ))
+        .expect("create");
+    assert_eq!(
+        refused,
+        vec![Err((
+            "misassigned".to_string(),
+            RDKafkaErrorCode::InvalidReplicaAssignment
+        ))]
+    );
+    let grown = rt
+        .block_on(admin.create_partitions(
+            &[NewPartitions::new("assigned", 5).assign(&[&[id], &[id]])],
+            &opts,
+        ))
+        .expect("create partitions");
+    assert_eq!(grown, vec![Ok("assigned".to_string())]);
+    let grown = rt
+        .block_on(admin.create_partitions(
+            &[NewPartitions::new("assigned", 6).assign(&[&[id + 100]])],
+            &opts,
+        ))
+        .expect("create partitions");
+    assert_eq!(
+        grown,
+        vec![Err((
+            "assigned".to_string(),
+            RDKafkaErrorCode::InvalidReplicaAssignment
+        ))]
+    );
+    let metadata = admin
+        .inner()
+        .fetch_metadata(Some("assigned"), TIMEOUT)
+        .expect("metadata");
+    assert_eq!(metadata.topics()[0].partitions().len(), 5);
+    let acked = rt.block_on(produce(&producer(&node, "none"), "assigned", "a", 50));
+    assert_eq!(
+        acked.iter().map(|(p, _)| *p).collect::<BTreeSet<_>>().len(),
+        5,
+        "every partition takes records"
+    );
+    node.stop();
+}

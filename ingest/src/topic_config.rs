@@ -77,8 +77,9 @@ const DEFS: &[Def] = &[
     Def {
         name: "compression.type",
         default: "producer",
-        kind: Kind::Choice(&["producer"]),
-        effect: "batches are stored as produced",
+        kind: Kind::Choice(&["uncompressed", "zstd", "lz4", "snappy", "gzip", "producer"]),
+        effect: "producer stores batches as produced; a codec (or uncompressed) recompresses \
+                 every batch in another codec on produce, as Kafka's broker does",
     },
     Def {
         name: "min.insync.replicas",

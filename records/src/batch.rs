@@ -183,6 +183,109 @@ pub fn set_log_append_time(batch: &Bytes, now_ms: i64) -> Bytes {
     b.freeze()
 }
 
+/// The compression codecs of a batch's attributes (bits 0–2).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Codec {
+    None = 0,
+    Gzip = 1,
+    Snappy = 2,
+    Lz4 = 3,
+    Zstd = 4,
+}
+
+impl Codec {
+    /// The codec a topic's `compression.type` names: `None` for `producer` (batches are
+    /// stored as produced) or a name Kafka does not know.
+    pub fn of_topic_config(value: &str) -> Option<Codec> {
+        Some(match value {
+            "uncompressed" => Codec::None,
+            "gzip" => Codec::Gzip,
+            "snappy" => Codec::Snappy,
+            "lz4" => Codec::Lz4,
+            "zstd" => Codec::Zstd,
+            _ => return None,
+        })
+    }
+
+    fn of_attributes(attributes: i16) -> Result<Codec, BatchError> {
+        Ok(match attributes & 0x7 {
+            0 => Codec::None,
+            1 => Codec::Gzip,
+            2 => Codec::Snappy,
+            3 => Codec::Lz4,
+            4 => Codec::Zstd,
+            other => {
+                return Err(BatchError::Invalid(format!(
+                    "unknown compression codec {other}"
+                )))
+            }
+        })
+    }
+}
+
+/// The batch with its records compressed by `codec`, as Kafka's broker rewrites a batch for a
+/// topic whose `compression.type` names a codec: the records' bytes, the header's fields
+/// (producer id, epoch and sequence, timestamps, record count) and so every offset stay; the
+/// codec bits, the batch length and the CRC change. A batch already in `codec` comes back
+/// as it is. The records decompress within
+/// [`kafka_protocol::compression::max_decompressed_bytes`], which the caller has checked with
+/// [`crate::records::walk`]; the work is CPU-bound, so async callers run it on a blocking
+/// thread.
+pub fn recompress(batch: &Batch, codec: Codec) -> Result<Batch, BatchError> {
+    use kafka_protocol::compression::{self as c, Compressor, Decompressor};
+    let from = Codec::of_attributes(batch.header.attributes)?;
+    if from == codec {
+        return Ok(batch.clone());
+    }
+    let fail = |what: &str, e: anyhow::Error| BatchError::Invalid(format!("{what}: {e}"));
+    let mut payload = batch.bytes.slice(HEADER_LEN.min(batch.bytes.len())..);
+    let take = |b: &mut Bytes| -> anyhow::Result<Bytes> { Ok(b.split_off(0)) };
+    let plain = match from {
+        Codec::None => Ok(payload),
+        Codec::Gzip => c::Gzip::decompress(&mut payload, take),
+        Codec::Snappy => c::Snappy::decompress(&mut payload, take),
+        Codec::Lz4 => c::Lz4::decompress(&mut payload, take),
+        Codec::Zstd => c::Zstd::decompress(&mut payload, take),
+    }
+    .map_err(|e| fail("the records do not decompress", e))?;
+    let mut out = BytesMut::with_capacity(HEADER_LEN + plain.len() / 2);
+    out.extend_from_slice(&batch.bytes[..HEADER_LEN]);
+    let put = |b: &mut BytesMut| -> anyhow::Result<()> {
+        b.extend_from_slice(&plain);
+        Ok(())
+    };
+    match codec {
+        Codec::None => out.extend_from_slice(&plain),
+        Codec::Gzip => {
+            c::Gzip::compress(&mut out, put).map_err(|e| fail("gzip compression failed", e))?
+        }
+        Codec::Snappy => {
+            c::Snappy::compress(&mut out, put).map_err(|e| fail("snappy compression failed", e))?
+        }
+        Codec::Lz4 => {
+            c::Lz4::compress(&mut out, put).map_err(|e| fail("lz4 compression failed", e))?
+        }
+        Codec::Zstd => {
+            c::Zstd::compress(&mut out, put).map_err(|e| fail("zstd compression failed", e))?
+        }
+    }
+    let length = i32::try_from(out.len() - LOG_OVERHEAD).map_err(|_| {
+        BatchError::Invalid("the recompressed batch is larger than a batch may be".into())
+    })?;
+    out[8..12].copy_from_slice(&length.to_be_bytes());
+    let attributes = (batch.header.attributes & !0x7) | codec as i16;
+    out[21..23].copy_from_slice(&attributes.to_be_bytes());
+    let crc = crc32c::crc32c(&out[CRC_START..]);
+    out[17..21].copy_from_slice(&crc.to_be_bytes());
+    Ok(Batch {
+        header: BatchHeader {
+            attributes,
+            ..batch.header
+        },
+        bytes: out.freeze(),
+    })
+}
+
 /// Header fields of a stored batch (which passed [`parse_header`] when it was produced).
 pub fn stored_header(b: &[u8]) -> Option<BatchHeader> {
     if b.len() < HEADER_LEN {
@@ -243,6 +346,45 @@ pub(crate) mod tests {
         )
         .expect("encode");
         buf.freeze()
+    }
+
+    /// Every codec to every codec: the result parses (CRC, length), walks, decodes with
+    /// `kafka-protocol` to the same records, and keeps every header field but the codec.
+    #[test]
+    fn a_recompressed_batch_holds_the_same_records_in_the_new_codec() {
+        use kafka_protocol::records::RecordBatchDecoder;
+        let codecs = [
+            (Compression::None, Codec::None),
+            (Compression::Gzip, Codec::Gzip),
+            (Compression::Snappy, Codec::Snappy),
+            (Compression::Lz4, Codec::Lz4),
+            (Compression::Zstd, Codec::Zstd),
+        ];
+        for (from, _) in codecs {
+            let original = split(&encode(40, from, 7, 10)).expect("parses").remove(0);
+            let want = RecordBatchDecoder::decode(&mut original.bytes.clone()).expect("decodes");
+            for (_, to) in codecs {
+                let b = recompress(&original, to).expect("recompresses");
+                let again = split(&b.bytes).expect("the result parses").remove(0);
+                assert_eq!(again.header, b.header, "{from:?} -> {to:?}");
+                assert_eq!(again.header.attributes & 0x7, to as i16);
+                assert_eq!(
+                    BatchHeader {
+                        attributes: original.header.attributes,
+                        ..again.header
+                    },
+                    original.header,
+                    "{from:?} -> {to:?}: only the codec changes"
+                );
+                let mut walked = 0;
+                crate::records::walk(&again, Default::default(), |_| walked += 1).expect("walks");
+                assert_eq!(walked, 40);
+                let got = RecordBatchDecoder::decode(&mut again.bytes.clone()).expect("decodes");
+                assert_eq!(got.records, want.records, "{from:?} -> {to:?}");
+            }
+        }
+        assert_eq!(Codec::of_topic_config("producer"), None);
+        assert_eq!(Codec::of_topic_config("uncompressed"), Some(Codec::None));
     }
 
     #[test]

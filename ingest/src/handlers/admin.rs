@@ -91,6 +91,70 @@ impl Broker {
         CreateTopicsResponse::default().with_topics(results)
     }
 
+    /// Kafka's checks of a manual replica assignment (`replicas`, per partition): each
+    /// partition names at least one broker, none twice, all partitions as many, and only
+    /// live brokers. Inlet keeps one copy of each partition and places its leader itself, so
+    /// an assignment that passes is otherwise not used.
+    fn check_assignments<'a>(&self, replicas: impl Iterator<Item = &'a [BrokerId]>) -> Result<()> {
+        let live: std::collections::BTreeSet<i32> =
+            self.brokers().iter().map(|b| b.node_id).collect();
+        let bad = |why: String| {
+            Err(KafkaError::new(
+                ResponseError::InvalidReplicaAssignment,
+                why,
+            ))
+        };
+        let mut count = None;
+        for (partition, brokers) in replicas.enumerate() {
+            if brokers.is_empty() {
+                return bad(format!(
+                    "the assignment of partition {partition} names no broker"
+                ));
+            }
+            let distinct: std::collections::BTreeSet<i32> = brokers.iter().map(|b| b.0).collect();
+            if distinct.len() != brokers.len() {
+                return bad(format!(
+                    "the assignment of partition {partition} names a broker twice"
+                ));
+            }
+            if *count.get_or_insert(brokers.len()) != brokers.len() {
+                return bad("all partitions should have the same number of replicas".into());
+            }
+            if let Some(unknown) = distinct.iter().find(|b| !live.contains(b)) {
+                return bad(format!(
+                    "the manual partition assignment includes broker {unknown}, but no such \
+                     broker is registered"
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// CreatePartitions' assignments, if given: one per new partition, checked as Kafka does.
+    fn check_new_partitions(
+        &self,
+        t: &create_partitions_request::CreatePartitionsTopic,
+    ) -> Result<()> {
+        let Some(assignments) = t.assignments.as_ref() else {
+            return Ok(());
+        };
+        let current = self
+            .topics
+            .get(t.name.0.as_str())
+            .map_or(0, |topic| topic.partitions.len() as i32);
+        if current > 0 && assignments.len() as i64 != i64::from(t.count) - i64::from(current) {
+            return Err(KafkaError::new(
+                ResponseError::InvalidReplicaAssignment,
+                format!(
+                    "{} assignments given for {} new partitions",
+                    assignments.len(),
+                    i64::from(t.count) - i64::from(current)
+                ),
+            ));
+        }
+        self.check_assignments(assignments.iter().map(|a| a.broker_ids.as_slice()))
+    }
+
     async fn create_one(
         &self,
         t: &create_topics_request::CreatableTopic,
@@ -98,18 +162,34 @@ impl Broker {
     ) -> Result<(i32, TopicConfigs, uuid::Uuid)> {
         let name = t.name.0.as_str();
         if !t.assignments.is_empty() {
-            return Err(KafkaError::new(
-                ResponseError::InvalidReplicaAssignment,
-                "manual replica assignments are not supported: Inlet places partitions itself",
-            ));
+            // Kafka's checks; then the count is what Inlet takes from an assignment; where
+            // partitions lead is its own to decide (docs/ingest.md, "Topics").
+            if t.num_partitions != -1 || t.replication_factor != -1 {
+                return Err(KafkaError::new(
+                    ResponseError::InvalidRequest,
+                    "both numPartitions or replicationFactor and replicasAssignments were set; \
+                     both cannot be used at the same time",
+                ));
+            }
+            let mut indexes: Vec<i32> = t.assignments.iter().map(|a| a.partition_index).collect();
+            indexes.sort_unstable();
+            if indexes.iter().zip(0..).any(|(&i, expected)| i != expected) {
+                return Err(KafkaError::new(
+                    ResponseError::InvalidReplicaAssignment,
+                    "partitions should be a consecutive 0-based integer sequence",
+                ));
+            }
+            self.check_assignments(t.assignments.iter().map(|a| a.broker_ids.as_slice()))?;
         }
-        if t.replication_factor == 0 || t.replication_factor < -1 {
+        if t.assignments.is_empty() && (t.replication_factor == 0 || t.replication_factor < -1) {
             return Err(KafkaError::new(
                 ResponseError::InvalidReplicationFactor,
                 format!("replication factor {} is invalid", t.replication_factor),
             ));
         }
-        let partitions = if t.num_partitions == -1 {
+        let partitions = if !t.assignments.is_empty() {
+            t.assignments.len() as i32
+        } else if t.num_partitions == -1 {
             self.config.num_partitions
         } else {
             t.num_partitions
@@ -212,15 +292,13 @@ impl Broker {
     ) -> CreatePartitionsResponse {
         let mut results = Vec::new();
         for t in r.topics {
-            let outcome = if t.assignments.as_ref().is_some_and(|a| !a.is_empty()) {
-                Err(KafkaError::new(
-                    ResponseError::InvalidReplicaAssignment,
-                    "manual replica assignments are not supported",
-                ))
-            } else {
-                self.topics
-                    .add_partitions(t.name.0.as_str(), t.count, r.validate_only)
-                    .await
+            let outcome = match self.check_new_partitions(&t) {
+                Ok(()) => {
+                    self.topics
+                        .add_partitions(t.name.0.as_str(), t.count, r.validate_only)
+                        .await
+                }
+                Err(e) => Err(e),
             };
             let mut result = CreatePartitionsTopicResult::default().with_name(t.name);
             if let Err(e) = outcome {

@@ -38,7 +38,7 @@ impl Broker {
     }
 
     /// The live nodes as clients are told of them: this one alone on a single node.
-    fn brokers(&self) -> Vec<BrokerAddr> {
+    pub(crate) fn brokers(&self) -> Vec<BrokerAddr> {
         match self.cluster_view() {
             Some(view) => view.brokers(),
             None => vec![BrokerAddr {

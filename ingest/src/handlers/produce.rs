@@ -273,7 +273,14 @@ impl Broker {
         }
         let log_append_time = topic.configs.get("message.timestamp.type") == Some("LogAppendTime");
         let now = self.now_ms();
-        let batch = batches.into_iter().next().expect("checked: one batch");
+        let mut batch = batches.into_iter().next().expect("checked: one batch");
+        if let Some(codec) = topic
+            .configs
+            .get("compression.type")
+            .and_then(batch::Codec::of_topic_config)
+        {
+            batch = recompressed(batch, codec).await?;
+        }
         let append = self
             .submit_batch(
                 topic,
@@ -485,6 +492,23 @@ impl Broker {
             ))
         })
     }
+}
+
+/// `b` in `codec`, as a topic with that `compression.type` stores its batches (Kafka's
+/// broker recompresses the same way); on a blocking thread when there is work to do.
+async fn recompressed(b: Batch, codec: batch::Codec) -> Result<Batch> {
+    if b.header.attributes & 0x7 == codec as i16 {
+        return Ok(b);
+    }
+    tokio::task::spawn_blocking(move || batch::recompress(&b, codec))
+        .await
+        .map_err(|e| {
+            KafkaError::new(
+                ResponseError::UnknownServerError,
+                format!("the recompression task failed: {e}"),
+            )
+        })?
+        .map_err(batch_error)
 }
 
 fn partition_response(

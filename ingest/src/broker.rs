@@ -73,6 +73,10 @@ pub struct Broker {
     /// Whether the node stands down ([`Broker::stand_down`]): the Kafka listener closes its
     /// connections and turns new ones away meanwhile.
     pub(crate) standing_down: tokio::sync::watch::Sender<bool>,
+    /// Per stream, what ListOffsets' MAX_TIMESTAMP scans found so far
+    /// (`handlers/fetch.rs`, `max_timestamp`): one small entry per stream asked about.
+    pub(crate) max_timestamps:
+        parking_lot::Mutex<std::collections::HashMap<u64, crate::handlers::MaxSeen>>,
 }
 
 impl std::fmt::Debug for Broker {
@@ -129,6 +133,7 @@ impl Broker {
             shutdown: CancellationToken::new(),
             cluster: parking_lot::RwLock::new(None),
             standing_down: tokio::sync::watch::Sender::new(false),
+            max_timestamps: Default::default(),
         }))
     }
 

@@ -18,6 +18,7 @@
 //! requests for partitions or groups another node holds answer `NOT_LEADER_OR_FOLLOWER` or
 //! `NOT_COORDINATOR`. Not here yet: transactions (not advertised).
 
+pub(crate) mod authorized;
 pub(crate) mod broker;
 // Record batches are read by one crate shared with the table workers.
 pub use inlet_records::{batch, records};

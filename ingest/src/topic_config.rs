@@ -27,6 +27,8 @@ enum Kind {
     Name,
     /// Free text.
     Text,
+    /// A decimal number from 0 to 1.
+    Fraction,
 }
 
 /// One known topic config.
@@ -128,6 +130,131 @@ const DEFS: &[Def] = &[
         default: "9223372036854775807",
         kind: NONNEG,
         effect: "accepted; every acked batch is synced",
+    },
+    // Kafka's other topic configs, accepted as Kafka accepts them (tools and clients set
+    // them, librdkafka's admin tests among them) and without effect here: the compaction ones
+    // act only on compacted topics, which Inlet does not have; the segment and index ones
+    // describe a log layout the stream store does not use; there are no replicas to throttle
+    // and no tier below object storage.
+    Def {
+        name: "delete.retention.ms",
+        default: "86400000",
+        kind: NONNEG,
+        effect: "accepted; tombstones are kept only by compaction, which Inlet does not do",
+    },
+    Def {
+        name: "min.compaction.lag.ms",
+        default: "0",
+        kind: NONNEG,
+        effect: "accepted; no compaction",
+    },
+    Def {
+        name: "max.compaction.lag.ms",
+        default: "9223372036854775807",
+        kind: Kind::Int(1, i64::MAX),
+        effect: "accepted; no compaction",
+    },
+    Def {
+        name: "min.cleanable.dirty.ratio",
+        default: "0.5",
+        kind: Kind::Fraction,
+        effect: "accepted; no compaction",
+    },
+    Def {
+        name: "file.delete.delay.ms",
+        default: "60000",
+        kind: NONNEG,
+        effect: "accepted; objects are deleted after the stream store's own grace period",
+    },
+    Def {
+        name: "index.interval.bytes",
+        default: "4096",
+        kind: Kind::Int(0, i32::MAX as i64),
+        effect: "accepted; objects carry their own index",
+    },
+    Def {
+        name: "segment.index.bytes",
+        default: "10485760",
+        kind: Kind::Int(4, i32::MAX as i64),
+        effect: "accepted; the stream store has no log segments",
+    },
+    Def {
+        name: "segment.jitter.ms",
+        default: "0",
+        kind: NONNEG,
+        effect: "accepted; the stream store has no log segments",
+    },
+    Def {
+        name: "preallocate",
+        default: "false",
+        kind: Kind::Bool,
+        effect: "accepted; the stream store has no log segments",
+    },
+    Def {
+        name: "message.downconversion.enable",
+        default: "true",
+        kind: Kind::Bool,
+        effect: "accepted; Inlet serves record batches of magic 2 only",
+    },
+    Def {
+        name: "compression.gzip.level",
+        default: "-1",
+        kind: Kind::Int(-1, 9),
+        effect: "accepted; recompression uses each codec's default level",
+    },
+    Def {
+        name: "compression.lz4.level",
+        default: "9",
+        kind: Kind::Int(1, 17),
+        effect: "accepted; recompression uses each codec's default level",
+    },
+    Def {
+        name: "compression.zstd.level",
+        default: "3",
+        kind: Kind::Int(-131072, 22),
+        effect: "accepted; recompression uses each codec's default level",
+    },
+    Def {
+        name: "leader.replication.throttled.replicas",
+        default: "",
+        kind: Kind::Text,
+        effect: "accepted; one copy in object storage, no replicas to throttle",
+    },
+    Def {
+        name: "follower.replication.throttled.replicas",
+        default: "",
+        kind: Kind::Text,
+        effect: "accepted; one copy in object storage, no replicas to throttle",
+    },
+    Def {
+        name: "message.format.version",
+        default: "3.0-IV1",
+        kind: Kind::Text,
+        effect: "accepted, as Kafka 3 accepts it: batches are always magic 2",
+    },
+    Def {
+        name: "message.timestamp.difference.max.ms",
+        default: "9223372036854775807",
+        kind: NONNEG,
+        effect: "accepted, not enforced (Kafka 3's older name of the two bounds above)",
+    },
+    Def {
+        name: "remote.storage.enable",
+        default: "false",
+        kind: Kind::Bool,
+        effect: "accepted; every stream is in object storage already",
+    },
+    Def {
+        name: "local.retention.ms",
+        default: "-2",
+        kind: Kind::Int(-2, i64::MAX),
+        effect: "accepted; no tiered storage",
+    },
+    Def {
+        name: "local.retention.bytes",
+        default: "-2",
+        kind: Kind::Int(-2, i64::MAX),
+        effect: "accepted; no tiered storage",
     },
     Def {
         name: "table.topic.enable",
@@ -599,6 +726,10 @@ fn validate(def: &Def, value: &str) -> Result<(), KafkaError> {
                 ))
             }
         }
+        Kind::Fraction => match value.parse::<f64>() {
+            Ok(x) if (0.0..=1.0).contains(&x) => Ok(()),
+            _ => Err(bad("must be a number from 0 to 1".into())),
+        },
         Kind::Text => {
             if value.len() <= 255 && !value.chars().any(char::is_control) {
                 Ok(())

@@ -67,6 +67,10 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 use crate::error::KafkaError;
+
+/// The type ListGroups v5 and DescribeGroups report for every group: the classic protocol
+/// (JoinGroup and SyncGroup), the only one Inlet speaks (KIP-848's is not built).
+const CLASSIC_GROUP_TYPE: &str = "classic";
 use member::{JoinParams, JoinResult, Protocol, Reply, SyncParams, SyncResult};
 use offsets::OffsetStore;
 use state::{Group, GroupState, GroupSummary};
@@ -551,6 +555,8 @@ impl GroupCoordinator {
         }
         let groups = self.inner.groups.lock();
         let shut_down = self.is_shut_down();
+        let operations =
+            crate::authorized::group(version >= 3 && req.include_authorized_operations);
         let described = req
             .groups
             .into_iter()
@@ -589,12 +595,14 @@ impl GroupCoordinator {
                     .with_protocol_type(s(summary.protocol_type))
                     .with_protocol_data(s(summary.protocol_name))
                     .with_members(members)
+                    .with_authorized_operations(operations)
             })
             .collect();
         DescribeGroupsResponse::default().with_groups(described)
     }
 
-    /// ListGroups v0–4 (v4: filtered by state, case-insensitively).
+    /// ListGroups v0–5 (v4: a filter by state; v5: by type, of which Inlet's groups have one,
+    /// Kafka's `classic`).
     pub(crate) async fn list_groups(
         &self,
         req: ListGroupsRequest,
@@ -620,17 +628,26 @@ impl GroupCoordinator {
                         .states_filter
                         .iter()
                         .any(|f| f.eq_ignore_ascii_case(state));
-                if !wanted || summary.state == GroupState::Dead {
+                // v5 (KIP-848): every group here is a classic one.
+                let of_type = version < 5
+                    || req.types_filter.is_empty()
+                    || req
+                        .types_filter
+                        .iter()
+                        .any(|t| t.eq_ignore_ascii_case(CLASSIC_GROUP_TYPE));
+                if !wanted || !of_type || summary.state == GroupState::Dead {
                     return None;
                 }
-                let listed = ListedGroup::default()
+                let mut listed = ListedGroup::default()
                     .with_group_id(GroupId(s(group_id)))
                     .with_protocol_type(s(summary.protocol_type));
-                Some(if version >= 4 {
-                    listed.with_group_state(s(state))
-                } else {
-                    listed
-                })
+                if version >= 4 {
+                    listed = listed.with_group_state(s(state));
+                }
+                if version >= 5 {
+                    listed = listed.with_group_type(s(CLASSIC_GROUP_TYPE.to_string()));
+                }
+                Some(listed)
             })
             .collect();
         ListGroupsResponse::default().with_groups(listed)

@@ -93,13 +93,17 @@ impl Broker {
             Some(t) => t.is_empty() && version == 0,
         };
         let auto_create = version < 4 || r.allow_auto_topic_creation;
+        let topic_operations = crate::authorized::topic(r.include_topic_authorized_operations);
         let mut topics = Vec::new();
         if all {
             topics = self
                 .topics
                 .list()
                 .iter()
-                .map(|t| self.topic_metadata(t))
+                .map(|t| {
+                    self.topic_metadata(t)
+                        .with_topic_authorized_operations(topic_operations)
+                })
                 .collect();
         } else {
             for wanted in r.topics.unwrap_or_default() {
@@ -126,7 +130,9 @@ impl Broker {
                     }),
                 };
                 topics.push(match found {
-                    Ok(t) => self.topic_metadata(&t),
+                    Ok(t) => self
+                        .topic_metadata(&t)
+                        .with_topic_authorized_operations(topic_operations),
                     Err(e) => MetadataResponseTopic::default()
                         .with_error_code(e.code())
                         .with_name(wanted.name.clone())
@@ -150,6 +156,10 @@ impl Broker {
             .with_topics(topics);
         if version >= 2 {
             response.cluster_id = Some(str(self.cluster_id.clone()));
+        }
+        if (8..=10).contains(&version) {
+            response.cluster_authorized_operations =
+                crate::authorized::cluster(r.include_cluster_authorized_operations);
         }
         response
     }
@@ -222,10 +232,13 @@ impl Broker {
 
     pub(crate) fn describe_cluster(
         &self,
-        _r: DescribeClusterRequest,
+        r: DescribeClusterRequest,
         _version: i16,
     ) -> DescribeClusterResponse {
         DescribeClusterResponse::default()
+            .with_cluster_authorized_operations(crate::authorized::cluster(
+                r.include_cluster_authorized_operations,
+            ))
             .with_cluster_id(str(self.cluster_id.clone()))
             .with_controller_id(self.broker_id())
             .with_brokers(

@@ -28,6 +28,19 @@ use crate::error::{KafkaError, Result};
 use crate::records;
 
 /// One partition's share of a fetch.
+/// What ListOffsets' MAX_TIMESTAMP scan of a stream found: the batches from `from` to `to`
+/// were read, and the first with the largest max timestamp (`max`) starts at `batch_start`.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct MaxSeen {
+    from: u64,
+    to: u64,
+    max: i64,
+    batch_start: Option<u64>,
+}
+
+/// Bytes a MAX_TIMESTAMP scan reads at a time.
+const SCAN_BYTES: usize = 1 << 20;
+
 struct PartitionRead {
     error: Option<KafkaError>,
     high_watermark: i64,
@@ -360,7 +373,13 @@ impl Broker {
         let info = self.led_stream(stream)?;
         match timestamp {
             -1 => return Ok((info.end_offset as i64, -1)),
+            // EARLIEST and EARLIEST_LOCAL (v8+, KIP-405): no tier below object storage, so the
+            // local log starts where the log does.
             -2 | -4 => return Ok((info.start_offset as i64, -1)),
+            -3 => return self.max_timestamp(stream, &info).await,
+            // LATEST_TIERED (v9+, KIP-1005): nothing is tiered, as Kafka answers without
+            // remote storage.
+            -5 => return Ok((-1, -1)),
             t if t < 0 => {
                 return Err(KafkaError::new(
                     ResponseError::UnsupportedVersion,
@@ -429,6 +448,80 @@ impl Broker {
             at = b.end_offset();
         }
         Ok((-1, -1))
+    }
+
+    /// ListOffsets' MAX_TIMESTAMP (-3, v7+, KIP-734): the first record with the partition's
+    /// largest timestamp, and that timestamp; `(-1, -1)` for an empty partition. Batch
+    /// headers carry their max timestamp, so the scan reads headers only, then walks the one
+    /// batch that holds the maximum. What a scan found is kept per stream ([`MaxSeen`]), so a
+    /// later call scans only what was appended since, unless retention has taken the record
+    /// found.
+    async fn max_timestamp(
+        &self,
+        stream: u64,
+        info: &inlet_storage::StreamInfo,
+    ) -> Result<(i64, i64)> {
+        let (start, end) = (info.start_offset, info.end_offset);
+        let cached = self.max_timestamps.lock().get(&stream).copied();
+        let mut seen = match cached {
+            Some(seen)
+                if seen.from <= start
+                    && seen.batch_start.is_none_or(|b| b >= start)
+                    && seen.to <= end =>
+            {
+                seen
+            }
+            _ => MaxSeen {
+                from: start,
+                to: start,
+                max: -1,
+                batch_start: None,
+            },
+        };
+        let mut at = seen.to.max(start);
+        while at < end {
+            let batches = self.store.read(stream, at, SCAN_BYTES).await?;
+            if batches.is_empty() {
+                break;
+            }
+            for b in &batches {
+                let max = batch::stored_header(&b.payload).map_or(-1, |h| h.max_timestamp);
+                if max > seen.max {
+                    seen.max = max;
+                    seen.batch_start = Some(b.base_offset);
+                }
+                at = b.end_offset();
+            }
+        }
+        seen.to = at;
+        self.max_timestamps.lock().insert(stream, seen);
+        let Some(base) = seen.batch_start else {
+            return Ok((-1, -1));
+        };
+        let Some(b) = self.read_one(stream, base.max(start)).await? else {
+            return Ok((-1, -1));
+        };
+        let Some(header) = batch::stored_header(&b.payload) else {
+            return Ok((-1, -1));
+        };
+        let first = (b.base_offset as i64).max(start as i64);
+        if header.attributes & 0x08 != 0 {
+            // LogAppendTime: every record has the batch's time.
+            return Ok((first, header.max_timestamp));
+        }
+        let stored = crate::batch::Batch {
+            header,
+            bytes: b.payload.clone(),
+        };
+        let mut found = None;
+        let _ = records::walk(&stored, self.record_limits(), |r| {
+            let offset = b.base_offset as i64 + i64::from(r.index);
+            let ts = header.base_timestamp.saturating_add(r.timestamp_delta);
+            if found.is_none() && ts == header.max_timestamp && offset >= first {
+                found = Some((offset, ts));
+            }
+        });
+        Ok(found.unwrap_or((first, header.max_timestamp)))
     }
 
     async fn read_one(&self, stream: u64, offset: u64) -> Result<Option<inlet_storage::ReadBatch>> {

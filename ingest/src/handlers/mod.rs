@@ -6,4 +6,5 @@ mod fetch;
 mod groups;
 mod produce;
 
+pub(crate) use fetch::MaxSeen;
 pub(crate) use produce::ProduceTurn;

@@ -359,6 +359,15 @@ impl Broker {
             RequestKind::DescribeCluster(r) => {
                 ResponseKind::DescribeCluster(self.describe_cluster(r, version))
             }
+            RequestKind::DescribeTopicPartitions(r) => {
+                ResponseKind::DescribeTopicPartitions(self.describe_topic_partitions(r, version))
+            }
+            RequestKind::DescribeProducers(r) => {
+                ResponseKind::DescribeProducers(self.describe_producers(r, version).await)
+            }
+            RequestKind::DescribeLogDirs(r) => {
+                ResponseKind::DescribeLogDirs(self.describe_log_dirs(r, version))
+            }
             RequestKind::CreateTopics(r) => {
                 ResponseKind::CreateTopics(self.create_topics(r, version).await)
             }

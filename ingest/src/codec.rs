@@ -40,6 +40,9 @@ pub const SUPPORTED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::OffsetDelete, 0, 0),
     (ApiKey::OffsetForLeaderEpoch, 0, 4),
     (ApiKey::DescribeCluster, 0, 1),
+    (ApiKey::DescribeLogDirs, 1, 4),
+    (ApiKey::DescribeProducers, 0, 0),
+    (ApiKey::DescribeTopicPartitions, 0, 0),
 ];
 
 /// The version range of an API, if implemented.

@@ -104,6 +104,17 @@ struct ProducerEntry {
     resume_at: Option<i32>,
 }
 
+/// One producer as DescribeProducers reports it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct ActiveProducer {
+    pub(crate) producer_id: i64,
+    pub(crate) epoch: i16,
+    /// The last sequence of its last batch here (-1: none kept).
+    pub(crate) last_sequence: i32,
+    /// When it last sent a batch here (the broker's clock, epoch ms).
+    pub(crate) last_ms: u64,
+}
+
 /// What to do with a batch.
 #[derive(Debug)]
 pub enum SeqCheck {
@@ -195,6 +206,27 @@ impl PartitionProducers {
             "rebuilt the partition's producer state"
         );
         Ok((epoch, Some(image)))
+    }
+
+    /// The producers the state knows, in id order: what DescribeProducers reports.
+    pub(crate) fn describe(&self) -> Vec<ActiveProducer> {
+        let mut active: Vec<ActiveProducer> = self
+            .producers
+            .iter()
+            .map(|(&producer_id, p)| ActiveProducer {
+                producer_id,
+                epoch: p.epoch,
+                last_sequence: p
+                    .batches
+                    .back()
+                    .map(|b| b.last)
+                    .or(p.resume_at.map(|s| s.wrapping_sub(1)))
+                    .unwrap_or(-1),
+                last_ms: p.last_ms,
+            })
+            .collect();
+        active.sort_by_key(|p| p.producer_id);
+        active
     }
 
     /// Checks a batch's producer id, epoch and sequence against the state.

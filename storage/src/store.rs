@@ -1270,6 +1270,15 @@ impl StreamStore {
         Ok(())
     }
 
+    /// The bytes of stream `id` from its start to its end (object ranges that reach past the
+    /// start, whole, and appends not uploaded yet); None when this node does not own it
+    /// (another node's ranges are not loaded). DescribeLogDirs reports it.
+    pub fn owned_stream_bytes(&self, id: StreamId) -> Option<u64> {
+        let shared = self.shared(id).ok()?;
+        let state = shared.state.lock();
+        state.owned.then(|| state.bytes_from(state.start_offset))
+    }
+
     /// For a stream held for a table: the bytes this node holds of it that its table has not
     /// committed yet (from the table floor to the end: object ranges, a range across the floor
     /// whole, and appends not uploaded yet), and the bytes kept only because of the hold, as

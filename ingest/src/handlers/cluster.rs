@@ -49,7 +49,7 @@ impl Broker {
         }
     }
 
-    fn topic_metadata(&self, topic: &Topic) -> MetadataResponseTopic {
+    pub(crate) fn topic_metadata(&self, topic: &Topic) -> MetadataResponseTopic {
         let view = self.cluster_view();
         MetadataResponseTopic::default()
             .with_name(Some(TopicName(str(topic.name.clone()))))

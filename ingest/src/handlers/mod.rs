@@ -2,6 +2,7 @@
 
 mod admin;
 mod cluster;
+mod describe;
 mod fetch;
 mod groups;
 mod produce;

@@ -3,7 +3,8 @@
 //
 // Usage: java -cp CLASSES:LIBS/* InletClients BOOTSTRAP REGISTRY_URL
 //
-// Covers the AdminClient (cluster, topics, configs, partitions, groups), an idempotent producer
+// Covers the AdminClient (cluster, topics, configs, partitions, groups; describeTopics in pages,
+// describeProducers, describeLogDirs, listOffsets of the max timestamp), an idempotent producer
 // with acks=all, a consumer group with manual commits that reads everything exactly once (and
 // a second member that resumes at the committed position), and Avro records through the
 // registry into a table topic. Prints what each step checked; exits 1 on the first mismatch,
@@ -32,6 +33,14 @@ import org.apache.kafka.clients.admin.ConsumerGroupListing;
 import org.apache.kafka.clients.admin.ConfigEntry;
 import org.apache.kafka.clients.admin.DescribeClusterResult;
 import org.apache.kafka.clients.admin.DescribeConfigsOptions;
+import org.apache.kafka.clients.admin.DescribeProducersResult;
+import org.apache.kafka.clients.admin.DescribeTopicsOptions;
+import org.apache.kafka.clients.admin.ListOffsetsResult;
+import org.apache.kafka.clients.admin.LogDirDescription;
+import org.apache.kafka.clients.admin.OffsetSpec;
+import org.apache.kafka.clients.admin.ProducerState;
+import org.apache.kafka.clients.admin.ReplicaInfo;
+import org.apache.kafka.common.TopicPartitionInfo;
 import org.apache.kafka.clients.admin.NewPartitions;
 import org.apache.kafka.clients.admin.NewTopic;
 import org.apache.kafka.clients.admin.TopicDescription;
@@ -179,6 +188,7 @@ public class InletClients {
             }
         }
         log("idempotent producer (acks=all, zstd): " + n + " records acknowledged");
+        describe(admin, n);
 
         Set<String> seen = new HashSet<>();
         try (KafkaConsumer<String, String> consumer =
@@ -220,6 +230,56 @@ public class InletClients {
             check(extra == 0, "a member resuming at the committed position read " + extra);
         }
         log("a second member of the group resumes at the committed position");
+    }
+
+    // The describing APIs tools use: describeTopics in pages of one partition
+    // (DescribeTopicPartitions' cursor), describeProducers, describeLogDirs, and listOffsets of
+    // the max timestamp; `n` records were just produced to java-orders.
+    static void describe(Admin admin, int n) throws Exception {
+        Map<String, TopicDescription> paged = admin.describeTopics(List.of("java-orders"),
+                new DescribeTopicsOptions().partitionSizeLimitPerResponse(1))
+                .allTopicNames().get(TIMEOUT_S, TimeUnit.SECONDS);
+        List<TopicPartitionInfo> parts = paged.get("java-orders").partitions();
+        check(parts.size() == 3 && parts.get(2).partition() == 2 && parts.get(0).leader() != null,
+                "describeTopics one partition a page: " + paged);
+        log("describeTopics, a partition a page: java-orders has 3 partitions with leaders");
+
+        List<TopicPartition> tps = List.of(new TopicPartition("java-orders", 0),
+                new TopicPartition("java-orders", 1), new TopicPartition("java-orders", 2));
+        Map<TopicPartition, DescribeProducersResult.PartitionProducerState> producers =
+                admin.describeProducers(tps).all().get(TIMEOUT_S, TimeUnit.SECONDS);
+        Set<Long> ids = new HashSet<>();
+        int lastSequences = 0;
+        for (DescribeProducersResult.PartitionProducerState state : producers.values()) {
+            for (ProducerState p : state.activeProducers()) {
+                ids.add(p.producerId());
+                lastSequences += p.lastSequence() + 1;
+            }
+        }
+        check(ids.size() == 1 && lastSequences == n,
+                "describeProducers: one producer whose sequences cover " + n + ": " + producers);
+        log("describeProducers: producer " + ids + ", last sequences cover " + n + " records");
+
+        int broker = admin.describeCluster().nodes().get(TIMEOUT_S, TimeUnit.SECONDS)
+                .iterator().next().id();
+        Map<Integer, Map<String, LogDirDescription>> dirs = admin.describeLogDirs(List.of(broker))
+                .allDescriptions().get(TIMEOUT_S, TimeUnit.SECONDS);
+        long bytes = 0;
+        for (LogDirDescription dir : dirs.get(broker).values()) {
+            for (Map.Entry<TopicPartition, ReplicaInfo> e : dir.replicaInfos().entrySet()) {
+                if (e.getKey().topic().equals("java-orders")) {
+                    bytes += e.getValue().size();
+                }
+            }
+        }
+        check(bytes > 0, "describeLogDirs: java-orders takes " + bytes + " bytes: " + dirs);
+        log("describeLogDirs: java-orders takes " + bytes + " bytes");
+
+        Map<TopicPartition, ListOffsetsResult.ListOffsetsResultInfo> max = admin.listOffsets(
+                Map.of(tps.get(0), OffsetSpec.maxTimestamp())).all().get(TIMEOUT_S, TimeUnit.SECONDS);
+        ListOffsetsResult.ListOffsetsResultInfo info = max.get(tps.get(0));
+        check(info.offset() >= 0 && info.timestamp() > 0, "listOffsets(maxTimestamp): " + info);
+        log("listOffsets(maxTimestamp): offset " + info.offset() + " at " + info.timestamp());
     }
 
     static final String ORDER = "{\"type\":\"record\",\"name\":\"Order\",\"namespace\":\"shop\","

@@ -7,6 +7,11 @@
 //! and namespace spelling no longer matter, but defaults, aliases, docs and logical types are kept
 //! (Parsing Canonical Form would drop defaults, and adding a default must make a new version).
 //!
+//! Properties of primitive types (`{"type": "int", "connect.name": "io.debezium.time.Date"}`),
+//! which apache-avro drops, are put back into the normalized text (`with_primitive_props`), as
+//! Confluent's registry keeps them: Kafka Connect's converters read their semantic types from
+//! them, and so do tables ([`AvroSchema::semantic`]).
+//!
 //! Resolution ([`can_read`]) is our own checker, not `apache_avro::schema_compatibility`: that one
 //! ignores aliases and enum defaults and panics on some inputs. Logical types are compared by
 //! their underlying Avro type, as Confluent's (Java) checker does.
@@ -28,6 +33,12 @@ pub struct AvroSchema {
     /// Whether a record type contains itself, directly or through references: such schemas are
     /// not decoded (see `framing`). Derived once here, not per record.
     pub recursive: bool,
+    /// The schema with Kafka Connect's and Debezium's semantic types (`connect.name` on a
+    /// primitive type: `io.debezium.time.Date`, `MicroTimestamp`, ...) read as the Avro
+    /// logical types of the same meaning ([`CONNECT_LOGICAL_TYPES`]); None when it has none.
+    /// Tables read values through it ([`AvroSchema::table_schema`]), so a Debezium date is a
+    /// date column; the binary encoding is the same.
+    pub semantic: Option<Box<Schema>>,
 }
 
 /// Parses `text`; invalid JSON or an invalid Avro schema is [`Error::InvalidSchema`].
@@ -65,6 +76,24 @@ pub fn parse_with_refs(text: &str, refs: &[String]) -> Result<AvroSchema> {
     crate::avro_spec::check_defaults(&schema, &names(&schema, &refs))?;
     let normalized = serde_json::to_string(&schema)
         .map_err(|e| Error::InvalidSchema(format!("cannot serialize the parsed schema: {e}")))?;
+    let original: Option<serde_json::Value> = serde_json::from_str(text).ok();
+    let normalized = original
+        .as_ref()
+        .and_then(|o| with_primitive_props(o, &normalized))
+        .unwrap_or(normalized);
+    // The semantic view: Connect's and Debezium's types as Avro logical types. Only without
+    // references (their texts' properties are not walked here); the rewritten text has its
+    // logical types, so parsing it finds nothing more to rewrite.
+    let semantic = match serde_json::from_str::<serde_json::Value>(&normalized) {
+        Ok(mut tree) if refs.is_empty() => {
+            if with_connect_logical_types(&mut tree) {
+                Some(Box::new(parse(&tree.to_string())?.schema))
+            } else {
+                None
+            }
+        }
+        _ => None,
+    };
     let recursive = {
         let names = names(&schema, &refs);
         is_recursive(&schema, &names, &mut Vec::new())
@@ -74,7 +103,179 @@ pub fn parse_with_refs(text: &str, refs: &[String]) -> Result<AvroSchema> {
         normalized,
         refs,
         recursive,
+        semantic,
     })
+}
+
+impl AvroSchema {
+    /// The schema as tables read it: [`AvroSchema::semantic`] when the schema carries Kafka
+    /// Connect's or Debezium's semantic types, the parsed schema otherwise.
+    pub fn table_schema(&self) -> &Schema {
+        self.semantic.as_deref().unwrap_or(&self.schema)
+    }
+}
+
+/// Kafka Connect's and Debezium's semantic types (a `connect.name` on a primitive type, as
+/// Confluent's `AvroConverter` writes them) that mean what an Avro logical type means: the
+/// name, the primitive type that carries it, and the logical type. Debezium's `Timestamp`
+/// kinds carry no time zone (a wall-clock time); Connect's `Timestamp` is an instant.
+const CONNECT_LOGICAL_TYPES: &[(&str, &str, &str)] = &[
+    ("io.debezium.time.Date", "int", "date"),
+    ("org.apache.kafka.connect.data.Date", "int", "date"),
+    ("io.debezium.time.Time", "int", "time-millis"),
+    ("org.apache.kafka.connect.data.Time", "int", "time-millis"),
+    ("io.debezium.time.MicroTime", "long", "time-micros"),
+    (
+        "io.debezium.time.Timestamp",
+        "long",
+        "local-timestamp-millis",
+    ),
+    (
+        "io.debezium.time.MicroTimestamp",
+        "long",
+        "local-timestamp-micros",
+    ),
+    (
+        "io.debezium.time.NanoTimestamp",
+        "long",
+        "local-timestamp-nanos",
+    ),
+    (
+        "org.apache.kafka.connect.data.Timestamp",
+        "long",
+        "timestamp-millis",
+    ),
+];
+
+/// Adds the logical type of every semantic type of [`CONNECT_LOGICAL_TYPES`] that has none;
+/// whether it added any.
+fn with_connect_logical_types(tree: &mut serde_json::Value) -> bool {
+    use serde_json::Value;
+    match tree {
+        Value::Array(items) => {
+            let mut any = false;
+            for item in items {
+                any |= with_connect_logical_types(item);
+            }
+            any
+        }
+        Value::Object(map) => {
+            let found = match (map.get("type"), map.get("connect.name")) {
+                (Some(Value::String(kind)), Some(Value::String(name)))
+                    if !map.contains_key("logicalType") =>
+                {
+                    CONNECT_LOGICAL_TYPES
+                        .iter()
+                        .find(|(n, k, _)| n == name && k == kind)
+                        .map(|(_, _, logical)| *logical)
+                }
+                _ => None,
+            };
+            if let Some(logical) = found {
+                map.insert("logicalType".into(), Value::String(logical.into()));
+                return true;
+            }
+            let mut any = false;
+            for value in map.values_mut() {
+                any |= with_connect_logical_types(value);
+            }
+            any
+        }
+        _ => false,
+    }
+}
+
+/// Primitive type names: apache-avro parses `{"type": "int", ...}` into a bare `int` and drops
+/// every other property of it, which Confluent's registry (Java's Avro) keeps.
+const PRIMITIVES: &[&str] = &[
+    "null", "boolean", "int", "long", "float", "double", "bytes", "string",
+];
+
+/// The normalized text with the properties of primitive types that `original` gives and
+/// apache-avro dropped (`connect.name`, `connect.version`, `connect.parameters`: Kafka
+/// Connect's and Debezium's semantic types), put back where they stood; None when there are
+/// none (the text stays apache-avro's, byte for byte). The two trees have the same shape:
+/// records' fields in order, unions' branches in order, arrays' items and maps' values.
+fn with_primitive_props(original: &serde_json::Value, normalized: &str) -> Option<String> {
+    let mut tree: serde_json::Value = serde_json::from_str(normalized).ok()?;
+    let mut changed = false;
+    restore_props(original, &mut tree, &mut changed);
+    changed.then(|| tree.to_string())
+}
+
+fn restore_props(
+    original: &serde_json::Value,
+    normalized: &mut serde_json::Value,
+    changed: &mut bool,
+) {
+    use serde_json::Value;
+    match (original, normalized) {
+        (Value::Array(o), Value::Array(n)) if o.len() == n.len() => {
+            for (o, n) in o.iter().zip(n.iter_mut()) {
+                restore_props(o, n, changed);
+            }
+        }
+        (Value::Object(o), n) => {
+            let Some(Value::String(kind)) = o.get("type") else {
+                // `{"type": {...}}` or `{"type": [...]}`: the nested type is the schema.
+                if let (Some(inner), false) = (o.get("type"), n.is_string()) {
+                    if let Some(n_inner) = n.as_object_mut().and_then(|m| m.get_mut("type")) {
+                        restore_props(inner, n_inner, changed);
+                    }
+                }
+                return;
+            };
+            if PRIMITIVES.contains(&kind.as_str()) {
+                let extra: Vec<(&String, &Value)> = o
+                    .iter()
+                    .filter(|(k, _)| k.as_str() != "type")
+                    .filter(|(k, _)| n.as_object().is_none_or(|m| !m.contains_key(k.as_str())))
+                    // apache-avro keeps the logical types it knows; one it does not know is
+                    // kept here, as Java's Avro keeps it.
+                    .collect();
+                if extra.is_empty() {
+                    return;
+                }
+                if let Value::String(name) = n {
+                    *n = serde_json::json!({ "type": name.clone() });
+                }
+                if let Some(m) = n.as_object_mut() {
+                    for (k, v) in extra {
+                        m.insert(k.clone(), v.clone());
+                    }
+                    *changed = true;
+                }
+                return;
+            }
+            let Some(n) = n.as_object_mut() else { return };
+            match kind.as_str() {
+                "record" | "error" => {
+                    let (Some(Value::Array(of)), Some(Value::Array(nf))) =
+                        (o.get("fields"), n.get_mut("fields"))
+                    else {
+                        return;
+                    };
+                    for (of, nf) in of.iter().zip(nf.iter_mut()) {
+                        if let (Some(ot), Some(nt)) = (of.get("type"), nf.get_mut("type")) {
+                            restore_props(ot, nt, changed);
+                        }
+                    }
+                }
+                "array" => {
+                    if let (Some(o), Some(n)) = (o.get("items"), n.get_mut("items")) {
+                        restore_props(o, n, changed);
+                    }
+                }
+                "map" => {
+                    if let (Some(o), Some(n)) = (o.get("values"), n.get_mut("values")) {
+                        restore_props(o, n, changed);
+                    }
+                }
+                _ => {}
+            }
+        }
+        _ => {}
+    }
 }
 
 /// Whether a record type refers to itself (directly, or through other types and references).
@@ -827,6 +1028,55 @@ mod tests {
         .unwrap();
         assert_ne!(a.normalized, c.normalized);
         assert_eq!(parse(&a.normalized).unwrap().normalized, a.normalized);
+    }
+
+    /// Properties of primitive types (Kafka Connect's `connect.name`) stay in the text, as
+    /// Confluent's registry keeps them, and count for identity; a schema without any keeps
+    /// apache-avro's text byte for byte.
+    #[test]
+    fn properties_of_primitive_types_are_kept() {
+        let text = r#"{"type":"record","name":"V","fields":[
+            {"name":"d","type":{"type":"int","connect.version":1,"connect.name":"io.debezium.time.Date"}},
+            {"name":"o","type":["null",{"type":"long","connect.name":"io.debezium.time.MicroTimestamp"}],"default":null},
+            {"name":"l","type":{"type":"array","items":{"type":"string","x-note":"kept"}}}]}"#;
+        let a = parse(text).unwrap();
+        let tree: serde_json::Value = serde_json::from_str(&a.normalized).unwrap();
+        let fields = &tree["fields"];
+        assert_eq!(fields[0]["type"]["connect.name"], "io.debezium.time.Date");
+        assert_eq!(fields[0]["type"]["connect.version"], 1);
+        assert_eq!(
+            fields[1]["type"][1]["connect.name"],
+            "io.debezium.time.MicroTimestamp"
+        );
+        assert_eq!(fields[2]["type"]["items"]["x-note"], "kept");
+        // Idempotent, and a different schema from the same without the properties.
+        assert_eq!(parse(&a.normalized).unwrap().normalized, a.normalized);
+        let plain = parse(
+            r#"{"type":"record","name":"V","fields":[{"name":"d","type":"int"},
+            {"name":"o","type":["null","long"],"default":null},
+            {"name":"l","type":{"type":"array","items":"string"}}]}"#,
+        )
+        .unwrap();
+        assert_ne!(plain.normalized, a.normalized);
+        assert_eq!(
+            plain.normalized,
+            serde_json::to_string(&plain.schema).unwrap()
+        );
+        assert!(plain.semantic.is_none());
+        // The semantic view reads the Debezium types as logical types.
+        let Some(Schema::Record(r)) = a.semantic.as_deref() else {
+            panic!("a semantic view: {:?}", a.semantic)
+        };
+        assert!(
+            matches!(r.fields[0].schema, Schema::Date),
+            "{:?}",
+            r.fields[0].schema
+        );
+        assert!(
+            matches!(&r.fields[1].schema, Schema::Union(u) if matches!(u.variants()[1], Schema::LocalTimestampMicros)),
+            "{:?}",
+            r.fields[1].schema
+        );
     }
 
     #[test]

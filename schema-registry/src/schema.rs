@@ -97,8 +97,11 @@ impl ParsedSchema {
     /// Estimated memory of the parsed schema, for the cache's byte budget.
     pub fn estimated_bytes(&self) -> usize {
         match self {
-            // The parsed tree holds every name and field: a few times the text.
-            ParsedSchema::Avro(s) => s.normalized.len() * 4 + 256,
+            // The parsed tree holds every name and field: a few times the text (twice with
+            // a semantic view).
+            ParsedSchema::Avro(s) => {
+                s.normalized.len() * 4 * (1 + usize::from(s.semantic.is_some())) + 256
+            }
             ParsedSchema::Protobuf(s) => s.estimated_bytes(),
             ParsedSchema::Json(s) => s.estimated_bytes(),
         }

@@ -198,9 +198,9 @@ impl PayloadChecker {
 
 fn value_check(schema: &StoredSchema) -> ValueCheck {
     let made = match &schema.parsed {
-        ParsedSchema::Avro(a) => crate::avro::avro_to_iceberg(&a.schema, &a.refs)
+        ParsedSchema::Avro(a) => crate::avro::avro_to_iceberg(a.table_schema(), &a.refs)
             .and_then(|s| arrow_of(&s))
-            .and_then(|t| crate::avro::AvroDecoder::new(&a.schema, &a.refs, t))
+            .and_then(|t| crate::avro::AvroDecoder::new(a.table_schema(), &a.refs, t))
             .map(ValueCheck::Avro),
         ParsedSchema::Json(j) => crate::json::json_to_iceberg(&j.value)
             .and_then(|s| arrow_of(&s))

@@ -45,7 +45,7 @@ const WRAPPED: &str = "key";
 pub(crate) fn key_field(schema: &StoredSchema, payload: &[u8]) -> Result<Option<NestedField>> {
     let ty = match &schema.parsed {
         ParsedSchema::Avro(a) => {
-            let wrapped = wrap_avro(&a.schema, &a.refs)?;
+            let wrapped = wrap_avro(a.table_schema(), &a.refs)?;
             unwrap_type(crate::avro::avro_to_iceberg(&wrapped, &a.refs)?)?
         }
         ParsedSchema::Json(j) => unwrap_type(crate::json::json_to_iceberg(&wrap_json(&j.value))?)?,
@@ -309,7 +309,7 @@ impl KeyColumn {
         };
         Ok(match &schema.parsed {
             ParsedSchema::Avro(a) => {
-                let wrapped = wrap_avro(&a.schema, &a.refs)?;
+                let wrapped = wrap_avro(a.table_schema(), &a.refs)?;
                 Decoder::Avro(crate::avro::AvroDecoder::new(
                     &wrapped,
                     &a.refs,

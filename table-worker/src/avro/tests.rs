@@ -729,6 +729,88 @@ fn logical_types_round_trip() {
     );
 }
 
+/// Debezium's semantic types, as Confluent's AvroConverter writes them (a `connect.name` on a
+/// primitive type, no logical type), become the table types of the same meaning, and values
+/// written with the plain types decode to them: the registry's semantic view
+/// (`AvroSchema::table_schema`).
+#[test]
+fn debezium_semantic_types_become_dates_times_and_timestamps() {
+    use iceberg::spec::{PrimitiveType, Type};
+    let text = r#"{"type":"record","name":"Value","namespace":"dbz.public.orders","fields":[
+        {"name":"id","type":"int"},
+        {"name":"day","type":{"type":"int","connect.version":1,"connect.name":"io.debezium.time.Date"}},
+        {"name":"at","type":{"type":"int","connect.version":1,"connect.name":"io.debezium.time.Time"}},
+        {"name":"at_us","type":{"type":"long","connect.version":1,"connect.name":"io.debezium.time.MicroTime"}},
+        {"name":"ts","type":{"type":"long","connect.version":1,"connect.name":"io.debezium.time.Timestamp"}},
+        {"name":"ts_us","type":["null",{"type":"long","connect.version":1,"connect.name":"io.debezium.time.MicroTimestamp"}],"default":null},
+        {"name":"ts_ns","type":{"type":"long","connect.version":1,"connect.name":"io.debezium.time.NanoTimestamp"}},
+        {"name":"instant","type":{"type":"long","connect.version":1,"connect.name":"org.apache.kafka.connect.data.Timestamp"}},
+        {"name":"zoned","type":{"type":"string","connect.version":1,"connect.name":"io.debezium.time.ZonedTimestamp"}}],
+        "connect.name":"dbz.public.orders.Value"}"#;
+    let a = inlet_schema_registry::avro::parse(text).expect("parses");
+    assert!(a.semantic.is_some(), "a semantic view");
+    let iceberg = avro_to_iceberg(a.table_schema(), &a.refs).expect("maps");
+    let kind = |name: &str| iceberg.field_by_name(name).expect(name).field_type.clone();
+    let p = |t: PrimitiveType| Box::new(Type::Primitive(t));
+    assert_eq!(kind("id"), p(PrimitiveType::Int));
+    assert_eq!(kind("day"), p(PrimitiveType::Date));
+    assert_eq!(kind("at"), p(PrimitiveType::Time));
+    assert_eq!(kind("at_us"), p(PrimitiveType::Time));
+    assert_eq!(kind("ts"), p(PrimitiveType::Timestamp));
+    assert_eq!(kind("ts_us"), p(PrimitiveType::Timestamp));
+    assert_eq!(kind("ts_ns"), p(PrimitiveType::Timestamp));
+    assert_eq!(kind("instant"), p(PrimitiveType::Timestamptz));
+    // Not built: a zoned timestamp stays the ISO-8601 string Debezium writes.
+    assert_eq!(kind("zoned"), p(PrimitiveType::String));
+
+    // A record written with the plain types (what a producer's serializer encodes).
+    let value = Value::Record(vec![
+        ("id".into(), Value::Int(7)),
+        ("day".into(), Value::Int(19_700)),
+        ("at".into(), Value::Int(3_600_000)),
+        ("at_us".into(), Value::Long(3_600_000_001)),
+        ("ts".into(), Value::Long(1_700_000_000_123)),
+        (
+            "ts_us".into(),
+            Value::Union(1, Box::new(Value::Long(1_700_000_000_123_456))),
+        ),
+        ("ts_ns".into(), Value::Long(1_700_000_000_123_456_789)),
+        ("instant".into(), Value::Long(1_700_000_000_999)),
+        (
+            "zoned".into(),
+            Value::String("2023-11-14T22:13:20.5+01:00".into()),
+        ),
+    ]);
+    let bytes = encode(&a.schema, &[], &value);
+    let target = target_of(a.table_schema(), &[]);
+    let mut decoder = AvroDecoder::new(a.table_schema(), &[], target.clone()).expect("compiles");
+    decoder.append(&bytes).expect("decodes");
+    let got = decoder.finish().expect("finish");
+    let column = |name: &str| got[target.index_of(name).expect(name)].clone();
+    let day = column("day");
+    assert_eq!(
+        day.as_any().downcast_ref::<Date32Array>().unwrap().value(0),
+        19_700
+    );
+    let at = column("at");
+    let at = at
+        .as_any()
+        .downcast_ref::<Time64MicrosecondArray>()
+        .unwrap();
+    assert_eq!(at.value(0), 3_600_000_000);
+    let micros = |name: &str| {
+        column(name)
+            .as_any()
+            .downcast_ref::<TimestampMicrosecondArray>()
+            .unwrap()
+            .value(0)
+    };
+    assert_eq!(micros("ts"), 1_700_000_000_123_000);
+    assert_eq!(micros("ts_us"), 1_700_000_000_123_456);
+    assert_eq!(micros("ts_ns"), 1_700_000_000_123_456);
+    assert_eq!(micros("instant"), 1_700_000_000_999_000);
+}
+
 #[test]
 fn evolution_fills_new_columns_with_nulls_and_skips_dropped_fields() {
     let writer = r#"{"type":"record","name":"Order","fields":[

@@ -159,11 +159,11 @@ impl RowBuilder {
         if !self.decoders.contains_key(&id) {
             let d = match &schema.parsed {
                 ParsedSchema::Avro(a) => {
-                    let writer = crate::avro::avro_to_iceberg(&a.schema, &a.refs)
+                    let writer = crate::avro::avro_to_iceberg(a.table_schema(), &a.refs)
                         .map_err(|e| e.to_string())?;
                     let target = self.target_for(&writer)?;
                     Decoder::Avro(
-                        crate::avro::AvroDecoder::new(&a.schema, &a.refs, target.clone())
+                        crate::avro::AvroDecoder::new(a.table_schema(), &a.refs, target.clone())
                             .map_err(|e| e.to_string())?,
                         target,
                     )

@@ -57,7 +57,7 @@ pub(super) fn iceberg_schema_of(
     framed_or_payload: &[u8],
 ) -> Result<Option<Schema>> {
     Ok(Some(match &schema.parsed {
-        ParsedSchema::Avro(a) => crate::avro::avro_to_iceberg(&a.schema, &a.refs)?,
+        ParsedSchema::Avro(a) => crate::avro::avro_to_iceberg(a.table_schema(), &a.refs)?,
         ParsedSchema::Json(j) => crate::json::json_to_iceberg(&j.value)?,
         ParsedSchema::Protobuf(p) => {
             let payload = framing::split(framed_or_payload)

@@ -168,3 +168,21 @@ fn produce_one(node: &Node, topic: &str, value: bytes::Bytes) -> (i16, Vec<Strin
         .collect();
     (p.error_code, messages)
 }
+
+/// Debezium's semantic types as Confluent's AvroConverter registers them (`connect.name` on
+/// plain ints and longs): the registry hands the text back with them, and the table holds
+/// dates, times and timestamps with the values written
+/// (`tests/clients/table_topic_debezium_types.py`).
+#[test]
+fn debezium_semantic_types_become_dates_times_and_timestamps() {
+    let Some(run) = common::run_table_topic_script("table_topic_debezium_types.py") else {
+        return;
+    };
+    assert!(
+        run.output
+            .contains("dates, times and timestamps as Debezium meant them"),
+        "{}",
+        run.output
+    );
+    run.node.stop();
+}

@@ -418,6 +418,7 @@ impl NodeBuilder {
             Duration::from_millis(broker.config().producer_snapshot_interval_ms),
             stop.clone(),
         ));
+        tasks.spawn(broker.clone().run_offset_expiry(stop.clone()));
         let statuses = inlet_table_coordinator::Statuses::default();
         tasks.spawn(http::serve(
             http_listener,

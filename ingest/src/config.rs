@@ -220,6 +220,10 @@ broker_settings! {
     producer_snapshot_interval_ms: u64 = 1000, "inlet.producer.snapshot.interval.ms", SettingKind::Int { min: 10, max: 3_600_000 };
     /// (Inlet's own) Partitions one node holds over all topics; CreateTopics and CreatePartitions beyond it are refused (INVALID_PARTITIONS).
     max_partitions: u32 = 100_000, "inlet.max.partitions", SettingKind::Int { min: 1, max: 10_000_000 };
+    /// How long committed offsets are kept once their group has no members (or, for a consumer group with members, those of topics no member subscribes to, after their commit), in minutes, as Kafka counts it (KIP-211).
+    offsets_retention_minutes: u64 = 10_080, "offsets.retention.minutes", SettingKind::Int { min: 1, max: INT_MAX };
+    /// How often expired committed offsets are looked for.
+    offsets_retention_check_interval_ms: u64 = 600_000, "offsets.retention.check.interval.ms", SettingKind::Int { min: 1, max: i64::MAX };
     /// The most a Fetch response carries, whatever the request asks (the first batch of a response still goes whole, KIP-74).
     fetch_max_bytes: u32 = 57_671_680, "fetch.max.bytes", SettingKind::Int { min: 1024, max: INT_MAX };
 }

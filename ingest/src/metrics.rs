@@ -37,6 +37,8 @@ pub struct Metrics {
     pub slow_requests: AtomicU64,
     /// Record batches refused because their records do not read as the header says.
     pub invalid_batches: AtomicU64,
+    /// Committed offsets deleted by offsets.retention.minutes.
+    pub group_offsets_expired: AtomicU64,
     pub produced_records: AtomicU64,
     pub produced_bytes: AtomicU64,
     pub fetched_bytes: AtomicU64,
@@ -75,6 +77,7 @@ impl Default for Metrics {
             connections_total: AtomicU64::new(0),
             bad_frames: AtomicU64::new(0),
             invalid_batches: AtomicU64::new(0),
+            group_offsets_expired: AtomicU64::new(0),
             refused_connections: AtomicU64::new(0),
             slow_requests: AtomicU64::new(0),
             produced_records: AtomicU64::new(0),
@@ -199,6 +202,12 @@ impl Metrics {
                 "Record batches refused by Produce because their records do not read as the batch header says (count, offset deltas, lengths, decompression).",
                 "counter",
                 get(&self.invalid_batches),
+            ),
+            (
+                "inlet_kafka_group_offsets_expired_total",
+                "Committed offsets of consumer groups deleted by offsets.retention.minutes.",
+                "counter",
+                get(&self.group_offsets_expired),
             ),
             (
                 "inlet_kafka_produced_records_total",

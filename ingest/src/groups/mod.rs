@@ -6,6 +6,7 @@
 //! - `member`: one member, its calls in domain terms, and the replies it waits for;
 //! - `offsets`: committed offsets, durable in the metadata store and cached;
 //! - `offset_api`: OffsetCommit, OffsetFetch and OffsetDelete on the wire;
+//! - `expiry`: committed offsets expiring (`offsets.retention.minutes`);
 //! - this module: the other calls' wire types in and out, for each advertised version, and
 //!   the timer task that expires sessions and ends rebalances.
 //!
@@ -33,6 +34,7 @@
 //! kept is dropped and the offsets are read afresh, and every write is conditional on the
 //! claim's epoch (a fenced write answers `NOT_COORDINATOR`).
 
+mod expiry;
 mod member;
 mod offset_api;
 mod offsets;
@@ -132,6 +134,8 @@ struct Inner {
     wake: Notify,
     /// Cancelled by `shutdown`, under the groups lock.
     cancel: CancellationToken,
+    /// When the offset expiry first swept each group with offsets (`expiry`).
+    offsets_seen: Mutex<HashMap<String, u64>>,
 }
 
 /// The timer task, aborted when the last coordinator clone goes.
@@ -176,6 +180,7 @@ impl GroupCoordinator {
             offsets,
             wake: Notify::new(),
             cancel: CancellationToken::new(),
+            offsets_seen: Mutex::new(HashMap::new()),
         });
         let handle = tokio::spawn(run_timer(inner.clone()));
         Ok(GroupCoordinator {

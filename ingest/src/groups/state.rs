@@ -101,6 +101,8 @@ pub(crate) struct Group {
     static_members: HashMap<String, String>,
     rebalance: Option<Rebalance>,
     initial_rebalance_delay_ms: u64,
+    /// When the group last became `Empty` (0: it was created empty), for offset expiry.
+    empty_since_ms: u64,
 }
 
 impl Group {
@@ -116,7 +118,13 @@ impl Group {
             static_members: HashMap::new(),
             rebalance: None,
             initial_rebalance_delay_ms,
+            empty_since_ms: 0,
         }
+    }
+
+    /// Since when the group has been `Empty`; None while it is in any other state.
+    pub(super) fn empty_since(&self) -> Option<u64> {
+        (self.state == GroupState::Empty).then_some(self.empty_since_ms)
     }
 
     #[cfg(test)]
@@ -450,6 +458,7 @@ impl Group {
         self.generation_id = self.generation_id.checked_add(1).unwrap_or(1);
         if self.members.is_empty() {
             self.state = GroupState::Empty;
+            self.empty_since_ms = now_ms;
             self.protocol_name = None;
             self.leader = None;
             return;

@@ -239,3 +239,85 @@ async fn list_groups_filters_by_state() {
     assert_eq!(filtered.groups.len(), 1);
     assert_eq!(filtered.groups[0].protocol_type.as_str(), "consumer");
 }
+
+/// `offsets.retention.minutes` (KIP-211): an empty group loses its offsets once it has been
+/// empty, and they uncommitted, for the retention; a consumer group with members loses only
+/// those of topics no member subscribes to; a group another node coordinates is left alone;
+/// and an offset is never lost sooner than the retention after this node first saw it.
+#[tokio::test]
+async fn committed_offsets_expire_as_kafka_expires_them() {
+    const RETENTION: u64 = 3_600_000;
+    let clock = inlet_common::ManualClock::new(1_000_000);
+    let meta = MetaStore::connect("sqlite::memory:")
+        .await
+        .expect("metadata store");
+    // Sessions outlive the test's jumps of the clock: members stay until they leave.
+    let config = GroupConfig {
+        max_session_timeout_ms: 4 * RETENTION,
+        ..config(0)
+    };
+    let c = GroupCoordinator::open(meta, config, Arc::new(clock.clone()))
+        .await
+        .expect("open");
+    // `simple`: commits from outside the group (no members). `live`: a member subscribed to
+    // `t` commits `t` and `u`. `other`: coordinated elsewhere.
+    for group in ["simple", "other"] {
+        let committed = c
+            .offset_commit(commit_req(group, "", -1, &[("t", 0, 5, "")]), 8)
+            .await;
+        assert_eq!(commit_codes(&committed), vec![NONE]);
+    }
+    let joined = c
+        .join_group(
+            join_req("live", "", 3 * RETENTION as i32, subscription(&["t"])),
+            3,
+        )
+        .await;
+    let member = joined.member_id.to_string();
+    sync(&c, "live", &member, joined.generation_id, &[]).await;
+    let commit = commit_req(
+        "live",
+        &member,
+        joined.generation_id,
+        &[("t", 0, 7, ""), ("u", 0, 9, "")],
+    );
+    assert_eq!(
+        commit_codes(&c.offset_commit(commit, 8).await),
+        vec![NONE, NONE]
+    );
+    let mine = |g: &str| g != "other";
+    let offset = |group: &'static str, topic: &'static str| {
+        let c = &c;
+        async move {
+            let asked: &[(&str, &[i32])] = &[(topic, &[0])];
+            fetched(&c.offset_fetch(fetch_req(group, Some(asked)), 7).await)[0].2
+        }
+    };
+
+    // The first sweep sees every group; nothing is old enough.
+    assert_eq!(c.expire_offsets(RETENTION, mine).await, 0);
+    clock.advance(RETENTION - 1);
+    assert_eq!(c.expire_offsets(RETENTION, mine).await, 0);
+    clock.advance(2);
+    // `simple` has been empty (and its offset uncommitted) for the retention; `live` loses
+    // only `u`, which its member does not subscribe to.
+    assert_eq!(c.expire_offsets(RETENTION, mine).await, 2);
+    assert_eq!(offset("simple", "t").await, -1);
+    assert_eq!(offset("live", "u").await, -1);
+    assert_eq!(offset("live", "t").await, 7);
+    assert_eq!(offset("other", "t").await, 5);
+
+    // The member leaves: `t` counts from then, not from its old commit.
+    let leave = LeaveGroupRequest::default()
+        .with_group_id(GroupId(s("live")))
+        .with_member_id(s(member));
+    assert_eq!(c.leave_group(leave, 1).await.error_code, NONE);
+    assert_eq!(describe(&c, "live").await.group_state.as_str(), "Empty");
+    clock.advance(RETENTION - 1);
+    assert_eq!(c.expire_offsets(RETENTION, mine).await, 0);
+    assert_eq!(offset("live", "t").await, 7);
+    clock.advance(2);
+    assert_eq!(c.expire_offsets(RETENTION, mine).await, 1);
+    assert_eq!(offset("live", "t").await, -1);
+    assert_eq!(offset("other", "t").await, 5);
+}

@@ -10,9 +10,40 @@ use kafka_protocol::messages::offset_commit_response::{
 use kafka_protocol::messages::*;
 use kafka_protocol::ResponseError;
 
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio_util::sync::CancellationToken;
+
 use crate::broker::Broker;
 
 impl Broker {
+    /// Expires committed offsets every `offsets.retention.check.interval.ms` until `stop`,
+    /// in the groups this node coordinates (`crate::groups` has the rules); a node standing
+    /// down skips its turn.
+    pub async fn run_offset_expiry(self: Arc<Self>, stop: CancellationToken) {
+        let every = Duration::from_millis(self.config.offsets_retention_check_interval_ms);
+        let retention_ms = self.config.offsets_retention_minutes.saturating_mul(60_000);
+        loop {
+            tokio::select! {
+                _ = stop.cancelled() => return,
+                _ = tokio::time::sleep(every) => {}
+            }
+            if self.check_standing().is_err() {
+                continue;
+            }
+            let expired = self
+                .groups
+                .expire_offsets(retention_ms, |group| self.coordinates(group))
+                .await;
+            if expired > 0 {
+                self.metrics
+                    .group_offsets_expired
+                    .fetch_add(expired as u64, std::sync::atomic::Ordering::Relaxed);
+            }
+        }
+    }
+
     /// `NOT_COORDINATOR` for a group request whose group this node does not coordinate;
     /// `None` for every other request.
     pub(crate) fn not_coordinator(&self, body: &RequestKind, version: i16) -> Option<ResponseKind> {

@@ -230,6 +230,27 @@ public class InletClients {
             check(extra == 0, "a member resuming at the committed position read " + extra);
         }
         log("a second member of the group resumes at the committed position");
+
+        // KIP-848's consumer protocol is not built: a consumer that asks for it must fail
+        // clearly and soon, never hang.
+        Properties next = consumerProps(bootstrap, "java-kip848");
+        next.put(ConsumerConfig.GROUP_PROTOCOL_CONFIG, "consumer");
+        long started = System.currentTimeMillis();
+        String failure = null;
+        try (KafkaConsumer<String, String> consumer = new KafkaConsumer<>(next)) {
+            consumer.subscribe(List.of("java-orders"));
+            while (failure == null && System.currentTimeMillis() - started < 30_000) {
+                try {
+                    consumer.poll(Duration.ofMillis(500));
+                } catch (org.apache.kafka.common.errors.UnsupportedVersionException e) {
+                    failure = e.getMessage();
+                }
+            }
+        }
+        long took = System.currentTimeMillis() - started;
+        check(failure != null && failure.contains("CONSUMER") && took < 30_000,
+                "group.protocol=consumer: " + failure + " after " + took + " ms");
+        log("group.protocol=consumer fails clearly after " + took + " ms: " + failure);
     }
 
     // The describing APIs tools use: describeTopics in pages of one partition

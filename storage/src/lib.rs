@@ -15,6 +15,9 @@
 //! 5. [`maintenance`]: retention, compaction into stream objects, merging of small objects, and
 //!    deletion of objects nothing refers to.
 //!
+//! The metadata store ([`meta`]) reaches PostgreSQL through a relay in the process
+//! ([`pg_link`]) that ends connections the server has gone silent on.
+//!
 //! This crate knows nothing of Kafka or tables: streams, offsets and byte batches only.
 
 mod cache;

@@ -27,10 +27,9 @@
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::{TcpStream, UnixListener, UnixStream};
 use tokio::task::JoinSet;
 use tokio::time::Instant;
@@ -176,38 +175,16 @@ async fn pipe(client: UnixStream, server: TcpStream, silence: Duration) {
     let start = Instant::now();
     // Milliseconds since `start` (plus one) of the client's first byte since the server last
     // sent one; 0 when no request waits.
-    let waiting = Arc::new(AtomicU64::new(0));
-    let (mut client_read, mut client_write) = client.into_split();
-    let (mut server_read, mut server_write) = server.into_split();
-    let up = {
-        let waiting = waiting.clone();
-        async move {
-            let mut buf = vec![0u8; BUFFER_BYTES];
-            loop {
-                let n = client_read.read(&mut buf).await?;
-                if n == 0 {
-                    return std::io::Result::Ok(());
-                }
-                let now = start.elapsed().as_millis() as u64 + 1;
-                let _ = waiting.compare_exchange(0, now, Ordering::AcqRel, Ordering::Acquire);
-                server_write.write_all(&buf[..n]).await?;
-            }
-        }
-    };
-    let down = {
-        let waiting = waiting.clone();
-        async move {
-            let mut buf = vec![0u8; BUFFER_BYTES];
-            loop {
-                let n = server_read.read(&mut buf).await?;
-                if n == 0 {
-                    return std::io::Result::Ok(());
-                }
-                waiting.store(0, Ordering::Release);
-                client_write.write_all(&buf[..n]).await?;
-            }
-        }
-    };
+    let waiting = AtomicU64::new(0);
+    let (client_read, client_write) = client.into_split();
+    let (server_read, server_write) = server.into_split();
+    let up = forward(client_read, server_write, || {
+        let now = start.elapsed().as_millis() as u64 + 1;
+        let _ = waiting.compare_exchange(0, now, Ordering::AcqRel, Ordering::Acquire);
+    });
+    let down = forward(server_read, client_write, || {
+        waiting.store(0, Ordering::Release)
+    });
     let watch = async {
         loop {
             let since = waiting.load(Ordering::Acquire);
@@ -234,9 +211,28 @@ async fn pipe(client: UnixStream, server: TcpStream, silence: Duration) {
     }
 }
 
+/// Copies `from` to `to` until `from` closes or either fails, calling `on_bytes` as each
+/// chunk arrives, before it is passed on.
+async fn forward(
+    mut from: impl AsyncRead + Unpin,
+    mut to: impl AsyncWrite + Unpin,
+    on_bytes: impl Fn(),
+) -> std::io::Result<()> {
+    let mut buf = vec![0u8; BUFFER_BYTES];
+    loop {
+        let n = from.read(&mut buf).await?;
+        if n == 0 {
+            return Ok(());
+        }
+        on_bytes();
+        to.write_all(&buf[..n]).await?;
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::sync::Arc;
     use tokio::net::TcpListener;
 
     /// A server that accepts and echoes each read back, until `mute` is set; then it reads

@@ -63,38 +63,16 @@ impl GroupCoordinator {
                 .lock()
                 .entry(group_id.clone())
                 .or_insert(now);
-            if self.own(&group_id).await.is_err() {
+            // The cache answers first, so that only a group with something to expire is
+            // claimed (a query); once claimed its offsets are current, and it is asked again.
+            if self
+                .expired(&group_id, first_seen, now, retention_ms)
+                .is_empty()
+                || self.own(&group_id).await.is_err()
+            {
                 continue;
             }
-            // From when each offset counts, by the group's membership.
-            let counts_from = {
-                let groups = self.inner.groups.lock();
-                match groups.get(&group_id) {
-                    None => Some(CountsFrom::EmptySince(first_seen)),
-                    Some(g) => match g.empty_since() {
-                        Some(since) => Some(CountsFrom::EmptySince(since.max(first_seen))),
-                        None => match g.offset_delete_guard() {
-                            Ok(Some(subscribed)) => Some(CountsFrom::Unsubscribed(subscribed)),
-                            _ => None,
-                        },
-                    },
-                }
-            };
-            let Some(counts_from) = counts_from else {
-                continue;
-            };
-            let expired: Vec<(String, i32)> = self
-                .inner
-                .offsets
-                .all(&group_id)
-                .into_iter()
-                .filter(|((topic, _), o)| {
-                    counts_from
-                        .of(topic, o.commit_ms)
-                        .is_some_and(|from| now.saturating_sub(from) >= retention_ms)
-                })
-                .map(|(key, _)| key)
-                .collect();
+            let expired = self.expired(&group_id, first_seen, now, retention_ms);
             if expired.is_empty() {
                 continue;
             }
@@ -119,5 +97,41 @@ impl GroupCoordinator {
             }
         }
         deleted
+    }
+
+    /// The offsets of `group_id` expired at `now`, by what this node holds of the group (its
+    /// membership and its cached offsets); `first_seen` is when the sweep first saw it.
+    fn expired(
+        &self,
+        group_id: &str,
+        first_seen: u64,
+        now: u64,
+        retention_ms: u64,
+    ) -> Vec<(String, i32)> {
+        // From when each offset counts, by the group's membership.
+        let counts_from = {
+            let groups = self.inner.groups.lock();
+            match groups.get(group_id) {
+                None => CountsFrom::EmptySince(first_seen),
+                Some(g) => match g.empty_since() {
+                    Some(since) => CountsFrom::EmptySince(since.max(first_seen)),
+                    None => match g.offset_delete_guard() {
+                        Ok(Some(subscribed)) => CountsFrom::Unsubscribed(subscribed),
+                        _ => return Vec::new(),
+                    },
+                },
+            }
+        };
+        self.inner
+            .offsets
+            .all(group_id)
+            .into_iter()
+            .filter(|((topic, _), o)| {
+                counts_from
+                    .of(topic, o.commit_ms)
+                    .is_some_and(|from| now.saturating_sub(from) >= retention_ms)
+            })
+            .map(|(key, _)| key)
+            .collect()
     }
 }

@@ -130,18 +130,9 @@ impl Broker {
                         Err(e) => Err(e),
                         Ok(()) => {
                             let mut producers = partition.producers.lock().await;
-                            match producers
-                                .ensure_loaded(&self.store, &self.snapshots, partition.stream)
+                            self.load_producers(partition, &mut producers)
                                 .await
-                            {
-                                Ok((epoch, image)) => {
-                                    if let Some(image) = image {
-                                        *partition.image.lock().await = Some((epoch, image));
-                                    }
-                                    Ok(producers.describe())
-                                }
-                                Err(e) => Err(e),
-                            }
+                                .map(|_| producers.describe())
                         }
                     },
                 };

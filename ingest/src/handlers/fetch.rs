@@ -412,42 +412,46 @@ impl Broker {
             let Some(b) = self.read_one(stream, at).await? else {
                 break;
             };
-            let header = batch::stored_header(&b.payload);
-            if header.is_some_and(|h| h.max_timestamp >= timestamp) {
-                let log_append = header.is_some_and(|h| h.attributes & 0x08 != 0);
-                // Records below the log start (a batch cut by DeleteRecords) are gone.
-                let start = info.start_offset as i64;
-                if log_append {
-                    let offset = (b.base_offset as i64).max(start);
-                    return Ok((offset, header.map_or(-1, |h| h.max_timestamp)));
-                }
-                // Streamed with the produce-time walker: no record is materialised, and a
-                // stored batch's claims cannot make this allocate.
-                let base = b.base_offset as i64;
-                let base_timestamp = header.map_or(0, |h| h.base_timestamp);
-                let stored = header.map(|header| crate::batch::Batch {
-                    header,
-                    bytes: b.payload.clone(),
-                });
-                let mut found = None;
-                if let Some(stored) = stored {
-                    let _ = records::walk(&stored, self.record_limits(), |r| {
-                        let (offset, ts) = (
-                            base + i64::from(r.index),
-                            base_timestamp.saturating_add(r.timestamp_delta),
-                        );
-                        if found.is_none() && ts >= timestamp && offset >= start {
-                            found = Some((offset, ts));
-                        }
-                    });
-                }
-                if let Some(hit) = found {
-                    return Ok(hit);
-                }
+            if let Some(hit) = self.first_record_from(&b, timestamp, info.start_offset) {
+                return Ok(hit);
             }
             at = b.end_offset();
         }
         Ok((-1, -1))
+    }
+
+    /// The first record of stored batch `b` at or after `timestamp` and at or after the log
+    /// start `start` (records below it, in a batch cut by DeleteRecords, are gone): its offset
+    /// and timestamp. A `LogAppendTime` batch's records all have its time. Streamed with the
+    /// produce-time walker: no record is materialised, and a stored batch's claims cannot
+    /// make this allocate.
+    fn first_record_from(
+        &self,
+        b: &inlet_storage::ReadBatch,
+        timestamp: i64,
+        start: u64,
+    ) -> Option<(i64, i64)> {
+        let header = batch::stored_header(&b.payload)?;
+        if header.max_timestamp < timestamp {
+            return None;
+        }
+        let (base, start) = (b.base_offset as i64, start as i64);
+        if header.attributes & 0x08 != 0 {
+            return Some((base.max(start), header.max_timestamp));
+        }
+        let stored = crate::batch::Batch {
+            header,
+            bytes: b.payload.clone(),
+        };
+        let mut found = None;
+        let _ = records::walk(&stored, self.record_limits(), |r| {
+            let offset = base + i64::from(r.index);
+            let ts = header.base_timestamp.saturating_add(r.timestamp_delta);
+            if found.is_none() && ts >= timestamp && offset >= start {
+                found = Some((offset, ts));
+            }
+        });
+        found
     }
 
     /// ListOffsets' MAX_TIMESTAMP (-3, v7+, KIP-734): the first record with the partition's
@@ -501,27 +505,10 @@ impl Broker {
         let Some(b) = self.read_one(stream, base.max(start)).await? else {
             return Ok((-1, -1));
         };
-        let Some(header) = batch::stored_header(&b.payload) else {
-            return Ok((-1, -1));
-        };
-        let first = (b.base_offset as i64).max(start as i64);
-        if header.attributes & 0x08 != 0 {
-            // LogAppendTime: every record has the batch's time.
-            return Ok((first, header.max_timestamp));
-        }
-        let stored = crate::batch::Batch {
-            header,
-            bytes: b.payload.clone(),
-        };
-        let mut found = None;
-        let _ = records::walk(&stored, self.record_limits(), |r| {
-            let offset = b.base_offset as i64 + i64::from(r.index);
-            let ts = header.base_timestamp.saturating_add(r.timestamp_delta);
-            if found.is_none() && ts == header.max_timestamp && offset >= first {
-                found = Some((offset, ts));
-            }
-        });
-        Ok(found.unwrap_or((first, header.max_timestamp)))
+        // No record is later than the maximum: the first at or after it has it.
+        Ok(self
+            .first_record_from(&b, seen.max, start)
+            .unwrap_or(((b.base_offset.max(start)) as i64, seen.max)))
     }
 
     async fn read_one(&self, stream: u64, offset: u64) -> Result<Option<inlet_storage::ReadBatch>> {

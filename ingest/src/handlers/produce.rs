@@ -356,6 +356,23 @@ impl Broker {
         })
     }
 
+    /// Makes `producers` (the partition's state, locked by the caller) the state of the epoch
+    /// this node holds the partition under, handing an image it rebuilt to the snapshot task;
+    /// returns the epoch.
+    pub(crate) async fn load_producers(
+        &self,
+        partition: &Partition,
+        producers: &mut crate::producers::PartitionProducers,
+    ) -> Result<u64> {
+        let (epoch, image) = producers
+            .ensure_loaded(&self.store, &self.snapshots, partition.stream)
+            .await?;
+        if let Some(image) = image {
+            *partition.image.lock().await = Some((epoch, image));
+        }
+        Ok(epoch)
+    }
+
     /// Submits one batch under the partition's producer lock: its offsets are assigned when
     /// this returns. A retried duplicate is not submitted again: it waits for the original.
     async fn submit_batch(
@@ -392,12 +409,7 @@ impl Broker {
         let (pending, tx) = {
             let mut producers = partition.producers.lock().await;
             let now = self.now_ms() as u64;
-            let (epoch, image) = producers
-                .ensure_loaded(&self.store, &self.snapshots, partition.stream)
-                .await?;
-            if let Some(image) = image {
-                *partition.image.lock().await = Some((epoch, image));
-            }
+            let epoch = self.load_producers(partition, &mut producers).await?;
             // The state is this epoch's: an append under another would not match it.
             let options = AppendOptions {
                 expect_epoch: Some(epoch),

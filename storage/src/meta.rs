@@ -1413,8 +1413,10 @@ mod tests {
             }
             results
         };
-        // Every pooled connection at work: eight statements that take a while.
-        let asleep = "SELECT pg_sleep(3)";
+        // Every pooled connection at work: eight statements that take longer than the test
+        // (the relay's bound counts from when each was sent).
+        let asleep = "SELECT pg_sleep(20)";
+        let asked = tokio::time::Instant::now();
         let stuck: Vec<_> = (0..8).map(|_| ask(&store, asleep)).collect();
         let running = format!(
             "SELECT count(*) - 7 FROM pg_stat_activity WHERE query = '{asleep}' AND state = 'active'"
@@ -1424,7 +1426,6 @@ mod tests {
             "the eight statements run"
         );
         proxy.black_hole(true);
-        let asked = tokio::time::Instant::now();
         let failed = all(stuck).await;
         assert!(failed.iter().all(|r| r.is_err()), "{failed:?}");
         assert!(asked.elapsed() >= silence, "{:?}", asked.elapsed());

@@ -419,6 +419,7 @@ impl NodeBuilder {
             stop.clone(),
         ));
         tasks.spawn(broker.clone().run_offset_expiry(stop.clone()));
+        tasks.spawn(broker.clone().run_transactions(stop.clone()));
         let statuses = inlet_table_coordinator::Statuses::default();
         tasks.spawn(http::serve(
             http_listener,

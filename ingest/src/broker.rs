@@ -57,6 +57,8 @@ pub struct Broker {
     pub(crate) producer_ids: ProducerIds,
     pub(crate) snapshots: Snapshots,
     pub(crate) groups: GroupCoordinator,
+    /// The transaction coordinator's state (`txn`).
+    pub(crate) txns: crate::txn::state::Transactions,
     pub(crate) config: Arc<BrokerConfig>,
     pub(crate) metrics: Arc<Metrics>,
     pub(crate) clock: Arc<dyn Clock>,
@@ -107,6 +109,7 @@ impl Broker {
         let topics = Topics::open(store.clone(), config.clone(), clock.clone()).await?;
         let producer_ids = ProducerIds::open(meta.clone()).await?;
         let snapshots = Snapshots::open(meta.clone()).await?;
+        let txns = crate::txn::state::Transactions::open(meta.clone()).await?;
         let groups = GroupCoordinator::open(
             meta,
             GroupConfig {
@@ -124,6 +127,7 @@ impl Broker {
             producer_ids,
             snapshots,
             groups,
+            txns,
             config,
             metrics: Arc::new(Metrics::default()),
             clock,
@@ -415,6 +419,25 @@ impl Broker {
             }
             RequestKind::OffsetDelete(r) => {
                 ResponseKind::OffsetDelete(self.groups.offset_delete(r, version).await)
+            }
+            RequestKind::AddPartitionsToTxn(r) => {
+                ResponseKind::AddPartitionsToTxn(self.add_partitions_to_txn(r, version).await)
+            }
+            RequestKind::AddOffsetsToTxn(r) => {
+                ResponseKind::AddOffsetsToTxn(self.add_offsets_to_txn(r, version).await)
+            }
+            RequestKind::EndTxn(r) => ResponseKind::EndTxn(self.end_txn(r, version).await),
+            RequestKind::TxnOffsetCommit(r) => {
+                ResponseKind::TxnOffsetCommit(self.groups.txn_offset_commit(r, version).await)
+            }
+            RequestKind::WriteTxnMarkers(r) => {
+                ResponseKind::WriteTxnMarkers(self.write_txn_markers(r, version).await)
+            }
+            RequestKind::DescribeTransactions(r) => {
+                ResponseKind::DescribeTransactions(self.describe_transactions(r, version).await)
+            }
+            RequestKind::ListTransactions(r) => {
+                ResponseKind::ListTransactions(self.list_transactions(r, version).await)
             }
             other => {
                 // The codec only lets through what `SUPPORTED` lists, and every entry there

@@ -224,6 +224,12 @@ broker_settings! {
     offsets_retention_minutes: u64 = 10_080, "offsets.retention.minutes", SettingKind::Int { min: 1, max: INT_MAX };
     /// How often expired committed offsets are looked for.
     offsets_retention_check_interval_ms: u64 = 600_000, "offsets.retention.check.interval.ms", SettingKind::Int { min: 1, max: i64::MAX };
+    /// The longest `transaction.timeout.ms` a transactional producer may ask for; InitProducerId with a longer one answers INVALID_TRANSACTION_TIMEOUT.
+    transaction_max_timeout_ms: u64 = 900_000, "transaction.max.timeout.ms", SettingKind::Int { min: 1, max: INT_MAX };
+    /// How often the transaction coordinator looks for transactions open longer than their timeout, and aborts them.
+    transaction_abort_interval_ms: u64 = 10_000, "transaction.abort.timed.out.transaction.cleanup.interval.ms", SettingKind::Int { min: 1, max: INT_MAX };
+    /// A transactional id whose producer sent no transactional request for this long is forgotten (its next InitProducerId starts it afresh).
+    transactional_id_expiration_ms: u64 = 604_800_000, "transactional.id.expiration.ms", SettingKind::Int { min: 1, max: INT_MAX };
     /// The most a Fetch response carries, whatever the request asks (the first batch of a response still goes whole, KIP-74).
     fetch_max_bytes: u32 = 57_671_680, "fetch.max.bytes", SettingKind::Int { min: 1024, max: INT_MAX };
 }

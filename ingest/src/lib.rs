@@ -34,6 +34,7 @@ pub(crate) mod producers;
 pub mod server;
 pub(crate) mod topic_config;
 pub(crate) mod topics;
+pub(crate) mod txn;
 pub(crate) mod validate;
 
 pub use topic_config::{Compaction, TableTopicConfig};

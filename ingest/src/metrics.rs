@@ -39,6 +39,11 @@ pub struct Metrics {
     pub invalid_batches: AtomicU64,
     /// Committed offsets deleted by offsets.retention.minutes.
     pub group_offsets_expired: AtomicU64,
+    /// Transactions completed by their coordinator, committed and aborted.
+    pub transactions_committed: AtomicU64,
+    pub transactions_aborted: AtomicU64,
+    /// Transactions aborted because they stayed open past their `transaction.timeout.ms`.
+    pub transactions_timed_out: AtomicU64,
     pub produced_records: AtomicU64,
     pub produced_bytes: AtomicU64,
     pub fetched_bytes: AtomicU64,
@@ -78,6 +83,9 @@ impl Default for Metrics {
             bad_frames: AtomicU64::new(0),
             invalid_batches: AtomicU64::new(0),
             group_offsets_expired: AtomicU64::new(0),
+            transactions_committed: AtomicU64::new(0),
+            transactions_aborted: AtomicU64::new(0),
+            transactions_timed_out: AtomicU64::new(0),
             refused_connections: AtomicU64::new(0),
             slow_requests: AtomicU64::new(0),
             produced_records: AtomicU64::new(0),
@@ -208,6 +216,24 @@ impl Metrics {
                 "Committed offsets of consumer groups deleted by offsets.retention.minutes.",
                 "counter",
                 get(&self.group_offsets_expired),
+            ),
+            (
+                "inlet_kafka_transactions_committed_total",
+                "Transactions this node's coordinator committed (markers written, offsets applied).",
+                "counter",
+                get(&self.transactions_committed),
+            ),
+            (
+                "inlet_kafka_transactions_aborted_total",
+                "Transactions this node's coordinator aborted (by the producer, a fencing instance or a timeout).",
+                "counter",
+                get(&self.transactions_aborted),
+            ),
+            (
+                "inlet_kafka_transactions_timed_out_total",
+                "Transactions aborted because they stayed open past their transaction.timeout.ms.",
+                "counter",
+                get(&self.transactions_timed_out),
             ),
             (
                 "inlet_kafka_produced_records_total",

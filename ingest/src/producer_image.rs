@@ -40,8 +40,8 @@ const MIGRATIONS: &[&str] = &["CREATE TABLE inlet_producer_snapshots (
 pub(crate) const REMEMBERED_BATCHES: usize = 5;
 /// Bytes asked for per read while rebuilding or catching up.
 const READ_BYTES: usize = 4 << 20;
-/// The encoding's version byte.
-const VERSION: u8 = 1;
+/// The encoding's version byte (1: without transactions; still read).
+const VERSION: u8 = 2;
 /// How often the snapshot task drops the rows of deleted streams, in task rounds.
 const SWEEP_ROUNDS: u64 = 600;
 
@@ -60,6 +60,8 @@ pub(crate) struct ProducerImage {
     /// Every batch below this offset is reflected, none at or past it.
     pub end: u64,
     pub producers: HashMap<i64, ImageEntry>,
+    /// Open and aborted transactions (`txn::partition`).
+    pub(crate) txns: crate::txn::LogTxns,
     /// The `end` last saved to the metadata store.
     saved_end: Option<u64>,
 }
@@ -80,8 +82,22 @@ impl ProducerImage {
         let Some(h) = batch::stored_header(&b.payload) else {
             return;
         };
-        if h.has_producer_id() {
+        if h.is_control() {
+            self.fence(h.producer_id, h.producer_epoch);
+        } else if h.has_producer_id() {
             self.remember(&h, b.base_offset as i64, b.timestamp_ms);
+        }
+        self.txns.apply(&h, &b.payload, b.base_offset);
+    }
+
+    /// A transaction marker at `epoch`: a newer epoch than the producer's (its coordinator
+    /// fenced the producer) starts its sequences over, as the live state's `fence`.
+    fn fence(&mut self, producer_id: i64, epoch: i16) {
+        if let Some(entry) = self.producers.get_mut(&producer_id) {
+            if epoch > entry.epoch {
+                entry.epoch = epoch;
+                entry.batches.clear();
+            }
         }
     }
 
@@ -128,6 +144,7 @@ impl ProducerImage {
                 // Trimmed by retention: what was before the start is reflected already.
                 Err(inlet_storage::Error::OffsetOutOfRange { start, .. }) if start > self.end => {
                     self.end = start;
+                    self.txns.trim(start);
                     continue;
                 }
                 Err(e) => return Err(e.into()),
@@ -162,6 +179,7 @@ impl ProducerImage {
         let snapshot_end = image.saved_end;
         // Below the stream's start there is nothing to read (retention or a trim took it).
         image.end = image.end.max(info.start_offset);
+        image.txns.trim(info.start_offset);
         let mut stats = image.catch_up(store, stream).await?;
         stats.snapshot_end = snapshot_end;
         Ok((image, stats))
@@ -169,7 +187,9 @@ impl ProducerImage {
 
     /// The snapshot text: base64 of a version byte, a producer count (u32) and per producer
     /// its id (i64), epoch (i16), last time (u64), batch count (u8) and batches (i32 first,
-    /// i32 last, i64 offset), big-endian.
+    /// i32 last, i64 offset); then (version 2) the open transactions, a count (u32) and per
+    /// transaction its producer id (i64) and first offset (u64), and the aborted ones, a count
+    /// (u32) and per transaction producer id (i64), first and last offset (u64); big-endian.
     pub(crate) fn encode(&self) -> String {
         let mut out = Vec::with_capacity(5 + self.producers.len() * 40);
         out.push(VERSION);
@@ -188,6 +208,19 @@ impl ProducerImage {
                 out.extend_from_slice(&offset.to_be_bytes());
             }
         }
+        let mut open: Vec<(&i64, &u64)> = self.txns.open.iter().collect();
+        open.sort_unstable();
+        out.extend_from_slice(&(open.len() as u32).to_be_bytes());
+        for (id, first) in open {
+            out.extend_from_slice(&id.to_be_bytes());
+            out.extend_from_slice(&first.to_be_bytes());
+        }
+        out.extend_from_slice(&(self.txns.aborted.len() as u32).to_be_bytes());
+        for a in &self.txns.aborted {
+            out.extend_from_slice(&a.producer_id.to_be_bytes());
+            out.extend_from_slice(&a.first.to_be_bytes());
+            out.extend_from_slice(&a.last.to_be_bytes());
+        }
         base64::engine::general_purpose::STANDARD.encode(out)
     }
 
@@ -198,7 +231,7 @@ impl ProducerImage {
             .map_err(|e| format!("not base64: {e}"))?;
         let mut r = Reader(&bytes);
         let version = r.take::<1>()?[0];
-        if version != VERSION {
+        if version != VERSION && version != 1 {
             return Err(format!("unknown snapshot version {version}"));
         }
         let count = u32::from_be_bytes(r.take()?);
@@ -230,12 +263,41 @@ impl ProducerImage {
                 },
             );
         }
+        let mut txns = crate::txn::LogTxns::default();
+        if version >= 2 {
+            for _ in 0..u32::from_be_bytes(r.take()?) {
+                let id = i64::from_be_bytes(r.take()?);
+                let first = u64::from_be_bytes(r.take()?);
+                if first >= end {
+                    return Err(format!(
+                        "producer {id} opens a transaction at {first}, past {end}"
+                    ));
+                }
+                txns.open.insert(id, first);
+            }
+            for _ in 0..u32::from_be_bytes(r.take()?) {
+                let producer_id = i64::from_be_bytes(r.take()?);
+                let first = u64::from_be_bytes(r.take()?);
+                let last = u64::from_be_bytes(r.take()?);
+                if first > last || last >= end {
+                    return Err(format!(
+                        "an aborted transaction at {first}..={last}, past {end}"
+                    ));
+                }
+                txns.aborted.push(crate::txn::Aborted {
+                    producer_id,
+                    first,
+                    last,
+                });
+            }
+        }
         if !r.0.is_empty() {
             return Err(format!("{} bytes after the last producer", r.0.len()));
         }
         Ok(ProducerImage {
             end,
             producers,
+            txns,
             saved_end: Some(end),
         })
     }
@@ -448,9 +510,16 @@ mod tests {
             .producers
             .insert(7, entry(2, 1_000, &[(0, 4, 10), (5, 9, 20)]));
         image.producers.insert(9, entry(0, 5, &[]));
+        image.txns.open.insert(9, 40);
+        image.txns.aborted.push(crate::txn::Aborted {
+            producer_id: 7,
+            first: 12,
+            last: 30,
+        });
         let text = image.encode();
         let back = ProducerImage::decode(&text, 100).expect("decodes");
         assert_eq!(back.producers, image.producers);
+        assert_eq!(back.txns, image.txns);
         assert_eq!(back.end, 100);
 
         // A batch at or past the snapshot's end cannot be in it.

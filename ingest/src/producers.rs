@@ -316,6 +316,28 @@ impl PartitionProducers {
         }
     }
 
+    /// A transaction marker of `producer_id` at `epoch` was queued: an epoch newer than the
+    /// producer's (its coordinator fenced an older instance, or aborted a timed-out
+    /// transaction) refuses the older epoch's batches from now on, and the new epoch's
+    /// sequences start at 0.
+    pub(crate) fn fence(&mut self, producer_id: i64, epoch: i16, now_ms: u64) {
+        let entry = self
+            .producers
+            .entry(producer_id)
+            .or_insert_with(|| ProducerEntry {
+                epoch,
+                batches: VecDeque::new(),
+                last_ms: now_ms,
+                resume_at: None,
+            });
+        entry.last_ms = entry.last_ms.max(now_ms);
+        if epoch > entry.epoch {
+            entry.epoch = epoch;
+            entry.batches.clear();
+            entry.resume_at = None;
+        }
+    }
+
     /// Drops the state of producers that sent nothing here for `expiration_ms`
     /// (`producer.id.expiration.ms`), at most once a minute. Their next batch is accepted at
     /// any sequence, as Kafka accepts a producer whose state expired.

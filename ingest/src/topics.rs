@@ -46,6 +46,9 @@ pub struct Partition {
     /// built under: what the snapshot task saves (`producer_image`). Empty until the
     /// partition is produced to on this node.
     pub(crate) image: Arc<tokio::sync::Mutex<Option<(u64, ProducerImage)>>>,
+    /// Its open and aborted transactions (`txn::partition`): the last stable offset and what
+    /// `read_committed` readers skip. Changed under the `producers` lock, read without it.
+    pub(crate) txns: parking_lot::Mutex<crate::txn::PartitionTxns>,
 }
 
 /// A topic as the broker sees it; replaced as a whole when it changes.
@@ -180,6 +183,7 @@ impl Topics {
                         stream,
                         producers: Default::default(),
                         image: Default::default(),
+                        txns: Default::default(),
                     })),
                     (None, None) => break,
                 }
@@ -242,6 +246,7 @@ impl Topics {
                     stream,
                     producers: Default::default(),
                     image: Default::default(),
+                    txns: Default::default(),
                 }));
             }
             by_name.insert(
@@ -388,6 +393,7 @@ impl Topics {
                     stream,
                     producers: Default::default(),
                     image: Default::default(),
+                    txns: Default::default(),
                 })),
                 Err(e) => {
                     // Leave nothing behind: the streams made so far, then the row (startup
@@ -520,6 +526,7 @@ impl Topics {
                 stream,
                 producers: Default::default(),
                 image: Default::default(),
+                txns: Default::default(),
             }));
         }
         self.replace(Topic {

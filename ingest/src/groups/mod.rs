@@ -43,6 +43,7 @@ mod state;
 mod tests;
 #[cfg(test)]
 mod tests_offsets;
+mod txn_offsets;
 
 use std::collections::HashMap;
 use std::sync::Arc;

@@ -149,6 +149,30 @@ impl GroupCoordinator {
             }
         }
         let shut_down_or = |group: &str| shut_down.or_else(|| unowned.get(group).copied());
+        // A consumer that asks for stable offsets (v7+, read_committed) is told to retry a
+        // partition whose offset a transaction has pending (`txn_offsets`).
+        let mut pending: std::collections::HashMap<
+            String,
+            std::collections::HashSet<(String, i32)>,
+        > = std::collections::HashMap::new();
+        if version >= 7 && req.require_stable {
+            let ids: Vec<String> = if version >= 8 {
+                req.groups.iter().map(|g| g.group_id.to_string()).collect()
+            } else {
+                vec![req.group_id.to_string()]
+            };
+            for id in ids {
+                if let Ok(found) = self.pending_txn_offsets(&id).await {
+                    pending.insert(id, found.into_iter().collect());
+                }
+            }
+        }
+        let unstable = |group: &str, topic: &str, partition: i32| {
+            pending
+                .get(group)
+                .is_some_and(|p| p.contains(&(topic.to_string(), partition)))
+                .then_some(ResponseError::UnstableOffsetCommit)
+        };
         if version >= 8 {
             let groups = req
                 .groups
@@ -176,6 +200,11 @@ impl GroupCoordinator {
                                     .map(|(index, o)| {
                                         let o = o.unwrap_or_else(no_offset);
                                         OffsetFetchResponsePartitions::default()
+                                            .with_error_code(code(unstable(
+                                                g.group_id.as_str(),
+                                                name.as_str(),
+                                                index,
+                                            )))
                                             .with_partition_index(index)
                                             .with_committed_offset(o.offset)
                                             .with_committed_leader_epoch(o.leader_epoch)
@@ -218,6 +247,11 @@ impl GroupCoordinator {
                         .map(|(index, o)| {
                             let o = o.unwrap_or_else(no_offset);
                             let mut p = OffsetFetchResponsePartition::default()
+                                .with_error_code(code(unstable(
+                                    req.group_id.as_str(),
+                                    name.as_str(),
+                                    index,
+                                )))
                                 .with_partition_index(index)
                                 .with_committed_offset(o.offset)
                                 .with_metadata(Some(s(o.metadata)));

@@ -45,6 +45,18 @@ const MIGRATIONS: &[&str] = &[
         group_id VARCHAR(1024) PRIMARY KEY,
         owner_node BIGINT NOT NULL,
         epoch BIGINT NOT NULL)",
+    // Transactions (issue 41): offsets a transactional producer committed for the group
+    // (TxnOffsetCommit), pending until its transaction ends (`groups::txn_offsets`).
+    "CREATE TABLE IF NOT EXISTS inlet_txn_offsets (
+        group_id VARCHAR(1024) NOT NULL,
+        producer_id BIGINT NOT NULL,
+        topic VARCHAR(1024) NOT NULL,
+        partition_index BIGINT NOT NULL,
+        committed_offset BIGINT NOT NULL,
+        leader_epoch BIGINT NOT NULL,
+        metadata TEXT NOT NULL,
+        commit_ms BIGINT NOT NULL,
+        PRIMARY KEY (group_id, producer_id, topic, partition_index))",
 ];
 
 /// What [`OffsetStore::claim`] found.
@@ -232,6 +244,10 @@ impl OffsetStore {
             return Err(fenced().into());
         }
         Ok(())
+    }
+
+    pub(super) fn meta(&self) -> &MetaStore {
+        &self.meta
     }
 
     /// Writes `offsets` of `group` durably, all or nothing, then caches them; fenced unless

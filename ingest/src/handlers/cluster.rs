@@ -171,8 +171,7 @@ impl Broker {
     ) -> FindCoordinatorResponse {
         let answer = |key_type: i8| -> Result<(), String> {
             match key_type {
-                0 => Ok(()),
-                1 => Err("transactions are not supported by Inlet".into()),
+                0 | 1 => Ok(()),
                 t => Err(format!("unknown coordinator key type {t}")),
             }
         };
@@ -257,7 +256,7 @@ impl Broker {
     pub(crate) async fn init_producer_id(
         &self,
         r: InitProducerIdRequest,
-        _version: i16,
+        version: i16,
     ) -> InitProducerIdResponse {
         let fail = |code: ResponseError| {
             InitProducerIdResponse::default()
@@ -269,7 +268,17 @@ impl Broker {
             None => {}
             // As Kafka: an empty transactional id is a malformed request.
             Some(id) if id.is_empty() => return fail(ResponseError::InvalidRequest),
-            Some(_) => return fail(ResponseError::TransactionalIdAuthorizationFailed),
+            Some(id) => {
+                return match self.init_transactional(id, &r, version).await {
+                    Ok((producer_id, epoch)) => InitProducerIdResponse::default()
+                        .with_producer_id(ProducerId(producer_id))
+                        .with_producer_epoch(epoch),
+                    Err(e) => {
+                        tracing::debug!(transactional_id = id.as_str(), error = %e, "InitProducerId refused");
+                        fail(e.code)
+                    }
+                };
+            }
         }
         // An idempotent (non-transactional) producer always gets a new id at epoch 0, as
         // Kafka answers it: even when it names its current id and epoch (KIP-360), which

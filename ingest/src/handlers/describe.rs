@@ -132,7 +132,14 @@ impl Broker {
                             let mut producers = partition.producers.lock().await;
                             self.load_producers(partition, &mut producers)
                                 .await
-                                .map(|_| producers.describe())
+                                .map(|_| {
+                                    let txns = partition.txns.lock();
+                                    producers
+                                        .describe()
+                                        .into_iter()
+                                        .map(|p| (p, txns.open_first(p.producer_id)))
+                                        .collect::<Vec<_>>()
+                                })
                         }
                     },
                 };
@@ -140,14 +147,16 @@ impl Broker {
                     Ok(active) => answer.with_active_producers(
                         active
                             .into_iter()
-                            .map(|p| {
+                            .map(|(p, txn_start)| {
                                 ProducerState::default()
                                     .with_producer_id(ProducerId(p.producer_id))
                                     .with_producer_epoch(i32::from(p.epoch))
                                     .with_last_sequence(p.last_sequence)
                                     .with_last_timestamp(p.last_ms as i64)
                                     .with_coordinator_epoch(-1)
-                                    .with_current_txn_start_offset(-1)
+                                    .with_current_txn_start_offset(
+                                        txn_start.map_or(-1, |o| o as i64),
+                                    )
                             })
                             .collect(),
                     ),

@@ -12,7 +12,9 @@ use futures::future::{select_all, FutureExt};
 use kafka_protocol::messages::delete_records_response::{
     DeleteRecordsPartitionResult, DeleteRecordsTopicResult,
 };
-use kafka_protocol::messages::fetch_response::{FetchableTopicResponse, PartitionData};
+use kafka_protocol::messages::fetch_response::{
+    AbortedTransaction, FetchableTopicResponse, PartitionData,
+};
 use kafka_protocol::messages::list_offsets_response::{
     ListOffsetsPartitionResponse, ListOffsetsTopicResponse,
 };
@@ -44,6 +46,10 @@ const SCAN_BYTES: usize = 1 << 20;
 struct PartitionRead {
     error: Option<KafkaError>,
     high_watermark: i64,
+    /// The last stable offset: the high watermark, unless a transaction is open.
+    last_stable: i64,
+    /// For `read_committed`: the aborted transactions overlapping what was read.
+    aborted: Vec<crate::txn::Aborted>,
     log_start: i64,
     records: Bytes,
     stream: Option<u64>,
@@ -82,7 +88,7 @@ impl Broker {
                             (p.partition, p.current_leader_epoch),
                             p.fetch_offset,
                             budget,
-                            total == 0,
+                            (total == 0, r.isolation_level == 1),
                         )
                         .await;
                     total += read.records.len();
@@ -134,11 +140,13 @@ impl Broker {
         (index, current_leader_epoch): (i32, i32),
         offset: i64,
         budget: usize,
-        first: bool,
+        (first, read_committed): (bool, bool),
     ) -> PartitionRead {
         let fail = |error: KafkaError| PartitionRead {
             error: Some(error),
             high_watermark: -1,
+            last_stable: -1,
+            aborted: Vec::new(),
             log_start: -1,
             records: Bytes::new(),
             stream: None,
@@ -158,9 +166,20 @@ impl Broker {
             Err(_) => return fail(KafkaError::unknown_topic(name)),
         };
         let (start, end) = (info.start_offset as i64, info.end_offset as i64);
+        let last_stable = match self
+            .stable_end(partition, info.end_offset, read_committed)
+            .await
+        {
+            Ok(lso) => lso as i64,
+            Err(e) => return fail(e),
+        };
+        // A read_committed reader reads to the last stable offset only.
+        let until = if read_committed { last_stable } else { end };
         let mut read = PartitionRead {
             error: None,
             high_watermark: end,
+            last_stable,
+            aborted: Vec::new(),
             log_start: start,
             records: Bytes::new(),
             stream: Some(partition.stream),
@@ -172,7 +191,7 @@ impl Broker {
             ));
             return read;
         }
-        if offset == end || budget == 0 {
+        if offset >= until || budget == 0 {
             return read;
         }
         match self
@@ -186,11 +205,18 @@ impl Broker {
                 let mut taken = 0usize;
                 let mut size = 0usize;
                 for b in &batches {
+                    if b.base_offset as i64 >= until {
+                        break;
+                    }
                     if size + b.payload.len() > budget && !(first && taken == 0) {
                         break;
                     }
                     size += b.payload.len();
                     taken += 1;
+                }
+                if read_committed && taken > 0 {
+                    let to = batches[taken - 1].end_offset();
+                    read.aborted = partition.txns.lock().aborted_in(offset as u64, to);
                 }
                 // One batch is handed on as it is (no copy); several are joined once.
                 read.records = match taken {
@@ -216,6 +242,31 @@ impl Broker {
         read
     }
 
+    /// The partition's last stable offset given its high watermark `end`. A partition whose
+    /// transactions this node has not loaded yet reports `end` unless `load` asks for them
+    /// (a `read_committed` reader must not read past an open transaction).
+    pub(crate) async fn stable_end(
+        &self,
+        partition: &crate::topics::Partition,
+        end: u64,
+        load: bool,
+    ) -> Result<u64> {
+        let owned = self.store.owned_epoch(partition.stream);
+        {
+            let txns = partition.txns.lock();
+            if txns.epoch.is_some() && txns.epoch == owned {
+                return Ok(txns.stable_end(end));
+            }
+        }
+        if !load {
+            return Ok(end);
+        }
+        let mut producers = partition.producers.lock().await;
+        self.load_producers(partition, &mut producers).await?;
+        drop(producers);
+        Ok(partition.txns.lock().stable_end(end))
+    }
+
     fn fetch_response(
         &self,
         r: &FetchRequest,
@@ -237,11 +288,20 @@ impl Broker {
                             .with_partition_index(p.partition)
                             .with_error_code(read.error.as_ref().map_or(0, KafkaError::code))
                             .with_high_watermark(read.high_watermark)
-                            .with_last_stable_offset(read.high_watermark)
+                            .with_last_stable_offset(read.last_stable)
                             .with_log_start_offset(read.log_start)
                             .with_records(Some(read.records));
                         if read_committed {
-                            data.aborted_transactions = Some(Vec::new());
+                            data.aborted_transactions = Some(
+                                read.aborted
+                                    .iter()
+                                    .map(|a| {
+                                        AbortedTransaction::default()
+                                            .with_producer_id(ProducerId(a.producer_id))
+                                            .with_first_offset(a.first as i64)
+                                    })
+                                    .collect(),
+                            );
                         }
                         if version >= 11 {
                             data.preferred_read_replica = BrokerId(-1);
@@ -271,10 +331,20 @@ impl Broker {
                     None => Err(KafkaError::unknown_topic(t.name.0.as_str())),
                     Some(partition) => {
                         match self.check_leader_epoch(partition.stream, p.current_leader_epoch) {
-                            Ok(epoch) => self
-                                .offset_for(partition.stream, p.timestamp)
-                                .await
-                                .map(|(offset, timestamp)| (offset, timestamp, epoch)),
+                            Ok(epoch) => match self.offset_for(partition.stream, p.timestamp).await
+                            {
+                                // read_committed's latest offset is the last stable one.
+                                Ok((offset, timestamp))
+                                    if r.isolation_level == 1 && p.timestamp == -1 =>
+                                {
+                                    self.stable_end(partition, offset.max(0) as u64, true)
+                                        .await
+                                        .map(|lso| (lso as i64, timestamp, epoch))
+                                }
+                                found => {
+                                    found.map(|(offset, timestamp)| (offset, timestamp, epoch))
+                                }
+                            },
                             Err(e) => Err(e),
                         }
                     }

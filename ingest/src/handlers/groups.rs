@@ -7,6 +7,9 @@
 use kafka_protocol::messages::offset_commit_response::{
     OffsetCommitResponsePartition, OffsetCommitResponseTopic,
 };
+use kafka_protocol::messages::txn_offset_commit_response::{
+    TxnOffsetCommitResponsePartition, TxnOffsetCommitResponseTopic,
+};
 use kafka_protocol::messages::*;
 use kafka_protocol::ResponseError;
 
@@ -63,6 +66,29 @@ impl Broker {
             }
             RequestKind::LeaveGroup(r) if refuse(&r.group_id) => {
                 ResponseKind::LeaveGroup(LeaveGroupResponse::default().with_error_code(code))
+            }
+            RequestKind::TxnOffsetCommit(r) if refuse(&r.group_id) => {
+                ResponseKind::TxnOffsetCommit(
+                    TxnOffsetCommitResponse::default().with_topics(
+                        r.topics
+                            .iter()
+                            .map(|t| {
+                                TxnOffsetCommitResponseTopic::default()
+                                    .with_name(t.name.clone())
+                                    .with_partitions(
+                                        t.partitions
+                                            .iter()
+                                            .map(|p| {
+                                                TxnOffsetCommitResponsePartition::default()
+                                                    .with_partition_index(p.partition_index)
+                                                    .with_error_code(code)
+                                            })
+                                            .collect(),
+                                    )
+                            })
+                            .collect(),
+                    ),
+                )
             }
             RequestKind::OffsetDelete(r) if refuse(&r.group_id) => {
                 ResponseKind::OffsetDelete(OffsetDeleteResponse::default().with_error_code(code))

@@ -6,6 +6,7 @@ mod describe;
 mod fetch;
 mod groups;
 mod produce;
+mod txn;
 
 pub(crate) use fetch::MaxSeen;
 pub(crate) use produce::ProduceTurn;

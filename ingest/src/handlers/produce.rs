@@ -48,6 +48,8 @@ enum SubmittedBatch {
         size: u64,
         topic: Arc<Topic>,
         index: i32,
+        /// The lower bound this batch opened its transaction in the partition at, if it did.
+        opened_at: Option<u64>,
     },
     Duplicate(watch::Receiver<Outcome>),
 }
@@ -90,14 +92,10 @@ impl Broker {
                 ResponseError::InvalidRequiredAcks,
                 format!("acks must be -1, 0 or 1, not {acks}"),
             ))
-        } else if r.transactional_id.is_some() {
-            Some(KafkaError::new(
-                ResponseError::TransactionalIdAuthorizationFailed,
-                "transactions are not supported by Inlet",
-            ))
         } else {
             None
         };
+        let transactional = r.transactional_id.as_ref().is_some_and(|t| !t.is_empty());
         let topics = join_all(r.topic_data.into_iter().map(|t| {
             let refuse_all = refuse_all.clone();
             async move {
@@ -111,7 +109,10 @@ impl Broker {
                     async move {
                         let index = p.index;
                         let submitted = match topic {
-                            Ok(topic) => self.submit_partition(&topic, p, version).await,
+                            Ok(topic) => {
+                                self.submit_partition(&topic, p, version, transactional)
+                                    .await
+                            }
                             Err(e) => Err(e),
                         };
                         (index, submitted)
@@ -152,6 +153,7 @@ impl Broker {
         topic: &Arc<Topic>,
         p: PartitionProduceData,
         version: i16,
+        transactional: bool,
     ) -> Result<SubmittedPartition> {
         let partition = topic.partition(p.index).ok_or_else(|| {
             KafkaError::new(
@@ -193,10 +195,22 @@ impl Broker {
                     ),
                 ));
             }
-            if b.header.is_control() || b.header.is_transactional() {
+            if b.header.is_control() {
                 return Err(KafkaError::new(
                     ResponseError::InvalidRecord,
-                    "transactional and control batches are not supported by Inlet",
+                    "control batches are written by the transaction coordinator, not by clients",
+                ));
+            }
+            if b.header.is_transactional() && !transactional {
+                return Err(KafkaError::new(
+                    ResponseError::InvalidRecord,
+                    "a transactional record batch needs the Produce request's transactional id",
+                ));
+            }
+            if b.header.is_transactional() && !b.header.has_producer_id() {
+                return Err(KafkaError::new(
+                    ResponseError::InvalidRecord,
+                    "a transactional record batch needs a producer id",
                 ));
             }
         }
@@ -368,6 +382,11 @@ impl Broker {
             .ensure_loaded(&self.store, &self.snapshots, partition.stream)
             .await?;
         if let Some(image) = image {
+            *partition.txns.lock() = crate::txn::PartitionTxns::rebuilt(
+                epoch,
+                image.txns.open.clone(),
+                image.txns.aborted.clone(),
+            );
             *partition.image.lock().await = Some((epoch, image));
         }
         Ok(epoch)
@@ -406,7 +425,7 @@ impl Broker {
             expect_epoch: None,
         };
         let size = bytes.len() as u64;
-        let (pending, tx) = {
+        let (pending, tx, opened_at) = {
             let mut producers = partition.producers.lock().await;
             let now = self.now_ms() as u64;
             let epoch = self.load_producers(partition, &mut producers).await?;
@@ -423,6 +442,11 @@ impl Broker {
                 SeqCheck::Duplicate(outcome) => return Ok(SubmittedBatch::Duplicate(outcome)),
                 SeqCheck::Append => {}
             }
+            // A transactional batch opens its producer's transaction here (if it is the first)
+            // before it can become durable: the last stable offset stays below it.
+            let end = self.store.end_offset(partition.stream)?;
+            let opened = header.is_transactional()
+                && partition.txns.lock().batch_queued(header.producer_id, end);
             let pending = self
                 .store
                 .submit_append(partition.stream, bytes, header.offset_count(), options)
@@ -431,9 +455,11 @@ impl Broker {
                 Ok(pending) => {
                     let (tx, rx) = watch::channel(Outcome::Pending);
                     producers.remember(&header, rx, now);
-                    (pending, tx)
+                    (pending, tx, opened.then_some(end))
                 }
-                // Nothing was remembered of it: the partition still expects this batch.
+                // Nothing was remembered of it: the partition still expects this batch. A
+                // transaction it opened stays open (its lower bound holds readers back) until
+                // the producer's retry or the transaction's marker.
                 Err(e) => return Err(e.into()),
             }
         };
@@ -444,13 +470,14 @@ impl Broker {
             size,
             topic: topic.clone(),
             index,
+            opened_at,
         })
     }
 
     /// Waits for a submitted batch; returns its base offset once it is durable (or the
     /// original's offset for a retried duplicate).
     async fn finish_batch(&self, submitted: SubmittedBatch) -> Result<i64> {
-        let (pending, tx, header, size, topic, index) = match submitted {
+        let (pending, tx, header, size, topic, index, opened_at) = match submitted {
             SubmittedBatch::Duplicate(mut outcome) => {
                 let result = outcome
                     .wait_for(|o| *o != Outcome::Pending)
@@ -471,7 +498,8 @@ impl Broker {
                 size,
                 topic,
                 index,
-            } => (pending, tx, header, size, topic, index),
+                opened_at,
+            } => (pending, tx, header, size, topic, index, opened_at),
         };
         // In a task of its own: the outcome must reach the producer state (and a failure
         // lift the stream's latch) even when the connection goes away meanwhile.
@@ -479,6 +507,11 @@ impl Broker {
         let outcome = tokio::spawn(async move {
             match pending.await {
                 Ok(offset) => {
+                    if let (Some(bound), Some(p)) = (opened_at, topic.partition(index)) {
+                        p.txns
+                            .lock()
+                            .first_stored(header.producer_id, bound, offset);
+                    }
                     tx.send_replace(Outcome::Stored(offset as i64));
                     metrics
                         .produced_records

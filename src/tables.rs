@@ -92,6 +92,7 @@ pub(crate) async fn run(
         MemoryPool::new(indexes.conversion_bytes),
         schemas,
     ));
+    worker.set_transactions(Arc::new(BrokerTxns(broker.clone())));
     let index_budget = IndexBudget::shared(indexes.budget);
     let committer = Committer::with_target(catalog.catalog(), catalog.commit_target())
         .with_files(catalog.storage().clone());
@@ -427,4 +428,44 @@ fn table_topic(
             },
         },
     ))
+}
+
+/// The broker's partitions' transactions, as the table worker asks about them: a table reads
+/// no further than a partition's last stable offset and skips aborted transactions.
+#[derive(Debug)]
+struct BrokerTxns(Arc<Broker>);
+
+impl inlet_table_worker::TxnView for BrokerTxns {
+    fn stable_end<'a>(
+        &'a self,
+        topic: &'a str,
+        partition: i32,
+    ) -> futures::future::BoxFuture<'a, std::result::Result<u64, String>> {
+        Box::pin(async move {
+            self.0
+                .partition_stable_end(topic, partition)
+                .await
+                .map_err(|e| e.to_string())
+        })
+    }
+
+    fn aborted(
+        &self,
+        topic: &str,
+        partition: i32,
+        from: u64,
+        to: u64,
+    ) -> Vec<inlet_table_worker::AbortedTxn> {
+        self.0
+            .partition_aborted(topic, partition, from, to)
+            .into_iter()
+            .map(
+                |(producer_id, first, last)| inlet_table_worker::AbortedTxn {
+                    producer_id,
+                    first,
+                    last,
+                },
+            )
+            .collect()
+    }
 }

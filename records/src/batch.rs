@@ -126,7 +126,8 @@ pub fn parse_header(b: &[u8]) -> Result<BatchHeader, BatchError> {
             header.attributes & 0x7
         )));
     }
-    if header.has_producer_id() && header.base_sequence < 0 {
+    // A transaction marker (a control batch) carries its producer but no sequence.
+    if header.has_producer_id() && header.base_sequence < 0 && !header.is_control() {
         return Err(BatchError::Invalid(
             "an idempotent batch needs a base sequence".into(),
         ));

@@ -42,6 +42,7 @@ pub(crate) mod memory;
 pub(crate) mod pk_index;
 pub(crate) mod protobuf;
 pub(crate) mod transform;
+pub(crate) mod txn;
 pub(crate) mod upsert;
 pub(crate) mod worker;
 
@@ -58,6 +59,7 @@ pub use memory::{MemoryError, MemoryPool};
 pub use pk_index::{FileRef, IndexBudget, MAX_RUNS};
 pub use protobuf::{protobuf_to_iceberg, ProtobufConverter};
 pub use transform::ValueTransform;
+pub use txn::{AbortedTxn, TxnView};
 pub use upsert::{
     decode_keys_file, encode_keys_file, read_position_deletes, FromCheckpoint, JobKeys,
     LiveDataFile, LiveFiles, TableIndex, UpsertSpec, DEFAULT_INDEX_BUDGET,

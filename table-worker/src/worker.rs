@@ -41,6 +41,7 @@ use crate::job::{convert_range_indexed, value_schema_fits, JobOutput, JobSpec, T
 use crate::memory::MemoryPool;
 use crate::pk_index::KeyIndex;
 use crate::transform::ValueTransform;
+use crate::txn::TxnView;
 use crate::upsert::{LiveFiles, UpsertSpec};
 
 /// Bytes per record assumed before a partition's first job.
@@ -187,6 +188,8 @@ pub struct Worker {
     pool: MemoryPool,
     tables: Mutex<BTreeMap<String, Arc<tokio::sync::Mutex<TableState>>>>,
     schemas: Arc<TableSchemas>,
+    /// The partitions' transactions (`txn`), once the node hands them over.
+    txns: Mutex<Option<Arc<dyn TxnView>>>,
 }
 
 impl Worker {
@@ -205,7 +208,14 @@ impl Worker {
             pool,
             tables: Mutex::new(BTreeMap::new()),
             schemas,
+            txns: Mutex::new(None),
         }
+    }
+
+    /// Hands the worker the node's view of Kafka transactions: its jobs then read no further
+    /// than each partition's last stable offset and skip aborted transactions' records.
+    pub fn set_transactions(&self, view: Arc<dyn TxnView>) {
+        *self.txns.lock() = Some(view);
     }
 
     pub fn pool(&self) -> &MemoryPool {
@@ -299,18 +309,7 @@ impl Worker {
                 })
                 .collect();
             for (partition, input) in due {
-                match run_job(
-                    &self.store,
-                    &self.pool,
-                    &self.schemas,
-                    &name,
-                    &mut state,
-                    partition,
-                    None,
-                    input,
-                )
-                .await
-                {
+                match run_job(self, &name, &mut state, partition, None, input).await {
                     Ok(_) => jobs += 1,
                     Err(e) => {
                         tracing::warn!(table = %name, partition, error = %e, "early conversion failed; the table's next drain tries again");
@@ -375,17 +374,7 @@ impl Worker {
                     .partitions
                     .get(&partition)
                     .map_or(target, |p| p.job_input(target, max_input));
-                let out = run_job(
-                    &self.store,
-                    &self.pool,
-                    &self.schemas,
-                    table,
-                    &mut state,
-                    partition,
-                    Some(end),
-                    input,
-                )
-                .await?;
+                let out = run_job(self, table, &mut state, partition, Some(end), input).await?;
                 if out <= at {
                     break; // nothing readable below `end` (trimmed or not yet durable)
                 }
@@ -426,9 +415,7 @@ impl Worker {
 /// Runs one job for `partition` and records its output; returns the new synced offset.
 #[allow(clippy::too_many_arguments)]
 async fn run_job(
-    store: &StreamStore,
-    pool: &MemoryPool,
-    schemas: &TableSchemas,
+    worker: &Worker,
     table: &str,
     state: &mut TableState,
     partition: i32,
@@ -439,6 +426,21 @@ async fn run_job(
         .partitions
         .get(&partition)
         .ok_or_else(|| Error::Schema(format!("partition {partition} is not served")))?;
+    let (store, pool, schemas) = (&worker.store, &worker.pool, &worker.schemas);
+    // With transactions, a job reads to the partition's last stable offset, and skips the
+    // records of aborted transactions (`txn`).
+    let view = worker.txns.lock().clone();
+    let (until, aborted) = match &view {
+        None => (until, Vec::new()),
+        Some(view) => {
+            let stable = view
+                .stable_end(table, partition)
+                .await
+                .map_err(|e| Error::Schema(format!("the partition's transactions: {e}")))?;
+            let until = until.map_or(stable, |u| u.min(stable));
+            (Some(until), view.aborted(table, partition, p.synced, until))
+        }
+    };
     let spec = JobSpec {
         partition,
         stream: p.stream,
@@ -451,7 +453,15 @@ async fn run_job(
             state.index = Some(build_index(upsert, &state.ctx, state.base.take()).await?);
         }
     }
-    let out = match convert_range_indexed(store, pool, &state.ctx, spec, state.index.as_mut()).await
+    let out = match convert_range_indexed(
+        store,
+        pool,
+        &state.ctx,
+        spec,
+        state.index.as_mut(),
+        &aborted,
+    )
+    .await
     {
         Ok(out) => out,
         Err(e) => {

@@ -760,3 +760,42 @@ fn gone(id: &str) -> KafkaError {
         format!("transactional id {id:?} changed on another node meanwhile"),
     )
 }
+
+impl Broker {
+    /// The last stable offset of a partition this node leads, loading its transactions if
+    /// this node has not yet (for the table worker: a table reads no further).
+    pub async fn partition_stable_end(&self, topic: &str, index: i32) -> Result<u64> {
+        let topic = self
+            .topics
+            .get(topic)
+            .ok_or_else(|| KafkaError::unknown_topic(topic))?;
+        let partition = topic
+            .partition(index)
+            .ok_or_else(|| KafkaError::unknown_topic(&topic.name))?;
+        let info = self.led_stream(partition.stream)?;
+        self.stable_end(partition, info.end_offset, true).await
+    }
+
+    /// A partition's aborted transactions overlapping `from..to`, as (producer id, first
+    /// offset, abort marker's offset).
+    pub fn partition_aborted(
+        &self,
+        topic: &str,
+        index: i32,
+        from: u64,
+        to: u64,
+    ) -> Vec<(i64, u64, u64)> {
+        let Some(partition) = self
+            .topics
+            .get(topic)
+            .and_then(|t| t.partition(index).cloned())
+        else {
+            return Vec::new();
+        };
+        let aborted = partition.txns.lock().aborted_in(from, to);
+        aborted
+            .into_iter()
+            .map(|a| (a.producer_id, a.first, a.last))
+            .collect()
+    }
+}

@@ -217,7 +217,7 @@ pub async fn convert_range(
     table: &TableContext,
     job: JobSpec,
 ) -> Result<JobOutput> {
-    convert_range_indexed(store, pool, table, job, None).await
+    convert_range_indexed(store, pool, table, job, None, &[]).await
 }
 
 /// Converts one range; an upsert table (`table.upsert`) needs its primary-key `index`, which
@@ -228,6 +228,7 @@ pub(crate) async fn convert_range_indexed(
     table: &TableContext,
     job: JobSpec,
     mut index: Option<&mut KeyIndex>,
+    aborted: &[crate::txn::AbortedTxn],
 ) -> Result<JobOutput> {
     if table.upsert.as_ref().is_some_and(|u| !u.deferred) && index.is_none() {
         return Err(Error::Schema(
@@ -239,7 +240,16 @@ pub(crate) async fn convert_range_indexed(
     let cap = pool.budget();
     let mut reserve = job.max_input_bytes.clamp(1, cap);
     loop {
-        match attempt(store, pool, table, job, index.as_deref_mut(), reserve).await {
+        match attempt(
+            store,
+            pool,
+            table,
+            (job, aborted),
+            index.as_deref_mut(),
+            reserve,
+        )
+        .await
+        {
             // The pool is lent out and the job needs more than it holds: it gave everything
             // back (nothing is written and the index is untouched before the last growth) and
             // waits for the larger room, holding nothing, so jobs never wait for each other.
@@ -266,13 +276,14 @@ async fn attempt(
     store: &StreamStore,
     pool: &MemoryPool,
     table: &TableContext,
-    job: JobSpec,
+    (job, aborted): (JobSpec, &[crate::txn::AbortedTxn]),
     index: Option<&mut KeyIndex>,
     reserve: usize,
 ) -> Result<JobOutput> {
     let cap = pool.budget();
     let mut reservation = pool.reserve(reserve).await?;
-    let (records, next_offset, input_bytes, records_held) = read_records(store, &job).await?;
+    let (records, next_offset, input_bytes, records_held) =
+        read_records(store, &job, aborted).await?;
 
     // Pass 1: the schemas of the range, reconciled with the table's.
     let mut schemas: HashMap<u32, Arc<StoredSchema>> = HashMap::new();

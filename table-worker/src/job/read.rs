@@ -8,6 +8,8 @@
 //!   decoded keys, values and structs, [`record_cost`]), also inside a batch, but never inside
 //!   a batch before they hold [`MIN_SPLIT_BYTES`]. A compressed batch is never decoded whole.
 //! - Records deleted by retention before the job reached them are skipped, with a warning.
+//! - Control batches and the batches of aborted transactions (`aborted`) are skipped; their
+//!   offsets still count as read.
 
 use std::ops::Range;
 
@@ -18,6 +20,7 @@ use inlet_storage::StreamStore;
 
 use super::JobSpec;
 use crate::error::{Error, Result};
+use crate::txn::AbortedTxn;
 
 /// One Kafka record of the range.
 pub(super) struct Rec {
@@ -33,6 +36,7 @@ pub(super) struct Rec {
 pub(super) async fn read_records(
     store: &StreamStore,
     job: &JobSpec,
+    aborted: &[AbortedTxn],
 ) -> Result<(Vec<Rec>, u64, usize, usize)> {
     let end = store.end_offset(job.stream).map_err(Error::Storage)?;
     let until = job.until.map_or(end, |u| u.min(end));
@@ -75,7 +79,7 @@ pub(super) async fn read_records(
             let from = job.from.max(start).max(offset);
             // A stored payload is normally one Kafka batch; read every batch it holds.
             let stop = read_payload(
-                &b.payload,
+                (&b.payload, aborted),
                 from,
                 until,
                 job.max_input_bytes,
@@ -119,7 +123,7 @@ const MIN_SPLIT_BYTES: usize = 4 << 20;
 /// `from..until` to `records`, counting their cost in `held`. Returns the offset it stopped at
 /// when `held` reached `max_held` (and [`MIN_SPLIT_BYTES`]) before the payload's end.
 fn read_payload(
-    payload: &Bytes,
+    (payload, aborted): (&Bytes, &[AbortedTxn]),
     from: u64,
     until: u64,
     max_held: usize,
@@ -130,7 +134,11 @@ fn read_payload(
     for batch in records_batch::split(payload)? {
         let header = batch.header;
         let base = i64::from_be_bytes(batch.bytes[..8].try_into().expect("a batch header"));
-        if header.is_control() {
+        // Markers, and the records of aborted transactions, are not the table's.
+        if header.is_control()
+            || (header.is_transactional()
+                && AbortedTxn::covers(aborted, header.producer_id, base as u64))
+        {
             continue;
         }
         // Kafka's LogAppendTime: every record carries the batch's max timestamp, the broker's.

@@ -11,6 +11,9 @@
 #   Python venv       -> INLET_TEST_PYTHON (its interpreter, with confluent-kafka for the client tests)
 #   Java client jars  -> INLET_TEST_JAVA_LIBS (kafka-clients 4.3.0, Confluent serializers 7.0.16),
 #                        INLET_TEST_JAVA_LIBS_3_9 (kafka-clients 3.9.1)
+#   kafkajs 2.2.4     -> INLET_TEST_KAFKAJS (a folder whose node_modules holds it: run node with
+#                        NODE_PATH=$INLET_TEST_KAFKAJS/node_modules); left unset, with a message,
+#                        when npm cannot install it (its tests then skip, and fail in CI)
 #
 # Services:
 #   moto_server (S3)  -> INLET_TEST_S3_ENDPOINT, INLET_TEST_S3_BUCKET (bucket "inlet-test"),
@@ -22,6 +25,7 @@
 #   INLET_VENV            Python venv for the test tools (default ~/.cache/inlet/venv)
 #   INLET_PYTHON          interpreter that creates the venv (default python3)
 #   INLET_JAVA_LIBS       folder for the Java client jars (default ~/.cache/inlet/java-libs)
+#   INLET_KAFKAJS         folder for kafkajs (default ~/.cache/inlet/kafkajs)
 #   INLET_TEST_KEEP_DIRS  1 = keep the services' temp dirs (logs, PostgreSQL data) after cleanup
 #
 # `inlet_test_env_stop` stops the services early (the EXIT trap calls it too).
@@ -177,6 +181,39 @@ PY
         return 1
     fi
     rm -rf "$tmp"
+}
+
+# ---------------------------------------------------------------------------------------------
+# kafkajs 2.2.4 (a JavaScript Kafka client, for tests/kafka_transactions.rs), from npm's default
+# registry into DIR/node_modules. Cached once per machine: skipped when DIR has that version.
+# ---------------------------------------------------------------------------------------------
+_INLET_KAFKAJS_VERSION=2.2.4
+
+_inlet_setup_kafkajs() {
+    local dir=$1 staging
+    if ! grep -qs "\"version\": \"$_INLET_KAFKAJS_VERSION\"" "$dir/node_modules/kafkajs/package.json"; then
+        if ! command -v npm >/dev/null 2>&1; then
+            _inlet_log "no npm on PATH: cannot install kafkajs $_INLET_KAFKAJS_VERSION"
+            return 1
+        fi
+        mkdir -p "$(dirname "$dir")" || { _inlet_log "cannot create $(dirname "$dir")"; return 1; }
+        # Installed beside DIR and renamed into place, so that an interrupted install is never
+        # taken for a finished one.
+        staging=$dir.partial
+        rm -rf "$staging"
+        _inlet_log "installing kafkajs $_INLET_KAFKAJS_VERSION into $dir"
+        if ! npm install --prefix "$staging" --no-audit --no-fund --loglevel=error \
+            "kafkajs@$_INLET_KAFKAJS_VERSION" >&2; then
+            _inlet_log "npm install kafkajs@$_INLET_KAFKAJS_VERSION failed"
+            rm -rf "$staging"
+            return 1
+        fi
+        if ! { rm -rf "$dir" && mv "$staging" "$dir"; }; then
+            _inlet_log "cannot move $staging to $dir"
+            return 1
+        fi
+    fi
+    export INLET_TEST_KAFKAJS=$dir
 }
 
 # ---------------------------------------------------------------------------------------------
@@ -444,6 +481,9 @@ _inlet_test_env_main() {
     _inlet_setup_venv "$venv" "$req" || return 1
     export INLET_TEST_PYTHON=$venv/bin/python
     _inlet_setup_java_libs "$venv" "${INLET_JAVA_LIBS:-$HOME/.cache/inlet/java-libs}" || return 1
+    # Not fatal: without kafkajs only its test cannot run (skipped here, failed under CI).
+    _inlet_setup_kafkajs "${INLET_KAFKAJS:-$HOME/.cache/inlet/kafkajs}" ||
+        _inlet_log "kafkajs is not available: INLET_TEST_KAFKAJS stays unset"
     _inlet_start_moto "$venv" || return 1
     _inlet_start_postgres || return 1
     return 0

@@ -2662,3 +2662,110 @@ fn a_seeded_nemesis_of_kills_pauses_and_faults_loses_and_doubles_nothing() {
         node.stop();
     }
 }
+
+/// The node that coordinates the transactional id `id` (FindCoordinator, key type 1), as
+/// `node` answers.
+fn txn_coordinator(node: &Node, id: &str) -> u64 {
+    use kafka_protocol::messages::{FindCoordinatorRequest, FindCoordinatorResponse};
+    poll_until(
+        30,
+        &format!("a coordinator for transactional id {id}"),
+        || {
+            let found: FindCoordinatorResponse = Conn::open(node).call(
+                ApiKey::FindCoordinator,
+                3,
+                RequestKind::FindCoordinator(
+                    FindCoordinatorRequest::default()
+                        .with_key(kafka_protocol::protocol::StrBytes::from_string(id.into()))
+                        .with_key_type(1),
+                ),
+            );
+            (found.error_code == 0).then(|| found.node_id.0 as u64)
+        },
+    )
+}
+
+/// Transactions through the kill -9 of the transaction coordinator's node mid-transaction,
+/// and of a partition leader between AddPartitionsToTxn and EndTxn
+/// (`tests/clients/cluster_transactions.py`, librdkafka's transactional producer): the
+/// coordinator's state is in PostgreSQL, so the next node completes the open transaction, and
+/// its markers go to the partitions' new leaders. read_committed then sees each committed
+/// transaction whole, each record once, and no aborted record.
+#[test]
+fn transactions_survive_the_kill_of_their_coordinator_and_of_a_partition_leader() {
+    let Some(python) = common::python::require_python("import confluent_kafka", "confluent-kafka")
+    else {
+        return;
+    };
+    let Some(cluster) = Cluster::new("") else {
+        return;
+    };
+    const TXN_TOPIC: &str = "payments";
+    let mut nodes: BTreeMap<u64, Node> = (1..=3).map(|id| (id, cluster.start(id))).collect();
+    create_topics(
+        &nodes[&1],
+        &[NewTopic::new(TXN_TOPIC, 6, TopicReplication::Fixed(1))],
+    );
+    poll_until(60, "the topic's partitions on every node", || {
+        let owners = wait_topic_owned_by(&nodes[&1], TXN_TOPIC, 6, &[1, 2, 3], 30);
+        (owners.iter().collect::<BTreeSet<_>>().len() == 3).then_some(())
+    });
+    let mut client = std::process::Command::new(&python)
+        .arg(common::python::script("cluster_transactions.py"))
+        .args([bootstrap(&nodes).as_str(), TXN_TOPIC, "6"])
+        .env("PYTHONUNBUFFERED", "1")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("python runs");
+    let mut to_client = client.stdin.take().expect("stdin");
+    let lines = std::io::BufRead::lines(std::io::BufReader::new(
+        client.stdout.take().expect("stdout"),
+    ));
+    let writer = format!("{TXN_TOPIC}-writer");
+    let mut pauses = 0;
+    let mut ok = false;
+    for line in lines {
+        let line = line.expect("a line");
+        eprintln!("[cluster_transactions.py] {line}");
+        if line.starts_with("open ") {
+            let any = nodes.keys().next().copied().expect("a live node");
+            let coordinator = txn_coordinator(&nodes[&any], &writer);
+            let victim = if pauses == 0 {
+                coordinator
+            } else {
+                // A node that leads some of the transaction's partitions but does not
+                // coordinate it.
+                *nodes
+                    .keys()
+                    .find(|&&id| {
+                        id != coordinator && !owned_by(&nodes[&any], TXN_TOPIC, id).is_empty()
+                    })
+                    .expect("a partition leader other than the coordinator")
+            };
+            eprintln!(
+                "killing node {victim} (the transaction's coordinator is node {coordinator})"
+            );
+            nodes.remove(&victim).expect("live").kill9();
+            let rest: Vec<u64> = nodes.keys().copied().collect();
+            wait_topic_owned_by(&nodes[&rest[0]], TXN_TOPIC, 6, &rest, 60);
+            if pauses == 0 {
+                // Back for the second round: three nodes again.
+                nodes.insert(victim, cluster.start(victim));
+            }
+            pauses += 1;
+            std::io::Write::write_all(&mut to_client, b"go\n").expect("go");
+        }
+        if line == "OK" {
+            ok = true;
+        }
+    }
+    assert!(
+        client.wait().expect("exits").success() && ok,
+        "the transactional client failed"
+    );
+    assert_eq!(pauses, 2, "both kills happened");
+    for node in nodes.into_values() {
+        node.stop();
+    }
+}

@@ -209,6 +209,27 @@ impl GroupCoordinator {
         Ok(())
     }
 
+    /// The groups with offsets pending in `producer_id`'s transaction.
+    pub(crate) async fn groups_with_pending(
+        &self,
+        producer_id: i64,
+    ) -> Result<Vec<String>, ResponseError> {
+        let rows = sqlx::query(
+            "SELECT DISTINCT group_id FROM inlet_txn_offsets WHERE producer_id = $1",
+        )
+        .bind(producer_id)
+        .fetch_all(self.inner.offsets.meta().pool())
+        .await
+        .map_err(|e| {
+            tracing::warn!(producer_id, error = %e, "reading pending transactional offsets failed");
+            ResponseError::CoordinatorNotAvailable
+        })?;
+        rows.iter()
+            .map(|row| row.try_get::<String, _>("group_id"))
+            .collect::<Result<Vec<_>, sqlx::Error>>()
+            .map_err(|_| ResponseError::CoordinatorNotAvailable)
+    }
+
     /// The partitions of `group` with offsets pending in an open transaction.
     pub(crate) async fn pending_txn_offsets(
         &self,

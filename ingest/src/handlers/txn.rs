@@ -453,8 +453,56 @@ impl Broker {
                 .end_txn_offsets(group, producer_id, commit)
                 .await;
         }
-        // Another node coordinates the group: that node ends it when it learns the decision.
-        Err(ResponseError::NotCoordinator)
+        // Another node coordinates the group: it is asked to, as Kafka's coordinator writes
+        // a marker to the group's offsets partition.
+        let view = self.cluster_view().ok_or(ResponseError::NotCoordinator)?;
+        let node = view
+            .coordinator(group)
+            .ok_or(ResponseError::CoordinatorNotAvailable)?;
+        let to = view
+            .brokers()
+            .into_iter()
+            .find(|b| b.node_id == node)
+            .ok_or(ResponseError::CoordinatorNotAvailable)?;
+        // The producer's epoch does not matter to a group's pending offsets.
+        crate::txn::forward::write_marker(
+            &to,
+            (producer_id, 0),
+            commit,
+            crate::txn::forward::GROUP_OFFSETS,
+            0,
+        )
+        .await
+        .map_err(|e| {
+            tracing::warn!(group, node, error = %e, "the group's coordinator could not end the transaction's offsets yet");
+            e.code
+        })
+    }
+
+    /// Ends `producer_id`'s pending offsets in every group this node coordinates (a
+    /// forwarded marker for the groups' offsets).
+    async fn end_txn_offsets_here(&self, producer_id: i64, commit: bool) -> Result<()> {
+        for group in self
+            .groups
+            .groups_with_pending(producer_id)
+            .await
+            .map_err(|code| {
+                KafkaError::new(code, "the pending transactional offsets could not be read")
+            })?
+        {
+            if self.coordinates(&group) {
+                self.groups
+                    .end_txn_offsets(&group, producer_id, commit)
+                    .await
+                    .map_err(|code| {
+                        KafkaError::new(
+                            code,
+                            format!("group {group:?}'s offsets could not be ended"),
+                        )
+                    })?;
+            }
+        }
+        Ok(())
     }
 
     async fn write_marker_retrying(
@@ -466,7 +514,10 @@ impl Broker {
     ) -> Result<()> {
         let mut attempt = 0;
         loop {
-            match self.write_marker(topic, partition, producer, marker).await {
+            match self
+                .write_marker_anywhere(topic, partition, producer, marker)
+                .await
+            {
                 Ok(()) => return Ok(()),
                 Err(e) if attempt + 1 < MARKER_ATTEMPTS && !self.shutdown.is_cancelled() => {
                     attempt += 1;
@@ -476,6 +527,42 @@ impl Broker {
                 Err(e) => return Err(e),
             }
         }
+    }
+
+    /// Writes one transaction marker to a partition: here if this node leads it, else through
+    /// the node that does (WriteTxnMarkers).
+    async fn write_marker_anywhere(
+        &self,
+        topic: &str,
+        index: i32,
+        producer: (i64, i16),
+        marker: Marker,
+    ) -> Result<()> {
+        let stream = self
+            .topics
+            .get(topic)
+            .and_then(|t| t.partition(index).map(|p| p.stream));
+        let view = self.cluster_view();
+        let (Some(stream), Some(view)) = (stream, view) else {
+            return self.write_marker(topic, index, producer, marker).await;
+        };
+        if self.store.owns(stream) {
+            return self.write_marker(topic, index, producer, marker).await;
+        }
+        let not_led = || {
+            KafkaError::new(
+                ResponseError::NotLeaderOrFollower,
+                format!("no live node leads {topic}-{index} yet"),
+            )
+        };
+        let (node, _) = view.leader(stream).ok_or_else(not_led)?;
+        let to = view
+            .brokers()
+            .into_iter()
+            .find(|b| b.node_id == node)
+            .ok_or_else(not_led)?;
+        crate::txn::forward::write_marker(&to, producer, marker == Marker::Commit, topic, index)
+            .await
     }
 
     /// Writes one transaction marker to a partition this node leads, and waits until it is
@@ -542,15 +629,19 @@ impl Broker {
             for t in m.topics {
                 let mut partitions = Vec::new();
                 for p in t.partition_indexes {
-                    let code = match self
-                        .write_marker(
+                    let outcome = if t.name.as_str() == crate::txn::forward::GROUP_OFFSETS {
+                        self.end_txn_offsets_here(m.producer_id.0, m.transaction_result)
+                            .await
+                    } else {
+                        self.write_marker(
                             t.name.as_str(),
                             p,
                             (m.producer_id.0, m.producer_epoch),
                             marker,
                         )
                         .await
-                    {
+                    };
+                    let code = match outcome {
                         Ok(()) => 0,
                         Err(e) => e.code(),
                     };

@@ -14,6 +14,7 @@
 //! which also aborts transactions open longer than their timeout, bumping the producer's
 //! epoch so the late producer is fenced.
 
+pub(crate) mod forward;
 pub(crate) mod partition;
 pub(crate) mod state;
 

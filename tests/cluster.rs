@@ -2680,7 +2680,7 @@ fn txn_coordinator(node: &Node, id: &str) -> u64 {
                         .with_key_type(1),
                 ),
             );
-            (found.error_code == 0).then(|| found.node_id.0 as u64)
+            (found.error_code == 0).then_some(found.node_id.0 as u64)
         },
     )
 }

@@ -16,7 +16,8 @@
 //! ([`validate`]). In a cluster the node hands the broker a [`ClusterView`]
 //! ([`Broker::set_cluster`]): Metadata and FindCoordinator then route to the owners, and
 //! requests for partitions or groups another node holds answer `NOT_LEADER_OR_FOLLOWER` or
-//! `NOT_COORDINATOR`. Not here yet: transactions (not advertised).
+//! `NOT_COORDINATOR`. Transactions ([`txn`], `handlers/txn.rs`): the coordinator's state in the
+//! metadata store, markers, and each partition's last stable offset.
 
 pub(crate) mod authorized;
 pub(crate) mod broker;

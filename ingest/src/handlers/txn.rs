@@ -376,9 +376,8 @@ impl Broker {
     /// Aborts `id`'s open transaction under a new epoch (a fenced instance or a timeout).
     async fn abort_fenced(&self, id: &str, slot: &mut Slot, now: u64) -> Result<()> {
         let mut next = slot.meta.clone().ok_or_else(|| gone(id))?;
-        if next.epoch < i16::MAX {
-            next.epoch += 1;
-        }
+        // At the last epoch the markers go out under it (no producer can go higher).
+        next.epoch = next.epoch.saturating_add(1);
         next.state = TxnState::PrepareAbort;
         next.updated_ms = now;
         self.txns.save(id, slot, next).await?;

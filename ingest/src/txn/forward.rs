@@ -105,5 +105,5 @@ async fn call(
         ApiKey::WriteTxnMarkers.response_header_version(version),
     )?;
     anyhow::ensure!(h.correlation_id == 1, "an answer to another request");
-    Ok(WriteTxnMarkersResponse::decode(&mut buf, version)?)
+    WriteTxnMarkersResponse::decode(&mut buf, version)
 }

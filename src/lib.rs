@@ -420,6 +420,7 @@ impl NodeBuilder {
         ));
         tasks.spawn(broker.clone().run_offset_expiry(stop.clone()));
         tasks.spawn(broker.clone().run_transactions(stop.clone()));
+        tasks.spawn(broker.clone().run_compaction(stop.clone()));
         let statuses = inlet_table_coordinator::Statuses::default();
         tasks.spawn(http::serve(
             http_listener,

@@ -14,6 +14,8 @@
 //! - `compaction-written`: a compaction's new file is written; its replace is not committed.
 //! - `compaction-committed`: a compaction's replace is committed; the coordinator does not
 //!   know yet.
+//! - `log-compaction-written`: a compacted topic's rewritten object is uploaded; the swap of
+//!   its ranges is not committed (`StreamStore::rewrite_uploaded`).
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::OnceLock;

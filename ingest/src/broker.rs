@@ -79,6 +79,9 @@ pub struct Broker {
     /// (`handlers/fetch.rs`, `max_timestamp`): one small entry per stream asked about.
     pub(crate) max_timestamps:
         parking_lot::Mutex<std::collections::HashMap<u64, crate::handlers::MaxSeen>>,
+    /// Per stream of a compacted topic, what the compactor remembers of it (`compaction`).
+    pub(crate) compaction_state:
+        parking_lot::Mutex<std::collections::HashMap<u64, crate::compaction::CleanState>>,
 }
 
 impl std::fmt::Debug for Broker {
@@ -138,6 +141,7 @@ impl Broker {
             cluster: parking_lot::RwLock::new(None),
             standing_down: tokio::sync::watch::Sender::new(false),
             max_timestamps: Default::default(),
+            compaction_state: Default::default(),
         }))
     }
 

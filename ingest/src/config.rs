@@ -224,6 +224,14 @@ broker_settings! {
     offsets_retention_minutes: u64 = 10_080, "offsets.retention.minutes", SettingKind::Int { min: 1, max: INT_MAX };
     /// How often expired committed offsets are looked for.
     offsets_retention_check_interval_ms: u64 = 600_000, "offsets.retention.check.interval.ms", SettingKind::Int { min: 1, max: i64::MAX };
+    /// Whether compacted topics (cleanup.policy with compact) are compacted on this node.
+    log_cleaner_enable: bool = true, "log.cleaner.enable", SettingKind::Bool;
+    /// How long the compactor waits between two passes over the compacted partitions.
+    log_cleaner_backoff_ms: u64 = 15_000, "log.cleaner.backoff.ms", SettingKind::Int { min: 1, max: INT_MAX };
+    /// Memory for the compactor's map of keys to their latest offsets (24 bytes per distinct key); a partition with more keys than fit is compacted a part at a time.
+    log_cleaner_dedupe_buffer_size: u64 = 128 * 1024 * 1024, "log.cleaner.dedupe.buffer.size", SettingKind::Int { min: 1024, max: i64::MAX };
+    /// (Inlet's own) The most stored bytes the compactor reads and rewrites at once (whole object ranges; at least one).
+    log_cleaner_rewrite_max_bytes: u64 = 64 * 1024 * 1024, "inlet.log.cleaner.rewrite.max.bytes", SettingKind::Int { min: 1024, max: i64::MAX };
     /// The longest `transaction.timeout.ms` a transactional producer may ask for; InitProducerId with a longer one answers INVALID_TRANSACTION_TIMEOUT.
     transaction_max_timeout_ms: u64 = 900_000, "transaction.max.timeout.ms", SettingKind::Int { min: 1, max: INT_MAX };
     /// How often the transaction coordinator looks for transactions open longer than their timeout, and aborts them.

@@ -21,6 +21,7 @@
 
 pub(crate) mod authorized;
 pub(crate) mod broker;
+pub(crate) mod compaction;
 // Record batches are read by one crate shared with the table workers.
 pub use inlet_records::{batch, records};
 pub mod codec;

@@ -44,6 +44,11 @@ pub struct Metrics {
     pub transactions_aborted: AtomicU64,
     /// Transactions aborted because they stayed open past their `transaction.timeout.ms`.
     pub transactions_timed_out: AtomicU64,
+    /// Compaction passes over partitions of compacted topics, the records they removed and
+    /// the stored bytes they read.
+    pub compaction_passes: AtomicU64,
+    pub compaction_records_removed: AtomicU64,
+    pub compaction_bytes_read: AtomicU64,
     pub produced_records: AtomicU64,
     pub produced_bytes: AtomicU64,
     pub fetched_bytes: AtomicU64,
@@ -86,6 +91,9 @@ impl Default for Metrics {
             transactions_committed: AtomicU64::new(0),
             transactions_aborted: AtomicU64::new(0),
             transactions_timed_out: AtomicU64::new(0),
+            compaction_passes: AtomicU64::new(0),
+            compaction_records_removed: AtomicU64::new(0),
+            compaction_bytes_read: AtomicU64::new(0),
             refused_connections: AtomicU64::new(0),
             slow_requests: AtomicU64::new(0),
             produced_records: AtomicU64::new(0),
@@ -234,6 +242,24 @@ impl Metrics {
                 "Transactions aborted because they stayed open past their transaction.timeout.ms.",
                 "counter",
                 get(&self.transactions_timed_out),
+            ),
+            (
+                "inlet_kafka_compaction_passes_total",
+                "Compaction passes over partitions of compacted topics (cleanup.policy with compact).",
+                "counter",
+                get(&self.compaction_passes),
+            ),
+            (
+                "inlet_kafka_compaction_records_removed_total",
+                "Records compaction removed: superseded by a later record of their key, or tombstones past delete.retention.ms.",
+                "counter",
+                get(&self.compaction_records_removed),
+            ),
+            (
+                "inlet_kafka_compaction_bytes_read_total",
+                "Stored bytes compaction read to map the keys of the partitions it compacted.",
+                "counter",
+                get(&self.compaction_bytes_read),
             ),
             (
                 "inlet_kafka_produced_records_total",

@@ -29,6 +29,8 @@ enum Kind {
     Text,
     /// A decimal number from 0 to 1.
     Fraction,
+    /// A comma-separated list of some of these words (Kafka's list configs).
+    List(&'static [&'static str]),
 }
 
 /// One known topic config.
@@ -49,8 +51,8 @@ const DEFS: &[Def] = &[
     Def {
         name: "cleanup.policy",
         default: "delete",
-        kind: Kind::Choice(&["delete"]),
-        effect: "only delete: log compaction is not supported",
+        kind: Kind::List(&["delete", "compact"]),
+        effect: "delete: retention by time and size; compact: the latest record per key is kept (the compactor, `compaction`); both together",
     },
     Def {
         name: "retention.ms",
@@ -140,25 +142,25 @@ const DEFS: &[Def] = &[
         name: "delete.retention.ms",
         default: "86400000",
         kind: NONNEG,
-        effect: "accepted; tombstones are kept only by compaction, which Inlet does not do",
+        effect: "how long compaction keeps a tombstone (a null value) after it was appended",
     },
     Def {
         name: "min.compaction.lag.ms",
         default: "0",
         kind: NONNEG,
-        effect: "accepted; no compaction",
+        effect: "records younger than this are not compacted",
     },
     Def {
         name: "max.compaction.lag.ms",
         default: "9223372036854775807",
         kind: Kind::Int(1, i64::MAX),
-        effect: "accepted; no compaction",
+        effect: "a record not compacted this long after it was appended makes its partition due, whatever its dirty ratio",
     },
     Def {
         name: "min.cleanable.dirty.ratio",
         default: "0.5",
         kind: Kind::Fraction,
-        effect: "accepted; no compaction",
+        effect: "a partition is compacted once this share of its bytes was appended since its last compaction",
     },
     Def {
         name: "file.delete.delay.ms",
@@ -388,6 +390,11 @@ const DEFS: &[Def] = &[
 
 const AUTOMQ_PREFIX: &str = "automq.";
 
+/// The default value of a known topic config (empty for an unknown name).
+pub(crate) fn default_of(name: &str) -> &'static str {
+    def(name).map_or("", |d| d.default)
+}
+
 fn def(name: &str) -> Option<&'static Def> {
     DEFS.iter().find(|d| d.name == name)
 }
@@ -605,6 +612,13 @@ impl TopicConfigs {
                 .unwrap_or("")
         };
         let has_ids = !parse_list(get("table.topic.id.columns")).is_empty();
+        if get("table.topic.enable").trim() == "true" && compacts(get("cleanup.policy")) {
+            return Err(KafkaError::invalid_config(
+                "a table topic cannot be compacted (cleanup.policy with compact): its table keeps \
+                 every record, and a keyed table keeps the latest row per key by itself \
+                 (table.topic.upsert.enable=true with table.topic.id.columns)",
+            ));
+        }
         if get("table.topic.upsert.enable") == "true" && !has_ids {
             return Err(KafkaError::invalid_config(
                 "table.topic.upsert.enable=true needs table.topic.id.columns",
@@ -689,6 +703,22 @@ pub struct DescribedConfig {
     pub source: ConfigSource,
 }
 
+/// Whether a `cleanup.policy` value includes `compact`.
+pub(crate) fn compacts(policy: &str) -> bool {
+    policy.split(',').any(|p| p.trim() == "compact")
+}
+
+/// Whether a `cleanup.policy` value includes `delete` (retention by time and size).
+pub(crate) fn deletes(policy: &str) -> bool {
+    policy.split(',').any(|p| p.trim() == "delete")
+}
+
+/// Whether `name` is one of Kafka's comma-separated list configs (APPEND and SUBTRACT work on
+/// their items).
+pub(crate) fn is_comma_list(name: &str) -> bool {
+    matches!(def(name).map(|d| &d.kind), Some(Kind::List(_)))
+}
+
 fn validate(def: &Def, value: &str) -> Result<(), KafkaError> {
     let bad = |why: String| {
         KafkaError::new(
@@ -724,6 +754,17 @@ fn validate(def: &Def, value: &str) -> Result<(), KafkaError> {
                 Err(bad(
                     "use letters, digits, '_', '-' and '.' (at most 255)".into()
                 ))
+            }
+        }
+        Kind::List(words) => {
+            let items: Vec<&str> = value.split(',').map(str::trim).collect();
+            if items.iter().all(|i| words.contains(i)) {
+                Ok(())
+            } else {
+                Err(bad(format!(
+                    "must be a comma-separated list of {}",
+                    words.join(", ")
+                )))
             }
         }
         Kind::Fraction => match value.parse::<f64>() {
@@ -971,7 +1012,7 @@ mod tests {
             ("table.topic.partition.by", "[week(ts)]"),
             ("table.topic.partition.by", "[bucket(id)]"),
             ("table.topic.id.columns", "id"),
-            ("cleanup.policy", "compact"),
+            ("cleanup.policy", "compact,squash"),
             ("retention.ms", "soon"),
             ("no.such.config", "1"),
         ] {

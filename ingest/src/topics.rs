@@ -302,6 +302,16 @@ impl Topics {
             .get("retention.bytes")
             .and_then(|v| v.parse().ok())
             .unwrap_or(broker.log_retention_bytes);
+        // A compact-only topic keeps everything compaction leaves (Kafka: no retention).
+        let policy = configs
+            .get("cleanup.policy")
+            .or_else(|| broker.topic_defaults.get("cleanup.policy"))
+            .unwrap_or("delete");
+        let (ms, bytes) = if crate::topic_config::deletes(policy) {
+            (ms, bytes)
+        } else {
+            (-1, -1)
+        };
         store.set_retention(stream, Some(ms), Some(bytes)).await?;
         // A table topic's stream keeps what its table has not committed, whatever its
         // retention (docs/ingest.md, "Retention"); the table's coordinator raises the floor.

@@ -23,12 +23,17 @@ use crate::batch::{Batch, BatchError, HEADER_LEN};
 pub struct Limits {
     /// Most bytes a compressed batch may decompress to.
     pub max_decompressed_bytes: usize,
+    /// Whether the batch may be a compacted one, as stored batches of a compacted topic are:
+    /// its offset deltas then rise but may skip (the records compaction removed), up to the
+    /// header's `last_offset_delta`, and it may hold fewer records than offsets, or none.
+    pub compacted: bool,
 }
 
 impl Default for Limits {
     fn default() -> Self {
         Limits {
             max_decompressed_bytes: kafka_protocol::compression::max_decompressed_bytes(),
+            compacted: false,
         }
     }
 }
@@ -36,11 +41,13 @@ impl Default for Limits {
 /// One record, borrowed from the batch or the walk's buffer.
 #[derive(Debug, Clone, Copy)]
 pub struct RecordRef<'a> {
-    /// Position in the batch (equal to the record's offset delta).
+    /// The record's offset delta: its position in the batch, unless the batch is compacted.
     pub index: i32,
     pub timestamp_delta: i64,
     pub key: Option<&'a [u8]>,
     pub value: Option<&'a [u8]>,
+    /// The whole encoded record after its length prefix.
+    pub raw: &'a [u8],
 }
 
 /// The smallest encoded record: length, attributes, timestamp delta, offset delta, key length,
@@ -57,8 +64,12 @@ pub fn walk(
     let count = batch.header.record_count;
     let payload = &batch.bytes[HEADER_LEN.min(batch.bytes.len())..];
     let codec = batch.header.attributes & 0x7;
+    let mut deltas = Deltas {
+        last: limits.compacted.then_some(batch.header.last_offset_delta),
+        previous: -1,
+    };
     if codec == 0 {
-        return walk_slice(payload, count, &mut visit);
+        return walk_slice(payload, count, &mut deltas, &mut visit);
     }
     let reader: Box<dyn Read + '_> = match codec {
         1 => Box::new(flate2::read::GzDecoder::new(payload)),
@@ -104,7 +115,7 @@ pub fn walk(
                 "record {index} says it has {length} bytes; the batch ends after {got}"
             )));
         }
-        visit(parse_record(&scratch, index)?);
+        visit(parse_record(&scratch, index, &mut deltas)?);
     }
     match input.fill_buf() {
         Ok([]) => {}
@@ -121,9 +132,17 @@ pub fn walk(
     Ok(total)
 }
 
+/// How a walk checks offset deltas: consecutive from 0, or (`last`: a compacted batch)
+/// rising up to `last`.
+struct Deltas {
+    last: Option<i32>,
+    previous: i64,
+}
+
 fn walk_slice(
     mut rest: &[u8],
     count: i32,
+    deltas: &mut Deltas,
     visit: &mut impl FnMut(RecordRef<'_>),
 ) -> Result<usize, BatchError> {
     let total = rest.len();
@@ -140,7 +159,7 @@ fn walk_slice(
             )));
         }
         let (record, tail) = rest.split_at(length);
-        visit(parse_record(record, index)?);
+        visit(parse_record(record, index, deltas)?);
         rest = tail;
     }
     if !rest.is_empty() {
@@ -166,7 +185,12 @@ fn record_length(length: i64, room: usize) -> Result<usize, BatchError> {
 }
 
 /// Parses one record's body (after its length prefix); every byte must be used.
-fn parse_record(mut b: &[u8], index: i32) -> Result<RecordRef<'_>, BatchError> {
+fn parse_record<'a>(
+    mut b: &'a [u8],
+    index: i32,
+    deltas: &mut Deltas,
+) -> Result<RecordRef<'a>, BatchError> {
+    let raw = b;
     let e = |m: String| at(index, m);
     let Some((_attributes, rest)) = b.split_first() else {
         return Err(e("empty record".into()));
@@ -174,11 +198,23 @@ fn parse_record(mut b: &[u8], index: i32) -> Result<RecordRef<'_>, BatchError> {
     b = rest;
     let timestamp_delta = varint(&mut b).map_err(e)?;
     let offset_delta = varint(&mut b).map_err(e)?;
-    if offset_delta != index as i64 {
-        return Err(invalid(format!(
-            "record {index} has offset delta {offset_delta}; deltas must be consecutive from 0"
-        )));
+    match deltas.last {
+        None if offset_delta != index as i64 => {
+            return Err(invalid(format!(
+                "record {index} has offset delta {offset_delta}; deltas must be consecutive from 0"
+            )));
+        }
+        Some(last) if offset_delta <= deltas.previous || offset_delta > i64::from(last) => {
+            return Err(invalid(format!(
+                "record {index} of a compacted batch has offset delta {offset_delta}, after {} \
+                 and up to the batch's last {last}",
+                deltas.previous
+            )));
+        }
+        _ => {}
     }
+    deltas.previous = offset_delta;
+    let index = offset_delta as i32;
     let key = bytes_field(&mut b, "key").map_err(e)?;
     let value = bytes_field(&mut b, "value").map_err(e)?;
     let headers = varint(&mut b).map_err(e)?;
@@ -204,6 +240,7 @@ fn parse_record(mut b: &[u8], index: i32) -> Result<RecordRef<'_>, BatchError> {
         timestamp_delta,
         key,
         value,
+        raw,
     })
 }
 
@@ -479,6 +516,7 @@ mod tests {
                 &b,
                 Limits {
                     max_decompressed_bytes: 4 << 10,
+                    compacted: false,
                 },
                 |_| {},
             )
@@ -526,7 +564,7 @@ mod tests {
             }
             if let Ok(batches) = batch::split(&b) {
                 for batch in &batches {
-                    let _ = walk(batch, Limits { max_decompressed_bytes: 1 << 20 }, |_| {});
+                    let _ = walk(batch, Limits { max_decompressed_bytes: 1 << 20, compacted: false }, |_| {});
                 }
             }
         }

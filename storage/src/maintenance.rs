@@ -209,6 +209,7 @@ impl Inner {
         kind: ObjectKind,
         entries: &[(u64, ObjectEntry)],
         replaced: &[RangeRef],
+        failpoint: Option<&str>,
     ) -> Result<bool> {
         let mut builder = ObjectBuilder::new(self.config.object_block_bytes);
         for (stream_id, e) in entries {
@@ -221,6 +222,9 @@ impl Inner {
             .await?;
         let path = self.object_path(object_id);
         self.objects.put_chunks(&path, &built.chunks).await?;
+        if let Some(point) = failpoint {
+            inlet_common::failpoint::hit(point);
+        }
         let object = NewObject::new(object_id, &built);
         let old: Vec<RangeRow> = replaced.iter().map(|r| r.row).collect();
         let epochs = self.epochs_of(replaced.iter().map(|r| r.row.stream_id))?;
@@ -270,6 +274,73 @@ impl Inner {
         Ok(true)
     }
 
+    /// Rewrites the uploaded batches of `stream` from the object range that holds `from` (or
+    /// the first after it), through whole ranges that end at or below `until`, while they hold
+    /// at most `max_bytes` (always at least one range): each batch goes through `rewrite`,
+    /// which returns new bytes for it (its offsets unchanged) or `None` to keep it. The ranges
+    /// are replaced by one stream object in one metadata transaction, fenced by this node's
+    /// epoch of the stream; cached entries below its end are dropped, so reads come from it.
+    /// Returns the end of what was rewritten, or `None` when no range qualifies. A crash
+    /// before the commit leaves the old ranges in place (the new object is an orphan, which
+    /// the collector deletes).
+    pub(crate) async fn rewrite_stream(
+        &self,
+        stream: &Arc<StreamShared>,
+        (from, until, max_bytes): (u64, u64, u64),
+        rewrite: &mut (dyn FnMut(&ObjectEntry) -> Option<bytes::Bytes> + Send),
+    ) -> Result<Option<u64>> {
+        let _pass = self.maintenance_lock.lock().await;
+        let ranges: Vec<RangeRef> = {
+            let state = stream.state.lock();
+            if !state.owned {
+                return Err(Error::NotOwner(stream.id));
+            }
+            let mut picked: Vec<RangeRef> = Vec::new();
+            let mut bytes = 0;
+            let first = state.range_for(from).map_or(from, |r| r.row.start_offset);
+            for r in state.ranges.range(first..).map(|(_, r)| *r) {
+                let contiguous = picked
+                    .last()
+                    .is_none_or(|p| p.row.end_offset == r.row.start_offset);
+                if r.row.end_offset > until
+                    || !contiguous
+                    || (!picked.is_empty() && bytes + r.row.size > max_bytes)
+                {
+                    break;
+                }
+                bytes += r.row.size;
+                picked.push(r);
+            }
+            picked
+        };
+        let Some(end) = ranges.last().map(|r| r.row.end_offset) else {
+            return Ok(None);
+        };
+        let mut entries = self.read_ranges(&ranges).await?;
+        let mut changed = false;
+        for (_, e) in entries.iter_mut() {
+            if let Some(payload) = rewrite(e) {
+                e.payload = payload;
+                changed = true;
+            }
+        }
+        if changed {
+            if !self
+                .rewrite(
+                    ObjectKind::Stream,
+                    &entries,
+                    &ranges,
+                    Some("log-compaction-written"),
+                )
+                .await?
+            {
+                return Ok(None);
+            }
+            stream.evict_cached_below(end);
+        }
+        Ok(Some(end))
+    }
+
     async fn write_stream_object(&self, stream: &Arc<StreamShared>) -> Result<bool> {
         let ranges: Vec<RangeRef> = {
             let state = stream.state.lock();
@@ -295,7 +366,8 @@ impl Inner {
             picked
         };
         let entries = self.read_ranges(&ranges).await?;
-        self.rewrite(ObjectKind::Stream, &entries, &ranges).await
+        self.rewrite(ObjectKind::Stream, &entries, &ranges, None)
+            .await
     }
 
     async fn merge_small_objects(&self) -> Result<usize> {
@@ -341,7 +413,7 @@ impl Inner {
         let entries = self.read_ranges(&picked).await?;
         Ok(
             if self
-                .rewrite(ObjectKind::StreamSet, &entries, &picked)
+                .rewrite(ObjectKind::StreamSet, &entries, &picked, None)
                 .await?
             {
                 objects.len()

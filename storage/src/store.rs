@@ -1279,6 +1279,55 @@ impl StreamStore {
         state.owned.then(|| state.bytes_from(state.start_offset))
     }
 
+    /// The object ranges of stream `id` this node owns, in offset order: (start offset, end
+    /// offset, bytes, max append time in epoch ms). Data not uploaded yet is in none.
+    pub fn uploaded_ranges(&self, id: StreamId) -> Result<Vec<(u64, u64, u64, u64)>> {
+        let shared = self.shared(id)?;
+        let state = shared.state.lock();
+        if !state.owned {
+            return Err(Error::NotOwner(id));
+        }
+        Ok(state
+            .ranges
+            .values()
+            .filter(|r| r.row.end_offset > state.start_offset)
+            .map(|r| {
+                (
+                    r.row.start_offset,
+                    r.row.end_offset,
+                    r.row.size,
+                    r.row.max_timestamp_ms,
+                )
+            })
+            .collect())
+    }
+
+    /// Rewrites uploaded batches of stream `id` in place, offsets unchanged (a compacted
+    /// topic's cleaner): from the object range holding `from` through whole ranges ending at
+    /// or below `until`, at most `max_bytes` of them (at least one range) per call, each batch
+    /// through `rewrite` (new bytes, or `None` to keep it). Atomic and fenced by this node's
+    /// epoch of the stream. Returns where the rewritten ranges end (the next call's `from`),
+    /// or `None` when none qualifies.
+    pub async fn rewrite_uploaded(
+        &self,
+        id: StreamId,
+        (from, until, max_bytes): (u64, u64, u64),
+        rewrite: &mut (dyn FnMut(&ReadBatch) -> Option<Bytes> + Send),
+    ) -> Result<Option<u64>> {
+        let shared = self.shared(id)?;
+        let mut each = |e: &crate::objects::format::ObjectEntry| {
+            rewrite(&ReadBatch {
+                base_offset: e.base_offset,
+                record_count: e.record_count,
+                timestamp_ms: e.timestamp_ms,
+                payload: e.payload.clone(),
+            })
+        };
+        self.inner
+            .rewrite_stream(&shared, (from, until, max_bytes), &mut each)
+            .await
+    }
+
     /// For a stream held for a table: the bytes this node holds of it that its table has not
     /// committed yet (from the table floor to the end: object ranges, a range across the floor
     /// whole, and appends not uploaded yet), and the bytes kept only because of the hold, as

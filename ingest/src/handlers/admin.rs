@@ -511,6 +511,32 @@ impl Broker {
                     let v = value.ok_or_else(|| {
                         KafkaError::invalid_config(format!("APPEND/SUBTRACT {key} needs a value"))
                     })?;
+                    if topic_config::is_comma_list(key) {
+                        // Kafka's list configs (cleanup.policy): comma-separated items.
+                        let current = set
+                            .get(key)
+                            .cloned()
+                            .or_else(|| topic.configs.get(key).map(str::to_string))
+                            .unwrap_or_else(|| topic_config::default_of(key).to_string());
+                        let mut items: Vec<String> = current
+                            .split(',')
+                            .map(|i| i.trim().to_string())
+                            .filter(|i| !i.is_empty())
+                            .collect();
+                        let given: Vec<String> =
+                            v.split(',').map(|i| i.trim().to_string()).collect();
+                        if op == 2 {
+                            for g in given {
+                                if !items.contains(&g) {
+                                    items.push(g);
+                                }
+                            }
+                        } else {
+                            items.retain(|i| !given.contains(i));
+                        }
+                        set.insert(key.to_string(), items.join(","));
+                        continue;
+                    }
                     if !matches!(key, "table.topic.id.columns" | "table.topic.partition.by") {
                         return Err(KafkaError::invalid_config(format!(
                             "{key} is not a list config"

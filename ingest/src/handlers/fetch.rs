@@ -514,7 +514,12 @@ impl Broker {
             bytes: b.payload.clone(),
         };
         let mut found = None;
-        let _ = records::walk(&stored, self.record_limits(), |r| {
+        // A compacted topic's batches may skip offsets (`compaction`).
+        let limits = records::Limits {
+            compacted: true,
+            ..self.record_limits()
+        };
+        let _ = records::walk(&stored, limits, |r| {
             let offset = base + i64::from(r.index);
             let ts = header.base_timestamp.saturating_add(r.timestamp_delta);
             if found.is_none() && ts >= timestamp && offset >= start {

@@ -234,7 +234,13 @@ impl Broker {
             }
         }
         let rules = crate::validate::Rules::of(&topic.configs, &self.config.topic_defaults);
-        let ids = self.validate_records(&batches, rules).await?;
+        let policy = topic
+            .configs
+            .get("cleanup.policy")
+            .or_else(|| self.config.topic_defaults.get("cleanup.policy"))
+            .unwrap_or("delete");
+        let need_keys = crate::topic_config::compacts(policy);
+        let ids = self.validate_records(&batches, rules, need_keys).await?;
         if let Some(rules) = rules {
             let registry = self.registry.as_ref().ok_or_else(|| {
                 KafkaError::new(
@@ -326,6 +332,7 @@ impl Broker {
     pub(crate) fn record_limits(&self) -> Limits {
         Limits {
             max_decompressed_bytes: self.config.max_decompressed_batch_bytes as usize,
+            compacted: false,
         }
     }
 
@@ -337,16 +344,27 @@ impl Broker {
         &self,
         batches: &[Batch],
         rules: Option<crate::validate::Rules>,
+        need_keys: bool,
     ) -> Result<Vec<u32>> {
         let limits = self.record_limits();
         let walk_all = move |batches: &[Batch]| -> std::result::Result<Vec<u32>, BatchError> {
             let mut ids = Vec::new();
             for b in batches {
+                let mut keyless = None;
                 records::walk(b, limits, |r| {
+                    if need_keys && r.key.is_none() && keyless.is_none() {
+                        keyless = Some(r.index);
+                    }
                     if let Some(rules) = &rules {
                         rules.collect_ids(r.key, r.value, &mut ids);
                     }
                 })?;
+                if let Some(i) = keyless {
+                    // Kafka's words: a compacted topic keeps the latest record per key.
+                    return Err(BatchError::Invalid(format!(
+                        "record {i}: a compacted topic cannot accept a record without a key"
+                    )));
+                }
             }
             Ok(ids)
         };

@@ -1,0 +1,380 @@
+//! Log compaction of compacted topics (`cleanup.policy` with `compact`), Kafka's log cleaner
+//! over the stream store: the latest record of every key is kept, older ones go, and
+//! tombstones (null values) go `delete.retention.ms` after they were appended.
+//!
+//! A pass over one partition, on the node that owns it ([`Broker::run_compaction`], every
+//! `log.cleaner.backoff.ms`):
+//! 1. **What may be compacted**: the uploaded object ranges (the log cache's tail is Kafka's
+//!    active segment), up to the last stable offset (an open transaction) and not past a range
+//!    with records younger than `min.compaction.lag.ms`.
+//! 2. **Whether it is due**: the bytes appended since the partition's last pass make at least
+//!    `min.cleanable.dirty.ratio` of that, or a record waited `max.compaction.lag.ms`, or kept
+//!    tombstones have come of age. A restarted node counts everything as new once.
+//! 3. **The key map**: each key's latest offset in that range (an MD5 digest of the key, as
+//!    Kafka's cleaner keeps, and the offset: [`ENTRY_BYTES`] each), within
+//!    `log.cleaner.dedupe.buffer.size`; a partition with more keys is compacted a part at a
+//!    time (the range stops where the map filled).
+//! 4. **The rewrite**: each batch keeps only its records that are their key's latest, minus
+//!    tombstones past `delete.retention.ms` (`inlet_records::batch::retain`): offsets never
+//!    change, a batch left empty still spans its offsets, so Fetch skips the removed offsets
+//!    as Kafka's does. The storage swaps the ranges for one new object per
+//!    `inlet.log.cleaner.rewrite.max.bytes`, atomically and fenced by this node's ownership
+//!    epoch (`StreamStore::rewrite_uploaded`), so a kill -9 mid-pass leaves the old ranges and a
+//!    node that lost the partition commits nothing.
+//!
+//! Records without a key (written before the topic became compacted) are kept; Produce to a
+//! compacted topic refuses them. Transactional batches and markers are kept as they are.
+//! Produce is never blocked: the pass reads objects and swaps ranges under the storage's own
+//! lock only.
+
+use std::collections::HashMap;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::{Bytes, BytesMut};
+use inlet_storage::StreamId;
+use md5::{Digest, Md5};
+use tokio_util::sync::CancellationToken;
+
+use crate::batch;
+use crate::error::Result;
+use crate::records::{self, Limits};
+use crate::topic_config;
+use crate::topics::{Partition, Topic};
+use crate::Broker;
+
+/// What one key costs the key map: a 16-byte digest, an 8-byte offset, and the map's own
+/// overhead (a hash table runs at most 7/8 full, plus a control byte per slot).
+pub(crate) const ENTRY_BYTES: usize = 32;
+/// Bytes read at a time while the key map is built.
+const READ_BYTES: usize = 4 << 20;
+
+/// What the compactor remembers of a partition between passes (lost at a restart: the next
+/// pass then counts everything as new).
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct CleanState {
+    /// Where the last pass's range ended.
+    clean_end: u64,
+    /// When the tombstones the last pass kept come of age (the next pass removes them).
+    tombstones_due: Option<u64>,
+}
+
+/// A topic's compaction settings.
+#[derive(Debug, Clone, Copy)]
+struct Settings {
+    dirty_ratio: f64,
+    delete_retention_ms: u64,
+    min_lag_ms: u64,
+    max_lag_ms: u64,
+}
+
+/// What a pass did.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct PassReport {
+    pub(crate) cleaned_to: u64,
+    pub(crate) bytes_read: u64,
+    pub(crate) bytes_written: u64,
+    pub(crate) records_removed: u64,
+}
+
+fn digest(key: &[u8]) -> [u8; 16] {
+    Md5::digest(key).into()
+}
+
+impl Broker {
+    /// The compactor: every `log.cleaner.backoff.ms` until `stop`, a pass over each
+    /// partition of a compacted topic this node owns. Off with `log.cleaner.enable=false`.
+    pub async fn run_compaction(self: Arc<Self>, stop: CancellationToken) {
+        if !self.config.log_cleaner_enable {
+            return;
+        }
+        let every = Duration::from_millis(self.config.log_cleaner_backoff_ms.max(1));
+        loop {
+            tokio::select! {
+                _ = stop.cancelled() => return,
+                _ = tokio::time::sleep(every) => {}
+            }
+            self.compact_due().await;
+        }
+    }
+
+    /// One pass over every compacted partition this node owns; returns the partitions
+    /// compacted.
+    pub(crate) async fn compact_due(&self) -> usize {
+        let mut done = 0;
+        for topic in self.topics.list() {
+            let Some(settings) = self.compaction_settings(&topic) else {
+                continue;
+            };
+            for partition in &topic.partitions {
+                if self.shutdown.is_cancelled() {
+                    return done;
+                }
+                if !self.store.owns(partition.stream) {
+                    continue;
+                }
+                match self.compact_partition(partition, settings).await {
+                    Ok(Some(report)) => {
+                        done += 1;
+                        tracing::info!(
+                            topic = topic.name,
+                            partition = partition.index,
+                            cleaned_to = report.cleaned_to,
+                            read = report.bytes_read,
+                            written = report.bytes_written,
+                            removed = report.records_removed,
+                            "compacted"
+                        );
+                    }
+                    Ok(None) => {}
+                    Err(e) => {
+                        tracing::warn!(topic = topic.name, partition = partition.index, error = %e, "compaction failed; the next pass tries again");
+                    }
+                }
+            }
+        }
+        done
+    }
+
+    fn compaction_settings(&self, topic: &Topic) -> Option<Settings> {
+        let get = |name: &str| {
+            topic
+                .configs
+                .get(name)
+                .or_else(|| self.config.topic_defaults.get(name))
+                .unwrap_or_else(|| topic_config::default_of(name))
+                .to_string()
+        };
+        if !topic_config::compacts(&get("cleanup.policy")) {
+            return None;
+        }
+        let ms = |name: &str| get(name).parse::<i64>().unwrap_or(0).max(0) as u64;
+        Some(Settings {
+            dirty_ratio: get("min.cleanable.dirty.ratio").parse().unwrap_or(0.5),
+            delete_retention_ms: ms("delete.retention.ms"),
+            min_lag_ms: ms("min.compaction.lag.ms"),
+            max_lag_ms: ms("max.compaction.lag.ms"),
+        })
+    }
+
+    /// One pass over one partition (see the module doc); `None` when it was not due.
+    async fn compact_partition(
+        &self,
+        partition: &Partition,
+        settings: Settings,
+    ) -> Result<Option<PassReport>> {
+        let stream = partition.stream;
+        let now = self.clock_ms();
+        let ranges = self.store.uploaded_ranges(stream)?;
+        let end = self.store.end_offset(stream)?;
+        let stable = self.stable_end(partition, end, true).await?;
+        let young = now.saturating_sub(settings.min_lag_ms);
+        let cleanable: Vec<(u64, u64, u64, u64)> = ranges
+            .iter()
+            .copied()
+            .take_while(|&(_, range_end, _, max_ts)| range_end <= stable && max_ts <= young)
+            .collect();
+        let Some(&(first, mut until, _, _)) = cleanable.first() else {
+            return Ok(None);
+        };
+        until = cleanable.last().map_or(until, |r| r.1);
+        let state = self
+            .compaction_state
+            .lock()
+            .get(&stream)
+            .copied()
+            .unwrap_or_default();
+        let total: u64 = cleanable.iter().map(|r| r.2).sum();
+        let dirty: u64 = cleanable
+            .iter()
+            .filter(|r| r.0 >= state.clean_end)
+            .map(|r| r.2)
+            .sum();
+        let overdue = cleanable
+            .iter()
+            .any(|r| r.0 >= state.clean_end && r.3.saturating_add(settings.max_lag_ms) <= now);
+        let tombstones = state.tombstones_due.is_some_and(|t| t <= now);
+        let ratio = dirty as f64 / total.max(1) as f64;
+        if dirty == 0 && !tombstones || !(ratio >= settings.dirty_ratio || overdue || tombstones) {
+            return Ok(None);
+        }
+        let (latest, mapped_to, bytes_read) = self.key_map(stream, first, until).await?;
+        until = mapped_to;
+        let mut report = PassReport {
+            cleaned_to: until,
+            bytes_read,
+            ..PassReport::default()
+        };
+        let limits = Limits {
+            compacted: true,
+            ..self.record_limits()
+        };
+        let mut tombstones_due: Option<u64> = None;
+        let mut removed = 0u64;
+        let mut written = 0u64;
+        let mut rewrite = |rb: &inlet_storage::ReadBatch| -> Option<Bytes> {
+            let out = rewrite_payload(rb, limits, |offset, key, value| {
+                let Some(key) = key else {
+                    return true;
+                };
+                if latest.get(&digest(key)) != Some(&offset) {
+                    return false;
+                }
+                if value.is_none() {
+                    let due = rb.timestamp_ms.saturating_add(settings.delete_retention_ms);
+                    if due <= now {
+                        return false;
+                    }
+                    tombstones_due = Some(tombstones_due.map_or(due, |t| t.min(due)));
+                }
+                true
+            });
+            if let Some((bytes, gone)) = &out {
+                removed += gone;
+                written += bytes.len() as u64;
+            }
+            out.map(|(bytes, _)| bytes)
+        };
+        let mut from = first;
+        while from < until {
+            match self
+                .store
+                .rewrite_uploaded(
+                    stream,
+                    (from, until, self.config.log_cleaner_rewrite_max_bytes),
+                    &mut rewrite,
+                )
+                .await?
+            {
+                Some(next) if next > from => from = next,
+                _ => break,
+            }
+        }
+        report.records_removed = removed;
+        report.bytes_written = written;
+        self.compaction_state.lock().insert(
+            stream,
+            CleanState {
+                clean_end: until,
+                tombstones_due,
+            },
+        );
+        self.metrics
+            .compaction_passes
+            .fetch_add(1, Ordering::Relaxed);
+        self.metrics
+            .compaction_records_removed
+            .fetch_add(removed, Ordering::Relaxed);
+        self.metrics
+            .compaction_bytes_read
+            .fetch_add(bytes_read, Ordering::Relaxed);
+        Ok(Some(report))
+    }
+
+    /// Each key's latest offset in `from..until` of `stream`, within
+    /// `log.cleaner.dedupe.buffer.size`: (the map, where it stops — `until`, or the first
+    /// batch that did not fit —, bytes read).
+    async fn key_map(
+        &self,
+        stream: StreamId,
+        from: u64,
+        until: u64,
+    ) -> Result<(HashMap<[u8; 16], u64>, u64, u64)> {
+        let room = (self.config.log_cleaner_dedupe_buffer_size as usize / ENTRY_BYTES).max(1);
+        let limits = Limits {
+            compacted: true,
+            ..self.record_limits()
+        };
+        let mut latest: HashMap<[u8; 16], u64> = HashMap::new();
+        let mut at = from;
+        let mut bytes = 0u64;
+        while at < until {
+            let batches = match self.store.read(stream, at, READ_BYTES).await {
+                Ok(b) => b,
+                // Retention or a trim moved the start: go on from it.
+                Err(inlet_storage::Error::OffsetOutOfRange { start, .. }) if start > at => {
+                    at = start;
+                    continue;
+                }
+                Err(e) => return Err(e.into()),
+            };
+            if batches.is_empty() {
+                break;
+            }
+            for rb in &batches {
+                if rb.base_offset >= until {
+                    return Ok((latest, until, bytes));
+                }
+                if latest.len() >= room {
+                    // The map is full: this pass compacts up to here.
+                    return Ok((latest, rb.base_offset, bytes));
+                }
+                bytes += rb.payload.len() as u64;
+                for b in batch::split_stored(&rb.payload).unwrap_or_default() {
+                    if b.header.is_control() || b.header.is_transactional() {
+                        continue;
+                    }
+                    let base = b.base_offset().max(0) as u64;
+                    let _ = records::walk(&b, limits, |r| {
+                        if let Some(key) = r.key {
+                            latest.insert(digest(key), base + r.index as u64);
+                        }
+                    });
+                }
+                at = rb.end_offset();
+            }
+            tokio::task::yield_now().await;
+        }
+        Ok((latest, until.min(at.max(from)), bytes))
+    }
+}
+
+/// The batches of one stored payload with only the records `keep(offset, key, value)` says
+/// yes to; `None` when it keeps them all (or the payload does not read, which is kept as it
+/// is), else the new payload and how many records went.
+fn rewrite_payload(
+    rb: &inlet_storage::ReadBatch,
+    limits: Limits,
+    mut keep: impl FnMut(u64, Option<&[u8]>, Option<&[u8]>) -> bool,
+) -> Option<(Bytes, u64)> {
+    let batches = batch::split_stored(&rb.payload).ok()?;
+    let mut out: Vec<Bytes> = Vec::with_capacity(batches.len());
+    let mut changed = false;
+    let mut removed = 0u64;
+    for b in &batches {
+        if b.header.is_control() || b.header.is_transactional() {
+            out.push(b.bytes.clone());
+            continue;
+        }
+        let base = b.base_offset().max(0) as u64;
+        let mut gone = 0u64;
+        let kept = batch::retain(b, limits, |r| {
+            let k = keep(base + r.index as u64, r.key, r.value);
+            if !k {
+                gone += 1;
+            }
+            k
+        });
+        match kept {
+            Ok(Some(bytes)) => {
+                changed = true;
+                removed += gone;
+                out.push(bytes);
+            }
+            Ok(None) => out.push(b.bytes.clone()),
+            Err(e) => {
+                tracing::warn!(offset = base, error = %e, "a stored batch does not read; compaction keeps it");
+                out.push(b.bytes.clone());
+            }
+        }
+    }
+    if !changed {
+        return None;
+    }
+    let mut joined = BytesMut::with_capacity(out.iter().map(Bytes::len).sum());
+    for b in &out {
+        joined.extend_from_slice(b);
+    }
+    Some((joined.freeze(), removed))
+}

@@ -1,0 +1,91 @@
+//! Compacted topics (`cleanup.policy=compact`, `ingest/src/compaction.rs`) with
+//! confluent-kafka, from `tests/clients/compacted_topic.py`: keys overwritten many times, then
+//! tombstones. After compaction a consumer from offset 0 sees exactly the latest record of
+//! every key, at the offset it was written at, and the tombstones go after
+//! `delete.retention.ms`; a record without a key is refused; DescribeConfigs and
+//! IncrementalAlterConfigs treat the policy as Kafka does; a table topic may not be compacted.
+//! The same holds across a kill -9 in the middle of a compaction (a fail point aborts the node
+//! once the rewritten object is uploaded, before the swap of ranges is committed).
+#![allow(clippy::unwrap_used, clippy::panic, clippy::disallowed_methods)] // a test: a failed step fails it, and its deadlines are real time
+
+mod common;
+use common::Start as _;
+
+use std::path::Path;
+use std::time::Duration;
+
+use common::python::{require_python, run, script};
+use common::Node;
+
+/// A node config that uploads fast (compaction works on uploaded data), and the flags that
+/// make the compactor look every half second.
+fn node_args(dir: &Path) -> Vec<String> {
+    let config = dir.join("inlet.toml");
+    std::fs::write(&config, "[storage]\nupload_interval_ms = 300\n").unwrap();
+    vec![
+        "--config".into(),
+        config.display().to_string(),
+        "--kafka-config".into(),
+        "log.cleaner.backoff.ms=500".into(),
+    ]
+}
+
+fn phase(python: &Path, node: &Node, phase: &str) -> String {
+    let (status, output) = run(
+        python,
+        &[
+            script("compacted_topic.py").into(),
+            node.kafka.clone().into(),
+            phase.into(),
+        ],
+        Duration::from_secs(240),
+    );
+    assert!(
+        status.is_some_and(|s| s.success()) && output.contains("\nOK\n"),
+        "the {phase} phase failed ({status:?}):\n{output}"
+    );
+    output
+}
+
+#[test]
+fn a_compacted_topic_keeps_the_latest_record_of_every_key() {
+    let Some(python) = require_python("import confluent_kafka", "confluent-kafka") else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let args = node_args(dir.path());
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let node = Node::start(&dir.path().join("node"), &args);
+    let output = phase(&python, &node, "run");
+    assert!(output.contains("ok: compacted: 40 records"), "{output}");
+    assert!(node.metric("inlet_kafka_compaction_records_removed_total") >= 970.0);
+    node.stop();
+}
+
+#[test]
+fn a_kill9_in_the_middle_of_a_compaction_loses_nothing() {
+    let Some(python) = require_python("import confluent_kafka", "confluent-kafka") else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let args = node_args(dir.path());
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let data = dir.path().join("node");
+    let node = Node::start_with_env(
+        &data,
+        &args,
+        &[("INLET_FAILPOINT", "log-compaction-written:1")],
+    );
+    phase(&python, &node, "fill");
+    // The first compaction uploads its object, then the fail point aborts the node before the
+    // swap is committed.
+    let (status, data) = node.wait_for_exit(60);
+    assert!(
+        !status.success(),
+        "the node was aborted by the fail point: {status:?}"
+    );
+    let node = Node::start(&data, &args);
+    let output = phase(&python, &node, "check");
+    assert!(output.contains("ok: compacted: 50 records"), "{output}");
+    node.stop();
+}

@@ -12,6 +12,7 @@ fuzz_target!(|data: &[u8]| {
     };
     let limits = Limits {
         max_decompressed_bytes: 1 << 20,
+        compacted: false,
     };
     for b in &batches {
         let mut n = 0usize;

@@ -347,26 +347,22 @@ impl Broker {
         need_keys: bool,
     ) -> Result<Vec<u32>> {
         let limits = self.record_limits();
-        let walk_all = move |batches: &[Batch]| -> std::result::Result<Vec<u32>, BatchError> {
+        // The schema ids, and (a compacted topic) the records without a key.
+        type Walked = (Vec<u32>, Vec<i32>);
+        let walk_all = move |batches: &[Batch]| -> std::result::Result<Walked, BatchError> {
             let mut ids = Vec::new();
+            let mut keyless = Vec::new();
             for b in batches {
-                let mut keyless = None;
                 records::walk(b, limits, |r| {
-                    if need_keys && r.key.is_none() && keyless.is_none() {
-                        keyless = Some(r.index);
+                    if need_keys && r.key.is_none() {
+                        keyless.push(r.index);
                     }
                     if let Some(rules) = &rules {
                         rules.collect_ids(r.key, r.value, &mut ids);
                     }
                 })?;
-                if let Some(i) = keyless {
-                    // Kafka's words: a compacted topic keeps the latest record per key.
-                    return Err(BatchError::Invalid(format!(
-                        "record {i}: a compacted topic cannot accept a record without a key"
-                    )));
-                }
             }
-            Ok(ids)
+            Ok((ids, keyless))
         };
         let compressed = batches.iter().any(|b| b.header.attributes & 0x7 != 0);
         let outcome = if compressed {
@@ -382,10 +378,22 @@ impl Broker {
         } else {
             walk_all(batches)
         };
-        outcome.map_err(|e| {
+        let (ids, keyless) = outcome.map_err(|e| {
             self.metrics.invalid_batches.fetch_add(1, Ordering::Relaxed);
             batch_error(e)
-        })
+        })?;
+        if !keyless.is_empty() {
+            // As Kafka answers (KIP-467): the batch is refused, and the records without a key
+            // are named, so a client fails those and may send the others again.
+            let why = "a compacted topic cannot accept a record without a key";
+            let mut e = KafkaError::new(
+                ResponseError::InvalidRecord,
+                format!("{} record(s) without a key: {why}", keyless.len()),
+            );
+            e.record_errors = keyless.into_iter().map(|i| (i, why.to_string())).collect();
+            return Err(e);
+        }
+        Ok(ids)
     }
 
     /// Makes `producers` (the partition's state, locked by the caller) the state of the epoch

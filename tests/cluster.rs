@@ -2769,3 +2769,71 @@ fn transactions_survive_the_kill_of_their_coordinator_and_of_a_partition_leader(
         node.stop();
     }
 }
+
+/// A compacted topic in a cluster (`tests/clients/compacted_topic.py`): its partition's owner
+/// dies in the middle of its first compaction (a fail point aborts it once the rewritten
+/// object is uploaded, before the swap is committed), and the node that takes the partition
+/// over compacts it: a consumer from offset 0 then reads exactly the latest record of every
+/// key, at the offset it was written at, and never a key's older value meanwhile.
+#[test]
+fn a_compacted_topic_is_compacted_by_the_new_owner_after_its_owner_dies_mid_pass() {
+    let Some(python) = common::python::require_python("import confluent_kafka", "confluent-kafka")
+    else {
+        return;
+    };
+    let Some(cluster) = Cluster::new(
+        "[storage]\nupload_interval_ms = 300\n[kafka]\n\"log.cleaner.backoff.ms\" = \"500\"\n",
+    ) else {
+        return;
+    };
+    let mut nodes: BTreeMap<u64, Node> = (1..=3)
+        .map(|id| {
+            (
+                id,
+                cluster.start_with_env(id, &[("INLET_FAILPOINT", "log-compaction-written:1")]),
+            )
+        })
+        .collect();
+    // Compaction starts 10 s after the records were appended: after `fill` has finished.
+    let run_script = |nodes: &BTreeMap<u64, Node>, phase: &str| {
+        let (status, output) = common::python::run(
+            &python,
+            &[
+                common::python::script("compacted_topic.py").into(),
+                bootstrap(nodes).into(),
+                phase.into(),
+                "10000".into(),
+            ],
+            Duration::from_secs(240),
+        );
+        assert!(
+            status.is_some_and(|s| s.success()) && output.contains("\nOK\n"),
+            "the {phase} phase ({status:?}):\n{output}"
+        );
+        output
+    };
+    run_script(&nodes, "fill");
+    let owner = wait_topic_owned_by(&nodes[&1], "customers", 1, &[1, 2, 3], 30)[0];
+    let (status, _) = nodes.remove(&owner).expect("the owner").wait_for_exit(60);
+    assert!(
+        !status.success(),
+        "the owner was aborted mid-compaction: {status:?}"
+    );
+    // The others carry the same fail point: they come back without it (kill -9, or already
+    // aborted if one took the partition and began compacting it first).
+    let rest: Vec<u64> = nodes.keys().copied().collect();
+    for id in &rest {
+        let mut node = nodes.remove(id).expect("live");
+        if !node.exited() {
+            node.kill9();
+        }
+        nodes.insert(*id, cluster.start(*id));
+    }
+    let new_owner = wait_topic_owned_by(&nodes[&rest[0]], "customers", 1, &rest, 60)[0];
+    eprintln!("node {owner} died mid-compaction; node {new_owner} owns the partition now");
+    let output = run_script(&nodes, "check");
+    assert!(output.contains("ok: compacted: "), "{output}");
+    for node in nodes.into_values() {
+        node.stop();
+    }
+}

@@ -116,6 +116,8 @@ pub struct BatchOptions {
     /// What each record's timestamp adds to the one before.
     pub timestamp_step: i64,
     pub compression: Compression,
+    /// A transactional batch (its producer's transaction).
+    pub transactional: bool,
 }
 
 impl Default for BatchOptions {
@@ -128,6 +130,7 @@ impl Default for BatchOptions {
             timestamp: 1_700_000_000_000,
             timestamp_step: 1,
             compression: Compression::None,
+            transactional: false,
         }
     }
 }
@@ -138,7 +141,7 @@ pub fn encode_batch(records: &[(Option<Bytes>, Option<Bytes>)], options: &BatchO
         .iter()
         .enumerate()
         .map(|(i, (key, value))| Record {
-            transactional: false,
+            transactional: options.transactional,
             control: false,
             delete_horizon: false,
             partition_leader_epoch: 0,

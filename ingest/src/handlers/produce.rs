@@ -95,7 +95,12 @@ impl Broker {
         } else {
             None
         };
-        let transactional = r.transactional_id.as_ref().is_some_and(|t| !t.is_empty());
+        let txn_id: Option<String> = r
+            .transactional_id
+            .as_ref()
+            .filter(|t| !t.is_empty())
+            .map(|t| t.to_string());
+        let txn_id = txn_id.as_deref();
         let topics = join_all(r.topic_data.into_iter().map(|t| {
             let refuse_all = refuse_all.clone();
             async move {
@@ -109,10 +114,7 @@ impl Broker {
                     async move {
                         let index = p.index;
                         let submitted = match topic {
-                            Ok(topic) => {
-                                self.submit_partition(&topic, p, version, transactional)
-                                    .await
-                            }
+                            Ok(topic) => self.submit_partition(&topic, p, version, txn_id).await,
                             Err(e) => Err(e),
                         };
                         (index, submitted)
@@ -153,7 +155,7 @@ impl Broker {
         topic: &Arc<Topic>,
         p: PartitionProduceData,
         version: i16,
-        transactional: bool,
+        txn_id: Option<&str>,
     ) -> Result<SubmittedPartition> {
         let partition = topic.partition(p.index).ok_or_else(|| {
             KafkaError::new(
@@ -201,7 +203,7 @@ impl Broker {
                     "control batches are written by the transaction coordinator, not by clients",
                 ));
             }
-            if b.header.is_transactional() && !transactional {
+            if b.header.is_transactional() && txn_id.is_none() {
                 return Err(KafkaError::new(
                     ResponseError::InvalidRecord,
                     "a transactional record batch needs the Produce request's transactional id",
@@ -212,6 +214,12 @@ impl Broker {
                     ResponseError::InvalidRecord,
                     "a transactional record batch needs a producer id",
                 ));
+            }
+        }
+        if let (Some(id), Some(b)) = (txn_id, batches.first()) {
+            if b.header.is_transactional() {
+                self.verify_in_transaction(id, &b.header, &topic.name, p.index)
+                    .await?;
             }
         }
         // A table that lags too far holds the stream back (its retention keeps what the

@@ -852,6 +852,56 @@ fn gone(id: &str) -> KafkaError {
 }
 
 impl Broker {
+    /// KIP-890's check of a transactional batch, where this node coordinates its
+    /// transactional id: the batch's producer must have an open transaction, at its epoch,
+    /// that the partition was added to. A late batch of a transaction that was aborted
+    /// meanwhile would otherwise open a transaction in the partition that no coordinator
+    /// knows of, and hold its last stable offset back for good. Where another node
+    /// coordinates the id (a cluster), the batch is not checked.
+    pub(crate) async fn verify_in_transaction(
+        &self,
+        id: &str,
+        h: &crate::batch::BatchHeader,
+        topic: &str,
+        partition: i32,
+    ) -> Result<()> {
+        if !self.coordinates_txn(id) {
+            return Ok(());
+        }
+        let slot = self.txns.lock(id).await?;
+        let ok = slot.meta.as_ref().is_some_and(|m| {
+            m.producer_id == h.producer_id
+                && m.epoch == h.producer_epoch
+                && m.state == TxnState::Ongoing
+                && m.partitions.contains(&(topic.to_string(), partition))
+        });
+        if ok {
+            return Ok(());
+        }
+        let fenced = slot
+            .meta
+            .as_ref()
+            .is_some_and(|m| m.producer_id == h.producer_id && m.epoch > h.producer_epoch);
+        Err(if fenced {
+            KafkaError::new(
+                ResponseError::InvalidProducerEpoch,
+                format!(
+                    "producer {} epoch {} was fenced: transactional id {id:?} is at a newer epoch",
+                    h.producer_id, h.producer_epoch
+                ),
+            )
+        } else {
+            KafkaError::new(
+                ResponseError::InvalidTxnState,
+                format!(
+                    "{topic}-{partition} is not in an open transaction of producer {} epoch {} \
+                     (transactional id {id:?}): add it first (AddPartitionsToTxn)",
+                    h.producer_id, h.producer_epoch
+                ),
+            )
+        })
+    }
+
     /// The last stable offset of a partition this node leads, loading its transactions if
     /// this node has not yet (for the table worker: a table reads no further).
     pub async fn partition_stable_end(&self, topic: &str, index: i32) -> Result<u64> {

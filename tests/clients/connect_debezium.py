@@ -249,7 +249,8 @@ class Worker:
             "rest.advertised.host.name": "127.0.0.1",
             "rest.advertised.port": str(self.port),
             "topic.creation.enable": "true",
-            "offset.flush.interval.ms": "1000",
+            # offset.flush.interval.ms stays at Connect's 60 s: a worker killed with SIGKILL
+            # has not committed the offsets of what it produced, and sends it again.
         }
         if standalone:
             config["offset.storage.file.filename"] = os.path.join(base, "connect.offsets")
@@ -286,12 +287,29 @@ class Worker:
         while time.time() < deadline:
             if self.proc.poll() is not None:
                 raise Failed(f"the Connect worker exited ({self.proc.returncode}) while starting")
+            fatal = self.fatal()
+            if fatal:
+                # Connect takes a while to exit after its herder died: fail now.
+                raise Failed("the Connect worker failed to start:\n" + fatal)
             status, body = http("GET", self.url + "/")
             if status == 200:
                 say(f"Connect worker {self.starts} is up on {self.url}: {body}")
                 return
             time.sleep(0.5)
         raise Failed("the Connect worker's REST API did not answer within 120 s")
+
+    def fatal(self):
+        """The lines of the log saying the worker failed to start (its herder died), with the
+        exception's first line after each."""
+        try:
+            with open(self.log, errors="replace") as f:
+                lines = f.read().splitlines()
+        except OSError:
+            return ""
+        marks = ("Uncaught exception in herder work thread", "Failed to start Connect",
+                 "Stopping due to error")
+        return "\n".join(line + "\n  " + (lines[i + 1] if i + 1 < len(lines) else "")
+                         for i, line in enumerate(lines) if any(m in line for m in marks))
 
     def kill9(self):
         self.proc.send_signal(signal.SIGKILL)
@@ -563,6 +581,8 @@ def run(base):
 
         pg.psql(insert_sql(range(44, 54), with_tier=True))
         pg.psql("UPDATE customers SET tier = 'silver' WHERE id BETWEEN 44 AND 48;")
+        # In the table, so produced; their offsets are not committed yet (every 60 s).
+        mirror(catalog, pg, worker, "before the kill of the worker")
         worker.kill9()
         say("killed the Connect worker (SIGKILL)")
         pg.psql("DELETE FROM customers WHERE id IN (45, 3);")

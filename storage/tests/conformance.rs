@@ -383,7 +383,9 @@ async fn rewrite_in_place_keeps_offsets_and_survives_a_restart(f: Fixture) {
     assert_eq!(ranges.len(), 4, "{ranges:?}");
     assert_eq!(ranges.last().unwrap().1, 60);
     let thin = |b: &inlet_storage::ReadBatch| -> Option<Bytes> {
-        (b.base_offset % 2 == 0).then(|| Bytes::from(format!("rewritten at {}", b.base_offset)))
+        b.base_offset
+            .is_multiple_of(2)
+            .then(|| Bytes::from(format!("rewritten at {}", b.base_offset)))
     };
     let mut from = 0;
     let mut calls = 0;
@@ -405,7 +407,7 @@ async fn rewrite_in_place_keeps_offsets_and_survives_a_restart(f: Fixture) {
     let mut want = expected.clone();
     for (i, p) in want.iter_mut().enumerate().take(20) {
         let base = i as u64 * 3;
-        if base % 2 == 0 {
+        if base.is_multiple_of(2) {
             *p = Bytes::from(format!("rewritten at {base}"));
         }
     }

@@ -2312,7 +2312,7 @@ fn a_node_whose_clock_runs_ten_seconds_ahead_agrees_with_the_others() {
 
 /// A seeded randomized schedule of faults (a nemesis, as Jepsen runs against Kafka) against
 /// three nodes under load, then a checker. Load: an idempotent acks=all producer on a plain
-/// topic, another on a table topic (whose retention is shorter than the run, so the table's
+/// topic, a transactional producer on another (`txn_load`), another on a table topic (whose retention is shorter than the run, so the table's
 /// hold is exercised), and four consumer groups committing synchronously. Faults, one at a
 /// time, each undone before the next: kill -9 of a node and its restart (sometimes with its
 /// clock 2–9 s ahead, under libfaketime), SIGSTOP of a node for 1–8 s, PostgreSQL "restarted"
@@ -2321,8 +2321,10 @@ fn a_node_whose_clock_runs_ten_seconds_ahead_agrees_with_the_others() {
 /// without a word; off with `INLET_NEMESIS_BLACK_HOLES=0`), S3 slowed by 50–300 ms a
 /// request, S3 connections cut. The checker: every acknowledged record is in
 /// its topic exactly once at the offset it was acknowledged with, every record of the table
-/// topic is a row of its table exactly once, and no group is delivered a record below an
-/// offset it had committed (committed offsets never go backwards).
+/// topic is a row of its table exactly once, no group is delivered a record below an
+/// offset it had committed (committed offsets never go backwards), and a transactional
+/// producer's transactions are atomic (`check_transactions`: read_committed sees each
+/// committed one whole, no aborted record, nothing twice).
 ///
 /// `INLET_NEMESIS_SEED` replays a schedule (the seed is printed first); `INLET_NEMESIS_SECONDS`
 /// sets how long faults are injected (CI: 60; docs/benchmarks.md has a 10-minute run).
@@ -2379,6 +2381,7 @@ fn a_seeded_nemesis_of_kills_pauses_and_faults_loses_and_doubles_nothing() {
 
     const PLAIN: &str = "nemesis";
     const TABLE: &str = "nemesis_table";
+    const TXN: &str = "nemesis_txn";
     let mut nodes: BTreeMap<u64, Node> = (1..=3).map(|id| (id, start(id, &[]))).collect();
     create_topics(
         &nodes[&1],
@@ -2389,9 +2392,11 @@ fn a_seeded_nemesis_of_kills_pauses_and_faults_loses_and_doubles_nothing() {
                 .set("table.topic.commit.interval.ms", "1000")
                 .set("table.topic.convert.value.type", "string")
                 .set("retention.ms", "15000"),
+            NewTopic::new(TXN, 4, TopicReplication::Fixed(1)),
         ],
     );
     wait_topic_owned_by(&nodes[&1], PLAIN, 6, &[1, 2, 3], 60);
+    wait_topic_owned_by(&nodes[&1], TXN, 4, &[1, 2, 3], 60);
     wait_topic_owned_by(&nodes[&1], TABLE, 4, &[1, 2, 3], 60);
     let boot = bootstrap(&nodes);
 
@@ -2438,6 +2443,10 @@ fn a_seeded_nemesis_of_kills_pauses_and_faults_loses_and_doubles_nothing() {
     };
     let plain_load = load(PLAIN, 6);
     let table_load = load(TABLE, 4);
+    let txn_load = {
+        let (stop, boot) = (stop.clone(), boot.clone());
+        std::thread::spawn(move || txn_load(boot, TXN, 4, stop))
+    };
     let groups: Vec<(String, Arc<Mutex<GroupLog>>)> = (0..4)
         .map(|i| {
             (
@@ -2530,6 +2539,7 @@ fn a_seeded_nemesis_of_kills_pauses_and_faults_loses_and_doubles_nothing() {
     stop.store(true, Ordering::Relaxed);
     let (plain, plain_failed) = plain_load.join().expect("plain load");
     let (table, table_failed) = table_load.join().expect("table load");
+    let txns = txn_load.join().expect("transactional load");
     for (topic, failed) in [(PLAIN, &plain_failed), (TABLE, &table_failed)] {
         if !failed.is_empty() {
             println!(
@@ -2642,6 +2652,8 @@ fn a_seeded_nemesis_of_kills_pauses_and_faults_loses_and_doubles_nothing() {
     let sent = sent_keys(&table, &table_failed);
     let stray: Vec<&u64> = rows.keys().filter(|k| !sent.contains(k)).collect();
     assert!(stray.is_empty(), "rows never sent (seed {seed}): {stray:?}");
+    // Transactions: each committed one whole, no aborted record, nothing twice.
+    check_transactions(&boot, TXN, 4, &txns, seed);
     // The groups: nothing delivered below a committed offset; commits never went back.
     for (group, log) in &groups {
         check_group(
@@ -2836,4 +2848,225 @@ fn a_compacted_topic_is_compacted_by_the_new_owner_after_its_owner_dies_mid_pass
     for node in nodes.into_values() {
         node.stop();
     }
+}
+
+/// The transactions of the nemesis's transactional load, by outcome: each a list of the keys
+/// it wrote.
+#[derive(Debug, Default)]
+struct TxnLog {
+    /// `commit_transaction` succeeded: every key must be read once.
+    committed: Vec<Vec<u64>>,
+    /// Aborted (by the client, or never committed: a send failed, or the producer was
+    /// replaced): no key may be read.
+    aborted: Vec<Vec<u64>>,
+    /// The commit's outcome is unknown (a fatal error during it): all keys or none.
+    uncertain: Vec<Vec<u64>>,
+}
+
+/// A transactional producer under the nemesis (librdkafka): transactions of 8 records over
+/// the topic's partitions, every fourth aborted, until `stop`. A producer that hits a fatal
+/// error is replaced by a new one with the same transactional id, which fences it. At the end
+/// a last instance is initialized, which aborts whatever the last one left open.
+fn txn_load(
+    boot: String,
+    topic: &'static str,
+    partitions: i32,
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+) -> TxnLog {
+    use rdkafka::producer::Producer as _;
+    use std::sync::atomic::Ordering;
+    let rt = tokio::runtime::Runtime::new().expect("runtime");
+    let make = || -> Option<FutureProducer> {
+        let p: FutureProducer = ClientConfig::new()
+            .set("bootstrap.servers", &boot)
+            .set("transactional.id", format!("{topic}-writer"))
+            .set("transaction.timeout.ms", "60000")
+            .set("message.timeout.ms", "60000")
+            .set("topic.metadata.refresh.interval.ms", "1000")
+            .create()
+            .expect("a transactional producer");
+        match p.init_transactions(Duration::from_secs(60)) {
+            Ok(()) => Some(p),
+            Err(e) => {
+                println!("[txn load] init_transactions failed: {e}");
+                None
+            }
+        }
+    };
+    let mut log = TxnLog::default();
+    let mut producer = None;
+    let mut next = 0u64;
+    let mut n = 0u64;
+    while !stop.load(Ordering::Relaxed) {
+        let Some(p) = producer.take().or_else(make) else {
+            std::thread::sleep(Duration::from_millis(500));
+            continue;
+        };
+        if let Err(e) = p.begin_transaction() {
+            println!("[txn load] begin_transaction failed: {e}; a new producer");
+            continue;
+        }
+        let keys: Vec<u64> = (next..next + 8).collect();
+        next += 8;
+        n += 1;
+        let sends = rt.block_on(futures::future::join_all(keys.iter().map(|k| {
+            let p = p.clone();
+            async move {
+                let key = format!("t{k}");
+                let partition = (*k % partitions as u64) as i32;
+                let record = FutureRecord::to(topic)
+                    .key(&key)
+                    .payload(&key)
+                    .partition(partition);
+                p.send(record, Duration::from_secs(60)).await.map(|_| ())
+            }
+        })));
+        let sent = sends.iter().all(Result::is_ok);
+        if !sent || n.is_multiple_of(4) {
+            // Never committed: aborted now, or by the next instance's fencing, or by the
+            // transaction timeout.
+            if let Err(e) = p.abort_transaction(Duration::from_secs(60)) {
+                println!("[txn load] abort_transaction failed: {e}; a new producer");
+                log.aborted.push(keys);
+                continue;
+            }
+            log.aborted.push(keys);
+            producer = Some(p);
+            continue;
+        }
+        let mut outcome = None;
+        for _ in 0..5 {
+            match p.commit_transaction(Duration::from_secs(60)) {
+                Ok(()) => {
+                    outcome = Some(true);
+                    break;
+                }
+                Err(rdkafka::error::KafkaError::Transaction(e)) if e.txn_requires_abort() => {
+                    let _ = p.abort_transaction(Duration::from_secs(60));
+                    outcome = Some(false);
+                    break;
+                }
+                Err(rdkafka::error::KafkaError::Transaction(e)) if e.is_retriable() => {
+                    println!("[txn load] commit_transaction: {e}; retrying");
+                }
+                Err(e) => {
+                    println!("[txn load] commit_transaction failed: {e}; outcome unknown");
+                    break;
+                }
+            }
+        }
+        match outcome {
+            Some(true) => {
+                log.committed.push(keys);
+                producer = Some(p);
+            }
+            Some(false) => {
+                log.aborted.push(keys);
+                producer = Some(p);
+            }
+            None => log.uncertain.push(keys),
+        }
+    }
+    drop(producer);
+    // A last instance fences the last producer and aborts what it left open.
+    let _last = poll_until(120, "a last transactional producer", make);
+    log
+}
+
+/// The nemesis's checker of transactions: read_committed from the start to the end (once no
+/// transaction is open), each committed transaction whole, each record once, no record of an
+/// aborted one, an uncertain one all or nothing, and nothing never sent.
+fn check_transactions(boot: &str, topic: &str, partitions: i32, log: &TxnLog, seed: u64) {
+    let c: BaseConsumer = ClientConfig::new()
+        .set("bootstrap.servers", boot)
+        .set("group.id", "nemesis-txn-checker")
+        .set("enable.auto.commit", "false")
+        .set("isolation.level", "read_committed")
+        .create()
+        .expect("consumer");
+    let mut tpl = TopicPartitionList::new();
+    let mut ends = BTreeMap::new();
+    for p in 0..partitions {
+        let (low, high) = poll_until(60, "the partition's watermarks", || {
+            c.fetch_watermarks(topic, p, Duration::from_secs(5)).ok()
+        });
+        ends.insert(p, high);
+        tpl.add_partition_offset(topic, p, Offset::Offset(low))
+            .expect("add");
+    }
+    c.assign(&tpl).expect("assign");
+    let mut read: BTreeMap<u64, usize> = BTreeMap::new();
+    let deadline = Instant::now() + Duration::from_secs(120);
+    loop {
+        if let Some(m) = c.poll(Duration::from_millis(500)) {
+            let m = m.expect("a record");
+            let key: u64 = std::str::from_utf8(m.key().expect("a key"))
+                .expect("utf8")
+                .trim_start_matches('t')
+                .parse()
+                .expect("a key");
+            *read.entry(key).or_default() += 1;
+            continue;
+        }
+        let positions = c.position().expect("positions");
+        let done = (0..partitions).all(|p| {
+            positions
+                .find_partition(topic, p)
+                .and_then(|e| e.offset().to_raw())
+                .is_some_and(|o| o >= ends[&p])
+        });
+        if done {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "read_committed stalled before the ends {ends:?} (seed {seed}): an open transaction?"
+        );
+    }
+    let twice: Vec<_> = read.iter().filter(|(_, n)| **n > 1).collect();
+    assert!(
+        twice.is_empty(),
+        "{topic}: records read twice (seed {seed}): {twice:?}"
+    );
+    for keys in &log.committed {
+        let missing: Vec<_> = keys.iter().filter(|k| !read.contains_key(k)).collect();
+        assert!(
+            missing.is_empty(),
+            "{topic}: a committed transaction is missing {missing:?} of {keys:?} (seed {seed})"
+        );
+    }
+    for keys in &log.aborted {
+        let found: Vec<_> = keys.iter().filter(|k| read.contains_key(k)).collect();
+        assert!(
+            found.is_empty(),
+            "{topic}: records of an aborted transaction are visible: {found:?} (seed {seed})"
+        );
+    }
+    for keys in &log.uncertain {
+        let found = keys.iter().filter(|k| read.contains_key(k)).count();
+        assert!(
+            found == 0 || found == keys.len(),
+            "{topic}: a transaction is visible in part: {found} of {keys:?} (seed {seed})"
+        );
+    }
+    let sent: BTreeSet<u64> = log
+        .committed
+        .iter()
+        .chain(&log.aborted)
+        .chain(&log.uncertain)
+        .flatten()
+        .copied()
+        .collect();
+    let stray: Vec<_> = read.keys().filter(|k| !sent.contains(k)).collect();
+    assert!(
+        stray.is_empty(),
+        "{topic}: records never sent (seed {seed}): {stray:?}"
+    );
+    println!(
+        "transactions (seed {seed}): {} committed, {} aborted, {} uncertain; read_committed holds {} records",
+        log.committed.len(),
+        log.aborted.len(),
+        log.uncertain.len(),
+        read.len()
+    );
 }

@@ -796,6 +796,7 @@ impl Broker {
         if self.check_standing().is_err() {
             return Ok(());
         }
+        self.txns.evict_idle();
         let now = self.clock_ms();
         for (id, seen) in self.txns.all().await? {
             if !self.coordinates_txn(&id) {

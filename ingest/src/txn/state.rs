@@ -8,6 +8,9 @@
 //!   cache and answers `NOT_COORDINATOR`, and the client finds the coordinator again.
 //! - One transactional id's requests are handled one at a time ([`Transactions::lock`]), so
 //!   the state machine sees each transition whole.
+//! - Memory: the cache keeps ids with a transaction open or deciding; the sweep drops the
+//!   others ([`Transactions::evict_idle`]), which are read again when next asked for. The
+//!   rows themselves go `transactional.id.expiration.ms` after their last change.
 
 use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
@@ -152,6 +155,22 @@ impl Transactions {
     /// Drops what this node cached of `id` (another node coordinates it now).
     pub(crate) fn forget(&self, id: &str) {
         self.slots.lock().remove(id);
+    }
+
+    /// Drops the cached rows of ids with no transaction open or deciding (and no request in
+    /// flight): the cache holds what the sweep and the requests of open transactions need,
+    /// not every id ever seen. A dropped id is read again at its next request.
+    pub(crate) fn evict_idle(&self) -> usize {
+        let mut slots = self.slots.lock();
+        let before = slots.len();
+        slots.retain(|_, slot| match slot.try_lock() {
+            Ok(s) => s
+                .meta
+                .as_ref()
+                .is_some_and(|m| m.state == TxnState::Ongoing || m.state.is_prepared()),
+            Err(_) => true,
+        });
+        before - slots.len()
     }
 
     /// The ids this node has cached.

@@ -29,17 +29,20 @@ until the Iceberg table, read with pyiceberg, holds exactly the PostgreSQL table
   deletes           deletes, one key deleted and inserted again in a transaction
   schema-change     ALTER TABLE ADD COLUMN, then rows with and without the new column
   connect-restart   the worker stopped (SIGTERM) with changes made while it is down
-  connect-kill9     the worker killed with SIGKILL right after changes, more while it is down
+  connect-kill9     changes, in the table (so produced) but their offsets not committed yet
+                    (Connect commits every 60 s), then the worker killed with SIGKILL, more
+                    changes while it is down: the next worker sends the first ones again
   inlet-kill9       prints `kill-inlet` and waits for `go` on stdin: meanwhile the test kills
                     the Inlet node with SIGKILL and starts it again on the same data and
                     addresses; then more changes (`--no-inlet-kill` skips the handshake)
-Prints OK at the end; exits non-zero (with the differences, the connector's status and the
-worker's log) on a mismatch. The worker and PostgreSQL die with the script (a parent-death
-signal), and their temp dir is removed.
+A distributed worker must also have read its internal topics' `cleanup.policy` back through
+DescribeConfigs (Connect only logs it when it cannot). Prints OK at the end; exits non-zero
+(with the differences, the connector's status and the worker's log) on a mismatch. The worker
+and PostgreSQL die with the script (a parent-death signal, set by util-linux's `setpriv`), and
+their temp dir is removed (kept with INLET_TEST_KEEP_DIRS=1).
 """
 
 import argparse
-import ctypes
 import datetime
 import json
 import os
@@ -60,8 +63,9 @@ TOPIC = "pg.public.customers"
 # pyiceberg gets it as a (namespace, name) tuple, not as a dotted string).
 TABLE = ("default", TOPIC)
 MIRROR_TIMEOUT = 180
+# The whole run's bound: every wait below has its own, this one covers what they do not.
+RUN_TIMEOUT = 1200
 PG_OWNER = "inletpg"
-DEATH_SIGNAL = 1  # PR_SET_PDEATHSIG
 
 args = argparse.ArgumentParser()
 for name in ["bootstrap", "registry_url", "iceberg_uri", "java_libs", "stand_in", "pg_bindir"]:
@@ -85,13 +89,11 @@ def free_port():
         return s.getsockname()[1]
 
 
-def die_with_parent(sig):
-    """A preexec_fn: the child gets `sig` when this script dies, however it dies."""
-    libc = ctypes.CDLL(None, use_errno=True)
-
-    def arm():
-        libc.prctl(DEATH_SIGNAL, sig, 0, 0, 0)
-    return arm
+def dies_with_us(signame, command):
+    """`command` run so that it gets SIGsigname when this script dies, however it dies
+    (util-linux's setpriv sets the parent-death signal and execs it: no preexec_fn, which is
+    unsafe once pyiceberg has started threads)."""
+    return ["setpriv", "--pdeathsig", signame, "--"] + command
 
 
 def http(method, url, body=None, timeout=30):
@@ -137,36 +139,31 @@ class Postgres:
             self.owner = (entry.pw_uid, entry.pw_gid)
             os.chown(base, *self.owner)
 
-    def _as_owner(self, then=None):
-        owner = self.owner
-
-        def pre():
-            if owner is not None:
-                os.setgroups([])
-                os.setgid(owner[1])
-                os.setuid(owner[0])
-            if then is not None:
-                then()  # after the uid change, which would clear a parent-death signal
-        return pre
+    def _as_owner(self):
+        """Popen's arguments that run a program as the cluster's owner."""
+        if self.owner is None:
+            return {}
+        return {"user": self.owner[0], "group": self.owner[1], "extra_groups": []}
 
     def start(self):
         init = subprocess.run(
             [os.path.join(self.bindir, "initdb"), "-D", self.data, "-A", "trust", "-U", "postgres",
              "--encoding=UTF8", "--locale=C", "--no-sync"],
-            cwd=self.base, capture_output=True, text=True, preexec_fn=self._as_owner())
+            cwd=self.base, capture_output=True, text=True, **self._as_owner())
         if init.returncode != 0:
             raise Failed(f"initdb failed: {init.stdout}{init.stderr}")
         for attempt in range(3):
             self.port = free_port()
             with open(self.log, "ab") as log:
-                self.proc = subprocess.Popen(
-                    [os.path.join(self.bindir, "postgres"), "-D", self.data, "-p", str(self.port),
-                     "-c", "listen_addresses=127.0.0.1", "-c", f"unix_socket_directories={self.base}",
-                     "-c", "wal_level=logical", "-c", "max_wal_senders=10",
-                     "-c", "max_replication_slots=10", "-c", "fsync=off",
-                     "-c", "synchronous_commit=off", "-c", "full_page_writes=off"],
+                # A parent-death SIGINT is PostgreSQL's fast shutdown.
+                self.proc = subprocess.Popen(dies_with_us("INT", [
+                    os.path.join(self.bindir, "postgres"), "-D", self.data, "-p", str(self.port),
+                    "-c", "listen_addresses=127.0.0.1", "-c", f"unix_socket_directories={self.base}",
+                    "-c", "wal_level=logical", "-c", "max_wal_senders=10",
+                    "-c", "max_replication_slots=10", "-c", "fsync=off",
+                    "-c", "synchronous_commit=off", "-c", "full_page_writes=off"]),
                     cwd=self.base, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-                    preexec_fn=self._as_owner(die_with_parent(signal.SIGINT)))
+                    **self._as_owner())
             deadline = time.time() + 60
             while time.time() < deadline and self.proc.poll() is None:
                 if self.psql("SELECT 1", db="postgres", check=False).returncode == 0:
@@ -277,12 +274,11 @@ class Worker:
         main = ("org.apache.kafka.connect.cli.ConnectStandalone" if self.standalone
                 else "org.apache.kafka.connect.cli.ConnectDistributed")
         with open(self.log, "wb") as log:
-            self.proc = subprocess.Popen(
-                ["java", "-Xmx1g",
-                 f"-Dlog4j2.configurationFile={os.path.join(self.base, 'log4j2.properties')}",
-                 "-cp", classpath(args.stand_in, args.java_libs), main, self.properties],
-                cwd=self.base, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-                preexec_fn=die_with_parent(signal.SIGKILL))
+            self.proc = subprocess.Popen(dies_with_us("KILL", [
+                "java", "-Xmx1g",
+                f"-Dlog4j2.configurationFile={os.path.join(self.base, 'log4j2.properties')}",
+                "-cp", classpath(args.stand_in, args.java_libs), main, self.properties]),
+                cwd=self.base, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT)
         deadline = time.time() + 120
         while time.time() < deadline:
             if self.proc.poll() is not None:
@@ -331,6 +327,14 @@ class Worker:
     def alive(self):
         return self.proc is not None and self.proc.poll() is None
 
+    def check(self):
+        """Fails when the worker exited or its herder died (the process lingers a while)."""
+        if not self.alive():
+            raise Failed("the Connect worker died")
+        fatal = self.fatal()
+        if fatal:
+            raise Failed("the Connect worker failed:\n" + fatal)
+
 
 def connector_config(pg):
     return {
@@ -365,8 +369,7 @@ def register(worker, pg):
     deadline = time.time() + 180
     last = None
     while time.time() < deadline:
-        if not worker.alive():
-            raise Failed("the Connect worker died before the connector was registered")
+        worker.check()
         status, body = http("PUT", f"{worker.url}/connectors/{CONNECTOR}/config", connector_config(pg))
         if status in (200, 201):
             say(f"connector {CONNECTOR} registered ({status})")
@@ -395,8 +398,7 @@ def wait_running(worker, timeout=180):
     deadline = time.time() + timeout
     last = None
     while time.time() < deadline:
-        if not worker.alive():
-            raise Failed("the Connect worker died")
+        worker.check()
         status, body = connector_status(worker)
         last = (status, body)
         if status == 200 and isinstance(body, dict):
@@ -451,11 +453,11 @@ def table_rows(catalog, columns):
 
 def differences(want, got, doubled):
     lines = []
-    for k in sorted(set(want) - set(got)):
+    for k in sorted(set(want) - set(got), key=repr):
         lines.append(f"  missing {k}: {want[k]}")
-    for k in sorted(set(got) - set(want)):
+    for k in sorted(set(got) - set(want), key=repr):
         lines.append(f"  extra {k}: {got[k]}")
-    for k in sorted(set(want) & set(got)):
+    for k in sorted(set(want) & set(got), key=repr):
         if want[k] != got[k]:
             lines.append(f"  differs {k}: PostgreSQL {want[k]} table {got[k]}")
     for k in doubled:
@@ -527,6 +529,18 @@ def tail(path, n):
             return "".join(f.readlines()[-n:])
     except OSError as e:
         return f"({e})"
+
+
+def check_policy_read_back(worker):
+    """A distributed worker reads its topics' cleanup.policy back with DescribeConfigs; when
+    the answer lacks it, Connect only logs that it could not verify it and goes on."""
+    for n in range(1, worker.starts + 1):
+        with open(os.path.join(worker.base, f"connect-{n}.log"), errors="replace") as f:
+            unverified = [line for line in f if "Unable to use admin client to verify the cleanup policy" in line]
+        if unverified:
+            raise Failed("DescribeConfigs did not report the internal topics' cleanup.policy:\n"
+                         + "".join(unverified))
+    say("the worker read cleanup.policy=compact back for its internal topics")
 
 
 def run(base):
@@ -602,6 +616,8 @@ def run(base):
         pg.psql("UPDATE customers SET tier = NULL, name = 'renamed' WHERE id = 1;")
         mirror(catalog, pg, worker, "inlet-kill9")
         wait_running(worker, timeout=60)
+        if not worker.standalone:
+            check_policy_read_back(worker)
     except BaseException:
         if worker.log is not None:
             say(f"--- {worker.log} (last 80 lines) ---\n{tail(worker.log, 80)}")
@@ -611,7 +627,13 @@ def run(base):
         pg.stop()
 
 
+def timed_out(_sig, _frame):
+    raise Failed(f"the run took more than {RUN_TIMEOUT} s")
+
+
 def main():
+    signal.signal(signal.SIGALRM, timed_out)
+    signal.alarm(RUN_TIMEOUT)
     base = tempfile.mkdtemp(prefix="inlet-connect-dbz.")
     try:
         run(base)

@@ -302,27 +302,34 @@ impl Broker {
             if batches.is_empty() {
                 break;
             }
-            for rb in &batches {
-                if rb.base_offset >= until {
-                    return Ok((latest, until, bytes));
-                }
-                if latest.len() >= room {
-                    // The map is full: this pass compacts up to here.
-                    return Ok((latest, rb.base_offset, bytes));
-                }
-                bytes += rb.payload.len() as u64;
-                for b in batch::split_stored(&rb.payload).unwrap_or_default() {
-                    if b.header.is_control() || b.header.is_transactional() {
-                        continue;
+            // Hashing every key is CPU work: off the async workers (`inlet_storage::blocking`).
+            let stop = inlet_storage::blocking(|| {
+                for rb in &batches {
+                    if rb.base_offset >= until {
+                        return Some(until);
                     }
-                    let base = b.base_offset().max(0) as u64;
-                    let _ = records::walk(&b, limits, |r| {
-                        if let Some(key) = r.key {
-                            latest.insert(digest(key), base + r.index as u64);
+                    if latest.len() >= room {
+                        // The map is full: this pass compacts up to here.
+                        return Some(rb.base_offset);
+                    }
+                    bytes += rb.payload.len() as u64;
+                    for b in batch::split_stored(&rb.payload).unwrap_or_default() {
+                        if b.header.is_control() || b.header.is_transactional() {
+                            continue;
                         }
-                    });
+                        let base = b.base_offset().max(0) as u64;
+                        let _ = records::walk(&b, limits, |r| {
+                            if let Some(key) = r.key {
+                                latest.insert(digest(key), base + r.index as u64);
+                            }
+                        });
+                    }
+                    at = rb.end_offset();
                 }
-                at = rb.end_offset();
+                None
+            });
+            if let Some(end) = stop {
+                return Ok((latest, end, bytes));
             }
             tokio::task::yield_now().await;
         }

@@ -46,3 +46,15 @@ pub use store::{
     StreamStore, StreamStoreBuilder, TableLag, UploadFailure,
 };
 pub use upload::UploadReport;
+
+/// Runs CPU-bound `work` where it does not hold up the async workers: on a multi-threaded
+/// Tokio runtime the worker hands its other tasks to the rest first
+/// (`tokio::task::block_in_place`); elsewhere (a current-thread runtime, no runtime) inline.
+pub fn blocking<R>(work: impl FnOnce() -> R) -> R {
+    match tokio::runtime::Handle::try_current() {
+        Ok(h) if h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread => {
+            tokio::task::block_in_place(work)
+        }
+        _ => work(),
+    }
+}

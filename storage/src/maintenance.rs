@@ -317,13 +317,18 @@ impl Inner {
             return Ok(None);
         };
         let mut entries = self.read_ranges(&ranges).await?;
-        let mut changed = false;
-        for (_, e) in entries.iter_mut() {
-            if let Some(payload) = rewrite(e) {
-                e.payload = payload;
-                changed = true;
+        // The caller's rewrite is CPU work (a compactor decodes and re-encodes every batch):
+        // off the async workers that serve produce and fetch, where the runtime allows it.
+        let changed = crate::blocking(|| {
+            let mut changed = false;
+            for (_, e) in entries.iter_mut() {
+                if let Some(payload) = rewrite(e) {
+                    e.payload = payload;
+                    changed = true;
+                }
             }
-        }
+            changed
+        });
         if changed {
             if !self
                 .rewrite(

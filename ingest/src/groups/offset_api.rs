@@ -20,7 +20,7 @@ use kafka_protocol::messages::{
 };
 use kafka_protocol::ResponseError;
 
-use super::offsets::{CommittedOffset, MAX_METADATA_BYTES};
+use super::offsets::CommittedOffset;
 use super::{code, s, GroupCoordinator};
 
 impl GroupCoordinator {
@@ -42,24 +42,13 @@ impl GroupCoordinator {
             let mut topic_errors = Vec::with_capacity(topic.partitions.len());
             for p in &topic.partitions {
                 let metadata = p.committed_metadata.as_deref().unwrap_or_default();
-                let error = match allowed {
-                    Err(e) => Some(e),
-                    Ok(()) if metadata.len() > MAX_METADATA_BYTES => {
-                        Some(ResponseError::OffsetMetadataTooLarge)
-                    }
-                    Ok(()) => {
-                        accepted.push((
-                            (topic.name.to_string(), p.partition_index),
-                            CommittedOffset {
-                                offset: p.committed_offset,
-                                leader_epoch: p.committed_leader_epoch,
-                                metadata: metadata.to_string(),
-                                commit_ms: now_ms,
-                            },
-                        ));
-                        None
-                    }
-                };
+                let error = super::offsets::accept(
+                    allowed,
+                    (topic.name.as_str(), p.partition_index),
+                    (p.committed_offset, p.committed_leader_epoch, metadata),
+                    now_ms,
+                    &mut accepted,
+                );
                 topic_errors.push(error);
             }
             errors.push(topic_errors);

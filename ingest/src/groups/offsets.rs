@@ -101,6 +101,35 @@ pub(crate) struct CommittedOffset {
     pub commit_ms: u64,
 }
 
+/// One partition's offset of an OffsetCommit or TxnOffsetCommit: queued on `accepted` when
+/// the request is `allowed` and its metadata fits; the partition's error otherwise.
+pub(crate) fn accept(
+    allowed: Result<(), kafka_protocol::ResponseError>,
+    (topic, partition): (&str, i32),
+    (offset, leader_epoch, metadata): (i64, i32, &str),
+    now_ms: u64,
+    accepted: &mut Vec<((String, i32), CommittedOffset)>,
+) -> Option<kafka_protocol::ResponseError> {
+    match allowed {
+        Err(e) => Some(e),
+        Ok(()) if metadata.len() > MAX_METADATA_BYTES => {
+            Some(kafka_protocol::ResponseError::OffsetMetadataTooLarge)
+        }
+        Ok(()) => {
+            accepted.push((
+                (topic.to_string(), partition),
+                CommittedOffset {
+                    offset,
+                    leader_epoch,
+                    metadata: metadata.to_string(),
+                    commit_ms: now_ms,
+                },
+            ));
+            None
+        }
+    }
+}
+
 /// (topic, partition) → offset, ordered so that fetches answer in a stable order.
 pub(crate) type GroupOffsets = BTreeMap<(String, i32), CommittedOffset>;
 

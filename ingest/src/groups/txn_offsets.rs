@@ -19,7 +19,7 @@ use kafka_protocol::messages::{TxnOffsetCommitRequest, TxnOffsetCommitResponse};
 use kafka_protocol::ResponseError;
 use sqlx::Row;
 
-use super::offsets::{CommittedOffset, MAX_METADATA_BYTES};
+use super::offsets::CommittedOffset;
 use super::GroupCoordinator;
 
 impl GroupCoordinator {
@@ -40,25 +40,13 @@ impl GroupCoordinator {
         for t in &req.topics {
             for p in &t.partitions {
                 let metadata = p.committed_metadata.as_deref().unwrap_or_default();
-                let error = match allowed {
-                    Err(e) => Some(e),
-                    Ok(()) if metadata.len() > MAX_METADATA_BYTES => {
-                        Some(ResponseError::OffsetMetadataTooLarge)
-                    }
-                    Ok(()) => {
-                        staged.push((
-                            (t.name.to_string(), p.partition_index),
-                            CommittedOffset {
-                                offset: p.committed_offset,
-                                leader_epoch: p.committed_leader_epoch,
-                                metadata: metadata.to_string(),
-                                commit_ms: now_ms,
-                            },
-                        ));
-                        None
-                    }
-                };
-                errors.push(error);
+                errors.push(super::offsets::accept(
+                    allowed,
+                    (t.name.as_str(), p.partition_index),
+                    (p.committed_offset, p.committed_leader_epoch, metadata),
+                    now_ms,
+                    &mut staged,
+                ));
             }
         }
         if let Err(e) = self.stage(&group_id, req.producer_id.0, &staged).await {

@@ -32,8 +32,10 @@ use crate::broker::{str, Broker};
 use crate::error::{KafkaError, Result};
 use crate::txn::state::{Slot, TxnMeta, TxnState};
 
-/// Attempts at writing one marker before the decision is left to the sweep.
-const MARKER_ATTEMPTS: u32 = 5;
+/// How a marker is retried (retriable Kafka errors only: a partition moving, a node away)
+/// before the decision is left to the sweep.
+const MARKER_RETRY: inlet_common::RetryPolicy =
+    inlet_common::RetryPolicy::new(5, Duration::from_millis(100), Duration::from_secs(1));
 
 fn fenced(version: i16, since: i16, what: String) -> KafkaError {
     // PRODUCER_FENCED exists from these versions on (KIP-588); older clients know
@@ -511,21 +513,10 @@ impl Broker {
         producer: (i64, i16),
         marker: Marker,
     ) -> Result<()> {
-        let mut attempt = 0;
-        loop {
-            match self
-                .write_marker_anywhere(topic, partition, producer, marker)
-                .await
-            {
-                Ok(()) => return Ok(()),
-                Err(e) if attempt + 1 < MARKER_ATTEMPTS && !self.shutdown.is_cancelled() => {
-                    attempt += 1;
-                    tracing::debug!(topic, partition, attempt, error = %e, "retrying a transaction marker");
-                    tokio::time::sleep(Duration::from_millis(50 << attempt)).await;
-                }
-                Err(e) => return Err(e),
-            }
-        }
+        inlet_common::retry(&MARKER_RETRY, KafkaError::kind, |_| {
+            self.write_marker_anywhere(topic, partition, producer, marker)
+        })
+        .await
     }
 
     /// Writes one transaction marker to a partition: here if this node leads it, else through

@@ -478,9 +478,16 @@ impl Broker {
             }
             // A transactional batch opens its producer's transaction here (if it is the first)
             // before it can become durable: the last stable offset stays below it.
-            let end = self.store.end_offset(partition.stream)?;
-            let opened = header.is_transactional()
-                && partition.txns.lock().batch_queued(header.producer_id, end);
+            let opened = if header.is_transactional() {
+                let end = self.store.end_offset(partition.stream)?;
+                partition
+                    .txns
+                    .lock()
+                    .batch_queued(header.producer_id, end)
+                    .then_some(end)
+            } else {
+                None
+            };
             let pending = self
                 .store
                 .submit_append(partition.stream, bytes, header.offset_count(), options)
@@ -489,7 +496,7 @@ impl Broker {
                 Ok(pending) => {
                     let (tx, rx) = watch::channel(Outcome::Pending);
                     producers.remember(&header, rx, now);
-                    (pending, tx, opened.then_some(end))
+                    (pending, tx, opened)
                 }
                 // Nothing was remembered of it: the partition still expects this batch. A
                 // transaction it opened stays open (its lower bound holds readers back) until

@@ -107,6 +107,34 @@ async fn checked(conn: &mut sqlx::AnyConnection) -> std::result::Result<bool, sq
     }
 }
 
+/// The options of a pool of connections to a PostgreSQL metadata database: this store's, and
+/// any other a node opens on the same database (the catalog's table pointers). Statements
+/// are bounded by the session's settings ([`POSTGRES_SESSION`]); a connection idle for over
+/// [`PING_IF_IDLE_FOR`] must answer a ping within [`PING_WITHIN`] before it is handed out, and
+/// every connection returned must answer one, so a connection whose path went silent is
+/// dropped instead of hanging its next statement until the relay (`crate::pg_link`) cuts it.
+pub fn postgres_pool_options(max_connections: u32) -> AnyPoolOptions {
+    AnyPoolOptions::new()
+        .max_connections(max_connections)
+        .acquire_timeout(Duration::from_secs(30))
+        .test_before_acquire(false)
+        .before_acquire(|conn, meta| {
+            Box::pin(async move {
+                if meta.idle_for < PING_IF_IDLE_FOR {
+                    return Ok(true);
+                }
+                checked(conn).await
+            })
+        })
+        .after_release(|conn, _| Box::pin(checked(conn)))
+        .after_connect(|conn, _| {
+            Box::pin(async move {
+                sqlx::query(POSTGRES_SESSION).execute(&mut *conn).await?;
+                Ok(())
+            })
+        })
+}
+
 /// Object ids taken from the shared counter at a time: a cluster's nodes would otherwise
 /// queue on the counter's row lock for every WAL object.
 const OBJECT_ID_BLOCK: u64 = 64;
@@ -348,29 +376,7 @@ impl MetaStore {
                     .connect_with(options)
                     .await?
             }
-            Backend::Postgres => {
-                AnyPoolOptions::new()
-                    .max_connections(8)
-                    .acquire_timeout(Duration::from_secs(30))
-                    .test_before_acquire(false)
-                    .before_acquire(|conn, meta| {
-                        Box::pin(async move {
-                            if meta.idle_for < PING_IF_IDLE_FOR {
-                                return Ok(true);
-                            }
-                            checked(conn).await
-                        })
-                    })
-                    .after_release(|conn, _| Box::pin(checked(conn)))
-                    .after_connect(|conn, _| {
-                        Box::pin(async move {
-                            sqlx::query(POSTGRES_SESSION).execute(&mut *conn).await?;
-                            Ok(())
-                        })
-                    })
-                    .connect_with(options)
-                    .await?
-            }
+            Backend::Postgres => postgres_pool_options(8).connect_with(options).await?,
         };
         let store = MetaStore {
             pool,

@@ -246,6 +246,20 @@ pub(crate) fn query_json(node: &Node, sql: &str) -> serde_json::Value {
     serde_json::from_str(&inlet_query(node, "json", sql)).expect("JSON rows")
 }
 
+/// [`query_json`], or the error `inlet query` printed: for a check that polls across a fault
+/// (a node that lost its metadata store a moment ago may still fail a query).
+pub(crate) fn try_query_json(node: &Node, sql: &str) -> Result<serde_json::Value, String> {
+    let server = http_url(node);
+    let out = Command::new(INLET)
+        .args(["query", "--server", &server, "--format", "json", sql])
+        .output()
+        .expect("inlet runs");
+    if !out.status.success() {
+        return Err(String::from_utf8_lossy(&out.stderr).trim().to_string());
+    }
+    serde_json::from_slice(&out.stdout).map_err(|e| format!("not JSON rows: {e}"))
+}
+
 /// The records a table topic's table has committed, summed over its partitions, as `node`'s
 /// coordinator reports them (`GET /v1/tables/{namespace}/{table}`); 0 while it reports none.
 pub(crate) fn committed_records(node: &Node, namespace: &str, table: &str) -> u64 {

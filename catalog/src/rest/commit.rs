@@ -75,6 +75,9 @@ pub trait MetadataPointerStore: Debug + Send + Sync {
     }
 }
 
+/// The connections of [`SqlMetadataPointers::connect`]'s pool.
+const POOL_CONNECTIONS: u32 = 4;
+
 /// The metadata pointers of an `iceberg_catalog_sql::SqlCatalog`: rows of its `iceberg_tables`
 /// table, keyed by catalog name, namespace (levels joined by `.`) and table name.
 #[derive(Debug, Clone)]
@@ -87,14 +90,18 @@ pub struct SqlMetadataPointers {
 
 impl SqlMetadataPointers {
     /// Opens a small pool on the catalog database `uri` (the same URI the `SqlCatalog` was
-    /// built with) for the catalog named `catalog_name` (the name it was loaded with).
+    /// built with) for the catalog named `catalog_name` (the name it was loaded with). On
+    /// PostgreSQL it is checked as the metadata store's own pool is
+    /// ([`inlet_storage::postgres_pool_options`]): every table load reads a pointer here, so a
+    /// connection whose path went silent must be dropped, not handed out.
     pub async fn connect(uri: &str, catalog_name: impl Into<String>) -> iceberg::Result<Self> {
         sqlx::any::install_default_drivers();
-        let pool = AnyPoolOptions::new()
-            .max_connections(4)
-            .connect(uri)
-            .await
-            .map_err(sql_error)?;
+        let options = if uri.starts_with("postgres") {
+            inlet_storage::postgres_pool_options(POOL_CONNECTIONS)
+        } else {
+            AnyPoolOptions::new().max_connections(POOL_CONNECTIONS)
+        };
+        let pool = options.connect(uri).await.map_err(sql_error)?;
         Ok(Self::from_pool(pool, catalog_name))
     }
 

@@ -147,8 +147,33 @@ const CONNECT_LOGICAL_TYPES: &[(&str, &str, &str)] = &[
     ),
 ];
 
-/// Adds the logical type of every semantic type of [`CONNECT_LOGICAL_TYPES`] that has none;
-/// whether it added any.
+/// Debezium's semantic types carried as text that tables read as another type: Avro has no
+/// logical type for them on a `string`, so the semantic view marks the record field that holds
+/// one with [`SEMANTIC_FIELD_PROPERTY`] (apache-avro keeps a field's properties), naming it.
+pub const TEXT_SEMANTIC_TYPES: &[&str] = &["io.debezium.time.ZonedTimestamp"];
+
+/// The record-field property of the semantic view that names the [`TEXT_SEMANTIC_TYPES`]
+/// entry its (possibly optional) string value carries.
+pub const SEMANTIC_FIELD_PROPERTY: &str = "inlet.connect.name";
+
+/// The [`TEXT_SEMANTIC_TYPES`] entry a field's type is: a `string` with that `connect.name`,
+/// alone or as a branch of a union.
+fn text_semantic_type(field_type: &serde_json::Value) -> Option<&'static str> {
+    use serde_json::Value;
+    let of = |t: &Value| match (t.get("type"), t.get("connect.name")) {
+        (Some(Value::String(kind)), Some(Value::String(name))) if kind == "string" => {
+            TEXT_SEMANTIC_TYPES.iter().find(|n| **n == name).copied()
+        }
+        _ => None,
+    };
+    match field_type {
+        Value::Array(branches) => branches.iter().find_map(of),
+        t => of(t),
+    }
+}
+
+/// Adds the logical type of every semantic type of [`CONNECT_LOGICAL_TYPES`] that has none,
+/// and marks the record fields of [`TEXT_SEMANTIC_TYPES`]; whether it changed anything.
 fn with_connect_logical_types(tree: &mut serde_json::Value) -> bool {
     use serde_json::Value;
     match tree {
@@ -176,6 +201,17 @@ fn with_connect_logical_types(tree: &mut serde_json::Value) -> bool {
                 return true;
             }
             let mut any = false;
+            // A record field (a name and a type that is not a type's own name) of a text type.
+            if map.contains_key("name") && !map.contains_key(SEMANTIC_FIELD_PROPERTY) {
+                if let Some(name) = map
+                    .get("type")
+                    .filter(|t| t.is_object() || t.is_array())
+                    .and_then(text_semantic_type)
+                {
+                    map.insert(SEMANTIC_FIELD_PROPERTY.into(), Value::String(name.into()));
+                    any = true;
+                }
+            }
             for value in map.values_mut() {
                 any |= with_connect_logical_types(value);
             }

@@ -547,11 +547,23 @@ impl Committer {
                 .max()
                 .unwrap_or(0)
                 + 1;
-            // The table's identifier fields stay (the worker's schemas do not carry them).
+            // The table's identifier fields stay (the worker's schemas do not carry them),
+            // but for a column that became optional (its source dropped a NOT NULL): Iceberg
+            // requires identifier fields to be required.
+            let identifiers: Vec<i32> = current
+                .identifier_field_ids()
+                .filter(|id| fields.field_by_id(*id).is_some_and(|f| f.required))
+                .collect();
+            if identifiers.len() < current.identifier_field_ids().count() {
+                tracing::warn!(
+                    table = %table.identifier(),
+                    "an identifier column became optional: the table's schema no longer names identifier fields there (upserts still apply)"
+                );
+            }
             let s = Schema::builder()
                 .with_schema_id(id)
                 .with_fields(fields.fields().to_vec())
-                .with_identifier_field_ids(current.identifier_field_ids())
+                .with_identifier_field_ids(identifiers)
                 .build()?;
             (Arc::new(s), id)
         } else {

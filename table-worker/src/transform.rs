@@ -7,7 +7,12 @@
 //!   structs. A child of an optional struct is optional, and is null wherever its parent is.
 //! - `flatten_debezium`: the value is a Debezium change event (`before`, `after`, `op`, ...).
 //!   The row is `after`, or `before` for a delete (`op` = `d`), flattened as above, plus an
-//!   `_op` column holding the operation (`c`, `r`, `u`, `d`).
+//!   `_op` column holding the operation (`c`, `r`, `u`, `d`). A column the row record
+//!   requires (a `NOT NULL` column of the source table, its key among them) stays required,
+//!   although `before` and `after` are optional: every event that reaches the table has its
+//!   row, so the key can be the table's identifier fields. An event without its row (a
+//!   truncate, `op` = `t`, when the connector does not skip them) changes no row: it is left
+//!   out ([`flatten_columns`]'s mask) and logged.
 //!
 //! The decoders always decode into a nested target built from the table's own (flattened)
 //! columns ([`nested_target`]), so the leaf types and field ids are the table's. The nested
@@ -60,7 +65,7 @@ impl ValueTransform {
             ValueTransform::FlattenDebezium => {
                 let row = debezium_row(value)?;
                 let mut out = Vec::new();
-                flatten_fields(row, "", true, &mut out);
+                flatten_fields(row, "", false, &mut out);
                 out.push(Arc::new(NestedField::optional(
                     0,
                     OP_COLUMN,
@@ -227,17 +232,20 @@ pub(crate) fn nested_target(
 }
 
 /// The decoded nested `columns` (of `nested`) as the table's value columns, in its order.
-/// Table columns the writer does not have are null.
+/// Table columns the writer does not have are null. With `flatten_debezium`, also the rows
+/// to keep when some event has no row (None: all of them); the others' columns hold nulls
+/// even where the table requires a value, so the caller must drop them.
 pub(crate) fn flatten_columns(
     transform: ValueTransform,
     nested: &SchemaRef,
     columns: Vec<ArrayRef>,
     table_values: &SchemaRef,
-) -> Result<Vec<ArrayRef>> {
+) -> Result<(Vec<ArrayRef>, Option<BooleanArray>)> {
     if transform == ValueTransform::None {
-        return Ok(columns);
+        return Ok((columns, None));
     }
     let rows = columns.first().map_or(0, |c| c.len());
+    let mut keep = None;
     let mut flat: HashMap<String, ArrayRef> = HashMap::new();
     match transform {
         ValueTransform::FlattenDebezium => {
@@ -262,6 +270,11 @@ pub(crate) fn flatten_columns(
             let DataType::Struct(row_fields) = row.data_type().clone() else {
                 return Err(Error::Schema("the Debezium row is not a struct".into()));
             };
+            if row.null_count() > 0 {
+                keep = Some(BooleanArray::from_iter(
+                    (0..row.len()).map(|i| Some(row.is_valid(i))),
+                ));
+            }
             let row = row.as_struct();
             for (f, c) in row_fields.iter().zip(row.columns()) {
                 collect(f, c.clone(), row.nulls(), "", &mut flat)?;
@@ -274,14 +287,15 @@ pub(crate) fn flatten_columns(
             }
         }
     }
-    Ok(table_values
+    let columns = table_values
         .fields()
         .iter()
         .map(|f| {
             flat.remove(f.name())
                 .unwrap_or_else(|| arrow::array::new_null_array(f.data_type(), rows))
         })
-        .collect())
+        .collect();
+    Ok((columns, keep))
 }
 
 /// Adds `column` (named `prefix + field`) to `flat`, descending into structs; `parent` nulls
@@ -409,8 +423,9 @@ mod tests {
         );
         let columns: Vec<ArrayRef> =
             vec![Arc::new(Int64Array::from(vec![1, 2])), Arc::new(address)];
-        let out =
+        let (out, keep) =
             flatten_columns(ValueTransform::Flatten, &target, columns, &values).expect("flatten");
+        assert!(keep.is_none(), "flatten keeps every row");
         assert_eq!(out.len(), 3);
         let city = out[1].as_string::<i32>();
         assert_eq!((city.value(0), city.is_null(1)), ("oslo", true));
@@ -463,6 +478,14 @@ mod tests {
             .map(|f| f.name.clone())
             .collect();
         assert_eq!(names, vec!["id", "name", "_op"]);
+        // The row's required column (the key) stays required, for identifier fields.
+        let required: Vec<_> = table_value
+            .as_struct()
+            .fields()
+            .iter()
+            .map(|f| f.required)
+            .collect();
+        assert_eq!(required, vec![true, false, false]);
         let table = crate::evolve::reconcile(None, &table_value)
             .expect("t")
             .schema;
@@ -490,16 +513,30 @@ mod tests {
                 Some(NullBuffer::from(valid)),
             ))
         };
+        // A create, a delete, and a truncate (no row on either side).
         let columns = vec![
-            side(vec![0, 7], vec!["", "gone"], vec![false, true]),
-            side(vec![5, 0], vec!["new", ""], vec![true, false]),
-            Arc::new(StringArray::from(vec!["c", "d"])) as ArrayRef,
+            side(
+                vec![0, 7, 0],
+                vec!["", "gone", ""],
+                vec![false, true, false],
+            ),
+            side(vec![5, 0, 0], vec!["new", "", ""], vec![true, false, false]),
+            Arc::new(StringArray::from(vec!["c", "d", "t"])) as ArrayRef,
         ];
-        let out = flatten_columns(ValueTransform::FlattenDebezium, &target, columns, &values)
-            .expect("rows");
+        let (out, keep) =
+            flatten_columns(ValueTransform::FlattenDebezium, &target, columns, &values)
+                .expect("rows");
         let ids = out[0].as_primitive::<arrow::datatypes::Int64Type>();
         assert_eq!((ids.value(0), ids.value(1)), (5, 7));
         assert_eq!(out[1].as_string::<i32>().value(1), "gone");
         assert_eq!(out[2].as_string::<i32>().value(1), "d");
+        // The truncate is left out: the table requires its id.
+        let keep = keep.expect("a row to leave out");
+        assert_eq!(
+            keep.iter().collect::<Vec<_>>(),
+            vec![Some(true), Some(true), Some(false)]
+        );
+        let kept = arrow::compute::filter(&out[0], &keep).expect("filter");
+        assert_eq!(kept.null_count(), 0);
     }
 }

@@ -25,7 +25,7 @@ use super::columns::{self, append_null, truncate, Column};
 use super::mapping::kind;
 use super::names::{Expansion, Names};
 use super::plan::{alloc_columns, Branch, Compiler, Op, RecordOp};
-use super::reader::{big_decimal, decimal, uuid, FaultKind, Reader};
+use super::reader::{big_decimal, decimal, decimal_text, uuid, zoned_timestamp, FaultKind, Reader};
 use crate::error::Error;
 
 /// Decodes Avro binary datums of one writer schema into columns of one target Arrow schema.
@@ -303,6 +303,20 @@ fn exec(op: &Op, r: &mut Reader<'_>, cols: &mut [Column]) -> Result<(), Fault> {
             let v = r.bytes().map_err(at(*c))?;
             col(cols, *c)?
                 .push_with(|out| big_decimal(v, out))
+                .map_err(at(*c))
+        }
+        Op::VariableScaleDecimal(c) => {
+            let scale = r.int().map_err(at(*c))?;
+            let unscaled = r.bytes().map_err(at(*c))?;
+            col(cols, *c)?
+                .push_with(|out| decimal_text(unscaled, i64::from(scale), out))
+                .map_err(at(*c))
+        }
+        Op::ZonedTimestamp(c, nanos_per_unit) => {
+            let text = r.string().map_err(at(*c))?;
+            let nanos = zoned_timestamp(text).map_err(at(*c))?;
+            col(cols, *c)?
+                .push_i64(nanos.div_euclid(*nanos_per_unit))
                 .map_err(at(*c))
         }
         Op::Record(rec) => exec_record(rec, r, cols),

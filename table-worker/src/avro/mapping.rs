@@ -17,6 +17,13 @@
 //!   the decoder truncates nanoseconds to the microsecond at or before the instant (floor, as
 //!   Iceberg's `DateTimeUtil.nanosToMicros`); decimal(p, s) on bytes or fixed → decimal(p, s),
 //!   refused above 38 digits; uuid → uuid; duration → fixed\[12\]; big-decimal → string.
+//! - Kafka Connect's and Debezium's semantic types arrive as logical types through the
+//!   registry's semantic view (`inlet_schema_registry::avro::AvroSchema::table_schema`), but
+//!   for two kinds no logical type can carry: a field the view marks as
+//!   `io.debezium.time.ZonedTimestamp` (an ISO-8601 string with an offset) → timestamptz, and
+//!   Debezium's `VariableScaleDecimal` record (`scale`, `value`: a `NUMERIC` without a declared
+//!   scale, whose scale varies per value, which no Iceberg decimal holds) → string, the
+//!   decimal's text as for big-decimal.
 //! - Refused: recursive types, records with no fields and fixed(0) (Parquet cannot store an
 //!   empty group or a zero-length fixed), nesting deeper than [`super::names::MAX_DEPTH`].
 //! - Field ids are provisional, assigned depth-first (pre-order) from 1: a field, then the
@@ -56,6 +63,38 @@ pub fn avro_to_iceberg(schema: &Schema, refs: &[Schema]) -> Result<iceberg::spec
         .build()?)
 }
 
+/// Whether the registry's semantic view marks `field` as Debezium's `ZonedTimestamp`.
+pub(crate) fn is_zoned_timestamp(field: &apache_avro::schema::RecordField) -> bool {
+    field
+        .custom_attributes
+        .get(inlet_schema_registry::avro::SEMANTIC_FIELD_PROPERTY)
+        .and_then(|v| v.as_str())
+        == Some("io.debezium.time.ZonedTimestamp")
+}
+
+/// Debezium's name for a decimal whose scale varies per value.
+const VARIABLE_SCALE_DECIMAL: &str = "io.debezium.data.VariableScaleDecimal";
+
+/// Whether `record` is Debezium's `VariableScaleDecimal` (by its Connect name, or its Avro
+/// name when the converter dropped that), in its shape: an `int` scale, then `bytes`, the
+/// unscaled value in big-endian two's complement.
+pub(crate) fn is_variable_scale_decimal(record: &RecordSchema) -> bool {
+    let named = record
+        .attributes
+        .get("connect.name")
+        .and_then(|v| v.as_str())
+        == Some(VARIABLE_SCALE_DECIMAL)
+        || record.name.fullname(None) == VARIABLE_SCALE_DECIMAL;
+    named
+        && matches!(
+            record.fields.as_slice(),
+            [scale, value] if scale.name == "scale"
+                && matches!(scale.schema, Schema::Int)
+                && value.name == "value"
+                && matches!(value.schema, Schema::Bytes)
+        )
+}
+
 struct Mapper<'n, 'a> {
     names: &'n Names<'a>,
     expansion: Expansion,
@@ -92,7 +131,10 @@ impl<'a> Mapper<'_, 'a> {
         for field in &record.fields {
             let field_path = join(path, &field.name);
             let id = self.id();
-            let (ty, required) = self.ty(&field.schema, namespace, &field_path)?;
+            let (mut ty, required) = self.ty(&field.schema, namespace, &field_path)?;
+            if is_zoned_timestamp(field) && ty == Type::Primitive(PrimitiveType::String) {
+                ty = Type::Primitive(PrimitiveType::Timestamptz);
+            }
             fields.push(Arc::new(NestedField::new(id, &field.name, ty, required)));
         }
         self.expansion.close_record();
@@ -172,6 +214,7 @@ impl<'a> Mapper<'_, 'a> {
                     })?;
                 Ok((ty, true))
             }
+            Schema::Record(r) if is_variable_scale_decimal(r) => primitive(PrimitiveType::String),
             Schema::Record(r) => {
                 let fields = self.record(r, &namespace, path)?;
                 Ok((Type::Struct(StructType::new(fields)), true))

@@ -17,7 +17,9 @@
 //! negative infinity (the microsecond at or before the instant); time-millis becomes
 //! microseconds; a decimal's two's complement bytes become an `i128` (more than 16 bytes only
 //! as sign extension; a value with more digits than the column's precision is a decode error);
-//! big-decimal becomes the text of Java's `BigDecimal.toString()`; a duration stays its 12
+//! big-decimal, and Debezium's `VariableScaleDecimal` record, become the text of Java's
+//! `BigDecimal.toString()`; a string read into a timestamptz column (Debezium's
+//! `ZonedTimestamp`, see `super::mapping`) is parsed as an RFC 3339 instant; a duration stays its 12
 //! bytes; a uuid becomes its 16 bytes. apache-avro 0.21 reads every uuid as a length-prefixed
 //! value (text, or 16 raw bytes) — also one declared on a `fixed(16)`, which its parser turns into
 //! the same `Schema::Uuid` — and so does this decoder, to accept exactly what the broker's
@@ -68,6 +70,11 @@ pub(crate) enum Op {
     },
     /// big-decimal → its text.
     BigDecimal(usize),
+    /// Debezium's `VariableScaleDecimal` record (an `int` scale, then `bytes`) → its text.
+    VariableScaleDecimal(usize),
+    /// Debezium's `ZonedTimestamp` (ISO-8601 text with an offset) → the instant, in units of
+    /// this many nanoseconds (rounded toward negative infinity).
+    ZonedTimestamp(usize, i64),
     Record(Box<RecordOp>),
     /// A union of null and one other branch.
     Nullable(Box<NullableOp>),
@@ -380,6 +387,16 @@ impl<'a> Compiler<'_, 'a> {
             (Schema::Duration, D::FixedSizeBinary(12)) => Op::Fixed(col, 12),
             (Schema::Uuid, D::FixedSizeBinary(16)) => Op::Uuid(col),
             (Schema::BigDecimal, D::Utf8 | D::LargeUtf8) => Op::BigDecimal(col),
+            (Schema::Record(r), D::Utf8 | D::LargeUtf8)
+                if super::mapping::is_variable_scale_decimal(r) =>
+            {
+                Op::VariableScaleDecimal(col)
+            }
+            (Schema::String, D::Timestamp(unit, Some(_))) => match unit {
+                TimeUnit::Microsecond => Op::ZonedTimestamp(col, 1_000),
+                TimeUnit::Nanosecond => Op::ZonedTimestamp(col, 1),
+                _ => return Err(self.mismatch(col, writer)),
+            },
             (Schema::Decimal(d), D::Decimal128(p, s))
                 if usize::from(*p) >= d.precision && usize::try_from(*s) == Ok(d.scale) =>
             {

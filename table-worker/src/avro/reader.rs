@@ -37,6 +37,9 @@ pub(crate) enum FaultKind {
     DecimalPrecision(u8),
     /// A big-decimal value that is malformed or longer than [`MAX_BIG_DECIMAL_BYTES`].
     BadBigDecimal,
+    /// Text read into a timestamptz column that is not an RFC 3339 instant within the years
+    /// 1677 to 2262 (what nanoseconds since 1970 in 64 bits hold).
+    BadZonedTimestamp,
     /// A time or timestamp that overflows when converted to the column's unit.
     TimeOverflow(i64),
     /// More array and map items in one datum than it has bytes.
@@ -81,6 +84,10 @@ impl fmt::Display for FaultKind {
             FaultKind::BadBigDecimal => write!(
                 f,
                 "big-decimal is malformed or its unscaled value is longer than {MAX_BIG_DECIMAL_BYTES} bytes"
+            ),
+            FaultKind::BadZonedTimestamp => write!(
+                f,
+                "a zoned timestamp (Debezium's ZonedTimestamp) is not an RFC 3339 instant with an offset between the years 1677 and 2262"
             ),
             FaultKind::TimeOverflow(v) => write!(
                 f,
@@ -361,6 +368,23 @@ fn hex(c: u8) -> Option<u8> {
     }
 }
 
+/// The instant `text` names (RFC 3339: a date, `T` or a space, a time with up to nine
+/// fractional digits, and `Z` or an offset; what Debezium's `ZonedTimestamp` writes), as
+/// nanoseconds since 1970-01-01T00:00:00Z. A text without an offset is refused: it names no
+/// instant.
+pub(crate) fn zoned_timestamp(text: &[u8]) -> Result<i64, FaultKind> {
+    let text = std::str::from_utf8(text).map_err(|_| FaultKind::BadUtf8)?;
+    let has_offset = text.ends_with(['Z', 'z'])
+        || text
+            .rfind(['+', '-'])
+            .is_some_and(|i| text[..i].contains(['T', 't', ' ']) && text[..i].contains(':'));
+    if !has_offset {
+        return Err(FaultKind::BadZonedTimestamp);
+    }
+    arrow::compute::kernels::cast_utils::string_to_timestamp_nanos(text)
+        .map_err(|_| FaultKind::BadZonedTimestamp)
+}
+
 /// Longest unscaled value of a big-decimal accepted, in bytes (about 2,400 digits). Converting
 /// it to text is quadratic in its length, so the bound keeps hostile input cheap.
 pub(crate) const MAX_BIG_DECIMAL_BYTES: usize = 1024;
@@ -373,7 +397,20 @@ pub(crate) fn big_decimal(value: &[u8], out: &mut Vec<u8>) -> Result<(), FaultKi
     let mut r = Reader::new(value);
     let unscaled = r.bytes().map_err(|_| FaultKind::BadBigDecimal)?;
     let scale = r.long().map_err(|_| FaultKind::BadBigDecimal)?;
-    if r.remaining() != 0 || unscaled.len() > MAX_BIG_DECIMAL_BYTES {
+    if r.remaining() != 0 {
+        return Err(FaultKind::BadBigDecimal);
+    }
+    decimal_text(unscaled, scale, out)
+}
+
+/// Appends the text of the decimal `unscaled` × 10^-`scale` to `out` (`unscaled` in
+/// big-endian two's complement, at most [`MAX_BIG_DECIMAL_BYTES`]), as [`big_decimal`] does.
+pub(crate) fn decimal_text(
+    unscaled: &[u8],
+    scale: i64,
+    out: &mut Vec<u8>,
+) -> Result<(), FaultKind> {
+    if unscaled.len() > MAX_BIG_DECIMAL_BYTES {
         return Err(FaultKind::BadBigDecimal);
     }
     let negative = unscaled.first().is_some_and(|b| b & 0x80 != 0);

@@ -760,8 +760,8 @@ fn debezium_semantic_types_become_dates_times_and_timestamps() {
     assert_eq!(kind("ts_us"), p(PrimitiveType::Timestamp));
     assert_eq!(kind("ts_ns"), p(PrimitiveType::Timestamp));
     assert_eq!(kind("instant"), p(PrimitiveType::Timestamptz));
-    // Not built: a zoned timestamp stays the ISO-8601 string Debezium writes.
-    assert_eq!(kind("zoned"), p(PrimitiveType::String));
+    // A zoned timestamp (ISO-8601 text with an offset) is an instant.
+    assert_eq!(kind("zoned"), p(PrimitiveType::Timestamptz));
 
     // A record written with the plain types (what a producer's serializer encodes).
     let value = Value::Record(vec![
@@ -809,6 +809,116 @@ fn debezium_semantic_types_become_dates_times_and_timestamps() {
     assert_eq!(micros("ts_us"), 1_700_000_000_123_456);
     assert_eq!(micros("ts_ns"), 1_700_000_000_123_456);
     assert_eq!(micros("instant"), 1_700_000_000_999_000);
+    // 2023-11-14T22:13:20.5+01:00 is 21:13:20.5 UTC.
+    assert_eq!(micros("zoned"), 1_699_996_400_500_000);
+}
+
+/// Debezium's ZonedTimestamp in the forms its formatter writes (no fraction, up to nine
+/// digits, `Z` or an offset, optional), and text that names no instant: a record with one is
+/// refused with the reason, not stored as a wrong instant.
+#[test]
+fn zoned_timestamps_parse_as_instants_and_refuse_what_is_not_one() {
+    let text = r#"{"type":"record","name":"V","fields":[
+        {"name":"z","type":["null",{"type":"string","connect.version":1,"connect.name":"io.debezium.time.ZonedTimestamp"}],"default":null}]}"#;
+    let a = inlet_schema_registry::avro::parse(text).expect("parses");
+    let target = target_of(a.table_schema(), &[]);
+    let mut decoder = AvroDecoder::new(a.table_schema(), &[], target.clone()).expect("compiles");
+    let row = |v: Option<&str>| {
+        let value = Value::Record(vec![(
+            "z".into(),
+            match v {
+                Some(t) => Value::Union(1, Box::new(Value::String(t.into()))),
+                None => Value::Union(0, Box::new(Value::Null)),
+            },
+        )]);
+        encode(&a.schema, &[], &value)
+    };
+    for good in [
+        "1970-01-01T00:00:00Z",
+        "2023-11-14T22:13:20.123456789Z",
+        "2023-11-14T17:13:20-05:00",
+        "1969-12-31T23:59:59.9999995Z",
+    ] {
+        decoder.append(&row(Some(good))).expect(good);
+    }
+    decoder.append(&row(None)).expect("null");
+    for bad in [
+        "2023-11-14T22:13:20",
+        "infinity",
+        "2023-11-14",
+        "not a time",
+    ] {
+        let err = decoder.append(&row(Some(bad))).expect_err(bad).to_string();
+        assert!(
+            err.contains("field `z`") && err.contains("ZonedTimestamp"),
+            "{bad}: {err}"
+        );
+    }
+    let got = decoder.finish().expect("finish");
+    let z = got[0]
+        .as_any()
+        .downcast_ref::<TimestampMicrosecondArray>()
+        .unwrap();
+    assert_eq!(z.len(), 5, "the refused rows left nothing behind");
+    assert_eq!(z.value(0), 0);
+    // 22:13:20 UTC that day is 1,700,000,000 s; nanoseconds floor to the microsecond.
+    assert_eq!(z.value(1), 1_700_000_000_123_456);
+    assert_eq!(z.value(2), 1_700_000_000_000_000);
+    assert_eq!(z.value(3), -1, "rounded toward the past");
+    assert!(z.is_null(4));
+}
+
+/// Debezium's VariableScaleDecimal (a NUMERIC without a declared scale: a record of the
+/// scale and the unscaled bytes) is a string column holding the decimal's text; Connect's
+/// fixed-scale Decimal stays a decimal.
+#[test]
+fn variable_scale_decimals_become_their_text() {
+    use iceberg::spec::{PrimitiveType, Type};
+    let text = r#"{"type":"record","name":"Value","namespace":"dbz.public.t","fields":[
+        {"name":"amount","type":["null",{"type":"record","name":"VariableScaleDecimal","namespace":"io.debezium.data","fields":[
+            {"name":"scale","type":"int"},{"name":"value","type":"bytes"}],
+            "connect.doc":"Variable scaled decimal","connect.version":1,"connect.name":"io.debezium.data.VariableScaleDecimal"}],"default":null},
+        {"name":"price","type":{"type":"bytes","scale":2,"precision":10,"connect.version":1,
+            "connect.parameters":{"scale":"2","connect.decimal.precision":"10"},
+            "connect.name":"org.apache.kafka.connect.data.Decimal","logicalType":"decimal"}}]}"#;
+    let a = inlet_schema_registry::avro::parse(text).expect("parses");
+    let iceberg = avro_to_iceberg(a.table_schema(), &a.refs).expect("maps");
+    let kind = |name: &str| iceberg.field_by_name(name).expect(name).field_type.clone();
+    assert_eq!(
+        kind("amount"),
+        Box::new(Type::Primitive(PrimitiveType::String))
+    );
+    assert_eq!(kind("price"), Box::new(Type::decimal(10, 2).unwrap()));
+    let target = target_of(a.table_schema(), &[]);
+    let mut decoder = AvroDecoder::new(a.table_schema(), &[], target.clone()).expect("compiles");
+    let row = |scale: i32, unscaled: &[u8]| {
+        let amount = Value::Union(
+            1,
+            Box::new(Value::Record(vec![
+                ("scale".into(), Value::Int(scale)),
+                ("value".into(), Value::Bytes(unscaled.to_vec())),
+            ])),
+        );
+        let price = Value::Decimal(Decimal::from(vec![0x04, 0xd2]));
+        encode(
+            &a.schema,
+            &[],
+            &Value::Record(vec![("amount".into(), amount), ("price".into(), price)]),
+        )
+    };
+    // 12345 at scale 3; -1 at scale 0; 5 at scale 8 (Java's text turns scientific there).
+    decoder.append(&row(3, &[0x30, 0x39])).expect("12.345");
+    decoder.append(&row(0, &[0xff])).expect("-1");
+    decoder.append(&row(8, &[0x05])).expect("5E-8");
+    let got = decoder.finish().expect("finish");
+    let amount = got[target.index_of("amount").unwrap()]
+        .as_any()
+        .downcast_ref::<arrow::array::StringArray>()
+        .unwrap();
+    assert_eq!(
+        (amount.value(0), amount.value(1), amount.value(2)),
+        ("12.345", "-1", "5E-8")
+    );
 }
 
 #[test]

@@ -520,6 +520,14 @@ async fn attempt(
     }
     rows.cut(&mut batches)?;
     drop(records);
+    // Rows left out of the batches (Debezium events without a row) are not rows: a
+    // tombstone's place counts only the rows before it that are in the batches.
+    if !rows.left_out.is_empty() {
+        for at in tombstone_at.iter_mut() {
+            *at -= rows.left_out.partition_point(|&i| i < *at) as u64;
+        }
+        converted -= rows.left_out.len() as u64;
+    }
     if let Some(field) = &table.event_time_field {
         max_ts = match crate::event_time::max_ms(&batches, field) {
             Ok(t) => t,

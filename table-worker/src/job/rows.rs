@@ -66,6 +66,11 @@ pub(super) struct RowBuilder {
     /// `_kafka.key` is binary in Iceberg: LargeBinary in Arrow.
     key: LargeBinaryBuilder,
     schema_id: Int32Builder,
+    /// Rows cut into batches so far, those left out included.
+    cut_rows: u64,
+    /// The positions among all rows cut (in append order) of those left out of the batches:
+    /// Debezium events without a row (`crate::transform`).
+    pub(super) left_out: Vec<u64>,
 }
 
 impl RowBuilder {
@@ -96,6 +101,8 @@ impl RowBuilder {
             timestamp: TimestampMicrosecondBuilder::new().with_timezone("+00:00"),
             key: LargeBinaryBuilder::new(),
             schema_id: Int32Builder::new(),
+            cut_rows: 0,
+            left_out: Vec::new(),
         })
     }
 
@@ -282,7 +289,7 @@ impl RowBuilder {
         }
         let transform = self.transform;
         let value_target = self.value_target.clone();
-        let values: Vec<ArrayRef> = match self.decoders.get_mut(&id) {
+        let (values, keep) = match self.decoders.get_mut(&id) {
             Some(Decoder::Avro(a, t)) => {
                 crate::transform::flatten_columns(transform, t, a.finish()?, &value_target)?
             }
@@ -305,7 +312,8 @@ impl RowBuilder {
                 };
                 // The plain column is `value`; other value columns (from an earlier schema of
                 // the table) are null.
-                self.value_target
+                let values = self
+                    .value_target
                     .fields()
                     .iter()
                     .map(|f| {
@@ -315,7 +323,8 @@ impl RowBuilder {
                             arrow::array::new_null_array(f.data_type(), column.len())
                         }
                     })
-                    .collect()
+                    .collect();
+                (values, None)
             }
             None => return Err(Error::Schema("no decoder for the current run".into())),
         };
@@ -338,6 +347,24 @@ impl RowBuilder {
         system.sort_by_key(|(i, _)| *i);
         for (i, column) in system {
             columns.insert(i, column);
+        }
+        let first = self.cut_rows;
+        self.cut_rows += rows as u64;
+        if let Some(keep) = keep {
+            let left_out: Vec<u64> = (0..rows)
+                .filter(|&i| !keep.value(i))
+                .map(|i| first + i as u64)
+                .collect();
+            tracing::warn!(
+                partition = self.partition_number,
+                events = left_out.len(),
+                "Debezium events without a row (truncates?) change no row: left out of the table"
+            );
+            self.left_out.extend(left_out);
+            columns = columns
+                .iter()
+                .map(|c| arrow::compute::filter(c, &keep))
+                .collect::<std::result::Result<_, _>>()?;
         }
         batches.push(RecordBatch::try_new(self.schema.clone(), columns)?);
         Ok(())

@@ -44,6 +44,7 @@ their temp dir is removed (kept with INLET_TEST_KEEP_DIRS=1).
 
 import argparse
 import datetime
+import decimal
 import json
 import os
 import pwd
@@ -420,17 +421,28 @@ def pg_rows(pg):
                        "FROM information_schema.columns WHERE table_name = 'customers'").split(",")
     rows = {}
     for line in pg.query("SELECT row_to_json(c) FROM customers c").splitlines():
-        row = json.loads(line)
+        # Numbers as written: a NUMERIC's text is what its table column must hold.
+        row = json.loads(line, parse_float=decimal.Decimal)
+        if row.get("placed") is not None:
+            # timestamptz in the session's zone; the table holds the instant (UTC).
+            row["placed"] = datetime.datetime.fromisoformat(row["placed"]).astimezone(
+                datetime.timezone.utc)
         rows[row["id"]] = {k: plain(v) for k, v in row.items()}
     return rows, columns
 
 
 def plain(v):
-    """A value as PostgreSQL's row_to_json writes it (dates and timestamps ISO 8601)."""
+    """A value as PostgreSQL's row_to_json writes it (dates and timestamps ISO 8601, numbers
+    as their shortest text)."""
     if isinstance(v, datetime.datetime):
         return v.isoformat()
     if isinstance(v, datetime.date):
         return v.isoformat()
+    if isinstance(v, float):
+        v = decimal.Decimal(repr(v))
+    if isinstance(v, decimal.Decimal):
+        # The number, not its scale: Debezium's VariableScaleDecimal drops trailing zeros.
+        return format(v.normalize(), "f")
     return v
 
 
@@ -445,6 +457,8 @@ def table_rows(catalog, columns):
         if key in rows:
             doubled.append(key)
         rows[key] = {c: plain(row.get(c)) for c in columns if c in have}
+        if rows[key].get("amount") is not None:  # a NUMERIC without a scale: its text
+            rows[key]["amount"] = plain(decimal.Decimal(rows[key]["amount"]))
         for c in columns:
             if c not in have:
                 rows[key][c] = "<no such column>"
@@ -505,9 +519,32 @@ CREATE TABLE customers (
     vip boolean,
     score double precision,
     signup date,
-    seen timestamp
+    seen timestamp,
+    placed timestamptz,
+    amount numeric,
+    price numeric(10, 2)
 );
 """
+
+
+def check_types(catalog):
+    """Debezium's semantic types as Iceberg types, and the key as the identifier field."""
+    from pyiceberg.types import (DateType, DecimalType, StringType, TimestampType,
+                                 TimestamptzType)
+
+    schema = catalog.load_table(TABLE).schema()
+    want = {"signup": DateType(), "seen": TimestampType(), "placed": TimestamptzType(),
+            "amount": StringType(), "price": DecimalType(10, 2)}
+    got = {name: schema.find_field(name).field_type for name in want}
+    if got != want:
+        raise Failed(f"column types: want {want}, got {got}")
+    required = sorted(f.name for f in schema.fields if f.required and not f.name.startswith("_"))
+    if required != ["id", "name", "visits"]:
+        raise Failed(f"required columns (NOT NULL in PostgreSQL): {required}")
+    if sorted(schema.identifier_field_names()) != ["id"]:
+        raise Failed(f"identifier fields: {sorted(schema.identifier_field_names())}")
+    say("types: date, timestamp, timestamptz, numeric as text, numeric(10,2) as decimal(10,2); "
+        "identifier field id")
 
 
 def insert_sql(ids, with_tier=False):
@@ -518,8 +555,10 @@ def insert_sql(ids, with_tier=False):
         tier = f", 'tier{i % 3}'" if with_tier else ""
         values.append(f"({i}, 'customer {i}', {email}, {i % 7}, {vip}, {i}.25, "
                       f"DATE '2024-01-01' + {i}, TIMESTAMP '2024-03-01 12:00:00.123456' + "
-                      f"interval '{i} minutes'{tier})")
-    cols = "id, name, email, visits, vip, score, signup, seen" + (", tier" if with_tier else "")
+                      f"interval '{i} minutes', TIMESTAMPTZ '2024-03-01 12:00:00.5+01' + "
+                      f"interval '{i} hours', {i}.{i % 4}0{i}, {i * 3}.{i % 10}5{tier})")
+    cols = ("id, name, email, visits, vip, score, signup, seen, placed, amount, price"
+            + (", tier" if with_tier else ""))
     return f"INSERT INTO customers ({cols}) VALUES {', '.join(values)};"
 
 
@@ -558,6 +597,7 @@ def run(base):
         register(worker, pg)
         wait_running(worker)
         mirror(catalog, pg, worker, "snapshot")
+        check_types(catalog)
 
         for first in range(11, 31, 5):
             pg.psql(insert_sql(range(first, first + 5)))

@@ -10,11 +10,6 @@
 //!   refused. Its node aborts timed-out transactions every 500 ms and caps their timeout at
 //!   60 s.
 //!
-//! - `tests/clients/java/ConsumerProtocol.java` (4.3.0 only): a consumer with
-//!   `group.protocol=consumer` (KIP-848, not served yet) fails at its first polls with the
-//!   client's own clear error (`UnsupportedVersionException`: set `group.protocol=classic`)
-//!   instead of waiting for an assignment that never comes.
-//!
 //! The jars come from `scripts/test-env.sh` (`INLET_TEST_JAVA_LIBS`, `INLET_TEST_JAVA_LIBS_3_9`);
 //! `javac` and `java` from the machine. Without them the test is skipped locally and fails in
 //! CI.
@@ -128,20 +123,4 @@ fn java_kafka_clients_4_3_and_3_9_and_the_avro_serializer() {
 #[test]
 fn java_transactions_kafka_clients_4_3_and_3_9() {
     run_with_both_clients("TxnClients", TXN_NODE);
-}
-
-#[test]
-fn java_4_3_consumer_on_the_kip_848_protocol_fails_clearly_at_start() {
-    let Some(libs) = common::java_clients() else {
-        return;
-    };
-    let classes = common::compile_java("ConsumerProtocol.java", &libs);
-    let all = format!("{}/*", libs.display());
-    run_clients(
-        "ConsumerProtocol",
-        CLIENTS_NODE,
-        classes.path(),
-        &all,
-        "4.3.0",
-    );
 }

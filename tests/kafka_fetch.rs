@@ -1,7 +1,8 @@
 //! Fetch semantics at the protocol level: long polling returns as soon as data arrives and
 //! not before, `max_wait_ms` bounds the wait, `partition_max_bytes` bounds the answer but the
-//! first batch always goes out whole (KIP-74), out-of-range offsets get their error; and
-//! DescribeCluster names this broker.
+//! first batch always goes out whole (KIP-74), out-of-range offsets get their error; fetch
+//! sessions (KIP-227) answer only what changed and check their epochs; and DescribeCluster
+//! names this broker.
 #![allow(clippy::unwrap_used, clippy::panic, clippy::disallowed_methods)] // a test: a failed step fails it, and its deadlines are real time
 
 mod common;
@@ -272,4 +273,151 @@ fn leader_epochs_are_reported_stamped_and_checked() {
         epoch_end(&mut c, 7, epoch, epoch).0,
         kafka_protocol::ResponseError::UnknownTopicOrPartition.code()
     );
+}
+
+/// A fetch (v12, no wait unless `max_wait_ms`) in session `id` at `epoch` of `parts` (topic,
+/// fetch offset; partition 0), forgetting partition 0 of the `forget` topics.
+fn session_fetch(
+    c: &mut Conn,
+    (id, epoch): (i32, i32),
+    parts: &[(&str, i64)],
+    forget: &[&str],
+    max_wait_ms: i32,
+) -> FetchResponse {
+    use kafka_protocol::messages::fetch_request::ForgottenTopic;
+    c.call(
+        ApiKey::Fetch,
+        12,
+        RequestKind::Fetch(
+            FetchRequest::default()
+                .with_replica_id(BrokerId(-1))
+                .with_max_wait_ms(max_wait_ms)
+                .with_min_bytes(1)
+                .with_max_bytes(50 << 20)
+                .with_session_id(id)
+                .with_session_epoch(epoch)
+                .with_topics(
+                    parts
+                        .iter()
+                        .map(|(t, offset)| {
+                            FetchTopic::default()
+                                .with_topic(requests::topic_name(t))
+                                .with_partitions(vec![FetchPartition::default()
+                                    .with_partition(0)
+                                    .with_fetch_offset(*offset)
+                                    .with_partition_max_bytes(1 << 20)])
+                        })
+                        .collect(),
+                )
+                .with_forgotten_topics_data(
+                    forget
+                        .iter()
+                        .map(|t| {
+                            ForgottenTopic::default()
+                                .with_topic(requests::topic_name(t))
+                                .with_partitions(vec![0])
+                        })
+                        .collect(),
+                ),
+        ),
+    )
+}
+
+/// The topics an answer carries, with each one's record bytes.
+fn carried(r: &FetchResponse) -> Vec<(String, usize)> {
+    r.responses
+        .iter()
+        .flat_map(|t| {
+            t.partitions.iter().map(|p| {
+                assert_eq!(p.error_code, 0, "{}: {p:?}", t.topic.0);
+                (
+                    t.topic.0.to_string(),
+                    p.records.as_ref().map_or(0, |r| r.len()),
+                )
+            })
+        })
+        .collect()
+}
+
+/// KIP-227 as the Java client and kafka-python use it: a full fetch at epoch 0 opens a
+/// session; incremental fetches name only what changed and are answered only with
+/// partitions that have news; forgotten partitions leave the session; a stale epoch, an
+/// unknown session and a closed one are refused with their errors.
+#[test]
+fn fetch_sessions_answer_only_news_and_check_their_epochs() {
+    const FETCH_SESSION_ID_NOT_FOUND: i16 = 70;
+    const INVALID_FETCH_SESSION_EPOCH: i16 = 71;
+    let (_dir, node) = temp_node(&[]);
+    let mut c = Conn::open(&node);
+    let produce_to = |c: &mut Conn, topic: &str, n: usize| {
+        let r: ProduceResponse = c.call(ApiKey::Produce, 9, requests::produce(topic, batch(n, 10)));
+        assert_eq!(r.responses[0].partition_responses[0].error_code, 0);
+    };
+    produce_to(&mut c, "session-a", 1);
+    produce_to(&mut c, "session-b", 1);
+
+    // The full fetch opens a session and carries both partitions.
+    let full = session_fetch(
+        &mut c,
+        (0, 0),
+        &[("session-a", 0), ("session-b", 0)],
+        &[],
+        0,
+    );
+    assert_eq!(full.error_code, 0);
+    let id = full.session_id;
+    assert!(id > 0, "a session was opened: {full:?}");
+    let got = carried(&full);
+    assert_eq!(got.len(), 2);
+    assert!(got.iter().all(|(_, bytes)| *bytes > 0), "{got:?}");
+
+    // Both consumed: the new offsets, and nothing new to answer (after the wait).
+    let quiet = session_fetch(
+        &mut c,
+        (id, 1),
+        &[("session-a", 1), ("session-b", 1)],
+        &[],
+        200,
+    );
+    assert_eq!((quiet.error_code, quiet.session_id), (0, id));
+    assert_eq!(carried(&quiet), vec![]);
+
+    // Records for b only: the answer to a fetch that names nothing carries b alone.
+    produce_to(&mut c, "session-b", 2);
+    let news = session_fetch(&mut c, (id, 2), &[], &[], 0);
+    let got = carried(&news);
+    assert_eq!(got.len(), 1, "{got:?}");
+    assert_eq!(got[0].0, "session-b");
+    assert!(got[0].1 > 0);
+
+    // The same epoch again.
+    let stale = session_fetch(&mut c, (id, 2), &[], &[], 0);
+    assert_eq!(stale.error_code, INVALID_FETCH_SESSION_EPOCH);
+
+    // b forgotten: its new records are no longer answered.
+    let forgot = session_fetch(&mut c, (id, 3), &[], &["session-b"], 0);
+    assert_eq!(forgot.error_code, 0);
+    produce_to(&mut c, "session-b", 1);
+    let after = session_fetch(&mut c, (id, 4), &[], &[], 100);
+    assert_eq!(carried(&after), vec![]);
+    // a still is.
+    produce_to(&mut c, "session-a", 1);
+    let a = session_fetch(&mut c, (id, 5), &[], &[], 0);
+    assert_eq!(
+        carried(&a)
+            .iter()
+            .map(|(t, _)| t.as_str())
+            .collect::<Vec<_>>(),
+        vec!["session-a"]
+    );
+
+    // An unknown session; then closing this one (a full fetch, session id 0), after which it
+    // is unknown too.
+    let unknown = session_fetch(&mut c, (id + 1000, 1), &[], &[], 0);
+    assert_eq!(unknown.error_code, FETCH_SESSION_ID_NOT_FOUND);
+    let closing = session_fetch(&mut c, (id, -1), &[("session-a", 0)], &[], 0);
+    assert_eq!((closing.error_code, closing.session_id), (0, 0));
+    assert_eq!(carried(&closing).len(), 1);
+    let closed = session_fetch(&mut c, (id, 6), &[], &[], 0);
+    assert_eq!(closed.error_code, FETCH_SESSION_ID_NOT_FOUND);
 }

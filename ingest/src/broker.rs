@@ -82,6 +82,8 @@ pub struct Broker {
     /// Per stream of a compacted topic, what the compactor remembers of it (`compaction`).
     pub(crate) compaction_state:
         parking_lot::Mutex<std::collections::HashMap<u64, crate::compaction::CleanState>>,
+    /// The fetch sessions (KIP-227) of clients fetching from this node.
+    pub(crate) fetch_sessions: crate::fetch_sessions::FetchSessions,
 }
 
 impl std::fmt::Debug for Broker {
@@ -131,7 +133,6 @@ impl Broker {
             snapshots,
             groups,
             txns,
-            config,
             metrics: Arc::new(Metrics::default()),
             clock,
             cluster_id,
@@ -142,6 +143,11 @@ impl Broker {
             standing_down: tokio::sync::watch::Sender::new(false),
             max_timestamps: Default::default(),
             compaction_state: Default::default(),
+            fetch_sessions: crate::fetch_sessions::FetchSessions::new(
+                config.fetch_session_slots as usize,
+                usize::try_from(config.fetch_session_max_bytes).unwrap_or(usize::MAX),
+            ),
+            config,
         }))
     }
 

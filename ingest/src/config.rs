@@ -240,6 +240,10 @@ broker_settings! {
     transactional_id_expiration_ms: u64 = 604_800_000, "transactional.id.expiration.ms", SettingKind::Int { min: 1, max: INT_MAX };
     /// The most a Fetch response carries, whatever the request asks (the first batch of a response still goes whole, KIP-74).
     fetch_max_bytes: u32 = 57_671_680, "fetch.max.bytes", SettingKind::Int { min: 1024, max: INT_MAX };
+    /// Fetch sessions (KIP-227) a node keeps at once; 0 opens none (every fetch is a full fetch).
+    fetch_session_slots: u32 = 1000, "max.incremental.fetch.session.cache.slots", SettingKind::Int { min: 0, max: INT_MAX };
+    /// (Inlet's own) Memory for the fetch sessions' partitions (about 120 bytes per partition of a session, plus its topic name); a new session that does not fit is not opened.
+    fetch_session_max_bytes: u64 = 64 * 1024 * 1024, "inlet.fetch.session.cache.max.bytes", SettingKind::Int { min: 1024, max: i64::MAX };
 }
 
 /// Kafka's other spellings of a setting: the name, the setting it sets, and the factor from

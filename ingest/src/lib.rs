@@ -27,6 +27,7 @@ pub use inlet_records::{batch, records};
 pub mod codec;
 pub mod config;
 pub(crate) mod error;
+pub(crate) mod fetch_sessions;
 pub(crate) mod frame;
 pub(crate) mod groups;
 mod handlers;

@@ -27,6 +27,7 @@ use kafka_protocol::ResponseError;
 use crate::batch;
 use crate::broker::Broker;
 use crate::error::{KafkaError, Result};
+use crate::fetch_sessions::Plan;
 use crate::records;
 
 /// One partition's share of a fetch.
@@ -57,12 +58,11 @@ struct PartitionRead {
 
 impl Broker {
     pub(crate) async fn fetch(&self, r: FetchRequest, version: i16) -> FetchResponse {
-        if r.session_epoch > 0 {
-            // Inlet keeps no fetch sessions (it answers session id 0), so an incremental
-            // fetch refers to a session this broker never created.
-            return FetchResponse::default()
-                .with_error_code(ResponseError::FetchSessionIdNotFound.code());
-        }
+        // The partitions to read: those asked for, or a session's (`crate::fetch_sessions`).
+        let plan = match self.fetch_sessions.begin(&r, self.clock.now_ms()) {
+            Ok(plan) => plan,
+            Err(e) => return FetchResponse::default().with_error_code(e.code()),
+        };
         let max_wait = Duration::from_millis(r.max_wait_ms.max(0) as u64);
         let deadline = tokio::time::Instant::now() + max_wait;
         let min_bytes = r.min_bytes.max(0) as usize;
@@ -76,24 +76,25 @@ impl Broker {
         loop {
             let mut reads = Vec::new();
             let mut total = 0usize;
-            for t in &r.topics {
-                let topic = self.topics.get(t.topic.0.as_str());
-                for p in &t.partitions {
-                    let budget = (p.partition_max_bytes.max(0) as usize)
-                        .min(max_bytes.saturating_sub(total));
-                    let read = self
-                        .read_partition(
-                            topic.as_deref(),
-                            t.topic.0.as_str(),
-                            (p.partition, p.current_leader_epoch),
-                            p.fetch_offset,
-                            budget,
-                            (total == 0, r.isolation_level == 1),
-                        )
-                        .await;
-                    total += read.records.len();
-                    reads.push(read);
+            let mut topic: Option<(&TopicName, Option<_>)> = None;
+            for t in plan.targets() {
+                if topic.as_ref().is_none_or(|(name, _)| *name != &t.topic) {
+                    topic = Some((&t.topic, self.topics.get(t.topic.0.as_str())));
                 }
+                let found = topic.as_ref().and_then(|(_, found)| found.as_deref());
+                let budget = (t.max_bytes.max(0) as usize).min(max_bytes.saturating_sub(total));
+                let read = self
+                    .read_partition(
+                        found,
+                        t.topic.0.as_str(),
+                        (t.partition, t.leader_epoch),
+                        t.fetch_offset,
+                        budget,
+                        (total == 0, r.isolation_level == 1),
+                    )
+                    .await;
+                total += read.records.len();
+                reads.push(read);
             }
             let failed = reads.iter().any(|r| r.error.is_some());
             let now = tokio::time::Instant::now();
@@ -101,7 +102,7 @@ impl Broker {
                 self.metrics
                     .fetched_bytes
                     .fetch_add(total as u64, Ordering::Relaxed);
-                return self.fetch_response(&r, reads, version);
+                return self.fetch_response(&r, &plan, reads, version);
             }
             // Wait for any partition's end to move.
             let mut watches = Vec::new();
@@ -267,54 +268,83 @@ impl Broker {
         Ok(partition.txns.lock().stable_end(end))
     }
 
+    /// The answer to fetch `r` whose `plan` read `reads` (one per target, in order): every
+    /// partition read, or for an incremental fetch those with news (`crate::fetch_sessions`),
+    /// grouped by topic in the order read; a full fetch that may open a session opens it.
     fn fetch_response(
         &self,
         r: &FetchRequest,
+        plan: &Plan,
         reads: Vec<PartitionRead>,
         version: i16,
     ) -> FetchResponse {
-        let read_committed = r.isolation_level == 1;
-        let mut reads = reads.into_iter();
-        let responses = r
-            .topics
-            .iter()
-            .map(|t| {
-                let partitions = t
-                    .partitions
+        use crate::fetch_sessions::{Answered, Sent};
+        let sent = |read: &PartitionRead| Sent {
+            high_watermark: read.high_watermark,
+            last_stable: read.last_stable,
+            log_start: read.log_start,
+        };
+        let (session_id, carried) = match plan {
+            Plan::Sessionless(_) => (0, vec![true; reads.len()]),
+            Plan::Open(targets) => {
+                let sent: Vec<Sent> = reads.iter().map(sent).collect();
+                let id = self
+                    .fetch_sessions
+                    .open(targets, &sent, self.clock.now_ms());
+                (id, vec![true; reads.len()])
+            }
+            Plan::Incremental { id, targets } => {
+                let answered: Vec<Answered> = reads
                     .iter()
-                    .map(|p| {
-                        let read = reads.next().expect("one read per requested partition");
-                        let mut data = PartitionData::default()
-                            .with_partition_index(p.partition)
-                            .with_error_code(read.error.as_ref().map_or(0, KafkaError::code))
-                            .with_high_watermark(read.high_watermark)
-                            .with_last_stable_offset(read.last_stable)
-                            .with_log_start_offset(read.log_start)
-                            .with_records(Some(read.records));
-                        if read_committed {
-                            data.aborted_transactions = Some(
-                                read.aborted
-                                    .iter()
-                                    .map(|a| {
-                                        AbortedTransaction::default()
-                                            .with_producer_id(ProducerId(a.producer_id))
-                                            .with_first_offset(a.first as i64)
-                                    })
-                                    .collect(),
-                            );
-                        }
-                        if version >= 11 {
-                            data.preferred_read_replica = BrokerId(-1);
-                        }
-                        data
+                    .map(|read| Answered {
+                        sent: sent(read),
+                        news: read.error.is_some() || !read.records.is_empty(),
+                        records: !read.records.is_empty(),
                     })
                     .collect();
-                FetchableTopicResponse::default()
-                    .with_topic(t.topic.clone())
-                    .with_partitions(partitions)
-            })
-            .collect();
-        FetchResponse::default().with_responses(responses)
+                (*id, self.fetch_sessions.answer(*id, targets, &answered))
+            }
+        };
+        let read_committed = r.isolation_level == 1;
+        let mut responses: Vec<FetchableTopicResponse> = Vec::new();
+        for ((t, read), carry) in plan.targets().iter().zip(reads).zip(carried) {
+            if !carry {
+                continue;
+            }
+            let mut data = PartitionData::default()
+                .with_partition_index(t.partition)
+                .with_error_code(read.error.as_ref().map_or(0, KafkaError::code))
+                .with_high_watermark(read.high_watermark)
+                .with_last_stable_offset(read.last_stable)
+                .with_log_start_offset(read.log_start)
+                .with_records(Some(read.records));
+            if read_committed {
+                data.aborted_transactions = Some(
+                    read.aborted
+                        .iter()
+                        .map(|a| {
+                            AbortedTransaction::default()
+                                .with_producer_id(ProducerId(a.producer_id))
+                                .with_first_offset(a.first as i64)
+                        })
+                        .collect(),
+                );
+            }
+            if version >= 11 {
+                data.preferred_read_replica = BrokerId(-1);
+            }
+            match responses.last_mut() {
+                Some(last) if last.topic == t.topic => last.partitions.push(data),
+                _ => responses.push(
+                    FetchableTopicResponse::default()
+                        .with_topic(t.topic.clone())
+                        .with_partitions(vec![data]),
+                ),
+            }
+        }
+        FetchResponse::default()
+            .with_session_id(session_id)
+            .with_responses(responses)
     }
 
     pub(crate) async fn list_offsets(

@@ -10,6 +10,9 @@
 //!   refused. Its node aborts timed-out transactions every 500 ms and caps their timeout at
 //!   60 s.
 //!
+//! Each run's consumers must have fetched in fetch sessions (KIP-227): the node counts
+//! incremental fetches.
+//!
 //! The jars come from `scripts/test-env.sh` (`INLET_TEST_JAVA_LIBS`, `INLET_TEST_JAVA_LIBS_3_9`);
 //! `javac` and `java` from the machine. Without them the test is skipped locally and fails in
 //! CI.
@@ -83,6 +86,19 @@ fn run_clients(class: &str, node_flags: &[&str], classes: &Path, classpath: &str
     assert!(
         output.lines().any(|l| l == "OK") && output.contains(&format!("kafka-clients {version},")),
         "{class} with kafka-clients {version}: the program exited 0 without reaching its end\n{output}"
+    );
+    // The consumers fetched in sessions (KIP-227), as the Java client does when the broker
+    // opens them.
+    let (status, metrics) = node.http_get("/metrics");
+    assert_eq!(status, 200);
+    let incremental: u64 = metrics
+        .lines()
+        .find_map(|l| l.strip_prefix("inlet_kafka_fetch_sessions_incremental_total "))
+        .and_then(|v| v.trim().parse().ok())
+        .expect("the incremental fetch metric");
+    assert!(
+        incremental > 0,
+        "{class} with kafka-clients {version}: no incremental fetch"
     );
     node.stop();
 }

@@ -52,6 +52,9 @@ pub struct Metrics {
     pub produced_records: AtomicU64,
     pub produced_bytes: AtomicU64,
     pub fetched_bytes: AtomicU64,
+    /// Fetch sessions (KIP-227) opened, and incremental fetches answered in one.
+    pub fetch_sessions_opened: AtomicU64,
+    pub fetch_sessions_incremental: AtomicU64,
     /// Table topic records refused at produce time (errors.tolerance=none).
     pub invalid_records_refused: AtomicU64,
     /// Table topic records that failed validation but were stored (errors.tolerance=all).
@@ -99,6 +102,8 @@ impl Default for Metrics {
             produced_records: AtomicU64::new(0),
             produced_bytes: AtomicU64::new(0),
             fetched_bytes: AtomicU64::new(0),
+            fetch_sessions_opened: AtomicU64::new(0),
+            fetch_sessions_incremental: AtomicU64::new(0),
             invalid_records_refused: AtomicU64::new(0),
             invalid_records_accepted: AtomicU64::new(0),
             table_lag_refusals: AtomicU64::new(0),
@@ -278,6 +283,18 @@ impl Metrics {
                 "Record batch bytes returned by Fetch.",
                 "counter",
                 get(&self.fetched_bytes),
+            ),
+            (
+                "inlet_kafka_fetch_sessions_opened_total",
+                "Fetch sessions (KIP-227) opened by full fetches.",
+                "counter",
+                get(&self.fetch_sessions_opened),
+            ),
+            (
+                "inlet_kafka_fetch_sessions_incremental_total",
+                "Incremental fetches answered in a fetch session.",
+                "counter",
+                get(&self.fetch_sessions_incremental),
             ),
             (
                 "inlet_kafka_invalid_records_refused_total",

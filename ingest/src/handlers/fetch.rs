@@ -291,6 +291,11 @@ impl Broker {
                 let id = self
                     .fetch_sessions
                     .open(targets, &sent, self.clock.now_ms());
+                if id != 0 {
+                    self.metrics
+                        .fetch_sessions_opened
+                        .fetch_add(1, Ordering::Relaxed);
+                }
                 (id, vec![true; reads.len()])
             }
             Plan::Incremental { id, targets } => {
@@ -302,6 +307,9 @@ impl Broker {
                         records: !read.records.is_empty(),
                     })
                     .collect();
+                self.metrics
+                    .fetch_sessions_incremental
+                    .fetch_add(1, Ordering::Relaxed);
                 (*id, self.fetch_sessions.answer(*id, targets, &answered))
             }
         };

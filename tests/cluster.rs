@@ -3080,3 +3080,57 @@ fn check_transactions(boot: &str, topic: &str, partitions: i32, log: &TxnLog, se
         read.len()
     );
 }
+
+/// KIP-890's check where one node coordinates the transactional id and another leads the
+/// partition: the leader reads the id's state row, so a batch before AddPartitionsToTxn and a
+/// late batch of an aborted transaction are refused there too (`INVALID_TXN_STATE`), a fenced
+/// epoch is (`INVALID_PRODUCER_EPOCH`), and the partition's last stable offset never hangs
+/// (`common::txn_checks`).
+#[test]
+fn transactional_batches_are_checked_where_another_node_coordinates() {
+    let Some(cluster) = Cluster::new("") else {
+        return;
+    };
+    const CHECKED: &str = "verified";
+    let nodes: BTreeMap<u64, Node> = (1..=2).map(|id| (id, cluster.start(id))).collect();
+    common::txn_checks::create_topic(&mut Conn::open(&nodes[&1]), CHECKED);
+    let leader = poll_until(60, "an owner of the partition", || {
+        owners_of(&nodes[&1], CHECKED).first().copied().flatten()
+    });
+    wait_node_leads(&nodes[&leader], CHECKED, leader);
+    poll_until(60, "the leader to serve the partition", || {
+        (fetch_code(&nodes[&leader], CHECKED, 0, -1) == 0).then_some(())
+    });
+    // Once both nodes are live, some id hashes to the other node.
+    let (id, coordinator) = poll_until(60, "a transactional id the other node coordinates", || {
+        (0..100)
+            .map(|i| format!("verifier-{i}"))
+            .map(|id| {
+                let c = txn_coordinator(&nodes[&1], &id);
+                (id, c)
+            })
+            .find(|(_, c)| *c != leader)
+    });
+    // The coordinator learns of the new topic at its next look at the topics (until then
+    // AddPartitionsToTxn answers UNKNOWN_TOPIC_OR_PARTITION, which clients retry).
+    poll_until(60, "the coordinator to know the topic", || {
+        use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
+        use kafka_protocol::messages::{MetadataRequest, MetadataResponse, TopicName};
+        let r: MetadataResponse = Conn::open(&nodes[&coordinator]).call(
+            ApiKey::Metadata,
+            12,
+            RequestKind::Metadata(MetadataRequest::default().with_topics(Some(vec![
+                MetadataRequestTopic::default().with_name(Some(TopicName(
+                    kafka_protocol::protocol::StrBytes::from_static_str(CHECKED),
+                ))),
+            ]))),
+        );
+        (r.topics.first().map(|t| t.error_code) == Some(0)).then_some(())
+    });
+    common::txn_checks::batches_need_an_open_transaction(
+        &mut Conn::open(&nodes[&coordinator]),
+        &mut Conn::open(&nodes[&leader]),
+        &id,
+        CHECKED,
+    );
+}

@@ -135,160 +135,16 @@ fn kafkajs_transactions() {
 /// `INVALID_PRODUCER_EPOCH`.
 #[test]
 fn a_transactional_batch_needs_its_partition_in_an_open_transaction() {
-    use common::wire::{encode_batch, BatchOptions, Conn};
-    use kafka_protocol::messages::add_partitions_to_txn_request::AddPartitionsToTxnTopic;
-    use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
-    use kafka_protocol::messages::*;
-    use kafka_protocol::protocol::StrBytes;
-    use kafka_protocol::ResponseError;
-
+    use common::wire::Conn;
     let (_dir, node) = temp_node(&[]);
-    let mut conn = Conn::open(&node);
-    let s = |v: &str| StrBytes::from_string(v.to_string());
-    let created: CreateTopicsResponse = conn.call(
-        ApiKey::CreateTopics,
-        5,
-        RequestKind::CreateTopics(
-            CreateTopicsRequest::default()
-                .with_topics(vec![
-                    kafka_protocol::messages::create_topics_request::CreatableTopic::default()
-                        .with_name(TopicName(s("verified")))
-                        .with_num_partitions(1)
-                        .with_replication_factor(1),
-                ])
-                .with_timeout_ms(10_000),
-        ),
+    let mut coordinator = Conn::open(&node);
+    let mut leader = Conn::open(&node);
+    common::txn_checks::create_topic(&mut leader, "verified");
+    common::txn_checks::batches_need_an_open_transaction(
+        &mut coordinator,
+        &mut leader,
+        "verifier",
+        "verified",
     );
-    assert_eq!(created.topics[0].error_code, 0, "{created:?}");
-    let init = |conn: &mut Conn| -> (i64, i16) {
-        let r: InitProducerIdResponse = conn.call(
-            ApiKey::InitProducerId,
-            4,
-            RequestKind::InitProducerId(
-                InitProducerIdRequest::default()
-                    .with_transactional_id(Some(TransactionalId(s("verifier"))))
-                    .with_transaction_timeout_ms(60_000)
-                    .with_producer_id(ProducerId(-1))
-                    .with_producer_epoch(-1),
-            ),
-        );
-        assert_eq!(r.error_code, 0, "{r:?}");
-        (r.producer_id.0, r.producer_epoch)
-    };
-    let (pid, epoch) = init(&mut conn);
-    let produce = |conn: &mut Conn, (pid, epoch): (i64, i16), seq: i32| -> i16 {
-        let batch = encode_batch(
-            &[(
-                Some(bytes::Bytes::from_static(b"k")),
-                Some(bytes::Bytes::from_static(b"v")),
-            )],
-            &BatchOptions {
-                producer_id: pid,
-                producer_epoch: epoch,
-                first_sequence: seq,
-                transactional: true,
-                ..BatchOptions::default()
-            },
-        );
-        let r: ProduceResponse = conn.call(
-            ApiKey::Produce,
-            9,
-            RequestKind::Produce(
-                ProduceRequest::default()
-                    .with_transactional_id(Some(TransactionalId(s("verifier"))))
-                    .with_acks(-1)
-                    .with_timeout_ms(10_000)
-                    .with_topic_data(vec![TopicProduceData::default()
-                        .with_name(TopicName(s("verified")))
-                        .with_partition_data(vec![PartitionProduceData::default()
-                            .with_index(0)
-                            .with_records(Some(batch))])]),
-            ),
-        );
-        r.responses[0].partition_responses[0].error_code
-    };
-    let add = |conn: &mut Conn, (pid, epoch): (i64, i16)| {
-        let r: AddPartitionsToTxnResponse = conn.call(
-            ApiKey::AddPartitionsToTxn,
-            3,
-            RequestKind::AddPartitionsToTxn(
-                AddPartitionsToTxnRequest::default()
-                    .with_v3_and_below_transactional_id(TransactionalId(s("verifier")))
-                    .with_v3_and_below_producer_id(ProducerId(pid))
-                    .with_v3_and_below_producer_epoch(epoch)
-                    .with_v3_and_below_topics(vec![AddPartitionsToTxnTopic::default()
-                        .with_name(TopicName(s("verified")))
-                        .with_partitions(vec![0])]),
-            ),
-        );
-        let code = r.results_by_topic_v3_and_below[0].results_by_partition[0].partition_error_code;
-        assert_eq!(code, 0, "{r:?}");
-    };
-    let end = |conn: &mut Conn, (pid, epoch): (i64, i16), commit: bool| {
-        let r: EndTxnResponse = conn.call(
-            ApiKey::EndTxn,
-            3,
-            RequestKind::EndTxn(
-                EndTxnRequest::default()
-                    .with_transactional_id(TransactionalId(s("verifier")))
-                    .with_producer_id(ProducerId(pid))
-                    .with_producer_epoch(epoch)
-                    .with_committed(commit),
-            ),
-        );
-        assert_eq!(r.error_code, 0, "{r:?}");
-    };
-    let stable_end = |conn: &mut Conn| -> (i64, i64) {
-        use kafka_protocol::messages::list_offsets_request::{
-            ListOffsetsPartition, ListOffsetsTopic,
-        };
-        let ask = |conn: &mut Conn, isolation: i8| -> i64 {
-            let r: ListOffsetsResponse = conn.call(
-                ApiKey::ListOffsets,
-                5,
-                RequestKind::ListOffsets(
-                    ListOffsetsRequest::default()
-                        .with_replica_id(BrokerId(-1))
-                        .with_isolation_level(isolation)
-                        .with_topics(vec![ListOffsetsTopic::default()
-                            .with_name(TopicName(s("verified")))
-                            .with_partitions(vec![ListOffsetsPartition::default()
-                                .with_partition_index(0)
-                                .with_timestamp(-1)])]),
-                ),
-            );
-            r.topics[0].partitions[0].offset
-        };
-        (ask(conn, 1), ask(conn, 0))
-    };
-    let invalid_txn_state = ResponseError::InvalidTxnState.code();
-    // Not added yet: refused, nothing stored.
-    assert_eq!(produce(&mut conn, (pid, epoch), 0), invalid_txn_state);
-    assert_eq!(stable_end(&mut conn), (0, 0));
-    add(&mut conn, (pid, epoch));
-    assert_eq!(produce(&mut conn, (pid, epoch), 0), 0);
-    assert_eq!(
-        stable_end(&mut conn),
-        (0, 1),
-        "the open transaction holds the LSO"
-    );
-    end(&mut conn, (pid, epoch), false);
-    assert_eq!(stable_end(&mut conn), (2, 2), "the abort marker settles it");
-    // A late batch of the aborted transaction, at the same epoch: refused, and the partition
-    // stays settled.
-    assert_eq!(produce(&mut conn, (pid, epoch), 1), invalid_txn_state);
-    assert_eq!(stable_end(&mut conn), (2, 2));
-    // A new instance fences the old epoch.
-    let (pid2, epoch2) = init(&mut conn);
-    assert_eq!(pid2, pid);
-    assert!(epoch2 > epoch);
-    assert_eq!(
-        produce(&mut conn, (pid, epoch), 1),
-        ResponseError::InvalidProducerEpoch.code()
-    );
-    add(&mut conn, (pid2, epoch2));
-    assert_eq!(produce(&mut conn, (pid2, epoch2), 0), 0);
-    end(&mut conn, (pid2, epoch2), true);
-    assert_eq!(stable_end(&mut conn), (4, 4));
     node.stop();
 }

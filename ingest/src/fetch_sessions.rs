@@ -172,6 +172,7 @@ impl FetchSessions {
     }
 
     /// Sessions open now.
+    #[cfg(test)]
     pub(crate) fn len(&self) -> usize {
         self.inner.lock().sessions.len()
     }

@@ -445,3 +445,182 @@ pub(crate) fn run_catalog_client(python: &Path, script: &str, timeout: Duration,
     );
     node.stop();
 }
+
+/// KIP-890's check of transactional batches, driven over the wire (`tests/kafka_transactions.rs`
+/// on one node, `tests/cluster.rs` with the coordinator and the partition's leader on two).
+pub(crate) mod txn_checks {
+    use super::wire::{encode_batch, BatchOptions, Conn};
+    use kafka_protocol::messages::add_partitions_to_txn_request::AddPartitionsToTxnTopic;
+    use kafka_protocol::messages::create_topics_request::CreatableTopic;
+    use kafka_protocol::messages::list_offsets_request::{ListOffsetsPartition, ListOffsetsTopic};
+    use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
+    use kafka_protocol::messages::*;
+    use kafka_protocol::protocol::StrBytes;
+    use kafka_protocol::ResponseError;
+
+    fn s(v: &str) -> StrBytes {
+        StrBytes::from_string(v.to_string())
+    }
+
+    /// Creates `topic` with one partition through `conn`.
+    pub(crate) fn create_topic(conn: &mut Conn, topic: &str) {
+        let created: CreateTopicsResponse = conn.call(
+            ApiKey::CreateTopics,
+            5,
+            RequestKind::CreateTopics(
+                CreateTopicsRequest::default()
+                    .with_topics(vec![CreatableTopic::default()
+                        .with_name(TopicName(s(topic)))
+                        .with_num_partitions(1)
+                        .with_replication_factor(1)])
+                    .with_timeout_ms(10_000),
+            ),
+        );
+        assert_eq!(created.topics[0].error_code, 0, "{created:?}");
+    }
+
+    /// A transactional batch is stored only in its producer's open transaction that
+    /// partition 0 of `topic` was added to. A batch before AddPartitionsToTxn, and a late batch
+    /// of a transaction already aborted (at the same epoch), answer `INVALID_TXN_STATE` and
+    /// leave the partition's last stable offset at its end; a batch of a fenced epoch answers
+    /// `INVALID_PRODUCER_EPOCH`. The transaction requests go to `coordinator` (the node that
+    /// coordinates `txn_id`), Produce and ListOffsets to `leader` (the partition's).
+    pub(crate) fn batches_need_an_open_transaction(
+        coordinator: &mut Conn,
+        leader: &mut Conn,
+        txn_id: &str,
+        topic: &str,
+    ) {
+        let init = |conn: &mut Conn| -> (i64, i16) {
+            let r: InitProducerIdResponse = conn.call(
+                ApiKey::InitProducerId,
+                4,
+                RequestKind::InitProducerId(
+                    InitProducerIdRequest::default()
+                        .with_transactional_id(Some(TransactionalId(s(txn_id))))
+                        .with_transaction_timeout_ms(60_000)
+                        .with_producer_id(ProducerId(-1))
+                        .with_producer_epoch(-1),
+                ),
+            );
+            assert_eq!(r.error_code, 0, "{r:?}");
+            (r.producer_id.0, r.producer_epoch)
+        };
+        let produce = |conn: &mut Conn, (pid, epoch): (i64, i16), seq: i32| -> i16 {
+            let batch = encode_batch(
+                &[(
+                    Some(bytes::Bytes::from_static(b"k")),
+                    Some(bytes::Bytes::from_static(b"v")),
+                )],
+                &BatchOptions {
+                    producer_id: pid,
+                    producer_epoch: epoch,
+                    first_sequence: seq,
+                    transactional: true,
+                    ..BatchOptions::default()
+                },
+            );
+            let r: ProduceResponse = conn.call(
+                ApiKey::Produce,
+                9,
+                RequestKind::Produce(
+                    ProduceRequest::default()
+                        .with_transactional_id(Some(TransactionalId(s(txn_id))))
+                        .with_acks(-1)
+                        .with_timeout_ms(10_000)
+                        .with_topic_data(vec![TopicProduceData::default()
+                            .with_name(TopicName(s(topic)))
+                            .with_partition_data(vec![PartitionProduceData::default()
+                                .with_index(0)
+                                .with_records(Some(batch))])]),
+                ),
+            );
+            r.responses[0].partition_responses[0].error_code
+        };
+        let add = |conn: &mut Conn, (pid, epoch): (i64, i16)| {
+            let r: AddPartitionsToTxnResponse = conn.call(
+                ApiKey::AddPartitionsToTxn,
+                3,
+                RequestKind::AddPartitionsToTxn(
+                    AddPartitionsToTxnRequest::default()
+                        .with_v3_and_below_transactional_id(TransactionalId(s(txn_id)))
+                        .with_v3_and_below_producer_id(ProducerId(pid))
+                        .with_v3_and_below_producer_epoch(epoch)
+                        .with_v3_and_below_topics(vec![AddPartitionsToTxnTopic::default()
+                            .with_name(TopicName(s(topic)))
+                            .with_partitions(vec![0])]),
+                ),
+            );
+            let code =
+                r.results_by_topic_v3_and_below[0].results_by_partition[0].partition_error_code;
+            assert_eq!(code, 0, "{r:?}");
+        };
+        let end = |conn: &mut Conn, (pid, epoch): (i64, i16), commit: bool| {
+            let r: EndTxnResponse = conn.call(
+                ApiKey::EndTxn,
+                3,
+                RequestKind::EndTxn(
+                    EndTxnRequest::default()
+                        .with_transactional_id(TransactionalId(s(txn_id)))
+                        .with_producer_id(ProducerId(pid))
+                        .with_producer_epoch(epoch)
+                        .with_committed(commit),
+                ),
+            );
+            assert_eq!(r.error_code, 0, "{r:?}");
+        };
+        // (last stable offset, high watermark)
+        let stable_end = |conn: &mut Conn| -> (i64, i64) {
+            let ask = |conn: &mut Conn, isolation: i8| -> i64 {
+                let r: ListOffsetsResponse = conn.call(
+                    ApiKey::ListOffsets,
+                    5,
+                    RequestKind::ListOffsets(
+                        ListOffsetsRequest::default()
+                            .with_replica_id(BrokerId(-1))
+                            .with_isolation_level(isolation)
+                            .with_topics(vec![ListOffsetsTopic::default()
+                                .with_name(TopicName(s(topic)))
+                                .with_partitions(vec![ListOffsetsPartition::default()
+                                    .with_partition_index(0)
+                                    .with_timestamp(-1)])]),
+                    ),
+                );
+                let p = &r.topics[0].partitions[0];
+                assert_eq!(p.error_code, 0, "{r:?}");
+                p.offset
+            };
+            (ask(conn, 1), ask(conn, 0))
+        };
+        let invalid_txn_state = ResponseError::InvalidTxnState.code();
+        let (pid, epoch) = init(coordinator);
+        // Not added yet: refused, nothing stored.
+        assert_eq!(produce(leader, (pid, epoch), 0), invalid_txn_state);
+        assert_eq!(stable_end(leader), (0, 0));
+        add(coordinator, (pid, epoch));
+        assert_eq!(produce(leader, (pid, epoch), 0), 0);
+        assert_eq!(
+            stable_end(leader),
+            (0, 1),
+            "the open transaction holds the LSO"
+        );
+        end(coordinator, (pid, epoch), false);
+        assert_eq!(stable_end(leader), (2, 2), "the abort marker settles it");
+        // A late batch of the aborted transaction, at the same epoch: refused, and the
+        // partition stays settled.
+        assert_eq!(produce(leader, (pid, epoch), 1), invalid_txn_state);
+        assert_eq!(stable_end(leader), (2, 2));
+        // A new instance fences the old epoch.
+        let (pid2, epoch2) = init(coordinator);
+        assert_eq!(pid2, pid);
+        assert!(epoch2 > epoch);
+        assert_eq!(
+            produce(leader, (pid, epoch), 1),
+            ResponseError::InvalidProducerEpoch.code()
+        );
+        add(coordinator, (pid2, epoch2));
+        assert_eq!(produce(leader, (pid2, epoch2), 0), 0);
+        end(coordinator, (pid2, epoch2), true);
+        assert_eq!(stable_end(leader), (4, 4));
+    }
+}

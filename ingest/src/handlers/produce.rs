@@ -218,7 +218,10 @@ impl Broker {
         }
         if let (Some(id), Some(b)) = (txn_id, batches.first()) {
             if b.header.is_transactional() {
-                self.verify_in_transaction(id, &b.header, &topic.name, p.index)
+                // Only the partition's leader checks (a follower of stale metadata is told
+                // to look again, before it reads any transaction state).
+                self.led_stream(partition.stream)?;
+                self.verify_in_transaction(id, &b.header, &topic.name, partition)
                     .await?;
             }
         }

@@ -844,54 +844,40 @@ fn gone(id: &str) -> KafkaError {
 }
 
 impl Broker {
-    /// KIP-890's check of a transactional batch, where this node coordinates its
-    /// transactional id: the batch's producer must have an open transaction, at its epoch,
-    /// that the partition was added to. A late batch of a transaction that was aborted
-    /// meanwhile would otherwise open a transaction in the partition that no coordinator
-    /// knows of, and hold its last stable offset back for good. Where another node
-    /// coordinates the id (a cluster), the batch is not checked.
+    /// KIP-890's check of a transactional batch (part 1, on the broker): the batch's producer
+    /// must have an open transaction, at its epoch, that the partition was added to. A late
+    /// batch of a transaction that was aborted meanwhile would otherwise open a transaction in
+    /// the partition that no coordinator knows of, and hold its last stable offset back for
+    /// good. Where this node coordinates the id, every batch is checked against its cached
+    /// state; where another node does (a cluster), a batch that would open a transaction at
+    /// the partition is checked against the id's stored row.
     pub(crate) async fn verify_in_transaction(
         &self,
         id: &str,
         h: &crate::batch::BatchHeader,
         topic: &str,
-        partition: i32,
+        partition: &crate::topics::Partition,
     ) -> Result<()> {
-        if !self.coordinates_txn(id) {
+        if self.coordinates_txn(id) {
+            let slot = self.txns.lock(id).await?;
+            return in_transaction(slot.meta.as_ref(), id, h, topic, partition.index);
+        }
+        // Another node coordinates `id`. Its state row is in the metadata store, written
+        // before that node answered AddPartitionsToTxn, so it is read here instead of asking
+        // the node. A batch that continues a transaction open at this partition needs no
+        // look: only one that would open one could hang the last stable offset.
+        if partition.txns.lock().open_first(h.producer_id).is_some() {
             return Ok(());
         }
-        let slot = self.txns.lock(id).await?;
-        let ok = slot.meta.as_ref().is_some_and(|m| {
-            m.producer_id == h.producer_id
-                && m.epoch == h.producer_epoch
-                && m.state == TxnState::Ongoing
-                && m.partitions.contains(&(topic.to_string(), partition))
-        });
-        if ok {
-            return Ok(());
-        }
-        let fenced = slot
-            .meta
-            .as_ref()
-            .is_some_and(|m| m.producer_id == h.producer_id && m.epoch > h.producer_epoch);
-        Err(if fenced {
+        // A store that does not answer is retriable for the producer (as Kafka answers a
+        // verification its coordinator could not give): NOT_ENOUGH_REPLICAS.
+        let meta = self.txns.read(id).await.map_err(|e| {
             KafkaError::new(
-                ResponseError::InvalidProducerEpoch,
-                format!(
-                    "producer {} epoch {} was fenced: transactional id {id:?} is at a newer epoch",
-                    h.producer_id, h.producer_epoch
-                ),
+                ResponseError::NotEnoughReplicas,
+                format!("the state of transactional id {id:?} could not be read; retry: {e}"),
             )
-        } else {
-            KafkaError::new(
-                ResponseError::InvalidTxnState,
-                format!(
-                    "{topic}-{partition} is not in an open transaction of producer {} epoch {} \
-                     (transactional id {id:?}): add it first (AddPartitionsToTxn)",
-                    h.producer_id, h.producer_epoch
-                ),
-            )
-        })
+        })?;
+        in_transaction(meta.as_ref(), id, h, topic, partition.index)
     }
 
     /// The last stable offset of a partition this node leads, loading its transactions if
@@ -930,4 +916,43 @@ impl Broker {
             .map(|a| (a.producer_id, a.first, a.last))
             .collect()
     }
+}
+
+/// KIP-890's check of a transactional batch against its transactional id's state `meta`: its
+/// producer's transaction must be open at that epoch with `topic`-`partition` added.
+fn in_transaction(
+    meta: Option<&TxnMeta>,
+    id: &str,
+    h: &crate::batch::BatchHeader,
+    topic: &str,
+    partition: i32,
+) -> Result<()> {
+    let ok = meta.is_some_and(|m| {
+        m.producer_id == h.producer_id
+            && m.epoch == h.producer_epoch
+            && m.state == TxnState::Ongoing
+            && m.partitions.contains(&(topic.to_string(), partition))
+    });
+    if ok {
+        return Ok(());
+    }
+    let fenced = meta.is_some_and(|m| m.producer_id == h.producer_id && m.epoch > h.producer_epoch);
+    Err(if fenced {
+        KafkaError::new(
+            ResponseError::InvalidProducerEpoch,
+            format!(
+                "producer {} epoch {} was fenced: transactional id {id:?} is at a newer epoch",
+                h.producer_id, h.producer_epoch
+            ),
+        )
+    } else {
+        KafkaError::new(
+            ResponseError::InvalidTxnState,
+            format!(
+                "{topic}-{partition} is not in an open transaction of producer {} epoch {} \
+                 (transactional id {id:?}): add it first (AddPartitionsToTxn)",
+                h.producer_id, h.producer_epoch
+            ),
+        )
+    })
 }

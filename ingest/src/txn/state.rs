@@ -178,7 +178,8 @@ impl Transactions {
         self.slots.lock().keys().cloned().collect()
     }
 
-    async fn read(&self, id: &str) -> Result<Option<TxnMeta>> {
+    /// `id`'s row as stored (no cache: another node may coordinate it).
+    pub(crate) async fn read(&self, id: &str) -> Result<Option<TxnMeta>> {
         let row = sqlx::query(
             "SELECT producer_id, producer_epoch, state, timeout_ms, partitions, groups_json,
                     started_ms, updated_ms, version

@@ -5,7 +5,9 @@
 //! `delete.retention.ms`; a record without a key is refused; DescribeConfigs and
 //! IncrementalAlterConfigs treat the policy as Kafka does; a table topic may not be compacted.
 //! The same holds across a kill -9 in the middle of a compaction (a fail point aborts the node
-//! once the rewritten object is uploaded, before the swap of ranges is committed).
+//! once the rewritten object is uploaded, before the swap of ranges is committed). A topic
+//! written in transactions is compacted too: aborted records go, committed ones are kept as
+//! their keys' latest.
 #![allow(clippy::unwrap_used, clippy::panic, clippy::disallowed_methods)] // a test: a failed step fails it, and its deadlines are real time
 
 mod common;
@@ -87,5 +89,21 @@ fn a_kill9_in_the_middle_of_a_compaction_loses_nothing() {
     let node = Node::start(&data, &args);
     let output = phase(&python, &node, "check");
     assert!(output.contains("ok: compacted: "), "{output}");
+    node.stop();
+}
+
+#[test]
+fn a_compacted_topic_written_in_transactions_keeps_only_committed_latest_values() {
+    let Some(python) = require_python("import confluent_kafka", "confluent-kafka") else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let args = node_args(dir.path());
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let node = Node::start(&dir.path().join("node"), &args);
+    let output = phase(&python, &node, "transactions");
+    assert!(output.contains("ok: read_committed the same"), "{output}");
+    // 10 aborted records and 5 superseded committed ones.
+    assert!(node.metric("inlet_kafka_compaction_records_removed_total") >= 15.0);
     node.stop();
 }

@@ -23,7 +23,11 @@
 //!    node that lost the partition commits nothing.
 //!
 //! Records without a key (written before the topic became compacted) are kept; Produce to a
-//! compacted topic refuses them. Transactional batches and markers are kept as they are.
+//! compacted topic refuses them. Transactions (Kafka Streams' exactly-once changelogs, Connect's
+//! exactly-once offsets): a committed transaction's records are compacted as any others (their
+//! keys count in the map); an aborted transaction's records all go, and none of its keys count
+//! (the partition's aborted transactions, `crate::txn::partition`, say which batches those are);
+//! transaction markers are kept. The range stops below any open transaction (step 1).
 //! Produce is never blocked: the pass reads objects and swaps ranges under the storage's own
 //! lock only.
 
@@ -80,6 +84,18 @@ pub(crate) struct PassReport {
 
 fn digest(key: &[u8]) -> [u8; 16] {
     Md5::digest(key).into()
+}
+
+/// Whether the data batch `b` belongs to one of `aborted` (its producer's, spanning its
+/// offset): its records were never committed.
+fn is_aborted(aborted: &[crate::txn::Aborted], b: &batch::Batch) -> bool {
+    if !b.header.is_transactional() {
+        return false;
+    }
+    let offset = b.base_offset().max(0) as u64;
+    aborted
+        .iter()
+        .any(|a| a.producer_id == b.header.producer_id && a.first <= offset && offset <= a.last)
 }
 
 impl Broker {
@@ -199,7 +215,9 @@ impl Broker {
         if dirty == 0 && !tombstones || !(ratio >= settings.dirty_ratio || overdue || tombstones) {
             return Ok(None);
         }
-        let (latest, mapped_to, bytes_read) = self.key_map(stream, first, until).await?;
+        // The aborted transactions in the range (the state is loaded: `stable_end` above).
+        let aborted = partition.txns.lock().aborted_in(first, until);
+        let (latest, mapped_to, bytes_read) = self.key_map(stream, first, until, &aborted).await?;
         until = mapped_to;
         let mut report = PassReport {
             cleaned_to: until,
@@ -214,7 +232,7 @@ impl Broker {
         let mut removed = 0u64;
         let mut written = 0u64;
         let mut rewrite = |rb: &inlet_storage::ReadBatch| -> Option<Bytes> {
-            let out = rewrite_payload(rb, limits, |offset, key, value| {
+            let out = rewrite_payload(rb, limits, &aborted, |offset, key, value| {
                 let Some(key) = key else {
                     return true;
                 };
@@ -280,6 +298,7 @@ impl Broker {
         stream: StreamId,
         from: u64,
         until: u64,
+        aborted: &[crate::txn::Aborted],
     ) -> Result<(HashMap<[u8; 16], u64>, u64, u64)> {
         let room = (self.config.log_cleaner_dedupe_buffer_size as usize / ENTRY_BYTES).max(1);
         let limits = Limits {
@@ -314,7 +333,7 @@ impl Broker {
                     }
                     bytes += rb.payload.len() as u64;
                     for b in batch::split_stored(&rb.payload).unwrap_or_default() {
-                        if b.header.is_control() || b.header.is_transactional() {
+                        if b.header.is_control() || is_aborted(aborted, &b) {
                             continue;
                         }
                         let base = b.base_offset().max(0) as u64;
@@ -343,6 +362,7 @@ impl Broker {
 fn rewrite_payload(
     rb: &inlet_storage::ReadBatch,
     limits: Limits,
+    aborted: &[crate::txn::Aborted],
     mut keep: impl FnMut(u64, Option<&[u8]>, Option<&[u8]>) -> bool,
 ) -> Option<(Bytes, u64)> {
     let batches = batch::split_stored(&rb.payload).ok()?;
@@ -350,14 +370,15 @@ fn rewrite_payload(
     let mut changed = false;
     let mut removed = 0u64;
     for b in &batches {
-        if b.header.is_control() || b.header.is_transactional() {
+        if b.header.is_control() {
             out.push(b.bytes.clone());
             continue;
         }
         let base = b.base_offset().max(0) as u64;
+        let dropped = is_aborted(aborted, b);
         let mut gone = 0u64;
         let kept = batch::retain(b, limits, |r| {
-            let k = keep(base + r.index as u64, r.key, r.value);
+            let k = !dropped && keep(base + r.index as u64, r.key, r.value);
             if !k {
                 gone += 1;
             }

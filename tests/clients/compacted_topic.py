@@ -13,6 +13,12 @@ PHASE is
   written at, and, once the node has compacted, nothing else: exactly one record per key
   (the tombstones too, unless delete.retention.ms passed before the compaction).
 
+- `transactions`: a compacted topic written by a transactional producer (Kafka Streams'
+  exactly-once changelogs are): a committed transaction, an aborted one over the same keys,
+  and a committed one over half of them. Once compacted, a `read_uncommitted` consumer from
+  offset 0 sees only the committed latest value of every key (the aborted records are gone,
+  not just hidden), and a `read_committed` one the same.
+
 The node under test runs with a short upload interval and `log.cleaner.backoff.ms=500`.
 Prints OK at the end; exits non-zero on a mismatch.
 """
@@ -172,6 +178,52 @@ if phase == "run":
     check_compacted(tombstones=True)
     # The tombstones go once delete.retention.ms has passed.
     check_compacted(tombstones=False)
+elif phase == "transactions":
+    topic = "changelog"
+    admin.create_topics([NewTopic(topic, 1, 1, config={
+        "cleanup.policy": "compact", "min.cleanable.dirty.ratio": "0.01"})])[topic].result(30)
+    p = Producer({"bootstrap.servers": bootstrap, "transactional.id": "changelog-writer"})
+    p.init_transactions(30)
+    for values, keys, commit in [("v1", range(10), True), ("aborted", range(10), False),
+                                 ("v3", range(5), True)]:
+        p.begin_transaction()
+        for k in keys:
+            p.produce(topic, key=f"k{k}".encode(), value=values.encode())
+        p.flush(30)
+        if commit:
+            p.commit_transaction(30)
+        else:
+            p.abort_transaction(30)
+    want = {f"k{k}": ("v3" if k < 5 else "v1") for k in range(10)}
+
+    def read(isolation):
+        c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"changelog-{time.time()}",
+                      "enable.partition.eof": True, "enable.auto.commit": False,
+                      "isolation.level": isolation})
+        c.assign([TopicPartition(topic, 0, 0)])
+        got = []
+        deadline = time.time() + 30
+        while time.time() < deadline:
+            m = c.poll(1)
+            if m is None:
+                continue
+            if m.error():
+                if m.error().code() == KafkaError._PARTITION_EOF:
+                    break
+                continue
+            got.append((m.key().decode(), m.value().decode()))
+        c.close()
+        return got
+
+    deadline = time.time() + 60
+    got = read("read_uncommitted")
+    while len(got) != len(want) and time.time() < deadline:
+        time.sleep(0.5)
+        got = read("read_uncommitted")
+    check(dict(got) == want and len(got) == len(want),
+          f"compacted: read_uncommitted sees the committed latest value of each key: {got}")
+    got = read("read_committed")
+    check(dict(got) == want and len(got) == len(want), f"read_committed the same: {got}")
 elif phase == "fill":
     fill()
 elif phase == "check":

@@ -145,6 +145,7 @@ const CONNECT_LOGICAL_TYPES: &[(&str, &str, &str)] = &[
         "long",
         "timestamp-millis",
     ),
+    ("io.debezium.data.Uuid", "string", "uuid"),
 ];
 
 /// Debezium's semantic types carried as text that tables read as another type: Avro has no

@@ -745,7 +745,8 @@ fn debezium_semantic_types_become_dates_times_and_timestamps() {
         {"name":"ts_us","type":["null",{"type":"long","connect.version":1,"connect.name":"io.debezium.time.MicroTimestamp"}],"default":null},
         {"name":"ts_ns","type":{"type":"long","connect.version":1,"connect.name":"io.debezium.time.NanoTimestamp"}},
         {"name":"instant","type":{"type":"long","connect.version":1,"connect.name":"org.apache.kafka.connect.data.Timestamp"}},
-        {"name":"zoned","type":{"type":"string","connect.version":1,"connect.name":"io.debezium.time.ZonedTimestamp"}}],
+        {"name":"zoned","type":{"type":"string","connect.version":1,"connect.name":"io.debezium.time.ZonedTimestamp"}},
+        {"name":"uid","type":{"type":"string","connect.version":1,"connect.name":"io.debezium.data.Uuid"}}],
         "connect.name":"dbz.public.orders.Value"}"#;
     let a = inlet_schema_registry::avro::parse(text).expect("parses");
     assert!(a.semantic.is_some(), "a semantic view");
@@ -762,6 +763,7 @@ fn debezium_semantic_types_become_dates_times_and_timestamps() {
     assert_eq!(kind("instant"), p(PrimitiveType::Timestamptz));
     // A zoned timestamp (ISO-8601 text with an offset) is an instant.
     assert_eq!(kind("zoned"), p(PrimitiveType::Timestamptz));
+    assert_eq!(kind("uid"), p(PrimitiveType::Uuid));
 
     // A record written with the plain types (what a producer's serializer encodes).
     let value = Value::Record(vec![
@@ -779,6 +781,10 @@ fn debezium_semantic_types_become_dates_times_and_timestamps() {
         (
             "zoned".into(),
             Value::String("2023-11-14T22:13:20.5+01:00".into()),
+        ),
+        (
+            "uid".into(),
+            Value::String("67e55044-10b1-426f-9247-bb680e5fe0c8".into()),
         ),
     ]);
     let bytes = encode(&a.schema, &[], &value);
@@ -811,6 +817,18 @@ fn debezium_semantic_types_become_dates_times_and_timestamps() {
     assert_eq!(micros("instant"), 1_700_000_000_999_000);
     // 2023-11-14T22:13:20.5+01:00 is 21:13:20.5 UTC.
     assert_eq!(micros("zoned"), 1_699_996_400_500_000);
+    let uid = column("uid");
+    let uid = uid
+        .as_any()
+        .downcast_ref::<arrow::array::FixedSizeBinaryArray>()
+        .unwrap();
+    assert_eq!(
+        uid.value(0),
+        &[
+            0x67, 0xe5, 0x50, 0x44, 0x10, 0xb1, 0x42, 0x6f, 0x92, 0x47, 0xbb, 0x68, 0x0e, 0x5f,
+            0xe0, 0xc8
+        ]
+    );
 }
 
 /// Debezium's ZonedTimestamp in the forms its formatter writes (no fraction, up to nine

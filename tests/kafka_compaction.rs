@@ -107,3 +107,46 @@ fn a_compacted_topic_written_in_transactions_keeps_only_committed_latest_values(
     assert!(node.metric("inlet_kafka_compaction_records_removed_total") >= 15.0);
     node.stop();
 }
+
+/// Where the last pass ended survives a restart (`inlet_compaction`): a node restarted on a
+/// compacted topic with nothing new finds no pass due, however often it looks, instead of
+/// rewriting the whole partition again.
+#[test]
+fn a_restart_does_not_compact_again_what_was_compacted() {
+    let Some(python) = require_python("import confluent_kafka", "confluent-kafka") else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let args = node_args(dir.path());
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let data = dir.path().join("node");
+    let node = Node::start(&data, &args);
+    // Compacted, and the tombstones gone after delete.retention.ms: nothing left to do.
+    let output = phase(&python, &node, "run");
+    assert!(output.contains("ok: compacted: "), "{output}");
+    assert!(node.metric("inlet_kafka_compaction_passes_total") >= 1.0);
+    // Settled: three looks in a row without a pass.
+    let mut baseline = (0.0, 0.0);
+    inlet_test_support::node::poll_until(60, "three looks without a pass", || {
+        let now = (
+            node.metric("inlet_kafka_compaction_passes_total"),
+            node.metric("inlet_kafka_compaction_checks_total"),
+        );
+        if now.0 != baseline.0 {
+            baseline = now;
+            return None;
+        }
+        (now.1 >= baseline.1 + 3.0).then_some(())
+    });
+    node.stop();
+
+    let node = Node::start(&data, &args);
+    // Ten looks at the partition (every 500 ms), and no pass.
+    inlet_test_support::node::poll_until(60, "ten looks at the compacted partition", || {
+        (node.metric("inlet_kafka_compaction_checks_total") >= 10.0).then_some(())
+    });
+    assert_eq!(node.metric("inlet_kafka_compaction_passes_total"), 0.0);
+    let output = phase(&python, &node, "check");
+    assert!(output.contains("ok: compacted: "), "{output}");
+    node.stop();
+}

@@ -110,6 +110,8 @@ impl Broker {
         let config = Arc::new(config);
         let meta = store.meta().clone();
         meta.migrate("ingest.cluster", MIGRATIONS).await?;
+        meta.migrate("ingest.compaction", crate::compaction::MIGRATIONS)
+            .await?;
         let cluster_id = Self::load_cluster_id(&meta).await?;
         let topics = Topics::open(store.clone(), config.clone(), clock.clone()).await?;
         let producer_ids = ProducerIds::open(meta.clone()).await?;

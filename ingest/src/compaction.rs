@@ -9,7 +9,8 @@
 //!    with records younger than `min.compaction.lag.ms`.
 //! 2. **Whether it is due**: the bytes appended since the partition's last pass make at least
 //!    `min.cleanable.dirty.ratio` of that, or a record waited `max.compaction.lag.ms`, or kept
-//!    tombstones have come of age. A restarted node counts everything as new once.
+//!    tombstones have come of age. Where the last pass ended is kept in the metadata store
+//!    ([`CleanState`]), so a restart or a failover does not count everything as new.
 //! 3. **The key map**: each key's latest offset in that range (an MD5 digest of the key, as
 //!    Kafka's cleaner keeps, and the offset: [`ENTRY_BYTES`] each), within
 //!    `log.cleaner.dedupe.buffer.size`; a partition with more keys is compacted a part at a
@@ -54,8 +55,17 @@ pub(crate) const ENTRY_BYTES: usize = 32;
 /// Bytes read at a time while the key map is built.
 const READ_BYTES: usize = 4 << 20;
 
-/// What the compactor remembers of a partition between passes (lost at a restart: the next
-/// pass then counts everything as new).
+/// The compactor's table: each stream's [`CleanState`] after its last pass.
+pub(crate) const MIGRATIONS: &[&str] = &["CREATE TABLE inlet_compaction (
+        stream_id BIGINT PRIMARY KEY,
+        clean_end BIGINT NOT NULL,
+        tombstones_due BIGINT)"];
+
+/// What the compactor remembers of a partition between passes: in memory, and in the
+/// metadata store after every pass (`inlet_compaction`), so that a restarted node or a new
+/// owner does not count the whole partition as new and rewrite it again. The row is written
+/// after the pass's rewrite is committed: a stale row (a crash between the two, or an owner
+/// fenced meanwhile) only makes a pass come sooner or later, never loses a record.
 #[derive(Debug, Clone, Copy, Default)]
 pub(crate) struct CleanState {
     /// Where the last pass's range ended.
@@ -130,6 +140,9 @@ impl Broker {
                 if !self.store.owns(partition.stream) {
                     continue;
                 }
+                self.metrics
+                    .compaction_checks
+                    .fetch_add(1, Ordering::Relaxed);
                 match self.compact_partition(partition, settings).await {
                     Ok(Some(report)) => {
                         done += 1;
@@ -195,12 +208,15 @@ impl Broker {
             return Ok(None);
         };
         until = cleanable.last().map_or(until, |r| r.1);
-        let state = self
-            .compaction_state
-            .lock()
-            .get(&stream)
-            .copied()
-            .unwrap_or_default();
+        let known = self.compaction_state.lock().get(&stream).copied();
+        let state = match known {
+            Some(state) => state,
+            None => {
+                let state = self.load_clean_state(stream).await?;
+                self.compaction_state.lock().insert(stream, state);
+                state
+            }
+        };
         let total: u64 = cleanable.iter().map(|r| r.2).sum();
         let dirty: u64 = cleanable
             .iter()
@@ -271,13 +287,15 @@ impl Broker {
         }
         report.records_removed = removed;
         report.bytes_written = written;
-        self.compaction_state.lock().insert(
-            stream,
-            CleanState {
-                clean_end: until,
-                tombstones_due,
-            },
-        );
+        let state = CleanState {
+            clean_end: until,
+            tombstones_due,
+        };
+        self.compaction_state.lock().insert(stream, state);
+        if let Err(e) = self.save_clean_state(stream, state).await {
+            // The pass is done; a restart would only count this range as new again.
+            tracing::warn!(stream, error = %e, "could not record where compaction ended");
+        }
         self.metrics
             .compaction_passes
             .fetch_add(1, Ordering::Relaxed);
@@ -288,6 +306,54 @@ impl Broker {
             .compaction_bytes_read
             .fetch_add(bytes_read, Ordering::Relaxed);
         Ok(Some(report))
+    }
+
+    /// `stream`'s [`CleanState`] as the last pass on any node left it (the default when
+    /// none did).
+    async fn load_clean_state(&self, stream: StreamId) -> Result<CleanState> {
+        use sqlx::Row;
+        let row = inlet_storage::bounded(async {
+            sqlx::query(
+                "SELECT clean_end, tombstones_due FROM inlet_compaction WHERE stream_id = $1",
+            )
+            .bind(stream as i64)
+            .fetch_optional(self.store.meta().pool())
+            .await
+            .map_err(inlet_storage::Error::from)
+        })
+        .await?;
+        Ok(match row {
+            Some(r) => CleanState {
+                clean_end: r
+                    .try_get::<i64, _>(0)
+                    .map_err(inlet_storage::Error::from)?
+                    .max(0) as u64,
+                tombstones_due: r
+                    .try_get::<Option<i64>, _>(1)
+                    .map_err(inlet_storage::Error::from)?
+                    .map(|t| t.max(0) as u64),
+            },
+            None => CleanState::default(),
+        })
+    }
+
+    async fn save_clean_state(&self, stream: StreamId, state: CleanState) -> Result<()> {
+        inlet_storage::bounded(async {
+            sqlx::query(
+                "INSERT INTO inlet_compaction (stream_id, clean_end, tombstones_due)
+                 VALUES ($1, $2, $3)
+                 ON CONFLICT (stream_id) DO UPDATE
+                 SET clean_end = excluded.clean_end, tombstones_due = excluded.tombstones_due",
+            )
+            .bind(stream as i64)
+            .bind(state.clean_end as i64)
+            .bind(state.tombstones_due.map(|t| t as i64))
+            .execute(self.store.meta().pool())
+            .await
+            .map_err(inlet_storage::Error::from)
+        })
+        .await?;
+        Ok(())
     }
 
     /// Each key's latest offset in `from..until` of `stream`, within

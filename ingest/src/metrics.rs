@@ -47,6 +47,8 @@ pub struct Metrics {
     /// Compaction passes over partitions of compacted topics, the records they removed and
     /// the stored bytes they read.
     pub compaction_passes: AtomicU64,
+    /// Looks at a compacted partition, whether a pass was due or not.
+    pub compaction_checks: AtomicU64,
     pub compaction_records_removed: AtomicU64,
     pub compaction_bytes_read: AtomicU64,
     pub produced_records: AtomicU64,
@@ -95,6 +97,7 @@ impl Default for Metrics {
             transactions_aborted: AtomicU64::new(0),
             transactions_timed_out: AtomicU64::new(0),
             compaction_passes: AtomicU64::new(0),
+            compaction_checks: AtomicU64::new(0),
             compaction_records_removed: AtomicU64::new(0),
             compaction_bytes_read: AtomicU64::new(0),
             refused_connections: AtomicU64::new(0),
@@ -253,6 +256,12 @@ impl Metrics {
                 "Compaction passes over partitions of compacted topics (cleanup.policy with compact).",
                 "counter",
                 get(&self.compaction_passes),
+            ),
+            (
+                "inlet_kafka_compaction_checks_total",
+                "Looks at partitions of compacted topics, whether a compaction pass was due or not.",
+                "counter",
+                get(&self.compaction_checks),
             ),
             (
                 "inlet_kafka_compaction_records_removed_total",

@@ -32,6 +32,34 @@ fn node_args(dir: &Path) -> Vec<String> {
     ]
 }
 
+/// What every test here starts from: confluent-kafka, a temporary folder with the node's
+/// config, and where the node keeps its data. None (the test is skipped) without the client.
+struct Setup {
+    python: std::path::PathBuf,
+    _dir: tempfile::TempDir,
+    args: Vec<String>,
+    data: std::path::PathBuf,
+}
+
+impl Setup {
+    fn new() -> Option<Setup> {
+        let python = require_python("import confluent_kafka", "confluent-kafka")?;
+        let dir = tempfile::tempdir().unwrap();
+        let args = node_args(dir.path());
+        let data = dir.path().join("node");
+        Some(Setup {
+            python,
+            _dir: dir,
+            args,
+            data,
+        })
+    }
+
+    fn args(&self) -> Vec<&str> {
+        self.args.iter().map(String::as_str).collect()
+    }
+}
+
 fn phase(python: &Path, node: &Node, phase: &str) -> String {
     let (status, output) = run(
         python,
@@ -51,14 +79,12 @@ fn phase(python: &Path, node: &Node, phase: &str) -> String {
 
 #[test]
 fn a_compacted_topic_keeps_the_latest_record_of_every_key() {
-    let Some(python) = require_python("import confluent_kafka", "confluent-kafka") else {
+    let Some(setup) = Setup::new() else {
         return;
     };
-    let dir = tempfile::tempdir().unwrap();
-    let args = node_args(dir.path());
-    let args: Vec<&str> = args.iter().map(String::as_str).collect();
-    let node = Node::start(&dir.path().join("node"), &args);
-    let output = phase(&python, &node, "run");
+    let (python, args) = (&setup.python, setup.args());
+    let node = Node::start(&setup.data, &args);
+    let output = phase(python, &node, "run");
     assert!(output.contains("ok: compacted: 40 records"), "{output}");
     assert!(node.metric("inlet_kafka_compaction_records_removed_total") >= 970.0);
     node.stop();
@@ -66,19 +92,16 @@ fn a_compacted_topic_keeps_the_latest_record_of_every_key() {
 
 #[test]
 fn a_kill9_in_the_middle_of_a_compaction_loses_nothing() {
-    let Some(python) = require_python("import confluent_kafka", "confluent-kafka") else {
+    let Some(setup) = Setup::new() else {
         return;
     };
-    let dir = tempfile::tempdir().unwrap();
-    let args = node_args(dir.path());
-    let args: Vec<&str> = args.iter().map(String::as_str).collect();
-    let data = dir.path().join("node");
+    let (python, args) = (&setup.python, setup.args());
     let node = Node::start_with_env(
-        &data,
+        &setup.data,
         &args,
         &[("INLET_FAILPOINT", "log-compaction-written:1")],
     );
-    phase(&python, &node, "fill");
+    phase(python, &node, "fill");
     // The first compaction uploads its object, then the fail point aborts the node before the
     // swap is committed.
     let (status, data) = node.wait_for_exit(60);
@@ -87,21 +110,19 @@ fn a_kill9_in_the_middle_of_a_compaction_loses_nothing() {
         "the node was aborted by the fail point: {status:?}"
     );
     let node = Node::start(&data, &args);
-    let output = phase(&python, &node, "check");
+    let output = phase(python, &node, "check");
     assert!(output.contains("ok: compacted: "), "{output}");
     node.stop();
 }
 
 #[test]
 fn a_compacted_topic_written_in_transactions_keeps_only_committed_latest_values() {
-    let Some(python) = require_python("import confluent_kafka", "confluent-kafka") else {
+    let Some(setup) = Setup::new() else {
         return;
     };
-    let dir = tempfile::tempdir().unwrap();
-    let args = node_args(dir.path());
-    let args: Vec<&str> = args.iter().map(String::as_str).collect();
-    let node = Node::start(&dir.path().join("node"), &args);
-    let output = phase(&python, &node, "transactions");
+    let (python, args) = (&setup.python, setup.args());
+    let node = Node::start(&setup.data, &args);
+    let output = phase(python, &node, "transactions");
     assert!(output.contains("ok: read_committed the same"), "{output}");
     // 10 aborted records and 5 superseded committed ones.
     assert!(node.metric("inlet_kafka_compaction_records_removed_total") >= 15.0);
@@ -113,16 +134,14 @@ fn a_compacted_topic_written_in_transactions_keeps_only_committed_latest_values(
 /// rewriting the whole partition again.
 #[test]
 fn a_restart_does_not_compact_again_what_was_compacted() {
-    let Some(python) = require_python("import confluent_kafka", "confluent-kafka") else {
+    let Some(setup) = Setup::new() else {
         return;
     };
-    let dir = tempfile::tempdir().unwrap();
-    let args = node_args(dir.path());
-    let args: Vec<&str> = args.iter().map(String::as_str).collect();
-    let data = dir.path().join("node");
+    let (python, args) = (&setup.python, setup.args());
+    let data = setup.data.clone();
     let node = Node::start(&data, &args);
     // Compacted, and the tombstones gone after delete.retention.ms: nothing left to do.
-    let output = phase(&python, &node, "run");
+    let output = phase(python, &node, "run");
     assert!(output.contains("ok: compacted: "), "{output}");
     assert!(node.metric("inlet_kafka_compaction_passes_total") >= 1.0);
     // Settled: three looks in a row without a pass.
@@ -146,7 +165,7 @@ fn a_restart_does_not_compact_again_what_was_compacted() {
         (node.metric("inlet_kafka_compaction_checks_total") >= 10.0).then_some(())
     });
     assert_eq!(node.metric("inlet_kafka_compaction_passes_total"), 0.0);
-    let output = phase(&python, &node, "check");
+    let output = phase(python, &node, "check");
     assert!(output.contains("ok: compacted: "), "{output}");
     node.stop();
 }

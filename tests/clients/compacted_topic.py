@@ -88,11 +88,12 @@ def fill():
           f"{len(acked)} records acknowledged at the expected offsets")
 
 
-def read_all():
-    """Every record from offset 0 to the end: (offset, key, value)."""
+def read_all(topic=TOPIC, isolation="read_committed"):
+    """Every record of `topic` from offset 0 to the end: (offset, key, value)."""
     c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"compacted-{time.time()}",
-                  "enable.partition.eof": True, "enable.auto.commit": False})
-    c.assign([TopicPartition(TOPIC, 0, 0)])
+                  "enable.partition.eof": True, "enable.auto.commit": False,
+                  "isolation.level": isolation})
+    c.assign([TopicPartition(topic, 0, 0)])
     got = []
     deadline = time.time() + 30
     while time.time() < deadline:
@@ -197,23 +198,7 @@ elif phase == "transactions":
     want = {f"k{k}": ("v3" if k < 5 else "v1") for k in range(10)}
 
     def read(isolation):
-        c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"changelog-{time.time()}",
-                      "enable.partition.eof": True, "enable.auto.commit": False,
-                      "isolation.level": isolation})
-        c.assign([TopicPartition(topic, 0, 0)])
-        got = []
-        deadline = time.time() + 30
-        while time.time() < deadline:
-            m = c.poll(1)
-            if m is None:
-                continue
-            if m.error():
-                if m.error().code() == KafkaError._PARTITION_EOF:
-                    break
-                continue
-            got.append((m.key().decode(), m.value().decode()))
-        c.close()
-        return got
+        return [(k, v.decode()) for _, k, v in read_all(topic, isolation)]
 
     deadline = time.time() + 60
     got = read("read_uncommitted")

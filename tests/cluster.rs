@@ -3093,24 +3093,43 @@ fn transactional_batches_are_checked_where_another_node_coordinates() {
     };
     const CHECKED: &str = "verified";
     let nodes: BTreeMap<u64, Node> = (1..=2).map(|id| (id, cluster.start(id))).collect();
+    // Both nodes live, as each sees it (each coordinates some ids), before the topic exists:
+    // its partition is placed once, not moved by a node joining.
+    poll_until(60, "both nodes live on both", || {
+        nodes
+            .values()
+            .all(|n| {
+                let coordinators: BTreeSet<u64> = (0..100)
+                    .map(|i| txn_coordinator(n, &format!("verifier-{i}")))
+                    .collect();
+                coordinators.len() == 2
+            })
+            .then_some(())
+    });
     common::txn_checks::create_topic(&mut Conn::open(&nodes[&1]), CHECKED);
-    let leader = poll_until(60, "an owner of the partition", || {
-        owners_of(&nodes[&1], CHECKED).first().copied().flatten()
+    // The node that creates a topic owns it first; the cluster may then hand the partition
+    // to the node it places it on. The owner, once the same over three looks a second apart.
+    let mut seen: Vec<Option<u64>> = Vec::new();
+    let leader = poll_until(60, "the partition's owner to settle", || {
+        std::thread::sleep(Duration::from_millis(1_000));
+        seen.push(owners_of(&nodes[&1], CHECKED).first().copied().flatten());
+        match seen.as_slice() {
+            [.., a, b, c] if a.is_some() && a == b && b == c => *c,
+            _ => None,
+        }
     });
     wait_node_leads(&nodes[&leader], CHECKED, leader);
     poll_until(60, "the leader to serve the partition", || {
         (fetch_code(&nodes[&leader], CHECKED, 0, -1) == 0).then_some(())
     });
-    // Once both nodes are live, some id hashes to the other node.
-    let (id, coordinator) = poll_until(60, "a transactional id the other node coordinates", || {
-        (0..100)
-            .map(|i| format!("verifier-{i}"))
-            .map(|id| {
-                let c = txn_coordinator(&nodes[&1], &id);
-                (id, c)
-            })
-            .find(|(_, c)| *c != leader)
-    });
+    let (id, coordinator) = (0..100)
+        .map(|i| format!("verifier-{i}"))
+        .map(|id| {
+            let c = txn_coordinator(&nodes[&1], &id);
+            (id, c)
+        })
+        .find(|(_, c)| *c != leader)
+        .expect("a transactional id the other node coordinates");
     // The coordinator learns of the new topic at its next look at the topics (until then
     // AddPartitionsToTxn answers UNKNOWN_TOPIC_OR_PARTITION, which clients retry).
     poll_until(60, "the coordinator to know the topic", || {

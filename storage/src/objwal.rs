@@ -424,6 +424,9 @@ fn publish(inner: &Inner, group: Group, object: &NewObject) {
     }
     drop(streams);
     let (mut appends, mut bytes) = (0u64, 0u64);
+    // Answered once the counters have taken the group in: a caller that reads the stats after
+    // its acknowledgement sees its append counted.
+    let mut answers = Vec::with_capacity(group.placed.len());
     for p in group.placed {
         let stream = p.request.stream.clone();
         let end = p.entry.end_offset();
@@ -457,7 +460,7 @@ fn publish(inner: &Inner, group: Group, object: &NewObject) {
         stream.end.send_replace(end);
         appends += 1;
         bytes += size;
-        let _ = p.request.reply.send(Ok(p.entry.base_offset));
+        answers.push((p.request.reply, p.entry.base_offset));
     }
     let c = &inner.counters;
     c.appends.fetch_add(appends, Ordering::Relaxed);
@@ -469,6 +472,9 @@ fn publish(inner: &Inner, group: Group, object: &NewObject) {
     c.object_wal_max_micros
         .fetch_max(elapsed, Ordering::Relaxed);
     inner.log_budget.uploaded(unit);
+    for (reply, base_offset) in answers {
+        let _ = reply.send(Ok(base_offset));
+    }
 }
 
 /// Fails a group cut after a failed one, and collects its object if it was written.

@@ -7,7 +7,8 @@ AvroConverter: `connect.name` (and `connect.version`) on plain ints and longs, n
 types. The registry must hand that text back with its properties (Kafka Connect's converter
 reads the types from them), and the table must hold dates, times and timestamps, not the raw
 numbers: Debezium `Date` -> date, `MicroTime` -> time, `MicroTimestamp` and `NanoTimestamp`
--> timestamp, Connect `Timestamp` -> timestamptz. Prints OK at the end; raises on a mismatch.
+-> timestamp, Connect `Timestamp` and Debezium `ZonedTimestamp` (ISO-8601 text) ->
+timestamptz. Prints OK at the end; raises on a mismatch.
 """
 
 import datetime
@@ -20,7 +21,7 @@ from confluent_kafka.schema_registry.avro import AvroSerializer
 from confluent_kafka.serialization import MessageField, SerializationContext
 from inlet_clients import check, create_table_topic, registry_client, run_phase_args
 from pyiceberg.catalog import load_catalog
-from pyiceberg.types import DateType, TimestampType, TimestamptzType, TimeType, StringType
+from pyiceberg.types import DateType, TimestampType, TimestamptzType, TimeType
 from table_wait import wait_for_rows
 
 bootstrap, registry_url, iceberg_uri = run_phase_args()
@@ -85,7 +86,7 @@ table = catalog.load_table(f"default.{topic}")
 types = {f.name: f.field_type for f in table.schema().fields}
 for name, want in [("day", DateType()), ("at", TimeType()), ("created", TimestampType()),
                    ("precise", TimestampType()), ("seen", TimestamptzType()),
-                   ("zoned", StringType())]:
+                   ("zoned", TimestamptzType())]:
     check(types[name] == want, f"column {name} is {types[name]}, not {want}")
 print("table columns:", {k: str(v) for k, v in types.items() if k != "_kafka"})
 rows.sort(key=lambda r: r["id"])
@@ -99,6 +100,7 @@ for i, row in enumerate(rows):
         "created": created if i % 2 == 0 else None,
         "precise": created,
         "seen": created.replace(microsecond=123000, tzinfo=datetime.timezone.utc),
+        "zoned": created.replace(tzinfo=datetime.timezone.utc),
     }
     wrong += [(i, k, row[k], v) for k, v in want.items() if row[k] != v]
 check(not wrong, f"every value as written (mismatches: {wrong[:5]})")

@@ -462,6 +462,23 @@ pub(crate) mod txn_checks {
         StrBytes::from_string(v.to_string())
     }
 
+    /// Error codes a client retries: a leader or coordinator that stood down for a moment (a
+    /// node whose lease renewal ran late under load), or a state row not read in time.
+    const RETRIABLE: &[i16] = &[6, 15, 16, 19, 51];
+
+    /// `call`'s answer once it is not a retriable error code (the first of the pair), asking
+    /// again 100 ms apart for 30 s at most.
+    fn answered<T>(mut call: impl FnMut() -> (i16, T)) -> (i16, T) {
+        for _ in 0..300 {
+            let (code, value) = call();
+            if !RETRIABLE.contains(&code) {
+                return (code, value);
+            }
+            std::thread::sleep(std::time::Duration::from_millis(100));
+        }
+        call()
+    }
+
     /// Creates `topic` with one partition through `conn`.
     pub(crate) fn create_topic(conn: &mut Conn, topic: &str) {
         let created: CreateTopicsResponse = conn.call(
@@ -492,18 +509,21 @@ pub(crate) mod txn_checks {
         topic: &str,
     ) {
         let init = |conn: &mut Conn| -> (i64, i16) {
-            let r: InitProducerIdResponse = conn.call(
-                ApiKey::InitProducerId,
-                4,
-                RequestKind::InitProducerId(
-                    InitProducerIdRequest::default()
-                        .with_transactional_id(Some(TransactionalId(s(txn_id))))
-                        .with_transaction_timeout_ms(60_000)
-                        .with_producer_id(ProducerId(-1))
-                        .with_producer_epoch(-1),
-                ),
-            );
-            assert_eq!(r.error_code, 0, "{r:?}");
+            let (code, r) = answered(|| {
+                let r: InitProducerIdResponse = conn.call(
+                    ApiKey::InitProducerId,
+                    4,
+                    RequestKind::InitProducerId(
+                        InitProducerIdRequest::default()
+                            .with_transactional_id(Some(TransactionalId(s(txn_id))))
+                            .with_transaction_timeout_ms(60_000)
+                            .with_producer_id(ProducerId(-1))
+                            .with_producer_epoch(-1),
+                    ),
+                );
+                (r.error_code, r)
+            });
+            assert_eq!(code, 0, "{r:?}");
             (r.producer_id.0, r.producer_epoch)
         };
         let produce = |conn: &mut Conn, (pid, epoch): (i64, i16), seq: i32| -> i16 {
@@ -520,75 +540,86 @@ pub(crate) mod txn_checks {
                     ..BatchOptions::default()
                 },
             );
-            let r: ProduceResponse = conn.call(
-                ApiKey::Produce,
-                9,
-                RequestKind::Produce(
-                    ProduceRequest::default()
-                        .with_transactional_id(Some(TransactionalId(s(txn_id))))
-                        .with_acks(-1)
-                        .with_timeout_ms(10_000)
-                        .with_topic_data(vec![TopicProduceData::default()
-                            .with_name(TopicName(s(topic)))
-                            .with_partition_data(vec![PartitionProduceData::default()
-                                .with_index(0)
-                                .with_records(Some(batch))])]),
-                ),
-            );
-            r.responses[0].partition_responses[0].error_code
+            answered(|| {
+                let r: ProduceResponse = conn.call(
+                    ApiKey::Produce,
+                    9,
+                    RequestKind::Produce(
+                        ProduceRequest::default()
+                            .with_transactional_id(Some(TransactionalId(s(txn_id))))
+                            .with_acks(-1)
+                            .with_timeout_ms(10_000)
+                            .with_topic_data(vec![TopicProduceData::default()
+                                .with_name(TopicName(s(topic)))
+                                .with_partition_data(vec![PartitionProduceData::default()
+                                    .with_index(0)
+                                    .with_records(Some(batch.clone()))])]),
+                    ),
+                );
+                (r.responses[0].partition_responses[0].error_code, ())
+            })
+            .0
         };
         let add = |conn: &mut Conn, (pid, epoch): (i64, i16)| {
-            let r: AddPartitionsToTxnResponse = conn.call(
-                ApiKey::AddPartitionsToTxn,
-                3,
-                RequestKind::AddPartitionsToTxn(
-                    AddPartitionsToTxnRequest::default()
-                        .with_v3_and_below_transactional_id(TransactionalId(s(txn_id)))
-                        .with_v3_and_below_producer_id(ProducerId(pid))
-                        .with_v3_and_below_producer_epoch(epoch)
-                        .with_v3_and_below_topics(vec![AddPartitionsToTxnTopic::default()
-                            .with_name(TopicName(s(topic)))
-                            .with_partitions(vec![0])]),
-                ),
-            );
-            let code =
-                r.results_by_topic_v3_and_below[0].results_by_partition[0].partition_error_code;
+            let (code, r) = answered(|| {
+                let r: AddPartitionsToTxnResponse = conn.call(
+                    ApiKey::AddPartitionsToTxn,
+                    3,
+                    RequestKind::AddPartitionsToTxn(
+                        AddPartitionsToTxnRequest::default()
+                            .with_v3_and_below_transactional_id(TransactionalId(s(txn_id)))
+                            .with_v3_and_below_producer_id(ProducerId(pid))
+                            .with_v3_and_below_producer_epoch(epoch)
+                            .with_v3_and_below_topics(vec![AddPartitionsToTxnTopic::default()
+                                .with_name(TopicName(s(topic)))
+                                .with_partitions(vec![0])]),
+                    ),
+                );
+                let code =
+                    r.results_by_topic_v3_and_below[0].results_by_partition[0].partition_error_code;
+                (code, r)
+            });
             assert_eq!(code, 0, "{r:?}");
         };
         let end = |conn: &mut Conn, (pid, epoch): (i64, i16), commit: bool| {
-            let r: EndTxnResponse = conn.call(
-                ApiKey::EndTxn,
-                3,
-                RequestKind::EndTxn(
-                    EndTxnRequest::default()
-                        .with_transactional_id(TransactionalId(s(txn_id)))
-                        .with_producer_id(ProducerId(pid))
-                        .with_producer_epoch(epoch)
-                        .with_committed(commit),
-                ),
-            );
-            assert_eq!(r.error_code, 0, "{r:?}");
+            let (code, r) = answered(|| {
+                let r: EndTxnResponse = conn.call(
+                    ApiKey::EndTxn,
+                    3,
+                    RequestKind::EndTxn(
+                        EndTxnRequest::default()
+                            .with_transactional_id(TransactionalId(s(txn_id)))
+                            .with_producer_id(ProducerId(pid))
+                            .with_producer_epoch(epoch)
+                            .with_committed(commit),
+                    ),
+                );
+                (r.error_code, r)
+            });
+            assert_eq!(code, 0, "{r:?}");
         };
         // (last stable offset, high watermark)
         let stable_end = |conn: &mut Conn| -> (i64, i64) {
             let ask = |conn: &mut Conn, isolation: i8| -> i64 {
-                let r: ListOffsetsResponse = conn.call(
-                    ApiKey::ListOffsets,
-                    5,
-                    RequestKind::ListOffsets(
-                        ListOffsetsRequest::default()
-                            .with_replica_id(BrokerId(-1))
-                            .with_isolation_level(isolation)
-                            .with_topics(vec![ListOffsetsTopic::default()
-                                .with_name(TopicName(s(topic)))
-                                .with_partitions(vec![ListOffsetsPartition::default()
-                                    .with_partition_index(0)
-                                    .with_timestamp(-1)])]),
-                    ),
-                );
-                let p = &r.topics[0].partitions[0];
-                assert_eq!(p.error_code, 0, "{r:?}");
-                p.offset
+                let (code, r) = answered(|| {
+                    let r: ListOffsetsResponse = conn.call(
+                        ApiKey::ListOffsets,
+                        5,
+                        RequestKind::ListOffsets(
+                            ListOffsetsRequest::default()
+                                .with_replica_id(BrokerId(-1))
+                                .with_isolation_level(isolation)
+                                .with_topics(vec![ListOffsetsTopic::default()
+                                    .with_name(TopicName(s(topic)))
+                                    .with_partitions(vec![ListOffsetsPartition::default()
+                                        .with_partition_index(0)
+                                        .with_timestamp(-1)])]),
+                        ),
+                    );
+                    (r.topics[0].partitions[0].error_code, r)
+                });
+                assert_eq!(code, 0, "{r:?}");
+                r.topics[0].partitions[0].offset
             };
             (ask(conn, 1), ask(conn, 0))
         };

@@ -300,12 +300,18 @@ impl FetchSessions {
         };
         let mut carried = Vec::with_capacity(answered.len());
         let mut to_end = Vec::new();
-        for (t, a) in targets.iter().zip(answered) {
-            let Some(i) = session
+        let same =
+            |c: &Cached, t: &Target| c.target.topic == t.topic && c.target.partition == t.partition;
+        for (k, (t, a)) in targets.iter().zip(answered).enumerate() {
+            // No fetch of the session changed it since the plan (its epoch moved with the
+            // plan), so the k-th partition is the k-th target; a search only if not.
+            let at = session
                 .partitions
-                .iter()
-                .position(|c| c.target.topic == t.topic && c.target.partition == t.partition)
-            else {
+                .get(k)
+                .filter(|c| same(c, t))
+                .map(|_| k)
+                .or_else(|| session.partitions.iter().position(|c| same(c, t)));
+            let Some(i) = at else {
                 // Forgotten by a later fetch meanwhile: answered all the same.
                 carried.push(true);
                 continue;
@@ -321,6 +327,7 @@ impl FetchSessions {
             carried.push(carry);
         }
         // Those that returned records go last, in their order.
+        to_end.sort_unstable();
         for (moved, i) in to_end.into_iter().enumerate() {
             let c = session.partitions.remove(i - moved);
             session.partitions.push(c);

@@ -377,10 +377,12 @@ fn stream_key(name: &str, table_topics: &HashMap<String, TableKey>) -> String {
     name.to_string()
 }
 
-/// How often a node reads the topics other nodes created, deleted or reconfigured, apart from
-/// the assigner's pass (which may wait on a takeover's replay): a change reaches every node
-/// within about this long. One small query per poll (a row per topic); the streams are read
-/// again only when a topic's partitions are not all known.
+/// How often a node reads the topics other nodes created, deleted or reconfigured, and the
+/// dynamic broker configs (`inlet_ingest::dynamic_config`), apart from the assigner's pass
+/// (which may wait on a takeover's replay): a change reaches every node within about this
+/// long. Three small queries per poll (a row per topic, a row per dynamic config of the
+/// cluster and of this node); the streams are read again only when a topic's partitions are
+/// not all known.
 const TOPICS_POLL: Duration = Duration::from_millis(250);
 
 /// Runs the assigner, the topics' poll ([`TOPICS_POLL`]) and the step-down on a lapsed
@@ -429,7 +431,9 @@ async fn poll_topics(
                     Err(e) => Err(e.into()),
                 },
                 Err(e) => Err(e),
-            }
+            }?;
+            // Dynamic broker configs changed through other nodes.
+            broker.reload_configs().await
         };
         let refreshed = match bounded_step(refresh, &mut lapsed).await {
             Some(r) => r.map_err(|e| e.to_string()),

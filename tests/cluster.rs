@@ -1745,7 +1745,7 @@ fn the_registry_and_topics_are_shared_by_every_node() {
 }
 
 /// A topic reconfigured on node 2 is seen, with its config, by nodes 3 and 1, within a few
-/// seconds (each node reads the topics every 250 ms, apart from its assigner's pass; the
+/// seconds, and so is a cluster-wide dynamic broker config set through node 2 (each node reads the topics every 250 ms, apart from its assigner's pass; the
 /// issue asks for a second, and the time taken is printed; the bound here leaves room for a
 /// loaded machine).
 ///
@@ -1796,6 +1796,33 @@ fn a_config_change_on_one_node_reaches_the_others() {
         assert!(
             took < Duration::from_secs(5),
             "the config change took {took:?} to reach node {n}"
+        );
+    }
+
+    // A cluster-wide dynamic broker config (resource "") set through node 2 reaches the
+    // topic's default on the other nodes the same way.
+    let (code, message) = common::alter_broker_configs(
+        &nodes[&2],
+        "",
+        &[("log.retention.bytes", 0, Some("7654321"))],
+    );
+    assert_eq!(code, 0, "{message:?}");
+    let altered_at = Instant::now();
+    for n in [3, 1] {
+        poll_until(
+            30,
+            &format!("node {n} to see the cluster-wide broker config"),
+            || {
+                (topic_config(&nodes[&n], "shared", "retention.bytes").as_deref()
+                    == Some("7654321"))
+                .then_some(())
+            },
+        );
+        let took = altered_at.elapsed();
+        eprintln!("node {n} saw the dynamic broker config {took:?} after it");
+        assert!(
+            took < Duration::from_secs(5),
+            "the dynamic broker config took {took:?} to reach node {n}"
         );
     }
 }

@@ -59,7 +59,9 @@ pub struct Broker {
     pub(crate) groups: GroupCoordinator,
     /// The transaction coordinator's state (`txn`).
     pub(crate) txns: crate::txn::state::Transactions,
-    pub(crate) config: Arc<BrokerConfig>,
+    /// The broker config in force: static, with the dynamic configs over it
+    /// (`dynamic_config`).
+    pub(crate) config: Arc<crate::dynamic_config::LiveConfig>,
     pub(crate) metrics: Arc<Metrics>,
     pub(crate) clock: Arc<dyn Clock>,
     pub(crate) cluster_id: String,
@@ -107,9 +109,11 @@ impl Broker {
         registry: Option<Arc<inlet_schema_registry::Registry>>,
         payloads: Arc<dyn PayloadCheck>,
     ) -> Result<Arc<Self>> {
-        let config = Arc::new(config);
+        let config = Arc::new(crate::dynamic_config::LiveConfig::new(config));
         let meta = store.meta().clone();
         meta.migrate("ingest.cluster", MIGRATIONS).await?;
+        meta.migrate("ingest.broker_configs", crate::dynamic_config::MIGRATIONS)
+            .await?;
         meta.migrate("ingest.compaction", crate::compaction::MIGRATIONS)
             .await?;
         let cluster_id = Self::load_cluster_id(&meta).await?;
@@ -117,18 +121,19 @@ impl Broker {
         let producer_ids = ProducerIds::open(meta.clone()).await?;
         let snapshots = Snapshots::open(meta.clone()).await?;
         let txns = crate::txn::state::Transactions::open(meta.clone()).await?;
+        let static_config = config.current();
         let groups = GroupCoordinator::open(
             meta,
             GroupConfig {
-                initial_rebalance_delay_ms: config.group_initial_rebalance_delay_ms,
-                min_session_timeout_ms: config.group_min_session_timeout_ms,
-                max_session_timeout_ms: config.group_max_session_timeout_ms,
-                node_id: u64::try_from(config.node_id).unwrap_or_default(),
+                initial_rebalance_delay_ms: static_config.group_initial_rebalance_delay_ms,
+                min_session_timeout_ms: static_config.group_min_session_timeout_ms,
+                max_session_timeout_ms: static_config.group_max_session_timeout_ms,
+                node_id: u64::try_from(static_config.node_id).unwrap_or_default(),
             },
             clock.clone(),
         )
         .await?;
-        Ok(Arc::new(Broker {
+        let broker = Arc::new(Broker {
             store,
             topics,
             producer_ids,
@@ -146,11 +151,14 @@ impl Broker {
             max_timestamps: Default::default(),
             compaction_state: Default::default(),
             fetch_sessions: crate::fetch_sessions::FetchSessions::new(
-                config.fetch_session_slots as usize,
-                usize::try_from(config.fetch_session_max_bytes).unwrap_or(usize::MAX),
+                static_config.fetch_session_slots as usize,
+                usize::try_from(static_config.fetch_session_max_bytes).unwrap_or(usize::MAX),
             ),
             config,
-        }))
+        });
+        // The dynamic configs stored by earlier runs and by other nodes.
+        broker.reload_configs().await?;
+        Ok(broker)
     }
 
     /// Makes this broker one node of a cluster: Metadata lists the live nodes and each
@@ -202,7 +210,7 @@ impl Broker {
     pub(crate) fn coordinates(&self, group_id: &str) -> bool {
         match self.cluster_view() {
             None => true,
-            Some(view) => view.coordinator(group_id) == Some(self.config.node_id),
+            Some(view) => view.coordinator(group_id) == Some(self.config().node_id),
         }
     }
 
@@ -296,8 +304,10 @@ impl Broker {
         &self.metrics
     }
 
-    pub fn config(&self) -> &BrokerConfig {
-        &self.config
+    /// The broker config in force now (static, with the dynamic configs over it): read it
+    /// where a value is used, so that a dynamic change takes effect.
+    pub fn config(&self) -> Arc<BrokerConfig> {
+        self.config.current()
     }
 
     pub fn store(&self) -> &Arc<StreamStore> {

@@ -112,11 +112,12 @@ impl Broker {
     /// The compactor: every `log.cleaner.backoff.ms` until `stop`, a pass over each
     /// partition of a compacted topic this node owns. Off with `log.cleaner.enable=false`.
     pub async fn run_compaction(self: Arc<Self>, stop: CancellationToken) {
-        if !self.config.log_cleaner_enable {
+        if !self.config().log_cleaner_enable {
             return;
         }
-        let every = Duration::from_millis(self.config.log_cleaner_backoff_ms.max(1));
         loop {
+            // Read at every pass: log.cleaner.backoff.ms may change while the node runs.
+            let every = Duration::from_millis(self.config().log_cleaner_backoff_ms.max(1));
             tokio::select! {
                 _ = stop.cancelled() => return,
                 _ = tokio::time::sleep(every) => {}
@@ -167,15 +168,16 @@ impl Broker {
     }
 
     fn compaction_settings(&self, topic: &Topic) -> Option<Settings> {
+        let config = self.config();
         let get = |name: &str| {
             topic
                 .configs
                 .get(name)
-                .or_else(|| self.config.topic_defaults.get(name))
+                .or_else(|| config.topic_defaults.get(name))
                 .unwrap_or_else(|| topic_config::default_of(name))
                 .to_string()
         };
-        if !topic_config::compacts(&get("cleanup.policy")) {
+        if !topic_config::compacts(topic.configs.cleanup_policy(&config.topic_defaults)) {
             return None;
         }
         let ms = |name: &str| get(name).parse::<i64>().unwrap_or(0).max(0) as u64;
@@ -276,7 +278,7 @@ impl Broker {
                 .store
                 .rewrite_uploaded(
                     stream,
-                    (from, until, self.config.log_cleaner_rewrite_max_bytes),
+                    (from, until, self.config().log_cleaner_rewrite_max_bytes),
                     &mut rewrite,
                 )
                 .await?
@@ -366,7 +368,7 @@ impl Broker {
         until: u64,
         aborted: &[crate::txn::Aborted],
     ) -> Result<(HashMap<[u8; 16], u64>, u64, u64)> {
-        let room = (self.config.log_cleaner_dedupe_buffer_size as usize / ENTRY_BYTES).max(1);
+        let room = (self.config().log_cleaner_dedupe_buffer_size as usize / ENTRY_BYTES).max(1);
         let limits = Limits {
             compacted: true,
             ..self.record_limits()

@@ -253,6 +253,80 @@ const ALIASES: &[(&str, &str, i64)] = &[
     ("log.retention.minutes", "log.retention.ms", 60_000),
 ];
 
+/// Kafka's broker-level names of topic configs (the `log.*` synonyms): given at broker level,
+/// each sets the default of the topic config it names, as the topic config's own name does.
+const TOPIC_SYNONYMS: &[(&str, &str)] = &[
+    ("log.cleanup.policy", "cleanup.policy"),
+    ("log.message.timestamp.type", "message.timestamp.type"),
+    ("log.segment.bytes", "segment.bytes"),
+    ("log.roll.ms", "segment.ms"),
+    ("log.roll.jitter.ms", "segment.jitter.ms"),
+    (
+        "log.message.timestamp.before.max.ms",
+        "message.timestamp.before.max.ms",
+    ),
+    (
+        "log.message.timestamp.after.max.ms",
+        "message.timestamp.after.max.ms",
+    ),
+    (
+        "log.message.timestamp.difference.max.ms",
+        "message.timestamp.difference.max.ms",
+    ),
+    ("log.flush.interval.messages", "flush.messages"),
+    ("log.flush.interval.ms", "flush.ms"),
+    ("log.cleaner.delete.retention.ms", "delete.retention.ms"),
+    ("log.cleaner.min.compaction.lag.ms", "min.compaction.lag.ms"),
+    ("log.cleaner.max.compaction.lag.ms", "max.compaction.lag.ms"),
+    (
+        "log.cleaner.min.cleanable.ratio",
+        "min.cleanable.dirty.ratio",
+    ),
+    ("log.segment.delete.delay.ms", "file.delete.delay.ms"),
+    ("log.index.interval.bytes", "index.interval.bytes"),
+    ("log.index.size.max.bytes", "segment.index.bytes"),
+    ("log.preallocate", "preallocate"),
+    (
+        "log.message.downconversion.enable",
+        "message.downconversion.enable",
+    ),
+    ("log.message.format.version", "message.format.version"),
+    ("log.local.retention.ms", "local.retention.ms"),
+    ("log.local.retention.bytes", "local.retention.bytes"),
+];
+
+/// Kafka broker configs that have no part in Inlet (its threads, replication and Kerberos
+/// belong to Kafka's design, not Inlet's), accepted so that a Kafka `server.properties` or an
+/// admin tool's change applies, kept and reported by DescribeConfigs, and otherwise without
+/// effect.
+pub const KEPT_WITHOUT_EFFECT: &[&str] = &[
+    "background.threads",
+    "num.io.threads",
+    "num.network.threads",
+    "num.replica.fetchers",
+    "num.recovery.threads.per.data.dir",
+    "log.cleaner.threads",
+    "log.cleaner.io.max.bytes.per.second",
+    "log.cleaner.io.buffer.size",
+    "log.cleaner.io.buffer.load.factor",
+    "sasl.kerberos.kinit.cmd",
+    "sasl.kerberos.min.time.before.relogin",
+    "sasl.kerberos.principal.to.local.rules",
+    "sasl.kerberos.service.name",
+    "sasl.kerberos.ticket.renew.jitter",
+    "sasl.kerberos.ticket.renew.window.factor",
+];
+
+/// The topic config whose default broker config `key` sets: a `log.*` synonym's topic
+/// config, or the topic config named by `key` itself.
+pub(crate) fn topic_default_set_by(key: &str) -> Option<&'static str> {
+    TOPIC_SYNONYMS
+        .iter()
+        .find(|(synonym, _)| *synonym == key)
+        .and_then(|(_, name)| topic_config::canonical_name(name))
+        .or_else(|| topic_config::canonical_name(key))
+}
+
 /// The name of the setting that config `key` sets: itself, or what an alias such as
 /// `log.retention.hours` stands for.
 pub fn setting_set_by(key: &str) -> Option<&'static str> {
@@ -262,6 +336,14 @@ pub fn setting_set_by(key: &str) -> Option<&'static str> {
             .find(|(alias, _, _)| *alias == key)
             .map(|(_, target, _)| *target)
     })
+}
+
+/// The DescribeConfigs entry that broker config `key` shows up in: its setting's name, the
+/// topic config it sets the default of, or itself for one kept without effect.
+pub(crate) fn described_as(key: &str) -> Option<&str> {
+    setting_set_by(key)
+        .or_else(|| topic_default_set_by(key))
+        .or_else(|| KEPT_WITHOUT_EFFECT.iter().copied().find(|k| *k == key))
 }
 
 /// The setting named `name`, if it is one.
@@ -276,8 +358,18 @@ impl BrokerConfig {
         &mut self,
         configs: &BTreeMap<String, String>,
     ) -> Result<(), String> {
+        self.apply_named(configs, "--kafka-config ")
+    }
+
+    /// [`BrokerConfig::apply_kafka_configs`], with `origin` before each refused `KEY=VALUE`
+    /// in its reason (`--kafka-config ` for the node's own, nothing for a dynamic change).
+    pub(crate) fn apply_named(
+        &mut self,
+        configs: &BTreeMap<String, String>,
+        origin: &str,
+    ) -> Result<(), String> {
         for (key, value) in configs {
-            let bad = |what: &str| format!("--kafka-config {key}={value}: {what}");
+            let bad = |what: &str| format!("{origin}{key}={value}: {what}");
             if let Some(s) = setting(key) {
                 let n = s.kind.parse(value).map_err(|e| bad(&e))?;
                 (s.set)(self, n);
@@ -290,10 +382,12 @@ impl BrokerConfig {
                 .parse(value)
                 .map_err(|e| bad(&e))?;
                 (s.set)(self, if n == -1 { -1 } else { n * unit });
+            } else if KEPT_WITHOUT_EFFECT.contains(&key.as_str()) {
+                // Kept for DescribeConfigs only (see the list's doc).
             } else {
-                // Topic configs given at broker level become defaults for new topics.
-                let name = topic_config::canonical_name(key)
-                    .ok_or_else(|| bad("unknown broker config"))?;
+                // Topic configs given at broker level (by their own names or Kafka's `log.*`
+                // synonyms) become defaults for topics that do not set them.
+                let name = topic_default_set_by(key).ok_or_else(|| bad("unknown broker config"))?;
                 let one = BTreeMap::from([(name.to_string(), value.clone())]);
                 let parsed = TopicConfigs::parse(&one).map_err(|e| bad(&e.message))?;
                 self.topic_defaults.merge(parsed);
@@ -324,12 +418,17 @@ impl BrokerConfig {
         for (name, value) in self.topic_defaults.explicit() {
             out.push((name.clone(), value.clone(), false));
         }
+        for (name, value) in &self.given {
+            if KEPT_WITHOUT_EFFECT.contains(&name.as_str()) {
+                out.push((name.clone(), value.clone(), false));
+            }
+        }
         for entry in out.iter_mut() {
             entry.2 = !self.given.contains_key(&entry.0)
-                && !self.given.keys().any(|k| {
-                    topic_config::canonical_name(k) == Some(&entry.0)
-                        || setting_set_by(k) == Some(&entry.0)
-                });
+                && !self
+                    .given
+                    .keys()
+                    .any(|k| described_as(k) == Some(entry.0.as_str()));
         }
         out
     }

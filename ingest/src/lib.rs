@@ -26,6 +26,7 @@ pub(crate) mod compaction;
 pub use inlet_records::{batch, records};
 pub mod codec;
 pub mod config;
+pub mod dynamic_config;
 pub(crate) mod error;
 pub(crate) mod fetch_sessions;
 pub(crate) mod frame;

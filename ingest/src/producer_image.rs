@@ -412,7 +412,7 @@ impl Snapshots {
 /// Catches up and saves, in one transaction, the images of the partitions `wanted` picks that
 /// this node owns and has produced to.
 async fn save_images(broker: &Broker, wanted: impl Fn(StreamId) -> bool) -> Result<usize> {
-    let expiration = broker.config.producer_id_expiration_ms;
+    let expiration = broker.config().producer_id_expiration_ms;
     let now = broker.clock.now_ms();
     let mut guards = Vec::new();
     for topic in broker.topics.list() {

@@ -426,7 +426,7 @@ pub(crate) async fn enforce_budget(broker: &Broker) -> (u64, u64) {
     for p in &partitions {
         held += p.producers.lock().await.len() as u64;
     }
-    let allowed = broker.config.producer_state_max_bytes / STATE_BYTES;
+    let allowed = broker.config().producer_state_max_bytes / STATE_BYTES;
     if held <= allowed {
         return (held, 0);
     }

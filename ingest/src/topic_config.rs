@@ -612,7 +612,9 @@ impl TopicConfigs {
                 .unwrap_or("")
         };
         let has_ids = !parse_list(get("table.topic.id.columns")).is_empty();
-        if get("table.topic.enable").trim() == "true" && compacts(get("cleanup.policy")) {
+        if get("table.topic.enable").trim() == "true"
+            && self.get("cleanup.policy").is_some_and(compacts)
+        {
             return Err(KafkaError::invalid_config(
                 "a table topic cannot be compacted (cleanup.policy with compact): its table keeps \
                  every record, and a keyed table keeps the latest row per key by itself \
@@ -630,6 +632,21 @@ impl TopicConfigs {
             ));
         }
         Ok(())
+    }
+
+    /// The topic's `cleanup.policy` under the broker's `defaults`. A table topic is never
+    /// compacted: its own value may not say `compact` ([`TopicConfigs::check_combination`]),
+    /// and a broker-wide default that does is read as `delete` for it.
+    pub fn cleanup_policy<'a>(&'a self, defaults: &'a TopicConfigs) -> &'a str {
+        if let Some(own) = self.get("cleanup.policy") {
+            return own;
+        }
+        let default = defaults.get("cleanup.policy").unwrap_or("delete");
+        if compacts(default) && self.table_topic("t", defaults).is_some() {
+            "delete"
+        } else {
+            default
+        }
     }
 
     /// The table a table topic named `topic` writes, as (namespace, table), with `defaults`
@@ -888,6 +905,26 @@ mod tests {
                 .map(|(k, v)| (k.to_string(), v.to_string()))
                 .collect(),
         )
+    }
+
+    #[test]
+    fn a_broker_wide_compact_default_does_not_reach_table_topics() {
+        let defaults = parse(&[("cleanup.policy", "delete,compact")]).expect("valid");
+        let plain = parse(&[]).expect("valid");
+        let table = parse(&[("table.topic.enable", "true")]).expect("valid");
+        let own = parse(&[("cleanup.policy", "compact")]).expect("valid");
+        assert_eq!(plain.cleanup_policy(&defaults), "delete,compact");
+        assert_eq!(table.cleanup_policy(&defaults), "delete");
+        assert_eq!(own.cleanup_policy(&defaults), "compact");
+        assert_eq!(plain.cleanup_policy(&TopicConfigs::default()), "delete");
+        // So a table topic may still be created under such a default; its own compact is not.
+        assert!(table.check_combination(&defaults).is_ok());
+        let both = parse(&[
+            ("table.topic.enable", "true"),
+            ("cleanup.policy", "compact"),
+        ])
+        .expect("valid");
+        assert!(both.check_combination(&defaults).is_err());
     }
 
     /// The typed settings take every default from the definitions DescribeConfigs reports,

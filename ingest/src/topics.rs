@@ -20,6 +20,7 @@ use parking_lot::RwLock;
 use sqlx::Row;
 
 use crate::config::BrokerConfig;
+use crate::dynamic_config::LiveConfig;
 use crate::error::{KafkaError, Result};
 use crate::producer_image::ProducerImage;
 use crate::producers::PartitionProducers;
@@ -72,7 +73,7 @@ impl Topic {
 pub struct Topics {
     store: Arc<StreamStore>,
     meta: MetaStore,
-    config: Arc<BrokerConfig>,
+    config: Arc<LiveConfig>,
     clock: Arc<dyn Clock>,
     by_name: RwLock<HashMap<String, Arc<Topic>>>,
     changes: tokio::sync::Mutex<()>,
@@ -212,7 +213,7 @@ impl Topics {
     /// Loads the topics and repairs their streams (see the module invariants).
     pub async fn open(
         store: Arc<StreamStore>,
-        config: Arc<BrokerConfig>,
+        config: Arc<LiveConfig>,
         clock: Arc<dyn Clock>,
     ) -> Result<Self> {
         let meta = store.meta().clone();
@@ -237,7 +238,7 @@ impl Topics {
                     Some(s) => s,
                     None => {
                         let s = store.create_stream(&sname).await?.id;
-                        Self::apply_retention(&store, &config, &configs, s).await?;
+                        Self::apply_retention(&store, &config.current(), &configs, s).await?;
                         s
                     }
                 };
@@ -303,21 +304,34 @@ impl Topics {
             .and_then(|v| v.parse().ok())
             .unwrap_or(broker.log_retention_bytes);
         // A compact-only topic keeps everything compaction leaves (Kafka: no retention).
-        let policy = configs
-            .get("cleanup.policy")
-            .or_else(|| broker.topic_defaults.get("cleanup.policy"))
-            .unwrap_or("delete");
+        let policy = configs.cleanup_policy(&broker.topic_defaults);
         let (ms, bytes) = if crate::topic_config::deletes(policy) {
             (ms, bytes)
         } else {
             (-1, -1)
         };
-        store.set_retention(stream, Some(ms), Some(bytes)).await?;
+        if store.retention(stream)? != (Some(ms), Some(bytes)) {
+            store.set_retention(stream, Some(ms), Some(bytes)).await?;
+        }
         // A table topic's stream keeps what its table has not committed, whatever its
         // retention (docs/ingest.md, "Retention"); the table's coordinator raises the floor.
         // The topic's name does not change whether it is one, so any name serves here.
         let table = configs.table_topic("t", &broker.topic_defaults).is_some();
         store.hold_for_table(stream, table).await?;
+        Ok(())
+    }
+
+    /// Sets every partition's stream retention again from the config in force: after the
+    /// broker-wide defaults it derives from changed (`dynamic_config`), topics without their
+    /// own value follow. Streams whose retention is already right are not written.
+    pub(crate) async fn reapply_retention(&self) -> Result<()> {
+        let _guard = self.changes.lock().await;
+        let config = self.config.current();
+        for topic in self.list() {
+            for p in &topic.partitions {
+                Self::apply_retention(&self.store, &config, &topic.configs, p.stream).await?;
+            }
+        }
         Ok(())
     }
 
@@ -335,7 +349,7 @@ impl Topics {
                 format!("a topic needs 1 to 10000 partitions, not {partitions}"),
             ));
         }
-        configs.check_combination(&self.config.topic_defaults)?;
+        configs.check_combination(&self.config.current().topic_defaults)?;
         let map = self.by_name.read();
         self.check_total(&map, partitions as usize)?;
         self.check_table(&map, name, configs)?;
@@ -393,7 +407,8 @@ impl Topics {
                     }
                     Err(e) => return Err(e.into()),
                 };
-                Self::apply_retention(&self.store, &self.config, &configs, stream).await?;
+                Self::apply_retention(&self.store, &self.config.current(), &configs, stream)
+                    .await?;
                 Ok::<_, KafkaError>(stream)
             }
             .await;
@@ -430,11 +445,15 @@ impl Topics {
         if let Some(t) = self.get(name) {
             return Ok(Some(t));
         }
-        if !self.config.auto_create_topics {
+        if !self.config.current().auto_create_topics {
             return Ok(None);
         }
         match self
-            .create(name, self.config.num_partitions, TopicConfigs::default())
+            .create(
+                name,
+                self.config.current().num_partitions,
+                TopicConfigs::default(),
+            )
             .await
         {
             Ok(t) => Ok(Some(t)),
@@ -466,7 +485,7 @@ impl Topics {
     /// Refuses `more` partitions when the node would then hold over `inlet.max.partitions`.
     fn check_total(&self, map: &HashMap<String, Arc<Topic>>, more: usize) -> Result<()> {
         let held: usize = map.values().map(|t| t.partitions.len()).sum();
-        let cap = self.config.max_partitions as usize;
+        let cap = self.config.current().max_partitions as usize;
         if held + more > cap {
             return Err(KafkaError::new(
                 ResponseError::InvalidPartitions,
@@ -530,7 +549,8 @@ impl Topics {
                 .create_stream(&stream_name(&topic.id, p))
                 .await?
                 .id;
-            Self::apply_retention(&self.store, &self.config, &topic.configs, stream).await?;
+            Self::apply_retention(&self.store, &self.config.current(), &topic.configs, stream)
+                .await?;
             partitions.push(Arc::new(Partition {
                 index: p,
                 stream,
@@ -559,7 +579,7 @@ impl Topics {
         let topic = self
             .get(name)
             .ok_or_else(|| KafkaError::unknown_topic(name))?;
-        configs.check_combination(&self.config.topic_defaults)?;
+        configs.check_combination(&self.config.current().topic_defaults)?;
         self.check_table(&self.by_name.read(), name, &configs)?;
         if validate_only {
             return Ok(());
@@ -572,7 +592,7 @@ impl Topics {
             .await
             .map_err(inlet_storage::Error::from)?;
         for p in &topic.partitions {
-            Self::apply_retention(&self.store, &self.config, &configs, p.stream).await?;
+            Self::apply_retention(&self.store, &self.config.current(), &configs, p.stream).await?;
         }
         self.replace(Topic {
             name: topic.name.clone(),
@@ -593,7 +613,8 @@ impl Topics {
         configs: &TopicConfigs,
     ) -> Result<()> {
         use crate::topic_config::DEAD_LETTER_SUFFIX as DLQ;
-        let defaults = &self.config.topic_defaults;
+        let config = self.config.current();
+        let defaults = &config.topic_defaults;
         let Some((namespace, table)) = configs.table_of(name, defaults) else {
             return Ok(());
         };

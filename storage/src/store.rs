@@ -1221,6 +1221,13 @@ impl StreamStore {
         Ok(())
     }
 
+    /// Stream `id`'s retention as last set ([`StreamStore::set_retention`]): (ms, bytes).
+    pub fn retention(&self, id: StreamId) -> Result<(Option<i64>, Option<i64>)> {
+        let shared = self.shared(id)?;
+        let state = shared.state.lock();
+        Ok((state.retention_ms, state.retention_bytes))
+    }
+
     /// Sets a stream's retention; `None` uses the store's default, a negative value is
     /// unlimited.
     pub async fn set_retention(

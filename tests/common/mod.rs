@@ -407,6 +407,55 @@ pub(crate) mod requests {
                     .with_configs(configs)]),
         )
     }
+
+    /// An IncrementalAlterConfigs request on the broker resource `resource` (`""` for the
+    /// cluster-wide default, or a node id) of `ops`: (name, operation, value), the operation
+    /// as Kafka numbers it (0 SET, 1 DELETE, 2 APPEND, 3 SUBTRACT).
+    pub(crate) fn alter_broker_configs(
+        resource: &str,
+        ops: &[(&str, i8, Option<&str>)],
+    ) -> RequestKind {
+        use kafka_protocol::messages::incremental_alter_configs_request::{
+            AlterConfigsResource, AlterableConfig,
+        };
+        let configs = ops
+            .iter()
+            .map(|(name, op, value)| {
+                AlterableConfig::default()
+                    .with_name(StrBytes::from_string(name.to_string()))
+                    .with_config_operation(*op)
+                    .with_value(value.map(|v| StrBytes::from_string(v.to_string())))
+            })
+            .collect();
+        RequestKind::IncrementalAlterConfigs(
+            kafka_protocol::messages::IncrementalAlterConfigsRequest::default().with_resources(
+                vec![AlterConfigsResource::default()
+                    .with_resource_type(4)
+                    .with_resource_name(StrBytes::from_string(resource.to_string()))
+                    .with_configs(configs)],
+            ),
+        )
+    }
+}
+
+/// Sends [`requests::alter_broker_configs`] to `node`; returns the resource's error code and
+/// message.
+pub(crate) fn alter_broker_configs(
+    node: &Node,
+    resource: &str,
+    ops: &[(&str, i8, Option<&str>)],
+) -> (i16, Option<String>) {
+    let answer: kafka_protocol::messages::IncrementalAlterConfigsResponse = wire::Conn::open(node)
+        .call(
+            kafka_protocol::messages::ApiKey::IncrementalAlterConfigs,
+            1,
+            requests::alter_broker_configs(resource, ops),
+        );
+    let result = answer.responses.first().expect("one resource answered");
+    (
+        result.error_code,
+        result.error_message.as_ref().map(|m| m.to_string()),
+    )
 }
 
 /// `node` logged a line containing `needle`; else the test fails saying `what`, with the log.

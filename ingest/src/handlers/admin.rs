@@ -15,7 +15,8 @@ use kafka_protocol::messages::*;
 use kafka_protocol::ResponseError;
 
 use crate::broker::{str, Broker};
-use crate::config::{self, SettingKind};
+use crate::config::{self, BrokerConfig, SettingKind};
+use crate::dynamic_config::{self, BrokerSource};
 use crate::error::{KafkaError, Result};
 use crate::topic_config::{self, ConfigSource, TopicConfigs};
 
@@ -25,6 +26,8 @@ const RESOURCE_BROKER: i8 = 4;
 
 /// DescribeConfigs config sources.
 const SOURCE_TOPIC: i8 = 1;
+const SOURCE_DYNAMIC_BROKER: i8 = 2;
+const SOURCE_DYNAMIC_DEFAULT_BROKER: i8 = 3;
 const SOURCE_STATIC_BROKER: i8 = 4;
 const SOURCE_DEFAULT: i8 = 5;
 
@@ -35,12 +38,34 @@ const TYPE_BOOLEAN: i8 = 1;
 const TYPE_INT: i8 = 3;
 const TYPE_LONG: i8 = 5;
 
-fn source_code(s: ConfigSource) -> i8 {
+fn broker_source_code(s: BrokerSource) -> i8 {
     match s {
-        ConfigSource::Topic => SOURCE_TOPIC,
-        ConfigSource::Broker => SOURCE_STATIC_BROKER,
-        ConfigSource::Default => SOURCE_DEFAULT,
+        BrokerSource::Node => SOURCE_DYNAMIC_BROKER,
+        BrokerSource::Cluster => SOURCE_DYNAMIC_DEFAULT_BROKER,
+        BrokerSource::Static => SOURCE_STATIC_BROKER,
+        BrokerSource::Default => SOURCE_DEFAULT,
     }
+}
+
+/// `current` with the comma-separated items of `given` appended (`append`) or taken out, as
+/// IncrementalAlterConfigs' APPEND and SUBTRACT do to Kafka's list configs.
+fn edit_comma_list(current: &str, given: &str, append: bool) -> String {
+    let mut items: Vec<String> = current
+        .split(',')
+        .map(|i| i.trim().to_string())
+        .filter(|i| !i.is_empty())
+        .collect();
+    let given: Vec<String> = given.split(',').map(|i| i.trim().to_string()).collect();
+    if append {
+        for g in given {
+            if !items.contains(&g) {
+                items.push(g);
+            }
+        }
+    } else {
+        items.retain(|i| !given.contains(i));
+    }
+    items.join(",")
 }
 
 impl Broker {
@@ -61,13 +86,13 @@ impl Broker {
                         result.replication_factor = 1;
                         result.configs = Some(
                             configs
-                                .describe(&self.config)
+                                .describe(&self.config())
                                 .into_iter()
                                 .map(|c| {
                                     CreatableTopicConfigs::default()
                                         .with_name(str(c.name))
+                                        .with_config_source(self.topic_source(c.name, c.source))
                                         .with_value(Some(str(c.value)))
-                                        .with_config_source(source_code(c.source))
                                 })
                                 .collect(),
                         );
@@ -190,7 +215,7 @@ impl Broker {
         let partitions = if !t.assignments.is_empty() {
             t.assignments.len() as i32
         } else if t.num_partitions == -1 {
-            self.config.num_partitions
+            self.config().num_partitions
         } else {
             t.num_partitions
         };
@@ -203,7 +228,7 @@ impl Broker {
                     .map(|v| (c.name.as_str().to_string(), v.as_str().to_string()))
             })
             .collect();
-        let mut configs = self.config.topic_defaults.clone();
+        let mut configs = self.config().topic_defaults.clone();
         configs.merge(TopicConfigs::parse(&given)?);
         if validate_only {
             self.topics.validate_create(name, partitions, &configs)?;
@@ -343,11 +368,12 @@ impl Broker {
                         Some(topic) => base.with_configs(
                             topic
                                 .configs
-                                .describe(&self.config)
+                                .describe(&self.config())
                                 .into_iter()
                                 .filter(|c| wanted(c.name))
                                 .map(|c| {
-                                    entry(c.name.to_string(), c.value, source_code(c.source), false)
+                                    let source = self.topic_source(c.name, c.source);
+                                    entry(c.name.to_string(), c.value, source, false)
                                 })
                                 .collect(),
                         ),
@@ -360,31 +386,37 @@ impl Broker {
                     },
                     RESOURCE_BROKER => {
                         let name = res.resource_name.as_str();
-                        if !name.is_empty() && name != self.config.node_id.to_string() {
+                        let config = self.config();
+                        if name.is_empty() {
+                            // Kafka's cluster-wide resource: the cluster-wide dynamic configs.
+                            return base.with_configs(
+                                self.config
+                                    .layers()
+                                    .cluster
+                                    .into_iter()
+                                    .filter(|(n, _)| wanted(n))
+                                    .map(|(n, v)| entry(n, v, SOURCE_DYNAMIC_DEFAULT_BROKER, false))
+                                    .collect(),
+                            );
+                        }
+                        if name != config.node_id.to_string() {
                             return base
                                 .with_error_code(ResponseError::InvalidRequest.code())
                                 .with_error_message(Some(str(format!(
                                     "this broker is {}, not {name}",
-                                    self.config.node_id
+                                    config.node_id
                                 ))));
                         }
                         base.with_configs(
-                            self.config
+                            config
                                 .describe()
                                 .into_iter()
                                 .filter(|(n, _, _)| wanted(n))
-                                .map(|(n, v, default)| {
+                                .map(|(n, v, _)| {
                                     let setting = config::setting(&n);
-                                    let mut c = entry(
-                                        n,
-                                        v,
-                                        if default {
-                                            SOURCE_DEFAULT
-                                        } else {
-                                            SOURCE_STATIC_BROKER
-                                        },
-                                        true,
-                                    );
+                                    let source = broker_source_code(self.config.source_of(&n));
+                                    let read_only = dynamic_config::check_dynamic(&n).is_err();
+                                    let mut c = entry(n, v, source, read_only);
                                     if let (Some(s), true) = (setting, version >= 3) {
                                         c.config_type = match s.kind {
                                             SettingKind::Bool => TYPE_BOOLEAN,
@@ -443,7 +475,28 @@ impl Broker {
                         Err(e) => Err(e),
                     }
                 }
-                t => Err(static_broker_error(t)),
+                RESOURCE_BROKER => {
+                    // AlterConfigs replaces the resource's whole dynamic set.
+                    let given: BTreeMap<String, String> = res
+                        .configs
+                        .iter()
+                        .filter_map(|c| {
+                            c.value
+                                .as_ref()
+                                .map(|v| (c.name.as_str().to_string(), v.as_str().to_string()))
+                        })
+                        .collect();
+                    self.alter_broker_configs(
+                        res.resource_name.as_str(),
+                        r.validate_only,
+                        |set, _| {
+                            *set = given;
+                            Ok(())
+                        },
+                    )
+                    .await
+                }
+                t => Err(unsupported_resource(t)),
             };
             let mut resp = alter_configs_response::AlterConfigsResourceResponse::default()
                 .with_resource_type(res.resource_type)
@@ -466,7 +519,8 @@ impl Broker {
         for res in r.resources {
             let outcome = match res.resource_type {
                 RESOURCE_TOPIC => self.incremental_topic(&res, r.validate_only).await,
-                t => Err(static_broker_error(t)),
+                RESOURCE_BROKER => self.incremental_broker(&res, r.validate_only).await,
+                t => Err(unsupported_resource(t)),
             };
             let mut resp =
                 incremental_alter_configs_response::AlterConfigsResourceResponse::default()
@@ -518,23 +572,7 @@ impl Broker {
                             .cloned()
                             .or_else(|| topic.configs.get(key).map(str::to_string))
                             .unwrap_or_else(|| topic_config::default_of(key).to_string());
-                        let mut items: Vec<String> = current
-                            .split(',')
-                            .map(|i| i.trim().to_string())
-                            .filter(|i| !i.is_empty())
-                            .collect();
-                        let given: Vec<String> =
-                            v.split(',').map(|i| i.trim().to_string()).collect();
-                        if op == 2 {
-                            for g in given {
-                                if !items.contains(&g) {
-                                    items.push(g);
-                                }
-                            }
-                        } else {
-                            items.retain(|i| !given.contains(i));
-                        }
-                        set.insert(key.to_string(), items.join(","));
+                        set.insert(key.to_string(), edit_comma_list(&current, &v, op == 2));
                         continue;
                     }
                     if !matches!(key, "table.topic.id.columns" | "table.topic.partition.by") {
@@ -573,16 +611,108 @@ impl Broker {
     }
 }
 
-fn static_broker_error(resource_type: i8) -> KafkaError {
-    if resource_type == RESOURCE_BROKER {
-        KafkaError::new(
-            ResponseError::InvalidRequest,
-            "broker configs are static in Inlet: set them with --kafka-config KEY=VALUE and restart",
-        )
-    } else {
-        KafkaError::new(
-            ResponseError::InvalidRequest,
-            format!("config resource type {resource_type} is not supported"),
-        )
+fn unsupported_resource(resource_type: i8) -> KafkaError {
+    const RESOURCE_GROUP: i8 = 32;
+    KafkaError::new(
+        ResponseError::InvalidRequest,
+        if resource_type == RESOURCE_GROUP {
+            "group configs are not supported: they belong to KIP-848's consumer group protocol, which Inlet does not offer".to_string()
+        } else {
+            format!("config resource type {resource_type} is not supported")
+        },
+    )
+}
+
+impl Broker {
+    /// The DescribeConfigs source of a topic's entry `name` that `source` says where it came
+    /// from: a broker-level value is told apart as dynamic (per node or cluster-wide) or static.
+    fn topic_source(&self, name: &str, source: ConfigSource) -> i8 {
+        let broker_name = match name {
+            "retention.ms" => "log.retention.ms",
+            "retention.bytes" => "log.retention.bytes",
+            "max.message.bytes" => "message.max.bytes",
+            other => other,
+        };
+        match source {
+            ConfigSource::Topic => SOURCE_TOPIC,
+            ConfigSource::Broker | ConfigSource::Default => {
+                match self.config.source_of(broker_name) {
+                    BrokerSource::Default if source == ConfigSource::Broker => SOURCE_STATIC_BROKER,
+                    s => broker_source_code(s),
+                }
+            }
+        }
     }
+
+    /// IncrementalAlterConfigs on a broker resource: SET, DELETE, and APPEND and SUBTRACT on
+    /// list configs, applied to the resource's dynamic set (`dynamic_config`).
+    async fn incremental_broker(
+        &self,
+        res: &incremental_alter_configs_request::AlterConfigsResource,
+        validate_only: bool,
+    ) -> Result<()> {
+        let ops: Vec<(String, i8, Option<String>)> = res
+            .configs
+            .iter()
+            .map(|c| {
+                (
+                    c.name.as_str().to_string(),
+                    c.config_operation,
+                    c.value.as_ref().map(|v| v.as_str().to_string()),
+                )
+            })
+            .collect();
+        self.alter_broker_configs(res.resource_name.as_str(), validate_only, |set, current| {
+            for (key, op, value) in ops {
+                edit_broker_config(set, current, &key, op, value)?;
+            }
+            Ok(())
+        })
+        .await
+    }
+}
+
+/// One IncrementalAlterConfigs operation on a broker resource's dynamic `set`; `current` is
+/// the config in force, whose value APPEND and SUBTRACT start from when `set` has none.
+fn edit_broker_config(
+    set: &mut BTreeMap<String, String>,
+    current: &BrokerConfig,
+    key: &str,
+    op: i8,
+    value: Option<String>,
+) -> Result<()> {
+    let needs_value = || {
+        value
+            .clone()
+            .ok_or_else(|| KafkaError::invalid_config(format!("{key} needs a value")))
+    };
+    match op {
+        0 => {
+            set.insert(key.to_string(), needs_value()?);
+        }
+        1 => {
+            set.remove(key);
+        }
+        2 | 3 => {
+            let list = config::topic_default_set_by(key)
+                .filter(|name| topic_config::is_comma_list(name))
+                .ok_or_else(|| KafkaError::invalid_config(format!("{key} is not a list config")))?;
+            let now = set
+                .get(key)
+                .cloned()
+                .or_else(|| current.topic_defaults.get(list).map(str::to_string))
+                .unwrap_or_else(|| topic_config::default_of(list).to_string());
+            set.insert(
+                key.to_string(),
+                edit_comma_list(&now, &needs_value()?, op == 2),
+            );
+        }
+        op => {
+            return Err(KafkaError::new(
+                ResponseError::InvalidRequest,
+                format!("unknown config operation {op}"),
+            ))
+        }
+    }
+    Ok(())
 }

@@ -34,7 +34,7 @@ impl Broker {
     }
 
     fn broker_id(&self) -> BrokerId {
-        BrokerId(self.config.node_id)
+        BrokerId(self.config().node_id)
     }
 
     /// The live nodes as clients are told of them: this one alone on a single node.
@@ -42,9 +42,9 @@ impl Broker {
         match self.cluster_view() {
             Some(view) => view.brokers(),
             None => vec![BrokerAddr {
-                node_id: self.config.node_id,
-                host: self.config.advertised_host.clone(),
-                port: self.config.advertised_port,
+                node_id: self.config().node_id,
+                host: self.config().advertised_host.clone(),
+                port: self.config().advertised_port,
             }],
         }
     }
@@ -63,7 +63,7 @@ impl Broker {
                             MetadataResponsePartition::default().with_partition_index(p.index);
                         let leader = match &view {
                             None => Some((
-                                self.config.node_id,
+                                self.config().node_id,
                                 self.leader_epoch(p.stream).unwrap_or(0),
                             )),
                             Some(view) => view.leader(p.stream),
@@ -180,7 +180,7 @@ impl Broker {
         // view names, which must be live.
         let coordinator = |key: &str| -> Result<BrokerAddr, String> {
             let node = match self.cluster_view() {
-                None => self.config.node_id,
+                None => self.config().node_id,
                 Some(view) => view
                     .coordinator(key)
                     .ok_or_else(|| "no node coordinates this group yet".to_string())?,

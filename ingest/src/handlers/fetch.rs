@@ -67,7 +67,7 @@ impl Broker {
         let deadline = tokio::time::Instant::now() + max_wait;
         let min_bytes = r.min_bytes.max(0) as usize;
         // The broker's fetch.max.bytes caps what any request may ask for.
-        let cap = self.config.fetch_max_bytes as usize;
+        let cap = self.config().fetch_max_bytes as usize;
         let max_bytes = if r.max_bytes > 0 {
             (r.max_bytes as usize).min(cap)
         } else {

@@ -25,8 +25,11 @@ impl Broker {
     /// in the groups this node coordinates (`crate::groups` has the rules); a node standing
     /// down skips its turn.
     pub async fn run_offset_expiry(self: Arc<Self>, stop: CancellationToken) {
-        let every = Duration::from_millis(self.config.offsets_retention_check_interval_ms);
-        let retention_ms = self.config.offsets_retention_minutes.saturating_mul(60_000);
+        let every = Duration::from_millis(self.config().offsets_retention_check_interval_ms);
+        let retention_ms = self
+            .config()
+            .offsets_retention_minutes
+            .saturating_mul(60_000);
         loop {
             tokio::select! {
                 _ = stop.cancelled() => return,

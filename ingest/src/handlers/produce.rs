@@ -185,7 +185,7 @@ impl Broker {
             .configs
             .get("max.message.bytes")
             .and_then(|v| v.parse::<usize>().ok())
-            .unwrap_or(self.config.message_max_bytes as usize);
+            .unwrap_or(self.config().message_max_bytes as usize);
         for b in &batches {
             if b.bytes.len() > limit {
                 return Err(KafkaError::new(
@@ -227,7 +227,7 @@ impl Broker {
         }
         // A table that lags too far holds the stream back (its retention keeps what the
         // table has not committed): produce waits, retriably, instead of growing it further.
-        if let Some(bound) = topic.configs.table_lag_bound(&self.config.topic_defaults) {
+        if let Some(bound) = topic.configs.table_lag_bound(&self.config().topic_defaults) {
             if let Some(lag) = self.store.table_lag_bytes(partition.stream) {
                 if lag.lag_bytes >= bound {
                     self.metrics
@@ -244,12 +244,9 @@ impl Broker {
                 }
             }
         }
-        let rules = crate::validate::Rules::of(&topic.configs, &self.config.topic_defaults);
-        let policy = topic
-            .configs
-            .get("cleanup.policy")
-            .or_else(|| self.config.topic_defaults.get("cleanup.policy"))
-            .unwrap_or("delete");
+        let config = self.config();
+        let rules = crate::validate::Rules::of(&topic.configs, &config.topic_defaults);
+        let policy = topic.configs.cleanup_policy(&config.topic_defaults);
         let need_keys = crate::topic_config::compacts(policy);
         let ids = self.validate_records(&batches, rules, need_keys).await?;
         if let Some(rules) = rules {
@@ -342,7 +339,7 @@ impl Broker {
     /// How far record walks may go: the decompressed bound of one batch.
     pub(crate) fn record_limits(&self) -> Limits {
         Limits {
-            max_decompressed_bytes: self.config.max_decompressed_batch_bytes as usize,
+            max_decompressed_bytes: self.config().max_decompressed_batch_bytes as usize,
             compacted: false,
         }
     }
@@ -471,7 +468,7 @@ impl Broker {
                 expect_epoch: Some(epoch),
                 ..options
             };
-            producers.expire(now, self.config.producer_id_expiration_ms);
+            producers.expire(now, self.config().producer_id_expiration_ms);
             let checked = producers.check(&header).inspect_err(|e| {
                 tracing::debug!(stream = partition.stream, epoch, error = %e, "refused a producer's batch");
             });

@@ -81,7 +81,7 @@ impl Broker {
     ) -> Result<(i64, i16)> {
         self.check_txn_coordinator(id)?;
         let timeout = i64::from(r.transaction_timeout_ms);
-        let max = self.config.transaction_max_timeout_ms;
+        let max = self.config().transaction_max_timeout_ms;
         if timeout <= 0 || timeout as u64 > max {
             return Err(KafkaError::new(
                 ResponseError::InvalidTransactionTimeout,
@@ -766,7 +766,7 @@ impl Broker {
     /// `transactional.id.expiration.ms`. Runs once at start, so a restarted coordinator
     /// finishes what it had decided.
     pub async fn run_transactions(self: Arc<Self>, stop: CancellationToken) {
-        let every = Duration::from_millis(self.config.transaction_abort_interval_ms.max(1));
+        let every = Duration::from_millis(self.config().transaction_abort_interval_ms.max(1));
         loop {
             if let Err(e) = self.sweep_transactions().await {
                 tracing::warn!(error = %e, "the transaction sweep failed; it runs again");
@@ -799,7 +799,7 @@ impl Broker {
                 seen.state,
                 TxnState::Empty | TxnState::CompleteCommit | TxnState::CompleteAbort
             ) && now.saturating_sub(seen.updated_ms)
-                > self.config.transactional_id_expiration_ms;
+                > self.config().transactional_id_expiration_ms;
             if !(timed_out || expired || seen.state.is_prepared()) {
                 continue;
             }

@@ -265,6 +265,8 @@ impl ClusterView for ClusterState {
                     node_id: i32::try_from(m.node_id).ok()?,
                     host: host.to_string(),
                     port: port.parse().ok()?,
+                    listeners: inlet_ingest::config::parse_listeners(&m.listeners)
+                        .unwrap_or_default(),
                 })
             })
             .collect()
@@ -380,8 +382,8 @@ fn stream_key(name: &str, table_topics: &HashMap<String, TableKey>) -> String {
 /// How often a node reads the topics other nodes created, deleted or reconfigured, and the
 /// dynamic broker configs (`inlet_ingest::dynamic_config`), apart from the assigner's pass
 /// (which may wait on a takeover's replay): a change reaches every node within about this
-/// long. Three small queries per poll (a row per topic, a row per dynamic config of the
-/// cluster and of this node); the streams are read again only when a topic's partitions are
+/// long. Four small queries per poll (a row per topic, a row per dynamic config of the
+/// cluster and of this node, the ACLs' version); the streams are read again only when a topic's partitions are
 /// not all known.
 const TOPICS_POLL: Duration = Duration::from_millis(250);
 
@@ -432,8 +434,9 @@ async fn poll_topics(
                 },
                 Err(e) => Err(e),
             }?;
-            // Dynamic broker configs changed through other nodes.
-            broker.reload_configs().await
+            // Dynamic broker configs and ACLs changed through other nodes.
+            broker.reload_configs().await?;
+            broker.reload_acls().await
         };
         let refreshed = match bounded_step(refresh, &mut lapsed).await {
             Some(r) => r.map_err(|e| e.to_string()),

@@ -16,6 +16,7 @@ mod http;
 pub mod members;
 pub mod sql;
 mod tables;
+pub mod users;
 pub mod watermark;
 
 use std::net::SocketAddr;
@@ -78,6 +79,86 @@ pub fn broker_config(config: &NodeConfig, kafka_addr: SocketAddr) -> anyhow::Res
         .apply_kafka_configs(&config.kafka)
         .map_err(anyhow::Error::msg)?;
     Ok(broker)
+}
+
+/// Binds the Kafka listeners: Kafka's `listeners` (`NAME://HOST:PORT,…`, each with its
+/// security protocol), or one PLAINTEXT listener at `--kafka-listen`. The first is the one
+/// nodes call each other on.
+async fn bind_kafka_listeners(
+    config: &NodeConfig,
+) -> anyhow::Result<Vec<inlet_ingest::server::Listener>> {
+    use inlet_ingest::server::{Listener, ListenerSecurity};
+    let mut probe = BrokerConfig::default();
+    probe
+        .apply_kafka_configs(&config.kafka)
+        .map_err(anyhow::Error::msg)?;
+    if probe.listeners.is_empty() {
+        return Ok(vec![Listener {
+            tcp: bind("Kafka", &config.kafka_listen).await?,
+            security: ListenerSecurity::plaintext(),
+        }]);
+    }
+    let mut out = Vec::new();
+    for l in &probe.listeners {
+        let protocol = probe.protocol_of(&l.name).unwrap_or("PLAINTEXT");
+        let sasl_mechanisms = match protocol {
+            "PLAINTEXT" => Vec::new(),
+            "SASL_PLAINTEXT" => probe.sasl_enabled_mechanisms.clone(),
+            other => anyhow::bail!(
+                "listener {}: {other} (TLS) listeners are not built yet; use PLAINTEXT or SASL_PLAINTEXT",
+                l.name
+            ),
+        };
+        let host = if l.host.is_empty() {
+            "0.0.0.0"
+        } else {
+            &l.host
+        };
+        out.push(Listener {
+            tcp: bind(&format!("Kafka {}", l.name), &format!("{host}:{}", l.port)).await?,
+            security: ListenerSecurity {
+                name: l.name.clone(),
+                sasl_mechanisms,
+            },
+        });
+    }
+    Ok(out)
+}
+
+/// With Kafka's `listeners`, the address each listener tells clients (`advertised.listeners`,
+/// or where it is bound), and the first one's as the node's own.
+fn advertise_listeners(
+    broker: &mut BrokerConfig,
+    config: &NodeConfig,
+    bound: &[inlet_ingest::server::Listener],
+) -> anyhow::Result<()> {
+    if broker.listeners.is_empty() {
+        return Ok(());
+    }
+    let mut advertised = Vec::new();
+    for l in bound {
+        let name = &l.security.name;
+        let spec = match broker.advertised_listeners.iter().find(|a| a.name == *name) {
+            Some(a) => a.clone(),
+            None => {
+                let addr = l.tcp.local_addr()?;
+                inlet_ingest::config::ListenerSpec {
+                    name: name.clone(),
+                    host: match &config.advertised_host {
+                        Some(h) => h.clone(),
+                        None if addr.ip().is_unspecified() => "127.0.0.1".into(),
+                        None => addr.ip().to_string(),
+                    },
+                    port: addr.port(),
+                }
+            }
+        };
+        advertised.push(spec);
+    }
+    broker.advertised_host = advertised[0].host.clone();
+    broker.advertised_port = advertised[0].port;
+    broker.advertised_listeners = advertised;
+    Ok(())
 }
 
 async fn bind(what: &str, addr: &str) -> anyhow::Result<TcpListener> {
@@ -300,13 +381,14 @@ impl NodeBuilder {
             meta,
             catalog,
         } = self;
-        let kafka_listener = bind("Kafka", &config.kafka_listen).await?;
+        let kafka_listeners = bind_kafka_listeners(&config).await?;
         let http_listener = bind("HTTP", &config.http_listen).await?;
         let registry_listener = bind("Schema Registry", &config.registry_listen).await?;
         let registry_addr = registry_listener.local_addr()?;
-        let kafka_addr = kafka_listener.local_addr()?;
+        let kafka_addr = kafka_listeners[0].tcp.local_addr()?;
         let http_addr = http_listener.local_addr()?;
-        let broker_config = broker_config(&config, kafka_addr)?;
+        let mut broker_config = broker_config(&config, kafka_addr)?;
+        advertise_listeners(&mut broker_config, &config, &kafka_listeners)?;
 
         // One clock for the whole node, and one object-store client for the stream store and
         // the Iceberg tables.
@@ -331,6 +413,12 @@ impl NodeBuilder {
                     broker_config.advertised_host, broker_config.advertised_port
                 ),
                 http_addr.to_string(),
+                broker_config
+                    .advertised_listeners
+                    .iter()
+                    .map(|l| format!("{}://{}:{}", l.name, l.host, l.port))
+                    .collect::<Vec<_>>()
+                    .join(","),
             ),
             config.wal_kind(),
             Duration::from_millis(config.cluster.lease_ms),
@@ -408,8 +496,8 @@ impl NodeBuilder {
 
         let stop = CancellationToken::new();
         let mut tasks = tokio::task::JoinSet::new();
-        tasks.spawn(inlet_ingest::server::serve(
-            kafka_listener,
+        tasks.spawn(inlet_ingest::server::serve_listeners(
+            kafka_listeners,
             broker.clone(),
             stop.clone(),
         ));

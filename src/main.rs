@@ -33,6 +33,10 @@ enum Command {
     /// The nodes on a node's metadata store.
     #[command(subcommand)]
     Cluster(ClusterCommand),
+    /// SASL users: their SCRAM credentials in the node's metadata store (what PLAIN and
+    /// SCRAM-SHA-256/512 authenticate against). Takes the node's own flags or config file.
+    #[command(subcommand)]
+    Users(UsersCommand),
     /// Run a read-only SQL query on a node's tables (`namespace.table`).
     Query {
         #[arg(long, env = "INLET_SERVER", default_value = "http://127.0.0.1:8181")]
@@ -77,6 +81,39 @@ enum ClusterCommand {
     Status {
         #[arg(long, env = "INLET_SERVER", default_value = "http://127.0.0.1:8181")]
         server: String,
+    },
+}
+
+#[derive(Subcommand, Debug)]
+enum UsersCommand {
+    /// Add a user, or set a user's password: stores its SCRAM credentials (salted; the
+    /// password itself is never stored).
+    ///
+    /// Example: `echo "$PASSWORD" | inlet users add alice --config inlet.toml`
+    Add {
+        name: String,
+        /// The password; read from the first line of standard input when not given.
+        #[arg(long)]
+        password: Option<String>,
+        /// SCRAM-SHA-256, SCRAM-SHA-512, or both (the default).
+        #[arg(long = "mechanism", value_delimiter = ',')]
+        mechanisms: Vec<String>,
+        /// PBKDF2 iterations (4096 to 16384).
+        #[arg(long, default_value_t = 8192)]
+        iterations: i32,
+        #[command(flatten)]
+        node: ServeArgs,
+    },
+    /// List the users and their mechanisms.
+    List {
+        #[command(flatten)]
+        node: ServeArgs,
+    },
+    /// Delete a user's credentials (every mechanism's); exits 1 when it has none.
+    Delete {
+        name: String,
+        #[command(flatten)]
+        node: ServeArgs,
     },
 }
 
@@ -297,6 +334,7 @@ fn main() -> anyhow::Result<()> {
             println!("{}", serde_json::to_string_pretty(&value)?);
             Ok(())
         }
+        Command::Users(command) => runtime.block_on(users(command)),
         Command::Config(ConfigCommand::Dump(args)) => {
             let sub = matches
                 .subcommand_matches("config")
@@ -356,6 +394,59 @@ fn main() -> anyhow::Result<()> {
                     std::process::exit(1);
                 }
             }
+        }
+    }
+}
+
+/// `inlet users`.
+async fn users(command: UsersCommand) -> anyhow::Result<()> {
+    match command {
+        UsersCommand::Add {
+            name,
+            password,
+            mechanisms,
+            iterations,
+            node,
+        } => {
+            let password = match password {
+                Some(p) => p,
+                None => {
+                    let mut line = String::new();
+                    std::io::stdin()
+                        .read_line(&mut line)
+                        .context("reading the password from standard input")?;
+                    line.trim_end_matches(['\n', '\r']).to_string()
+                }
+            };
+            let mechanisms = if mechanisms.is_empty() {
+                vec!["SCRAM-SHA-256".to_string(), "SCRAM-SHA-512".to_string()]
+            } else {
+                mechanisms
+            };
+            inlet::users::add(
+                &node.into_config()?,
+                &name,
+                &password,
+                &mechanisms,
+                iterations,
+            )
+            .await?;
+            println!("user {name} stored ({})", mechanisms.join(", "));
+            Ok(())
+        }
+        UsersCommand::List { node } => {
+            for (name, mechanisms) in inlet::users::list(&node.into_config()?).await? {
+                println!("{name}\t{}", mechanisms.join(","));
+            }
+            Ok(())
+        }
+        UsersCommand::Delete { name, node } => {
+            if inlet::users::delete(&node.into_config()?, &name).await? == 0 {
+                eprintln!("user {name} has no credentials");
+                std::process::exit(1);
+            }
+            println!("user {name} deleted");
+            Ok(())
         }
     }
 }

@@ -50,6 +50,9 @@ const MIGRATIONS: &[&str] = &[
         expires_ms BIGINT NOT NULL)",
     // Where the node's WAL is: `local` or `object` (only `object` nodes share a store).
     "ALTER TABLE inlet_nodes ADD COLUMN wal VARCHAR(16) NOT NULL DEFAULT 'local'",
+    // Every Kafka listener's advertised address, `NAME://HOST:PORT,…` (Kafka's
+    // `advertised.listeners`); empty: `kafka_addr` serves every listener.
+    "ALTER TABLE inlet_nodes ADD COLUMN listeners VARCHAR(2048) NOT NULL DEFAULT ''",
 ];
 
 /// The metadata store's clock, epoch milliseconds, as SQL: the one clock every node's lease
@@ -88,6 +91,9 @@ pub struct Member {
     pub expires_ms: i64,
     /// Where the node's WAL is: `local` or `object`.
     pub wal: String,
+    /// Its Kafka listeners' advertised addresses, `NAME://HOST:PORT,…` (empty: `kafka_addr`
+    /// serves every listener).
+    pub listeners: String,
     #[serde(skip)]
     identity: String,
 }
@@ -126,13 +132,14 @@ fn identity(data_dir: &Path) -> anyhow::Result<String> {
 
 impl Membership {
     /// Joins the metadata store's membership as `node_id`, or refuses with the reason: another
-    /// node's lease is live (see the module doc). `kafka_addr` and `http_addr` are what
-    /// `inlet cluster status` shows.
+    /// node's lease is live (see the module doc). `addrs` are its Kafka address (its first
+    /// listener's, which nodes call each other on), its HTTP address (what `inlet cluster
+    /// status` shows) and every Kafka listener's (`NAME://HOST:PORT,…`).
     pub async fn join(
         meta: MetaStore,
         data_dir: &Path,
         node_id: u64,
-        addrs: (String, String),
+        addrs: (String, String, String),
         wal: WalKind,
         ttl: Duration,
         clock: Arc<dyn Clock>,
@@ -166,7 +173,7 @@ impl Membership {
             }
             let now = read_store_now(&meta, &mut *conn).await?;
             let rows = sqlx::query(
-                "SELECT node_id, identity, kafka_addr, http_addr, started_ms, expires_ms, wal
+                "SELECT node_id, identity, kafka_addr, http_addr, started_ms, expires_ms, wal, listeners
                  FROM inlet_nodes",
             )
             .fetch_all(&mut *conn)
@@ -219,8 +226,8 @@ impl Membership {
             .await?;
             sqlx::query(
                 "INSERT INTO inlet_nodes
-                 (node_id, identity, kafka_addr, http_addr, started_ms, expires_ms, wal)
-                 VALUES ($1, $2, $3, $4, $5, $6, $7)",
+                 (node_id, identity, kafka_addr, http_addr, started_ms, expires_ms, wal, listeners)
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
             )
             .bind(id)
             .bind(&identity)
@@ -229,6 +236,7 @@ impl Membership {
             .bind(now)
             .bind(now + ttl.as_millis() as i64)
             .bind(wal_name)
+            .bind(&addrs.2)
             .execute(&mut *conn)
             .await?;
             Ok(())
@@ -376,7 +384,7 @@ impl Membership {
     /// live while its `expires_ms` is above it.
     pub async fn members(meta: &MetaStore) -> anyhow::Result<(Vec<Member>, i64)> {
         let rows = sqlx::query(&format!(
-            "SELECT node_id, identity, kafka_addr, http_addr, started_ms, expires_ms, wal,
+            "SELECT node_id, identity, kafka_addr, http_addr, started_ms, expires_ms, wal, listeners,
                     {} AS now_ms
              FROM inlet_nodes ORDER BY node_id",
             store_now(meta.backend())
@@ -397,6 +405,7 @@ fn member(row: &sqlx::any::AnyRow) -> anyhow::Result<Member> {
         identity: row.try_get("identity")?,
         kafka_addr: row.try_get("kafka_addr")?,
         http_addr: row.try_get("http_addr")?,
+        listeners: row.try_get("listeners")?,
         started_ms: row.try_get("started_ms")?,
         expires_ms: row.try_get("expires_ms")?,
         wal: row.try_get("wal")?,

@@ -11,6 +11,8 @@ use kafka_protocol::protocol::StrBytes;
 use sqlx::Row;
 use tokio_util::sync::CancellationToken;
 
+use crate::acl::enforce::Check;
+use crate::acl::Session;
 use crate::codec::Request;
 use crate::config::BrokerConfig;
 use crate::error::{KafkaError, Result};
@@ -29,8 +31,22 @@ const MIGRATIONS: &[&str] =
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct BrokerAddr {
     pub node_id: i32,
+    /// The address of its first listener (the one nodes call each other on).
     pub host: String,
     pub port: u16,
+    /// The address of each of its listeners, by name; empty when it has one.
+    pub listeners: Vec<crate::config::ListenerSpec>,
+}
+
+impl BrokerAddr {
+    /// Its address on listener `name`: that listener's, or the first's when it has no such.
+    pub fn on(&self, name: &str) -> (&str, u16) {
+        self.listeners
+            .iter()
+            .find(|l| l.name == name)
+            .map(|l| (l.host.as_str(), l.port))
+            .unwrap_or((self.host.as_str(), self.port))
+    }
 }
 
 /// Who does what in a cluster, as the node that runs the broker sees it: the live nodes,
@@ -84,6 +100,8 @@ pub struct Broker {
     /// Per stream of a compacted topic, what the compactor remembers of it (`compaction`).
     pub(crate) compaction_state:
         parking_lot::Mutex<std::collections::HashMap<u64, crate::compaction::CleanState>>,
+    /// The ACL authorizer (`acl`): off unless `authorizer.class.name` turns it on.
+    pub(crate) authorizer: crate::acl::Authorizer,
     /// The fetch sessions (KIP-227) of clients fetching from this node.
     pub(crate) fetch_sessions: crate::fetch_sessions::FetchSessions,
 }
@@ -114,6 +132,13 @@ impl Broker {
         meta.migrate("ingest.cluster", MIGRATIONS).await?;
         meta.migrate("ingest.broker_configs", crate::dynamic_config::MIGRATIONS)
             .await?;
+        meta.migrate("ingest.acls", crate::acl::store::MIGRATIONS)
+            .await?;
+        meta.migrate(
+            "ingest.scram_credentials",
+            crate::sasl::credentials::MIGRATIONS,
+        )
+        .await?;
         meta.migrate("ingest.compaction", crate::compaction::MIGRATIONS)
             .await?;
         let cluster_id = Self::load_cluster_id(&meta).await?;
@@ -154,10 +179,16 @@ impl Broker {
                 static_config.fetch_session_slots as usize,
                 usize::try_from(static_config.fetch_session_max_bytes).unwrap_or(usize::MAX),
             ),
+            authorizer: crate::acl::Authorizer::new(crate::acl::AuthorizerSettings {
+                enabled: !static_config.authorizer_class_name.is_empty(),
+                super_users: static_config.super_users.clone(),
+                allow_if_no_acl: static_config.allow_everyone_if_no_acl_found,
+            }),
             config,
         });
-        // The dynamic configs stored by earlier runs and by other nodes.
+        // The dynamic configs and ACLs stored by earlier runs and by other nodes.
         broker.reload_configs().await?;
+        broker.reload_acls().await?;
         Ok(broker)
     }
 
@@ -328,16 +359,46 @@ impl Broker {
         self.groups.shutdown().await;
     }
 
-    /// Answers one request. `None` means no response is sent (Produce with acks=0).
-    /// `peer` is the client's address, for DescribeGroups.
-    pub async fn handle(&self, request: Request, peer: &str) -> Option<ResponseKind> {
-        self.handle_in_turn(request, peer, ProduceTurn::default())
+    /// Answers one request from `session` (its principal, for the authorizer, and the
+    /// client's address, for DescribeGroups). `None` means no response is sent (Produce with
+    /// acks=0).
+    pub async fn handle(&self, request: Request, session: &Session) -> Option<ResponseKind> {
+        self.handle_in_turn(request, session, ProduceTurn::default())
             .await
     }
 
     /// [`Self::handle`] for a request that keeps its place among its connection's Produce
-    /// requests (`turn`, see [`Broker::produce`]; other requests ignore it).
+    /// requests (`turn`, see [`Broker::produce`]; other requests ignore it). With the
+    /// authorizer on, the request is checked first (`acl::enforce`).
     pub async fn handle_in_turn(
+        &self,
+        mut request: Request,
+        session: &Session,
+        turn: ProduceTurn,
+    ) -> Option<ResponseKind> {
+        let version = request.version();
+        let check = if self.authorizer.enabled() {
+            self.authorize(session, &mut request.body, version)
+        } else {
+            Check::Pass
+        };
+        let patch = match check {
+            Check::Refuse(answer) => return Some(*answer),
+            Check::Then(patch) => Some(patch),
+            Check::Pass => None,
+        };
+        let mut answer = self.dispatch(request, &session.host, turn).await;
+        if let (Some(patch), Some(answer)) = (patch, answer.as_mut()) {
+            patch(answer);
+        }
+        if let Some(answer) = answer.as_mut() {
+            self.readdress(&session.listener, answer);
+        }
+        answer
+    }
+
+    /// Hands `request` to its API's handler.
+    async fn dispatch(
         &self,
         request: Request,
         peer: &str,
@@ -461,6 +522,34 @@ impl Broker {
             RequestKind::ListTransactions(r) => {
                 ResponseKind::ListTransactions(self.list_transactions(r, version).await)
             }
+            RequestKind::CreateAcls(r) => {
+                ResponseKind::CreateAcls(self.create_acls(r, version).await)
+            }
+            RequestKind::DescribeAcls(r) => {
+                ResponseKind::DescribeAcls(self.describe_acls(r, version).await)
+            }
+            RequestKind::DeleteAcls(r) => {
+                ResponseKind::DeleteAcls(self.delete_acls(r, version).await)
+            }
+            RequestKind::DescribeUserScramCredentials(r) => {
+                ResponseKind::DescribeUserScramCredentials(
+                    self.describe_user_scram_credentials(r, version).await,
+                )
+            }
+            RequestKind::AlterUserScramCredentials(r) => ResponseKind::AlterUserScramCredentials(
+                self.alter_user_scram_credentials(r, version).await,
+            ),
+            // Authentication is the connection's (`server`, `sasl`): here it is either not
+            // needed (a listener without SASL) or over, as Kafka answers.
+            RequestKind::SaslHandshake(_) => ResponseKind::SaslHandshake(
+                kafka_protocol::messages::SaslHandshakeResponse::default()
+                    .with_error_code(kafka_protocol::ResponseError::IllegalSaslState.code()),
+            ),
+            RequestKind::SaslAuthenticate(_) => ResponseKind::SaslAuthenticate(
+                kafka_protocol::messages::SaslAuthenticateResponse::default()
+                    .with_error_code(kafka_protocol::ResponseError::IllegalSaslState.code())
+                    .with_error_message(Some(str("this listener does not authenticate with SASL"))),
+            ),
             other => {
                 // The codec only lets through what `SUPPORTED` lists, and every entry there
                 // has an arm above.

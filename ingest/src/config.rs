@@ -149,6 +149,22 @@ macro_rules! broker_settings {
             /// Defaults for new topics' configs (`table.topic.*` and any other topic config
             /// given at broker level by its topic name).
             pub topic_defaults: TopicConfigs,
+            /// `authorizer.class.name`: empty (no authorizer), or one of Kafka's authorizer
+            /// classes ([`AUTHORIZERS`]), which turns Inlet's ACL authorizer on.
+            pub authorizer_class_name: String,
+            /// `super.users`: principals (`User:alice`) the authorizer allows everything,
+            /// given separated by `;`.
+            pub super_users: Vec<String>,
+            /// `sasl.enabled.mechanisms`: what SASL listeners offer ([`crate::sasl::MECHANISMS`]).
+            pub sasl_enabled_mechanisms: Vec<String>,
+            /// `listeners`: the Kafka listeners (`NAME://HOST:PORT`, comma-separated); empty:
+            /// one PLAINTEXT listener at `--kafka-listen`.
+            pub listeners: Vec<ListenerSpec>,
+            /// `advertised.listeners`: the address each listener tells clients, by name.
+            pub advertised_listeners: Vec<ListenerSpec>,
+            /// `listener.security.protocol.map`: each listener name's security protocol
+            /// (`NAME:PROTOCOL`); the protocols' own names map to themselves.
+            pub listener_protocols: BTreeMap<String, String>,
             /// Every broker config as given, for DescribeConfigs' sources.
             pub given: BTreeMap<String, String>,
         }
@@ -161,6 +177,12 @@ macro_rules! broker_settings {
                     advertised_port: 9092,
                     $( $field: $default, )*
                     topic_defaults: TopicConfigs::default(),
+                    authorizer_class_name: String::new(),
+                    super_users: Vec::new(),
+                    sasl_enabled_mechanisms: crate::sasl::MECHANISMS.iter().map(|m| m.to_string()).collect(),
+                    listeners: Vec::new(),
+                    advertised_listeners: Vec::new(),
+                    listener_protocols: BTreeMap::new(),
                     given: BTreeMap::new(),
                 }
             }
@@ -204,6 +226,8 @@ broker_settings! {
     queued_max_request_bytes: u64 = 256 * 1024 * 1024, "queued.max.request.bytes", SettingKind::Int { min: 1, max: i64::MAX };
     /// (Inlet's own) The most bytes one compressed record batch may decompress to; more is refused as INVALID_RECORD. Records are read streaming, so this bounds time, not memory.
     max_decompressed_batch_bytes: u64 = 64 * 1024 * 1024, "inlet.batch.max.decompressed.bytes", SettingKind::Int { min: 1024, max: i64::MAX };
+    /// With SASL, how long an authenticated session lasts before the client must re-authenticate (KIP-368); 0: sessions do not expire.
+    connections_max_reauth_ms: u64 = 0, "connections.max.reauth.ms", SettingKind::Int { min: 0, max: i64::MAX };
     /// A connection that sends no request for this long is closed.
     connections_max_idle_ms: u64 = 600_000, "connections.max.idle.ms", SettingKind::Int { min: 1, max: i64::MAX };
     /// Connections open at once; more are closed as they are accepted.
@@ -232,6 +256,8 @@ broker_settings! {
     log_cleaner_dedupe_buffer_size: u64 = 128 * 1024 * 1024, "log.cleaner.dedupe.buffer.size", SettingKind::Int { min: 1024, max: i64::MAX };
     /// (Inlet's own) The most stored bytes the compactor reads and rewrites at once (whole object ranges; at least one).
     log_cleaner_rewrite_max_bytes: u64 = 64 * 1024 * 1024, "inlet.log.cleaner.rewrite.max.bytes", SettingKind::Int { min: 1024, max: i64::MAX };
+    /// With the authorizer on, whether a resource that no ACL names is open to every principal (Kafka's default: no).
+    allow_everyone_if_no_acl_found: bool = false, "allow.everyone.if.no.acl.found", SettingKind::Bool;
     /// The longest `transaction.timeout.ms` a transactional producer may ask for; InitProducerId with a longer one answers INVALID_TRANSACTION_TIMEOUT.
     transaction_max_timeout_ms: u64 = 900_000, "transaction.max.timeout.ms", SettingKind::Int { min: 1, max: INT_MAX };
     /// How often the transaction coordinator looks for transactions open longer than their timeout, and aborts them.
@@ -245,6 +271,67 @@ broker_settings! {
     /// (Inlet's own) Memory for the fetch sessions' partitions (about 120 bytes per partition of a session, plus its topic name); a new session that does not fit is not opened.
     fetch_session_max_bytes: u64 = 64 * 1024 * 1024, "inlet.fetch.session.cache.max.bytes", SettingKind::Int { min: 1024, max: i64::MAX };
 }
+
+/// One entry of `listeners` or `advertised.listeners`: `NAME://HOST:PORT`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ListenerSpec {
+    pub name: String,
+    /// Empty: every interface (when binding).
+    pub host: String,
+    pub port: u16,
+}
+
+/// Kafka's security protocols.
+pub const SECURITY_PROTOCOLS: &[&str] = &["PLAINTEXT", "SASL_PLAINTEXT", "SSL", "SASL_SSL"];
+
+/// Reads a `listeners`-style list: `NAME://HOST:PORT` entries separated by commas, each name
+/// once.
+pub fn parse_listeners(text: &str) -> Result<Vec<ListenerSpec>, String> {
+    let mut out: Vec<ListenerSpec> = Vec::new();
+    for entry in text.split(',').map(str::trim).filter(|e| !e.is_empty()) {
+        let (name, address) = entry
+            .split_once("://")
+            .ok_or_else(|| format!("{entry:?} is not of the form NAME://HOST:PORT"))?;
+        let (host, port) = address
+            .rsplit_once(':')
+            .ok_or_else(|| format!("{entry:?} has no port"))?;
+        let port: u16 = port
+            .parse()
+            .map_err(|_| format!("{entry:?}: the port is not a number"))?;
+        let name = name.to_ascii_uppercase();
+        if out.iter().any(|l| l.name == name) {
+            return Err(format!("listener {name} is named twice"));
+        }
+        out.push(ListenerSpec {
+            name,
+            host: host
+                .trim_start_matches('[')
+                .trim_end_matches(']')
+                .to_string(),
+            port,
+        });
+    }
+    Ok(out)
+}
+
+impl BrokerConfig {
+    /// The security protocol of listener `name`: by `listener.security.protocol.map`, or the
+    /// name itself when it is a protocol's.
+    pub fn protocol_of(&self, name: &str) -> Option<&str> {
+        self.listener_protocols
+            .get(name)
+            .map(String::as_str)
+            .or_else(|| SECURITY_PROTOCOLS.iter().copied().find(|p| *p == name))
+    }
+}
+
+/// The `authorizer.class.name` values that turn Inlet's authorizer on: Kafka's own
+/// authorizers, whose semantics it follows (`ingest/src/acl`).
+pub const AUTHORIZERS: &[&str] = &[
+    "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+    "kafka.security.authorizer.AclAuthorizer",
+    "kafka.security.auth.SimpleAclAuthorizer",
+];
 
 /// Kafka's other spellings of a setting: the name, the setting it sets, and the factor from
 /// its unit to the setting's (-1 stays -1).
@@ -370,7 +457,64 @@ impl BrokerConfig {
     ) -> Result<(), String> {
         for (key, value) in configs {
             let bad = |what: &str| format!("{origin}{key}={value}: {what}");
-            if let Some(s) = setting(key) {
+            if key == "authorizer.class.name" {
+                let name = value.trim();
+                if !name.is_empty() && !AUTHORIZERS.contains(&name) {
+                    return Err(bad(&format!(
+                        "Inlet's authorizer is built in and follows Kafka's; name one of {} (or nothing, for no authorizer)",
+                        AUTHORIZERS.join(", ")
+                    )));
+                }
+                self.authorizer_class_name = name.to_string();
+            } else if key == "sasl.enabled.mechanisms" {
+                let mechanisms: Vec<String> = value
+                    .split(',')
+                    .map(|m| m.trim().to_string())
+                    .filter(|m| !m.is_empty())
+                    .collect();
+                if let Some(m) = mechanisms
+                    .iter()
+                    .find(|m| !crate::sasl::MECHANISMS.contains(&m.as_str()))
+                {
+                    return Err(bad(&format!(
+                        "{m} is not offered; Inlet offers {}",
+                        crate::sasl::MECHANISMS.join(", ")
+                    )));
+                }
+                self.sasl_enabled_mechanisms = mechanisms;
+            } else if key == "listeners" {
+                self.listeners = parse_listeners(value).map_err(|e| bad(&e))?;
+            } else if key == "advertised.listeners" {
+                self.advertised_listeners = parse_listeners(value).map_err(|e| bad(&e))?;
+            } else if key == "listener.security.protocol.map" {
+                let mut map = BTreeMap::new();
+                for entry in value.split(',').map(str::trim).filter(|e| !e.is_empty()) {
+                    let (name, protocol) = entry.split_once(':').ok_or_else(|| {
+                        bad(&format!("{entry:?} is not of the form NAME:PROTOCOL"))
+                    })?;
+                    let protocol = protocol.trim().to_ascii_uppercase();
+                    if !SECURITY_PROTOCOLS.contains(&protocol.as_str()) {
+                        return Err(bad(&format!(
+                            "{protocol} is not a security protocol ({})",
+                            SECURITY_PROTOCOLS.join(", ")
+                        )));
+                    }
+                    map.insert(name.trim().to_ascii_uppercase(), protocol);
+                }
+                self.listener_protocols = map;
+            } else if key == "super.users" {
+                let users: Vec<String> = value
+                    .split(';')
+                    .map(|u| u.trim().to_string())
+                    .filter(|u| !u.is_empty())
+                    .collect();
+                if let Some(u) = users.iter().find(|u| !u.contains(':')) {
+                    return Err(bad(&format!(
+                        "{u:?} is not a principal of the form User:name"
+                    )));
+                }
+                self.super_users = users;
+            } else if let Some(s) = setting(key) {
                 let n = s.kind.parse(value).map_err(|e| bad(&e))?;
                 (s.set)(self, n);
             } else if let Some(&(_, target, unit)) = ALIASES.iter().find(|a| a.0 == key) {
@@ -400,6 +544,25 @@ impl BrokerConfig {
                 self.socket_request_max_bytes, self.queued_max_request_bytes
             ));
         }
+        for l in &self.listeners {
+            if self.protocol_of(&l.name).is_none() {
+                return Err(format!(
+                    "listener {} has no security protocol: name it by one ({}) or map it in listener.security.protocol.map",
+                    l.name,
+                    SECURITY_PROTOCOLS.join(", ")
+                ));
+            }
+        }
+        if let Some(a) = self
+            .advertised_listeners
+            .iter()
+            .find(|a| !self.listeners.iter().any(|l| l.name == a.name))
+        {
+            return Err(format!(
+                "advertised.listeners names {}, which listeners does not",
+                a.name
+            ));
+        }
         if self.group_min_session_timeout_ms > self.group_max_session_timeout_ms {
             return Err("group.min.session.timeout.ms exceeds group.max.session.timeout.ms".into());
         }
@@ -415,6 +578,39 @@ impl BrokerConfig {
             .map(|s| (s.name.to_string(), s.value(self), false))
             .collect();
         out.push(("broker.id".into(), self.node_id.to_string(), false));
+        out.push((
+            "authorizer.class.name".into(),
+            self.authorizer_class_name.clone(),
+            false,
+        ));
+        out.push(("super.users".into(), self.super_users.join(";"), false));
+        out.push((
+            "sasl.enabled.mechanisms".into(),
+            self.sasl_enabled_mechanisms.join(","),
+            false,
+        ));
+        let render = |specs: &[ListenerSpec]| {
+            specs
+                .iter()
+                .map(|l| format!("{}://{}:{}", l.name, l.host, l.port))
+                .collect::<Vec<_>>()
+                .join(",")
+        };
+        out.push(("listeners".into(), render(&self.listeners), false));
+        out.push((
+            "advertised.listeners".into(),
+            render(&self.advertised_listeners),
+            false,
+        ));
+        out.push((
+            "listener.security.protocol.map".into(),
+            self.listener_protocols
+                .iter()
+                .map(|(n, p)| format!("{n}:{p}"))
+                .collect::<Vec<_>>()
+                .join(","),
+            false,
+        ));
         for (name, value) in self.topic_defaults.explicit() {
             out.push((name.clone(), value.clone(), false));
         }

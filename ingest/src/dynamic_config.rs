@@ -183,6 +183,19 @@ pub(crate) fn check_dynamic(key: &str) -> Result<()> {
     if KEPT_WITHOUT_EFFECT.contains(&key) {
         return Ok(());
     }
+    if matches!(
+        key,
+        "authorizer.class.name"
+            | "super.users"
+            | "sasl.enabled.mechanisms"
+            | "listeners"
+            | "advertised.listeners"
+            | "listener.security.protocol.map"
+    ) {
+        return refuse(format!(
+            "{key} cannot be changed while nodes run: set it with --kafka-config (or the config file) and restart"
+        ));
+    }
     match config::topic_default_set_by(key) {
         Some(name) if topic_config::is_table_config(name) => refuse(format!(
             "{key} cannot be changed while nodes run: table.topic.* defaults decide what every table topic is, so they are set with --kafka-config (or the config file); set a topic's own with AlterConfigs on the topic"

@@ -18,7 +18,13 @@
 //! requests for partitions or groups another node holds answer `NOT_LEADER_OR_FOLLOWER` or
 //! `NOT_COORDINATOR`. Transactions ([`txn`], `handlers/txn.rs`): the coordinator's state in the
 //! metadata store, markers, and each partition's last stable offset.
+//!
+//! Security: a connection on a SASL listener authenticates first ([`sasl`], in `server`);
+//! with the authorizer on, every request is checked against the ACLs before its handler runs
+//! ([`acl`], `acl/enforce.rs`). Broker configs may change while nodes run
+//! ([`dynamic_config`]).
 
+pub mod acl;
 pub(crate) mod authorized;
 pub(crate) mod broker;
 pub(crate) mod compaction;
@@ -35,6 +41,7 @@ mod handlers;
 pub(crate) mod metrics;
 pub mod producer_image;
 pub(crate) mod producers;
+pub mod sasl;
 pub mod server;
 pub(crate) mod topic_config;
 pub(crate) mod topics;

@@ -35,6 +35,12 @@ pub struct Metrics {
     pub refused_connections: AtomicU64,
     /// Connections closed because a request body did not arrive in time.
     pub slow_requests: AtomicU64,
+    /// SASL authentications that succeeded (first ones and re-authentications).
+    pub sasl_authentications: AtomicU64,
+    /// SASL re-authentications (KIP-368) that succeeded.
+    pub sasl_reauthentications: AtomicU64,
+    /// SASL authentications that failed (the connection was closed).
+    pub sasl_failures: AtomicU64,
     /// Record batches refused because their records do not read as the header says.
     pub invalid_batches: AtomicU64,
     /// Committed offsets deleted by offsets.retention.minutes.
@@ -102,6 +108,9 @@ impl Default for Metrics {
             compaction_bytes_read: AtomicU64::new(0),
             refused_connections: AtomicU64::new(0),
             slow_requests: AtomicU64::new(0),
+            sasl_authentications: AtomicU64::new(0),
+            sasl_reauthentications: AtomicU64::new(0),
+            sasl_failures: AtomicU64::new(0),
             produced_records: AtomicU64::new(0),
             produced_bytes: AtomicU64::new(0),
             fetched_bytes: AtomicU64::new(0),
@@ -214,6 +223,24 @@ impl Metrics {
                 "Connections closed as they were accepted, over max.connections or max.connections.per.ip.",
                 "counter",
                 get(&self.refused_connections),
+            ),
+            (
+                "inlet_kafka_sasl_authentications_total",
+                "SASL authentications of Kafka connections that succeeded, re-authentications included.",
+                "counter",
+                get(&self.sasl_authentications),
+            ),
+            (
+                "inlet_kafka_sasl_reauthentications_total",
+                "SASL re-authentications (KIP-368) of Kafka connections that succeeded.",
+                "counter",
+                get(&self.sasl_reauthentications),
+            ),
+            (
+                "inlet_kafka_sasl_failures_total",
+                "SASL authentications of Kafka connections that failed (each closed its connection).",
+                "counter",
+                get(&self.sasl_failures),
             ),
             (
                 "inlet_kafka_slow_requests_total",

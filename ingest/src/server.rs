@@ -103,17 +103,74 @@ enum Item {
     Close(String),
 }
 
-/// Accepts Kafka connections until `shutdown`; then stops reading new requests, answers the
-/// ones in flight and returns.
+/// How a listener's connections are authenticated (Kafka's listener security protocols).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ListenerSecurity {
+    /// The listener's name, as `listeners` names it (`PLAINTEXT`, `SASL_PLAINTEXT`, or one
+    /// mapped by `listener.security.protocol.map`).
+    pub name: String,
+    /// The SASL mechanisms its connections authenticate with; none: no authentication
+    /// (requests come from `User:ANONYMOUS`).
+    pub sasl_mechanisms: Vec<String>,
+}
+
+impl ListenerSecurity {
+    /// A listener without authentication.
+    pub fn plaintext() -> Self {
+        ListenerSecurity {
+            name: "PLAINTEXT".into(),
+            sasl_mechanisms: Vec::new(),
+        }
+    }
+}
+
+/// One bound Kafka listener.
+#[derive(Debug)]
+pub struct Listener {
+    pub tcp: TcpListener,
+    pub security: ListenerSecurity,
+}
+
+/// Accepts Kafka connections on one listener without authentication until `shutdown`
+/// ([`serve_listeners`]).
 pub async fn serve(listener: TcpListener, broker: Arc<Broker>, shutdown: CancellationToken) {
+    serve_listeners(
+        vec![Listener {
+            tcp: listener,
+            security: ListenerSecurity::plaintext(),
+        }],
+        broker,
+        shutdown,
+    )
+    .await
+}
+
+/// Accepts Kafka connections on every listener until `shutdown`; then stops reading new
+/// requests, answers the ones in flight and returns. The listeners share the request budget
+/// and the connection limits, as Kafka's do.
+pub async fn serve_listeners(
+    listeners: Vec<Listener>,
+    broker: Arc<Broker>,
+    shutdown: CancellationToken,
+) {
     let mut connections = JoinSet::new();
     // One budget for every connection's read-ahead, as Kafka's queued.max.request.bytes.
     let budget = (broker.config().queued_max_request_bytes as usize).min(Semaphore::MAX_PERMITS);
     let permits = Arc::new(Semaphore::new(budget));
     let census = Arc::new(parking_lot::Mutex::new(Census::default()));
+    let accept = || {
+        std::future::poll_fn(|cx| {
+            for l in &listeners {
+                if let std::task::Poll::Ready(r) = l.tcp.poll_accept(cx) {
+                    return std::task::Poll::Ready((r, l.security.clone()));
+                }
+            }
+            std::task::Poll::Pending
+        })
+    };
     loop {
         tokio::select! {
-            accepted = listener.accept() => match accepted {
+            (accepted, security) = accept() => match accepted {
                 Ok((socket, peer)) if *broker.standing_down.borrow() => {
                     tracing::debug!(%peer, "turning a Kafka connection away: this node stands down");
                     drop(socket);
@@ -123,7 +180,7 @@ pub async fn serve(listener: TcpListener, broker: Arc<Broker>, shutdown: Cancell
                     match admit(&census, peer.ip(), config.max_connections, config.max_connections_per_ip) {
                         Ok(admitted) => {
                             let _ = socket.set_nodelay(true);
-                            connections.spawn(connection(socket, peer, broker.clone(), permits.clone(), shutdown.clone(), admitted));
+                            connections.spawn(connection(socket, peer, security, broker.clone(), permits.clone(), shutdown.clone(), admitted));
                         }
                         Err(limit) => {
                             broker.metrics().refused_connections.fetch_add(1, Ordering::Relaxed);
@@ -147,6 +204,7 @@ pub async fn serve(listener: TcpListener, broker: Arc<Broker>, shutdown: Cancell
 async fn connection(
     socket: TcpStream,
     peer: SocketAddr,
+    security: ListenerSecurity,
     broker: Arc<Broker>,
     permits: Arc<Semaphore>,
     shutdown: CancellationToken,
@@ -155,7 +213,7 @@ async fn connection(
     let metrics = broker.metrics().clone();
     metrics.connections.fetch_add(1, Ordering::Relaxed);
     metrics.connections_total.fetch_add(1, Ordering::Relaxed);
-    let (read, mut write) = socket.into_split();
+    let (read, mut write) = tokio::io::split(socket);
     let (tx, mut rx) = mpsc::channel::<Item>(MAX_INFLIGHT);
     let max_frame = broker.config().socket_request_max_bytes;
     let mut reader = JoinSet::new();
@@ -168,8 +226,15 @@ async fn connection(
         shutdown.clone(),
     ));
 
-    // The client's address for DescribeGroups, made once per connection.
-    let peer_ip: Arc<str> = peer.ip().to_string().into();
+    // Who the requests come from: the client's address, and the principal: User:ANONYMOUS
+    // on a listener without authentication, else the user SASL authenticated.
+    let mut session = Arc::new(crate::acl::Session::anonymous(
+        &peer.ip().to_string(),
+        &security.name,
+    ));
+    let peer_ip: Arc<str> = session.host.as_str().into();
+    let mut sasl = (!security.sasl_mechanisms.is_empty())
+        .then(|| crate::sasl::Authentication::new(&security.sasl_mechanisms));
     let mut inflight = FuturesOrdered::new();
     let mut reading = true;
     let mut standing_down = broker.standing_down();
@@ -181,9 +246,35 @@ async fn connection(
     loop {
         tokio::select! {
             item = rx.recv(), if reading && inflight.len() < MAX_INFLIGHT => match item {
+                Some(Item::Request(request, permit, _arrived))
+                    if sasl.as_ref().is_some_and(|auth| {
+                        !auth.serves(broker.clock().now_ms())
+                            || matches!(request.api_key, ApiKey::SaslHandshake | ApiKey::SaslAuthenticate)
+                    }) && request.api_key != ApiKey::ApiVersions =>
+                {
+                    // Authentication traffic, answered here, in turn.
+                    let auth = sasl.as_mut().expect("checked by the guard");
+                    let (answer, close) = authenticate(&broker, auth, *request).await;
+                    drop(permit);
+                    if let Some(principal) = auth.principal().filter(|p| *p != session.principal) {
+                        session = Arc::new(crate::acl::Session {
+                            principal,
+                            ..(*session).clone()
+                        });
+                    }
+                    if let Some(frame) = answer {
+                        inflight.push_back(Box::pin(async move { Some(frame) })
+                            as futures::future::BoxFuture<'static, Option<Result<Frame, String>>>);
+                    }
+                    if let Some(reason) = close {
+                        inflight.push_back(Box::pin(async move { Some(Err(reason)) }));
+                        reading = false;
+                    }
+                }
                 Some(Item::Request(request, permit, arrived)) => {
                     let broker = broker.clone();
                     let peer = peer_ip.clone();
+                    let session = session.clone();
                     let turn = if request.api_key == ApiKey::Produce {
                         let (done, next) = tokio::sync::oneshot::channel();
                         crate::broker::ProduceTurn {
@@ -198,7 +289,7 @@ async fn connection(
                         let version = request.version();
                         let correlation = request.header.correlation_id;
                         tracing::debug!(%peer, ?api, version, correlation, "request");
-                        let answer = broker.handle_in_turn(*request, &peer, turn).await;
+                        let answer = broker.handle_in_turn(*request, &session, turn).await;
                         drop(permit);
                         let frame = match answer {
                             Some(body) => match codec::encode_response(api, version, correlation, &body) {
@@ -247,8 +338,8 @@ async fn connection(
     metrics.connections.fetch_sub(1, Ordering::Relaxed);
 }
 
-async fn read_requests(
-    mut read: tokio::net::tcp::OwnedReadHalf,
+async fn read_requests<R: tokio::io::AsyncRead + Unpin>(
+    mut read: R,
     tx: mpsc::Sender<Item>,
     permits: Arc<Semaphore>,
     max_frame: u32,
@@ -351,8 +442,8 @@ enum BodyError {
 
 /// Reads a `size`-byte request body by [`READ_CHUNK`]s, reserving room in `permits` for each
 /// chunk just before reading it, all before `deadline`.
-async fn read_body(
-    read: &mut tokio::net::tcp::OwnedReadHalf,
+async fn read_body<R: tokio::io::AsyncRead + Unpin>(
+    read: &mut R,
     size: usize,
     permits: &Arc<Semaphore>,
     deadline: tokio::time::Instant,
@@ -395,4 +486,51 @@ async fn read_body(
     }
     let held = held.ok_or(BodyError::Closed)?;
     Ok((frame.freeze(), held))
+}
+
+/// Answers one request of a connection that must authenticate (or re-authenticate) first:
+/// SaslHandshake and SaslAuthenticate go to `auth`; anything else closes the connection, as
+/// Kafka closes it. Returns the answer's frame and, if the connection must close, why.
+async fn authenticate(
+    broker: &Broker,
+    auth: &mut crate::sasl::Authentication,
+    request: codec::Request,
+) -> (Option<Result<Frame, String>>, Option<String>) {
+    use crate::sasl::Outcome;
+    let api = request.api_key;
+    let version = request.version();
+    let correlation = request.header.correlation_id;
+    let outcome = match &request.body {
+        kafka_protocol::messages::RequestKind::SaslHandshake(r) => auth.handshake(r),
+        kafka_protocol::messages::RequestKind::SaslAuthenticate(r) => {
+            let reauth_ms = broker.config().connections_max_reauth_ms;
+            auth.authenticate(broker, r, reauth_ms, broker.clock().now_ms())
+                .await
+        }
+        _ if auth.principal().is_some() => {
+            return (
+                None,
+                Some(format!(
+                    "{api:?} after the session's lifetime (connections.max.reauth.ms) without re-authentication"
+                )),
+            )
+        }
+        _ => {
+            return (
+                None,
+                Some(format!(
+                    "unexpected {api:?} request before SASL authentication"
+                )),
+            )
+        }
+    };
+    let (body, close) = match outcome {
+        Outcome::Answer(body) => (body, None),
+        Outcome::AnswerAndClose(body) => {
+            (body, Some(format!("SASL authentication failed ({api:?})")))
+        }
+    };
+    let frame = codec::encode_response(api, version, correlation, &body)
+        .map_err(|e| format!("encoding the {api:?} v{version} response failed: {e:#}"));
+    (Some(frame), close)
 }

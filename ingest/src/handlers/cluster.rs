@@ -41,11 +41,67 @@ impl Broker {
     pub(crate) fn brokers(&self) -> Vec<BrokerAddr> {
         match self.cluster_view() {
             Some(view) => view.brokers(),
-            None => vec![BrokerAddr {
-                node_id: self.config().node_id,
-                host: self.config().advertised_host.clone(),
-                port: self.config().advertised_port,
-            }],
+            None => {
+                let config = self.config();
+                vec![BrokerAddr {
+                    node_id: config.node_id,
+                    host: config.advertised_host.clone(),
+                    port: config.advertised_port,
+                    listeners: config.advertised_listeners.clone(),
+                }]
+            }
+        }
+    }
+
+    /// Gives the addresses in `answer` (Metadata's brokers, FindCoordinator's coordinators,
+    /// DescribeCluster's brokers) on `listener`, the one the request came in on, as Kafka
+    /// answers each listener with its own addresses. The first listener's are there already.
+    pub(crate) fn readdress(&self, listener: &str, answer: &mut ResponseKind) {
+        let first = self.config().listeners.first().map(|l| l.name.clone());
+        if first.as_deref().is_none_or(|f| f == listener) {
+            return;
+        }
+        let brokers = self.brokers();
+        let on = |node: i32| {
+            brokers.iter().find(|b| b.node_id == node).map(|b| {
+                let (host, port) = b.on(listener);
+                (host.to_string(), i32::from(port))
+            })
+        };
+        match answer {
+            ResponseKind::Metadata(r) => {
+                for b in &mut r.brokers {
+                    if let Some((host, port)) = on(b.node_id.0) {
+                        b.host = str(host);
+                        b.port = port;
+                    }
+                }
+            }
+            ResponseKind::DescribeCluster(r) => {
+                for b in &mut r.brokers {
+                    if let Some((host, port)) = on(b.broker_id.0) {
+                        b.host = str(host);
+                        b.port = port;
+                    }
+                }
+            }
+            ResponseKind::FindCoordinator(r) => {
+                if r.node_id.0 >= 0 {
+                    if let Some((host, port)) = on(r.node_id.0) {
+                        r.host = str(host);
+                        r.port = port;
+                    }
+                }
+                for c in &mut r.coordinators {
+                    if c.node_id.0 >= 0 {
+                        if let Some((host, port)) = on(c.node_id.0) {
+                            c.host = str(host);
+                            c.port = port;
+                        }
+                    }
+                }
+            }
+            _ => {}
         }
     }
 

@@ -1,0 +1,291 @@
+//! SASL authentication of Kafka connections (KIP-43's SaslHandshake, KIP-152's
+//! SaslAuthenticate, KIP-368's re-authentication): PLAIN and SCRAM-SHA-256/512, checked
+//! against the users' SCRAM credentials in the metadata store (`credentials`; PLAIN derives
+//! the salted password and compares it with the stored key, so no password is ever stored).
+//!
+//! A connection on a SASL listener starts unauthenticated ([`Authentication`]): only
+//! ApiVersions, SaslHandshake and SaslAuthenticate are answered, one at a time, and any other
+//! request closes the connection, as Kafka's broker does. Once a mechanism's exchange
+//! succeeds, the connection's principal is `User:<name>`. With `connections.max.reauth.ms`,
+//! SaslAuthenticate tells the client how long the session lasts; the client re-authenticates
+//! (as the same user) before then, or the connection is closed at its next request after.
+
+pub mod credentials;
+pub mod scram;
+
+use std::sync::atomic::Ordering;
+
+use bytes::Bytes;
+use kafka_protocol::messages::*;
+use kafka_protocol::ResponseError;
+
+use crate::broker::{str, Broker};
+use scram::{Mechanism, ServerExchange};
+
+/// The mechanisms Inlet offers, in `sasl.enabled.mechanisms`' spelling.
+pub const MECHANISMS: &[&str] = &["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"];
+
+/// Where a connection's authentication stands.
+#[derive(Debug)]
+enum Stage {
+    /// Waiting for SaslHandshake.
+    Handshake,
+    /// PLAIN chosen; waiting for its one SaslAuthenticate.
+    Plain,
+    /// A SCRAM mechanism chosen; in its exchange.
+    Scram(ServerExchange),
+    /// Authenticated as `user`.
+    Done,
+}
+
+/// One connection's SASL authentication.
+#[derive(Debug)]
+pub struct Authentication {
+    enabled: Vec<String>,
+    stage: Stage,
+    /// The authenticated user, once there is one (kept through a re-authentication, which
+    /// must name the same user).
+    user: Option<String>,
+    /// When the session ends (`connections.max.reauth.ms`), in the broker clock's ms.
+    expires_ms: Option<u64>,
+}
+
+/// What the connection does after an authentication request.
+#[derive(Debug)]
+pub enum Outcome {
+    /// Send this answer and go on.
+    Answer(ResponseKind),
+    /// Send this answer, then close the connection (a failed authentication).
+    AnswerAndClose(ResponseKind),
+}
+
+impl Authentication {
+    /// A new connection on a listener offering `enabled` mechanisms.
+    pub fn new(enabled: &[String]) -> Self {
+        Authentication {
+            enabled: enabled.to_vec(),
+            stage: Stage::Handshake,
+            user: None,
+            expires_ms: None,
+        }
+    }
+
+    /// The authenticated principal, once the first exchange succeeded.
+    pub fn principal(&self) -> Option<String> {
+        self.user.as_ref().map(|u| format!("User:{u}"))
+    }
+
+    /// Whether requests other than authentication ones may be served now: authenticated, and
+    /// the session not over (`now_ms`). A re-authentication in progress does not stop them:
+    /// clients pipeline requests around it (Kafka's broker holds them until it is over; the
+    /// connection is the same user's throughout).
+    pub fn serves(&self, now_ms: u64) -> bool {
+        self.user.is_some() && self.expires_ms.is_none_or(|end| now_ms < end)
+    }
+
+    /// Answers a SaslHandshake.
+    pub fn handshake(&mut self, r: &SaslHandshakeRequest) -> Outcome {
+        let mechanisms: Vec<_> = self.enabled.iter().map(|m| str(m.clone())).collect();
+        let chosen = r.mechanism.as_str();
+        if !matches!(self.stage, Stage::Handshake | Stage::Done) {
+            return Outcome::AnswerAndClose(ResponseKind::SaslHandshake(
+                SaslHandshakeResponse::default()
+                    .with_error_code(ResponseError::IllegalSaslState.code())
+                    .with_mechanisms(mechanisms),
+            ));
+        }
+        if !self.enabled.iter().any(|m| m == chosen) {
+            return Outcome::AnswerAndClose(ResponseKind::SaslHandshake(
+                SaslHandshakeResponse::default()
+                    .with_error_code(ResponseError::UnsupportedSaslMechanism.code())
+                    .with_mechanisms(mechanisms),
+            ));
+        }
+        self.stage = match Mechanism::from_name(chosen) {
+            Some(m) => Stage::Scram(ServerExchange::new(m)),
+            None => Stage::Plain,
+        };
+        Outcome::Answer(ResponseKind::SaslHandshake(
+            SaslHandshakeResponse::default().with_mechanisms(mechanisms),
+        ))
+    }
+
+    /// Answers a SaslAuthenticate, reading credentials from `broker`'s metadata store.
+    /// `reauth_ms` is `connections.max.reauth.ms` (0: sessions do not expire); `now_ms` the
+    /// broker clock.
+    pub async fn authenticate(
+        &mut self,
+        broker: &Broker,
+        r: &SaslAuthenticateRequest,
+        reauth_ms: u64,
+        now_ms: u64,
+    ) -> Outcome {
+        let failed = |code: ResponseError, why: String| {
+            tracing::info!(reason = %why, "SASL authentication failed");
+            broker
+                .metrics()
+                .sasl_failures
+                .fetch_add(1, Ordering::Relaxed);
+            Outcome::AnswerAndClose(ResponseKind::SaslAuthenticate(
+                SaslAuthenticateResponse::default()
+                    .with_error_code(code.code())
+                    .with_error_message(Some(str(why))),
+            ))
+        };
+        let auth_failed = |why: String| failed(ResponseError::SaslAuthenticationFailed, why);
+        let meta = broker.store.meta();
+        let stage = std::mem::replace(&mut self.stage, Stage::Handshake);
+        let (user, reply) = match stage {
+            Stage::Plain => {
+                let Some((user, password)) = parse_plain(&r.auth_bytes) else {
+                    return auth_failed("malformed PLAIN message".into());
+                };
+                // PLAIN checks the password against the user's SCRAM-SHA-512 credential, or its
+                // SCRAM-SHA-256 one.
+                let mut verified = false;
+                for m in [Mechanism::Sha512, Mechanism::Sha256] {
+                    match credentials::credential(meta, &user, m).await {
+                        Ok(Some(c)) => {
+                            verified = c.verifies(&password);
+                            break;
+                        }
+                        Ok(None) => {}
+                        Err(e) => {
+                            return failed(
+                                ResponseError::SaslAuthenticationFailed,
+                                format!("reading the credentials failed: {}", e.message),
+                            )
+                        }
+                    }
+                }
+                if !verified {
+                    return auth_failed(format!(
+                        "authentication failed: invalid credentials for user {user:?}"
+                    ));
+                }
+                (user, Bytes::new())
+            }
+            Stage::Scram(mut exchange) => match &exchange {
+                ServerExchange::Start { mechanism } => {
+                    let mechanism = *mechanism;
+                    let user = match ServerExchange::user_of(&r.auth_bytes) {
+                        Ok(u) => u,
+                        Err(e) => return auth_failed(e),
+                    };
+                    let credential = match credentials::credential(meta, &user, mechanism).await {
+                        Ok(c) => c,
+                        Err(e) => {
+                            return auth_failed(format!(
+                                "reading the credentials failed: {}",
+                                e.message
+                            ))
+                        }
+                    };
+                    match exchange.first(&r.auth_bytes, credential) {
+                        Ok(server_first) => {
+                            self.stage = Stage::Scram(exchange);
+                            return Outcome::Answer(ResponseKind::SaslAuthenticate(
+                                SaslAuthenticateResponse::default()
+                                    .with_auth_bytes(Bytes::from(server_first)),
+                            ));
+                        }
+                        Err(e) => return auth_failed(e),
+                    }
+                }
+                _ => match exchange.last(&r.auth_bytes) {
+                    Ok((user, server_final)) => (user, Bytes::from(server_final)),
+                    Err(e) => return auth_failed(e),
+                },
+            },
+            Stage::Handshake | Stage::Done => {
+                return failed(
+                    ResponseError::IllegalSaslState,
+                    "SaslAuthenticate before SaslHandshake".into(),
+                )
+            }
+        };
+        if self.user.as_ref().is_some_and(|before| *before != user) {
+            return auth_failed(format!(
+                "re-authentication as {user:?} on a connection authenticated as {:?}",
+                self.user.as_deref().unwrap_or_default()
+            ));
+        }
+        let again = self.user.is_some();
+        self.user = Some(user);
+        self.stage = Stage::Done;
+        tracing::debug!(
+            user = self.user.as_deref().unwrap_or_default(),
+            again,
+            reauth_ms,
+            "SASL authenticated"
+        );
+        let metrics = broker.metrics();
+        metrics.sasl_authentications.fetch_add(1, Ordering::Relaxed);
+        if again {
+            metrics
+                .sasl_reauthentications
+                .fetch_add(1, Ordering::Relaxed);
+        }
+        let lifetime = if reauth_ms > 0 {
+            self.expires_ms = Some(now_ms + reauth_ms);
+            reauth_ms as i64
+        } else {
+            0
+        };
+        Outcome::Answer(ResponseKind::SaslAuthenticate(
+            SaslAuthenticateResponse::default()
+                .with_auth_bytes(reply)
+                .with_session_lifetime_ms(lifetime),
+        ))
+    }
+}
+
+/// A PLAIN message (RFC 4616): `[authzid] NUL authcid NUL passwd`; an authzid other than the
+/// user is refused.
+fn parse_plain(bytes: &[u8]) -> Option<(String, String)> {
+    let text = std::str::from_utf8(bytes).ok()?;
+    let mut parts = text.split('\0');
+    let authzid = parts.next()?;
+    let user = parts.next()?;
+    let password = parts.next()?;
+    if parts.next().is_some() || user.is_empty() || (!authzid.is_empty() && authzid != user) {
+        return None;
+    }
+    Some((user.to_string(), password.to_string()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn plain_messages_are_read_as_rfc_4616_writes_them() {
+        assert_eq!(
+            parse_plain(b"\0alice\0secret"),
+            Some(("alice".into(), "secret".into()))
+        );
+        assert_eq!(
+            parse_plain(b"alice\0alice\0secret"),
+            Some(("alice".into(), "secret".into()))
+        );
+        assert_eq!(parse_plain(b"bob\0alice\0secret"), None);
+        assert_eq!(parse_plain(b"\0\0secret"), None);
+        assert_eq!(parse_plain(b"\0alice"), None);
+    }
+
+    #[test]
+    fn a_handshake_offers_the_enabled_mechanisms_and_refuses_others() {
+        let mut auth = Authentication::new(&["PLAIN".into(), "SCRAM-SHA-512".into()]);
+        let asked = |m: &str| SaslHandshakeRequest::default().with_mechanism(str(m.to_string()));
+        assert!(matches!(
+            auth.handshake(&asked("SCRAM-SHA-256")),
+            Outcome::AnswerAndClose(ResponseKind::SaslHandshake(r))
+                if r.error_code == ResponseError::UnsupportedSaslMechanism.code() && r.mechanisms.len() == 2
+        ));
+        assert!(matches!(
+            auth.handshake(&asked("SCRAM-SHA-512")),
+            Outcome::Answer(ResponseKind::SaslHandshake(r)) if r.error_code == 0
+        ));
+        assert!(!auth.serves(0));
+    }
+}

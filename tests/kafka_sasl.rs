@@ -1,0 +1,156 @@
+//! SASL on Kafka listeners (`ingest/src/sasl`): a node with a PLAINTEXT and a SASL_PLAINTEXT
+//! listener, users added with `inlet users`, PLAIN and SCRAM from confluent-kafka
+//! (`tests/clients/sasl.py`), the principals they authenticate as under the ACL authorizer,
+//! SCRAM credentials through the admin API, and re-authentication (KIP-368).
+#![allow(clippy::unwrap_used, clippy::panic, clippy::disallowed_methods)] // a test: a failed step fails it, and its deadlines are real time
+
+mod common;
+use common::Start as _;
+
+use std::time::Duration;
+
+use common::python::{require_python, run, script};
+use common::Node;
+use inlet_test_support::node::free_port;
+
+/// `inlet users ARGS…` on `data_dir`, fed `stdin`; its output.
+fn users(data_dir: &std::path::Path, args: &[&str], stdin: &str) -> (bool, String) {
+    use std::io::Write;
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_inlet"))
+        .arg("users")
+        .args(args)
+        .arg("--data-dir")
+        .arg(data_dir)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(stdin.as_bytes())
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    (
+        out.status.success(),
+        format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        ),
+    )
+}
+
+#[test]
+fn sasl_listeners_authenticate_plain_and_scram_users_for_the_authorizer() {
+    let Some(python) = require_python("import confluent_kafka", "confluent-kafka") else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("node");
+    let (ok, out) = users(
+        &data,
+        &["add", "admin", "--mechanism", "SCRAM-SHA-512"],
+        "admin-secret\n",
+    );
+    assert!(ok, "{out}");
+    let (ok, out) = users(
+        &data,
+        &[
+            "add",
+            "alice",
+            "--password",
+            "alice-secret",
+            "--mechanism",
+            "SCRAM-SHA-256",
+        ],
+        "",
+    );
+    assert!(ok, "{out}");
+    let (ok, out) = users(&data, &["add", "eve", "--iterations", "10"], "pw\n");
+    assert!(
+        !ok && out.contains("--iterations must be 4096 to 16384"),
+        "{out}"
+    );
+    let (ok, out) = users(&data, &["list"], "");
+    assert!(ok, "{out}");
+    assert!(
+        out.contains("admin\tSCRAM-SHA-512(8192)") && out.contains("alice\tSCRAM-SHA-256(8192)"),
+        "{out}"
+    );
+
+    let (plain_port, sasl_port) = (free_port(), free_port());
+    let listeners = format!(
+        "listeners=PLAINTEXT://127.0.0.1:{plain_port},SASL_PLAINTEXT://127.0.0.1:{sasl_port}"
+    );
+    let node = Node::start(
+        &data,
+        &[
+            "--kafka-config",
+            &listeners,
+            "--kafka-config",
+            "authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+            "--kafka-config",
+            "super.users=User:admin",
+            "--kafka-config",
+            "connections.max.reauth.ms=3000",
+        ],
+    );
+    assert_eq!(node.kafka, format!("127.0.0.1:{plain_port}"));
+    let (status, output) = run(
+        &python,
+        &[
+            script("sasl.py").into(),
+            node.kafka.clone().into(),
+            format!("127.0.0.1:{sasl_port}").into(),
+        ],
+        Duration::from_secs(300),
+    );
+    assert!(
+        status.is_some_and(|s| s.success()) && output.contains("\nOK\n"),
+        "sasl.py failed ({status:?}):\n{output}"
+    );
+    // The 8 s producer outlived two 3 s sessions on its connection: librdkafka re-authenticated
+    // in place rather than being cut off.
+    assert!(
+        node.metric("inlet_kafka_sasl_reauthentications_total") >= 1.0,
+        "no re-authentication"
+    );
+    assert!(node.metric("inlet_kafka_sasl_failures_total") >= 4.0);
+    node.stop();
+
+    let (ok, out) = users(&data, &["delete", "alice"], "");
+    assert!(ok, "{out}");
+    let (ok, out) = users(&data, &["delete", "alice"], "");
+    assert!(!ok && out.contains("has no credentials"), "{out}");
+}
+
+#[test]
+fn a_listener_without_a_security_protocol_or_with_tls_is_refused_at_start() {
+    let dir = tempfile::tempdir().unwrap();
+    for (config, expected) in [
+        (
+            "listeners=INTERNAL://127.0.0.1:0",
+            "listener INTERNAL has no security protocol",
+        ),
+        (
+            "listeners=SSL://127.0.0.1:0",
+            "(TLS) listeners are not built yet",
+        ),
+        ("sasl.enabled.mechanisms=GSSAPI", "GSSAPI is not offered"),
+    ] {
+        let run = inlet_test_support::process::run_captured(
+            &mut common::serve_command(dir.path(), &["--kafka-config", config]),
+            None,
+            Duration::from_secs(60),
+            Duration::from_millis(100),
+        );
+        let text = run.output();
+        assert!(
+            !run.success() && text.contains(expected),
+            "{config}: {text}"
+        );
+    }
+}

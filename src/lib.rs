@@ -96,18 +96,33 @@ async fn bind_kafka_listeners(
         return Ok(vec![Listener {
             tcp: bind("Kafka", &config.kafka_listen).await?,
             security: ListenerSecurity::plaintext(),
+            tls: None,
         }]);
     }
     let mut out = Vec::new();
     for l in &probe.listeners {
         let protocol = probe.protocol_of(&l.name).unwrap_or("PLAINTEXT");
-        let sasl_mechanisms = match protocol {
-            "PLAINTEXT" => Vec::new(),
-            "SASL_PLAINTEXT" => probe.sasl_enabled_mechanisms.clone(),
-            other => anyhow::bail!(
-                "listener {}: {other} (TLS) listeners are not built yet; use PLAINTEXT or SASL_PLAINTEXT",
-                l.name
-            ),
+        let sasl_mechanisms = if protocol.starts_with("SASL_") {
+            probe.sasl_enabled_mechanisms.clone()
+        } else {
+            Vec::new()
+        };
+        let tls = if protocol.ends_with("SSL") {
+            let settings = inlet_ingest::tls::TlsSettings::from_configs(&l.name, |k| {
+                probe.ssl_configs.get(k).cloned()
+            })
+            .map_err(anyhow::Error::msg)?
+            .with_context(|| {
+                format!(
+                    "listener {} is {protocol}: name its certificate and key with ssl.keystore.location (a PEM file)",
+                    l.name
+                )
+            })?;
+            Some(Arc::new(
+                inlet_ingest::tls::Tls::load(settings).map_err(anyhow::Error::msg)?,
+            ))
+        } else {
+            None
         };
         let host = if l.host.is_empty() {
             "0.0.0.0"
@@ -120,6 +135,7 @@ async fn bind_kafka_listeners(
                 name: l.name.clone(),
                 sasl_mechanisms,
             },
+            tls,
         });
     }
     Ok(out)

@@ -128,7 +128,7 @@ fn sasl_listeners_authenticate_plain_and_scram_users_for_the_authorizer() {
 }
 
 #[test]
-fn a_listener_without_a_security_protocol_or_with_tls_is_refused_at_start() {
+fn a_listener_without_a_security_protocol_or_a_certificate_is_refused_at_start() {
     let dir = tempfile::tempdir().unwrap();
     for (config, expected) in [
         (
@@ -137,7 +137,7 @@ fn a_listener_without_a_security_protocol_or_with_tls_is_refused_at_start() {
         ),
         (
             "listeners=SSL://127.0.0.1:0",
-            "(TLS) listeners are not built yet",
+            "listener SSL is SSL: name its certificate and key with ssl.keystore.location",
         ),
         ("sasl.enabled.mechanisms=GSSAPI", "GSSAPI is not offered"),
     ] {

@@ -19,12 +19,11 @@
 mod common;
 use common::temp_node;
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, ExitStatus};
 use std::time::Duration;
 
 use common::python::{require_python, run, script};
-use common::{require, tool_runs};
 use inlet_test_support::process::run_captured;
 
 /// How long a whole script may run before it is killed.
@@ -65,24 +64,6 @@ fn run_python_script(python: &Path, name: &str) {
     node.stop();
 }
 
-/// The folder whose `node_modules` holds kafkajs (`INLET_TEST_KAFKAJS`) when it and a `node`
-/// are there; None after skipping the test (a failure in CI).
-fn kafkajs() -> Option<PathBuf> {
-    let dir = std::env::var_os("INLET_TEST_KAFKAJS")
-        .filter(|d| !d.is_empty())
-        .map(PathBuf::from)
-        .filter(|d| d.join("node_modules/kafkajs/package.json").is_file());
-    let available = dir.is_some() && tool_runs("node", "--version");
-    if require(
-        "node and kafkajs (INLET_TEST_KAFKAJS, from scripts/test-env.sh)",
-        available,
-    ) {
-        dir
-    } else {
-        None
-    }
-}
-
 #[test]
 fn confluent_kafka_transactions() {
     let Some(python) = require_python("import confluent_kafka", "confluent-kafka") else {
@@ -109,7 +90,7 @@ fn aiokafka_transactions() {
 
 #[test]
 fn kafkajs_transactions() {
-    let Some(kafkajs) = kafkajs() else {
+    let Some(kafkajs) = common::kafkajs() else {
         return;
     };
     let (_dir, node) = temp_node(NODE_ARGS);

@@ -165,6 +165,9 @@ macro_rules! broker_settings {
             /// `listener.security.protocol.map`: each listener name's security protocol
             /// (`NAME:PROTOCOL`); the protocols' own names map to themselves.
             pub listener_protocols: BTreeMap<String, String>,
+            /// The TLS configs (`ssl.*` of [`SSL_CONFIGS`], each also as
+            /// `listener.name.<listener>.ssl.*`), as given; `crate::tls` reads them.
+            pub ssl_configs: BTreeMap<String, String>,
             /// Every broker config as given, for DescribeConfigs' sources.
             pub given: BTreeMap<String, String>,
         }
@@ -183,6 +186,7 @@ macro_rules! broker_settings {
                     listeners: Vec::new(),
                     advertised_listeners: Vec::new(),
                     listener_protocols: BTreeMap::new(),
+                    ssl_configs: BTreeMap::new(),
                     given: BTreeMap::new(),
                 }
             }
@@ -279,6 +283,25 @@ pub struct ListenerSpec {
     /// Empty: every interface (when binding).
     pub host: String,
     pub port: u16,
+}
+
+/// Kafka's TLS configs that Inlet reads (`crate::tls::TlsSettings`).
+pub const SSL_CONFIGS: &[&str] = &[
+    "ssl.keystore.type",
+    "ssl.keystore.location",
+    "ssl.truststore.type",
+    "ssl.truststore.location",
+    "ssl.client.auth",
+    "ssl.key.password",
+];
+
+/// Whether `key` is one of [`SSL_CONFIGS`], plainly or for one listener.
+fn is_ssl_config(key: &str) -> bool {
+    let plain = key
+        .strip_prefix("listener.name.")
+        .and_then(|rest| rest.split_once('.'))
+        .map_or(key, |(_, config)| config);
+    SSL_CONFIGS.contains(&plain)
 }
 
 /// Kafka's security protocols.
@@ -502,6 +525,9 @@ impl BrokerConfig {
                     map.insert(name.trim().to_ascii_uppercase(), protocol);
                 }
                 self.listener_protocols = map;
+            } else if is_ssl_config(key) {
+                self.ssl_configs
+                    .insert(key.clone(), value.trim().to_string());
             } else if key == "super.users" {
                 let users: Vec<String> = value
                     .split(';')
@@ -602,6 +628,14 @@ impl BrokerConfig {
             render(&self.advertised_listeners),
             false,
         ));
+        for (name, value) in &self.ssl_configs {
+            let shown = if name.ends_with("password") {
+                "[hidden]".to_string()
+            } else {
+                value.clone()
+            };
+            out.push((name.clone(), shown, false));
+        }
         out.push((
             "listener.security.protocol.map".into(),
             self.listener_protocols

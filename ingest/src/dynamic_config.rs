@@ -191,9 +191,11 @@ pub(crate) fn check_dynamic(key: &str) -> Result<()> {
             | "listeners"
             | "advertised.listeners"
             | "listener.security.protocol.map"
-    ) {
+    ) || key.starts_with("ssl.")
+        || key.starts_with("listener.name.")
+    {
         return refuse(format!(
-            "{key} cannot be changed while nodes run: set it with --kafka-config (or the config file) and restart"
+            "{key} cannot be changed while nodes run: set it with --kafka-config (or the config file) and restart (a TLS listener reads its PEM files again by itself when they change)"
         ));
     }
     match config::topic_default_set_by(key) {

@@ -43,6 +43,7 @@ pub mod producer_image;
 pub(crate) mod producers;
 pub mod sasl;
 pub mod server;
+pub mod tls;
 pub(crate) mod topic_config;
 pub(crate) mod topics;
 pub(crate) mod txn;

@@ -41,6 +41,8 @@ pub struct Metrics {
     pub sasl_reauthentications: AtomicU64,
     /// SASL authentications that failed (the connection was closed).
     pub sasl_failures: AtomicU64,
+    /// TLS handshakes that failed or did not finish in time.
+    pub tls_failures: AtomicU64,
     /// Record batches refused because their records do not read as the header says.
     pub invalid_batches: AtomicU64,
     /// Committed offsets deleted by offsets.retention.minutes.
@@ -111,6 +113,7 @@ impl Default for Metrics {
             sasl_authentications: AtomicU64::new(0),
             sasl_reauthentications: AtomicU64::new(0),
             sasl_failures: AtomicU64::new(0),
+            tls_failures: AtomicU64::new(0),
             produced_records: AtomicU64::new(0),
             produced_bytes: AtomicU64::new(0),
             fetched_bytes: AtomicU64::new(0),
@@ -241,6 +244,12 @@ impl Metrics {
                 "SASL authentications of Kafka connections that failed (each closed its connection).",
                 "counter",
                 get(&self.sasl_failures),
+            ),
+            (
+                "inlet_kafka_tls_failures_total",
+                "TLS handshakes on Kafka listeners that failed (a bad or missing client certificate, a client that does not trust the node) or did not finish within inlet.request.read.timeout.ms.",
+                "counter",
+                get(&self.tls_failures),
             ),
             (
                 "inlet_kafka_slow_requests_total",

@@ -30,7 +30,7 @@ use futures::stream::{FuturesOrdered, StreamExt};
 use kafka_protocol::messages::{ApiKey, ResponseKind};
 use kafka_protocol::ResponseError;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::{TcpListener, TcpStream};
+use tokio::net::TcpListener;
 use tokio::sync::{mpsc, OwnedSemaphorePermit, Semaphore};
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
@@ -129,6 +129,8 @@ impl ListenerSecurity {
 pub struct Listener {
     pub tcp: TcpListener,
     pub security: ListenerSecurity,
+    /// TLS (`SSL` and `SASL_SSL` listeners): each connection's handshake comes first.
+    pub tls: Option<Arc<crate::tls::Tls>>,
 }
 
 /// Accepts Kafka connections on one listener without authentication until `shutdown`
@@ -138,6 +140,7 @@ pub async fn serve(listener: TcpListener, broker: Arc<Broker>, shutdown: Cancell
         vec![Listener {
             tcp: listener,
             security: ListenerSecurity::plaintext(),
+            tls: None,
         }],
         broker,
         shutdown,
@@ -162,15 +165,27 @@ pub async fn serve_listeners(
         std::future::poll_fn(|cx| {
             for l in &listeners {
                 if let std::task::Poll::Ready(r) = l.tcp.poll_accept(cx) {
-                    return std::task::Poll::Ready((r, l.security.clone()));
+                    return std::task::Poll::Ready((r, l.security.clone(), l.tls.clone()));
                 }
             }
             std::task::Poll::Pending
         })
     };
+    let mut reload = tokio::time::interval(crate::tls::RELOAD_EVERY);
+    reload.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         tokio::select! {
-            (accepted, security) = accept() => match accepted {
+            _ = reload.tick() => {
+                for l in &listeners {
+                    let Some(tls) = &l.tls else { continue };
+                    match tls.reload_if_changed() {
+                        Ok(true) => tracing::info!(listener = l.security.name, "TLS certificates reloaded"),
+                        Ok(false) => {}
+                        Err(e) => tracing::warn!(listener = l.security.name, error = %e, "reloading the TLS certificates failed; the ones in force stay"),
+                    }
+                }
+            }
+            (accepted, security, tls) = accept() => match accepted {
                 Ok((socket, peer)) if *broker.standing_down.borrow() => {
                     tracing::debug!(%peer, "turning a Kafka connection away: this node stands down");
                     drop(socket);
@@ -180,7 +195,38 @@ pub async fn serve_listeners(
                     match admit(&census, peer.ip(), config.max_connections, config.max_connections_per_ip) {
                         Ok(admitted) => {
                             let _ = socket.set_nodelay(true);
-                            connections.spawn(connection(socket, peer, security, broker.clone(), permits.clone(), shutdown.clone(), admitted));
+                            let (broker, permits, shutdown) = (broker.clone(), permits.clone(), shutdown.clone());
+                            match tls {
+                                None => {
+                                    connections.spawn(connection(socket, peer, security, None, broker, permits, shutdown, admitted));
+                                }
+                                Some(tls) => {
+                                    connections.spawn(async move {
+                                        let within = Duration::from_millis(broker.config().request_read_timeout_ms);
+                                        match tokio::time::timeout(within, tls.acceptor().accept(socket)).await {
+                                            Ok(Ok(stream)) => {
+                                                // mTLS: on an SSL listener, the certificate names the principal.
+                                                let principal = if security.sasl_mechanisms.is_empty() {
+                                                    stream.get_ref().1.peer_certificates()
+                                                        .and_then(|certs| certs.first())
+                                                        .and_then(crate::tls::principal_of)
+                                                } else {
+                                                    None
+                                                };
+                                                connection(stream, peer, security, principal, broker, permits, shutdown, admitted).await;
+                                            }
+                                            Ok(Err(e)) => {
+                                                broker.metrics().tls_failures.fetch_add(1, Ordering::Relaxed);
+                                                tracing::info!(%peer, error = %e, "TLS handshake failed");
+                                            }
+                                            Err(_) => {
+                                                broker.metrics().tls_failures.fetch_add(1, Ordering::Relaxed);
+                                                tracing::info!(%peer, ?within, "TLS handshake not done in time (inlet.request.read.timeout.ms)");
+                                            }
+                                        }
+                                    });
+                                }
+                            }
                         }
                         Err(limit) => {
                             broker.metrics().refused_connections.fetch_add(1, Ordering::Relaxed);
@@ -201,15 +247,21 @@ pub async fn serve_listeners(
     while connections.join_next().await.is_some() {}
 }
 
-async fn connection(
-    socket: TcpStream,
+/// Serves one connection (plain TCP, or TLS once its handshake is done). `principal` is who
+/// its client certificate names, if anyone (mTLS).
+#[allow(clippy::too_many_arguments)] // one call site each, all of a connection's parts
+async fn connection<S>(
+    socket: S,
     peer: SocketAddr,
     security: ListenerSecurity,
+    principal: Option<String>,
     broker: Arc<Broker>,
     permits: Arc<Semaphore>,
     shutdown: CancellationToken,
     _admitted: Admitted,
-) {
+) where
+    S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Send + Unpin + 'static,
+{
     let metrics = broker.metrics().clone();
     metrics.connections.fetch_add(1, Ordering::Relaxed);
     metrics.connections_total.fetch_add(1, Ordering::Relaxed);
@@ -228,10 +280,11 @@ async fn connection(
 
     // Who the requests come from: the client's address, and the principal: User:ANONYMOUS
     // on a listener without authentication, else the user SASL authenticated.
-    let mut session = Arc::new(crate::acl::Session::anonymous(
-        &peer.ip().to_string(),
-        &security.name,
-    ));
+    let mut session = crate::acl::Session::anonymous(&peer.ip().to_string(), &security.name);
+    if let Some(principal) = principal {
+        session.principal = principal;
+    }
+    let mut session = Arc::new(session);
     let peer_ip: Arc<str> = session.host.as_str().into();
     let mut sasl = (!security.sasl_mechanisms.is_empty())
         .then(|| crate::sasl::Authentication::new(&security.sasl_mechanisms));

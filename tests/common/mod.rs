@@ -17,6 +17,24 @@ pub(crate) use inlet_test_support::{python, require, service_env, wire};
 /// The `inlet` executable under test.
 pub(crate) const INLET: &str = env!("CARGO_BIN_EXE_inlet");
 
+/// kafkajs (`INLET_TEST_KAFKAJS`, installed by scripts/test-env.sh) with node, or `None` (the
+/// test is skipped; CI requires them).
+pub(crate) fn kafkajs() -> Option<std::path::PathBuf> {
+    let dir = std::env::var_os("INLET_TEST_KAFKAJS")
+        .filter(|d| !d.is_empty())
+        .map(std::path::PathBuf::from)
+        .filter(|d| d.join("node_modules/kafkajs/package.json").is_file());
+    let available = dir.is_some() && tool_runs("node", "--version");
+    if require(
+        "node and kafkajs (INLET_TEST_KAFKAJS, from scripts/test-env.sh)",
+        available,
+    ) {
+        dir
+    } else {
+        None
+    }
+}
+
 /// `inlet serve` on `data_dir`, listening on free ports, with `extra` arguments.
 pub(crate) fn serve_command<S: AsRef<std::ffi::OsStr>>(data_dir: &Path, extra: &[S]) -> Command {
     inlet_test_support::node::serve_command(INLET.as_ref(), data_dir, extra)

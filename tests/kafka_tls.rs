@@ -1,0 +1,179 @@
+//! TLS on Kafka listeners (`ingest/src/tls.rs`) with confluent-kafka (`tests/clients/tls.py`):
+//! an SSL listener that requires client certificates, whose subject names the principal the
+//! ACLs allow (mTLS); a SASL_SSL listener with SCRAM-SHA-512 and PLAIN; refused handshakes
+//! (no certificate, an expired one, another CA's, a client that does not trust the node); and
+//! the node's certificate replaced on disk, reloaded without a restart. Certificates come from
+//! `tests/clients/tls_certs.py`.
+#![allow(clippy::unwrap_used, clippy::panic, clippy::disallowed_methods)] // a test: a failed step fails it, and its deadlines are real time
+
+mod common;
+use common::Start as _;
+
+use std::time::Duration;
+
+use common::python::{require_python, run, script};
+use common::Node;
+use inlet_test_support::node::free_port;
+
+fn python_ok(python: &std::path::Path, args: &[std::ffi::OsString], what: &str) -> String {
+    let (status, output) = run(python, args, Duration::from_secs(300));
+    assert!(
+        status.is_some_and(|s| s.success()) && output.contains("OK"),
+        "{what} failed ({status:?}):\n{output}"
+    );
+    output
+}
+
+#[test]
+fn tls_listeners_with_mtls_principals_sasl_and_a_certificate_reload() {
+    let Some(python) = require_python(
+        "import confluent_kafka, cryptography",
+        "confluent-kafka and cryptography",
+    ) else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let certs = dir.path().join("certs");
+    std::fs::create_dir_all(&certs).unwrap();
+    python_ok(
+        &python,
+        &[script("tls_certs.py").into(), certs.clone().into()],
+        "making the certificates",
+    );
+    // The node reads its certificate from here; the test replaces it later.
+    let keystore = dir.path().join("node.pem");
+    std::fs::copy(certs.join("server.pem"), &keystore).unwrap();
+
+    let data = dir.path().join("node");
+    let added = inlet_test_support::process::run_captured(
+        std::process::Command::new(common::INLET)
+            .args([
+                "users",
+                "add",
+                "admin",
+                "--password",
+                "admin-secret",
+                "--data-dir",
+            ])
+            .arg(&data),
+        None,
+        Duration::from_secs(60),
+        Duration::from_millis(100),
+    );
+    assert!(added.success(), "{}", added.output());
+
+    let (plain, ssl, sasl_ssl) = (free_port(), free_port(), free_port());
+    let configs = [
+        format!(
+            "listeners=PLAINTEXT://127.0.0.1:{plain},SSL://127.0.0.1:{ssl},SASL_SSL://127.0.0.1:{sasl_ssl}"
+        ),
+        "ssl.keystore.type=PEM".into(),
+        format!("ssl.keystore.location={}", keystore.display()),
+        format!("ssl.truststore.location={}", certs.join("ca.pem").display()),
+        "listener.name.ssl.ssl.client.auth=required".into(),
+        "authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer".into(),
+        "super.users=User:admin".into(),
+    ];
+    let args: Vec<String> = configs
+        .iter()
+        .flat_map(|c| ["--kafka-config".to_string(), c.clone()])
+        .collect();
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let node = Node::start(&data, &args);
+    let ssl_bootstrap = format!("127.0.0.1:{ssl}");
+    let sasl_bootstrap = format!("localhost:{sasl_ssl}");
+    let phase = |phase: &str| {
+        python_ok(
+            &python,
+            &[
+                script("tls.py").into(),
+                ssl_bootstrap.clone().into(),
+                sasl_bootstrap.clone().into(),
+                certs.clone().into(),
+                phase.into(),
+            ],
+            phase,
+        )
+    };
+    phase("run");
+    assert!(
+        node.metric("inlet_kafka_tls_failures_total") >= 4.0,
+        "the refused handshakes are counted"
+    );
+    // kafkajs: its own TLS and SASL code, against the same node.
+    if let Some(kafkajs) = common::kafkajs() {
+        let name = "security_kafkajs.js";
+        let done = inlet_test_support::process::run_captured(
+            std::process::Command::new("node")
+                .env("NODE_PATH", kafkajs.join("node_modules"))
+                .arg(script(name))
+                .arg(&ssl_bootstrap)
+                .arg(format!("127.0.0.1:{sasl_ssl}"))
+                .arg(&certs),
+            None,
+            Duration::from_secs(300),
+            Duration::from_millis(50),
+        );
+        let output = done.output();
+        assert!(
+            done.success() && output.contains("\nOK"),
+            "{name} failed:\n{output}"
+        );
+    }
+
+    // A new certificate (another CA's) on disk: new connections get it, without a restart.
+    let replaced = dir.path().join("node.pem.new");
+    std::fs::copy(certs.join("server2.pem"), &replaced).unwrap();
+    std::fs::rename(&replaced, &keystore).unwrap();
+    node.wait_for_log("TLS certificates reloaded");
+    phase("reloaded");
+    node.stop();
+}
+
+#[test]
+fn a_tls_listener_with_a_bad_keystore_is_refused_at_start() {
+    let dir = tempfile::tempdir().unwrap();
+    let missing = dir.path().join("missing.pem");
+    let empty = dir.path().join("empty.pem");
+    std::fs::write(&empty, "").unwrap();
+    for (configs, expected) in [
+        (
+            vec![
+                "listeners=SSL://127.0.0.1:0".to_string(),
+                format!("ssl.keystore.location={}", missing.display()),
+            ],
+            "ssl.keystore.location",
+        ),
+        (
+            vec![
+                "listeners=SSL://127.0.0.1:0".to_string(),
+                format!("ssl.keystore.location={}", empty.display()),
+            ],
+            "no certificate in it",
+        ),
+        (vec!["ssl.keystore.type=JKS".to_string()], "PEM files only"),
+    ] {
+        let mut args: Vec<String> = Vec::new();
+        for c in &configs {
+            args.extend(["--kafka-config".to_string(), c.clone()]);
+        }
+        if configs.len() == 1 {
+            // A keystore type is checked where a TLS listener reads it.
+            args.extend([
+                "--kafka-config".to_string(),
+                "listeners=SSL://127.0.0.1:0".into(),
+            ]);
+        }
+        let run = inlet_test_support::process::run_captured(
+            &mut common::serve_command(dir.path(), &args),
+            None,
+            Duration::from_secs(60),
+            Duration::from_millis(100),
+        );
+        let text = run.output();
+        assert!(
+            !run.success() && text.contains(expected),
+            "{configs:?}: {text}"
+        );
+    }
+}

@@ -141,6 +141,48 @@ async fn bind_kafka_listeners(
     Ok(out)
 }
 
+/// How open the node is: a summary for the startup line (each Kafka listener's protocol,
+/// `open` when one has neither TLS nor authentication, and whether the ACL authorizer is on),
+/// and a warning for each listener that faces the network (not loopback) without them,
+/// logged after the startup line.
+fn describe_security(
+    kafka: &[inlet_ingest::server::Listener],
+    http: &[(&str, SocketAddr)],
+    authorizer: bool,
+) -> (String, Vec<String>) {
+    let mut parts = Vec::new();
+    let mut warnings = Vec::new();
+    for l in kafka {
+        let addr = l.tcp.local_addr().ok();
+        let open = l.tls.is_none() && l.security.sasl_mechanisms.is_empty();
+        parts.push(format!(
+            "{}{}",
+            l.security.name,
+            if open { " (open)" } else { "" }
+        ));
+        if let Some(addr) = addr.filter(|a| open && !a.ip().is_loopback()) {
+            warnings.push(format!(
+                "the Kafka listener {} at {addr} faces the network with neither TLS nor authentication: anyone who reaches it can produce, consume and delete topics{} (docs/ingest.md, \"Security\")",
+                l.security.name,
+                if authorizer { " as far as the ACLs let User:ANONYMOUS" } else { "" }
+            ));
+        }
+    }
+    for (what, addr) in http {
+        if !addr.ip().is_loopback() {
+            warnings.push(format!(
+                "the {what} listener at {addr} faces the network and has no authentication (not built yet): keep it behind a firewall or a proxy that authenticates"
+            ));
+        }
+    }
+    parts.push(if authorizer {
+        "ACLs on".into()
+    } else {
+        "no ACLs".into()
+    });
+    (parts.join(", "), warnings)
+}
+
 /// With Kafka's `listeners`, the address each listener tells clients (`advertised.listeners`,
 /// or where it is bound), and the first one's as the node's own.
 fn advertise_listeners(
@@ -512,6 +554,11 @@ impl NodeBuilder {
 
         let stop = CancellationToken::new();
         let mut tasks = tokio::task::JoinSet::new();
+        let (security, exposed) = describe_security(
+            &kafka_listeners,
+            &[("HTTP", http_addr), ("Schema Registry", registry_addr)],
+            !broker.config().authorizer_class_name.is_empty(),
+        );
         tasks.spawn(inlet_ingest::server::serve_listeners(
             kafka_listeners,
             broker.clone(),
@@ -581,8 +628,12 @@ impl NodeBuilder {
                 ),
             },
             topics = broker.topics().list().len(),
+            security = %security,
             "Inlet node is up"
         );
+        for warning in exposed {
+            tracing::warn!("{warning}");
+        }
 
         Ok(Node {
             kafka_addr,

@@ -154,3 +154,19 @@ fn a_listener_without_a_security_protocol_or_a_certificate_is_refused_at_start()
         );
     }
 }
+
+/// The startup line says how open the node is, and a listener facing the network without
+/// TLS or authentication is warned about.
+#[test]
+fn the_startup_line_says_how_open_the_node_is() {
+    let dir = tempfile::tempdir().unwrap();
+    let port = free_port();
+    let listen = format!("0.0.0.0:{port}");
+    let node = Node::start(
+        &dir.path().join("open"),
+        &["--kafka-listen", &listen, "--advertised-host", "127.0.0.1"],
+    );
+    let warning = node.wait_for_log("faces the network with neither TLS nor authentication");
+    assert!(warning.contains("PLAINTEXT"), "{warning}");
+    node.stop();
+}

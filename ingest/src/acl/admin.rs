@@ -66,7 +66,7 @@ impl Broker {
             return Ok(());
         }
         let meta = self.store.meta();
-        if store::version(meta).await? != self.authorizer.bindings().version {
+        if store::version(meta).await? != self.authorizer.version() {
             self.authorizer.install(store::load(meta).await?);
         }
         Ok(())

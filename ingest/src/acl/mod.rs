@@ -24,6 +24,7 @@ pub(crate) mod admin;
 pub(crate) mod enforce;
 pub(crate) mod store;
 
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use parking_lot::RwLock;
@@ -279,7 +280,9 @@ impl AclBinding {
         Ok(())
     }
 
-    /// Whether this binding's pattern names resource `name` of type `resource`.
+    /// Whether this binding's pattern names resource `name` of type `resource` (what the
+    /// index finds, said plainly; its test compares the two).
+    #[cfg(test)]
     fn names(&self, resource: ResourceType, name: &str) -> bool {
         self.resource_type == resource
             && match self.pattern_type {
@@ -394,11 +397,91 @@ pub(crate) struct Bindings {
     pub(crate) list: Vec<AclBinding>,
 }
 
+/// [`Bindings`] indexed for [`Authorizer::allows`], so a check costs a few lookups, not a pass
+/// over every binding: the literal ones (the wildcard `*` under its own name) by resource type
+/// and name, the prefixed ones by type and prefix (with the lengths their prefixes have, so
+/// only those are looked up), each entry an index into the list.
+#[derive(Debug, Default)]
+struct Indexed {
+    bindings: Bindings,
+    literal: HashMap<ResourceType, HashMap<String, Vec<usize>>>,
+    prefixed: HashMap<ResourceType, Prefixes>,
+}
+
+/// The prefixed bindings of one resource type.
+#[derive(Debug, Default)]
+struct Prefixes {
+    by_prefix: HashMap<String, Vec<usize>>,
+    /// The byte lengths of the prefixes, ascending.
+    lengths: Vec<usize>,
+}
+
+impl Indexed {
+    fn new(bindings: Bindings) -> Self {
+        let mut literal: HashMap<ResourceType, HashMap<String, Vec<usize>>> = HashMap::new();
+        let mut prefixed: HashMap<ResourceType, Prefixes> = HashMap::new();
+        for (i, b) in bindings.list.iter().enumerate() {
+            match b.pattern_type {
+                PatternType::Literal => literal
+                    .entry(b.resource_type)
+                    .or_default()
+                    .entry(b.resource_name.clone())
+                    .or_default()
+                    .push(i),
+                PatternType::Prefixed => {
+                    let p = prefixed.entry(b.resource_type).or_default();
+                    p.by_prefix
+                        .entry(b.resource_name.clone())
+                        .or_default()
+                        .push(i);
+                    p.lengths.push(b.resource_name.len());
+                }
+            }
+        }
+        for p in prefixed.values_mut() {
+            p.lengths.sort_unstable();
+            p.lengths.dedup();
+        }
+        Indexed {
+            bindings,
+            literal,
+            prefixed,
+        }
+    }
+
+    /// The bindings whose pattern names resource `name` of type `resource`.
+    fn naming<'a>(
+        &'a self,
+        resource: ResourceType,
+        name: &'a str,
+    ) -> impl Iterator<Item = &'a AclBinding> + 'a {
+        let literal = self.literal.get(&resource);
+        let exact = literal.and_then(|m| m.get(name)).into_iter().flatten();
+        let wildcard = literal
+            .filter(|_| name != WILDCARD)
+            .and_then(|m| m.get(WILDCARD))
+            .into_iter()
+            .flatten();
+        let by_prefix = self.prefixed.get(&resource).into_iter().flat_map(move |p| {
+            p.lengths
+                .iter()
+                .take_while(move |&&len| len <= name.len())
+                .filter_map(move |&len| name.get(..len))
+                .filter_map(move |prefix| p.by_prefix.get(prefix))
+                .flatten()
+        });
+        exact
+            .chain(wildcard)
+            .chain(by_prefix)
+            .map(|&i| &self.bindings.list[i])
+    }
+}
+
 /// The authorizer of one node: its settings and the cluster's bindings as last loaded.
 #[derive(Debug, Default)]
 pub struct Authorizer {
     settings: AuthorizerSettings,
-    bindings: RwLock<Arc<Bindings>>,
+    bindings: RwLock<Arc<Indexed>>,
 }
 
 impl Authorizer {
@@ -409,16 +492,25 @@ impl Authorizer {
         }
     }
 
+    /// An authorizer with `list` in force (for benchmarks and tests; a node loads its
+    /// bindings from the metadata store).
+    pub fn with_bindings(settings: AuthorizerSettings, list: Vec<AclBinding>) -> Self {
+        let a = Authorizer::new(settings);
+        a.install(Bindings { version: 1, list });
+        a
+    }
+
     pub fn enabled(&self) -> bool {
         self.settings.enabled
     }
 
-    pub(crate) fn bindings(&self) -> Arc<Bindings> {
-        self.bindings.read().clone()
+    /// The version of the bindings in force.
+    pub(crate) fn version(&self) -> i64 {
+        self.bindings.read().bindings.version
     }
 
     pub(crate) fn install(&self, bindings: Bindings) {
-        *self.bindings.write() = Arc::new(bindings);
+        *self.bindings.write() = Arc::new(Indexed::new(bindings));
     }
 
     /// Whether `session` may perform `op` on resource `name` of type `resource` (see the
@@ -433,10 +525,10 @@ impl Authorizer {
         if !self.settings.enabled || self.settings.super_users.contains(&session.principal) {
             return true;
         }
-        let bindings = self.bindings.read().clone();
+        let indexed = self.bindings.read().clone();
         let mut named = false;
         let mut allowed = false;
-        for b in bindings.list.iter().filter(|b| b.names(resource, name)) {
+        for b in indexed.naming(resource, name) {
             named = true;
             let principal = b.principal == session.principal
                 || b.principal.strip_suffix(":*").is_some_and(|kind| {
@@ -469,8 +561,14 @@ impl Authorizer {
         if !self.settings.enabled || self.settings.super_users.contains(&session.principal) {
             return true;
         }
-        let bindings = self.bindings.read().clone();
-        let of_type = || bindings.list.iter().filter(|b| b.resource_type == resource);
+        let indexed = self.bindings.read().clone();
+        let of_type = || {
+            indexed
+                .bindings
+                .list
+                .iter()
+                .filter(|b| b.resource_type == resource)
+        };
         if of_type().next().is_none() {
             return self.settings.allow_if_no_acl;
         }
@@ -571,19 +669,23 @@ mod tests {
         assert!(!a.allows(&user("ops"), Alter, Cluster, "kafka-cluster"));
         // No binding names the topic: closed, unless allow.everyone.if.no.acl.found.
         assert!(!a.allows(&user("alice"), Read, Topic, "unnamed"));
-        assert!(authorizer(true, a.bindings().list.clone()).allows(
-            &user("alice"),
-            Read,
-            Topic,
-            "unnamed"
-        ));
+        assert!(
+            authorizer(true, a.bindings.read().bindings.list.clone()).allows(
+                &user("alice"),
+                Read,
+                Topic,
+                "unnamed"
+            )
+        );
         // ...which does not open a topic some binding names.
-        assert!(!authorizer(true, a.bindings().list.clone()).allows(
-            &user("bob"),
-            Read,
-            Topic,
-            "orders"
-        ));
+        assert!(
+            !authorizer(true, a.bindings.read().bindings.list.clone()).allows(
+                &user("bob"),
+                Read,
+                Topic,
+                "orders"
+            )
+        );
         // Super users and an authorizer that is off allow everything.
         assert!(a.allows(&user("admin"), Delete, Topic, "orders"));
         assert!(Authorizer::default().allows(&user("x"), Delete, Topic, "orders"));
@@ -591,6 +693,34 @@ mod tests {
             a.operations(&user("alice"), Topic, "orders"),
             1 << Read.code() | 1 << Describe.code()
         );
+    }
+
+    proptest::proptest! {
+        /// The index finds exactly the bindings whose pattern names the resource.
+        #[test]
+        fn the_index_finds_what_a_pass_over_every_binding_finds(
+            patterns in proptest::collection::vec(("[ab*]{1,3}", proptest::bool::ANY, proptest::bool::ANY), 0..30),
+            name in "[ab*]{1,4}",
+        ) {
+            let list: Vec<AclBinding> = patterns
+                .iter()
+                .map(|(n, prefixed, group)| AclBinding {
+                    resource_type: if *group { Group } else { Topic },
+                    resource_name: n.clone(),
+                    pattern_type: if *prefixed { Prefixed } else { Literal },
+                    principal: "User:a".into(),
+                    host: WILDCARD.into(),
+                    operation: Read,
+                    permission: Allow,
+                })
+                .collect();
+            let indexed = Indexed::new(Bindings { version: 1, list: list.clone() });
+            let mut found: Vec<&AclBinding> = indexed.naming(Topic, &name).collect();
+            let mut expected: Vec<&AclBinding> = list.iter().filter(|b| b.names(Topic, &name)).collect();
+            found.sort();
+            expected.sort();
+            proptest::prop_assert_eq!(found, expected);
+        }
     }
 
     #[test]

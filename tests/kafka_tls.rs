@@ -2,7 +2,10 @@
 //! an SSL listener that requires client certificates, whose subject names the principal the
 //! ACLs allow (mTLS); a SASL_SSL listener with SCRAM-SHA-512 and PLAIN; refused handshakes
 //! (no certificate, an expired one, another CA's, a client that does not trust the node); and
-//! the node's certificate replaced on disk, reloaded without a restart. Certificates come from
+//! the node's certificate replaced on disk, reloaded without a restart. The same node is then
+//! driven by kafkajs (`tests/clients/security_kafkajs.js`: its own TLS and SASL, mTLS under
+//! ACLs, deny over allow) and by the Java client 4.3.0 (`tests/clients/java/SecurityClients.java`:
+//! SASL_SSL, the AdminClient's ACL and SCRAM credential calls). Certificates come from
 //! `tests/clients/tls_certs.py`.
 #![allow(clippy::unwrap_used, clippy::panic, clippy::disallowed_methods)] // a test: a failed step fails it, and its deadlines are real time
 
@@ -118,6 +121,26 @@ fn tls_listeners_with_mtls_principals_sasl_and_a_certificate_reload() {
         assert!(
             done.success() && output.contains("\nOK"),
             "{name} failed:\n{output}"
+        );
+    }
+    // The Java client (kafka-clients 4.3.0): SASL_SSL with a PEM truststore, the AdminClient's
+    // ACL and SCRAM credential calls.
+    if let Some(libs) = common::java_clients() {
+        let classes = common::compile_java("SecurityClients.java", &libs);
+        let (status, output) = run(
+            "java".as_ref(),
+            &[
+                "-cp".into(),
+                format!("{}:{}/*", classes.path().display(), libs.display()).into(),
+                "SecurityClients".into(),
+                format!("localhost:{sasl_ssl}").into(),
+                certs.join("ca.pem").into(),
+            ],
+            Duration::from_secs(300),
+        );
+        assert!(
+            status.is_some_and(|s| s.success()) && output.lines().any(|l| l == "OK"),
+            "SecurityClients failed ({status:?}):\n{output}"
         );
     }
 

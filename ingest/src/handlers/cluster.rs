@@ -86,7 +86,9 @@ impl Broker {
                 }
             }
             ResponseKind::FindCoordinator(r) => {
-                if r.node_id.0 >= 0 {
+                // Versions 0–3 answer one key at the top; 4 and later only in `coordinators`
+                // (the top's address fields do not exist there, and must stay empty).
+                if r.node_id.0 >= 0 && !r.host.is_empty() {
                     if let Some((host, port)) = on(r.node_id.0) {
                         r.host = str(host);
                         r.port = port;

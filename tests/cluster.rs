@@ -3180,3 +3180,101 @@ fn transactional_batches_are_checked_where_another_node_coordinates() {
         CHECKED,
     );
 }
+
+/// ACLs are the cluster's: one created through node 1 is enforced by node 2 within about a
+/// second (each node polls the ACLs' version with its topics, every 250 ms). A DENY of
+/// DESCRIBE on a topic for `User:ANONYMOUS` makes node 2's Metadata answer
+/// TOPIC_AUTHORIZATION_FAILED for it; deleting it through node 2 opens it on node 1.
+#[test]
+fn an_acl_changed_through_one_node_holds_on_the_others_within_a_second() {
+    use kafka_protocol::messages::create_acls_request::AclCreation;
+    use kafka_protocol::messages::delete_acls_request::DeleteAclsFilter;
+    use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
+    use kafka_protocol::messages::{
+        CreateAclsRequest, CreateAclsResponse, DeleteAclsRequest, DeleteAclsResponse,
+        MetadataRequest, MetadataResponse,
+    };
+    use kafka_protocol::protocol::StrBytes;
+    let Some(cluster) = Cluster::new(
+        "[kafka]\n\"authorizer.class.name\" = \"org.apache.kafka.metadata.authorizer.StandardAuthorizer\"\n\"allow.everyone.if.no.acl.found\" = \"true\"\n",
+    ) else {
+        return;
+    };
+    let nodes: BTreeMap<u64, Node> = (1..=2).map(|id| (id, cluster.start(id))).collect();
+    create_topics(
+        &nodes[&1],
+        &[NewTopic::new("guarded", 1, TopicReplication::Fixed(1))],
+    );
+    let code_on = |n: u64| -> i16 {
+        let r: MetadataResponse = Conn::open(&nodes[&n]).call(
+            ApiKey::Metadata,
+            12,
+            RequestKind::Metadata(
+                MetadataRequest::default()
+                    .with_topics(Some(vec![MetadataRequestTopic::default()
+                        .with_name(Some(common::requests::topic_name("guarded")))]))
+                    .with_allow_auto_topic_creation(false),
+            ),
+        );
+        r.topics.first().map_or(-1, |t| t.error_code)
+    };
+    poll_until(30, "node 2 to know the topic", || {
+        (code_on(2) == 0).then_some(())
+    });
+    let s = |v: &str| StrBytes::from_string(v.to_string());
+    let created: CreateAclsResponse = Conn::open(&nodes[&1]).call(
+        ApiKey::CreateAcls,
+        3,
+        RequestKind::CreateAcls(CreateAclsRequest::default().with_creations(vec![
+            AclCreation::default()
+                .with_resource_type(2)
+                .with_resource_name(s("guarded"))
+                .with_resource_pattern_type(3)
+                .with_principal(s("User:ANONYMOUS"))
+                .with_host(s("*"))
+                .with_operation(8)
+                .with_permission_type(2),
+        ])),
+    );
+    assert_eq!(created.results[0].error_code, 0, "{created:?}");
+    let at = Instant::now();
+    poll_until(30, "node 2 to enforce node 1's ACL", || {
+        (code_on(2) == 29).then_some(())
+    });
+    let took = at.elapsed();
+    eprintln!("node 2 enforced the ACL {took:?} after node 1 stored it");
+    assert!(
+        took < Duration::from_secs(3),
+        "the ACL took {took:?} to reach node 2"
+    );
+
+    let deleted: DeleteAclsResponse = Conn::open(&nodes[&2]).call(
+        ApiKey::DeleteAcls,
+        3,
+        RequestKind::DeleteAcls(DeleteAclsRequest::default().with_filters(vec![
+            DeleteAclsFilter::default()
+                .with_resource_type_filter(2)
+                .with_resource_name_filter(Some(s("guarded")))
+                .with_pattern_type_filter(3)
+                .with_principal_filter(None)
+                .with_host_filter(None)
+                .with_operation(1)
+                .with_permission_type(1),
+        ])),
+    );
+    assert_eq!(
+        deleted.filter_results[0].matching_acls.len(),
+        1,
+        "{deleted:?}"
+    );
+    let at = Instant::now();
+    poll_until(30, "node 1 to drop the deleted ACL", || {
+        (code_on(1) == 0).then_some(())
+    });
+    let took = at.elapsed();
+    eprintln!("node 1 dropped the ACL {took:?} after node 2 deleted it");
+    assert!(
+        took < Duration::from_secs(3),
+        "the delete took {took:?} to reach node 1"
+    );
+}

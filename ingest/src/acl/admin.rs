@@ -78,7 +78,7 @@ impl Broker {
         _version: i16,
     ) -> CreateAclsResponse {
         let answer = |e: Option<KafkaError>| match e {
-            None => AclCreationResult::default(),
+            None => AclCreationResult::default().with_error_message(None),
             Some(e) => AclCreationResult::default()
                 .with_error_code(e.code())
                 .with_error_message(Some(str(e.message))),
@@ -167,18 +167,20 @@ impl Broker {
                         .with_permission_type(b.permission.code()),
                 );
         }
-        DescribeAclsResponse::default().with_resources(
-            by_resource
-                .into_iter()
-                .map(|((resource_type, name, pattern_type), acls)| {
-                    DescribeAclsResource::default()
-                        .with_resource_type(resource_type)
-                        .with_resource_name(str(name))
-                        .with_pattern_type(pattern_type)
-                        .with_acls(acls)
-                })
-                .collect(),
-        )
+        DescribeAclsResponse::default()
+            .with_error_message(None)
+            .with_resources(
+                by_resource
+                    .into_iter()
+                    .map(|((resource_type, name, pattern_type), acls)| {
+                        DescribeAclsResource::default()
+                            .with_resource_type(resource_type)
+                            .with_resource_name(str(name))
+                            .with_pattern_type(pattern_type)
+                            .with_acls(acls)
+                    })
+                    .collect(),
+            )
     }
 
     pub(crate) async fn delete_acls(
@@ -235,23 +237,26 @@ impl Broker {
                 .map(|f| match (f, &deleted) {
                     (Err(e), _) => refused(e),
                     (Ok(_), Err(e)) => refused(e),
-                    (Ok(_), Ok(_)) => DeleteAclsFilterResult::default().with_matching_acls(
-                        deleted_iter
-                            .next()
-                            .unwrap_or_default()
-                            .into_iter()
-                            .map(|b| {
-                                DeleteAclsMatchingAcl::default()
-                                    .with_resource_type(b.resource_type.code())
-                                    .with_resource_name(str(b.resource_name))
-                                    .with_pattern_type(b.pattern_type.code())
-                                    .with_principal(str(b.principal))
-                                    .with_host(str(b.host))
-                                    .with_operation(b.operation.code())
-                                    .with_permission_type(b.permission.code())
-                            })
-                            .collect(),
-                    ),
+                    (Ok(_), Ok(_)) => DeleteAclsFilterResult::default()
+                        .with_error_message(None)
+                        .with_matching_acls(
+                            deleted_iter
+                                .next()
+                                .unwrap_or_default()
+                                .into_iter()
+                                .map(|b| {
+                                    DeleteAclsMatchingAcl::default()
+                                        .with_error_message(None)
+                                        .with_resource_type(b.resource_type.code())
+                                        .with_resource_name(str(b.resource_name))
+                                        .with_pattern_type(b.pattern_type.code())
+                                        .with_principal(str(b.principal))
+                                        .with_host(str(b.host))
+                                        .with_operation(b.operation.code())
+                                        .with_permission_type(b.permission.code())
+                                })
+                                .collect(),
+                        ),
                 })
                 .collect(),
         )

@@ -194,6 +194,7 @@ impl Broker {
                 .map(|(user, creds)| {
                     DescribeUserScramCredentialsResult::default()
                         .with_user(str(user.clone()))
+                        .with_error_message(None)
                         .with_credential_infos(infos(creds))
                 })
                 .collect()
@@ -205,7 +206,9 @@ impl Broker {
                 .iter()
                 .filter(|u| done.insert(*u))
                 .map(|user| {
-                    let result = DescribeUserScramCredentialsResult::default().with_user(str(user.clone()));
+                    let result = DescribeUserScramCredentialsResult::default()
+                        .with_user(str(user.clone()))
+                        .with_error_message(None);
                     if duplicated.contains(user) {
                         return result
                             .with_error_code(ResponseError::DuplicateResource.code())
@@ -222,7 +225,9 @@ impl Broker {
                 })
                 .collect()
         };
-        DescribeUserScramCredentialsResponse::default().with_results(results)
+        DescribeUserScramCredentialsResponse::default()
+            .with_error_message(None)
+            .with_results(results)
     }
 
     pub(crate) async fn alter_user_scram_credentials(
@@ -262,7 +267,9 @@ impl Broker {
         for user in order {
             let alterations = by_user.remove(&user).unwrap_or_default();
             let outcome = self.alter_one_user(&user, alterations).await;
-            let mut result = AlterUserScramCredentialsResult::default().with_user(str(user));
+            let mut result = AlterUserScramCredentialsResult::default()
+                .with_user(str(user))
+                .with_error_message(None);
             if let Err(e) = outcome {
                 result.error_code = e.code();
                 result.error_message = Some(str(e.message));

@@ -186,6 +186,7 @@ impl Authentication {
                             self.stage = Stage::Scram(exchange);
                             return Outcome::Answer(ResponseKind::SaslAuthenticate(
                                 SaslAuthenticateResponse::default()
+                                    .with_error_message(None)
                                     .with_auth_bytes(Bytes::from(server_first)),
                             ));
                         }
@@ -234,6 +235,7 @@ impl Authentication {
         };
         Outcome::Answer(ResponseKind::SaslAuthenticate(
             SaslAuthenticateResponse::default()
+                .with_error_message(None)
                 .with_auth_bytes(reply)
                 .with_session_lifetime_ms(lifetime),
         ))

@@ -210,7 +210,12 @@ fn build(settings: &TlsSettings) -> Result<ServerConfig, String> {
 /// The principal a client certificate names: `User:` and its subject in RFC 2253 form, or
 /// `None` when the certificate cannot be read.
 pub fn principal_of(cert: &CertificateDer<'_>) -> Option<String> {
-    subject_dn(cert.as_ref()).map(|dn| format!("User:{dn}"))
+    principal_of_der(cert.as_ref())
+}
+
+/// [`principal_of`] of a certificate's DER bytes.
+pub fn principal_of_der(der: &[u8]) -> Option<String> {
+    subject_dn(der).map(|dn| format!("User:{dn}"))
 }
 
 /// One DER element: (tag, contents, the rest after it).

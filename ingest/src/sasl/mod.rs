@@ -242,9 +242,9 @@ impl Authentication {
     }
 }
 
-/// A PLAIN message (RFC 4616): `[authzid] NUL authcid NUL passwd`; an authzid other than the
-/// user is refused.
-fn parse_plain(bytes: &[u8]) -> Option<(String, String)> {
+/// A PLAIN message (RFC 4616): `[authzid] NUL authcid NUL passwd`, as (user, password); an
+/// authzid other than the user is refused.
+pub fn parse_plain(bytes: &[u8]) -> Option<(String, String)> {
     let text = std::str::from_utf8(bytes).ok()?;
     let mut parts = text.split('\0');
     let authzid = parts.next()?;

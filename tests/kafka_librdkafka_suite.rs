@@ -249,22 +249,7 @@ fn run(
     .collect();
     let mut conf_text = String::new();
     if over == Over::Sasl {
-        let added = run_captured(
-            Command::new(common::INLET)
-                .args([
-                    "users",
-                    "add",
-                    "admin",
-                    "--password",
-                    "admin-secret",
-                    "--data-dir",
-                ])
-                .arg(dir.path()),
-            None,
-            Duration::from_secs(60),
-            Duration::from_millis(100),
-        );
-        assert!(added.success(), "inlet users add: {}", added.output());
+        common::add_user(dir.path(), "admin", "admin-secret");
         for c in [
             format!(
                 "listeners=SASL_PLAINTEXT://127.0.0.1:{}",

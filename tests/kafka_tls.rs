@@ -48,22 +48,7 @@ fn tls_listeners_with_mtls_principals_sasl_and_a_certificate_reload() {
     std::fs::copy(certs.join("server.pem"), &keystore).unwrap();
 
     let data = dir.path().join("node");
-    let added = inlet_test_support::process::run_captured(
-        std::process::Command::new(common::INLET)
-            .args([
-                "users",
-                "add",
-                "admin",
-                "--password",
-                "admin-secret",
-                "--data-dir",
-            ])
-            .arg(&data),
-        None,
-        Duration::from_secs(60),
-        Duration::from_millis(100),
-    );
-    assert!(added.success(), "{}", added.output());
+    common::add_user(&data, "admin", "admin-secret");
 
     let (plain, ssl, sasl_ssl) = (free_port(), free_port(), free_port());
     let configs = [
@@ -187,16 +172,7 @@ fn a_tls_listener_with_a_bad_keystore_is_refused_at_start() {
                 "listeners=SSL://127.0.0.1:0".into(),
             ]);
         }
-        let run = inlet_test_support::process::run_captured(
-            &mut common::serve_command(dir.path(), &args),
-            None,
-            Duration::from_secs(60),
-            Duration::from_millis(100),
-        );
-        let text = run.output();
-        assert!(
-            !run.success() && text.contains(expected),
-            "{configs:?}: {text}"
-        );
+        let text = common::refused_at_start(dir.path(), &args);
+        assert!(text.contains(expected), "{configs:?}: {text}");
     }
 }

@@ -35,6 +35,38 @@ pub(crate) fn kafkajs() -> Option<std::path::PathBuf> {
     }
 }
 
+/// `inlet users add NAME --password PASSWORD` on the node data directory `data_dir`; the
+/// test fails if it does.
+pub(crate) fn add_user(data_dir: &Path, name: &str, password: &str) {
+    let added = inlet_test_support::process::run_captured(
+        Command::new(INLET)
+            .args(["users", "add", name, "--password", password, "--data-dir"])
+            .arg(data_dir),
+        None,
+        std::time::Duration::from_secs(60),
+        std::time::Duration::from_millis(100),
+    );
+    assert!(
+        added.success(),
+        "inlet users add {name}: {}",
+        added.output()
+    );
+}
+
+/// Starts `inlet serve` on `data_dir` with `extra` arguments that it must refuse; returns its
+/// output (the test fails if it starts, or stays up for a minute).
+pub(crate) fn refused_at_start(data_dir: &Path, extra: &[String]) -> String {
+    let run = inlet_test_support::process::run_captured(
+        &mut serve_command(data_dir, extra),
+        None,
+        std::time::Duration::from_secs(60),
+        std::time::Duration::from_millis(100),
+    );
+    let text = run.output();
+    assert!(!run.success(), "{extra:?} was not refused: {text}");
+    text
+}
+
 /// `inlet serve` on `data_dir`, listening on free ports, with `extra` arguments.
 pub(crate) fn serve_command<S: AsRef<std::ffi::OsStr>>(data_dir: &Path, extra: &[S]) -> Command {
     inlet_test_support::node::serve_command(INLET.as_ref(), data_dir, extra)

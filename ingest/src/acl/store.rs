@@ -90,19 +90,15 @@ pub(crate) async fn load(meta: &MetaStore) -> Result<Bindings> {
 pub(crate) async fn create(meta: &MetaStore, bindings: &[AclBinding]) -> Result<()> {
     let mut tx = meta.pool().begin().await.map_err(err)?;
     for b in bindings {
-        sqlx::query(
-            "INSERT INTO inlet_acls
+        bind(
+            b,
+            sqlx::query(
+                "INSERT INTO inlet_acls
                 (resource_type, resource_name, pattern_type, principal, host, operation, permission)
              VALUES ($1, $2, $3, $4, $5, $6, $7)
              ON CONFLICT DO NOTHING",
+            ),
         )
-        .bind(i16::from(b.resource_type.code()))
-        .bind(&b.resource_name)
-        .bind(i16::from(b.pattern_type.code()))
-        .bind(&b.principal)
-        .bind(&b.host)
-        .bind(i16::from(b.operation.code()))
-        .bind(i16::from(b.permission.code()))
         .execute(&mut *tx)
         .await
         .map_err(err)?;
@@ -131,18 +127,14 @@ pub(crate) async fn delete(
         .collect();
     let mut tx = meta.pool().begin().await.map_err(err)?;
     for b in matched.iter().flatten() {
-        sqlx::query(
-            "DELETE FROM inlet_acls WHERE resource_type = $1 AND resource_name = $2
+        bind(
+            b,
+            sqlx::query(
+                "DELETE FROM inlet_acls WHERE resource_type = $1 AND resource_name = $2
                AND pattern_type = $3 AND principal = $4 AND host = $5 AND operation = $6
                AND permission = $7",
+            ),
         )
-        .bind(i16::from(b.resource_type.code()))
-        .bind(&b.resource_name)
-        .bind(i16::from(b.pattern_type.code()))
-        .bind(&b.principal)
-        .bind(&b.host)
-        .bind(i16::from(b.operation.code()))
-        .bind(i16::from(b.permission.code()))
         .execute(&mut *tx)
         .await
         .map_err(err)?;
@@ -150,6 +142,21 @@ pub(crate) async fn delete(
     bump(&mut tx).await?;
     tx.commit().await.map_err(err)?;
     Ok(matched)
+}
+
+/// `query` with a binding's seven columns bound as $1 to $7, in the table's order.
+fn bind<'q>(
+    b: &'q AclBinding,
+    query: sqlx::query::Query<'q, sqlx::Any, sqlx::any::AnyArguments<'q>>,
+) -> sqlx::query::Query<'q, sqlx::Any, sqlx::any::AnyArguments<'q>> {
+    query
+        .bind(i16::from(b.resource_type.code()))
+        .bind(&b.resource_name)
+        .bind(i16::from(b.pattern_type.code()))
+        .bind(&b.principal)
+        .bind(&b.host)
+        .bind(i16::from(b.operation.code()))
+        .bind(i16::from(b.permission.code()))
 }
 
 async fn bump(tx: &mut sqlx::Transaction<'_, sqlx::Any>) -> Result<()> {

@@ -454,38 +454,27 @@ impl Broker {
     ) -> AlterConfigsResponse {
         let mut responses = Vec::new();
         for res in r.resources {
+            // AlterConfigs replaces the resource's whole set (a topic's explicit configs, a
+            // broker resource's dynamic ones) with the given one.
+            let given: BTreeMap<String, String> = res
+                .configs
+                .iter()
+                .filter_map(|c| {
+                    c.value
+                        .as_ref()
+                        .map(|v| (c.name.as_str().to_string(), v.as_str().to_string()))
+                })
+                .collect();
             let outcome = match res.resource_type {
-                RESOURCE_TOPIC => {
-                    // AlterConfigs replaces the topic's whole explicit set.
-                    let given: BTreeMap<String, String> = res
-                        .configs
-                        .iter()
-                        .filter_map(|c| {
-                            c.value
-                                .as_ref()
-                                .map(|v| (c.name.as_str().to_string(), v.as_str().to_string()))
-                        })
-                        .collect();
-                    match TopicConfigs::parse(&given) {
-                        Ok(configs) => {
-                            self.topics
-                                .set_configs(res.resource_name.as_str(), configs, r.validate_only)
-                                .await
-                        }
-                        Err(e) => Err(e),
+                RESOURCE_TOPIC => match TopicConfigs::parse(&given) {
+                    Ok(configs) => {
+                        self.topics
+                            .set_configs(res.resource_name.as_str(), configs, r.validate_only)
+                            .await
                     }
-                }
+                    Err(e) => Err(e),
+                },
                 RESOURCE_BROKER => {
-                    // AlterConfigs replaces the resource's whole dynamic set.
-                    let given: BTreeMap<String, String> = res
-                        .configs
-                        .iter()
-                        .filter_map(|c| {
-                            c.value
-                                .as_ref()
-                                .map(|v| (c.name.as_str().to_string(), v.as_str().to_string()))
-                        })
-                        .collect();
                     self.alter_broker_configs(
                         res.resource_name.as_str(),
                         r.validate_only,

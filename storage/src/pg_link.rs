@@ -173,13 +173,14 @@ fn tune(server: &TcpStream) -> std::io::Result<()> {
 /// while a request waits; then both sides are closed (dropped).
 async fn pipe(client: UnixStream, server: TcpStream, silence: Duration) {
     let start = Instant::now();
-    // Milliseconds since `start` (plus one) of the client's first byte since the server last
-    // sent one; 0 when no request waits.
+    // Nanoseconds since `start` (plus one) of the client's first byte since the server last
+    // sent one; 0 when no request waits. (Whole milliseconds once let the cut come up to a
+    // millisecond before the bound.)
     let waiting = AtomicU64::new(0);
     let (client_read, client_write) = client.into_split();
     let (server_read, server_write) = server.into_split();
     let up = forward(client_read, server_write, || {
-        let now = start.elapsed().as_millis() as u64 + 1;
+        let now = start.elapsed().as_nanos() as u64 + 1;
         let _ = waiting.compare_exchange(0, now, Ordering::AcqRel, Ordering::Acquire);
     });
     let down = forward(server_read, client_write, || {
@@ -191,7 +192,7 @@ async fn pipe(client: UnixStream, server: TcpStream, silence: Duration) {
             let wake = if since == 0 {
                 Instant::now() + silence
             } else {
-                let deadline = start + Duration::from_millis(since - 1) + silence;
+                let deadline = start + Duration::from_nanos(since - 1) + silence;
                 if Instant::now() >= deadline {
                     return;
                 }

@@ -30,7 +30,9 @@
 //! (the partition's aborted transactions, `crate::txn::partition`, say which batches those are);
 //! transaction markers are kept. The range stops below any open transaction (step 1).
 //! Produce is never blocked: the pass reads objects and swaps ranges under the storage's own
-//! lock only.
+//! lock only. Nor does it lose its cores to the compactor: the pass's CPU work (the key map's
+//! hashing, the rewrite, building the new object) runs at the scheduler's lowest priority
+//! (`inlet_storage::background`), on what produce and fetch leave idle.
 
 use std::collections::HashMap;
 use std::sync::atomic::Ordering;
@@ -389,8 +391,9 @@ impl Broker {
             if batches.is_empty() {
                 break;
             }
-            // Hashing every key is CPU work: off the async workers (`inlet_storage::blocking`).
-            let stop = inlet_storage::blocking(|| {
+            // Hashing every key is CPU work: background work, at the lowest priority
+            // (`inlet_storage::background`), so that produce keeps its cores.
+            let stop = inlet_storage::background(|| {
                 for rb in &batches {
                     if rb.base_offset >= until {
                         return Some(until);

@@ -47,14 +47,99 @@ pub use store::{
 };
 pub use upload::UploadReport;
 
-/// Runs CPU-bound `work` where it does not hold up the async workers: on a multi-threaded
-/// Tokio runtime the worker hands its other tasks to the rest first
-/// (`tokio::task::block_in_place`); elsewhere (a current-thread runtime, no runtime) inline.
-pub fn blocking<R>(work: impl FnOnce() -> R) -> R {
+/// Runs CPU-bound background `work` (the log compactor's hashing and rewriting) where it
+/// neither holds up the async workers nor takes a core from them: on a thread of its own at
+/// the scheduler's lowest priority (Linux's `SCHED_IDLE`: it gets what the node's other
+/// threads and its neighbours leave idle), while the caller waits. On a multi-threaded Tokio
+/// runtime the calling worker first hands its other tasks to the rest
+/// (`tokio::task::block_in_place`). Where no thread can be started, `work` runs on the
+/// caller's. A panic in `work` resumes in the caller.
+pub fn background<R: Send>(work: impl FnOnce() -> R + Send) -> R {
+    let run = || {
+        let slot = parking_lot::Mutex::new(Some(work));
+        let done = std::thread::scope(|s| {
+            let spawned = std::thread::Builder::new()
+                .name("inlet-background".into())
+                .spawn_scoped(s, || {
+                    lowest_priority();
+                    let work = slot.lock().take();
+                    work.map(|w| w())
+                });
+            match spawned {
+                Ok(h) => h.join().unwrap_or_else(|p| std::panic::resume_unwind(p)),
+                Err(e) => {
+                    tracing::debug!(error = %e, "no background thread: the work runs here");
+                    None
+                }
+            }
+        });
+        match done {
+            Some(r) => r,
+            None => {
+                let work = slot.lock().take();
+                match work {
+                    Some(w) => w(),
+                    // The thread took it and returned: `done` was Some.
+                    None => unreachable!("background work neither ran nor stayed"),
+                }
+            }
+        }
+    };
     match tokio::runtime::Handle::try_current() {
         Ok(h) if h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread => {
-            tokio::task::block_in_place(work)
+            tokio::task::block_in_place(run)
         }
-        _ => work(),
+        _ => run(),
+    }
+}
+
+/// Puts the calling thread at the scheduler's lowest priority: `SCHED_IDLE` on Linux (per
+/// thread; a thread may always lower its own priority), nothing elsewhere.
+fn lowest_priority() {
+    #[cfg(target_os = "linux")]
+    {
+        let param = libc::sched_param { sched_priority: 0 };
+        // SAFETY: `param` is a valid sched_param for the call; pid 0 is the calling thread.
+        let rc = unsafe { libc::sched_setscheduler(0, libc::SCHED_IDLE, &param) };
+        if rc != 0 {
+            tracing::debug!(
+                error = %std::io::Error::last_os_error(),
+                "could not lower a background thread's priority"
+            );
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::background;
+
+    #[cfg(target_os = "linux")]
+    fn policy() -> i32 {
+        // SAFETY: no arguments but the calling thread.
+        unsafe { libc::sched_getscheduler(0) }
+    }
+
+    #[cfg(target_os = "linux")]
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn background_work_runs_at_the_lowest_priority_and_the_caller_keeps_its_own() {
+        let mut seen = Vec::new();
+        let policy_there = background(|| {
+            seen.push(1);
+            policy()
+        });
+        assert_eq!(policy_there, libc::SCHED_IDLE);
+        assert_eq!(seen, [1], "the work borrowed the caller's data");
+        assert_eq!(policy(), libc::SCHED_OTHER);
+        // Without a runtime too.
+        let there = std::thread::spawn(|| background(policy)).join().unwrap();
+        assert_eq!(there, libc::SCHED_IDLE);
+    }
+
+    #[test]
+    fn a_panic_in_background_work_resumes_in_the_caller() {
+        let caught = std::panic::catch_unwind(|| background(|| -> u8 { panic!("in the work") }));
+        let payload = caught.unwrap_err();
+        assert_eq!(payload.downcast_ref::<&str>(), Some(&"in the work"));
     }
 }

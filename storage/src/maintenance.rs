@@ -211,11 +211,14 @@ impl Inner {
         replaced: &[RangeRef],
         failpoint: Option<&str>,
     ) -> Result<bool> {
-        let mut builder = ObjectBuilder::new(self.config.object_block_bytes);
-        for (stream_id, e) in entries {
-            builder.add(*stream_id, e);
-        }
-        let built = builder.finish();
+        // Copying and checksumming up to a whole object: background work.
+        let built = crate::background(|| {
+            let mut builder = ObjectBuilder::new(self.config.object_block_bytes);
+            for (stream_id, e) in entries {
+                builder.add(*stream_id, e);
+            }
+            builder.finish()
+        });
         let object_id = self
             .meta
             .prepare_object(kind, self.config.node_id, self.now_ms())
@@ -318,8 +321,8 @@ impl Inner {
         };
         let mut entries = self.read_ranges(&ranges).await?;
         // The caller's rewrite is CPU work (a compactor decodes and re-encodes every batch):
-        // off the async workers that serve produce and fetch, where the runtime allows it.
-        let changed = crate::blocking(|| {
+        // background work, off the async workers that serve produce and fetch.
+        let changed = crate::background(|| {
             let mut changed = false;
             for (_, e) in entries.iter_mut() {
                 if let Some(payload) = rewrite(e) {

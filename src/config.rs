@@ -40,6 +40,8 @@ pub struct NodeConfig {
     pub tables: TablesConfig,
     /// Limits of each SQL query (`POST /v1/query`, `inlet query`).
     pub query: QuerySettings,
+    /// Who may use the HTTP listener (`[http]`): the catalog, SQL, watermarks, status.
+    pub http: HttpSettings,
     /// Membership (`[cluster]`): this node's lease on its row of the metadata store.
     pub cluster: ClusterSettings,
     /// The Iceberg catalog the tables live in (`[catalog]`): embedded by default, an
@@ -74,6 +76,35 @@ impl Default for ClusterSettings {
             rebalance_ms: 1_000,
             load_unit_bytes: 256 * 1024,
         }
+    }
+}
+
+/// `[http]`: authentication of the HTTP listener.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct HttpSettings {
+    /// `none` (open, the default) or `token`: every endpoint but `/healthz` and the catalog's
+    /// `/iceberg/v1/oauth/tokens` wants a bearer token from that endpoint or HTTP basic auth
+    /// with a Kafka user, and the Kafka ACLs decide what it may do
+    /// (`inlet_ingest::acl::http`).
+    pub authentication: String,
+    /// How long a token of `/iceberg/v1/oauth/tokens` lives, in seconds.
+    pub token_ttl_s: u64,
+}
+
+impl Default for HttpSettings {
+    fn default() -> Self {
+        HttpSettings {
+            authentication: "none".into(),
+            token_ttl_s: 3_600,
+        }
+    }
+}
+
+impl HttpSettings {
+    /// Whether requests must authenticate.
+    pub fn authenticates(&self) -> bool {
+        self.authentication == "token"
     }
 }
 
@@ -216,6 +247,7 @@ impl Default for NodeConfig {
             registry: inlet_schema_registry::RegistryConfig::default(),
             tables: TablesConfig::default(),
             query: QuerySettings::default(),
+            http: HttpSettings::default(),
             cluster: ClusterSettings::default(),
             catalog: inlet_catalog::CatalogConfig::default(),
         }
@@ -271,6 +303,15 @@ impl NodeConfig {
         }
         if self.cluster.load_unit_bytes == 0 {
             bail!("[cluster] load_unit_bytes must be positive");
+        }
+        if !matches!(self.http.authentication.as_str(), "none" | "token") {
+            bail!(
+                "[http] authentication {:?} is not one of none, token",
+                self.http.authentication
+            );
+        }
+        if self.http.token_ttl_s == 0 {
+            bail!("[http] token_ttl_s must be positive");
         }
         if self.cluster.lease_ms < 1_000 {
             bail!(

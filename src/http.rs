@@ -2,6 +2,11 @@
 //! topic's commit lag at `/v1/tables[/{namespace}/{table}]`, watermarks at
 //! `/v1/watermarks/{namespace}/{table}`, read-only SQL at `POST /v1/query`, and the Iceberg REST
 //! catalog under `/iceberg`.
+//!
+//! With `[http] authentication = "token"` (an `HttpAccess`), every endpoint but `/healthz`
+//! and the catalog's token endpoint authenticates its requests; the catalog authorizes each
+//! (`inlet_catalog::rest::guard`), a watermark needs DESCRIBE on its table, and a query sees
+//! only the tables its principal may read (`inlet_catalog::visible`).
 
 use std::fmt::Write;
 use std::sync::Arc;
@@ -11,10 +16,21 @@ use axum::http::{header, StatusCode};
 use axum::response::IntoResponse;
 use axum::routing::get;
 use axum::Router;
+use inlet_common::access::HttpAccess;
 use inlet_ingest::Broker;
 use inlet_table_coordinator::{Statuses, TableStatus};
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
+
+/// A request of the CLI (`inlet query`, `inlet watermark`) to a node's HTTP listener, with the
+/// bearer token of `INLET_TOKEN` when it is set (a node with `[http] authentication = "token"`
+/// wants one; `/iceberg/v1/oauth/tokens` issues them).
+pub(crate) fn with_token(request: reqwest::RequestBuilder) -> reqwest::RequestBuilder {
+    match std::env::var("INLET_TOKEN") {
+        Ok(token) if !token.is_empty() => request.bearer_auth(token),
+        _ => request,
+    }
+}
 
 /// What the HTTP handlers read.
 #[derive(Clone)]
@@ -23,6 +39,7 @@ struct Node {
     tables: Statuses,
 }
 
+#[allow(clippy::too_many_arguments)] // the listener's parts, each passed once at start
 pub(crate) async fn serve(
     listener: TcpListener,
     broker: Arc<Broker>,
@@ -30,6 +47,7 @@ pub(crate) async fn serve(
     catalog: Arc<dyn iceberg::Catalog>,
     query: inlet_query::QueryConfig,
     iceberg: Router,
+    access: Option<Arc<dyn HttpAccess>>,
     stop: CancellationToken,
 ) {
     let watermarks = Router::new()
@@ -41,19 +59,33 @@ pub(crate) async fn serve(
     let sql = Router::new()
         .route("/v1/query", axum::routing::post(crate::sql::post))
         .with_state((catalog, query));
-    let app = Router::new()
+    let node = Node { broker, tables };
+    let open = Router::new()
         .route("/healthz", get(healthz))
+        .with_state(node.clone());
+    let mut guarded = Router::new()
         .route("/metrics", get(metrics))
         .route("/v1/tables", get(tables_status))
         .route("/v1/tables/{namespace}/{table}", get(table_status))
         .route("/v1/cluster", get(cluster))
-        .with_state(Node { broker, tables })
+        .with_state(node)
         .merge(watermarks)
-        .merge(sql)
-        .nest("/iceberg", iceberg);
-    if let Err(e) = axum::serve(listener, app)
-        .with_graceful_shutdown(async move { stop.cancelled().await })
-        .await
+        .merge(sql);
+    let mut iceberg = iceberg;
+    if let Some(access) = access {
+        guarded = guarded.route_layer(axum::middleware::from_fn_with_state(
+            access.clone(),
+            inlet_catalog::rest::guard::authenticate,
+        ));
+        iceberg = inlet_catalog::rest::guarded(iceberg, access);
+    }
+    let app = open.merge(guarded).nest("/iceberg", iceberg);
+    if let Err(e) = axum::serve(
+        listener,
+        app.into_make_service_with_connect_info::<std::net::SocketAddr>(),
+    )
+    .with_graceful_shutdown(async move { stop.cancelled().await })
+    .await
     {
         tracing::error!(error = %e, "the HTTP listener failed");
     }

@@ -147,7 +147,7 @@ async fn bind_kafka_listeners(
 /// logged after the startup line.
 fn describe_security(
     kafka: &[inlet_ingest::server::Listener],
-    http: &[(&str, SocketAddr)],
+    http: &[(&str, SocketAddr, bool)],
     authorizer: bool,
 ) -> (String, Vec<String>) {
     let mut parts = Vec::new();
@@ -168,10 +168,24 @@ fn describe_security(
             ));
         }
     }
-    for (what, addr) in http {
-        if !addr.ip().is_loopback() {
+    for (what, addr, authenticated) in http {
+        if *authenticated {
+            parts.push(format!(
+                "{what} with {}",
+                if *what == "HTTP" {
+                    "tokens"
+                } else {
+                    "basic auth"
+                }
+            ));
+        } else if !addr.ip().is_loopback() {
             warnings.push(format!(
-                "the {what} listener at {addr} faces the network and has no authentication (not built yet): keep it behind a firewall or a proxy that authenticates"
+                "the {what} listener at {addr} faces the network and has no authentication: keep it behind a firewall or a proxy that authenticates{}",
+                if *what == "Schema Registry" {
+                    " (or set [registry] authentication = \"basic\")"
+                } else {
+                    " (or set [http] authentication = \"token\")"
+                }
             ));
         }
     }
@@ -556,7 +570,14 @@ impl NodeBuilder {
         let mut tasks = tokio::task::JoinSet::new();
         let (security, exposed) = describe_security(
             &kafka_listeners,
-            &[("HTTP", http_addr), ("Schema Registry", registry_addr)],
+            &[
+                ("HTTP", http_addr, config.http.authenticates()),
+                (
+                    "Schema Registry",
+                    registry_addr,
+                    config.registry.authenticates(),
+                ),
+            ],
             !broker.config().authorizer_class_name.is_empty(),
         );
         tasks.spawn(inlet_ingest::server::serve_listeners(
@@ -580,6 +601,13 @@ impl NodeBuilder {
             catalog.catalog(),
             config.query.to_config(),
             catalog.router(rest_config(&config.object_store_url())),
+            // `[http] authentication = "token"`: Kafka users, Kafka ACLs.
+            config.http.authenticates().then(|| {
+                Arc::new(inlet_ingest::acl::http::NodeAccess::new(
+                    broker.clone(),
+                    config.http.token_ttl_s,
+                )) as Arc<dyn inlet_common::access::HttpAccess>
+            }),
             stop.clone(),
         ));
         tasks.spawn(tables::run(
@@ -602,9 +630,16 @@ impl NodeBuilder {
         ));
         {
             let (registry, stop) = (registry.clone(), stop.clone());
+            // `[registry] authentication = "basic"`: Kafka users, Kafka ACLs.
+            let access: Option<Arc<dyn inlet_schema_registry::Access>> =
+                config.registry.authenticates().then(|| {
+                    Arc::new(inlet_ingest::acl::registry::RegistryAccess::new(
+                        broker.clone(),
+                    )) as Arc<dyn inlet_schema_registry::Access>
+                });
             tasks.spawn(async move {
                 if let Err(e) =
-                    inlet_schema_registry::serve(registry_listener, registry, stop).await
+                    inlet_schema_registry::serve(registry_listener, registry, access, stop).await
                 {
                     tracing::error!(error = %e, "the Schema Registry listener failed");
                 }

@@ -24,7 +24,8 @@ struct Cli {
 enum Command {
     /// Run a node (embedded default: one process, data under ./inlet-data).
     Serve(ServeArgs),
-    /// A table's watermark: how far its event time is complete.
+    /// A table's watermark: how far its event time is complete. With `INLET_TOKEN` set, it
+    /// is sent as a bearer token (a node with `[http] authentication = "token"`).
     #[command(subcommand)]
     Watermark(WatermarkCommand),
     /// The node's configuration.
@@ -37,7 +38,8 @@ enum Command {
     /// SCRAM-SHA-256/512 authenticate against). Takes the node's own flags or config file.
     #[command(subcommand)]
     Users(UsersCommand),
-    /// Run a read-only SQL query on a node's tables (`namespace.table`).
+    /// Run a read-only SQL query on a node's tables (`namespace.table`). With `INLET_TOKEN`
+    /// set, it is sent as a bearer token (a node with `[http] authentication = "token"`).
     Query {
         #[arg(long, env = "INLET_SERVER", default_value = "http://127.0.0.1:8181")]
         server: String,

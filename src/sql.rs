@@ -29,9 +29,15 @@ fn error(status: u16, message: String) -> Response {
 /// `POST /v1/query`.
 pub async fn post(
     State((catalog, config)): State<(Arc<dyn iceberg::Catalog>, QueryConfig)>,
+    viewer: Option<axum::Extension<inlet_common::access::Viewer>>,
     headers: HeaderMap,
     body: axum::body::Bytes,
 ) -> Response {
+    // Guarded: the query sees only the tables its principal may read.
+    let catalog: Arc<dyn iceberg::Catalog> = match viewer {
+        Some(axum::Extension(v)) => Arc::new(inlet_catalog::visible::VisibleTo::new(catalog, v)),
+        None => catalog,
+    };
     let body: QueryBody = match serde_json::from_slice(&body) {
         Ok(b) => b,
         Err(e) => return error(400, format!("the body must be {{\"sql\": \"...\"}}: {e}")),
@@ -106,13 +112,14 @@ pub async fn remote(server: &str, sql: &str, format: &str) -> anyhow::Result<Str
         "table" => ARROW,
         other => anyhow::bail!("--format must be table, csv or json, not {other:?}"),
     };
-    let response = reqwest::Client::new()
-        .post(format!("{}/v1/query", server.trim_end_matches('/')))
-        .header(header::ACCEPT, accept)
-        .json(&serde_json::json!({ "sql": sql }))
-        .send()
-        .await
-        .map_err(|e| anyhow::anyhow!("cannot reach {server}: {e}"))?;
+    let response = crate::http::with_token(
+        reqwest::Client::new().post(format!("{}/v1/query", server.trim_end_matches('/'))),
+    )
+    .header(header::ACCEPT, accept)
+    .json(&serde_json::json!({ "sql": sql }))
+    .send()
+    .await
+    .map_err(|e| anyhow::anyhow!("cannot reach {server}: {e}"))?;
     let status = response.status();
     let bytes = response.bytes().await?;
     if !status.is_success() {

@@ -65,9 +65,22 @@ fn error(status: StatusCode, message: String) -> Response {
 /// `GET /v1/watermarks/{namespace}/{table}`.
 pub async fn get(
     State(catalog): State<Arc<dyn Catalog>>,
+    viewer: Option<axum::Extension<inlet_common::access::Viewer>>,
     Path((namespace, table)): Path<(String, String)>,
     Query(params): Query<WaitParams>,
 ) -> Response {
+    if let Some(axum::Extension(v)) = &viewer {
+        if !v.may(
+            inlet_common::access::TableOp::Describe,
+            std::slice::from_ref(&namespace),
+            &table,
+        ) {
+            return error(
+                StatusCode::FORBIDDEN,
+                format!("{} may not describe table {namespace}.{table}", v.principal),
+            );
+        }
+    }
     let ident = TableIdent::new(NamespaceIdent::new(namespace), table);
     let deadline = tokio::time::Instant::now()
         + Duration::from_millis(params.timeout_ms.unwrap_or(0)).min(MAX_WAIT);
@@ -183,8 +196,7 @@ pub async fn fetch(
             timeout.as_millis()
         ));
     }
-    let response = reqwest::Client::new()
-        .get(&url)
+    let response = crate::http::with_token(reqwest::Client::new().get(&url))
         .timeout(wait.map_or(Duration::from_secs(30), |(_, t)| {
             t + Duration::from_secs(30)
         }))

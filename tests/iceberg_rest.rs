@@ -92,3 +92,80 @@ fn pyiceberg_through_a_node_on_postgres_and_s3() {
     }
     node.stop();
 }
+
+/// `[http] authentication = "token"`: pyiceberg's `credential` through the catalog's OAuth2
+/// token endpoint, table privileges from the Kafka ACLs (a table's own name, a table topic's
+/// topic), and SQL and watermarks under the same tokens (`tests/clients/http_auth.py`); then
+/// Spark with Iceberg Java's OAuth2 client (`tests/clients/spark_oauth.py`).
+#[test]
+fn the_http_listener_takes_tokens_and_the_kafka_acls_decide_what_they_may_do() {
+    let Some(python) = require_python(
+        "import pyiceberg.catalog.rest, pyarrow, confluent_kafka",
+        "pyiceberg and confluent-kafka",
+    ) else {
+        return;
+    };
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (node, sasl) = common::secured_node(
+        dir.path(),
+        "[http]\nauthentication = \"token\"\ntoken_ttl_s = 600\n",
+    );
+    let output = run_client(
+        &python,
+        "http_auth.py",
+        &[&format!("http://{}", node.http), &sasl],
+        Duration::from_secs(400),
+    );
+    let token = output
+        .lines()
+        .find_map(|l| l.strip_prefix("TOKEN "))
+        .expect("http_auth.py prints a token");
+    // The CLI sends INLET_TOKEN; without it the node refuses.
+    let query = |token: Option<&str>| {
+        let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_inlet"));
+        cmd.args(["query", "--server", &format!("http://{}", node.http)])
+            .args([
+                "--format",
+                "csv",
+                "SELECT count(*) AS n FROM analytics.daily",
+            ])
+            .env_remove("INLET_TOKEN");
+        if let Some(t) = token {
+            cmd.env("INLET_TOKEN", t);
+        }
+        let out = cmd.output().unwrap();
+        (
+            out.status.success(),
+            format!(
+                "{}{}",
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr)
+            ),
+        )
+    };
+    let (ok, out) = query(Some(token));
+    assert!(ok && out.contains('2'), "{out}");
+    let (ok, out) = query(None);
+    assert!(!ok && out.contains("requires authentication"), "{out}");
+    // Iceberg Java's OAuth2 client, in Spark.
+    if let Some(spark) = common::require_spark() {
+        run_client(
+            &spark,
+            "spark_oauth.py",
+            &[&format!("http://{}/iceberg", node.http)],
+            Duration::from_secs(300),
+        );
+    }
+    node.stop();
+
+    let bad = dir.path().join("bad.toml");
+    std::fs::write(&bad, "[http]\nauthentication = \"oauth\"\n").unwrap();
+    let text = common::refused_at_start(
+        &dir.path().join("other"),
+        &["--config".into(), bad.to_string_lossy().into_owned()],
+    );
+    assert!(
+        text.contains("[http] authentication \"oauth\" is not one of none, token"),
+        "{text}"
+    );
+}

@@ -161,3 +161,45 @@ fn the_startup_line_says_how_open_the_node_is() {
     assert!(warning.contains("PLAINTEXT"), "{warning}");
     node.stop();
 }
+
+/// The Schema Registry with `[registry] authentication = "basic"`: confluent-kafka's
+/// SchemaRegistryClient and AvroSerializer authenticate as Kafka users, and each operation is
+/// authorized by the Kafka ACLs of its subject's topic (`tests/clients/registry_auth.py`).
+#[test]
+fn the_schema_registry_authenticates_kafka_users_and_follows_the_topic_acls() {
+    let Some(python) = require_python(
+        "import confluent_kafka.schema_registry.avro",
+        "confluent-kafka with its Schema Registry client",
+    ) else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let (node, sasl) = common::secured_node(dir.path(), "[registry]\nauthentication = \"basic\"\n");
+    let (status, output) = run(
+        &python,
+        &[
+            script("registry_auth.py").into(),
+            format!("http://{}", node.registry).into(),
+            sasl.into(),
+        ],
+        Duration::from_secs(300),
+    );
+    assert!(
+        status.is_some_and(|s| s.success()) && output.contains("\nOK\n"),
+        "registry_auth.py failed ({status:?}):\n{output}"
+    );
+    node.stop();
+
+    let text = common::refused_at_start(
+        &dir.path().join("other"),
+        &["--config".into(), {
+            let bad = dir.path().join("bad.toml");
+            std::fs::write(&bad, "[registry]\nauthentication = \"digest\"\n").unwrap();
+            bad.to_string_lossy().into_owned()
+        }],
+    );
+    assert!(
+        text.contains("authentication \"digest\" is not one of none, basic"),
+        "{text}"
+    );
+}

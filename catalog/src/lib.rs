@@ -13,6 +13,7 @@
 //! - [`metadata_cache`]: parsed table metadata by metadata location, within a byte budget.
 //! - [`target`]: where Inlet's own commits go, either way ([`CommitTarget`]).
 //! - [`NodeCatalog`]: whichever of the three a node's [`CatalogConfig`] names.
+//! - [`visible`]: a catalog as one principal may read it (SQL under the HTTP APIs' guard).
 
 pub(crate) mod config;
 pub mod embedded;
@@ -22,6 +23,7 @@ pub(crate) mod metadata_cache;
 pub mod rest;
 pub mod storage;
 pub(crate) mod target;
+pub mod visible;
 
 use std::sync::Arc;
 

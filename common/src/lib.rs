@@ -10,7 +10,10 @@
 //!   fault, stop), which every crate's error type answers with `kind()`.
 //! - [`failpoint`]: test hooks that abort the process at a named step (crash tests).
 //! - [`civil`] and [`text`]: date arithmetic and percent-decoding, written once.
+//! - [`access`]: the questions the HTTP APIs ask of whoever authenticates and authorizes
+//!   their requests.
 
+pub mod access;
 pub mod civil;
 pub mod clock;
 mod error;

@@ -32,7 +32,7 @@
 //! Produce is never blocked: the pass reads objects and swaps ranges under the storage's own
 //! lock only. Nor does it lose its cores to the compactor: the pass's CPU work (the key map's
 //! hashing, the rewrite, building the new object) runs at the scheduler's lowest priority
-//! (`inlet_storage::background`), on what produce and fetch leave idle.
+//! (`inlet_storage::background`, nice 19), on what produce and fetch leave idle.
 
 use std::collections::HashMap;
 use std::sync::atomic::Ordering;

@@ -9,20 +9,26 @@
 //! schema as a base64 `FileDescriptorProto` (what confluent-kafka's Protobuf serdes ask for);
 //! other formats are answered with the canonical text. Listings accept `deleted`,
 //! `deletedOnly`, `subjectPrefix`, `offset` and `limit` as Confluent's do.
+//!
+//! With an [`Access`] ([`guarded_router`]), every routed request is authenticated and
+//! authorized first ([`guard`]; the rules are in [`crate::access`]).
 
 use std::collections::HashMap;
 use std::sync::Arc;
 
 use axum::body::Bytes;
-use axum::extract::{Path, Query, State};
-use axum::http::{header, StatusCode};
+use axum::extract::{ConnectInfo, MatchedPath, Path, Query, Request, State};
+use axum::http::{header, Method, StatusCode};
+use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
-use axum::Router;
+use axum::{Extension, Router};
 use serde::Deserialize;
 use serde_json::{json, Value};
+use sha2::Digest;
 use tokio_util::sync::CancellationToken;
 
+use crate::access::{Access, Operation, Viewer};
 use crate::compat::{Compatibility, Mode};
 use crate::error::Error;
 use crate::registry::{Deleted, Registry, SchemaRequest, SubjectVersion, VersionSpec};
@@ -155,8 +161,28 @@ fn deleted_filter(q: &HashMap<String, String>) -> Deleted {
     Deleted::from_flags(flag(q, "deleted"), flag(q, "deletedOnly"))
 }
 
-/// The REST API as an axum router.
+/// The REST API as an axum router, open to every request.
 pub fn router(registry: Arc<Registry>) -> Router {
+    routes().with_state(registry)
+}
+
+/// The REST API with every routed request authenticated and authorized by `access`.
+pub fn guarded_router(registry: Arc<Registry>, access: Arc<dyn Access>) -> Router {
+    let guarded = Guarded {
+        verified: Arc::new(Verified {
+            ttl: std::time::Duration::from_millis(registry.config().auth_cache_ttl_ms),
+            max_bytes: registry.config().auth_cache_max_bytes,
+            entries: parking_lot::Mutex::default(),
+        }),
+        registry: registry.clone(),
+        access,
+    };
+    routes()
+        .route_layer(axum::middleware::from_fn_with_state(guarded, guard))
+        .with_state(registry)
+}
+
+fn routes() -> Router<Arc<Registry>> {
     Router::new()
         .route("/", get(|| async { ok(json!({})) }))
         .route("/subjects", get(subjects))
@@ -211,19 +237,265 @@ pub fn router(registry: Arc<Registry>) -> Router {
         )
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
-        .with_state(registry)
 }
 
 /// Serves the REST API on `listener` until `stop` is cancelled, then finishes the requests in
-/// flight.
+/// flight; guarded by `access` when there is one.
 pub async fn serve(
     listener: tokio::net::TcpListener,
     registry: Arc<Registry>,
+    access: Option<Arc<dyn Access>>,
     stop: CancellationToken,
 ) -> std::io::Result<()> {
-    axum::serve(listener, router(registry))
-        .with_graceful_shutdown(stop.cancelled_owned())
+    let app = match access {
+        Some(access) => guarded_router(registry, access),
+        None => router(registry),
+    };
+    axum::serve(
+        listener,
+        app.into_make_service_with_connect_info::<std::net::SocketAddr>(),
+    )
+    .with_graceful_shutdown(stop.cancelled_owned())
+    .await
+}
+
+/// The state of [`guard`].
+#[derive(Clone)]
+struct Guarded {
+    registry: Arc<Registry>,
+    access: Arc<dyn Access>,
+    verified: Arc<Verified>,
+}
+
+/// `Authorization` headers verified lately (`auth_cache_ttl_ms`), by their SHA-256, so that a
+/// client's every request does not cost a password check; within `auth_cache_max_bytes`.
+struct Verified {
+    ttl: std::time::Duration,
+    max_bytes: usize,
+    entries: parking_lot::Mutex<VerifiedEntries>,
+}
+
+#[derive(Default)]
+struct VerifiedEntries {
+    /// Principal and when the header was verified.
+    by_digest: HashMap<[u8; 32], (String, tokio::time::Instant)>,
+    bytes: usize,
+}
+
+impl Verified {
+    /// What an entry costs: the digest, the principal, the instant, the map's overhead.
+    fn cost(principal: &str) -> usize {
+        32 + principal.len() + 64
+    }
+
+    fn get(&self, digest: &[u8; 32]) -> Option<String> {
+        let e = self.entries.lock();
+        let (principal, at) = e.by_digest.get(digest)?;
+        (at.elapsed() < self.ttl).then(|| principal.clone())
+    }
+
+    fn put(&self, digest: [u8; 32], principal: &str) {
+        if self.ttl.is_zero() {
+            return;
+        }
+        let mut e = self.entries.lock();
+        let cost = Self::cost(principal);
+        if e.bytes + cost > self.max_bytes {
+            let ttl = self.ttl;
+            e.by_digest.retain(|_, (_, at)| at.elapsed() < ttl);
+            e.bytes = e.by_digest.values().map(|(p, _)| Self::cost(p)).sum();
+            if e.bytes + cost > self.max_bytes {
+                return;
+            }
+        }
+        let now = tokio::time::Instant::now();
+        if let Some((old, _)) = e.by_digest.insert(digest, (principal.to_owned(), now)) {
+            e.bytes -= Self::cost(&old);
+        }
+        e.bytes += cost;
+    }
+}
+
+/// What a route needs beyond an authenticated principal.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Need {
+    /// Nothing (`/`, `/schemas/types`).
+    Nothing,
+    /// The operation, on the route's subject where it has one.
+    Operation(Operation),
+    /// SUBJECT_READ on one of the subjects that use the route's schema id (SCHEMA_READ).
+    SchemaRead,
+    /// Nothing here: the handler lists only the subjects the principal may read.
+    Listing,
+}
+
+/// What a request needs, by its route and method. A route this does not know is refused, so
+/// that a route added without a rule is closed, not open.
+fn need(method: &Method, route: &str) -> Option<Need> {
+    use Operation::*;
+    let read = *method == Method::GET;
+    Some(match route {
+        "/" | "/schemas/types" => Need::Nothing,
+        "/subjects" => Need::Listing,
+        "/subjects/{s}" if *method == Method::POST => Need::Operation(SubjectRead),
+        "/subjects/{s}" => Need::Operation(SubjectDelete),
+        "/subjects/{s}/versions" | "/subjects/{s}/versions/{v}" if read => {
+            Need::Operation(SubjectRead)
+        }
+        "/subjects/{s}/versions" => Need::Operation(SubjectWrite),
+        "/subjects/{s}/versions/{v}" => Need::Operation(SubjectDelete),
+        "/subjects/{s}/versions/{v}/schema" | "/subjects/{s}/versions/{v}/referencedby" => {
+            Need::Operation(SubjectRead)
+        }
+        "/compatibility/subjects/{s}/versions/{v}" | "/compatibility/subjects/{s}/versions" => {
+            Need::Operation(SubjectWrite)
+        }
+        "/schemas/ids/{id}" | "/schemas/ids/{id}/schema" => Need::SchemaRead,
+        "/schemas/ids/{id}/subjects" | "/schemas/ids/{id}/versions" => Need::Listing,
+        "/config" | "/mode" if read => Need::Operation(GlobalCompatibilityRead),
+        "/config" | "/mode" => Need::Operation(GlobalCompatibilityWrite),
+        "/config/{s}" | "/mode/{s}" if read => Need::Operation(SubjectCompatibilityRead),
+        "/config/{s}" | "/mode/{s}" => Need::Operation(SubjectCompatibilityWrite),
+        _ => return None,
+    })
+}
+
+/// 401, with the challenge Confluent's clients answer with their `basic.auth.user.info`.
+fn unauthorized(message: &str) -> Response {
+    let body = json!({"error_code": 401, "message": message});
+    (
+        StatusCode::UNAUTHORIZED,
+        [
+            (header::CONTENT_TYPE, CONTENT_TYPE),
+            (header::WWW_AUTHENTICATE, "Basic realm=\"inlet\""),
+        ],
+        body.to_string(),
+    )
+        .into_response()
+}
+
+/// 403 in the shape of Confluent's security plugin (error code 40301).
+fn forbidden(message: String) -> Response {
+    let body = json!({"error_code": 40301, "message": message});
+    (
+        StatusCode::FORBIDDEN,
+        [(header::CONTENT_TYPE, CONTENT_TYPE)],
+        body.to_string(),
+    )
+        .into_response()
+}
+
+/// Authenticates a routed request and authorizes what its route needs ([`need`]); the
+/// handler then sees the principal as a [`Viewer`].
+async fn guard(State(g): State<Guarded>, mut req: Request, next: Next) -> Response {
+    let peer = req
+        .extensions()
+        .get::<ConnectInfo<std::net::SocketAddr>>()
+        .map(|c| c.0.ip());
+    let authorization = req
+        .headers()
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok());
+    let digest: Option<[u8; 32]> = authorization.map(|a| sha2::Sha256::digest(a.as_bytes()).into());
+    let principal = match digest.and_then(|d| g.verified.get(&d)) {
+        Some(p) => p,
+        None => match g.access.authenticate(authorization, peer).await {
+            Ok(p) => {
+                if let Some(d) = digest {
+                    g.verified.put(d, &p);
+                }
+                p
+            }
+            Err(e) => return unauthorized(&e.0),
+        },
+    };
+    let route = req
+        .extensions()
+        .get::<MatchedPath>()
+        .map(|m| m.as_str().to_owned())
+        .unwrap_or_default();
+    let params: HashMap<String, String> = {
+        let (mut parts, body) = req.into_parts();
+        let params = match <Path<HashMap<String, String>> as axum::extract::FromRequestParts<
+            (),
+        >>::from_request_parts(&mut parts, &())
         .await
+        {
+            Ok(Path(p)) => p,
+            Err(e) => return e.into_response(),
+        };
+        req = Request::from_parts(parts, body);
+        params
+    };
+    let viewer = Viewer {
+        access: g.access.clone(),
+        principal,
+        peer,
+    };
+    let allowed = match need(req.method(), &route) {
+        None => {
+            return forbidden(format!(
+                "{} is denied {} {route}: no rule authorizes that route",
+                viewer.principal,
+                req.method()
+            ))
+        }
+        Some(Need::Nothing | Need::Listing) => true,
+        Some(Need::Operation(op)) => {
+            let subject = params.get("s").map(String::as_str);
+            if !g.access.allows(
+                &viewer.principal,
+                peer,
+                op,
+                subject.filter(|_| op.on_subject()),
+            ) {
+                let on = subject.map_or("the registry".into(), |s| format!("subject {s:?}"));
+                return forbidden(format!(
+                    "{} is denied operation {} on {on}",
+                    viewer.principal,
+                    op.name()
+                ));
+            }
+            true
+        }
+        Some(Need::SchemaRead) => {
+            let id = match params.get("id").map(|id| schema_id(id)) {
+                Some(Ok(id)) => id,
+                Some(Err(e)) => return ApiError(e).into_response(),
+                None => return not_found().await,
+            };
+            match g.registry.uses_of(id, true).await {
+                // An id no subject uses: the handler answers that it is not found.
+                Ok(uses) if uses.is_empty() => true,
+                Ok(uses) => uses.iter().any(|(s, _)| viewer.may_read(s)),
+                Err(e) => return ApiError(e).into_response(),
+            }
+        }
+    };
+    if !allowed {
+        return forbidden(format!(
+            "{} is denied operation SCHEMA_READ: it may read none of the subjects that use \
+             the schema",
+            viewer.principal
+        ));
+    }
+    req.extensions_mut().insert(viewer);
+    next.run(req).await
+}
+
+/// Keeps what `viewer` (if the API is guarded) may read.
+fn readable<T>(
+    viewer: &Option<Extension<Viewer>>,
+    items: Vec<T>,
+    subject: impl Fn(&T) -> &str,
+) -> Vec<T> {
+    match viewer {
+        Some(Extension(v)) => items
+            .into_iter()
+            .filter(|i| v.may_read(subject(i)))
+            .collect(),
+        None => items,
+    }
 }
 
 /// Unknown paths answer in Confluent's error shape too.
@@ -247,9 +519,13 @@ async fn method_not_allowed() -> Response {
         .into_response()
 }
 
-async fn subjects(State(r): Reg, Query(q): Params) -> ApiResult {
+async fn subjects(State(r): Reg, viewer: Option<Extension<Viewer>>, Query(q): Params) -> ApiResult {
     let prefix = q.get("subjectPrefix").map_or("", String::as_str);
-    let subjects = r.subjects(prefix, deleted_filter(&q)).await?;
+    let subjects = readable(
+        &viewer,
+        r.subjects(prefix, deleted_filter(&q)).await?,
+        |s| s,
+    );
     ok(json!(page(subjects, &q)?))
 }
 
@@ -340,10 +616,14 @@ async fn schema_text_by_id(State(r): Reg, Path(id): Path<String>, Query(q): Para
         .into_response())
 }
 
-async fn subjects_by_id(State(r): Reg, Path(id): Path<String>, Query(q): Params) -> ApiResult {
-    let mut subjects: Vec<String> = r
-        .uses_of(schema_id(&id)?, flag(&q, "deleted"))
-        .await?
+async fn subjects_by_id(
+    State(r): Reg,
+    viewer: Option<Extension<Viewer>>,
+    Path(id): Path<String>,
+    Query(q): Params,
+) -> ApiResult {
+    let uses = r.uses_of(schema_id(&id)?, flag(&q, "deleted")).await?;
+    let mut subjects: Vec<String> = readable(&viewer, uses, |(s, _)| s)
         .into_iter()
         .map(|(s, _)| s)
         .collect();
@@ -351,8 +631,17 @@ async fn subjects_by_id(State(r): Reg, Path(id): Path<String>, Query(q): Params)
     ok(json!(subjects))
 }
 
-async fn versions_by_id(State(r): Reg, Path(id): Path<String>, Query(q): Params) -> ApiResult {
-    let uses = r.uses_of(schema_id(&id)?, flag(&q, "deleted")).await?;
+async fn versions_by_id(
+    State(r): Reg,
+    viewer: Option<Extension<Viewer>>,
+    Path(id): Path<String>,
+    Query(q): Params,
+) -> ApiResult {
+    let uses = readable(
+        &viewer,
+        r.uses_of(schema_id(&id)?, flag(&q, "deleted")).await?,
+        |(s, _)| s,
+    );
     ok(json!(uses
         .into_iter()
         .map(|(s, v)| json!({"subject": s, "version": v}))
@@ -472,4 +761,138 @@ async fn put_subject_mode(
 
 async fn delete_subject_mode(State(r): Reg, Path(s): Path<String>) -> ApiResult {
     ok(json!({"mode": r.delete_mode(&s).await?.as_str()}))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_route_needs_what_confluents_security_plugin_names() {
+        use Operation::*;
+        let (get, post, put, delete) = (Method::GET, Method::POST, Method::PUT, Method::DELETE);
+        let table = [
+            (&get, "/", Some(Need::Nothing)),
+            (&get, "/schemas/types", Some(Need::Nothing)),
+            (&get, "/subjects", Some(Need::Listing)),
+            (&post, "/subjects/{s}", Some(Need::Operation(SubjectRead))),
+            (
+                &delete,
+                "/subjects/{s}",
+                Some(Need::Operation(SubjectDelete)),
+            ),
+            (
+                &get,
+                "/subjects/{s}/versions",
+                Some(Need::Operation(SubjectRead)),
+            ),
+            (
+                &post,
+                "/subjects/{s}/versions",
+                Some(Need::Operation(SubjectWrite)),
+            ),
+            (
+                &get,
+                "/subjects/{s}/versions/{v}",
+                Some(Need::Operation(SubjectRead)),
+            ),
+            (
+                &delete,
+                "/subjects/{s}/versions/{v}",
+                Some(Need::Operation(SubjectDelete)),
+            ),
+            (
+                &get,
+                "/subjects/{s}/versions/{v}/schema",
+                Some(Need::Operation(SubjectRead)),
+            ),
+            (
+                &get,
+                "/subjects/{s}/versions/{v}/referencedby",
+                Some(Need::Operation(SubjectRead)),
+            ),
+            (
+                &post,
+                "/compatibility/subjects/{s}/versions",
+                Some(Need::Operation(SubjectWrite)),
+            ),
+            (
+                &post,
+                "/compatibility/subjects/{s}/versions/{v}",
+                Some(Need::Operation(SubjectWrite)),
+            ),
+            (&get, "/schemas/ids/{id}", Some(Need::SchemaRead)),
+            (&get, "/schemas/ids/{id}/schema", Some(Need::SchemaRead)),
+            (&get, "/schemas/ids/{id}/subjects", Some(Need::Listing)),
+            (&get, "/schemas/ids/{id}/versions", Some(Need::Listing)),
+            (
+                &get,
+                "/config",
+                Some(Need::Operation(GlobalCompatibilityRead)),
+            ),
+            (
+                &put,
+                "/config",
+                Some(Need::Operation(GlobalCompatibilityWrite)),
+            ),
+            (
+                &delete,
+                "/config",
+                Some(Need::Operation(GlobalCompatibilityWrite)),
+            ),
+            (
+                &get,
+                "/mode",
+                Some(Need::Operation(GlobalCompatibilityRead)),
+            ),
+            (
+                &put,
+                "/mode",
+                Some(Need::Operation(GlobalCompatibilityWrite)),
+            ),
+            (
+                &get,
+                "/config/{s}",
+                Some(Need::Operation(SubjectCompatibilityRead)),
+            ),
+            (
+                &put,
+                "/config/{s}",
+                Some(Need::Operation(SubjectCompatibilityWrite)),
+            ),
+            (
+                &delete,
+                "/mode/{s}",
+                Some(Need::Operation(SubjectCompatibilityWrite)),
+            ),
+            // A route without a rule is closed.
+            (&get, "/exporters", None),
+        ];
+        for (method, route, expected) in table {
+            assert_eq!(need(method, route), expected, "{method} {route}");
+        }
+    }
+
+    #[test]
+    fn verified_headers_expire_and_stay_within_their_budget() {
+        let v = Verified {
+            ttl: std::time::Duration::from_secs(60),
+            max_bytes: 2 * Verified::cost("User:alice"),
+            entries: parking_lot::Mutex::default(),
+        };
+        v.put([1; 32], "User:alice");
+        v.put([1; 32], "User:alice");
+        v.put([2; 32], "User:alice");
+        v.put([3; 32], "User:alice");
+        assert_eq!(v.get(&[1; 32]).as_deref(), Some("User:alice"));
+        assert_eq!(v.get(&[3; 32]), None, "over the budget: not kept");
+        assert_eq!(v.entries.lock().bytes, 2 * Verified::cost("User:alice"));
+        let expired = Verified {
+            ttl: std::time::Duration::ZERO,
+            max_bytes: 1 << 20,
+            entries: parking_lot::Mutex::default(),
+        };
+        expired.put([1; 32], "User:alice");
+        assert_eq!(expired.get(&[1; 32]), None);
+    }
 }

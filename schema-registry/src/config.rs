@@ -19,6 +19,16 @@ pub struct RegistryConfig {
     pub unknown_id_ttl_ms: u64,
     /// How many unknown ids are remembered at once.
     pub unknown_id_max_entries: usize,
+    /// How requests prove who they are: `none` (the API is open) or `basic` (HTTP basic auth
+    /// with a Kafka user's password, as Confluent's clients send `basic.auth.user.info`;
+    /// operations are then authorized by the Kafka ACLs of the subjects' topics).
+    pub authentication: String,
+    /// How long a verified `Authorization` header is trusted without checking the password
+    /// again, in milliseconds (0: every request is checked; a check costs a PBKDF2 of the
+    /// credential's iterations).
+    pub auth_cache_ttl_ms: u64,
+    /// Memory the verified headers may use, in bytes.
+    pub auth_cache_max_bytes: usize,
 }
 
 impl Default for RegistryConfig {
@@ -29,15 +39,29 @@ impl Default for RegistryConfig {
             max_schema_bytes: 1 << 20,
             unknown_id_ttl_ms: 1_000,
             unknown_id_max_entries: 4_096,
+            authentication: "none".into(),
+            auth_cache_ttl_ms: 1_000,
+            auth_cache_max_bytes: 1 << 20,
         }
     }
 }
 
 impl RegistryConfig {
+    /// Whether requests must authenticate.
+    pub fn authenticates(&self) -> bool {
+        self.authentication == "basic"
+    }
+
     /// Rejects settings that cannot work.
     pub fn validate(&self) -> Result<()> {
         if self.max_schema_bytes == 0 {
             return Err(Error::Config("max_schema_bytes must be positive".into()));
+        }
+        if !matches!(self.authentication.as_str(), "none" | "basic") {
+            return Err(Error::Config(format!(
+                "authentication {:?} is not one of none, basic",
+                self.authentication
+            )));
         }
         Ok(())
     }

@@ -3,7 +3,8 @@
 //! records with it.
 //!
 //! The main flow, from [`api::router`]:
-//! 1. [`api`]: the REST API (axum), Confluent's JSON shapes and error codes.
+//! 1. [`api`]: the REST API (axum), Confluent's JSON shapes and error codes; [`access`]: who
+//!    may call it, when the node guards it.
 //! 2. [`registry`]: the operations (register, look up, delete, settings, modes), one writer at a
 //!    time; schema references are resolved here.
 //! 3. [`schema`]: a parsed schema of any type. [`avro`], [`protobuf`] and [`json_schema`] each
@@ -13,6 +14,7 @@
 //! 5. [`framing`]: decoding a framed record (magic 0, schema id, then the payload of the
 //!    schema's type) to a typed value.
 
+pub mod access;
 pub(crate) mod api;
 pub mod avro;
 mod avro_spec;
@@ -27,7 +29,8 @@ pub(crate) mod registry;
 pub(crate) mod schema;
 mod store;
 
-pub use api::{router, serve};
+pub use access::{Access, Operation, Unauthenticated};
+pub use api::{guarded_router, router, serve};
 pub use compat::{Compatibility, Mode};
 pub use config::RegistryConfig;
 pub use error::{Error, Result};

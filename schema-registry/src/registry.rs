@@ -222,6 +222,11 @@ impl Registry {
     }
 
     /// Parsed schemas in the by-id cache and their estimated bytes.
+    /// The settings the registry was opened with.
+    pub fn config(&self) -> &RegistryConfig {
+        &self.config
+    }
+
     pub fn cache_usage(&self) -> (usize, usize) {
         self.cache.usage()
     }

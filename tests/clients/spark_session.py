@@ -19,8 +19,9 @@ def runtime_jar():
     return jar
 
 
-def start(uri, app):
-    """A session whose catalog `inlet` is the REST catalog at `uri`."""
+def start(uri, app, catalog_conf=None):
+    """A session whose catalog `inlet` is the REST catalog at `uri`, with `catalog_conf`
+    (more of the catalog's properties: `credential`, `oauth2-server-uri`, ...)."""
     scratch = tempfile.mkdtemp(prefix="inlet-spark-")
     os.chdir(scratch)
     os.environ["SPARK_LOCAL_IP"] = "127.0.0.1"
@@ -43,8 +44,10 @@ def start(uri, app):
         .config("spark.sql.catalog.inlet", "org.apache.iceberg.spark.SparkCatalog")
         .config("spark.sql.catalog.inlet.type", "rest")
         .config("spark.sql.catalog.inlet.uri", uri)
-        .getOrCreate()
     )
+    for key, value in (catalog_conf or {}).items():
+        spark = spark.config(f"spark.sql.catalog.inlet.{key}", value)
+    spark = spark.getOrCreate()
     spark.sparkContext.setLogLevel("WARN")
     spark._inlet_scratch = scratch
     print("spark", spark.version)

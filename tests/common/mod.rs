@@ -53,6 +53,37 @@ pub(crate) fn add_user(data_dir: &Path, name: &str, password: &str) {
     );
 }
 
+/// A node on `dir/node` with the ACL authorizer on, `super.users=User:admin`, a PLAINTEXT and
+/// a SASL_PLAINTEXT listener, `config_toml` as its config file, and the users `admin`,
+/// `alice` and `bob` (passwords `<name>-secret`); with the SASL listener's address.
+pub(crate) fn secured_node(dir: &Path, config_toml: &str) -> (Node, String) {
+    let data = dir.join("node");
+    for user in ["admin", "alice", "bob"] {
+        add_user(&data, user, &format!("{user}-secret"));
+    }
+    let config = dir.join("inlet.toml");
+    std::fs::write(&config, config_toml).expect("the config file is written");
+    let sasl = format!("127.0.0.1:{}", inlet_test_support::node::free_port());
+    let listeners = format!(
+        "listeners=PLAINTEXT://127.0.0.1:{},SASL_PLAINTEXT://{sasl}",
+        inlet_test_support::node::free_port()
+    );
+    let node = <Node as Start>::start(
+        &data,
+        &[
+            "--config",
+            &config.to_string_lossy(),
+            "--kafka-config",
+            &listeners,
+            "--kafka-config",
+            "authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+            "--kafka-config",
+            "super.users=User:admin",
+        ],
+    );
+    (node, sasl)
+}
+
 /// Starts `inlet serve` on `data_dir` with `extra` arguments that it must refuse; returns its
 /// output (the test fails if it starts, or stays up for a minute).
 pub(crate) fn refused_at_start(data_dir: &Path, extra: &[String]) -> String {

@@ -58,6 +58,12 @@ pub enum RestError {
     /// An endpoint this server does not implement (501).
     #[error("{0}")]
     NotImplemented(String),
+    /// The request did not authenticate (401).
+    #[error("{0}")]
+    NotAuthorized(String),
+    /// The principal may not do this (403).
+    #[error("{0}")]
+    Forbidden(String),
     /// Anything else (500).
     #[error("{0}")]
     Internal(String),
@@ -78,7 +84,9 @@ impl RestError {
             | Self::Unsupported(_)
             | Self::PayloadTooLarge(_)
             | Self::Unprocessable(_)
-            | Self::NotImplemented(_) => Kind::BadInput,
+            | Self::NotImplemented(_)
+            | Self::NotAuthorized(_)
+            | Self::Forbidden(_) => Kind::BadInput,
             Self::CommitFailed(_) => Kind::Conflict,
             // Unknown: the same commit may be tried again (commit ids make it idempotent).
             Self::CommitStateUnknown(_) | Self::ServiceUnavailable(_) => Kind::Retryable,
@@ -114,6 +122,8 @@ impl RestError {
                 "ServiceUnavailableException",
             ),
             Self::NotImplemented(_) => (StatusCode::NOT_IMPLEMENTED, "NotImplementedException"),
+            Self::NotAuthorized(_) => (StatusCode::UNAUTHORIZED, "NotAuthorizedException"),
+            Self::Forbidden(_) => (StatusCode::FORBIDDEN, "ForbiddenException"),
             Self::Internal(_) => (StatusCode::INTERNAL_SERVER_ERROR, "InternalServerError"),
         }
     }

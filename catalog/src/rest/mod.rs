@@ -41,9 +41,13 @@
 //! - `register_table` does not check the namespace (the server does, 404) and cannot
 //!   overwrite (406).
 //! - No staged creates: served as described above.
+//!
+//! Guarded ([`guarded`], with the node's `HttpAccess`), every request but the OAuth2 token
+//! endpoint is authenticated and authorized first ([`guard`]).
 
 mod commit;
 mod error;
+pub mod guard;
 mod handlers;
 mod model;
 pub mod names;
@@ -65,6 +69,7 @@ pub use commit::{
     StagedCommit, DELETE_AFTER_COMMIT,
 };
 pub use error::RestError;
+pub use guard::guarded;
 
 /// Settings of the REST catalog server.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]

@@ -5,15 +5,17 @@ use std::collections::{BTreeSet, HashMap};
 
 use axum::extract::State;
 use axum::http::StatusCode;
-use axum::Json;
+use axum::{Extension, Json};
 use iceberg::{ErrorKind, TableCreation, TableIdent, TableRequirement, TableUpdate};
 use iceberg_catalog_rest::{
     CommitTableRequest, CommitTableResponse, CreateTableRequest, ListTablesResponse,
     LoadTableResult, RegisterTableRequest, RenameTableRequest,
 };
+use inlet_common::access::{TableOp, Viewer};
 
 use super::commit::{self, Checked, MetadataPointerStore, StagedCommit};
 use super::error::{RestError, Result};
+use super::guard;
 use super::handlers::{
     paginate, require_namespace, take_format_version, AppState, JsonBody, NamespacePath, Params,
     TablePath, LOCATION_PROPERTY,
@@ -24,6 +26,7 @@ use super::RestConfig;
 
 pub(super) async fn list_tables(
     State(state): State<AppState>,
+    viewer: Option<Extension<Viewer>>,
     NamespacePath(ns): NamespacePath,
     params: Params,
 ) -> Result<Json<ListTablesResponse>> {
@@ -32,6 +35,7 @@ pub(super) async fn list_tables(
         .list_tables(&ns)
         .await
         .map_err(RestError::from_catalog)?;
+    tables.retain(|t| guard::may_describe(&viewer, t));
     tables.sort();
     let (identifiers, next_page_token) = paginate(tables, &params, state.config.max_page_size)?;
     Ok(Json(ListTablesResponse {
@@ -44,10 +48,16 @@ pub(super) async fn list_tables(
 /// from without creating anything (the transaction's commit creates the table).
 pub(super) async fn create_table(
     State(state): State<AppState>,
+    viewer: Option<Extension<Viewer>>,
     NamespacePath(ns): NamespacePath,
     JsonBody(request): JsonBody<CreateTableRequest>,
 ) -> Result<Json<LoadTableResult>> {
     check_name(NameKind::Table, &request.name)?;
+    guard::authorize(
+        &viewer,
+        TableOp::Create,
+        &TableIdent::new(ns.clone(), request.name.clone()),
+    )?;
     let allowed = &state.config.allowed_locations;
     if let Some(location) = &request.location {
         check_location(allowed, location)?;
@@ -313,10 +323,13 @@ async fn commit_create_transaction(
 
 pub(super) async fn rename_table(
     State(state): State<AppState>,
+    viewer: Option<Extension<Viewer>>,
     JsonBody(request): JsonBody<RenameTableRequest>,
 ) -> Result<StatusCode> {
     let source = check_table_ident(&request.source)?;
     let destination = check_table_ident(&request.destination)?;
+    guard::authorize(&viewer, TableOp::Drop, &source)?;
+    guard::authorize(&viewer, TableOp::Create, &destination)?;
     state
         .catalog
         .rename_table(&source, &destination)
@@ -329,10 +342,16 @@ pub(super) async fn rename_table(
 /// supported (406).
 pub(super) async fn register_table(
     State(state): State<AppState>,
+    viewer: Option<Extension<Viewer>>,
     NamespacePath(ns): NamespacePath,
     JsonBody(request): JsonBody<RegisterTableRequest>,
 ) -> Result<Json<LoadTableResult>> {
     check_name(NameKind::Table, &request.name)?;
+    guard::authorize(
+        &viewer,
+        TableOp::Create,
+        &TableIdent::new(ns.clone(), request.name.clone()),
+    )?;
     check_location(&state.config.allowed_locations, &request.metadata_location)?;
     let catalog = state.catalog.as_ref();
     // The SQL catalog would register into a namespace that does not exist.
@@ -375,8 +394,27 @@ pub(super) async fn report_metrics(
 /// transactions are not accepted here (406).
 pub(super) async fn commit_transaction(
     State(state): State<AppState>,
+    viewer: Option<Extension<Viewer>>,
     JsonBody(body): JsonBody<serde_json::Value>,
 ) -> Result<StatusCode> {
+    if viewer.is_some() {
+        // Every table the transaction changes, before anything is decided or forwarded.
+        let changes = body
+            .get("table-changes")
+            .and_then(|c| c.as_array())
+            .map(Vec::as_slice)
+            .unwrap_or_default();
+        for change in changes {
+            let ident: TableIdent = change
+                .get("identifier")
+                .cloned()
+                .and_then(|i| serde_json::from_value(i).ok())
+                .ok_or_else(|| {
+                    RestError::BadRequest("a table change has no readable identifier".into())
+                })?;
+            guard::authorize(&viewer, TableOp::Write, &ident)?;
+        }
+    }
     if let Some(external) = &state.forward {
         let body = serde_json::to_vec(&body)
             .map_err(|e| RestError::Internal(format!("cannot encode the transaction: {e}")))?;

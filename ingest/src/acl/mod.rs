@@ -16,12 +16,16 @@
 //! is enforced by every node (each reloads them on its topics poll when their version moved).
 //! Which request needs which operation is in `enforce`; CreateAcls, DescribeAcls and DeleteAcls
 //! in `admin`. The authorizer is on when `authorizer.class.name` names Kafka's authorizer.
+//! The Schema Registry's REST API (`registry`) and the HTTP APIs (`http`: the Iceberg REST
+//! catalog, SQL, watermarks) are authorized by the same bindings.
 //!
 //! Invariant: with the authorizer off, [`Authorizer::allows`] allows everything, and every
 //! request is answered as before ACLs existed.
 
 pub(crate) mod admin;
 pub(crate) mod enforce;
+pub mod http;
+pub mod registry;
 pub(crate) mod store;
 
 use std::collections::HashMap;

@@ -79,6 +79,23 @@ pub async fn credential(
     }))
 }
 
+/// Whether `password` is `user`'s: checked against the user's SCRAM-SHA-512 credential, or
+/// its SCRAM-SHA-256 one (SASL/PLAIN and HTTP basic auth check passwords this way). False for
+/// a user with neither.
+pub async fn verify_password(meta: &MetaStore, user: &str, password: &str) -> Result<bool> {
+    for m in [Mechanism::Sha512, Mechanism::Sha256] {
+        if let Some(c) = credential(meta, user, m).await? {
+            // PBKDF2 of the credential's iterations: CPU work, off the async workers (a
+            // check that panicked verifies nothing).
+            let password = password.to_owned();
+            return Ok(tokio::task::spawn_blocking(move || c.verifies(&password))
+                .await
+                .unwrap_or(false));
+        }
+    }
+    Ok(false)
+}
+
 /// Every user with a credential, with the mechanisms and iterations of theirs.
 pub async fn list(meta: &MetaStore) -> Result<BTreeMap<String, Vec<(Mechanism, i32)>>> {
     let rows = inlet_storage::bounded(async {

@@ -140,24 +140,15 @@ impl Authentication {
                 let Some((user, password)) = parse_plain(&r.auth_bytes) else {
                     return auth_failed("malformed PLAIN message".into());
                 };
-                // PLAIN checks the password against the user's SCRAM-SHA-512 credential, or its
-                // SCRAM-SHA-256 one.
-                let mut verified = false;
-                for m in [Mechanism::Sha512, Mechanism::Sha256] {
-                    match credentials::credential(meta, &user, m).await {
-                        Ok(Some(c)) => {
-                            verified = c.verifies(&password);
-                            break;
-                        }
-                        Ok(None) => {}
-                        Err(e) => {
-                            return failed(
-                                ResponseError::SaslAuthenticationFailed,
-                                format!("reading the credentials failed: {}", e.message),
-                            )
-                        }
+                let verified = match credentials::verify_password(meta, &user, &password).await {
+                    Ok(v) => v,
+                    Err(e) => {
+                        return failed(
+                            ResponseError::SaslAuthenticationFailed,
+                            format!("reading the credentials failed: {}", e.message),
+                        )
                     }
-                }
+                };
                 if !verified {
                     return auth_failed(format!(
                         "authentication failed: invalid credentials for user {user:?}"

@@ -1,0 +1,106 @@
+//! Who may use the node's HTTP APIs (the Iceberg REST catalog, SQL, watermarks, table and
+//! cluster status): the questions those endpoints ask, and the trait a node answers them with
+//! (`inlet_ingest::acl::http`, with the Kafka users and the Kafka ACLs). Without an
+//! [`HttpAccess`] the APIs are open.
+
+use std::future::Future;
+use std::net::IpAddr;
+use std::pin::Pin;
+
+/// A boxed future, for [`HttpAccess`]'s asynchronous methods.
+pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+
+/// What a request does to a table.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum TableOp {
+    /// Know it exists and load its metadata; read its watermark.
+    Describe,
+    /// Read its rows (SQL).
+    Read,
+    /// Commit to it.
+    Write,
+    /// Create it (or register it, or rename to it).
+    Create,
+    /// Drop it (or rename it away).
+    Drop,
+}
+
+impl TableOp {
+    pub fn name(self) -> &'static str {
+        match self {
+            TableOp::Describe => "describe",
+            TableOp::Read => "read",
+            TableOp::Write => "write",
+            TableOp::Create => "create",
+            TableOp::Drop => "drop",
+        }
+    }
+}
+
+/// Why a request was refused: unauthenticated (401) or unauthorized (403), with the reason.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Refused {
+    Unauthenticated(String),
+    Forbidden(String),
+}
+
+/// A bearer token issued for client credentials (OAuth2's client-credentials grant).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Token {
+    pub access_token: String,
+    /// Seconds until it expires.
+    pub expires_in_s: u64,
+}
+
+/// Authentication and authorization of the HTTP APIs.
+pub trait HttpAccess: Send + Sync + 'static {
+    /// The principal (`User:alice`) a request's `Authorization` header proves (`Basic` with a
+    /// user's password, or `Bearer` with a token of [`HttpAccess::issue_token`]), from `peer`.
+    fn authenticate<'a>(
+        &'a self,
+        authorization: Option<&'a str>,
+        peer: Option<IpAddr>,
+    ) -> BoxFuture<'a, Result<String, Refused>>;
+
+    /// A bearer token for a user's credentials (`client_id` the user, `client_secret` the
+    /// password).
+    fn issue_token<'a>(
+        &'a self,
+        client_id: &'a str,
+        client_secret: &'a str,
+        peer: Option<IpAddr>,
+    ) -> BoxFuture<'a, Result<Token, Refused>>;
+
+    /// A new token for `user`, who holds a valid one (OAuth2's token exchange, with which
+    /// Iceberg's Java client refreshes).
+    fn refresh_token<'a>(&'a self, user: &'a str) -> BoxFuture<'a, Result<Token, Refused>>;
+
+    /// Whether `principal` may perform `op` on table `table` of `namespace` (its levels).
+    fn allows_table(
+        &self,
+        principal: &str,
+        peer: Option<IpAddr>,
+        op: TableOp,
+        namespace: &[String],
+        table: &str,
+    ) -> bool;
+
+    /// Whether `principal` may create, drop or change namespaces.
+    fn allows_namespaces(&self, principal: &str, peer: Option<IpAddr>) -> bool;
+}
+
+/// An authenticated request's principal, with the [`HttpAccess`] that decides for it; the
+/// guard of an HTTP API hands it to the handlers, which keep to what it may see.
+#[derive(Clone)]
+pub struct Viewer {
+    pub access: std::sync::Arc<dyn HttpAccess>,
+    pub principal: String,
+    pub peer: Option<IpAddr>,
+}
+
+impl Viewer {
+    pub fn may(&self, op: TableOp, namespace: &[String], table: &str) -> bool {
+        self.access
+            .allows_table(&self.principal, self.peer, op, namespace, table)
+    }
+}

@@ -149,12 +149,13 @@ fn the_http_listener_takes_tokens_and_the_kafka_acls_decide_what_they_may_do() {
     assert!(!ok && out.contains("requires authentication"), "{out}");
     // Iceberg Java's OAuth2 client, in Spark.
     if let Some(spark) = common::require_spark() {
-        run_client(
+        let output = run_client(
             &spark,
             "spark_oauth.py",
             &[&format!("http://{}/iceberg", node.http)],
             Duration::from_secs(300),
         );
+        assert!(output.contains("spark 3.5"), "{output}");
     }
     node.stop();
 

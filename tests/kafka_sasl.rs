@@ -153,12 +153,33 @@ fn the_startup_line_says_how_open_the_node_is() {
     let dir = tempfile::tempdir().unwrap();
     let port = free_port();
     let listen = format!("0.0.0.0:{port}");
+    let (http, registry) = (
+        format!("0.0.0.0:{}", free_port()),
+        format!("0.0.0.0:{}", free_port()),
+    );
     let node = Node::start(
         &dir.path().join("open"),
-        &["--kafka-listen", &listen, "--advertised-host", "127.0.0.1"],
+        &[
+            "--kafka-listen",
+            &listen,
+            "--advertised-host",
+            "127.0.0.1",
+            "--http-listen",
+            &http,
+            "--registry-listen",
+            &registry,
+        ],
     );
     let warning = node.wait_for_log("faces the network with neither TLS nor authentication");
     assert!(warning.contains("PLAINTEXT"), "{warning}");
+    // Then the HTTP and registry listeners, each with the setting that closes it.
+    let warning = node.wait_for_log("the HTTP listener at");
+    assert!(
+        warning.contains("[http] authentication") && warning.contains("has no authentication"),
+        "{warning}"
+    );
+    let warning = node.wait_for_log("the Schema Registry listener at");
+    assert!(warning.contains("[registry] authentication"), "{warning}");
     node.stop();
 }
 

@@ -106,6 +106,7 @@ async fn start(
     let server = tokio::spawn(inlet_schema_registry::serve(
         listener,
         Arc::new(registry),
+        None,
         stop.clone(),
     ));
     (addr, stop, server)

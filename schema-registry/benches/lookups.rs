@@ -328,7 +328,7 @@ fn main() {
         .block_on(TcpListener::bind("127.0.0.1:0"))
         .expect("bind");
     let addr = listener.local_addr().expect("local addr");
-    let served = server.spawn(serve(listener, registry.clone(), stop.clone()));
+    let served = server.spawn(serve(listener, registry.clone(), None, stop.clone()));
 
     // Check one answer's body before timing anything.
     let expected = server

@@ -32,7 +32,7 @@ impl Server {
             .expect("bind");
         let base = format!("http://{}", listener.local_addr().expect("addr"));
         let stop = CancellationToken::new();
-        let task = tokio::spawn(serve(listener, Arc::new(registry), stop.clone()));
+        let task = tokio::spawn(serve(listener, Arc::new(registry), None, stop.clone()));
         Server {
             base,
             http: reqwest::Client::new(),

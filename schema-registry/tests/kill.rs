@@ -30,7 +30,7 @@ fn child(dir: std::path::PathBuf) {
             .await
             .expect("bind");
         println!("ADDR={}", listener.local_addr().expect("addr"));
-        serve(listener, Arc::new(registry), CancellationToken::new())
+        serve(listener, Arc::new(registry), None, CancellationToken::new())
             .await
             .expect("serve");
     });

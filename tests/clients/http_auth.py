@@ -110,10 +110,13 @@ def kafka_admin():
     })
 
 
+KAFKA_ADMIN = kafka_admin()  # kept: a client dropped before its futures resolve fails them
+
+
 def allow(principal, topic, op):
     binding = AclBinding(ResourceType.TOPIC, topic, ResourcePatternType.LITERAL, principal, "*",
                          op, AclPermissionType.ALLOW)
-    for _, fut in kafka_admin().create_acls([binding], request_timeout=30).items():
+    for _, fut in KAFKA_ADMIN.create_acls([binding], request_timeout=30).items():
         fut.result()
 
 
@@ -196,7 +199,7 @@ status, _, _ = http("GET", "/metrics", headers=bearer(bob_token))
 check(status == 200, "an authenticated user reads /metrics")
 
 # A table topic's table follows its topic's ACLs.
-for _, fut in kafka_admin().create_topics([NewTopic("clicks", 1, 1, config={
+for _, fut in KAFKA_ADMIN.create_topics([NewTopic("clicks", 1, 1, config={
         "table.topic.enable": "true", "table.topic.convert.value.type": "string",
         "table.topic.commit.interval.ms": "1000"})]).items():
     fut.result()

@@ -90,6 +90,9 @@ pub struct HttpSettings {
     pub authentication: String,
     /// How long a token of `/iceberg/v1/oauth/tokens` lives, in seconds.
     pub token_ttl_s: u64,
+    /// A PEM file with the private key and the certificate chain: the listener serves HTTPS
+    /// (reloaded when the file changes). None: plain HTTP.
+    pub tls_keystore: Option<PathBuf>,
 }
 
 impl Default for HttpSettings {
@@ -97,6 +100,7 @@ impl Default for HttpSettings {
         HttpSettings {
             authentication: "none".into(),
             token_ttl_s: 3_600,
+            tls_keystore: None,
         }
     }
 }

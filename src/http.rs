@@ -48,6 +48,7 @@ pub(crate) async fn serve(
     query: inlet_query::QueryConfig,
     iceberg: Router,
     access: Option<Arc<dyn HttpAccess>>,
+    tls: Option<Arc<inlet_ingest::tls::Tls>>,
     stop: CancellationToken,
 ) {
     let watermarks = Router::new()
@@ -80,13 +81,7 @@ pub(crate) async fn serve(
         iceberg = inlet_catalog::rest::guarded(iceberg, access);
     }
     let app = open.merge(guarded).nest("/iceberg", iceberg);
-    if let Err(e) = axum::serve(
-        listener,
-        app.into_make_service_with_connect_info::<std::net::SocketAddr>(),
-    )
-    .with_graceful_shutdown(async move { stop.cancelled().await })
-    .await
-    {
+    if let Err(e) = crate::https::serve(listener, tls, app, "HTTP", stop).await {
         tracing::error!(error = %e, "the HTTP listener failed");
     }
 }

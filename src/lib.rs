@@ -13,6 +13,7 @@ pub mod cluster;
 pub mod config;
 pub mod config_dump;
 mod http;
+mod https;
 pub mod members;
 pub mod sql;
 mod tables;
@@ -142,12 +143,13 @@ async fn bind_kafka_listeners(
 }
 
 /// How open the node is: a summary for the startup line (each Kafka listener's protocol,
-/// `open` when one has neither TLS nor authentication, and whether the ACL authorizer is on),
-/// and a warning for each listener that faces the network (not loopback) without them,
-/// logged after the startup line.
+/// `open` when one has neither TLS nor authentication, the HTTP and registry listeners'
+/// authentication and TLS (`http`: name, address, authenticated, TLS), and whether the ACL
+/// authorizer is on), and a warning for each listener that faces the network (not loopback)
+/// without authentication, logged after the startup line.
 fn describe_security(
     kafka: &[inlet_ingest::server::Listener],
-    http: &[(&str, SocketAddr, bool)],
+    http: &[(&str, SocketAddr, bool, bool)],
     authorizer: bool,
 ) -> (String, Vec<String>) {
     let mut parts = Vec::new();
@@ -168,25 +170,31 @@ fn describe_security(
             ));
         }
     }
-    for (what, addr, authenticated) in http {
+    for (what, addr, authenticated, tls) in http {
+        let over = if *tls { " over TLS" } else { "" };
         if *authenticated {
             parts.push(format!(
-                "{what} with {}",
+                "{what} with {}{over}",
                 if *what == "HTTP" {
                     "tokens"
                 } else {
                     "basic auth"
                 }
             ));
-        } else if !addr.ip().is_loopback() {
-            warnings.push(format!(
-                "the {what} listener at {addr} faces the network and has no authentication: keep it behind a firewall or a proxy that authenticates{}",
-                if *what == "Schema Registry" {
-                    " (or set [registry] authentication = \"basic\")"
-                } else {
-                    " (or set [http] authentication = \"token\")"
-                }
-            ));
+        } else {
+            if *tls {
+                parts.push(format!("{what} open{over}"));
+            }
+            if !addr.ip().is_loopback() {
+                warnings.push(format!(
+                    "the {what} listener at {addr} faces the network and has no authentication: keep it behind a firewall or a proxy that authenticates{}",
+                    if *what == "Schema Registry" {
+                        " (or set [registry] authentication = \"basic\")"
+                    } else {
+                        " (or set [http] authentication = \"token\")"
+                    }
+                ));
+            }
         }
     }
     parts.push(if authorizer {
@@ -457,6 +465,15 @@ impl NodeBuilder {
         let http_listener = bind("HTTP", &config.http_listen).await?;
         let registry_listener = bind("Schema Registry", &config.registry_listen).await?;
         let registry_addr = registry_listener.local_addr()?;
+        // HTTPS where a keystore is named: read now, so a bad file stops the start.
+        let http_tls = match &config.http.tls_keystore {
+            Some(k) => Some(https::load(k).context("[http] tls_keystore")?),
+            None => None,
+        };
+        let registry_tls = match &config.registry.tls_keystore {
+            Some(k) => Some(https::load(k).context("[registry] tls_keystore")?),
+            None => None,
+        };
         let kafka_addr = kafka_listeners[0].tcp.local_addr()?;
         let http_addr = http_listener.local_addr()?;
         let mut broker_config = broker_config(&config, kafka_addr)?;
@@ -571,11 +588,17 @@ impl NodeBuilder {
         let (security, exposed) = describe_security(
             &kafka_listeners,
             &[
-                ("HTTP", http_addr, config.http.authenticates()),
+                (
+                    "HTTP",
+                    http_addr,
+                    config.http.authenticates(),
+                    http_tls.is_some(),
+                ),
                 (
                     "Schema Registry",
                     registry_addr,
                     config.registry.authenticates(),
+                    registry_tls.is_some(),
                 ),
             ],
             !broker.config().authorizer_class_name.is_empty(),
@@ -608,6 +631,7 @@ impl NodeBuilder {
                     config.http.token_ttl_s,
                 )) as Arc<dyn inlet_common::access::HttpAccess>
             }),
+            http_tls.clone(),
             stop.clone(),
         ));
         tasks.spawn(tables::run(
@@ -635,11 +659,17 @@ impl NodeBuilder {
                 config.registry.authenticates().then(|| {
                     Arc::new(inlet_ingest::acl::registry::RegistryAccess::new(
                         broker.clone(),
+                        config.http.token_ttl_s,
                     )) as Arc<dyn inlet_schema_registry::Access>
                 });
+            let app = match access {
+                Some(access) => inlet_schema_registry::guarded_router(registry, access),
+                None => inlet_schema_registry::router(registry),
+            };
+            let tls = registry_tls.clone();
             tasks.spawn(async move {
                 if let Err(e) =
-                    inlet_schema_registry::serve(registry_listener, registry, access, stop).await
+                    https::serve(registry_listener, tls, app, "Schema Registry", stop).await
                 {
                     tracing::error!(error = %e, "the Schema Registry listener failed");
                 }
@@ -652,7 +682,10 @@ impl NodeBuilder {
             registry = %registry_addr,
             data_dir = %config.data_dir.display(),
             object_store = %config.object_store_url(),
-            iceberg = %format!("http://{http_addr}/iceberg"),
+            iceberg = %format!(
+                "{}://{http_addr}/iceberg",
+                if http_tls.is_some() { "https" } else { "http" }
+            ),
             warehouse = %catalog.warehouse(),
             catalog = %match config.catalog.kind {
                 inlet_catalog::CatalogKind::Embedded => "embedded".to_string(),

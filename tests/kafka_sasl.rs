@@ -195,13 +195,17 @@ fn the_schema_registry_authenticates_kafka_users_and_follows_the_topic_acls() {
         return;
     };
     let dir = tempfile::tempdir().unwrap();
-    let (node, sasl) = common::secured_node(dir.path(), "[registry]\nauthentication = \"basic\"\n");
+    let (node, sasl) = common::secured_node(
+        dir.path(),
+        "[registry]\nauthentication = \"basic\"\n[http]\nauthentication = \"token\"\n",
+    );
     let (status, output) = run(
         &python,
         &[
             script("registry_auth.py").into(),
             format!("http://{}", node.registry).into(),
             sasl.into(),
+            format!("http://{}", node.http).into(),
         ],
         Duration::from_secs(300),
     );

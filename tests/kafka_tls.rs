@@ -5,8 +5,9 @@
 //! the node's certificate replaced on disk, reloaded without a restart. The same node is then
 //! driven by kafkajs (`tests/clients/security_kafkajs.js`: its own TLS and SASL, mTLS under
 //! ACLs, deny over allow) and by the Java client 4.3.0 (`tests/clients/java/SecurityClients.java`:
-//! SASL_SSL, the AdminClient's ACL and SCRAM credential calls). Certificates come from
-//! `tests/clients/tls_certs.py`.
+//! SASL_SSL, the AdminClient's ACL and SCRAM credential calls). The Schema Registry and the
+//! HTTP listener serve TLS from their own settings, and reload too (`tests/clients/https.py`).
+//! Certificates come from `tests/clients/tls_certs.py`.
 #![allow(clippy::unwrap_used, clippy::panic, clippy::disallowed_methods)] // a test: a failed step fails it, and its deadlines are real time
 
 mod common;
@@ -175,4 +176,60 @@ fn a_tls_listener_with_a_bad_keystore_is_refused_at_start() {
         let text = common::refused_at_start(dir.path(), &args);
         assert!(text.contains(expected), "{configs:?}: {text}");
     }
+}
+
+/// The Schema Registry and the HTTP listener over TLS from PEM files in Inlet's own settings
+/// (`[registry] tls_keystore`, `[http] tls_keystore`), the registry with basic auth, and a
+/// certificate replaced while the node runs (`tests/clients/https.py`).
+#[test]
+fn the_registry_and_http_listeners_serve_tls_and_reload_their_certificate() {
+    let Some(python) = require_python(
+        "import confluent_kafka.schema_registry, cryptography",
+        "confluent-kafka and cryptography",
+    ) else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let certs = dir.path().join("certs");
+    std::fs::create_dir_all(&certs).unwrap();
+    python_ok(
+        &python,
+        &[script("tls_certs.py").into(), certs.clone().into()],
+        "making the certificates",
+    );
+    let keystore = dir.path().join("node.pem");
+    std::fs::copy(certs.join("server.pem"), &keystore).unwrap();
+    let keystore_toml = keystore.display().to_string().replace('\\', "\\\\");
+    let (node, _sasl) = common::secured_node(
+        dir.path(),
+        &format!(
+            "[registry]\nauthentication = \"basic\"\ntls_keystore = \"{keystore_toml}\"\n\
+             [http]\ntls_keystore = \"{keystore_toml}\"\n"
+        ),
+    );
+    let port = |addr: &str| addr.rsplit_once(':').unwrap().1.to_string();
+    python_ok(
+        &python,
+        &[
+            script("https.py").into(),
+            port(&node.registry).into(),
+            port(&node.http).into(),
+            certs.clone().into(),
+            keystore.clone().into(),
+        ],
+        "https.py",
+    );
+    node.stop();
+
+    // A keystore that is not one refuses the start, naming the setting.
+    let bad = dir.path().join("bad.toml");
+    std::fs::write(&bad, "[http]\ntls_keystore = \"/nonexistent/key.pem\"\n").unwrap();
+    let text = common::refused_at_start(
+        &dir.path().join("other"),
+        &["--config".into(), bad.to_string_lossy().into_owned()],
+    );
+    assert!(
+        text.contains("[http] tls_keystore") && text.contains("/nonexistent/key.pem"),
+        "{text}"
+    );
 }

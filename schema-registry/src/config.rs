@@ -29,6 +29,9 @@ pub struct RegistryConfig {
     pub auth_cache_ttl_ms: u64,
     /// Memory the verified headers may use, in bytes.
     pub auth_cache_max_bytes: usize,
+    /// A PEM file with the private key and the certificate chain: the node serves the
+    /// registry over HTTPS (reloaded when the file changes). None: plain HTTP.
+    pub tls_keystore: Option<std::path::PathBuf>,
 }
 
 impl Default for RegistryConfig {
@@ -42,6 +45,7 @@ impl Default for RegistryConfig {
             authentication: "none".into(),
             auth_cache_ttl_ms: 1_000,
             auth_cache_max_bytes: 1 << 20,
+            tls_keystore: None,
         }
     }
 }

@@ -2,7 +2,7 @@
 confluent-kafka's SchemaRegistryClient and AvroSerializer, authorized by the Kafka ACLs of
 each subject's topic.
 
-Usage: registry_auth.py REGISTRY_URL SASL_BOOTSTRAP
+Usage: registry_auth.py REGISTRY_URL SASL_BOOTSTRAP HTTP_BASE
 
 The node runs the ACL authorizer with `super.users=User:admin`; the users `admin`
 (`admin-secret`), `alice` (`alice-secret`) and `bob` (`bob-secret`) were added with
@@ -15,15 +15,19 @@ Checks:
 - once admin allows alice WRITE on topic `orders`, she registers a new version (through the
   AvroSerializer with `basic.auth.user.info`, as a producer does), reads it back, lists
   `orders-value` and reads its schema by id; she may not delete the subject nor change its
-  compatibility, nor the global one;
+  compatibility, nor the global one; with a bearer token of the HTTP listener's token
+  endpoint (`bearer.auth.token`) she is the same principal;
 - bob, allowed READ on `payments` only, may not read the `orders` schema by its id;
 - a DENY of DESCRIBE on `orders` for alice overrides her ALLOW of WRITE.
 
 Prints OK at the end; exits non-zero on a mismatch.
 """
 
+import json
 import sys
 import time
+import urllib.parse
+import urllib.request
 
 from confluent_kafka.admin import (AclBinding, AclOperation, AclPermissionType, AdminClient,
                                    ResourcePatternType, ResourceType)
@@ -32,7 +36,7 @@ from confluent_kafka.schema_registry.avro import AvroSerializer
 from confluent_kafka.schema_registry.error import SchemaRegistryError
 from confluent_kafka.serialization import MessageField, SerializationContext
 
-url, sasl = sys.argv[1], sys.argv[2]
+url, sasl, http_base = sys.argv[1], sys.argv[2], sys.argv[3]
 
 V1 = '{"type":"record","name":"Order","fields":[{"name":"id","type":"long"}]}'
 V2 = ('{"type":"record","name":"Order","fields":[{"name":"id","type":"long"},'
@@ -97,7 +101,7 @@ refused(lambda: client("nobody:x").get_subjects(), 401, "an unknown user")
 refused(lambda: client(**{"bearer.auth.credentials.source": "STATIC_TOKEN",
                           "bearer.auth.token": "t", "bearer.auth.logical.cluster": "c",
                           "bearer.auth.identity.pool.id": "p"}).get_subjects(),
-        401, "a bearer token")
+        401, "a bearer token that is not one of the node's")
 
 admin = client("admin:admin-secret")
 alice = client("alice:alice-secret")
@@ -128,6 +132,16 @@ refused(lambda: alice.set_compatibility("orders-value", "NONE"), 403,
         "alice sets a subject's compatibility without ALTER_CONFIGS")
 refused(lambda: alice.set_compatibility(level="NONE"), 403,
         "alice sets the global compatibility")
+
+# A bearer token of the HTTP listener's token endpoint, as Confluent's `bearer.auth.token`.
+form = urllib.parse.urlencode({"grant_type": "client_credentials", "client_id": "alice",
+                               "client_secret": "alice-secret"}).encode()
+with urllib.request.urlopen(f"{http_base}/iceberg/v1/oauth/tokens", data=form, timeout=30) as r:
+    token = json.loads(r.read())["access_token"]
+bearer = client(**{"bearer.auth.credentials.source": "STATIC_TOKEN", "bearer.auth.token": token,
+                   "bearer.auth.logical.cluster": "inlet", "bearer.auth.identity.pool.id": "inlet"})
+check(bearer.get_subjects() == ["orders-value"], "alice's bearer token lists what she may read")
+refused(lambda: bearer.delete_subject("orders-value"), 403, "alice's bearer token deletes")
 
 # bob reads another topic only.
 acl("User:bob", "payments", AclOperation.READ)

@@ -1,6 +1,7 @@
 //! The Schema Registry's [`Access`] on a node (`[registry] authentication = "basic"`):
 //! requests authenticate with HTTP basic auth as a Kafka user (the password checked against
-//! the user's SCRAM credential, `sasl::credentials`), and each operation is authorized by the
+//! the user's SCRAM credential, `sasl::credentials`), or with a bearer token of the HTTP
+//! listener's token endpoint (`super::http`), and each operation is authorized by the
 //! Kafka ACLs of the subject's topic, through the node's [`Authorizer`](super::Authorizer):
 //! the same bindings, `super.users` and `allow.everyone.if.no.acl.found`, changed through any
 //! node and enforced here as soon as this node has loaded them.
@@ -26,17 +27,24 @@ use std::sync::Arc;
 use inlet_schema_registry::{access::BoxFuture, Access, Operation as RegistryOp, Unauthenticated};
 
 use super::{Operation, ResourceType, Session};
-use crate::sasl::credentials;
 use crate::Broker;
 
 /// The node's [`Access`] for the Schema Registry.
 pub struct RegistryAccess {
     broker: Arc<Broker>,
+    /// Authentication is the HTTP APIs': basic auth, and the bearer tokens of the catalog's
+    /// token endpoint (Confluent's `bearer.auth.token`).
+    http: super::http::NodeAccess,
 }
 
 impl RegistryAccess {
-    pub fn new(broker: Arc<Broker>) -> Self {
-        RegistryAccess { broker }
+    /// Tokens are checked against the cluster's signing key; `token_ttl_s` only matters to
+    /// tokens issued through the HTTP listener.
+    pub fn new(broker: Arc<Broker>, token_ttl_s: u64) -> Self {
+        RegistryAccess {
+            http: super::http::NodeAccess::new(broker.clone(), token_ttl_s),
+            broker,
+        }
     }
 }
 
@@ -62,19 +70,6 @@ fn kafka_operation(op: RegistryOp) -> (Operation, ResourceType) {
     }
 }
 
-/// The user and password of a `Basic` `Authorization` header.
-fn basic_credentials(authorization: &str) -> Result<(String, String), String> {
-    let (scheme, encoded) = authorization
-        .split_once(' ')
-        .ok_or("the Authorization header is not of the form `Basic <credentials>`")?;
-    if !scheme.eq_ignore_ascii_case("basic") {
-        return Err(format!(
-            "the {scheme} scheme is not accepted here: use HTTP basic authentication"
-        ));
-    }
-    super::http::basic_credentials(encoded)
-}
-
 impl Access for RegistryAccess {
     fn authenticate<'a>(
         &'a self,
@@ -82,23 +77,17 @@ impl Access for RegistryAccess {
         peer: Option<IpAddr>,
     ) -> BoxFuture<'a, Result<String, Unauthenticated>> {
         Box::pin(async move {
-            let refuse = |why: String| {
-                tracing::info!(peer = ?peer, reason = %why, "schema registry authentication failed");
-                Unauthenticated(why)
-            };
-            let Some(authorization) = authorization else {
-                return Err(Unauthenticated(
-                    "Unauthorized: this registry requires HTTP basic authentication".into(),
-                ));
-            };
-            let (user, password) = basic_credentials(authorization).map_err(refuse)?;
-            match credentials::verify_password(self.broker.store().meta(), &user, &password).await {
-                Ok(true) => Ok(format!("User:{user}")),
-                Ok(false) => Err(refuse(format!("invalid credentials for user {user:?}"))),
-                Err(e) => Err(refuse(format!(
-                    "reading the credentials failed: {}",
-                    e.message
-                ))),
+            use inlet_common::access::{HttpAccess as _, Refused};
+            match self.http.authenticate(authorization, peer).await {
+                Ok(principal) => Ok(principal),
+                Err(Refused::Unauthenticated(why) | Refused::Forbidden(why)) => {
+                    Err(Unauthenticated(match authorization {
+                        None => "Unauthorized: this registry requires HTTP basic authentication \
+                                 (or a bearer token of the HTTP listener)"
+                            .into(),
+                        Some(_) => why,
+                    }))
+                }
             }
         })
     }
@@ -141,32 +130,5 @@ mod tests {
         );
         assert_eq!(subject_topic("com.acme.Order"), "com.acme.Order");
         assert_eq!(subject_topic("-value"), "-value");
-    }
-
-    #[test]
-    fn basic_credentials_are_read_or_refused_with_the_reason() {
-        use base64::Engine as _;
-        let header = format!(
-            "Basic {}",
-            base64::engine::general_purpose::STANDARD.encode("alice:s3cr:et")
-        );
-        assert_eq!(
-            basic_credentials(&header),
-            Ok(("alice".into(), "s3cr:et".into()))
-        );
-        assert!(basic_credentials("Bearer abc")
-            .unwrap_err()
-            .contains("Bearer"));
-        assert!(basic_credentials("Basic !!!")
-            .unwrap_err()
-            .contains("base64"));
-        assert!(basic_credentials("Basic").is_err());
-        let no_colon = format!(
-            "Basic {}",
-            base64::engine::general_purpose::STANDARD.encode("alice")
-        );
-        assert!(basic_credentials(&no_colon)
-            .unwrap_err()
-            .contains("user:password"));
     }
 }

@@ -4,6 +4,10 @@
 //! The output is TOML (one dotted key a line, the source in a comment), so it can be saved and
 //! used as a config file. Sources, from weakest to strongest: the default, the config file,
 //! an `INLET_*` environment variable, a command-line flag.
+//!
+//! Secrets are never printed ([`redact`]): a setting named like one (`…password…`, `…secret…`,
+//! `…token`, `…credential…`, `sasl.jaas.config`) shows `<redacted>`, and a URL's password
+//! (`postgres://user:…@host`) shows as `REDACTED`.
 
 use std::collections::BTreeMap;
 use std::fmt::Write;
@@ -73,7 +77,7 @@ pub fn dump(
             .map(|k| quote_key(k))
             .collect::<Vec<_>>()
             .join(".");
-        writeln!(out, "{key} = {value}  # {}", source(path))?;
+        writeln!(out, "{key} = {}  # {}", redact(path, value), source(path))?;
     }
     // Unset options, with what they mean.
     for (name, set, meaning) in [
@@ -87,7 +91,11 @@ pub fn dump(
             config.object_store.is_some(),
             config.object_store_url(),
         ),
-        ("meta", config.meta.is_some(), config.meta_url()),
+        (
+            "meta",
+            config.meta.is_some(),
+            redact_url(&config.meta_url()),
+        ),
         (
             "storage.wal",
             config.storage.wal.is_some(),
@@ -118,6 +126,41 @@ pub fn dump(
         }
     }
     Ok(out)
+}
+
+/// What the dump shows for `value` at `path`: `<redacted>` for a secret (by its key's name),
+/// a URL with its password redacted, else `value`.
+pub fn redact(path: &KeyPath, value: &toml::Value) -> toml::Value {
+    const REDACTED: &str = "<redacted>";
+    let key = path
+        .last()
+        .map(|k| k.to_ascii_lowercase())
+        .unwrap_or_default();
+    let secret = ["password", "secret", "credential"]
+        .iter()
+        .any(|s| key.contains(s))
+        || key.ends_with("token")
+        || key == "sasl.jaas.config";
+    match value {
+        _ if secret => toml::Value::String(REDACTED.into()),
+        toml::Value::String(s) => toml::Value::String(redact_url(s)),
+        toml::Value::Array(items) => {
+            toml::Value::Array(items.iter().map(|v| redact(path, v)).collect())
+        }
+        other => other.clone(),
+    }
+}
+
+/// `text` with the password of a URL in it (`scheme://user:password@host…`) replaced.
+fn redact_url(text: &str) -> String {
+    match url::Url::parse(text) {
+        Ok(mut u) if u.password().is_some() => {
+            // Only a URL that can hold a password gets here, so setting one cannot fail.
+            let _ = u.set_password(Some("REDACTED"));
+            u.to_string()
+        }
+        _ => text.to_string(),
+    }
 }
 
 /// The leaves of `table` below `path`, in order: every value that is not a table (arrays are
@@ -212,6 +255,24 @@ mod tests {
             "{out}"
         );
         assert!(!out.contains("# kafka.\"log.retention.ms\""), "{out}");
+        // Secrets are not printed.
+        let mut secret = config.clone();
+        secret.meta = Some("postgres://inlet:hunter2@db:5432/inlet".into());
+        secret.catalog.token = Some("t0ken".into());
+        secret.catalog.credential = Some("client:s3cret".into());
+        secret.kafka.insert(
+            "listener.name.sasl_ssl.ssl.key.password".into(),
+            "k3y".into(),
+        );
+        let shown = dump(&secret, None, &BTreeMap::new()).expect("dump");
+        for leaked in ["hunter2", "t0ken", "s3cret", "k3y"] {
+            assert!(!shown.contains(leaked), "{leaked} in\n{shown}");
+        }
+        assert!(
+            shown.contains("meta = \"postgres://inlet:REDACTED@db:5432/inlet\""),
+            "{shown}"
+        );
+        assert!(shown.contains("http.token_ttl_s = 3600"), "{shown}");
         // Read back as a config file, it is the same configuration.
         let again: NodeConfig = toml::from_str(&out).expect("the dump parses as a config");
         assert_eq!(again, config);

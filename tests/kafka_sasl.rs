@@ -228,3 +228,66 @@ fn the_schema_registry_authenticates_kafka_users_and_follows_the_topic_acls() {
         "{text}"
     );
 }
+
+/// Failed authentications are counted by client address across listeners: past
+/// `inlet.authentication.failures.max` within the window, even the right password is refused
+/// until the window ends (`ingest/src/sasl/failures.rs`).
+#[test]
+fn an_address_that_failed_too_often_is_refused_for_a_while() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("node");
+    common::add_user(&data, "alice", "alice-secret");
+    let config = dir.path().join("inlet.toml");
+    std::fs::write(&config, "[http]\nauthentication = \"token\"\n").unwrap();
+    let node = Node::start(
+        &data,
+        &[
+            "--config",
+            &config.to_string_lossy(),
+            "--kafka-config",
+            "inlet.authentication.failures.max=3",
+            "--kafka-config",
+            "inlet.authentication.failure.window.ms=4000",
+        ],
+    );
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let url = format!("http://{}/v1/tables", node.http);
+    let get = |password: &str| {
+        rt.block_on(async {
+            let r = reqwest::Client::new()
+                .get(&url)
+                .basic_auth("alice", Some(password))
+                .send()
+                .await
+                .unwrap();
+            (r.status().as_u16(), r.text().await.unwrap())
+        })
+    };
+    assert_eq!(get("alice-secret").0, 200);
+    for _ in 0..3 {
+        let (status, body) = get("wrong");
+        assert!(
+            status == 401 && body.contains("invalid credentials"),
+            "{status} {body}"
+        );
+    }
+    let (status, body) = get("alice-secret");
+    assert!(
+        status == 401 && body.contains("too many failed authentications"),
+        "the right password within the window: {status} {body}"
+    );
+    // Once the window has ended, the right password works again.
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        let (status, body) = get("alice-secret");
+        if status == 200 {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline && body.contains("too many"),
+            "{status} {body}"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    node.stop();
+}

@@ -102,6 +102,8 @@ pub struct Broker {
         parking_lot::Mutex<std::collections::HashMap<u64, crate::compaction::CleanState>>,
     /// The ACL authorizer (`acl`): off unless `authorizer.class.name` turns it on.
     pub(crate) authorizer: crate::acl::Authorizer,
+    /// Failed authentications by client address (`sasl::failures`).
+    pub(crate) auth_failures: crate::sasl::failures::FailedAuthentications,
     /// The fetch sessions (KIP-227) of clients fetching from this node.
     pub(crate) fetch_sessions: crate::fetch_sessions::FetchSessions,
 }
@@ -179,6 +181,7 @@ impl Broker {
                 static_config.fetch_session_slots as usize,
                 usize::try_from(static_config.fetch_session_max_bytes).unwrap_or(usize::MAX),
             ),
+            auth_failures: Default::default(),
             authorizer: crate::acl::Authorizer::new(crate::acl::AuthorizerSettings {
                 enabled: !static_config.authorizer_class_name.is_empty(),
                 super_users: static_config.super_users.clone(),
@@ -333,6 +336,29 @@ impl Broker {
 
     pub fn metrics(&self) -> &Arc<Metrics> {
         &self.metrics
+    }
+
+    /// For how much longer authentications from `ip` are refused (`sasl::failures`); None:
+    /// it may try.
+    pub(crate) fn authentication_refused_for(&self, ip: std::net::IpAddr) -> Option<u64> {
+        let c = self.config();
+        self.auth_failures.refused_for(
+            ip,
+            self.clock.now_ms(),
+            c.authentication_failures_max,
+            c.authentication_failure_window_ms,
+        )
+    }
+
+    /// Counts a failed authentication from `ip`.
+    pub(crate) fn authentication_failed(&self, ip: std::net::IpAddr) {
+        let c = self.config();
+        self.auth_failures.failed(
+            ip,
+            self.clock.now_ms(),
+            c.authentication_failure_window_ms,
+            c.authentication_failure_tracker_bytes,
+        );
     }
 
     /// The broker config in force now (static, with the dynamic configs over it): read it

@@ -260,6 +260,12 @@ broker_settings! {
     log_cleaner_dedupe_buffer_size: u64 = 128 * 1024 * 1024, "log.cleaner.dedupe.buffer.size", SettingKind::Int { min: 1024, max: i64::MAX };
     /// (Inlet's own) The most stored bytes the compactor reads and rewrites at once (whole object ranges; at least one).
     log_cleaner_rewrite_max_bytes: u64 = 64 * 1024 * 1024, "inlet.log.cleaner.rewrite.max.bytes", SettingKind::Int { min: 1024, max: i64::MAX };
+    /// (Inlet's own) Failed authentications (SASL, and the HTTP and registry listeners' basic auth, tokens and token endpoint) one client address may make within `inlet.authentication.failure.window.ms`; beyond them it is refused without a password check until the window ends. 0 (the default): no limit. Every client behind the address is refused: librdkafka retries a wrong password every 100 ms, so one misconfigured client can lock out its neighbours for the window.
+    authentication_failures_max: u32 = 0, "inlet.authentication.failures.max", SettingKind::Int { min: 0, max: INT_MAX };
+    /// (Inlet's own) The window `inlet.authentication.failures.max` counts in.
+    authentication_failure_window_ms: u64 = 60_000, "inlet.authentication.failure.window.ms", SettingKind::Int { min: 1, max: INT_MAX };
+    /// (Inlet's own) Memory for the counts of failed authentications by client address (64 bytes an address); addresses beyond it are not counted.
+    authentication_failure_tracker_bytes: u64 = 1024 * 1024, "inlet.authentication.failure.tracker.bytes", SettingKind::Int { min: 0, max: i64::MAX };
     /// With the authorizer on, whether a resource that no ACL names is open to every principal (Kafka's default: no).
     allow_everyone_if_no_acl_found: bool = false, "allow.everyone.if.no.acl.found", SettingKind::Bool;
     /// The longest `transaction.timeout.ms` a transactional producer may ask for; InitProducerId with a longer one answers INVALID_TRANSACTION_TIMEOUT.

@@ -287,7 +287,7 @@ async fn connection<S>(
     let mut session = Arc::new(session);
     let peer_ip: Arc<str> = session.host.as_str().into();
     let mut sasl = (!security.sasl_mechanisms.is_empty())
-        .then(|| crate::sasl::Authentication::new(&security.sasl_mechanisms));
+        .then(|| crate::sasl::Authentication::new(&security.sasl_mechanisms, Some(peer.ip())));
     let mut inflight = FuturesOrdered::new();
     let mut reading = true;
     let mut standing_down = broker.standing_down();

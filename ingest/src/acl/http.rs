@@ -209,6 +209,14 @@ impl NodeAccess {
     }
 }
 
+/// Why an address is refused before any check (`sasl::failures`), for `ms` more.
+fn too_many(ms: u64) -> String {
+    format!(
+        "too many failed authentications from this address: try again in {} s",
+        ms.div_ceil(1000)
+    )
+}
+
 /// The length of a JWT's `header.payload`: what its signature signs.
 fn header_and_payload_len(token: &str) -> usize {
     token.rfind('.').unwrap_or(0)
@@ -236,6 +244,15 @@ impl HttpAccess for NodeAccess {
             let refuse = |why: String| {
                 tracing::info!(peer = ?peer, reason = %why, "HTTP authentication failed");
                 Refused::Unauthenticated(why)
+            };
+            if let Some(ms) = peer.and_then(|ip| self.broker.authentication_refused_for(ip)) {
+                return Err(Refused::Unauthenticated(too_many(ms)));
+            }
+            let refuse = |why: String| {
+                if let Some(ip) = peer {
+                    self.broker.authentication_failed(ip);
+                }
+                refuse(why)
             };
             let Some(authorization) = authorization else {
                 return Err(Refused::Unauthenticated(
@@ -270,8 +287,14 @@ impl HttpAccess for NodeAccess {
         peer: Option<IpAddr>,
     ) -> BoxFuture<'a, Result<Token, Refused>> {
         Box::pin(async move {
+            if let Some(ms) = peer.and_then(|ip| self.broker.authentication_refused_for(ip)) {
+                return Err(Refused::Unauthenticated(too_many(ms)));
+            }
             if let Err(why) = self.password(client_id, client_secret).await {
                 tracing::info!(peer = ?peer, reason = %why, "token request refused");
+                if let Some(ip) = peer {
+                    self.broker.authentication_failed(ip);
+                }
                 return Err(Refused::Unauthenticated(why));
             }
             self.refresh_token(client_id).await

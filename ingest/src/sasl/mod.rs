@@ -11,6 +11,7 @@
 //! (as the same user) before then, or the connection is closed at its next request after.
 
 pub mod credentials;
+pub(crate) mod failures;
 pub mod scram;
 
 use std::sync::atomic::Ordering;
@@ -48,6 +49,8 @@ pub struct Authentication {
     user: Option<String>,
     /// When the session ends (`connections.max.reauth.ms`), in the broker clock's ms.
     expires_ms: Option<u64>,
+    /// The client's address, whose failed authentications are counted (`failures`).
+    peer: Option<std::net::IpAddr>,
 }
 
 /// What the connection does after an authentication request.
@@ -60,13 +63,14 @@ pub enum Outcome {
 }
 
 impl Authentication {
-    /// A new connection on a listener offering `enabled` mechanisms.
-    pub fn new(enabled: &[String]) -> Self {
+    /// A new connection from `peer` on a listener offering `enabled` mechanisms.
+    pub fn new(enabled: &[String], peer: Option<std::net::IpAddr>) -> Self {
         Authentication {
             enabled: enabled.to_vec(),
             stage: Stage::Handshake,
             user: None,
             expires_ms: None,
+            peer,
         }
     }
 
@@ -120,12 +124,16 @@ impl Authentication {
         reauth_ms: u64,
         now_ms: u64,
     ) -> Outcome {
+        let peer = self.peer;
         let failed = |code: ResponseError, why: String| {
-            tracing::info!(reason = %why, "SASL authentication failed");
+            tracing::info!(reason = %why, ?peer, "SASL authentication failed");
             broker
                 .metrics()
                 .sasl_failures
                 .fetch_add(1, Ordering::Relaxed);
+            if let (Some(ip), ResponseError::SaslAuthenticationFailed) = (peer, code) {
+                broker.authentication_failed(ip);
+            }
             Outcome::AnswerAndClose(ResponseKind::SaslAuthenticate(
                 SaslAuthenticateResponse::default()
                     .with_error_code(code.code())
@@ -134,6 +142,25 @@ impl Authentication {
         };
         let auth_failed = |why: String| failed(ResponseError::SaslAuthenticationFailed, why);
         let meta = broker.store.meta();
+        // An address that failed too often lately is refused before any check (`failures`).
+        if let Some(ms) = peer.and_then(|ip| broker.authentication_refused_for(ip)) {
+            tracing::info!(
+                ?peer,
+                "SASL authentication refused: too many failures lately"
+            );
+            broker
+                .metrics()
+                .sasl_failures
+                .fetch_add(1, Ordering::Relaxed);
+            return Outcome::AnswerAndClose(ResponseKind::SaslAuthenticate(
+                SaslAuthenticateResponse::default()
+                    .with_error_code(ResponseError::SaslAuthenticationFailed.code())
+                    .with_error_message(Some(str(format!(
+                        "too many failed authentications from this address: try again in {} s",
+                        ms.div_ceil(1000)
+                    )))),
+            ));
+        }
         let stage = std::mem::replace(&mut self.stage, Stage::Handshake);
         let (user, reply) = match stage {
             Stage::Plain => {
@@ -268,7 +295,7 @@ mod tests {
 
     #[test]
     fn a_handshake_offers_the_enabled_mechanisms_and_refuses_others() {
-        let mut auth = Authentication::new(&["PLAIN".into(), "SCRAM-SHA-512".into()]);
+        let mut auth = Authentication::new(&["PLAIN".into(), "SCRAM-SHA-512".into()], None);
         let asked = |m: &str| SaslHandshakeRequest::default().with_mechanism(str(m.to_string()));
         assert!(matches!(
             auth.handshake(&asked("SCRAM-SHA-256")),

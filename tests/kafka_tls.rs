@@ -28,6 +28,25 @@ fn python_ok(python: &std::path::Path, args: &[std::ffi::OsString], what: &str) 
     output
 }
 
+/// `tls_certs.py`'s files in `dir/certs`, and a copy of the node's certificate
+/// (`server.pem`) at `dir/node.pem` for the node to read: (the certificates' directory, the
+/// copy).
+fn certificates(
+    python: &std::path::Path,
+    dir: &std::path::Path,
+) -> (std::path::PathBuf, std::path::PathBuf) {
+    let certs = dir.join("certs");
+    std::fs::create_dir_all(&certs).unwrap();
+    python_ok(
+        python,
+        &[script("tls_certs.py").into(), certs.clone().into()],
+        "making the certificates",
+    );
+    let keystore = dir.join("node.pem");
+    std::fs::copy(certs.join("server.pem"), &keystore).unwrap();
+    (certs, keystore)
+}
+
 #[test]
 fn tls_listeners_with_mtls_principals_sasl_and_a_certificate_reload() {
     let Some(python) = require_python(
@@ -37,16 +56,8 @@ fn tls_listeners_with_mtls_principals_sasl_and_a_certificate_reload() {
         return;
     };
     let dir = tempfile::tempdir().unwrap();
-    let certs = dir.path().join("certs");
-    std::fs::create_dir_all(&certs).unwrap();
-    python_ok(
-        &python,
-        &[script("tls_certs.py").into(), certs.clone().into()],
-        "making the certificates",
-    );
-    // The node reads its certificate from here; the test replaces it later.
-    let keystore = dir.path().join("node.pem");
-    std::fs::copy(certs.join("server.pem"), &keystore).unwrap();
+    // The node reads its certificate from `keystore`; the test replaces it later.
+    let (certs, keystore) = certificates(&python, dir.path());
 
     let data = dir.path().join("node");
     common::add_user(&data, "admin", "admin-secret");
@@ -190,15 +201,7 @@ fn the_registry_and_http_listeners_serve_tls_and_reload_their_certificate() {
         return;
     };
     let dir = tempfile::tempdir().unwrap();
-    let certs = dir.path().join("certs");
-    std::fs::create_dir_all(&certs).unwrap();
-    python_ok(
-        &python,
-        &[script("tls_certs.py").into(), certs.clone().into()],
-        "making the certificates",
-    );
-    let keystore = dir.path().join("node.pem");
-    std::fs::copy(certs.join("server.pem"), &keystore).unwrap();
+    let (certs, keystore) = certificates(&python, dir.path());
     let keystore_toml = keystore.display().to_string().replace('\\', "\\\\");
     let (node, _sasl) = common::secured_node(
         dir.path(),

@@ -86,6 +86,8 @@ fn a_compacted_topic_keeps_the_latest_record_of_every_key() {
     let node = Node::start(&setup.data, &args);
     let output = phase(python, &node, "run");
     assert!(output.contains("ok: compacted: 40 records"), "{output}");
+    let output = phase(python, &node, "again");
+    assert!(output.contains("ok: compacted again: "), "{output}");
     assert!(node.metric("inlet_kafka_compaction_records_removed_total") >= 970.0);
     node.stop();
 }

@@ -229,6 +229,66 @@ fn the_schema_registry_authenticates_kafka_users_and_follows_the_topic_acls() {
     );
 }
 
+/// SASL/OAUTHBEARER (`ingest/src/sasl/oauthbearer.rs`): an identity provider's JWTs checked
+/// against its JSON Web Key Set (a `file:` URL here; the script signs tokens with its own keys
+/// and rotates the set), their claims as Kafka checks them, and Inlet's own tokens from the
+/// HTTP listener's token endpoint; the token's subject is the principal the ACLs see.
+#[test]
+fn oauthbearer_tokens_of_an_identity_provider_and_of_inlet_authenticate_kafka_clients() {
+    let Some(python) = require_python(
+        "import confluent_kafka, cryptography",
+        "confluent-kafka and cryptography",
+    ) else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let jwks = dir.path().join("jwks.json");
+    std::fs::write(&jwks, r#"{"keys": []}"#).unwrap();
+    let jwks_url = format!(
+        "sasl.oauthbearer.jwks.endpoint.url=file://{}",
+        jwks.display()
+    );
+    let (node, sasl) = common::secured_node_with(
+        dir.path(),
+        "[http]\nauthentication = \"token\"\n",
+        &[
+            "sasl.enabled.mechanisms=SCRAM-SHA-512,OAUTHBEARER",
+            &jwks_url,
+            "sasl.oauthbearer.expected.issuer=https://idp.test",
+            "sasl.oauthbearer.expected.audience=inlet",
+            "sasl.oauthbearer.jwks.endpoint.retry.backoff.ms=200",
+        ],
+    );
+    let (status, output) = run(
+        &python,
+        &[
+            script("oauthbearer.py").into(),
+            sasl.into(),
+            format!("http://{}", node.http).into(),
+            jwks.clone().into_os_string(),
+        ],
+        Duration::from_secs(300),
+    );
+    assert!(
+        status.is_some_and(|s| s.success()) && output.contains("\nOK\n"),
+        "oauthbearer.py failed ({status:?}):\n{output}"
+    );
+    node.stop();
+
+    // A key set URL of another scheme is refused at start, with the reason.
+    let text = common::refused_at_start(
+        &dir.path().join("other"),
+        &[
+            "--kafka-config".into(),
+            "sasl.oauthbearer.jwks.endpoint.url=ftp://idp/keys".into(),
+        ],
+    );
+    assert!(
+        text.contains("must be an https:, http: or file: URL"),
+        "{text}"
+    );
+}
+
 /// Failed authentications are counted by client address across listeners: past
 /// `inlet.authentication.failures.max` within the window, even the right password is refused
 /// until the window ends (`ingest/src/sasl/failures.rs`).

@@ -104,6 +104,10 @@ pub struct Broker {
     pub(crate) authorizer: crate::acl::Authorizer,
     /// Failed authentications by client address (`sasl::failures`).
     pub(crate) auth_failures: crate::sasl::failures::FailedAuthentications,
+    /// OAUTHBEARER's validator of identity providers' tokens (`sasl::oauthbearer`).
+    pub(crate) oauth: crate::sasl::oauthbearer::Validator,
+    /// The cluster's key for Inlet's own tokens (`acl::http`), once read.
+    pub(crate) token_key: tokio::sync::OnceCell<Vec<u8>>,
     /// The fetch sessions (KIP-227) of clients fetching from this node.
     pub(crate) fetch_sessions: crate::fetch_sessions::FetchSessions,
 }
@@ -182,6 +186,13 @@ impl Broker {
                 usize::try_from(static_config.fetch_session_max_bytes).unwrap_or(usize::MAX),
             ),
             auth_failures: Default::default(),
+            oauth: crate::sasl::oauthbearer::Validator::new(
+                crate::sasl::oauthbearer::Settings::from_configs(
+                    &static_config.oauthbearer_configs,
+                )
+                .map_err(crate::error::KafkaError::invalid_config)?,
+            ),
+            token_key: tokio::sync::OnceCell::new(),
             authorizer: crate::acl::Authorizer::new(crate::acl::AuthorizerSettings {
                 enabled: !static_config.authorizer_class_name.is_empty(),
                 super_users: static_config.super_users.clone(),
@@ -351,6 +362,25 @@ impl Broker {
     }
 
     /// Counts a failed authentication from `ip`.
+    /// Validates an OAUTHBEARER token (`sasl::oauthbearer`): Inlet's own (HS256, from the HTTP
+    /// listener's token endpoint) with the cluster's key, any other with the identity
+    /// provider's keys.
+    pub(crate) async fn validate_bearer(
+        &self,
+        token: &str,
+        now_ms: u64,
+    ) -> std::result::Result<crate::sasl::oauthbearer::Validated, String> {
+        if crate::sasl::oauthbearer::alg_of(token).as_deref() == Some("HS256") {
+            let key = crate::acl::http::token_key(self).await?;
+            let (subject, expires_s) = crate::acl::http::verify_token(key, token, now_ms / 1000)?;
+            return Ok(crate::sasl::oauthbearer::Validated {
+                subject,
+                expires_ms: expires_s.saturating_mul(1000),
+            });
+        }
+        self.oauth.validate(token, now_ms).await
+    }
+
     pub(crate) fn authentication_failed(&self, ip: std::net::IpAddr) {
         let c = self.config();
         self.auth_failures.failed(

@@ -11,8 +11,10 @@
 //!    `min.cleanable.dirty.ratio` of that, or a record waited `max.compaction.lag.ms`, or kept
 //!    tombstones have come of age. Where the last pass ended is kept in the metadata store
 //!    ([`CleanState`]), so a restart or a failover does not count everything as new.
-//! 3. **The key map**: each key's latest offset in that range (an MD5 digest of the key, as
-//!    Kafka's cleaner keeps, and the offset: [`ENTRY_BYTES`] each), within
+//! 3. **The key map**: each key's latest offset in the dirty part of that range (from where
+//!    the last pass ended; the clean part below already holds one record per key, so as in
+//!    Kafka's cleaner a clean record goes exactly when the map has its key), as an MD5 digest
+//!    of the key, as Kafka's cleaner keeps, and the offset ([`ENTRY_BYTES`] each), within
 //!    `log.cleaner.dedupe.buffer.size`; a partition with more keys is compacted a part at a
 //!    time (the range stops where the map filled).
 //! 4. **The rewrite**: each batch keeps only its records that are their key's latest, minus
@@ -22,6 +24,8 @@
 //!    `inlet.log.cleaner.rewrite.max.bytes`, atomically and fenced by this node's ownership
 //!    epoch (`StreamStore::rewrite_uploaded`), so a kill -9 mid-pass leaves the old ranges and a
 //!    node that lost the partition commits nothing.
+//! 5. **The I/O bound**: `log.cleaner.io.max.bytes.per.second` ([`Throttle`]) paces a round's
+//!    reads and writes.
 //!
 //! Records without a key (written before the topic became compacted) are kept; Produce to a
 //! compacted topic refuses them. Transactions (Kafka Streams' exactly-once changelogs, Connect's
@@ -132,6 +136,8 @@ impl Broker {
     /// compacted.
     pub(crate) async fn compact_due(&self) -> usize {
         let mut done = 0;
+        // One bound over the whole round, as Kafka's cleaner threads share one throttler.
+        let mut throttle = Throttle::new();
         for topic in self.topics.list() {
             let Some(settings) = self.compaction_settings(&topic) else {
                 continue;
@@ -146,7 +152,10 @@ impl Broker {
                 self.metrics
                     .compaction_checks
                     .fetch_add(1, Ordering::Relaxed);
-                match self.compact_partition(partition, settings).await {
+                match self
+                    .compact_partition(partition, settings, &mut throttle)
+                    .await
+                {
                     Ok(Some(report)) => {
                         done += 1;
                         tracing::info!(
@@ -196,6 +205,7 @@ impl Broker {
         &self,
         partition: &Partition,
         settings: Settings,
+        throttle: &mut Throttle,
     ) -> Result<Option<PassReport>> {
         let stream = partition.stream;
         let now = self.clock_ms();
@@ -237,7 +247,13 @@ impl Broker {
         }
         // The aborted transactions in the range (the state is loaded: `stable_end` above).
         let aborted = partition.txns.lock().aborted_in(first, until);
-        let (latest, mapped_to, bytes_read) = self.key_map(stream, first, until, &aborted).await?;
+        // The map covers the dirty part only: the clean part below `clean_end` already holds
+        // at most one record per key, so its record of a key is superseded exactly when the
+        // key is in the map (as Kafka's cleaner maps only from its first dirty offset).
+        let dirty_from = state.clean_end.clamp(first, until);
+        let (latest, mapped_to, bytes_read) = self
+            .key_map(stream, (dirty_from, until), &aborted, throttle)
+            .await?;
         until = mapped_to;
         let mut report = PassReport {
             cleaned_to: until,
@@ -250,13 +266,15 @@ impl Broker {
         };
         let mut tombstones_due: Option<u64> = None;
         let mut removed = 0u64;
-        let mut written = 0u64;
+        // Read between the rewrite's steps (the I/O bound), so not borrowed by the closure.
+        let written = std::sync::atomic::AtomicU64::new(0);
         let mut rewrite = |rb: &inlet_storage::ReadBatch| -> Option<Bytes> {
             let out = rewrite_payload(rb, limits, &aborted, |offset, key, value| {
                 let Some(key) = key else {
                     return true;
                 };
-                if latest.get(&digest(key)) != Some(&offset) {
+                // A key the map does not hold has its latest record in the clean part.
+                if latest.get(&digest(key)).is_some_and(|&o| o != offset) {
                     return false;
                 }
                 if value.is_none() {
@@ -270,11 +288,12 @@ impl Broker {
             });
             if let Some((bytes, gone)) = &out {
                 removed += gone;
-                written += bytes.len() as u64;
+                written.fetch_add(bytes.len() as u64, Ordering::Relaxed);
             }
             out.map(|(bytes, _)| bytes)
         };
         let mut from = first;
+        let mut paced_written = 0u64;
         while from < until {
             match self
                 .store
@@ -285,12 +304,25 @@ impl Broker {
                 )
                 .await?
             {
-                Some(next) if next > from => from = next,
+                Some(next) if next > from => {
+                    // What the step read (its whole ranges) and wrote, against the I/O bound.
+                    let read: u64 = cleanable
+                        .iter()
+                        .filter(|r| r.0 >= from && r.0 < next)
+                        .map(|r| r.2)
+                        .sum();
+                    let now_written = written.load(Ordering::Relaxed);
+                    throttle
+                        .pace(read + now_written - paced_written, &self.config())
+                        .await;
+                    paced_written = now_written;
+                    from = next;
+                }
                 _ => break,
             }
         }
         report.records_removed = removed;
-        report.bytes_written = written;
+        report.bytes_written = written.into_inner();
         let state = CleanState {
             clean_end: until,
             tombstones_due,
@@ -366,9 +398,9 @@ impl Broker {
     async fn key_map(
         &self,
         stream: StreamId,
-        from: u64,
-        until: u64,
+        (from, until): (u64, u64),
         aborted: &[crate::txn::Aborted],
+        throttle: &mut Throttle,
     ) -> Result<(HashMap<[u8; 16], u64>, u64, u64)> {
         let room = (self.config().log_cleaner_dedupe_buffer_size as usize / ENTRY_BYTES).max(1);
         let limits = Limits {
@@ -391,6 +423,8 @@ impl Broker {
             if batches.is_empty() {
                 break;
             }
+            let read: u64 = batches.iter().map(|rb| rb.payload.len() as u64).sum();
+            throttle.pace(read, &self.config()).await;
             // Hashing every key is CPU work: background work, at the lowest priority
             // (`inlet_storage::background`), so that produce keeps its cores.
             let stop = inlet_storage::background(|| {
@@ -424,6 +458,48 @@ impl Broker {
             tokio::task::yield_now().await;
         }
         Ok((latest, until.min(at.max(from)), bytes))
+    }
+}
+
+/// `log.cleaner.io.max.bytes.per.second` at or above this is no bound (Kafka's default is
+/// Java's largest double).
+const UNBOUNDED: u64 = i64::MAX as u64;
+
+/// The bound on the compactor's I/O, `log.cleaner.io.max.bytes.per.second` (Kafka's name and
+/// meaning: the bytes its passes read and write, on average, per second): after each step of
+/// a round, the round waits until its bytes so far fit the rate since it began. The rate is
+/// read at every step (it is a dynamic setting); unbounded (the default) it never waits.
+pub(crate) struct Throttle {
+    began: tokio::time::Instant,
+    bytes: u64,
+}
+
+impl Throttle {
+    pub(crate) fn new() -> Throttle {
+        Throttle {
+            began: tokio::time::Instant::now(),
+            bytes: 0,
+        }
+    }
+
+    /// How long `bytes` more may wait at `rate` bytes a second, `elapsed` into the round.
+    fn wait_for(&mut self, bytes: u64, rate: u64, elapsed: Duration) -> Duration {
+        self.bytes = self.bytes.saturating_add(bytes);
+        if rate == 0 || rate >= UNBOUNDED {
+            return Duration::ZERO;
+        }
+        Duration::from_secs_f64(self.bytes as f64 / rate as f64).saturating_sub(elapsed)
+    }
+
+    async fn pace(&mut self, bytes: u64, config: &crate::config::BrokerConfig) {
+        let wait = self.wait_for(
+            bytes,
+            config.log_cleaner_io_max_bytes_per_second,
+            self.began.elapsed(),
+        );
+        if !wait.is_zero() {
+            tokio::time::sleep(wait).await;
+        }
     }
 }
 
@@ -476,4 +552,27 @@ fn rewrite_payload(
         joined.extend_from_slice(b);
     }
     Some((joined.freeze(), removed))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_throttle_waits_until_the_bytes_fit_the_rate() {
+        let mut t = Throttle::new();
+        // 1 MiB at 1 MiB/s, 0.25 s in: 0.75 s to wait.
+        let wait = t.wait_for(1 << 20, 1 << 20, Duration::from_millis(250));
+        assert_eq!(wait, Duration::from_millis(750));
+        // Another 1 MiB, 2.5 s in: the round is behind its rate, no wait.
+        assert_eq!(
+            t.wait_for(1 << 20, 1 << 20, Duration::from_millis(2500)),
+            Duration::ZERO
+        );
+        // Unbounded: never waits, whatever was read.
+        assert_eq!(
+            t.wait_for(1 << 40, u64::MAX, Duration::ZERO),
+            Duration::ZERO
+        );
+    }
 }

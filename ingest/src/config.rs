@@ -22,6 +22,9 @@ pub enum SettingKind {
     Bool,
     /// An integer in `min..=max`.
     Int { min: i64, max: i64 },
+    /// A number Kafka keeps as a Java `double` (written `1.5E7` or `15000000`), kept here as a
+    /// whole number in `min..=max`: larger values, Java's largest double among them, are `max`.
+    Double { min: i64, max: i64 },
 }
 
 impl SettingKind {
@@ -45,6 +48,14 @@ impl SettingKind {
                     Err(format!("must be {min} to {max}"))
                 }
             }
+            SettingKind::Double { min, max } => {
+                let n: f64 = text.parse().map_err(|_| "not a number".to_string())?;
+                if n.is_nan() || n < min as f64 {
+                    return Err(format!("must be at least {min}"));
+                }
+                // `as` saturates: Java's largest double is `max`.
+                Ok((n.round() as i64).min(max))
+            }
         }
     }
 
@@ -53,6 +64,9 @@ impl SettingKind {
         match self {
             SettingKind::Bool => (value != 0).to_string(),
             SettingKind::Int { .. } => value.to_string(),
+            // As Java prints the largest double, the default of Kafka's unbounded rates.
+            SettingKind::Double { max, .. } if value >= max => "1.7976931348623157E308".into(),
+            SettingKind::Double { .. } => format!("{value}.0"),
         }
     }
 }
@@ -168,6 +182,9 @@ macro_rules! broker_settings {
             /// The TLS configs (`ssl.*` of [`SSL_CONFIGS`], each also as
             /// `listener.name.<listener>.ssl.*`), as given; `crate::tls` reads them.
             pub ssl_configs: BTreeMap<String, String>,
+            /// The OAUTHBEARER configs (`sasl.oauthbearer.*` of
+            /// [`crate::sasl::oauthbearer::CONFIGS`]), as given.
+            pub oauthbearer_configs: BTreeMap<String, String>,
             /// Every broker config as given, for DescribeConfigs' sources.
             pub given: BTreeMap<String, String>,
         }
@@ -182,11 +199,12 @@ macro_rules! broker_settings {
                     topic_defaults: TopicConfigs::default(),
                     authorizer_class_name: String::new(),
                     super_users: Vec::new(),
-                    sasl_enabled_mechanisms: crate::sasl::MECHANISMS.iter().map(|m| m.to_string()).collect(),
+                    sasl_enabled_mechanisms: crate::sasl::DEFAULT_MECHANISMS.iter().map(|m| m.to_string()).collect(),
                     listeners: Vec::new(),
                     advertised_listeners: Vec::new(),
                     listener_protocols: BTreeMap::new(),
                     ssl_configs: BTreeMap::new(),
+                    oauthbearer_configs: BTreeMap::new(),
                     given: BTreeMap::new(),
                 }
             }
@@ -258,6 +276,8 @@ broker_settings! {
     log_cleaner_backoff_ms: u64 = 15_000, "log.cleaner.backoff.ms", SettingKind::Int { min: 1, max: INT_MAX };
     /// Memory for the compactor's map of keys to their latest offsets (24 bytes per distinct key); a partition with more keys than fit is compacted a part at a time.
     log_cleaner_dedupe_buffer_size: u64 = 128 * 1024 * 1024, "log.cleaner.dedupe.buffer.size", SettingKind::Int { min: 1024, max: i64::MAX };
+    /// The bytes a second the compactor may read and write, on average over each round of passes (a bound on its I/O, so that produce and fetch keep the disk and the object store); the largest double, the default: no bound.
+    log_cleaner_io_max_bytes_per_second: u64 = i64::MAX as u64, "log.cleaner.io.max.bytes.per.second", SettingKind::Double { min: 1, max: i64::MAX };
     /// (Inlet's own) The most stored bytes the compactor reads and rewrites at once (whole object ranges; at least one).
     log_cleaner_rewrite_max_bytes: u64 = 64 * 1024 * 1024, "inlet.log.cleaner.rewrite.max.bytes", SettingKind::Int { min: 1024, max: i64::MAX };
     /// (Inlet's own) Failed authentications (SASL, and the HTTP and registry listeners' basic auth, tokens and token endpoint) one client address may make within `inlet.authentication.failure.window.ms`; beyond them it is refused without a password check until the window ends. 0 (the default): no limit. Every client behind the address is refused: librdkafka retries a wrong password every 100 ms, so one misconfigured client can lock out its neighbours for the window.
@@ -422,7 +442,6 @@ pub const KEPT_WITHOUT_EFFECT: &[&str] = &[
     "num.replica.fetchers",
     "num.recovery.threads.per.data.dir",
     "log.cleaner.threads",
-    "log.cleaner.io.max.bytes.per.second",
     "log.cleaner.io.buffer.size",
     "log.cleaner.io.buffer.load.factor",
     "sasl.kerberos.kinit.cmd",
@@ -534,6 +553,9 @@ impl BrokerConfig {
             } else if is_ssl_config(key) {
                 self.ssl_configs
                     .insert(key.clone(), value.trim().to_string());
+            } else if crate::sasl::oauthbearer::CONFIGS.contains(&key.as_str()) {
+                self.oauthbearer_configs
+                    .insert(key.clone(), value.trim().to_string());
             } else if key == "super.users" {
                 let users: Vec<String> = value
                     .split(';')
@@ -595,6 +617,7 @@ impl BrokerConfig {
                 a.name
             ));
         }
+        crate::sasl::oauthbearer::Settings::from_configs(&self.oauthbearer_configs)?;
         if self.group_min_session_timeout_ms > self.group_max_session_timeout_ms {
             return Err("group.min.session.timeout.ms exceeds group.max.session.timeout.ms".into());
         }
@@ -641,6 +664,9 @@ impl BrokerConfig {
                 value.clone()
             };
             out.push((name.clone(), shown, false));
+        }
+        for (name, value) in &self.oauthbearer_configs {
+            out.push((name.clone(), value.clone(), false));
         }
         out.push((
             "listener.security.protocol.map".into(),
@@ -729,6 +755,30 @@ mod tests {
         assert!(!tuned.auto_create_topics);
         assert_eq!(tuned.log_retention_ms, 7_200_000);
         assert_eq!(tuned.fetch_max_bytes, 2048);
+    }
+
+    #[test]
+    fn a_double_setting_reads_as_java_writes_it() {
+        let name = "log.cleaner.io.max.bytes.per.second";
+        let unbounded = setting(name).expect("defined").default_value();
+        assert_eq!(unbounded, "1.7976931348623157E308");
+        assert_eq!(
+            applied(&[(name, "1.5E7")])
+                .expect("a double")
+                .log_cleaner_io_max_bytes_per_second,
+            15_000_000
+        );
+        assert_eq!(
+            applied(&[(name, &unbounded)])
+                .expect("the largest double")
+                .log_cleaner_io_max_bytes_per_second,
+            i64::MAX as u64
+        );
+        let tuned = applied(&[(name, "20000000")]).expect("an integer");
+        assert_eq!(setting(name).expect("defined").value(&tuned), "20000000.0");
+        for bad in ["0", "-5", "NaN", "fast"] {
+            assert!(applied(&[(name, bad)]).is_err(), "{bad} is refused");
+        }
     }
 
     #[test]

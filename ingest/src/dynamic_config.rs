@@ -53,6 +53,7 @@ pub const DYNAMIC_SETTINGS: &[&str] = &[
     "producer.id.expiration.ms",
     "log.cleaner.backoff.ms",
     "log.cleaner.dedupe.buffer.size",
+    "log.cleaner.io.max.bytes.per.second",
     "inlet.log.cleaner.rewrite.max.bytes",
 ];
 
@@ -192,6 +193,7 @@ pub(crate) fn check_dynamic(key: &str) -> Result<()> {
             | "advertised.listeners"
             | "listener.security.protocol.map"
     ) || key.starts_with("ssl.")
+        || key.starts_with("sasl.oauthbearer.")
         || key.starts_with("listener.name.")
     {
         return refuse(format!(

@@ -7,6 +7,8 @@ PHASE is
   SUBTRACT treat cleanup.policy as Kafka's comma list; a table topic may not be compacted,
   with the reason), a record without a key refused, then `fill` and `check`, and the
   tombstones gone after delete.retention.ms;
+- `again` (after `run`): a second generation of half the live keys (and tombstones for five),
+  compacted again over the compacted part;
 - `fill`: 50 keys written 20 times each, then tombstones for 10 of them, all acknowledged at
   the offsets the test expects;
 - `check`: a consumer from offset 0 sees every key's latest value at the offset it was
@@ -147,6 +149,45 @@ def check_compacted(tombstones):
         time.sleep(0.5)
 
 
+def second_generation():
+    """After the topic was compacted: half the live keys once more, then tombstones for five
+    of them. A pass now maps only what is new (the compacted part holds one record per key): it
+    must remove the compacted part's records of the keys written again, and keep those of the
+    keys that were not (which its map does not hold)."""
+    acked = {}
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5})
+
+    def report(err, msg):
+        if err is not None:
+            check(False, f"delivery of {msg.key()}: {err}")
+        acked[msg.key().decode()] = (msg.offset(), msg.value())
+
+    again = range(DELETED, (DELETED + KEYS) // 2)
+    for k in again:
+        producer.produce(TOPIC, key=f"k{k}", value=f"w{k}", on_delivery=report)
+    for k in range(DELETED, DELETED + 5):
+        producer.produce(TOPIC, key=f"k{k}", value=None, on_delivery=report)
+    check(producer.flush(30) == 0, "the second generation acknowledged")
+    # The keys not written again keep their compacted record (the map does not hold them).
+    kept = {f"k{k}": (offset_of(ROUNDS - 1, k), f"v{k}-{ROUNDS - 1}".encode())
+            for k in range((DELETED + KEYS) // 2, KEYS)}
+    with_tombstones = {**kept, **acked}
+    without = {k: v for k, v in with_tombstones.items() if v[1] is not None}
+    deadline = time.time() + 90
+    while True:
+        got = read_all()
+        latest = {key: (off, value) for off, key, value in got}
+        for key, (off, value) in without.items():
+            if latest.get(key) != (off, value):
+                check(False, f"key {key}'s latest record at {off}: {latest.get(key)}")
+        if any(latest == want and len(got) == len(want) for want in [with_tombstones, without]):
+            check(True, f"compacted again: {len(got)} records, one per key, at their offsets")
+            return
+        if time.time() > deadline:
+            check(False, f"not compacted again in time: {len(got)} records: {got[:10]}")
+        time.sleep(0.5)
+
+
 if phase == "run":
     fill()
     check(topic_config(TOPIC, "cleanup.policy") == "compact", "DescribeConfigs reports compact")
@@ -179,6 +220,8 @@ if phase == "run":
     check_compacted(tombstones=True)
     # The tombstones go once delete.retention.ms has passed.
     check_compacted(tombstones=False)
+elif phase == "again":
+    second_generation()
 elif phase == "transactions":
     topic = "changelog"
     admin.create_topics([NewTopic(topic, 1, 1, config={

@@ -57,6 +57,15 @@ pub(crate) fn add_user(data_dir: &Path, name: &str, password: &str) {
 /// a SASL_PLAINTEXT listener, `config_toml` as its config file, and the users `admin`,
 /// `alice` and `bob` (passwords `<name>-secret`); with the SASL listener's address.
 pub(crate) fn secured_node(dir: &Path, config_toml: &str) -> (Node, String) {
+    secured_node_with(dir, config_toml, &[])
+}
+
+/// [`secured_node`] with more `--kafka-config` settings (`KEY=VALUE` each).
+pub(crate) fn secured_node_with(
+    dir: &Path,
+    config_toml: &str,
+    kafka_configs: &[&str],
+) -> (Node, String) {
     let data = dir.join("node");
     for user in ["admin", "alice", "bob"] {
         add_user(&data, user, &format!("{user}-secret"));
@@ -68,19 +77,21 @@ pub(crate) fn secured_node(dir: &Path, config_toml: &str) -> (Node, String) {
         "listeners=PLAINTEXT://127.0.0.1:{},SASL_PLAINTEXT://{sasl}",
         inlet_test_support::node::free_port()
     );
-    let node = <Node as Start>::start(
-        &data,
-        &[
-            "--config",
-            &config.to_string_lossy(),
-            "--kafka-config",
-            &listeners,
-            "--kafka-config",
-            "authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer",
-            "--kafka-config",
-            "super.users=User:admin",
-        ],
-    );
+    let config = config.to_string_lossy();
+    let mut args = vec![
+        "--config",
+        &config,
+        "--kafka-config",
+        &listeners,
+        "--kafka-config",
+        "authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+        "--kafka-config",
+        "super.users=User:admin",
+    ];
+    for c in kafka_configs {
+        args.extend(["--kafka-config", c]);
+    }
+    let node = <Node as Start>::start(&data, &args);
     (node, sasl)
 }
 

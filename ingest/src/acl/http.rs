@@ -37,7 +37,6 @@ use crate::Broker;
 pub struct NodeAccess {
     broker: Arc<Broker>,
     token_ttl_s: u64,
-    key: tokio::sync::OnceCell<Vec<u8>>,
 }
 
 /// A token's claims.
@@ -61,42 +60,11 @@ impl NodeAccess {
         NodeAccess {
             broker,
             token_ttl_s: token_ttl_s.max(1),
-            key: tokio::sync::OnceCell::new(),
         }
     }
 
-    /// The cluster's token signing key: read from the metadata store, made there by the first
-    /// node that needs one.
     async fn key(&self) -> Result<&[u8], String> {
-        let meta = self.broker.store().meta();
-        self.key
-            .get_or_try_init(|| async {
-                let fresh: [u8; 32] = rand::random();
-                let read = async {
-                    sqlx::query(
-                        "INSERT INTO inlet_cluster (name, value) VALUES ('token_signing_key', $1)
-                         ON CONFLICT (name) DO NOTHING",
-                    )
-                    .bind(B64.encode(fresh))
-                    .execute(meta.pool())
-                    .await?;
-                    let row = sqlx::query(
-                        "SELECT value FROM inlet_cluster WHERE name = 'token_signing_key'",
-                    )
-                    .fetch_one(meta.pool())
-                    .await?;
-                    row.try_get::<String, _>("value")
-                };
-                let text = inlet_storage::bounded(async {
-                    read.await.map_err(inlet_storage::Error::from)
-                })
-                .await
-                .map_err(|e| format!("reading the token signing key failed: {e}"))?;
-                B64.decode(text)
-                    .map_err(|_| "the token signing key is not base64".to_string())
-            })
-            .await
-            .map(Vec::as_slice)
+        token_key(&self.broker).await
     }
 
     fn sign(key: &[u8], signed: &str) -> Vec<u8> {
@@ -120,52 +88,6 @@ impl NodeAccess {
         let signed = format!("{header}.{payload}");
         let signature = B64.encode(Self::sign(key, &signed));
         format!("{signed}.{signature}")
-    }
-
-    /// The user a token names, if `key` signed it and it has not expired at `now_s`.
-    fn verify(key: &[u8], token: &str, now_s: u64) -> Result<String, String> {
-        let mut parts = token.split('.');
-        let (Some(header), Some(payload), Some(signature), None) =
-            (parts.next(), parts.next(), parts.next(), parts.next())
-        else {
-            return Err("the bearer token is not a JWT".into());
-        };
-        let header: serde_json::Value = B64
-            .decode(header)
-            .ok()
-            .and_then(|h| serde_json::from_slice(&h).ok())
-            .ok_or("the bearer token's header does not read")?;
-        if header.get("alg").and_then(|a| a.as_str()) != Some("HS256") {
-            return Err("the bearer token is not one this cluster issued (alg)".into());
-        }
-        let given = B64
-            .decode(signature)
-            .map_err(|_| "the bearer token's signature does not read")?;
-        let expected = Self::sign(key, &token[..header_and_payload_len(token)]);
-        let same = given.len() == expected.len()
-            && given
-                .iter()
-                .zip(&expected)
-                .fold(0u8, |acc, (a, b)| acc | (a ^ b))
-                == 0;
-        if !same {
-            return Err("the bearer token's signature is not this cluster's".into());
-        }
-        let claims: Claims = B64
-            .decode(payload)
-            .ok()
-            .and_then(|p| serde_json::from_slice(&p).ok())
-            .ok_or("the bearer token's claims do not read")?;
-        if claims.iss != ISSUER {
-            return Err(format!("the bearer token's issuer is {:?}", claims.iss));
-        }
-        if claims.exp <= now_s {
-            return Err(format!(
-                "the bearer token expired {} s ago",
-                now_s - claims.exp
-            ));
-        }
-        Ok(claims.sub)
     }
 
     fn now_s(&self) -> u64 {
@@ -215,6 +137,87 @@ fn too_many(ms: u64) -> String {
         "too many failed authentications from this address: try again in {} s",
         ms.div_ceil(1000)
     )
+}
+
+/// The cluster's token signing key: read from the metadata store, made there by the first
+/// node that needs one; kept by the broker once read.
+pub(crate) async fn token_key(broker: &Broker) -> Result<&[u8], String> {
+    let meta = broker.store().meta();
+    broker
+        .token_key
+        .get_or_try_init(|| async {
+            let fresh: [u8; 32] = rand::random();
+            let read = async {
+                sqlx::query(
+                    "INSERT INTO inlet_cluster (name, value) VALUES ('token_signing_key', $1)
+                     ON CONFLICT (name) DO NOTHING",
+                )
+                .bind(B64.encode(fresh))
+                .execute(meta.pool())
+                .await?;
+                let row =
+                    sqlx::query("SELECT value FROM inlet_cluster WHERE name = 'token_signing_key'")
+                        .fetch_one(meta.pool())
+                        .await?;
+                row.try_get::<String, _>("value")
+            };
+            let text =
+                inlet_storage::bounded(async { read.await.map_err(inlet_storage::Error::from) })
+                    .await
+                    .map_err(|e| format!("reading the token signing key failed: {e}"))?;
+            B64.decode(text)
+                .map_err(|_| "the token signing key is not base64".to_string())
+        })
+        .await
+        .map(Vec::as_slice)
+}
+
+/// The user a token of this cluster's names and when it expires (seconds since the epoch), if
+/// `key` signed it and it has not expired at `now_s`. The HTTP listeners and SASL/OAUTHBEARER
+/// (`crate::sasl::oauthbearer`) take the same tokens.
+pub(crate) fn verify_token(key: &[u8], token: &str, now_s: u64) -> Result<(String, u64), String> {
+    let mut parts = token.split('.');
+    let (Some(header), Some(payload), Some(signature), None) =
+        (parts.next(), parts.next(), parts.next(), parts.next())
+    else {
+        return Err("the bearer token is not a JWT".into());
+    };
+    let header: serde_json::Value = B64
+        .decode(header)
+        .ok()
+        .and_then(|h| serde_json::from_slice(&h).ok())
+        .ok_or("the bearer token's header does not read")?;
+    if header.get("alg").and_then(|a| a.as_str()) != Some("HS256") {
+        return Err("the bearer token is not one this cluster issued (alg)".into());
+    }
+    let given = B64
+        .decode(signature)
+        .map_err(|_| "the bearer token's signature does not read")?;
+    let expected = NodeAccess::sign(key, &token[..header_and_payload_len(token)]);
+    let same = given.len() == expected.len()
+        && given
+            .iter()
+            .zip(&expected)
+            .fold(0u8, |acc, (a, b)| acc | (a ^ b))
+            == 0;
+    if !same {
+        return Err("the bearer token's signature is not this cluster's".into());
+    }
+    let claims: Claims = B64
+        .decode(payload)
+        .ok()
+        .and_then(|p| serde_json::from_slice(&p).ok())
+        .ok_or("the bearer token's claims do not read")?;
+    if claims.iss != ISSUER {
+        return Err(format!("the bearer token's issuer is {:?}", claims.iss));
+    }
+    if claims.exp <= now_s {
+        return Err(format!(
+            "the bearer token expired {} s ago",
+            now_s - claims.exp
+        ));
+    }
+    Ok((claims.sub, claims.exp))
 }
 
 /// The length of a JWT's `header.payload`: what its signature signs.
@@ -270,7 +273,7 @@ impl HttpAccess for NodeAccess {
                 Ok(format!("User:{user}"))
             } else if scheme.eq_ignore_ascii_case("bearer") {
                 let key = self.key().await.map_err(refuse)?;
-                let user = Self::verify(key, rest.trim(), self.now_s()).map_err(refuse)?;
+                let (user, _) = verify_token(key, rest.trim(), self.now_s()).map_err(refuse)?;
                 Ok(format!("User:{user}"))
             } else {
                 Err(refuse(format!(
@@ -361,12 +364,18 @@ mod tests {
     fn a_token_verifies_with_its_key_until_it_expires_and_not_otherwise() {
         let key = [7u8; 32];
         let token = NodeAccess::token(&key, "alice", 1_000, 60);
-        assert_eq!(NodeAccess::verify(&key, &token, 1_000), Ok("alice".into()));
-        assert_eq!(NodeAccess::verify(&key, &token, 1_059), Ok("alice".into()));
-        assert!(NodeAccess::verify(&key, &token, 1_060)
+        assert_eq!(
+            verify_token(&key, &token, 1_000),
+            Ok(("alice".into(), 1_060))
+        );
+        assert_eq!(
+            verify_token(&key, &token, 1_059),
+            Ok(("alice".into(), 1_060))
+        );
+        assert!(verify_token(&key, &token, 1_060)
             .unwrap_err()
             .contains("expired"));
-        assert!(NodeAccess::verify(&[8u8; 32], &token, 1_000)
+        assert!(verify_token(&[8u8; 32], &token, 1_000)
             .unwrap_err()
             .contains("signature"));
         // Another user's claims under alice's signature.
@@ -374,15 +383,15 @@ mod tests {
         let signature = rest.rsplit_once('.').unwrap().1;
         let forged_claims = B64.encode(br#"{"sub":"admin","iss":"inlet","iat":1000,"exp":9999}"#);
         let forged = format!("{head}.{forged_claims}.{signature}");
-        assert!(NodeAccess::verify(&key, &forged, 1_000)
+        assert!(verify_token(&key, &forged, 1_000)
             .unwrap_err()
             .contains("signature"));
         // alg none is not accepted, whatever the signature.
         let none = format!("{}.{forged_claims}.", B64.encode(br#"{"alg":"none"}"#));
-        assert!(NodeAccess::verify(&key, &none, 1_000)
+        assert!(verify_token(&key, &none, 1_000)
             .unwrap_err()
             .contains("alg"));
-        assert!(NodeAccess::verify(&key, "abc", 1_000)
+        assert!(verify_token(&key, "abc", 1_000)
             .unwrap_err()
             .contains("JWT"));
     }

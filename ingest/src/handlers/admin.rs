@@ -37,6 +37,7 @@ const TYPE_STRING: i8 = 2;
 const TYPE_BOOLEAN: i8 = 1;
 const TYPE_INT: i8 = 3;
 const TYPE_LONG: i8 = 5;
+const TYPE_DOUBLE: i8 = 6;
 
 fn broker_source_code(s: BrokerSource) -> i8 {
     match s {
@@ -426,6 +427,7 @@ impl Broker {
                                                 TYPE_INT
                                             }
                                             SettingKind::Int { .. } => TYPE_LONG,
+                                            SettingKind::Double { .. } => TYPE_DOUBLE,
                                         };
                                         if r.include_documentation {
                                             c.documentation = Some(str(s.doc.to_string()));

@@ -12,6 +12,7 @@
 
 pub mod credentials;
 pub(crate) mod failures;
+pub mod oauthbearer;
 pub mod scram;
 
 use std::sync::atomic::Ordering;
@@ -24,7 +25,11 @@ use crate::broker::{str, Broker};
 use scram::{Mechanism, ServerExchange};
 
 /// The mechanisms Inlet offers, in `sasl.enabled.mechanisms`' spelling.
-pub const MECHANISMS: &[&str] = &["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"];
+pub const MECHANISMS: &[&str] = &["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER"];
+
+/// The mechanisms SASL listeners offer unless `sasl.enabled.mechanisms` says otherwise
+/// (OAUTHBEARER is turned on by naming it, with its `sasl.oauthbearer.*` configs).
+pub const DEFAULT_MECHANISMS: &[&str] = &["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"];
 
 /// Where a connection's authentication stands.
 #[derive(Debug)]
@@ -35,6 +40,8 @@ enum Stage {
     Plain,
     /// A SCRAM mechanism chosen; in its exchange.
     Scram(ServerExchange),
+    /// OAUTHBEARER chosen; waiting for its one SaslAuthenticate.
+    OAuthBearer,
     /// Authenticated as `user`.
     Done,
 }
@@ -107,6 +114,7 @@ impl Authentication {
         }
         self.stage = match Mechanism::from_name(chosen) {
             Some(m) => Stage::Scram(ServerExchange::new(m)),
+            None if chosen == "OAUTHBEARER" => Stage::OAuthBearer,
             None => Stage::Plain,
         };
         Outcome::Answer(ResponseKind::SaslHandshake(
@@ -162,7 +170,28 @@ impl Authentication {
             ));
         }
         let stage = std::mem::replace(&mut self.stage, Stage::Handshake);
+        // When the credential itself expires (an OAUTHBEARER token), in the broker clock's ms.
+        let mut credential_expires_ms: Option<u64> = None;
         let (user, reply) = match stage {
+            Stage::OAuthBearer => {
+                let (token, authzid) = match oauthbearer::parse_client_first(&r.auth_bytes) {
+                    Ok(t) => t,
+                    Err(e) => return auth_failed(e),
+                };
+                let validated = match broker.validate_bearer(&token, now_ms).await {
+                    Ok(v) => v,
+                    Err(e) => return auth_failed(format!("invalid OAUTHBEARER token: {e}")),
+                };
+                if authzid.as_ref().is_some_and(|a| *a != validated.subject) {
+                    return auth_failed(format!(
+                        "the authorization id {:?} is not the token's subject {:?}",
+                        authzid.unwrap_or_default(),
+                        validated.subject
+                    ));
+                }
+                credential_expires_ms = Some(validated.expires_ms);
+                (validated.subject, Bytes::new())
+            }
             Stage::Plain => {
                 let Some((user, password)) = parse_plain(&r.auth_bytes) else {
                     return auth_failed("malformed PLAIN message".into());
@@ -245,9 +274,14 @@ impl Authentication {
                 .sasl_reauthentications
                 .fetch_add(1, Ordering::Relaxed);
         }
+        // As Kafka's: with re-authentication on, a session lasts `reauth_ms`, and no longer than
+        // its token.
         let lifetime = if reauth_ms > 0 {
-            self.expires_ms = Some(now_ms + reauth_ms);
-            reauth_ms as i64
+            let end = credential_expires_ms.map_or(now_ms + reauth_ms, |exp| {
+                (now_ms + reauth_ms).min(exp.max(now_ms + 1))
+            });
+            self.expires_ms = Some(end);
+            (end - now_ms) as i64
         } else {
             0
         };

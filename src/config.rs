@@ -48,6 +48,8 @@ pub struct NodeConfig {
     /// external REST catalog (`type = "rest"`, `uri`, ...), or AWS Glue (`type = "glue"`,
     /// `region`, ...).
     pub catalog: inlet_catalog::CatalogConfig,
+    /// Where the audit trail goes besides the log (`[audit]`, `src/audit.rs`).
+    pub audit: crate::audit::AuditSettings,
 }
 
 /// `[cluster]`: membership (`src/members.rs`) and the assignment of streams (`src/cluster.rs`).
@@ -253,6 +255,7 @@ impl Default for NodeConfig {
             query: QuerySettings::default(),
             http: HttpSettings::default(),
             cluster: ClusterSettings::default(),
+            audit: crate::audit::AuditSettings::default(),
             catalog: inlet_catalog::CatalogConfig::default(),
         }
     }

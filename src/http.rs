@@ -80,7 +80,14 @@ pub(crate) async fn serve(
         ));
         iceberg = inlet_catalog::rest::guarded(iceberg, access);
     }
-    let app = open.merge(guarded).nest("/iceberg", iceberg);
+    let app = open
+        .merge(guarded)
+        .nest("/iceberg", iceberg)
+        .layer(axum::middleware::from_fn(
+            |req: axum::extract::Request, next: axum::middleware::Next| {
+                crate::audit::http("http", req, next)
+            },
+        ));
     if let Err(e) = crate::https::serve(listener, tls, app, "HTTP", stop).await {
         tracing::error!(error = %e, "the HTTP listener failed");
     }

@@ -9,6 +9,7 @@
 //! until a signal; [`Node::shutdown`] stops one cleanly. `inlet config dump`
 //! ([`config_dump`]) prints the configuration a node would run with.
 
+pub mod audit;
 pub mod cluster;
 pub mod config;
 pub mod config_dump;
@@ -292,6 +293,7 @@ fn rest_config(object_store_url: &str) -> inlet_catalog::rest::RestConfig {
 pub async fn serve(config: NodeConfig) -> anyhow::Result<()> {
     // Listen for signals before announcing readiness, so an early SIGTERM is not fatal.
     let shutdown_signal = shutdown_signal()?;
+    audit::open(&config.audit, Arc::new(inlet_common::clock::SystemClock))?;
     let node = Node::builder(config).start().await?;
     let lost = node.membership.lost();
     tokio::select! {
@@ -665,7 +667,12 @@ impl NodeBuilder {
             let app = match access {
                 Some(access) => inlet_schema_registry::guarded_router(registry, access),
                 None => inlet_schema_registry::router(registry),
-            };
+            }
+            .layer(axum::middleware::from_fn(
+                |req: axum::extract::Request, next: axum::middleware::Next| {
+                    audit::http("registry", req, next)
+                },
+            ));
             let tls = registry_tls.clone();
             tasks.spawn(async move {
                 if let Err(e) =

@@ -300,13 +300,24 @@ fn trim_malloc(keep: usize) {
 
 fn main() -> anyhow::Result<()> {
     limit_malloc_arenas();
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_env("INLET_LOG")
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
-        )
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stdout()))
-        .init();
+    {
+        use tracing_subscriber::layer::SubscriberExt as _;
+        use tracing_subscriber::util::SubscriberInitExt as _;
+        use tracing_subscriber::Layer as _;
+        let log = tracing_subscriber::EnvFilter::try_from_env("INLET_LOG")
+            .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+        // The audit trail's entries also go to `[audit] file` when `serve` opens one.
+        let audit = tracing_subscriber::filter::Targets::new()
+            .with_target(inlet::audit::TARGET, tracing::Level::INFO);
+        tracing_subscriber::registry()
+            .with(
+                tracing_subscriber::fmt::layer()
+                    .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stdout()))
+                    .with_filter(log),
+            )
+            .with(inlet::audit::AuditLayer.with_filter(audit))
+            .init();
+    }
     let matches = Cli::command().get_matches();
     let cli = Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
     let runtime = tokio::runtime::Builder::new_multi_thread()

@@ -351,3 +351,180 @@ fn an_address_that_failed_too_often_is_refused_for_a_while() {
     }
     node.stop();
 }
+
+/// One Kafka request on `stream` (request header v1, no client id), and its response body
+/// after the correlation id; with how long the answer took.
+fn exchange(
+    stream: &mut std::net::TcpStream,
+    api_key: i16,
+    version: i16,
+    body: &[u8],
+) -> (Vec<u8>, Duration) {
+    use std::io::{Read, Write};
+    let mut request = Vec::new();
+    request.extend_from_slice(&api_key.to_be_bytes());
+    request.extend_from_slice(&version.to_be_bytes());
+    request.extend_from_slice(&7i32.to_be_bytes());
+    request.extend_from_slice(&(-1i16).to_be_bytes());
+    request.extend_from_slice(body);
+    let mut framed = (request.len() as i32).to_be_bytes().to_vec();
+    framed.extend_from_slice(&request);
+    let sent = std::time::Instant::now();
+    stream.write_all(&framed).unwrap();
+    let mut len = [0u8; 4];
+    stream.read_exact(&mut len).unwrap();
+    let took = sent.elapsed();
+    let mut response = vec![0u8; i32::from_be_bytes(len) as usize];
+    stream.read_exact(&mut response).unwrap();
+    assert_eq!(response[..4], 7i32.to_be_bytes(), "the correlation id");
+    (response[4..].to_vec(), took)
+}
+
+/// A failed SASL authentication is answered only after `connection.failed.authentication.delay.ms`
+/// (KIP-306), then the connection closes; a successful one is answered at once.
+#[test]
+fn a_failed_authentication_is_answered_after_the_configured_delay() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("node");
+    common::add_user(&data, "alice", "alice-secret");
+    let sasl = format!("127.0.0.1:{}", free_port());
+    let listeners = format!(
+        "listeners=PLAINTEXT://127.0.0.1:{},SASL_PLAINTEXT://{sasl}",
+        free_port()
+    );
+    let node = Node::start(
+        &data,
+        &[
+            "--kafka-config",
+            &listeners,
+            "--kafka-config",
+            "connection.failed.authentication.delay.ms=1500",
+        ],
+    );
+    let authenticate = |password: &str| {
+        let mut stream = std::net::TcpStream::connect(&sasl).unwrap();
+        stream
+            .set_read_timeout(Some(Duration::from_secs(30)))
+            .unwrap();
+        // SaslHandshake v1: PLAIN.
+        let mut body = 5i16.to_be_bytes().to_vec();
+        body.extend_from_slice(b"PLAIN");
+        let (answer, _) = exchange(&mut stream, 17, 1, &body);
+        assert_eq!(answer[..2], [0, 0], "the handshake's error code");
+        // SaslAuthenticate v0: the PLAIN message.
+        let message = format!("\0alice\0{password}");
+        let mut body = (message.len() as i32).to_be_bytes().to_vec();
+        body.extend_from_slice(message.as_bytes());
+        let (answer, took) = exchange(&mut stream, 36, 0, &body);
+        (i16::from_be_bytes([answer[0], answer[1]]), took, stream)
+    };
+    let (code, took, _) = authenticate("alice-secret");
+    assert!(
+        code == 0 && took < Duration::from_millis(1500),
+        "{code} after {took:?}"
+    );
+    let (code, took, mut stream) = authenticate("wrong");
+    // SASL_AUTHENTICATION_FAILED (58), and only after the delay.
+    assert!(
+        code == 58 && took >= Duration::from_millis(1500),
+        "{code} after {took:?}"
+    );
+    let mut rest = [0u8; 1];
+    assert_eq!(
+        std::io::Read::read(&mut stream, &mut rest).unwrap(),
+        0,
+        "the connection is closed"
+    );
+    node.stop();
+}
+
+/// The audit trail (`[audit] file`, `ingest/src/audit.rs`, `src/audit.rs`): Kafka admin and
+/// DDL requests with each resource's outcome, failed authentications, and changes through the
+/// catalog and the registry, each with its principal and client, and never a password.
+#[test]
+fn the_audit_file_records_admin_actions_refusals_and_failed_logins() {
+    let Some(python) = require_python("import confluent_kafka", "confluent-kafka") else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let audit = dir.path().join("audit").join("audit.jsonl");
+    let (node, sasl) = common::secured_node(
+        dir.path(),
+        &format!(
+            "[http]\nauthentication = \"token\"\n[registry]\nauthentication = \"basic\"\n[audit]\nfile = \"{}\"\n",
+            audit.display()
+        ),
+    );
+    let (status, output) = run(
+        &python,
+        &[
+            script("audit.py").into(),
+            sasl.into(),
+            format!("http://{}", node.http).into(),
+            format!("http://{}", node.registry).into(),
+        ],
+        Duration::from_secs(300),
+    );
+    assert!(
+        status.is_some_and(|s| s.success()) && output.contains("\nOK\n"),
+        "audit.py failed ({status:?}):\n{output}"
+    );
+    // (interface, principal, action, resource, outcome); "" matches anything.
+    let wanted: &[(&str, &str, &str, &str, &str)] = &[
+        ("kafka", "User:admin", "CreateTopics", "TOPIC:audited", "ok"),
+        (
+            "kafka",
+            "User:alice",
+            "CreateTopics",
+            "TOPIC:alice-topic",
+            "denied",
+        ),
+        ("kafka", "", "authenticate", "", "failed"),
+        ("kafka", "User:admin", "CreateAcls", "User:alice", "ok"),
+        ("kafka", "User:admin", "DeleteTopics", "TOPIC:audited", "ok"),
+        ("http", "User:admin", "POST", "/iceberg/v1/namespaces", "ok"),
+        (
+            "http",
+            "User:alice",
+            "POST",
+            "/iceberg/v1/namespaces",
+            "denied",
+        ),
+        (
+            "registry",
+            "User:admin",
+            "POST",
+            "/subjects/audited-value/versions",
+            "ok",
+        ),
+    ];
+    let mut text = String::new();
+    inlet_test_support::node::poll_until(30, "every audit entry in the file", || {
+        text = std::fs::read_to_string(&audit).unwrap_or_default();
+        let entries: Vec<serde_json::Value> = text
+            .lines()
+            .map(|l| serde_json::from_str(l).expect("each line is a JSON object"))
+            .collect();
+        wanted
+            .iter()
+            .all(|(interface, principal, action, resource, outcome)| {
+                entries.iter().any(|e| {
+                    let is = |field: &str, want: &str| {
+                        e[field].as_str().is_some_and(|v| v.contains(want))
+                    };
+                    is("interface", interface)
+                        && is("principal", principal)
+                        && is("action", action)
+                        && is("resource", resource)
+                        && is("outcome", outcome)
+                        && is("time", "T")
+                })
+            })
+            .then_some(())
+    });
+    assert!(
+        !text.contains("-secret") && !text.contains("not-bobs-password"),
+        "no password in the audit file:\n{text}"
+    );
+    node.stop();
+}

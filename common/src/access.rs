@@ -89,6 +89,11 @@ pub trait HttpAccess: Send + Sync + 'static {
     fn allows_namespaces(&self, principal: &str, peer: Option<IpAddr>) -> bool;
 }
 
+/// The principal an HTTP listener's authentication found, left in the response's extensions
+/// so that the listener's audit trail can name who made a change (`src/audit.rs`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Authenticated(pub String);
+
 /// An authenticated request's principal, with the [`HttpAccess`] that decides for it; the
 /// guard of an HTTP API hands it to the handlers, which keep to what it may see.
 #[derive(Clone)]

@@ -433,19 +433,28 @@ impl Broker {
         turn: ProduceTurn,
     ) -> Option<ResponseKind> {
         let version = request.version();
+        let audited = crate::audit::Pending::of(&request.body);
         let check = if self.authorizer.enabled() {
             self.authorize(session, &mut request.body, version)
         } else {
             Check::Pass
         };
         let patch = match check {
-            Check::Refuse(answer) => return Some(*answer),
+            Check::Refuse(answer) => {
+                if let Some(audited) = audited {
+                    audited.finish(session, Some(&answer));
+                }
+                return Some(*answer);
+            }
             Check::Then(patch) => Some(patch),
             Check::Pass => None,
         };
         let mut answer = self.dispatch(request, &session.host, turn).await;
         if let (Some(patch), Some(answer)) = (patch, answer.as_mut()) {
             patch(answer);
+        }
+        if let Some(audited) = audited {
+            audited.finish(session, answer.as_ref());
         }
         if let Some(answer) = answer.as_mut() {
             self.readdress(&session.listener, answer);

@@ -280,6 +280,8 @@ broker_settings! {
     log_cleaner_io_max_bytes_per_second: u64 = i64::MAX as u64, "log.cleaner.io.max.bytes.per.second", SettingKind::Double { min: 1, max: i64::MAX };
     /// (Inlet's own) The most stored bytes the compactor reads and rewrites at once (whole object ranges; at least one).
     log_cleaner_rewrite_max_bytes: u64 = 64 * 1024 * 1024, "inlet.log.cleaner.rewrite.max.bytes", SettingKind::Int { min: 1024, max: i64::MAX };
+    /// How long a failed SASL authentication waits before its answer is sent and the connection closed (KIP-306), so a client retrying a wrong password cannot try many a second; at most connections.max.idle.ms.
+    connection_failed_authentication_delay_ms: u64 = 100, "connection.failed.authentication.delay.ms", SettingKind::Int { min: 0, max: INT_MAX };
     /// (Inlet's own) Failed authentications (SASL, and the HTTP and registry listeners' basic auth, tokens and token endpoint) one client address may make within `inlet.authentication.failure.window.ms`; beyond them it is refused without a password check until the window ends. 0 (the default): no limit. Every client behind the address is refused: librdkafka retries a wrong password every 100 ms, so one misconfigured client can lock out its neighbours for the window.
     authentication_failures_max: u32 = 0, "inlet.authentication.failures.max", SettingKind::Int { min: 0, max: INT_MAX };
     /// (Inlet's own) The window `inlet.authentication.failures.max` counts in.
@@ -618,6 +620,12 @@ impl BrokerConfig {
             ));
         }
         crate::sasl::oauthbearer::Settings::from_configs(&self.oauthbearer_configs)?;
+        if self.connection_failed_authentication_delay_ms >= self.connections_max_idle_ms {
+            return Err(format!(
+                "connection.failed.authentication.delay.ms ({}) must be less than connections.max.idle.ms ({})",
+                self.connection_failed_authentication_delay_ms, self.connections_max_idle_ms
+            ));
+        }
         if self.group_min_session_timeout_ms > self.group_max_session_timeout_ms {
             return Err("group.min.session.timeout.ms exceeds group.max.session.timeout.ms".into());
         }

@@ -21,10 +21,12 @@
 //!
 //! Security: a connection on a SASL listener authenticates first ([`sasl`], in `server`);
 //! with the authorizer on, every request is checked against the ACLs before its handler runs
-//! ([`acl`], `acl/enforce.rs`). Broker configs may change while nodes run
+//! ([`acl`], `acl/enforce.rs`). Admin and DDL requests and failed authentications are
+//! recorded in the audit trail ([`audit`]). Broker configs may change while nodes run
 //! ([`dynamic_config`]).
 
 pub mod acl;
+pub mod audit;
 pub(crate) mod authorized;
 pub(crate) mod broker;
 pub(crate) mod compaction;

@@ -315,8 +315,19 @@ async fn connection<S>(
                             ..(*session).clone()
                         });
                     }
+                    // A failed authentication is answered, and the connection closed, only after
+                    // connection.failed.authentication.delay.ms (KIP-306): a client retrying a
+                    // wrong password tries a few times a second, not thousands.
+                    let delay = close.as_ref().map_or(0, |_| {
+                        broker.config().connection_failed_authentication_delay_ms
+                    });
                     if let Some(frame) = answer {
-                        inflight.push_back(Box::pin(async move { Some(frame) })
+                        inflight.push_back(Box::pin(async move {
+                            if delay > 0 {
+                                tokio::time::sleep(std::time::Duration::from_millis(delay)).await;
+                            }
+                            Some(frame)
+                        })
                             as futures::future::BoxFuture<'static, Option<Result<Frame, String>>>);
                     }
                     if let Some(reason) = close {

@@ -387,7 +387,7 @@ fn forbidden(message: String) -> Response {
 
 /// Authenticates a routed request and authorizes what its route needs ([`need`]); the
 /// handler then sees the principal as a [`Viewer`].
-async fn guard(State(g): State<Guarded>, mut req: Request, next: Next) -> Response {
+async fn guard(State(g): State<Guarded>, req: Request, next: Next) -> Response {
     let peer = req
         .extensions()
         .get::<ConnectInfo<std::net::SocketAddr>>()
@@ -409,6 +409,22 @@ async fn guard(State(g): State<Guarded>, mut req: Request, next: Next) -> Respon
             Err(e) => return unauthorized(&e.0),
         },
     };
+    // The principal goes back with the answer, for the listener's audit trail.
+    let mut response = authorize(g, req, next, principal.clone(), peer).await;
+    response
+        .extensions_mut()
+        .insert(inlet_common::access::Authenticated(principal));
+    response
+}
+
+/// [`guard`]'s second half, for an authenticated `principal`: what the route needs.
+async fn authorize(
+    g: Guarded,
+    mut req: Request,
+    next: Next,
+    principal: String,
+    peer: Option<std::net::IpAddr>,
+) -> Response {
     let route = req
         .extensions()
         .get::<MatchedPath>()

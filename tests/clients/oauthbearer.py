@@ -22,7 +22,9 @@ Checks:
 - key rotation: once JWKS_PATH also holds the EC key, an ES256 token it signs authenticates
   (the node fetched the set again when a token named a key it did not have);
 - Inlet's own token, from `HTTP_URL/iceberg/v1/oauth/tokens` with alice's client credentials,
-  authenticates her too.
+  authenticates her too;
+- the HTTP listener takes the provider's tokens as bearer tokens, and refuses one for another
+  audience (401, with the reason).
 
 Prints OK at the end; exits non-zero on a mismatch.
 """
@@ -31,6 +33,7 @@ import base64
 import json
 import sys
 import time
+import urllib.error
 import urllib.parse
 import urllib.request
 
@@ -192,5 +195,22 @@ check(produce(conf(inlet_token), b"inlet-token") is None,
       "Inlet's own token (the HTTP token endpoint's) authenticates alice on Kafka")
 e = auth_error(conf(inlet_token[:-4] + ("AAAA" if not inlet_token.endswith("AAAA") else "BBBB")))
 check(e is not None and "signature" in e, f"a tampered Inlet token is refused: {e}")
+
+
+def http_status(tok):
+    req = urllib.request.Request(f"{http_url}/iceberg/v1/namespaces",
+                                 headers={"Authorization": f"Bearer {tok}"})
+    try:
+        with urllib.request.urlopen(req, timeout=30) as r:
+            return r.status, ""
+    except urllib.error.HTTPError as e:
+        return e.code, e.read().decode()
+
+
+# The HTTP listener (catalog, SQL, watermarks) takes the provider's tokens the same way.
+status, _ = http_status(token("alice"))
+check(status == 200, f"the catalog takes the provider's token: {status}")
+status, body = http_status(token("alice", aud="someone-else"))
+check(status == 401 and "audience" in body, f"the catalog refuses another audience: {status} {body}")
 
 print("OK", flush=True)

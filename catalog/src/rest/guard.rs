@@ -24,7 +24,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::post;
 use axum::{Extension, Router};
 use iceberg::TableIdent;
-use inlet_common::access::{HttpAccess, Refused, TableOp, Viewer};
+use inlet_common::access::{Authenticated, HttpAccess, Refused, TableOp, Viewer};
 use serde_json::json;
 
 use super::error::{RestError, Result};
@@ -109,8 +109,11 @@ pub async fn authenticate(
 ) -> Response {
     match viewer(&access, req.headers(), peer(&req)).await {
         Ok(v) => {
+            let principal = Authenticated(v.principal.clone());
             req.extensions_mut().insert(v);
-            next.run(req).await
+            let mut response = next.run(req).await;
+            response.extensions_mut().insert(principal);
+            response
         }
         Err(r) => refused(r),
     }
@@ -137,6 +140,20 @@ async fn guard(State(access): State<Arc<dyn HttpAccess>>, req: Request, next: Ne
         Ok(v) => v,
         Err(r) => return refused(r),
     };
+    // The principal goes back with the answer, for the listener's audit trail.
+    let principal = Authenticated(viewer.principal.clone());
+    let mut response = route_rules(&access, viewer, req, next).await;
+    response.extensions_mut().insert(principal);
+    response
+}
+
+/// [`guard`]'s second half, for an authenticated `viewer`: what the route needs.
+async fn route_rules(
+    access: &Arc<dyn HttpAccess>,
+    viewer: Viewer,
+    req: Request,
+    next: Next,
+) -> Response {
     let matched = req
         .extensions()
         .get::<MatchedPath>()

@@ -7,7 +7,9 @@
 //! token from the catalog's OAuth2 token endpoint (client credentials: the user and the
 //! password). A token is a JWT (HS256) naming the user, signed with a key kept in the
 //! metadata store (`inlet_cluster`, made by the first node that needs it), so every node
-//! accepts every node's tokens; it expires after `token_ttl_s`.
+//! accepts every node's tokens; it expires after `token_ttl_s`. An identity provider's JWT is
+//! accepted as SASL/OAUTHBEARER accepts it (`crate::sasl::oauthbearer`, with Kafka's
+//! `sasl.oauthbearer.*` configs): its subject is the user.
 //!
 //! **Authorization**, by the Kafka ACLs of a table's resource: the TOPIC of the table topic that
 //! writes the table (its `table.topic.namespace` and `table.topic.table`), or, for a table no
@@ -246,6 +248,12 @@ impl HttpAccess for NodeAccess {
         Box::pin(async move {
             let refuse = |why: String| {
                 tracing::info!(peer = ?peer, reason = %why, "HTTP authentication failed");
+                crate::audit::authentication_failed(
+                    "http",
+                    &peer.map(|p| p.to_string()).unwrap_or_default(),
+                    "",
+                    &why,
+                );
                 Refused::Unauthenticated(why)
             };
             if let Some(ms) = peer.and_then(|ip| self.broker.authentication_refused_for(ip)) {
@@ -272,9 +280,14 @@ impl HttpAccess for NodeAccess {
                 self.password(&user, &password).await.map_err(refuse)?;
                 Ok(format!("User:{user}"))
             } else if scheme.eq_ignore_ascii_case("bearer") {
-                let key = self.key().await.map_err(refuse)?;
-                let (user, _) = verify_token(key, rest.trim(), self.now_s()).map_err(refuse)?;
-                Ok(format!("User:{user}"))
+                // This cluster's token, or an identity provider's (checked as SASL/OAUTHBEARER
+                // checks it, against the `sasl.oauthbearer.*` configs).
+                let token = self
+                    .broker
+                    .validate_bearer(rest.trim(), self.broker.clock.now_ms())
+                    .await
+                    .map_err(refuse)?;
+                Ok(format!("User:{}", token.subject))
             } else {
                 Err(refuse(format!(
                     "the {scheme} scheme is not accepted: use Bearer or Basic"

@@ -135,6 +135,12 @@ impl Authentication {
         let peer = self.peer;
         let failed = |code: ResponseError, why: String| {
             tracing::info!(reason = %why, ?peer, "SASL authentication failed");
+            crate::audit::authentication_failed(
+                "kafka",
+                &peer.map(|p| p.to_string()).unwrap_or_default(),
+                "",
+                &why,
+            );
             broker
                 .metrics()
                 .sasl_failures

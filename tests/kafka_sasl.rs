@@ -232,7 +232,8 @@ fn the_schema_registry_authenticates_kafka_users_and_follows_the_topic_acls() {
 /// SASL/OAUTHBEARER (`ingest/src/sasl/oauthbearer.rs`): an identity provider's JWTs checked
 /// against its JSON Web Key Set (a `file:` URL here; the script signs tokens with its own keys
 /// and rotates the set), their claims as Kafka checks them, and Inlet's own tokens from the
-/// HTTP listener's token endpoint; the token's subject is the principal the ACLs see.
+/// HTTP listener's token endpoint (also fetched by the Java client's own OAuth2 login); the
+/// token's subject is the principal the ACLs see.
 #[test]
 fn oauthbearer_tokens_of_an_identity_provider_and_of_inlet_authenticate_kafka_clients() {
     let Some(python) = require_python(
@@ -263,7 +264,7 @@ fn oauthbearer_tokens_of_an_identity_provider_and_of_inlet_authenticate_kafka_cl
         &python,
         &[
             script("oauthbearer.py").into(),
-            sasl.into(),
+            sasl.clone().into(),
             format!("http://{}", node.http).into(),
             jwks.clone().into_os_string(),
         ],
@@ -273,6 +274,49 @@ fn oauthbearer_tokens_of_an_identity_provider_and_of_inlet_authenticate_kafka_cl
         status.is_some_and(|s| s.success()) && output.contains("\nOK\n"),
         "oauthbearer.py failed ({status:?}):\n{output}"
     );
+    let token_url = format!("http://{}/iceberg/v1/oauth/tokens", node.http);
+    // kafkajs (its own SASL code), with a token of that endpoint.
+    if let Some(kafkajs) = common::kafkajs() {
+        let done = inlet_test_support::process::run_captured(
+            std::process::Command::new("node")
+                .env("NODE_PATH", kafkajs.join("node_modules"))
+                .arg(script("oauthbearer_kafkajs.js"))
+                .arg(&sasl)
+                .arg(&token_url)
+                .arg("payments"),
+            None,
+            Duration::from_secs(300),
+            Duration::from_millis(50),
+        );
+        let output = done.output();
+        assert!(
+            done.success() && output.contains("\nOK"),
+            "oauthbearer_kafkajs.js failed:\n{output}"
+        );
+    }
+    // The Java client's own OAuth2 login (client credentials) against Inlet's token endpoint,
+    // on the topic and group the script let alice use.
+    if let Some(libs) = common::java_clients() {
+        let classes = common::compile_java("OAuthClients.java", &libs);
+        let (status, output) = run(
+            "java".as_ref(),
+            &[
+                format!("-Dorg.apache.kafka.sasl.oauthbearer.allowed.urls={token_url}").into(),
+                "-cp".into(),
+                format!("{}:{}/*", classes.path().display(), libs.display()).into(),
+                "OAuthClients".into(),
+                sasl.into(),
+                token_url.into(),
+                "payments".into(),
+                "oauth-readers".into(),
+            ],
+            Duration::from_secs(300),
+        );
+        assert!(
+            status.is_some_and(|s| s.success()) && output.lines().any(|l| l == "OK"),
+            "OAuthClients failed ({status:?}):\n{output}"
+        );
+    }
     node.stop();
 
     // A key set URL of another scheme is refused at start, with the reason.
@@ -435,6 +479,16 @@ fn a_failed_authentication_is_answered_after_the_configured_delay() {
         0,
         "the connection is closed"
     );
+    // A version 0 handshake (offered for old librdkafka's feature check; its unframed tokens
+    // are not read) is answered UNSUPPORTED_VERSION (35).
+    let mut stream = std::net::TcpStream::connect(&sasl).unwrap();
+    stream
+        .set_read_timeout(Some(Duration::from_secs(30)))
+        .unwrap();
+    let mut body = 5i16.to_be_bytes().to_vec();
+    body.extend_from_slice(b"PLAIN");
+    let (answer, _) = exchange(&mut stream, 17, 0, &body);
+    assert_eq!(i16::from_be_bytes([answer[0], answer[1]]), 35);
     node.stop();
 }
 

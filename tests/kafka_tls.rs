@@ -120,6 +120,73 @@ fn tls_listeners_with_mtls_principals_sasl_and_a_certificate_reload() {
             "{name} failed:\n{output}"
         );
     }
+    // kcat (librdkafka 2.0 with OpenSSL, as packaged): SASL_SSL with SCRAM-SHA-512 produces and
+    // reads back; a wrong password fails.
+    if std::process::Command::new("kcat")
+        .arg("-V")
+        .output()
+        .is_ok()
+    {
+        let kcat = |password: &str, args: &[&str], stdin: Option<&str>| {
+            let ca = format!("ssl.ca.location={}", certs.join("ca.pem").display());
+            let password = format!("sasl.password={password}");
+            let mut cmd = std::process::Command::new("kcat");
+            // Cargo's library path holds rdkafka-sys's own librdkafka (built without OpenSSL),
+            // which kcat would load in place of the system's.
+            cmd.env_remove("LD_LIBRARY_PATH");
+            cmd.args(["-b", &sasl_bootstrap, "-X", "security.protocol=SASL_SSL"])
+                .args([
+                    "-X",
+                    "sasl.mechanisms=SCRAM-SHA-512",
+                    "-X",
+                    "sasl.username=admin",
+                ])
+                .args(["-X", &password, "-X", &ca, "-m", "20"])
+                .args(args);
+            inlet_test_support::process::run_captured(
+                &mut cmd,
+                stdin.map(str::as_bytes),
+                Duration::from_secs(60),
+                Duration::from_millis(50),
+            )
+        };
+        let produced = kcat(
+            "admin-secret",
+            &["-P", "-t", "kcat-secure"],
+            Some("over-tls\n"),
+        );
+        assert!(
+            produced.success(),
+            "kcat -P ({:?}): {}",
+            produced.status,
+            produced.output()
+        );
+        let read = kcat(
+            "admin-secret",
+            &[
+                "-C",
+                "-t",
+                "kcat-secure",
+                "-o",
+                "beginning",
+                "-c",
+                "1",
+                "-e",
+            ],
+            None,
+        );
+        assert!(
+            read.success() && read.output().contains("over-tls"),
+            "kcat -C: {}",
+            read.output()
+        );
+        let refused = kcat("wrong", &["-L"], None);
+        assert!(
+            !refused.success() && refused.output().to_lowercase().contains("authentication"),
+            "kcat with a wrong password: {}",
+            refused.output()
+        );
+    }
     // The Java client (kafka-clients 4.3.0): SASL_SSL with a PEM truststore, the AdminClient's
     // ACL and SCRAM credential calls.
     if let Some(libs) = common::java_clients() {

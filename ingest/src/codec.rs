@@ -56,11 +56,14 @@ pub const SUPPORTED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::DescribeAcls, 0, 3),
     (ApiKey::CreateAcls, 0, 3),
     (ApiKey::DeleteAcls, 0, 3),
-    // SCRAM credentials (KIP-554), and SASL (KIP-43, KIP-152; handshake version 0, whose
-    // tokens are not framed, is not offered).
+    // SCRAM credentials (KIP-554), and SASL (KIP-43, KIP-152). Handshake version 0 is offered
+    // because older librdkafka (2.0.2, under kcat as Debian packages it) takes a broker to
+    // support SASL handshakes only when ApiVersions offers version 0, and then uses version 1
+    // with SaslAuthenticate; a version 0 handshake itself, whose tokens are not framed, is
+    // answered UNSUPPORTED_VERSION (`server::authenticate`).
     (ApiKey::DescribeUserScramCredentials, 0, 0),
     (ApiKey::AlterUserScramCredentials, 0, 0),
-    (ApiKey::SaslHandshake, 1, 1),
+    (ApiKey::SaslHandshake, 0, 1),
     (ApiKey::SaslAuthenticate, 0, 2),
 ];
 

@@ -565,6 +565,13 @@ async fn authenticate(
     let version = request.version();
     let correlation = request.header.correlation_id;
     let outcome = match &request.body {
+        // Version 0's unframed tokens are not read (see `codec::SUPPORTED`).
+        kafka_protocol::messages::RequestKind::SaslHandshake(_) if version == 0 => {
+            Outcome::AnswerAndClose(kafka_protocol::messages::ResponseKind::SaslHandshake(
+                kafka_protocol::messages::SaslHandshakeResponse::default()
+                    .with_error_code(kafka_protocol::ResponseError::UnsupportedVersion.code()),
+            ))
+        }
         kafka_protocol::messages::RequestKind::SaslHandshake(r) => auth.handshake(r),
         kafka_protocol::messages::RequestKind::SaslAuthenticate(r) => {
             let reauth_ms = broker.config().connections_max_reauth_ms;

@@ -362,37 +362,27 @@ impl Validator {
     /// Checks an identity provider's token (not Inlet's own: the caller sends those to the
     /// HTTP listener's key) at `now_ms`.
     pub async fn validate(&self, token: &str, now_ms: u64) -> Result<Validated, String> {
-        let (header, claims, message, sig) = split(token)?;
-        let alg = header
-            .get("alg")
-            .and_then(Value::as_str)
-            .ok_or("the token's header has no alg")?
-            .to_string();
-        if alg == "none" {
-            return Err("an unsigned token (alg none) is not accepted".into());
-        }
-        let kid = header
-            .get("kid")
-            .and_then(Value::as_str)
-            .unwrap_or("")
-            .to_string();
+        let t = Parsed::of(token)?;
         if self.settings.jwks_url.is_none() {
             return Err(format!(
-                "a token signed with {alg} needs the provider's keys, and sasl.oauthbearer.jwks.endpoint.url is not set"
+                "a token signed with {} needs the provider's keys, and sasl.oauthbearer.jwks.endpoint.url is not set",
+                t.alg
             ));
         }
-        let key = match self.key(&kid, now_ms, false) {
+        let key = match self.key(&t.kid, now_ms, false) {
             Some(k) => k,
             None => {
-                // A key it does not have: the provider may have rotated; fetch again.
-                self.refresh(now_ms, true).await?;
-                self.key(&kid, now_ms, true).ok_or_else(|| {
-                    format!("the provider's key set has no key {kid:?} for the token")
-                })?
+                // A key it does not have: the provider may have rotated; fetch again. A failed
+                // fetch keeps the keys there were.
+                let refreshed = self.refresh(now_ms, true).await;
+                match (self.key(&t.kid, now_ms, true), refreshed) {
+                    (Some(k), _) => k,
+                    (None, Err(e)) => return Err(e),
+                    (None, Ok(())) => return Err(no_key(&t.kid)),
+                }
             }
         };
-        key.verify(&alg, message.as_bytes(), &sig)?;
-        check_claims(&self.settings, &claims, now_ms)
+        t.check(&key, &self.settings, now_ms)
     }
 
     /// The key named `kid` (or the only key, for a token without one), fetching the set first
@@ -405,11 +395,7 @@ impl Validator {
         if due && !fresh {
             return None;
         }
-        match set.keys.get(kid) {
-            Some(k) => Some(k.clone()),
-            None if kid.is_empty() && set.keys.len() == 1 => set.keys.values().next().cloned(),
-            None => None,
-        }
+        find_key(&set.keys, kid).cloned()
     }
 
     /// Fetches the key set again, unless it was tried within the retry backoff (`urgent`: a
@@ -445,6 +431,76 @@ impl Validator {
                 Err(e)
             }
         }
+    }
+}
+
+/// Validates `token` at `now_ms` against the key set `jwks` (its JSON) and `settings`, with no
+/// fetch: what [`Validator::validate`] does once it has the keys (the fuzz target's entry).
+pub fn validate_with_key_set(
+    settings: &Settings,
+    jwks: &[u8],
+    token: &str,
+    now_ms: u64,
+) -> Result<Validated, String> {
+    let keys = parse_jwks(jwks)?;
+    let t = Parsed::of(token)?;
+    let key = find_key(&keys, &t.kid).ok_or_else(|| no_key(&t.kid))?;
+    t.check(key, settings, now_ms)
+}
+
+fn no_key(kid: &str) -> String {
+    format!("the provider's key set has no key {kid:?} for the token")
+}
+
+/// The key named `kid`, or the only key of the set for a token that names none.
+fn find_key<'a>(keys: &'a HashMap<String, Key>, kid: &str) -> Option<&'a Key> {
+    match keys.get(kid) {
+        Some(k) => Some(k),
+        None if kid.is_empty() && keys.len() == 1 => keys.values().next(),
+        None => None,
+    }
+}
+
+/// A signed JWT, read but not yet trusted.
+struct Parsed<'a> {
+    alg: String,
+    kid: String,
+    claims: Value,
+    /// What the signature signs (`header.claims`).
+    message: &'a str,
+    sig: Vec<u8>,
+}
+
+impl<'a> Parsed<'a> {
+    /// Reads `token`; an unsigned one (`alg` none) is refused here.
+    fn of(token: &'a str) -> Result<Parsed<'a>, String> {
+        let (header, claims, message, sig) = split(token)?;
+        let alg = header
+            .get("alg")
+            .and_then(Value::as_str)
+            .ok_or("the token's header has no alg")?
+            .to_string();
+        if alg == "none" {
+            return Err("an unsigned token (alg none) is not accepted".into());
+        }
+        let kid = header
+            .get("kid")
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_string();
+        Ok(Parsed {
+            alg,
+            kid,
+            claims,
+            message,
+            sig,
+        })
+    }
+
+    /// The signature with `key`, then the claims.
+    fn check(&self, key: &Key, settings: &Settings, now_ms: u64) -> Result<Validated, String> {
+        key.verify(&self.alg, self.message.as_bytes(), &self.sig)?;
+        check_claims(settings, &self.claims, now_ms)
     }
 }
 
@@ -623,6 +679,64 @@ mod tests {
             "soon".to_string()
         )]))
         .is_err());
+    }
+
+    /// An ES256 token signed here (ring), its key published as a JWK: it validates, and the same
+    /// token with one claim changed, or under another key, does not.
+    #[test]
+    fn an_es256_token_validates_against_its_published_key_only() {
+        use ring::signature::{EcdsaKeyPair, KeyPair, ECDSA_P256_SHA256_FIXED_SIGNING};
+        let rng = ring::rand::SystemRandom::new();
+        let pair = |rng: &ring::rand::SystemRandom| {
+            let pkcs8 =
+                EcdsaKeyPair::generate_pkcs8(&ECDSA_P256_SHA256_FIXED_SIGNING, rng).expect("a key");
+            EcdsaKeyPair::from_pkcs8(&ECDSA_P256_SHA256_FIXED_SIGNING, pkcs8.as_ref(), rng)
+                .expect("reads")
+        };
+        let (key, other) = (pair(&rng), pair(&rng));
+        let jwk = |k: &EcdsaKeyPair, kid: &str| {
+            let point = k.public_key().as_ref();
+            serde_json::json!({"kty": "EC", "crv": "P-256", "kid": kid,
+                "x": B64.encode(&point[1..33]), "y": B64.encode(&point[33..65])})
+        };
+        let jwks = serde_json::to_vec(&serde_json::json!({"keys": [jwk(&key, "a")]})).unwrap();
+        let sign = |k: &EcdsaKeyPair, claims: &Value| {
+            let signed = format!(
+                "{}.{}",
+                B64.encode(br#"{"alg":"ES256","kid":"a"}"#),
+                B64.encode(claims.to_string())
+            );
+            let sig = k.sign(&rng, signed.as_bytes()).expect("signs");
+            format!("{signed}.{}", B64.encode(sig.as_ref()))
+        };
+        let s = settings(&[("sasl.oauthbearer.expected.audience", "kafka")]);
+        let claims = serde_json::json!({"sub": "alice", "aud": "kafka", "exp": 2_000});
+        let token = sign(&key, &claims);
+        assert_eq!(
+            validate_with_key_set(&s, &jwks, &token, 1_000_000).map(|v| v.subject),
+            Ok("alice".into())
+        );
+        // Another subject under the first token's signature.
+        let (head, rest) = token.split_once('.').unwrap();
+        let sig = rest.rsplit_once('.').unwrap().1;
+        let forged = format!(
+            "{head}.{}.{sig}",
+            B64.encode(
+                serde_json::json!({"sub": "admin", "aud": "kafka", "exp": 2_000}).to_string()
+            )
+        );
+        assert!(validate_with_key_set(&s, &jwks, &forged, 1_000_000)
+            .unwrap_err()
+            .contains("signature"));
+        assert!(
+            validate_with_key_set(&s, &jwks, &sign(&other, &claims), 1_000_000)
+                .unwrap_err()
+                .contains("signature")
+        );
+        // Past its expiry and the skew.
+        assert!(validate_with_key_set(&s, &jwks, &token, 2_031_000)
+            .unwrap_err()
+            .contains("expired"));
     }
 
     #[tokio::test]

@@ -273,7 +273,9 @@ impl ServerExchange {
                 their_nonce = Some(r);
             }
         }
-        if their_nonce != Some(nonce.as_str()) {
+        // As Kafka's broker checks it (`endsWith`): older librdkafka (2.0.2) sends its own nonce
+        // again in front of the exchange's. The proof below covers the message as sent.
+        if !their_nonce.is_some_and(|n| n.ends_with(nonce.as_str())) {
             return Err("client-final's nonce is not the exchange's".into());
         }
         // No channel binding: the GS2 header is "n,," (base64 "biws"), or names an authzid.
@@ -320,6 +322,18 @@ mod tests {
         client_first_bare: &str,
         server_first: &str,
     ) -> (String, Vec<u8>) {
+        client_final_with(m, password, client_first_bare, server_first, "")
+    }
+
+    /// [`client_final`] with `again` in front of the nonce (older librdkafka (2.0.2) sends its
+    /// own nonce again there).
+    fn client_final_with(
+        m: Mechanism,
+        password: &str,
+        client_first_bare: &str,
+        server_first: &str,
+        again: &str,
+    ) -> (String, Vec<u8>) {
         let attrs: Vec<&str> = server_first.split(',').collect();
         let nonce = attrs[0].strip_prefix("r=").unwrap();
         let salt = unb64(attrs[1].strip_prefix("s=").unwrap()).unwrap();
@@ -327,7 +341,7 @@ mod tests {
         let salted = m.salted_password(password.as_bytes(), &salt, iterations);
         let client_key = m.hmac(&salted, b"Client Key");
         let stored_key = m.hash(&client_key);
-        let without_proof = format!("c=biws,r={nonce}");
+        let without_proof = format!("c=biws,r={again}{nonce}");
         let auth = format!("{client_first_bare},{server_first},{without_proof}");
         let signature = m.hmac(&stored_key, auth.as_bytes());
         let proof: Vec<u8> = client_key
@@ -381,6 +395,21 @@ mod tests {
                 }
             }
         }
+    }
+
+    /// librdkafka 2.0 (kcat as Debian packages it) repeats its nonce in front of the
+    /// exchange's; Kafka's broker accepts that (`endsWith`), and so does this one, as long as
+    /// the proof covers the message as sent.
+    #[test]
+    fn a_client_final_that_repeats_the_client_nonce_authenticates() {
+        let m = Mechanism::Sha512;
+        let credential = Credential::from_password(m, "s3cret", 4096);
+        let mut ex = ServerExchange::new(m);
+        let server_first =
+            String::from_utf8(ex.first(b"n,,n=admin,r=X4=^Y", Some(credential)).unwrap()).unwrap();
+        let (last, _) = client_final_with(m, "s3cret", "n=admin,r=X4=^Y", &server_first, "X4=^Y");
+        assert!(last.starts_with("c=biws,r=X4=^YX4=^Y"), "{last}");
+        assert_eq!(ex.last(last.as_bytes()).map(|(u, _)| u), Ok("admin".into()));
     }
 
     #[test]

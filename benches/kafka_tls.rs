@@ -225,7 +225,7 @@ fn main() {
             "--kafka-config",
             &partitions_config,
         ],
-        &[("INLET_LOG", "warn")],
+        &[("INLET_LOG", "warn,inlet=info")],
     );
     let tls = vec![
         "security.protocol=SASL_SSL".to_string(),

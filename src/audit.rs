@@ -6,7 +6,7 @@
 //!
 //! Invariants:
 //! - The file only grows: entries are appended by one writer thread, in the order they were
-//!   recorded, and made durable (`fdatasync`) at least every second.
+//!   recorded, and made durable (`fdatasync`) with each batch it writes.
 //! - What waits to be written stays within `[audit] queue_max_bytes`; an entry beyond it is
 //!   dropped and counted (`dropped`), and the next entry written says how many went.
 //! - Recording never blocks a request on the file: a request only queues its line.
@@ -16,7 +16,6 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, OnceLock};
-use std::time::Duration;
 
 use axum::extract::{ConnectInfo, Request};
 use axum::http::Method;
@@ -110,11 +109,7 @@ fn write_loop(sink: &Sink, mut file: std::fs::File) {
         let batch: Vec<Vec<u8>> = {
             let mut q = sink.queue.lock().unwrap_or_else(|e| e.into_inner());
             while q.lines.is_empty() {
-                let (next, _) = sink
-                    .ready
-                    .wait_timeout(q, Duration::from_secs(1))
-                    .unwrap_or_else(|e| e.into_inner());
-                q = next;
+                q = sink.ready.wait(q).unwrap_or_else(|e| e.into_inner());
             }
             q.bytes = 0;
             q.lines.drain(..).collect()

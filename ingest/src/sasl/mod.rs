@@ -134,7 +134,7 @@ impl Authentication {
     ) -> Outcome {
         let peer = self.peer;
         let failed = |code: ResponseError, why: String| {
-            tracing::info!(reason = %why, ?peer, "SASL authentication failed");
+            // The audit entry is the log's line for it (target `inlet_audit`).
             crate::audit::authentication_failed(
                 "kafka",
                 &peer.map(|p| p.to_string()).unwrap_or_default(),

@@ -369,13 +369,13 @@ impl Validator {
                 t.alg
             ));
         }
-        let key = match self.key(&t.kid, now_ms, false) {
+        let key = match self.fresh_key(&t.kid, now_ms) {
             Some(k) => k,
             None => {
-                // A key it does not have: the provider may have rotated; fetch again. A failed
-                // fetch keeps the keys there were.
-                let refreshed = self.refresh(now_ms, true).await;
-                match (self.key(&t.kid, now_ms, true), refreshed) {
+                // Due for a refresh, or a key it does not have (the provider may have rotated):
+                // fetch again. A failed fetch keeps the keys there were.
+                let refreshed = self.refresh(now_ms).await;
+                match (find_key(&self.keys.lock().keys, &t.kid).cloned(), refreshed) {
                     (Some(k), _) => k,
                     (None, Err(e)) => return Err(e),
                     (None, Ok(())) => return Err(no_key(&t.kid)),
@@ -385,31 +385,24 @@ impl Validator {
         t.check(&key, &self.settings, now_ms)
     }
 
-    /// The key named `kid` (or the only key, for a token without one), fetching the set first
-    /// when it is due (`fresh`: fetched just now, no second look).
-    fn key(&self, kid: &str, now_ms: u64, fresh: bool) -> Option<Key> {
+    /// The key named `kid` (or the only key, for a token without one), if the set is not due
+    /// for its refresh.
+    fn fresh_key(&self, kid: &str, now_ms: u64) -> Option<Key> {
         let set = self.keys.lock();
-        let due = set
+        let fresh = set
             .fetched_ms
-            .is_none_or(|at| now_ms.saturating_sub(at) >= self.settings.refresh_ms);
-        if due && !fresh {
-            return None;
-        }
-        find_key(&set.keys, kid).cloned()
+            .is_some_and(|at| now_ms.saturating_sub(at) < self.settings.refresh_ms);
+        fresh.then(|| find_key(&set.keys, kid).cloned()).flatten()
     }
 
-    /// Fetches the key set again, unless it was tried within the retry backoff (`urgent`: a
-    /// token named an unknown key) or fetched within the refresh interval.
-    async fn refresh(&self, now_ms: u64, urgent: bool) -> Result<(), String> {
+    /// Fetches the key set again, unless it was tried within the retry backoff.
+    async fn refresh(&self, now_ms: u64) -> Result<(), String> {
         let _one = self.fetching.lock().await;
         {
             let set = self.keys.lock();
-            let since_try = set.tried_ms.map(|t| now_ms.saturating_sub(t));
-            if since_try.is_some_and(|s| s < self.settings.retry_backoff_ms)
-                || (!urgent
-                    && set
-                        .fetched_ms
-                        .is_some_and(|f| now_ms.saturating_sub(f) < self.settings.refresh_ms))
+            if set
+                .tried_ms
+                .is_some_and(|t| now_ms.saturating_sub(t) < self.settings.retry_backoff_ms)
             {
                 return Ok(());
             }
@@ -504,8 +497,9 @@ impl<'a> Parsed<'a> {
     }
 }
 
-/// A JWT's parts: its header and claims, the signed part and the signature.
-fn split(token: &str) -> Result<(Value, Value, &str, Vec<u8>), String> {
+/// A JWT's parts: its header and claims, the signed part and the signature (read, not
+/// verified; Inlet's own tokens are read the same way, `crate::acl::http::verify_token`).
+pub(crate) fn split(token: &str) -> Result<(Value, Value, &str, Vec<u8>), String> {
     let mut parts = token.split('.');
     let (Some(h), Some(c), Some(s), None) =
         (parts.next(), parts.next(), parts.next(), parts.next())

@@ -30,8 +30,10 @@
 //! drawn uniformly from `INLET_BENCH_KEYS` keys and a 1 KiB random value. One idempotent
 //! `ThreadedProducer` (acks=all, no compression, batch.size 1 MiB, a 64 MiB queue) is fed by one
 //! pacing thread at `INLET_BENCH_MIB_S` (open loop, as kafka_load's latency phase: messages fall
-//! due on a fixed schedule). Each round, after the node has uploaded what was appended, the
-//! compactor has been idle for three backoffs and `sync(2)`:
+//! due on a fixed schedule). Each round starts a fresh node (so that what earlier rounds left,
+//! ~1.5 GiB a phase, tilts nothing) and runs two phases, A then B in even rounds and B then A
+//! in odd ones (so that neither always follows the other's uploads), each after the node has
+//! uploaded what was appended, the compactor has been idle for three backoffs and `sync(2)`:
 //! - **A (baseline)**: the paced load to `plain`, so the compactor has nothing to do;
 //! - **B**: the same load to `compacted`, so the compactor runs meanwhile.
 //!
@@ -46,16 +48,17 @@
 //! medians, the ratio B / A of produce p99 and a verdict: "produce p99 unchanged within noise"
 //! when the ratio of the medians is at most 1.25.
 //!
-//! Then a correctness guard: once the node has uploaded everything and the compactor is idle, a
+//! Then a correctness guard, on the last round's node: once it has uploaded everything and the compactor is idle, a
 //! consumer (`enable.partition.eof`) reads `compacted` from the beginning and counts records,
 //! until the count is at most the distinct keys produced plus the records after each
 //! partition's clean point (the `cleaned_to` of its last pass, from the log); it is printed with
 //! that bound, and the bench fails only if it exceeds the records produced.
 //!
 //! The clients run in this process and share the machine's cores with the broker; the run lines
-//! report this process's CPU time next to the broker's. The plain topic keeps everything
-//! (`INLET_BENCH_RUNS` × `INLET_BENCH_SECONDS` at `INLET_BENCH_MIB_S`, ~9 GiB with the defaults):
-//! the bench dir needs that much free space.
+//! report this process's CPU time next to the broker's. The plain topic keeps everything a
+//! round sends it (`INLET_BENCH_SECONDS` plus the warm-up at `INLET_BENCH_MIB_S`, ~3.5 GiB with
+//! the defaults): the bench dir needs that much free space; each round's node dir is removed
+//! after it.
 #![allow(clippy::unwrap_used, clippy::panic, clippy::disallowed_methods)] // a test: a failed step fails it, and its deadlines are real time
 
 use std::collections::HashMap;
@@ -899,6 +902,63 @@ fn med(phases: &[Phase], figure: impl Fn(&Phase) -> f64) -> f64 {
     median(phases.iter().map(figure).filter(|v| !v.is_nan()).collect())
 }
 
+/// What the correctness guard found: the compacted topic read from the beginning.
+struct Guard {
+    count: u64,
+    bound: u64,
+    tail: u64,
+    reads: u32,
+    secs: f64,
+    distinct: u64,
+    produced: u64,
+}
+
+/// The guard: once the node has uploaded everything and the compactor is idle, the compacted
+/// topic holds at most one record per key below each partition's clean point, plus what came
+/// after it; read again (up to 300 s) until it does.
+fn read_back(
+    node: &Node,
+    log: &mut CompactionLog,
+    s: &Settings,
+    seen: &[bool],
+    produced: u64,
+) -> Guard {
+    settle(node, log, s.backoff_ms);
+    let distinct = seen.iter().filter(|k| **k).count() as u64;
+    eprintln!(
+        "reading the compacted topic back ({produced} records produced, {distinct} distinct keys)"
+    );
+    let deadline = Instant::now() + Duration::from_secs(300);
+    let t0 = Instant::now();
+    let mut reads = 0u32;
+    loop {
+        log.drain(node);
+        let (count, highs) = count_records(&node.kafka, COMPACTED, s.partitions);
+        reads += 1;
+        let tail: u64 = highs
+            .iter()
+            .enumerate()
+            .map(|(p, h)| ((*h).max(0) as u64).saturating_sub(log.cleaned_to(p as i32)))
+            .sum();
+        let bound = distinct + tail;
+        if count <= bound || Instant::now() > deadline {
+            return Guard {
+                count,
+                bound,
+                tail,
+                reads,
+                secs: t0.elapsed().as_secs_f64(),
+                distinct,
+                produced,
+            };
+        }
+        eprintln!("{count} records > {bound} (distinct keys + records after the clean points); waiting for the compactor");
+        std::thread::sleep(Duration::from_millis(
+            s.backoff_ms.saturating_mul(2).max(2000),
+        ));
+    }
+}
+
 fn main() {
     if std::env::args().any(|a| a == "--list") {
         return; // `cargo test --benches` asks benches to list their tests
@@ -924,94 +984,115 @@ fn main() {
     );
     let pool = random_pool();
     let keys: Arc<Vec<String>> = Arc::new((0..s.keys).map(|k| format!("key-{k:09}")).collect());
-    let node = start_node(&base, &s);
-    let mut log = CompactionLog::new(COMPACTED);
-    create_topic(
-        &node.kafka,
-        PLAIN,
-        partitions,
-        &[("cleanup.policy", "delete")],
-    );
-    let ratio = s.dirty_ratio.to_string();
-    create_topic(
-        &node.kafka,
-        COMPACTED,
-        partitions,
-        &[
-            ("cleanup.policy", "compact"),
-            ("min.cleanable.dirty.ratio", ratio.as_str()),
-        ],
-    );
 
     let mut plain: Vec<Phase> = Vec::new();
     let mut compacted: Vec<Phase> = Vec::new();
     let mut lines = Vec::new();
-    // The keys sent to the compacted topic, for the guard.
-    let mut compacted_seen = vec![false; s.keys];
-    let mut compacted_records = 0u64;
+    let mut guard = None;
+    let mut hwm_kib = None;
     for run in 0..runs {
-        let (a, _, _) = run_phase(
-            &node,
-            &mut log,
+        // A fresh node each round: what a node holds (the plain topic keeps every byte it is
+        // sent) must not tilt later rounds, and the order of the two phases alternates, so
+        // neither phase always follows the other's uploads.
+        let round_dir = base.join(format!("round-{run}"));
+        std::fs::create_dir_all(&round_dir).expect("the round's dir");
+        let node = start_node(&round_dir, &s);
+        let mut log = CompactionLog::new(COMPACTED);
+        create_topic(
+            &node.kafka,
             PLAIN,
-            &s,
-            &pool,
-            &keys,
-            vec![false; s.keys],
+            partitions,
+            &[("cleanup.policy", "delete")],
         );
-        let line = format!("run {run} A plain: {}", a.line(&s));
-        eprintln!("{line}");
-        lines.push(line);
-
-        let (b, seen, records) =
-            run_phase(&node, &mut log, COMPACTED, &s, &pool, &keys, compacted_seen);
-        compacted_seen = seen;
-        compacted_records += records;
+        let ratio = s.dirty_ratio.to_string();
+        create_topic(
+            &node.kafka,
+            COMPACTED,
+            partitions,
+            &[
+                ("cleanup.policy", "compact"),
+                ("min.cleanable.dirty.ratio", ratio.as_str()),
+            ],
+        );
+        let mut phase_a = None;
+        let mut phase_b = None;
+        // The keys sent to the compacted topic, for the guard.
+        let mut compacted_seen = vec![false; s.keys];
+        let mut compacted_records = 0u64;
+        let order: [&str; 2] = if run % 2 == 0 {
+            [PLAIN, COMPACTED]
+        } else {
+            [COMPACTED, PLAIN]
+        };
+        for topic in order {
+            if topic == PLAIN {
+                let (a, _, _) = run_phase(
+                    &node,
+                    &mut log,
+                    PLAIN,
+                    &s,
+                    &pool,
+                    &keys,
+                    vec![false; s.keys],
+                );
+                let line = format!("run {run} A plain: {}", a.line(&s));
+                eprintln!("{line}");
+                lines.push(line);
+                phase_a = Some(a);
+            } else {
+                let (b, seen, records) = run_phase(
+                    &node,
+                    &mut log,
+                    COMPACTED,
+                    &s,
+                    &pool,
+                    &keys,
+                    std::mem::take(&mut compacted_seen),
+                );
+                compacted_seen = seen;
+                compacted_records += records;
+                let line = format!("run {run} B compacted: {}", b.line(&s));
+                eprintln!("{line}");
+                lines.push(line);
+                phase_b = Some(b);
+            }
+        }
+        let (a, b) = (
+            phase_a.expect("the round ran A"),
+            phase_b.expect("the round ran B"),
+        );
         let line = format!(
-            "run {run} B compacted: {}; produce p99 B / A {:.2}",
-            b.line(&s),
+            "run {run} ({}): produce p99 B / A {:.2}",
+            if run % 2 == 0 { "A then B" } else { "B then A" },
             b.p99() / a.p99()
         );
         eprintln!("{line}");
         lines.push(line);
         plain.push(a);
         compacted.push(b);
-    }
-
-    // The guard: the compacted topic holds at most one record per key below each partition's
-    // clean point, plus what came after it.
-    settle(&node, &mut log, s.backoff_ms);
-    let distinct = compacted_seen.iter().filter(|k| **k).count() as u64;
-    eprintln!(
-        "reading the compacted topic back ({compacted_records} records produced, {distinct} distinct keys)"
-    );
-    let guard_deadline = Instant::now() + Duration::from_secs(300);
-    let t_guard = Instant::now();
-    let (count, bound, tail, reads) = {
-        let mut reads = 0u32;
-        loop {
-            log.drain(&node);
-            let (count, highs) = count_records(&node.kafka, COMPACTED, partitions);
-            reads += 1;
-            let tail: u64 = highs
-                .iter()
-                .enumerate()
-                .map(|(p, h)| ((*h).max(0) as u64).saturating_sub(log.cleaned_to(p as i32)))
-                .sum();
-            let bound = distinct + tail;
-            if count <= bound || Instant::now() > guard_deadline {
-                break (count, bound, tail, reads);
-            }
-            eprintln!("{count} records > {bound} (distinct keys + records after the clean points); waiting for the compactor");
-            std::thread::sleep(Duration::from_millis(
-                s.backoff_ms.saturating_mul(2).max(2000),
+        if run + 1 == runs {
+            guard = Some(read_back(
+                &node,
+                &mut log,
+                &s,
+                &compacted_seen,
+                compacted_records,
             ));
         }
-    };
-    let guard_secs = t_guard.elapsed().as_secs_f64();
-    let hwm_kib = proc_status_kib(node.pid(), "VmHWM:");
-    node.stop_within(60);
+        hwm_kib = hwm_kib.max(proc_status_kib(node.pid(), "VmHWM:"));
+        node.stop_within(60);
+        let _ = std::fs::remove_dir_all(&round_dir);
+    }
     let _ = std::fs::remove_dir_all(&base);
+    let Guard {
+        count,
+        bound,
+        tail,
+        reads,
+        secs: guard_secs,
+        distinct,
+        produced: compacted_records,
+    } = guard.expect("the last round reads back");
 
     let (a_p99, b_p99) = (med(&plain, Phase::p99), med(&compacted, Phase::p99));
     let ratio = b_p99 / a_p99;

@@ -4,14 +4,20 @@
 //! each; B's own `/iceberg` fronts A (reads, and a pyiceberg append forwarded as a commit),
 //! and `inlet query` on B reads the table from A. After a kill -9 of B, more records land in
 //! A's table once each.
+//!
+//! The same, with AWS Signature Version 4 between B and A, as B calls AWS's S3 Tables
+//! endpoint (its table bucket's ARN as the warehouse): a stub in front of A checks every call
+//! with botocore's signer and refuses tampered ones.
 #![allow(clippy::unwrap_used, clippy::panic, clippy::disallowed_methods)] // a test: a failed step fails it, and its deadlines are real time
 
 mod common;
 use common::Start as _;
 
+use std::io::BufRead as _;
+use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
-use common::python::run_client;
+use common::python::{require_python, run_client, script};
 use common::{avro_python, inlet_query, Node};
 
 #[test]
@@ -63,6 +69,113 @@ fn a_node_commits_its_table_topics_to_another_nodes_catalog() {
     // B resumes from the offsets in A's snapshot summary.
     b = b.restart_after_kill9();
     phase(&b, "after-restart");
+    b.stop();
+    a.stop();
+}
+
+/// A process killed when dropped.
+struct Killed(Child);
+
+impl Drop for Killed {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+#[test]
+fn a_node_signs_its_calls_to_an_aws_style_catalog_with_sigv4() {
+    let Some(python) = require_python(
+        "import confluent_kafka.schema_registry.avro, pyiceberg, pyarrow, botocore",
+        "confluent-kafka[avro], pyiceberg, pyarrow and botocore",
+    ) else {
+        return;
+    };
+    let a_dir = tempfile::tempdir().expect("tempdir");
+    let a = Node::start(a_dir.path(), &[]);
+
+    // The stub: an AWS-style endpoint in front of A's catalog.
+    let (key, secret) = ("AKIDINLETSIGV4TEST", "inlet/sigv4+test-secret");
+    let mut stub = Command::new(&python)
+        .arg(script("sigv4_stub.py"))
+        .args([
+            &format!("http://{}/iceberg", a.http),
+            key,
+            secret,
+            "us-east-1",
+            "s3tables",
+        ])
+        .env("PYTHONUNBUFFERED", "1")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .expect("the SigV4 stub starts");
+    let mut line = String::new();
+    std::io::BufReader::new(stub.stdout.take().expect("its stdout"))
+        .read_line(&mut line)
+        .expect("the stub's port");
+    let stub = (
+        Killed(stub),
+        format!(
+            "127.0.0.1:{}",
+            line.trim()
+                .strip_prefix("LISTENING ")
+                .expect("LISTENING <port>")
+        ),
+    );
+
+    // B: S3 Tables as AWS's docs configure it (the table bucket's ARN; SigV4 for `s3tables`
+    // in its region follows), the endpoint pointed at the stub.
+    let b_dir = tempfile::tempdir().expect("tempdir");
+    let config = b_dir.path().join("inlet.toml");
+    let warehouse = a_dir.path().join("objects").join("warehouse");
+    std::fs::write(
+        &config,
+        format!(
+            "[catalog]\ntype = \"rest\"\nuri = \"http://{}/iceberg\"\n\
+             warehouse = \"arn:aws:s3tables:us-east-1:111122223333:bucket/inlet-test\"\n\
+             files = \"file://{}\"\n",
+            stub.1,
+            warehouse.display()
+        ),
+    )
+    .expect("config");
+    let env = [
+        ("AWS_ACCESS_KEY_ID", key),
+        ("AWS_SECRET_ACCESS_KEY", secret),
+    ];
+    let b_data = b_dir.path().join("data");
+    let b = Node::start_with_env(&b_data, &["--config", &config.to_string_lossy()], &env);
+    run_client(
+        &python,
+        "table_topic_external.py",
+        &[
+            &b.kafka,
+            &format!("http://{}", b.registry),
+            &format!("http://{}/iceberg", a.http),
+            &format!("http://{}/iceberg", b.http),
+            &"first",
+        ],
+        Duration::from_secs(240),
+    );
+    let sql = "SELECT count(*) AS n, sum(id) AS s FROM ext.clicks";
+    assert_eq!(inlet_query(&b, "csv", sql), "n,s\n20,190");
+
+    // Every call B made was signed as botocore signs, none refused.
+    let (status, stats) = common::http_get(&stub.1, "/__stub/stats");
+    assert_eq!(status, 200, "{stats}");
+    let stats: serde_json::Value = serde_json::from_str(&stats).expect("stats");
+    assert_eq!(stats["refused"], 0, "{stats}");
+    assert!(stats["verified"].as_u64().unwrap_or(0) >= 5, "{stats}");
+    // A tampered copy of B's last call is refused; the same call unchanged is not.
+    let (status, tamper) = common::http_get(&stub.1, "/__stub/tamper");
+    assert_eq!(status, 200, "{tamper}");
+    let tamper: serde_json::Value = serde_json::from_str(&tamper).expect("tamper");
+    assert_eq!(tamper["unchanged"], 200, "{tamper}");
+    for part in ["body", "path", "date", "signature"] {
+        assert_eq!(tamper[part], 403, "{part}: {tamper}");
+    }
     b.stop();
     a.stop();
 }

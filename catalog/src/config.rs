@@ -39,9 +39,12 @@ pub struct CatalogConfig {
     /// the secret): exchanged for a token at its `/v1/oauth/tokens` (or `oauth2-server-uri`).
     pub credential: Option<String>,
     /// More REST client properties, by their Iceberg names: `prefix`, `scope`,
-    /// `oauth2-server-uri`, `header.<name>`, ...
+    /// `oauth2-server-uri`, `header.<name>`, and for AWS's endpoints `rest.sigv4-enabled`,
+    /// `rest.signing-name` and `rest.signing-region`, ...
     pub properties: BTreeMap<String, String>,
-    /// Glue: the AWS region. Default: `AWS_REGION`, then `AWS_DEFAULT_REGION`.
+    /// Glue, and a REST catalog signed with SigV4 (where `rest.signing-region` does not say):
+    /// the AWS region. Default: an S3 Tables warehouse ARN's region, then `AWS_REGION`, then
+    /// `AWS_DEFAULT_REGION`.
     pub region: Option<String>,
     /// Glue: the endpoint URL, for a local Glue such as moto (default: the region's).
     pub endpoint: Option<String>,
@@ -88,13 +91,13 @@ impl CatalogConfig {
             ("properties", !self.properties.is_empty()),
         ];
         let glue_only = [
-            ("region", self.region.is_some()),
             ("endpoint", self.endpoint.is_some()),
             ("catalog_id", self.catalog_id.is_some()),
         ];
         match self.kind {
             CatalogKind::Embedded => {
-                for (name, set) in rest_only.iter().chain(&glue_only) {
+                let region = [("region", self.region.is_some())];
+                for (name, set) in rest_only.iter().chain(&glue_only).chain(&region) {
                     if *set {
                         return Err(format!(
                             "catalog.{name} applies to an external catalog: set catalog.type = \"rest\" or \"glue\""
@@ -114,15 +117,6 @@ impl CatalogConfig {
                         "catalog.{name} applies to AWS Glue (catalog.type = \"glue\")"
                     ));
                 }
-                let uri = self.uri.as_deref().unwrap_or_default();
-                if !(uri.starts_with("http://") || uri.starts_with("https://")) {
-                    return Err(format!(
-                        "catalog.uri must be the external REST catalog's http(s) URL, got {uri:?}"
-                    ));
-                }
-                if self.token.is_some() && self.credential.is_some() {
-                    return Err("set catalog.token or catalog.credential, not both".to_string());
-                }
                 for key in ["uri", "warehouse", "token", "credential"] {
                     if self.properties.contains_key(key) {
                         return Err(format!(
@@ -130,6 +124,7 @@ impl CatalogConfig {
                         ));
                     }
                 }
+                self.rest_endpoint()?;
             }
             CatalogKind::Glue => {
                 if let Some((name, _)) = rest_only.iter().find(|(_, set)| *set) {
@@ -155,6 +150,127 @@ impl CatalogConfig {
             return Err("catalog.files must not be empty".to_string());
         }
         Ok(())
+    }
+}
+
+/// Where an external REST catalog is and how requests to it are authenticated
+/// ([`CatalogConfig::rest_endpoint`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RestEndpoint {
+    /// The base URI, without `/v1`.
+    pub uri: String,
+    pub auth: RestAuth,
+}
+
+/// How requests to an external REST catalog are authenticated.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum RestAuth {
+    None,
+    /// `catalog.token`, or `catalog.credential` exchanged for one.
+    Bearer,
+    /// AWS Signature Version 4 for service `name` in `region`.
+    SigV4 {
+        name: String,
+        region: String,
+    },
+}
+
+/// An S3 Tables table bucket's ARN, `arn:<partition>:s3tables:<region>:<account>:bucket/<name>`:
+/// its region.
+pub(crate) fn s3_tables_region(warehouse: &str) -> Option<&str> {
+    let mut parts = warehouse.splitn(6, ':');
+    let (arn, _partition, service, region, _account, resource) = (
+        parts.next()?,
+        parts.next()?,
+        parts.next()?,
+        parts.next()?,
+        parts.next()?,
+        parts.next()?,
+    );
+    (arn == "arn" && service == "s3tables" && !region.is_empty() && resource.starts_with("bucket/"))
+        .then_some(region)
+}
+
+impl CatalogConfig {
+    /// The external REST catalog's URI and authentication, as AWS's docs configure Iceberg
+    /// clients and Iceberg's own properties say:
+    /// - `warehouse` an S3 Tables table bucket's ARN: the URI defaults to that region's S3
+    ///   Tables endpoint (`https://s3tables.<region>.amazonaws.com/iceberg`) and requests are
+    ///   signed for `s3tables` in that region;
+    /// - `rest.sigv4-enabled = "true"`: signed for `rest.signing-name` (default `s3tables` or
+    ///   `glue` by the URI's host, else `execute-api`, as Iceberg's Java client) in
+    ///   `rest.signing-region` (default `catalog.region`, the ARN's region, then `AWS_REGION`
+    ///   and `AWS_DEFAULT_REGION`);
+    /// - else `token` or `credential`, or none.
+    pub fn rest_endpoint(&self) -> Result<RestEndpoint, String> {
+        let arn_region = self.warehouse.as_deref().and_then(s3_tables_region);
+        let uri = match (&self.uri, arn_region) {
+            (Some(uri), _) => uri.clone(),
+            (None, Some(region)) => format!("https://s3tables.{region}.amazonaws.com/iceberg"),
+            (None, None) => String::new(),
+        };
+        if !(uri.starts_with("http://") || uri.starts_with("https://")) {
+            return Err(format!(
+                "catalog.uri must be the external REST catalog's http(s) URL, got {uri:?}"
+            ));
+        }
+        let sigv4 = match self.properties.get("rest.sigv4-enabled").map(String::as_str) {
+            Some("true") => true,
+            Some("false") => false,
+            Some(other) => {
+                return Err(format!(
+                    "catalog.properties.\"rest.sigv4-enabled\" must be \"true\" or \"false\", got {other:?}"
+                ))
+            }
+            None => arn_region.is_some() && self.token.is_none() && self.credential.is_none(),
+        };
+        if !sigv4 {
+            if self.token.is_some() && self.credential.is_some() {
+                return Err("set catalog.token or catalog.credential, not both".to_string());
+            }
+            let auth = if self.token.is_some() || self.credential.is_some() {
+                RestAuth::Bearer
+            } else {
+                RestAuth::None
+            };
+            return Ok(RestEndpoint { uri, auth });
+        }
+        if self.token.is_some() || self.credential.is_some() {
+            return Err(
+                "catalog.token and catalog.credential do not go with SigV4 (rest.sigv4-enabled): \
+                 requests are signed with the node's AWS credentials"
+                    .to_string(),
+            );
+        }
+        let host = uri
+            .split_once("://")
+            .map_or("", |(_, rest)| rest)
+            .split(['/', ':'])
+            .next()
+            .unwrap_or_default();
+        let name = match self.properties.get("rest.signing-name") {
+            Some(name) => name.clone(),
+            None if arn_region.is_some() || host.starts_with("s3tables.") => "s3tables".into(),
+            None if host.starts_with("glue.") => "glue".into(),
+            None => "execute-api".into(),
+        };
+        let region = self
+            .properties
+            .get("rest.signing-region")
+            .cloned()
+            .or_else(|| self.region.clone())
+            .or_else(|| arn_region.map(str::to_string))
+            .or_else(|| std::env::var("AWS_REGION").ok())
+            .or_else(|| std::env::var("AWS_DEFAULT_REGION").ok())
+            .filter(|r| !r.is_empty())
+            .ok_or_else(|| {
+                "SigV4 needs a region: set catalog.region (or rest.signing-region, or AWS_REGION)"
+                    .to_string()
+            })?;
+        Ok(RestEndpoint {
+            uri,
+            auth: RestAuth::SigV4 { name, region },
+        })
     }
 }
 
@@ -186,6 +302,83 @@ mod tests {
             ..rest
         };
         assert!(both.validate().is_err());
+    }
+
+    #[test]
+    fn aws_endpoints_are_signed_as_aws_documents_them() {
+        // S3 Tables, configured as AWS's docs configure pyiceberg: the ARN alone.
+        let s3_tables = CatalogConfig {
+            kind: CatalogKind::Rest,
+            warehouse: Some("arn:aws:s3tables:eu-west-1:111122223333:bucket/lake".into()),
+            ..CatalogConfig::default()
+        };
+        assert_eq!(
+            s3_tables.rest_endpoint().unwrap(),
+            RestEndpoint {
+                uri: "https://s3tables.eu-west-1.amazonaws.com/iceberg".into(),
+                auth: RestAuth::SigV4 {
+                    name: "s3tables".into(),
+                    region: "eu-west-1".into()
+                },
+            }
+        );
+        assert!(s3_tables.validate().is_ok());
+        // Glue's Iceberg REST endpoint, with Iceberg's own property names.
+        let glue_rest = CatalogConfig {
+            kind: CatalogKind::Rest,
+            uri: Some("https://glue.us-east-2.amazonaws.com/iceberg".into()),
+            warehouse: Some("111122223333".into()),
+            properties: [
+                ("rest.sigv4-enabled".to_string(), "true".to_string()),
+                ("rest.signing-region".to_string(), "us-east-2".to_string()),
+            ]
+            .into(),
+            ..CatalogConfig::default()
+        };
+        assert_eq!(
+            glue_rest.rest_endpoint().unwrap().auth,
+            RestAuth::SigV4 {
+                name: "glue".into(),
+                region: "us-east-2".into()
+            }
+        );
+        // A signing name given wins; SigV4 turned off leaves no auth.
+        let mut named = glue_rest.clone();
+        named
+            .properties
+            .insert("rest.signing-name".into(), "execute-api".into());
+        assert!(matches!(
+            named.rest_endpoint().unwrap().auth,
+            RestAuth::SigV4 { name, .. } if name == "execute-api"
+        ));
+        let mut off = s3_tables.clone();
+        off.uri = Some("http://127.0.0.1:1/iceberg".into());
+        off.properties
+            .insert("rest.sigv4-enabled".into(), "false".into());
+        assert_eq!(off.rest_endpoint().unwrap().auth, RestAuth::None);
+        // Refused, each with its reason.
+        let mut bad = glue_rest.clone();
+        bad.properties
+            .insert("rest.sigv4-enabled".into(), "yes".into());
+        assert!(bad.validate().unwrap_err().contains("rest.sigv4-enabled"));
+        let with_token = CatalogConfig {
+            token: Some("t".into()),
+            ..glue_rest.clone()
+        };
+        assert!(with_token.validate().unwrap_err().contains("SigV4"));
+        let not_an_arn = CatalogConfig {
+            warehouse: Some("arn:aws:s3:::bucket".into()),
+            ..s3_tables.clone()
+        };
+        assert!(not_an_arn.validate().unwrap_err().contains("catalog.uri"));
+        assert_eq!(
+            s3_tables_region("arn:aws-cn:s3tables:cn-north-1:1:bucket/b"),
+            Some("cn-north-1")
+        );
+        assert_eq!(
+            s3_tables_region("arn:aws:s3tables:us-east-1:1:table/b"),
+            None
+        );
     }
 
     #[test]

@@ -7,7 +7,9 @@
 //!   compare-and-swap commit path.
 //! - [`embedded`]: the node's default catalog: the SQL catalog on the metadata database, files
 //!   under `<object store>/warehouse`, and its REST router.
-//! - [`external`]: another Iceberg REST catalog as the home of the node's tables.
+//! - [`external`]: another Iceberg REST catalog as the home of the node's tables (its
+//!   own client: bearer tokens, OAuth2 client credentials, or SigV4 for AWS's endpoints).
+//! - [`sigv4`]: AWS Signature Version 4, for Glue and the AWS Iceberg REST endpoints.
 //! - [`glue`]: AWS Glue as the home of the node's tables (pointers in Glue, files in the
 //!   object store, commits by `UpdateTable` with optimistic concurrency).
 //! - [`metadata_cache`]: parsed table metadata by metadata location, within a byte budget.
@@ -21,6 +23,7 @@ pub(crate) mod external;
 pub mod glue;
 pub(crate) mod metadata_cache;
 pub mod rest;
+pub mod sigv4;
 pub mod storage;
 pub(crate) mod target;
 pub mod visible;
@@ -83,7 +86,7 @@ impl NodeCatalog {
                 })
             }
             CatalogKind::Rest => {
-                let catalog = external::open(config, object_store_root, store).await?;
+                let catalog = external::open(config, object_store_root, store, clock).await?;
                 Ok(NodeCatalog {
                     file_io: catalog.file_io.clone(),
                     storage: catalog.storage.clone(),

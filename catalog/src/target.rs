@@ -8,7 +8,7 @@ use iceberg::spec::TableMetadata;
 use iceberg::table::Table;
 use iceberg::{TableRequirement, TableUpdate};
 
-use crate::external::RestCommits;
+use crate::external::RestClient;
 use crate::glue::GlueCatalog;
 use crate::rest::{publish, stage, Checked, MetadataPointerStore, RestError};
 
@@ -20,7 +20,7 @@ pub enum CommitTarget {
     Pointers(Arc<dyn MetadataPointerStore>),
     /// An external REST catalog: requirements and updates are posted as the spec's commit,
     /// and the catalog applies them.
-    Rest(Arc<RestCommits>),
+    Rest(Arc<RestClient>),
     /// AWS Glue: the commit is checked and its metadata file written here, as for
     /// `Pointers`; the pointer moves with `UpdateTable`, guarded by the `VersionId` and
     /// `metadata_location` of the table the commit was based on (`crate::glue`).

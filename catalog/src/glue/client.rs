@@ -1,5 +1,5 @@
 //! A small client for the AWS Glue Data Catalog's JSON API: one `POST /` per operation, with
-//! `X-Amz-Target: AWSGlue.<Operation>`, signed with AWS Signature Version 4.
+//! `X-Amz-Target: AWSGlue.<Operation>`, signed with AWS Signature Version 4 ([`crate::sigv4`]).
 //!
 //! Why not `aws-sdk-glue`: the handful of operations a catalog needs are plain JSON, while the
 //! SDK (and `iceberg-catalog-glue`, which also pulls in OpenDAL for S3) adds a large generated
@@ -12,12 +12,12 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use hmac::{Hmac, Mac};
 use inlet_common::{Clock, ErrorKind, RetryPolicy};
-use object_store::aws::{AmazonS3Builder, AwsCredential, AwsCredentialProvider};
+use object_store::aws::AwsCredentialProvider;
 use reqwest::Url;
 use serde_json::Value;
-use sha2::{Digest, Sha256};
+
+use crate::sigv4::Signer;
 
 /// How long one request to Glue may take.
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(60);
@@ -123,17 +123,15 @@ pub struct GlueSettings {
 pub struct GlueClient {
     http: reqwest::Client,
     endpoint: Url,
-    region: String,
     catalog_id: Option<String>,
-    credentials: AwsCredentialProvider,
-    clock: Arc<dyn Clock>,
+    signer: Signer,
 }
 
 impl std::fmt::Debug for GlueClient {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("GlueClient")
             .field("endpoint", &self.endpoint.as_str())
-            .field("region", &self.region)
+            .field("region", &self.signer.scope().1)
             .field("catalog_id", &self.catalog_id)
             .finish_non_exhaustive()
     }
@@ -148,13 +146,7 @@ impl GlueClient {
             .unwrap_or_else(|| format!("https://glue.{}.amazonaws.com", settings.region));
         let endpoint = Url::parse(&endpoint)
             .map_err(|e| format!("catalog.endpoint {endpoint:?} is not a URL: {e}"))?;
-        // The S3 builder resolves the standard credential chain without sending anything;
-        // the bucket only satisfies the builder.
-        let s3 = AmazonS3Builder::from_env()
-            .with_region(&settings.region)
-            .with_bucket_name("inlet-glue-credentials")
-            .build()
-            .map_err(|e| format!("cannot resolve AWS credentials for Glue: {e}"))?;
+        let signer = Signer::from_env("glue", &settings.region, clock)?;
         let http = reqwest::Client::builder()
             .timeout(REQUEST_TIMEOUT)
             .build()
@@ -162,16 +154,14 @@ impl GlueClient {
         Ok(GlueClient {
             http,
             endpoint,
-            region: settings.region.clone(),
             catalog_id: settings.catalog_id.clone(),
-            credentials: s3.credentials().clone(),
-            clock,
+            signer,
         })
     }
 
     /// Uses `credentials` instead of the standard chain (tests; fixed keys).
     pub fn with_credentials(mut self, credentials: AwsCredentialProvider) -> Self {
-        self.credentials = credentials;
+        self.signer = self.signer.with_credentials(credentials);
         self
     }
 
@@ -206,34 +196,26 @@ impl GlueClient {
             kind: GlueErrorKind::Refused,
             message: format!("{operation}: cannot encode the request: {e}"),
         })?;
-        let credential = self
-            .credentials
-            .get_credential()
-            .await
-            .map_err(|e| GlueError {
-                kind: GlueErrorKind::Unreached,
-                message: format!("{operation}: no AWS credentials: {e}"),
-            })?;
         let target = format!("AWSGlue.{operation}");
-        let request = SignedRequest {
-            host: host_header(&self.endpoint),
-            path: self.endpoint.path().to_string(),
-            target: &target,
-            payload: &payload,
-        };
-        let amz_date = amz_date(self.clock.now_ms());
-        let authorization = request.authorization(&credential, &self.region, &amz_date);
-        let mut builder = self
+        let mut request = self
             .http
             .post(self.endpoint.clone())
             .header("content-type", CONTENT_TYPE)
             .header("x-amz-target", &target)
-            .header("x-amz-date", &amz_date)
-            .header("authorization", authorization);
-        if let Some(token) = &credential.token {
-            builder = builder.header("x-amz-security-token", token);
-        }
-        let response = builder.body(payload).send().await.map_err(|e| GlueError {
+            .body(payload)
+            .build()
+            .map_err(|e| GlueError {
+                kind: GlueErrorKind::Refused,
+                message: format!("{operation}: cannot build the request: {e}"),
+            })?;
+        self.signer
+            .sign(&mut request)
+            .await
+            .map_err(|e| GlueError {
+                kind: GlueErrorKind::Unreached,
+                message: format!("{operation}: {e}"),
+            })?;
+        let response = self.http.execute(request).await.map_err(|e| GlueError {
             kind: if e.is_connect() || e.is_builder() {
                 GlueErrorKind::Unreached
             } else {
@@ -323,158 +305,9 @@ fn service_error(
     }
 }
 
-fn host_header(url: &Url) -> String {
-    let host = url.host_str().unwrap_or_default();
-    match url.port() {
-        Some(port) => format!("{host}:{port}"),
-        None => host.to_string(),
-    }
-}
-
-/// `YYYYMMDDTHHMMSSZ` for a Unix time in milliseconds.
-fn amz_date(now_ms: u64) -> String {
-    let secs = now_ms / 1000;
-    let (days, rem) = (secs / 86_400, secs % 86_400);
-    // Days since 1970-01-01 to a civil date (Howard Hinnant's algorithm).
-    let z = days as i64 + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = doy - (153 * mp + 2) / 5 + 1;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    let year = yoe + era * 400 + i64::from(month <= 2);
-    format!(
-        "{year:04}{month:02}{day:02}T{:02}{:02}{:02}Z",
-        rem / 3600,
-        rem % 3600 / 60,
-        rem % 60
-    )
-}
-
-/// A Glue request to sign: `POST <path>` with the headers SigV4 covers.
-struct SignedRequest<'a> {
-    host: String,
-    path: String,
-    target: &'a str,
-    payload: &'a [u8],
-}
-
-impl SignedRequest<'_> {
-    /// The `Authorization` header (AWS Signature Version 4, service `glue`). Signs
-    /// `content-type`, `host`, `x-amz-date`, `x-amz-target` and, with temporary credentials,
-    /// `x-amz-security-token`.
-    fn authorization(&self, credential: &AwsCredential, region: &str, amz_date: &str) -> String {
-        let date = &amz_date[..8];
-        let mut headers = vec![
-            ("content-type", CONTENT_TYPE.to_string()),
-            ("host", self.host.clone()),
-            ("x-amz-date", amz_date.to_string()),
-        ];
-        if let Some(token) = &credential.token {
-            headers.push(("x-amz-security-token", token.clone()));
-        }
-        headers.push(("x-amz-target", self.target.to_string()));
-        let signed_headers = headers
-            .iter()
-            .map(|(name, _)| *name)
-            .collect::<Vec<_>>()
-            .join(";");
-        let canonical_headers: String = headers
-            .iter()
-            .map(|(name, value)| format!("{name}:{}\n", value.trim()))
-            .collect();
-        let path = if self.path.is_empty() {
-            "/"
-        } else {
-            &self.path
-        };
-        let canonical_request = format!(
-            "POST\n{path}\n\n{canonical_headers}\n{signed_headers}\n{}",
-            hex::encode(Sha256::digest(self.payload))
-        );
-        let scope = format!("{date}/{region}/glue/aws4_request");
-        let string_to_sign = format!(
-            "AWS4-HMAC-SHA256\n{amz_date}\n{scope}\n{}",
-            hex::encode(Sha256::digest(canonical_request.as_bytes()))
-        );
-        let mut key = hmac(
-            format!("AWS4{}", credential.secret_key).as_bytes(),
-            date.as_bytes(),
-        );
-        for part in [region, "glue", "aws4_request"] {
-            key = hmac(&key, part.as_bytes());
-        }
-        let signature = hex::encode(hmac(&key, string_to_sign.as_bytes()));
-        format!(
-            "AWS4-HMAC-SHA256 Credential={}/{scope}, SignedHeaders={signed_headers}, Signature={signature}",
-            credential.key_id
-        )
-    }
-}
-
-fn hmac(key: &[u8], data: &[u8]) -> Vec<u8> {
-    let mut mac = Hmac::<Sha256>::new_from_slice(key).expect("HMAC takes a key of any length");
-    mac.update(data);
-    mac.finalize().into_bytes().to_vec()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn dates_are_utc_basic_format() {
-        assert_eq!(amz_date(0), "19700101T000000Z");
-        // 2015-08-30T12:36:00Z, the date of AWS's SigV4 examples.
-        assert_eq!(amz_date(1_440_938_160_000), "20150830T123600Z");
-        // A leap day.
-        assert_eq!(amz_date(1_709_210_096_000), "20240229T123456Z");
-    }
-
-    /// The signature botocore's `SigV4Auth` computes for the same request, credentials and
-    /// time (the script is in the comment).
-    #[test]
-    fn signatures_match_botocore() {
-        // Computed with botocore 1.44:
-        //   AWSRequest('POST', 'http://127.0.0.1:5000/', data=b'{"Name":"db"}', headers={
-        //     'Content-Type': 'application/x-amz-json-1.1', 'X-Amz-Target': 'AWSGlue.GetDatabase'})
-        //   SigV4Auth(Credentials('AKIDEXAMPLE', 'wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY',
-        //     token), 'glue', 'us-east-1').add_auth(request) at 2026-11-29T20:02:05Z
-        let request = SignedRequest {
-            host: "127.0.0.1:5000".into(),
-            path: "/".into(),
-            target: "AWSGlue.GetDatabase",
-            payload: br#"{"Name":"db"}"#,
-        };
-        let mut credential = AwsCredential {
-            key_id: "AKIDEXAMPLE".into(),
-            secret_key: "wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY".into(),
-            token: None,
-        };
-        let auth = request.authorization(&credential, "us-east-1", "20261129T200205Z");
-        assert_eq!(
-            auth,
-            format!(
-                "AWS4-HMAC-SHA256 Credential=AKIDEXAMPLE/20261129/us-east-1/glue/aws4_request, \
-             SignedHeaders=content-type;host;x-amz-date;x-amz-target, Signature={}",
-                BOTOCORE_SIGNATURE
-            )
-        );
-        credential.token = Some("session-token".into());
-        let auth = request.authorization(&credential, "us-east-1", "20261129T200205Z");
-        assert!(auth.contains(
-            "SignedHeaders=content-type;host;x-amz-date;x-amz-security-token;x-amz-target, \
-             Signature="
-        ));
-        assert!(auth.ends_with(BOTOCORE_SIGNATURE_WITH_TOKEN), "{auth}");
-    }
-
-    const BOTOCORE_SIGNATURE: &str =
-        "f482f0ba071e8403ebe24d35ec94a2a540a63d85de8ae68e09ed99380d3b934b";
-    const BOTOCORE_SIGNATURE_WITH_TOKEN: &str =
-        "7f336bbd6b54aefff9a1e948746e2ca2c8d8dfd4f1a2db0410938d81068807e6";
 
     #[test]
     fn exceptions_become_kinds() {

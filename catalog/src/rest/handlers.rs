@@ -23,7 +23,7 @@ use super::error::{RestError, Result};
 use super::model::ConfigResponse;
 use super::names::{check_location, check_name, parse_namespace, NameKind, MAX_NAME_BYTES};
 use super::RestConfig;
-use crate::external::RestCommits;
+use crate::external::RestClient;
 
 /// Namespace property that sets where the namespace's tables go (the SQL catalog's rule too).
 pub(super) const LOCATION_PROPERTY: &str = "location";
@@ -36,7 +36,7 @@ pub(super) struct AppState {
     pub catalog: Arc<dyn Catalog>,
     pub pointers: Option<Arc<dyn MetadataPointerStore>>,
     /// Table commits go to this external catalog as they are (see [`super::router_forwarding`]).
-    pub forward: Option<Arc<RestCommits>>,
+    pub forward: Option<Arc<RestClient>>,
     pub config: Arc<RestConfig>,
 }
 

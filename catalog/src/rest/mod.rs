@@ -161,7 +161,7 @@ pub fn router_with_commits(
 /// are forwarded to it as they are through `external`, which decides them.
 pub fn router_forwarding(
     catalog: Arc<dyn iceberg::Catalog>,
-    external: Arc<crate::external::RestCommits>,
+    external: Arc<crate::external::RestClient>,
     config: RestConfig,
 ) -> Router {
     build(catalog, None, Some(external), config)
@@ -170,7 +170,7 @@ pub fn router_forwarding(
 fn build(
     catalog: Arc<dyn iceberg::Catalog>,
     pointers: Option<Arc<dyn MetadataPointerStore>>,
-    forward: Option<Arc<crate::external::RestCommits>>,
+    forward: Option<Arc<crate::external::RestClient>>,
     mut config: RestConfig,
 ) -> Router {
     use handlers::*;

@@ -34,6 +34,10 @@ use crate::objects::format::{self, ObjectBuilder, ObjectEntry};
 use crate::store::Inner;
 use crate::stream::{RangeRef, StreamShared};
 
+/// About how much a rewrite reads at a time (whole blocks; a block larger than this is read
+/// alone).
+const READ_CHUNK_BYTES: u64 = 8 << 20;
+
 /// What one maintenance pass did.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
 pub struct MaintenanceReport {
@@ -180,24 +184,40 @@ impl Inner {
         for range in ranges {
             let index = self.object_index(range).await?;
             let path = self.object_path(range.row.object_id);
-            let data = self
-                .objects
-                .get_range(
-                    &path,
-                    range.row.position..range.row.position + range.row.size,
-                )
-                .await?;
             let end = range.row.position + range.row.size;
-            for b in index.iter().filter(|b| {
-                b.stream_id == range.row.stream_id
-                    && b.position >= range.row.position
-                    && b.position < end
-            }) {
-                let start = (b.position - range.row.position) as usize;
-                let bytes = data.slice(start..start + b.size as usize);
-                for e in format::decode_block(&bytes, b, path.as_ref())? {
-                    out.push((range.row.stream_id, e));
+            let blocks: Vec<_> = index
+                .iter()
+                .filter(|b| {
+                    b.stream_id == range.row.stream_id
+                        && b.position >= range.row.position
+                        && b.position < end
+                })
+                .collect();
+            // In reads of about READ_CHUNK_BYTES (whole blocks), not the range at once: a
+            // buffer of tens of MiB is a fresh mapping each time (page faults, zeroed pages),
+            // while chunks come back from the allocator's own free memory.
+            let mut at = 0;
+            while at < blocks.len() {
+                let first = blocks[at].position;
+                let mut last = at;
+                while last + 1 < blocks.len()
+                    && blocks[last + 1].position
+                        == blocks[last].position + u64::from(blocks[last].size)
+                    && blocks[last + 1].position + u64::from(blocks[last + 1].size) - first
+                        <= READ_CHUNK_BYTES
+                {
+                    last += 1;
                 }
+                let chunk_end = blocks[last].position + u64::from(blocks[last].size);
+                let data = self.objects.get_range(&path, first..chunk_end).await?;
+                for b in &blocks[at..=last] {
+                    let start = (b.position - first) as usize;
+                    let bytes = data.slice(start..start + b.size as usize);
+                    for e in format::decode_block(&bytes, b, path.as_ref())? {
+                        out.push((range.row.stream_id, e));
+                    }
+                }
+                at = last + 1;
             }
         }
         Ok(out)
@@ -209,10 +229,10 @@ impl Inner {
         kind: ObjectKind,
         entries: &[(u64, ObjectEntry)],
         replaced: &[RangeRef],
-        failpoint: Option<&str>,
+        (failpoint, priority): (Option<&str>, crate::Priority),
     ) -> Result<bool> {
         // Copying and checksumming up to a whole object: background work.
-        let built = crate::background(|| {
+        let built = crate::background_at(priority, || {
             let mut builder = ObjectBuilder::new(self.config.object_block_bytes);
             for (stream_id, e) in entries {
                 builder.add(*stream_id, e);
@@ -290,6 +310,7 @@ impl Inner {
         &self,
         stream: &Arc<StreamShared>,
         (from, until, max_bytes): (u64, u64, u64),
+        priority: crate::Priority,
         rewrite: &mut (dyn FnMut(&ObjectEntry) -> Option<bytes::Bytes> + Send),
     ) -> Result<Option<u64>> {
         let _pass = self.maintenance_lock.lock().await;
@@ -322,7 +343,7 @@ impl Inner {
         let mut entries = self.read_ranges(&ranges).await?;
         // The caller's rewrite is CPU work (a compactor decodes and re-encodes every batch):
         // background work, off the async workers that serve produce and fetch.
-        let changed = crate::background(|| {
+        let changed = crate::background_at(priority, || {
             let mut changed = false;
             for (_, e) in entries.iter_mut() {
                 if let Some(payload) = rewrite(e) {
@@ -338,7 +359,7 @@ impl Inner {
                     ObjectKind::Stream,
                     &entries,
                     &ranges,
-                    Some("log-compaction-written"),
+                    (Some("log-compaction-written"), priority),
                 )
                 .await?
             {
@@ -374,8 +395,13 @@ impl Inner {
             picked
         };
         let entries = self.read_ranges(&ranges).await?;
-        self.rewrite(ObjectKind::Stream, &entries, &ranges, None)
-            .await
+        self.rewrite(
+            ObjectKind::Stream,
+            &entries,
+            &ranges,
+            (None, crate::Priority::Low),
+        )
+        .await
     }
 
     async fn merge_small_objects(&self) -> Result<usize> {
@@ -421,7 +447,12 @@ impl Inner {
         let entries = self.read_ranges(&picked).await?;
         Ok(
             if self
-                .rewrite(ObjectKind::StreamSet, &entries, &picked, None)
+                .rewrite(
+                    ObjectKind::StreamSet,
+                    &entries,
+                    &picked,
+                    (None, crate::Priority::Low),
+                )
                 .await?
             {
                 objects.len()

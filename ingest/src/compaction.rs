@@ -35,13 +35,8 @@
 //! transaction markers are kept. The range stops below any open transaction (step 1).
 //! Produce is never blocked: the pass reads objects and swaps ranges under the storage's own
 //! lock only. Nor does it lose its cores to the compactor: the pass's CPU work (the key map's
-//! hashing, the rewrite, building the new object) runs as background work
-//! (`inlet_storage::background_at`) under Linux's `SCHED_IDLE`, on what produce and fetch
-//! leave idle, and a thread of theirs that wakes takes its core back at once. A partition
-//! whose compaction is behind (its dirty part more than halfway from
-//! `min.cleanable.dirty.ratio` to all of it, or a record waiting `max.compaction.lag.ms`) is
-//! compacted at nice 19 instead, which takes a small share of busy cores, so that a saturated
-//! node still compacts.
+//! hashing, the rewrite, building the new object) runs at the scheduler's lowest priority
+//! (`inlet_storage::background`, nice 19), on what produce and fetch leave idle.
 
 use std::collections::HashMap;
 use std::sync::atomic::Ordering;
@@ -250,14 +245,6 @@ impl Broker {
         if dirty == 0 && !tombstones || !(ratio >= settings.dirty_ratio || overdue || tombstones) {
             return Ok(None);
         }
-        // Behind: the dirty part is more than halfway from the ratio that makes a pass due to
-        // all of the range, or a record waited `max.compaction.lag.ms`. The pass's CPU work
-        // then runs at nice 19 (it always progresses); otherwise only on idle cores.
-        let priority = if overdue || ratio >= (1.0 + settings.dirty_ratio) / 2.0 {
-            inlet_storage::Priority::Low
-        } else {
-            inlet_storage::Priority::Idle
-        };
         // The aborted transactions in the range (the state is loaded: `stable_end` above).
         let aborted = partition.txns.lock().aborted_in(first, until);
         // The map covers the dirty part only: the clean part below `clean_end` already holds
@@ -265,7 +252,7 @@ impl Broker {
         // key is in the map (as Kafka's cleaner maps only from its first dirty offset).
         let dirty_from = state.clean_end.clamp(first, until);
         let (latest, mapped_to, bytes_read) = self
-            .key_map(stream, (dirty_from, until), &aborted, (throttle, priority))
+            .key_map(stream, (dirty_from, until), &aborted, throttle)
             .await?;
         until = mapped_to;
         let mut report = PassReport {
@@ -313,7 +300,6 @@ impl Broker {
                 .rewrite_uploaded(
                     stream,
                     (from, until, self.config().log_cleaner_rewrite_max_bytes),
-                    priority,
                     &mut rewrite,
                 )
                 .await?
@@ -414,7 +400,7 @@ impl Broker {
         stream: StreamId,
         (from, until): (u64, u64),
         aborted: &[crate::txn::Aborted],
-        (throttle, priority): (&mut Throttle, inlet_storage::Priority),
+        throttle: &mut Throttle,
     ) -> Result<(HashMap<[u8; 16], u64>, u64, u64)> {
         let room = (self.config().log_cleaner_dedupe_buffer_size as usize / ENTRY_BYTES).max(1);
         let limits = Limits {
@@ -439,9 +425,9 @@ impl Broker {
             }
             let read: u64 = batches.iter().map(|rb| rb.payload.len() as u64).sum();
             throttle.pace(read, &self.config()).await;
-            // Hashing every key is CPU work: background work, at the pass's priority
-            // (`inlet_storage::background_at`), so that produce keeps its cores.
-            let stop = inlet_storage::background_at(priority, || {
+            // Hashing every key is CPU work: background work, at the lowest priority
+            // (`inlet_storage::background`), so that produce keeps its cores.
+            let stop = inlet_storage::background(|| {
                 for rb in &batches {
                     if rb.base_offset >= until {
                         return Some(until);

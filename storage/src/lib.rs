@@ -47,37 +47,22 @@ pub use store::{
 };
 pub use upload::UploadReport;
 
-/// How background work ([`background_at`]) gives way to the rest of the node.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Priority {
-    /// Linux's `SCHED_IDLE`: the work runs where no other thread wants the core, and any other
-    /// thread that wakes takes the core from it at once. On a saturated machine it gets next
-    /// to nothing (a weight of 3 against a normal thread's 1,024).
-    Idle,
-    /// nice 19: where produce and fetch want the cores it gets about 1.5% of one, so it always
-    /// progresses; a waking thread may wait for the rest of its time slice.
-    Low,
-}
-
-/// [`background_at`] at [`Priority::Low`].
-pub fn background<R: Send>(work: impl FnOnce() -> R + Send) -> R {
-    background_at(Priority::Low, work)
-}
-
 /// Runs CPU-bound background `work` (the log compactor's hashing and rewriting) where it
 /// neither holds up the async workers nor takes a core from them: on a thread of its own at
-/// `priority` (on idle cores it runs at full speed either way), while the caller waits. On a
-/// multi-threaded Tokio runtime the calling worker first hands its other tasks to the rest
+/// the lowest priority (nice 19: where produce and fetch want the cores, it gets about 1.5%
+/// of one, so it always progresses; on idle cores it runs at full speed), while the caller
+/// waits. On a multi-threaded Tokio
+/// runtime the calling worker first hands its other tasks to the rest
 /// (`tokio::task::block_in_place`). Where no thread can be started, `work` runs on the
 /// caller's. A panic in `work` resumes in the caller.
-pub fn background_at<R: Send>(priority: Priority, work: impl FnOnce() -> R + Send) -> R {
+pub fn background<R: Send>(work: impl FnOnce() -> R + Send) -> R {
     let run = || {
         let slot = parking_lot::Mutex::new(Some(work));
         let done = std::thread::scope(|s| {
             let spawned = std::thread::Builder::new()
                 .name("inlet-background".into())
                 .spawn_scoped(s, || {
-                    lower_priority(priority);
+                    lowest_priority();
                     let work = slot.lock().take();
                     work.map(|w| w())
                 });
@@ -109,33 +94,21 @@ pub fn background_at<R: Send>(priority: Priority, work: impl FnOnce() -> R + Sen
     }
 }
 
-/// Puts the calling thread at `priority` (Linux's nice and scheduling policy are per thread;
-/// a thread may always lower its own). Nothing elsewhere.
-fn lower_priority(priority: Priority) {
+/// Puts the calling thread at the lowest priority, nice 19 (Linux's nice is per thread; a
+/// thread may always lower its own priority). Not `SCHED_IDLE`, which would starve the work
+/// for as long as the machine is busy. Nothing elsewhere.
+fn lowest_priority() {
     #[cfg(target_os = "linux")]
     {
-        // SAFETY: plain system calls on the calling thread's own id; `param` outlives the call.
-        let rc = unsafe {
-            match priority {
-                Priority::Low => {
-                    libc::setpriority(libc::PRIO_PROCESS, libc::gettid() as libc::id_t, 19)
-                }
-                Priority::Idle => {
-                    let param = libc::sched_param { sched_priority: 0 };
-                    libc::sched_setscheduler(0, libc::SCHED_IDLE, &param)
-                }
-            }
-        };
+        // SAFETY: plain system calls on the calling thread's own id.
+        let rc = unsafe { libc::setpriority(libc::PRIO_PROCESS, libc::gettid() as libc::id_t, 19) };
         if rc != 0 {
             tracing::debug!(
                 error = %std::io::Error::last_os_error(),
-                ?priority,
                 "could not lower a background thread's priority"
             );
         }
     }
-    #[cfg(not(target_os = "linux"))]
-    let _ = priority;
 }
 
 #[cfg(test)]
@@ -164,21 +137,6 @@ mod tests {
         // Without a runtime too.
         let there = std::thread::spawn(|| background(nice)).join().unwrap();
         assert_eq!(there, 19);
-    }
-
-    #[cfg(target_os = "linux")]
-    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn idle_background_work_runs_under_sched_idle_and_the_caller_keeps_its_policy() {
-        // SAFETY: reads the calling thread's own policy.
-        let policy = || unsafe { libc::sched_getscheduler(0) };
-        let here = policy();
-        assert_ne!(here, libc::SCHED_IDLE);
-        assert_eq!(
-            super::background_at(super::Priority::Idle, policy),
-            libc::SCHED_IDLE
-        );
-        assert_eq!(policy(), here, "the caller keeps its policy");
-        assert_eq!(super::background_at(super::Priority::Low, policy), here);
     }
 
     #[test]

@@ -229,10 +229,10 @@ impl Inner {
         kind: ObjectKind,
         entries: &[(u64, ObjectEntry)],
         replaced: &[RangeRef],
-        (failpoint, priority): (Option<&str>, crate::Priority),
+        failpoint: Option<&str>,
     ) -> Result<bool> {
         // Copying and checksumming up to a whole object: background work.
-        let built = crate::background_at(priority, || {
+        let built = crate::background(|| {
             let mut builder = ObjectBuilder::new(self.config.object_block_bytes);
             for (stream_id, e) in entries {
                 builder.add(*stream_id, e);
@@ -310,7 +310,6 @@ impl Inner {
         &self,
         stream: &Arc<StreamShared>,
         (from, until, max_bytes): (u64, u64, u64),
-        priority: crate::Priority,
         rewrite: &mut (dyn FnMut(&ObjectEntry) -> Option<bytes::Bytes> + Send),
     ) -> Result<Option<u64>> {
         let _pass = self.maintenance_lock.lock().await;
@@ -343,7 +342,7 @@ impl Inner {
         let mut entries = self.read_ranges(&ranges).await?;
         // The caller's rewrite is CPU work (a compactor decodes and re-encodes every batch):
         // background work, off the async workers that serve produce and fetch.
-        let changed = crate::background_at(priority, || {
+        let changed = crate::background(|| {
             let mut changed = false;
             for (_, e) in entries.iter_mut() {
                 if let Some(payload) = rewrite(e) {
@@ -359,7 +358,7 @@ impl Inner {
                     ObjectKind::Stream,
                     &entries,
                     &ranges,
-                    (Some("log-compaction-written"), priority),
+                    Some("log-compaction-written"),
                 )
                 .await?
             {
@@ -395,13 +394,8 @@ impl Inner {
             picked
         };
         let entries = self.read_ranges(&ranges).await?;
-        self.rewrite(
-            ObjectKind::Stream,
-            &entries,
-            &ranges,
-            (None, crate::Priority::Low),
-        )
-        .await
+        self.rewrite(ObjectKind::Stream, &entries, &ranges, None)
+            .await
     }
 
     async fn merge_small_objects(&self) -> Result<usize> {
@@ -447,12 +441,7 @@ impl Inner {
         let entries = self.read_ranges(&picked).await?;
         Ok(
             if self
-                .rewrite(
-                    ObjectKind::StreamSet,
-                    &entries,
-                    &picked,
-                    (None, crate::Priority::Low),
-                )
+                .rewrite(ObjectKind::StreamSet, &entries, &picked, None)
                 .await?
             {
                 objects.len()

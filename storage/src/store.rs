@@ -1314,13 +1314,11 @@ impl StreamStore {
     /// or below `until`, at most `max_bytes` of them (at least one range) per call, each batch
     /// through `rewrite` (new bytes, or `None` to keep it). Atomic and fenced by this node's
     /// epoch of the stream. Returns where the rewritten ranges end (the next call's `from`),
-    /// or `None` when none qualifies. The CPU work (`rewrite`, building the new object) runs
-    /// as background work at `priority` ([`crate::background_at`]).
+    /// or `None` when none qualifies.
     pub async fn rewrite_uploaded(
         &self,
         id: StreamId,
         (from, until, max_bytes): (u64, u64, u64),
-        priority: crate::Priority,
         rewrite: &mut (dyn FnMut(&ReadBatch) -> Option<Bytes> + Send),
     ) -> Result<Option<u64>> {
         let shared = self.shared(id)?;
@@ -1333,7 +1331,7 @@ impl StreamStore {
             })
         };
         self.inner
-            .rewrite_stream(&shared, (from, until, max_bytes), priority, &mut each)
+            .rewrite_stream(&shared, (from, until, max_bytes), &mut each)
             .await
     }
 

@@ -394,7 +394,7 @@ async fn rewrite_in_place_keeps_offsets_and_survives_a_restart(f: Fixture) {
         // Two ranges' worth at a time.
         let max = ranges[0].2 + ranges[1].2;
         match store
-            .rewrite_uploaded(s, (from, 60, max), inlet_storage::Priority::Idle, &mut each)
+            .rewrite_uploaded(s, (from, 60, max), &mut each)
             .await
             .unwrap()
         {

@@ -788,3 +788,59 @@ async fn transient_faults_are_retried() {
     io.delete(&path).await.expect("delete after two failures");
     assert!(!io.exists(&path).await.expect("exists"));
 }
+
+/// S3 Tables keeps a table's files in a bucket of its own (`…--table-s3`): the node's file
+/// IO in that mode (`TableBucketsFactory`) writes and reads there with the node's S3
+/// settings, keeps its own root as before, and refuses any other bucket (moto, when set up).
+#[tokio::test]
+async fn s3_tables_buckets_are_written_beside_the_node_store() {
+    let (Some(endpoint), Some(bucket)) = (
+        service_env("INLET_TEST_S3_ENDPOINT"),
+        service_env("INLET_TEST_S3_BUCKET"),
+    ) else {
+        return;
+    };
+    let run = {
+        use std::hash::{BuildHasher, Hasher};
+        std::collections::hash_map::RandomState::new()
+            .build_hasher()
+            .finish()
+    };
+    // The table bucket S3 Tables would have made (moto takes an unsigned create).
+    let table_bucket = format!("t{run:x}--table-s3");
+    let created = reqwest::Client::new()
+        .put(format!("{endpoint}/{table_bucket}"))
+        .send()
+        .await
+        .unwrap();
+    assert!(created.status().is_success(), "{created:?}");
+    let base = format!(
+        "s3://{bucket}/node_{run:x}?endpoint={endpoint}&allow_http=true&region=us-east-1"
+    );
+    let factory =
+        inlet_catalog::storage::TableBucketsFactory::new(ObjectStoreStorageFactory::new(&base));
+    let io = FileIOBuilder::new(Arc::new(factory)).build();
+    let body = Bytes::from_static(b"a data file");
+    for location in [
+        format!("s3://{table_bucket}/data/p0-0-10.parquet"),
+        format!("s3://{bucket}/node_{run:x}/warehouse/t/data/p0-0-10.parquet"),
+    ] {
+        io.new_output(&location)
+            .unwrap()
+            .write(body.clone())
+            .await
+            .unwrap();
+        assert_eq!(io.new_input(&location).unwrap().read().await.unwrap(), body);
+        assert!(io.exists(&location).await.unwrap(), "{location}");
+        io.delete(&location).await.unwrap();
+        assert!(!io.exists(&location).await.unwrap(), "{location}");
+    }
+    // Another bucket, or another place in the node's bucket, is refused before any call.
+    for refused in [
+        format!("s3://{bucket}/elsewhere/f"),
+        "s3://another-bucket/f".to_string(),
+    ] {
+        let err = io.new_output(&refused).unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::DataInvalid, "{refused}: {err}");
+    }
+}

@@ -2,7 +2,7 @@
 //! SCRAM exchange's client-first and client-final (against a fixed credential), OAUTHBEARER's
 //! client-first message and a token against a key set (both from the input), and the DER of
 //! a client certificate whose subject names an mTLS principal. Each must answer an error, never
-//! panic. (The TLS handshake itself is rustls's, fuzzed by its project.)
+//! panic. (The TLS handshake is the `tls_handshake` target.)
 #![no_main]
 
 use inlet_ingest::sasl::scram::{Credential, Mechanism, ServerExchange};

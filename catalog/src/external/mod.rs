@@ -80,7 +80,20 @@ pub(crate) async fn open(
     // Checks the URL and opens the store now; clones of the factory share it, so data files
     // and the catalog's tables use one client.
     let storage = factory.storage()?;
-    let file_io = iceberg::io::FileIOBuilder::new(Arc::new(factory)).build();
+    // S3 Tables keeps each table's files in a bucket of its own: with its ARN as the
+    // warehouse and no `files`, those buckets are reached too.
+    let table_buckets = config.files.is_none()
+        && config
+            .warehouse
+            .as_deref()
+            .and_then(crate::config::s3_tables_region)
+            .is_some();
+    let file_io = if table_buckets {
+        iceberg::io::FileIOBuilder::new(Arc::new(crate::storage::TableBucketsFactory::new(factory)))
+            .build()
+    } else {
+        iceberg::io::FileIOBuilder::new(Arc::new(factory)).build()
+    };
     let client = Arc::new(RestClient::new(config, clock)?);
     Ok(ExternalCatalog {
         catalog: Arc::new(RestTables::new(client.clone(), file_io.clone())),

@@ -28,6 +28,7 @@
 //!   [`is_not_found`]). Nothing here retries: `open_object_store` turns the client's own
 //!   retries off, so callers retry through their one retry helper.
 
+mod buckets;
 mod durable;
 mod error;
 mod root;
@@ -50,6 +51,7 @@ use object_store::path::Path;
 use object_store::{ObjectStore, ObjectStoreExt, PutOptions};
 use serde::{Deserialize, Serialize};
 
+pub use buckets::{TableBucketsFactory, TableBucketsStorage, TABLE_BUCKET_SUFFIX};
 pub use durable::local_syncs;
 pub use error::is_not_found;
 pub use writer::WriteConfig;

@@ -8,8 +8,12 @@
 //!
 //! The client is `kcat` (librdkafka with OpenSSL), producing a file of 1 KiB messages, acks=all,
 //! `linger.ms` 5, `batch.size` 1 MiB, no compression; each round runs the two listeners in
-//! alternating order (PLAINTEXT first in even rounds), each to a topic of its own. The figures
-//! are medians over the rounds. Environment: `INLET_BENCH_MIB` (the file, 512 MiB),
+//! alternating order (PLAINTEXT first in even rounds), each to a topic of its own. Then, in
+//! the same order, produce latency at a load both carry: the rdkafka crate (librdkafka with
+//! OpenSSL) sending `INLET_BENCH_LATENCY_MIB_S` (50) MiB/s of 1 KiB messages for
+//! `INLET_BENCH_LATENCY_SECONDS` (10) after a second of warm-up, open loop, acks=all,
+//! idempotent, `linger.ms` 0: send→ack p50 and p99. The figures are medians over the rounds.
+//! Environment: `INLET_BENCH_MIB` (the file, 512 MiB),
 //! `INLET_BENCH_RUNS` (rounds, 5), `INLET_BENCH_PARTITIONS` (4), `INLET_BENCH_DIR` (the
 //! target dir's `tmp/`), `INLET_BENCH_BIN` (another inlet executable), `KCAT` (the kcat to
 //! run, `kcat`). The node's certificate is made with `openssl` (a self-signed RSA-2048 one
@@ -131,7 +135,7 @@ fn produce(
     let (broker0, client0) = (process_cpu_ms(&pid), children_cpu_ms());
     let started = Instant::now();
     let mut cmd = Command::new(kcat);
-    // Cargo's library path holds rdkafka-sys's own librdkafka (built without OpenSSL), which
+    // Cargo's library path holds rdkafka-sys's own librdkafka (a newer build), which
     // kcat would load in place of the system's.
     cmd.env_remove("LD_LIBRARY_PATH");
     cmd.args(["-P", "-q", "-b", bootstrap, "-t", topic, "-l"])
@@ -163,6 +167,98 @@ fn produce(
     let (broker, client) = (process_cpu_ms(&pid) - broker0, children_cpu_ms() - client0);
     let m = mib as f64;
     (m / seconds, broker / m, client / m)
+}
+
+/// Records each message's send→ack time (µs) into a histogram.
+struct Timed(
+    std::sync::Mutex<hdrhistogram::Histogram<u64>>,
+    std::sync::atomic::AtomicU64,
+);
+
+impl rdkafka::ClientContext for Timed {}
+
+impl rdkafka::producer::ProducerContext for Timed {
+    type DeliveryOpaque = Box<Instant>;
+
+    fn delivery(&self, result: &rdkafka::producer::DeliveryResult<'_>, sent: Box<Instant>) {
+        if result.is_ok() {
+            let us = sent.elapsed().as_micros() as u64;
+            self.0.lock().unwrap().saturating_record(us.max(1));
+        } else {
+            self.1.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        }
+    }
+}
+
+/// Produce latency at a load both listeners carry: `rate_mib` MiB/s of 1 KiB messages for
+/// `seconds`, open loop (each message falls due on a fixed schedule), from the rdkafka crate
+/// (librdkafka with OpenSSL) with `security`, acks=all, idempotent, `linger.ms` 0. Returns the
+/// send→ack p50 and p99 (ms) and the failed deliveries.
+fn latency(
+    bootstrap: &str,
+    topic: &str,
+    security: &[String],
+    rate_mib: f64,
+    seconds: u64,
+) -> (f64, f64, u64) {
+    use rdkafka::config::ClientConfig;
+    use rdkafka::producer::{BaseRecord, Producer as _, ThreadedProducer};
+
+    let mut config = ClientConfig::new();
+    config
+        .set("bootstrap.servers", bootstrap)
+        .set("acks", "all")
+        .set("enable.idempotence", "true")
+        .set("linger.ms", "0")
+        .set("queue.buffering.max.kbytes", "65536");
+    for s in security {
+        let (k, v) = s.split_once('=').unwrap();
+        config.set(k, v);
+    }
+    let context = Timed(
+        std::sync::Mutex::new(hdrhistogram::Histogram::new(3).unwrap()),
+        std::sync::atomic::AtomicU64::new(0),
+    );
+    let producer: ThreadedProducer<Timed> = config.create_with_context(context).unwrap();
+    let value = vec![b'x'; 1024];
+    let per_message = std::time::Duration::from_secs_f64(1.0 / (rate_mib * 1024.0));
+    // A second of warm-up (connections, the idempotent producer id), then the measured part.
+    let warmup = (rate_mib * 1024.0) as u64;
+    let total = warmup + (rate_mib * 1024.0) as u64 * seconds;
+    let start = Instant::now();
+    for i in 0..total {
+        if i == warmup {
+            producer.flush(std::time::Duration::from_secs(30)).unwrap();
+            producer.context().0.lock().unwrap().reset();
+        }
+        let due = start + per_message.mul_f64(i as f64);
+        if let Some(wait) = due.checked_duration_since(Instant::now()) {
+            std::thread::sleep(wait);
+        }
+        let mut record =
+            BaseRecord::<(), [u8], Box<Instant>>::with_opaque_to(topic, Box::new(Instant::now()))
+                .payload(&value[..]);
+        loop {
+            match producer.send(record) {
+                Ok(()) => break,
+                Err((_, back)) => {
+                    record = back;
+                    std::thread::sleep(std::time::Duration::from_millis(1));
+                }
+            }
+        }
+    }
+    producer.flush(std::time::Duration::from_secs(60)).unwrap();
+    let h = producer.context().0.lock().unwrap().clone();
+    let failed = producer
+        .context()
+        .1
+        .load(std::sync::atomic::Ordering::Relaxed);
+    (
+        h.value_at_quantile(0.5) as f64 / 1000.0,
+        h.value_at_quantile(0.99) as f64 / 1000.0,
+        failed,
+    )
 }
 
 fn main() {
@@ -243,6 +339,11 @@ fn main() {
         runs
     );
     let mut results: [Vec<(f64, f64, f64)>; 2] = [Vec::new(), Vec::new()];
+    let mut latencies: [Vec<(f64, f64)>; 2] = [Vec::new(), Vec::new()];
+    let (rate, seconds) = (
+        env_u64("INLET_BENCH_LATENCY_MIB_S", 50).max(1) as f64,
+        env_u64("INLET_BENCH_LATENCY_SECONDS", 10).max(1),
+    );
     for round in 0..runs {
         let order: [usize; 2] = if round % 2 == 0 { [0, 1] } else { [1, 0] };
         for i in order {
@@ -254,6 +355,16 @@ fn main() {
                 r.0, r.1, r.2
             );
             results[i].push(r);
+        }
+        for i in order {
+            let (name, bootstrap, security) = &listeners[i];
+            let topic = format!("{}-latency-{round}", name.to_ascii_lowercase());
+            let (p50, p99, failed) = latency(bootstrap, &topic, security, rate, seconds);
+            assert_eq!(failed, 0, "{name}: deliveries failed");
+            eprintln!(
+                "round {round} {name}: at {rate} MiB/s, send→ack p50 {p50:.2} ms, p99 {p99:.2} ms"
+            );
+            latencies[i].push((p50, p99));
         }
     }
     let stat =
@@ -281,6 +392,15 @@ fn main() {
     println!(
         "| client (kcat) CPU per MiB | {cp:.2} ms | {cs:.2} ms | {:.2} |",
         cs / cp
+    );
+    let lat = |i: usize, f: fn(&(f64, f64)) -> f64| median(latencies[i].iter().map(f).collect());
+    println!(
+        "| produce send→ack p50 / p99 at {rate} MiB/s (rdkafka) | {:.2} / {:.2} ms | {:.2} / {:.2} ms | p99 {:.2} |",
+        lat(0, |l| l.0),
+        lat(0, |l| l.1),
+        lat(1, |l| l.0),
+        lat(1, |l| l.1),
+        lat(1, |l| l.1) / lat(0, |l| l.1)
     );
     println!();
     println!(

@@ -4,8 +4,10 @@
 //! (no certificate, an expired one, another CA's, a client that does not trust the node); and
 //! the node's certificate replaced on disk, reloaded without a restart. The same node is then
 //! driven by kafkajs (`tests/clients/security_kafkajs.js`: its own TLS and SASL, mTLS under
-//! ACLs, deny over allow) and by the Java client 4.3.0 (`tests/clients/java/SecurityClients.java`:
-//! SASL_SSL, the AdminClient's ACL and SCRAM credential calls). The Schema Registry and the
+//! ACLs, deny over allow), by kcat, by the rdkafka crate (SASL_SSL with SCRAM-SHA-512 and PLAIN,
+//! mTLS, a wrong password, no certificate) and by the Java client 4.3.0
+//! (`tests/clients/java/SecurityClients.java`: SASL_SSL, the AdminClient's ACL and SCRAM
+//! credential calls). The Schema Registry and the
 //! HTTP listener serve TLS from their own settings, and reload too (`tests/clients/https.py`).
 //! Certificates come from `tests/clients/tls_certs.py`.
 #![allow(clippy::unwrap_used, clippy::panic, clippy::disallowed_methods)] // a test: a failed step fails it, and its deadlines are real time
@@ -131,7 +133,7 @@ fn tls_listeners_with_mtls_principals_sasl_and_a_certificate_reload() {
             let ca = format!("ssl.ca.location={}", certs.join("ca.pem").display());
             let password = format!("sasl.password={password}");
             let mut cmd = std::process::Command::new("kcat");
-            // Cargo's library path holds rdkafka-sys's own librdkafka (built without OpenSSL),
+            // Cargo's library path holds rdkafka-sys's own librdkafka (a newer build),
             // which kcat would load in place of the system's.
             cmd.env_remove("LD_LIBRARY_PATH");
             cmd.args(["-b", &sasl_bootstrap, "-X", "security.protocol=SASL_SSL"])
@@ -187,6 +189,8 @@ fn tls_listeners_with_mtls_principals_sasl_and_a_certificate_reload() {
             refused.output()
         );
     }
+    // The rdkafka crate (its own librdkafka, built with OpenSSL): SASL_SSL and mTLS.
+    rdkafka_over_tls(&ssl_bootstrap, &sasl_bootstrap, &certs);
     // The Java client (kafka-clients 4.3.0): SASL_SSL with a PEM truststore, the AdminClient's
     // ACL and SCRAM credential calls.
     if let Some(libs) = common::java_clients() {
@@ -215,6 +219,109 @@ fn tls_listeners_with_mtls_principals_sasl_and_a_certificate_reload() {
     node.wait_for_log("TLS certificates reloaded");
     phase("reloaded");
     node.stop();
+}
+
+/// The rdkafka crate against the node of the test above: over SASL_SSL, admin produces and
+/// reads back with SCRAM-SHA-512 and with PLAIN, and a wrong password is refused; on the SSL
+/// listener, client-a's certificate (the principal `tls.py` granted the topic `secure`)
+/// produces and reads back, and a client with no certificate is refused.
+fn rdkafka_over_tls(ssl: &str, sasl: &str, certs: &std::path::Path) {
+    use rdkafka::config::ClientConfig;
+    use rdkafka::consumer::{BaseConsumer, Consumer as _};
+    use rdkafka::producer::{BaseProducer, BaseRecord, Producer as _};
+    use rdkafka::Message as _;
+
+    let ca = certs.join("ca.pem").display().to_string();
+    let base = |bootstrap: &str| {
+        let mut c = ClientConfig::new();
+        c.set("bootstrap.servers", bootstrap)
+            .set("ssl.ca.location", &ca)
+            .set("socket.timeout.ms", "10000");
+        c
+    };
+    let sasl_config = |mechanism: &str, password: &str| {
+        let mut c = base(sasl);
+        c.set("security.protocol", "SASL_SSL")
+            .set("sasl.mechanisms", mechanism)
+            .set("sasl.username", "admin")
+            .set("sasl.password", password);
+        c
+    };
+    let mtls_config = || {
+        let mut c = base(ssl);
+        c.set("security.protocol", "SSL")
+            .set(
+                "ssl.certificate.location",
+                certs.join("client.pem").display().to_string(),
+            )
+            .set(
+                "ssl.key.location",
+                certs.join("client.key").display().to_string(),
+            );
+        c
+    };
+    // Produces `value` to `topic` and reads it back from the beginning with `group`.
+    let round_trip = |config: &ClientConfig, topic: &str, group: &str, value: &str| {
+        let producer: BaseProducer = config.create().expect("a producer");
+        producer
+            .send(BaseRecord::<(), str>::to(topic).payload(value))
+            .map_err(|(e, _)| e)
+            .expect("queued");
+        producer
+            .flush(Duration::from_secs(30))
+            .unwrap_or_else(|e| panic!("{topic}: the record was not acknowledged: {e}"));
+        let consumer: BaseConsumer = config
+            .clone()
+            .set("group.id", group)
+            .set("auto.offset.reset", "earliest")
+            .create()
+            .expect("a consumer");
+        consumer.subscribe(&[topic]).unwrap();
+        let deadline = std::time::Instant::now() + Duration::from_secs(60);
+        loop {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "{value} not read back"
+            );
+            if let Some(m) = consumer.poll(Duration::from_millis(500)) {
+                let m = m.expect("a record");
+                if m.payload() == Some(value.as_bytes()) {
+                    return;
+                }
+            }
+        }
+    };
+    round_trip(
+        &sasl_config("SCRAM-SHA-512", "admin-secret"),
+        "rdkafka-secure",
+        "rk-scram",
+        "scram",
+    );
+    round_trip(
+        &sasl_config("PLAIN", "admin-secret"),
+        "rdkafka-secure",
+        "rk-plain",
+        "plain",
+    );
+    round_trip(&mtls_config(), "secure", "readers", "mtls");
+
+    // Refused: a wrong password, and no client certificate where one is required. Either
+    // way metadata never comes.
+    let wrong: BaseProducer = sasl_config("SCRAM-SHA-512", "wrong")
+        .create()
+        .expect("a producer");
+    let err = wrong
+        .client()
+        .fetch_metadata(None, Duration::from_secs(10))
+        .expect_err("a wrong password is refused");
+    let mut no_cert = base(ssl);
+    no_cert.set("security.protocol", "SSL");
+    let anonymous: BaseProducer = no_cert.create().expect("a producer");
+    let err2 = anonymous
+        .client()
+        .fetch_metadata(None, Duration::from_secs(10))
+        .expect_err("no client certificate is refused");
+    eprintln!("rdkafka refused as expected: {err}; {err2}");
 }
 
 #[test]

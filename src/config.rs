@@ -95,6 +95,13 @@ pub struct HttpSettings {
     /// A PEM file with the private key and the certificate chain: the listener serves HTTPS
     /// (reloaded when the file changes). None: plain HTTP.
     pub tls_keystore: Option<PathBuf>,
+    /// A PEM file of the CAs client certificates must chain to (mTLS, with
+    /// `tls_client_auth`).
+    pub tls_truststore: Option<PathBuf>,
+    /// Kafka's `ssl.client.auth` for this listener: `none` (the default), `requested` (a
+    /// client may present a certificate) or `required`. A verified certificate authenticates
+    /// a request that has no `Authorization` header, as `User:<its subject's DN>`.
+    pub tls_client_auth: String,
 }
 
 impl Default for HttpSettings {
@@ -103,6 +110,8 @@ impl Default for HttpSettings {
             authentication: "none".into(),
             token_ttl_s: 3_600,
             tls_keystore: None,
+            tls_truststore: None,
+            tls_client_auth: "none".into(),
         }
     }
 }

@@ -12,8 +12,8 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use axum::serve::ListenerExt as _;
 use axum::Router;
+use inlet_common::access::ClientCertificate;
 use inlet_ingest::tls::{ClientAuth, Tls, TlsSettings, RELOAD_EVERY};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::mpsc;
@@ -25,16 +25,71 @@ pub(crate) const HANDSHAKE_WITHIN: Duration = Duration::from_secs(10);
 /// Handshakes finished and not yet taken by the server.
 const READY_QUEUE: usize = 64;
 
-/// The TLS of a listener whose settings name `keystore`; the reason when its files do not make
-/// a server certificate.
-pub(crate) fn load(keystore: &std::path::Path) -> anyhow::Result<Arc<Tls>> {
+/// The TLS of a listener whose settings name `keystore`, and for client certificates
+/// `truststore` and `client_auth` (Kafka's `ssl.client.auth` values); the reason when its files
+/// do not make a server certificate, or the settings do not fit together.
+pub(crate) fn load(
+    keystore: &std::path::Path,
+    truststore: Option<&std::path::Path>,
+    client_auth: &str,
+) -> anyhow::Result<Arc<Tls>> {
+    let client_auth = match client_auth {
+        "none" => ClientAuth::None,
+        "requested" => ClientAuth::Requested,
+        "required" => ClientAuth::Required,
+        other => anyhow::bail!("tls_client_auth {other:?} is not one of none, requested, required"),
+    };
+    if client_auth != ClientAuth::None && truststore.is_none() {
+        anyhow::bail!("tls_client_auth wants a tls_truststore (the CAs of client certificates)");
+    }
     let tls = Tls::load(TlsSettings {
         keystore: keystore.to_path_buf(),
-        truststore: None,
-        client_auth: ClientAuth::None,
+        truststore: truststore.map(std::path::Path::to_path_buf),
+        client_auth,
     })
     .map_err(|e| anyhow::anyhow!("{}: {e}", keystore.display()))?;
     Ok(Arc::new(tls))
+}
+
+/// Who is at the other end of a TLS connection: its address, and the principal of the client
+/// certificate it presented, if any (rustls verified it against the truststore).
+#[derive(Clone, Debug)]
+struct Peer {
+    addr: SocketAddr,
+    certificate: Option<String>,
+}
+
+impl axum::extract::connect_info::Connected<axum::serve::IncomingStream<'_, TlsListener>> for Peer {
+    fn connect_info(stream: axum::serve::IncomingStream<'_, TlsListener>) -> Self {
+        let certificate = stream
+            .io()
+            .get_ref()
+            .1
+            .peer_certificates()
+            .and_then(|chain| chain.first())
+            .and_then(inlet_ingest::tls::principal_of);
+        Peer {
+            addr: *stream.remote_addr(),
+            certificate,
+        }
+    }
+}
+
+/// Hands a TLS request what plain HTTP requests carry (`ConnectInfo<SocketAddr>`), and its
+/// client certificate's principal ([`ClientCertificate`]).
+async fn peer_extensions(mut req: axum::extract::Request) -> axum::extract::Request {
+    let peer = req
+        .extensions()
+        .get::<axum::extract::ConnectInfo<Peer>>()
+        .map(|c| c.0.clone());
+    if let Some(peer) = peer {
+        req.extensions_mut()
+            .insert(axum::extract::ConnectInfo(peer.addr));
+        if let Some(principal) = peer.certificate {
+            req.extensions_mut().insert(ClientCertificate(principal));
+        }
+    }
+    req
 }
 
 /// A TCP listener whose connections are TLS, for `axum::serve`.
@@ -109,7 +164,8 @@ impl axum::serve::Listener for TlsListener {
 }
 
 /// Serves `app` on `tcp` until `stop` (then finishes the requests in flight), over TLS when
-/// `tls` is given; handlers see the client's address (`ConnectInfo<SocketAddr>`).
+/// `tls` is given; handlers see the client's address (`ConnectInfo<SocketAddr>`) and, over TLS,
+/// the principal of its client certificate ([`ClientCertificate`]) when it presented one.
 pub(crate) async fn serve(
     tcp: TcpListener,
     tls: Option<Arc<Tls>>,
@@ -117,13 +173,17 @@ pub(crate) async fn serve(
     what: &'static str,
     stop: CancellationToken,
 ) -> std::io::Result<()> {
-    let make = app.into_make_service_with_connect_info::<SocketAddr>();
     let stopped = stop.clone().cancelled_owned();
     match tls {
-        None => axum::serve(tcp, make).with_graceful_shutdown(stopped).await,
+        None => {
+            let make = app.into_make_service_with_connect_info::<SocketAddr>();
+            axum::serve(tcp, make).with_graceful_shutdown(stopped).await
+        }
         Some(tls) => {
-            // `tap_io` (doing nothing) gives the listener axum's address-as-connect-info.
-            let listener = TlsListener::new(tcp, tls, what, stop)?.tap_io(|_| {});
+            let listener = TlsListener::new(tcp, tls, what, stop)?;
+            let make = app
+                .layer(axum::middleware::map_request(peer_extensions))
+                .into_make_service_with_connect_info::<Peer>();
             axum::serve(listener, make)
                 .with_graceful_shutdown(stopped)
                 .await

@@ -469,11 +469,25 @@ impl NodeBuilder {
         let registry_addr = registry_listener.local_addr()?;
         // HTTPS where a keystore is named: read now, so a bad file stops the start.
         let http_tls = match &config.http.tls_keystore {
-            Some(k) => Some(https::load(k).context("[http] tls_keystore")?),
+            Some(k) => Some(
+                https::load(
+                    k,
+                    config.http.tls_truststore.as_deref(),
+                    &config.http.tls_client_auth,
+                )
+                .context("[http] tls_keystore")?,
+            ),
             None => None,
         };
         let registry_tls = match &config.registry.tls_keystore {
-            Some(k) => Some(https::load(k).context("[registry] tls_keystore")?),
+            Some(k) => Some(
+                https::load(
+                    k,
+                    config.registry.tls_truststore.as_deref(),
+                    &config.registry.tls_client_auth,
+                )
+                .context("[registry] tls_keystore")?,
+            ),
             None => None,
         };
         let kafka_addr = kafka_listeners[0].tcp.local_addr()?;

@@ -398,6 +398,57 @@ fn the_registry_and_http_listeners_serve_tls_and_reload_their_certificate() {
     );
     node.stop();
 
+    // Client certificates (mTLS): requested by the registry, required by the HTTP listener.
+    let dir2 = tempfile::tempdir().unwrap();
+    let truststore = certs
+        .join("ca.pem")
+        .display()
+        .to_string()
+        .replace('\\', "\\\\");
+    // The first CA's server certificate again (https.py left the keystore at another CA's).
+    let keystore_toml = certs
+        .join("server.pem")
+        .display()
+        .to_string()
+        .replace('\\', "\\\\");
+    let (node, sasl) = common::secured_node(
+        dir2.path(),
+        &format!(
+            "[registry]\nauthentication = \"basic\"\ntls_keystore = \"{keystore_toml}\"\n\
+             tls_truststore = \"{truststore}\"\ntls_client_auth = \"requested\"\n\
+             [http]\nauthentication = \"token\"\ntls_keystore = \"{keystore_toml}\"\n\
+             tls_truststore = \"{truststore}\"\ntls_client_auth = \"required\"\n"
+        ),
+    );
+    python_ok(
+        &python,
+        &[
+            script("mtls_http.py").into(),
+            port(&node.registry).into(),
+            port(&node.http).into(),
+            sasl.into(),
+            certs.clone().into(),
+        ],
+        "mtls_http.py",
+    );
+    node.stop();
+    // Client authentication without a truststore refuses the start, naming the setting.
+    let text = common::refused_at_start(
+        &dir.path().join("other2"),
+        &["--config".into(), {
+            let c = dir.path().join("mtls-bad.toml");
+            std::fs::write(
+                &c,
+                format!(
+                    "[http]\ntls_keystore = \"{keystore_toml}\"\ntls_client_auth = \"required\"\n"
+                ),
+            )
+            .unwrap();
+            c.to_string_lossy().into_owned()
+        }],
+    );
+    assert!(text.contains("tls_truststore"), "{text}");
+
     // A keystore that is not one refuses the start, naming the setting.
     let bad = dir.path().join("bad.toml");
     std::fs::write(&bad, "[http]\ntls_keystore = \"/nonexistent/key.pem\"\n").unwrap();

@@ -814,9 +814,8 @@ async fn s3_tables_buckets_are_written_beside_the_node_store() {
         .await
         .unwrap();
     assert!(created.status().is_success(), "{created:?}");
-    let base = format!(
-        "s3://{bucket}/node_{run:x}?endpoint={endpoint}&allow_http=true&region=us-east-1"
-    );
+    let base =
+        format!("s3://{bucket}/node_{run:x}?endpoint={endpoint}&allow_http=true&region=us-east-1");
     let factory =
         inlet_catalog::storage::TableBucketsFactory::new(ObjectStoreStorageFactory::new(&base));
     let io = FileIOBuilder::new(Arc::new(factory)).build();

@@ -89,6 +89,13 @@ pub trait HttpAccess: Send + Sync + 'static {
     fn allows_namespaces(&self, principal: &str, peer: Option<IpAddr>) -> bool;
 }
 
+/// The principal a client certificate names (mTLS: `User:` and the subject's distinguished
+/// name, as Kafka's SSL listeners name it), verified against the listener's truststore during
+/// the TLS handshake; the listener puts it in each request's extensions. A request with no
+/// `Authorization` header is that principal.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ClientCertificate(pub String);
+
 /// The principal an HTTP listener's authentication found, left in the response's extensions
 /// so that the listener's audit trail can name who made a change (`src/audit.rs`).
 #[derive(Debug, Clone, PartialEq, Eq)]

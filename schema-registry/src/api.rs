@@ -397,7 +397,13 @@ async fn guard(State(g): State<Guarded>, req: Request, next: Next) -> Response {
         .get(header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok());
     let digest: Option<[u8; 32]> = authorization.map(|a| sha2::Sha256::digest(a.as_bytes()).into());
-    let principal = match digest.and_then(|d| g.verified.get(&d)) {
+    // With no `Authorization` header, a verified client certificate (mTLS) names the principal.
+    let certificate = req
+        .extensions()
+        .get::<inlet_common::access::ClientCertificate>()
+        .filter(|_| authorization.is_none())
+        .map(|c| c.0.clone());
+    let principal = match certificate.or_else(|| digest.and_then(|d| g.verified.get(&d))) {
         Some(p) => p,
         None => match g.access.authenticate(authorization, peer).await {
             Ok(p) => {

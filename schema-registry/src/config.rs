@@ -32,6 +32,13 @@ pub struct RegistryConfig {
     /// A PEM file with the private key and the certificate chain: the node serves the
     /// registry over HTTPS (reloaded when the file changes). None: plain HTTP.
     pub tls_keystore: Option<std::path::PathBuf>,
+    /// A PEM file of the CAs client certificates must chain to (mTLS, with
+    /// `tls_client_auth`).
+    pub tls_truststore: Option<std::path::PathBuf>,
+    /// Kafka's `ssl.client.auth` for the registry's listener: `none` (the default),
+    /// `requested` or `required`. A verified certificate authenticates a request that has no
+    /// `Authorization` header, as `User:<its subject's DN>`.
+    pub tls_client_auth: String,
 }
 
 impl Default for RegistryConfig {
@@ -46,6 +53,8 @@ impl Default for RegistryConfig {
             auth_cache_ttl_ms: 1_000,
             auth_cache_max_bytes: 1 << 20,
             tls_keystore: None,
+            tls_truststore: None,
+            tls_client_auth: "none".into(),
         }
     }
 }

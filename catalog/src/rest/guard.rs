@@ -107,7 +107,7 @@ pub async fn authenticate(
     mut req: Request,
     next: Next,
 ) -> Response {
-    match viewer(&access, req.headers(), peer(&req)).await {
+    match viewer(&access, credentials(&req), peer(&req)).await {
         Ok(v) => {
             let principal = Authenticated(v.principal.clone());
             req.extensions_mut().insert(v);
@@ -119,15 +119,32 @@ pub async fn authenticate(
     }
 }
 
+/// What a request proves who it is with: its `Authorization` header, and the principal of
+/// its verified client certificate (mTLS), if any.
+fn credentials(req: &Request) -> (Option<String>, Option<String>) {
+    let authorization = req
+        .headers()
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_string);
+    let certificate = req
+        .extensions()
+        .get::<inlet_common::access::ClientCertificate>()
+        .map(|c| c.0.clone());
+    (authorization, certificate)
+}
+
+/// The request's principal: its `Authorization` header's, or, with none, its verified client
+/// certificate's (mTLS); else what [`HttpAccess::authenticate`] says of no credentials.
 async fn viewer(
     access: &Arc<dyn HttpAccess>,
-    headers: &header::HeaderMap,
+    (authorization, certificate): (Option<String>, Option<String>),
     peer: Option<std::net::IpAddr>,
 ) -> Result<Viewer, Refused> {
-    let authorization = headers
-        .get(header::AUTHORIZATION)
-        .and_then(|v| v.to_str().ok());
-    let principal = access.authenticate(authorization, peer).await?;
+    let principal = match (&authorization, certificate) {
+        (None, Some(c)) => c,
+        _ => access.authenticate(authorization.as_deref(), peer).await?,
+    };
     Ok(Viewer {
         access: access.clone(),
         principal,
@@ -136,7 +153,7 @@ async fn viewer(
 }
 
 async fn guard(State(access): State<Arc<dyn HttpAccess>>, req: Request, next: Next) -> Response {
-    let viewer = match viewer(&access, req.headers(), peer(&req)).await {
+    let viewer = match viewer(&access, credentials(&req), peer(&req)).await {
         Ok(v) => v,
         Err(r) => return refused(r),
     };

@@ -20,6 +20,23 @@ use std::time::Duration;
 use common::python::{require_python, run_client, script};
 use common::{avro_python, inlet_query, Node};
 
+/// `table_topic_external.py`'s `phase`: records produced to node `b`, whose catalog is node
+/// `a`'s, read back through both.
+fn external_phase(python: &std::path::Path, a: &Node, b: &Node, phase: &str) {
+    run_client(
+        python,
+        "table_topic_external.py",
+        &[
+            &b.kafka,
+            &format!("http://{}", b.registry),
+            &format!("http://{}/iceberg", a.http),
+            &format!("http://{}/iceberg", b.http),
+            &phase,
+        ],
+        Duration::from_secs(240),
+    );
+}
+
 #[test]
 fn a_node_commits_its_table_topics_to_another_nodes_catalog() {
     let Some(python) = avro_python() else {
@@ -43,20 +60,7 @@ fn a_node_commits_its_table_topics_to_another_nodes_catalog() {
     let b_data = b_dir.path().join("data");
     let mut b = Node::start(&b_data, &["--config", &config.to_string_lossy()]);
 
-    let phase = |b: &Node, phase: &str| {
-        run_client(
-            &python,
-            "table_topic_external.py",
-            &[
-                &b.kafka,
-                &format!("http://{}", b.registry),
-                &format!("http://{}/iceberg", a.http),
-                &format!("http://{}/iceberg", b.http),
-                &phase,
-            ],
-            Duration::from_secs(240),
-        );
-    };
+    let phase = |b: &Node, phase: &str| external_phase(&python, &a, b, phase);
     phase(&b, "first");
 
     // B's SQL reads the table from A's catalog.
@@ -147,18 +151,7 @@ fn a_node_signs_its_calls_to_an_aws_style_catalog_with_sigv4() {
     ];
     let b_data = b_dir.path().join("data");
     let b = Node::start_with_env(&b_data, &["--config", &config.to_string_lossy()], &env);
-    run_client(
-        &python,
-        "table_topic_external.py",
-        &[
-            &b.kafka,
-            &format!("http://{}", b.registry),
-            &format!("http://{}/iceberg", a.http),
-            &format!("http://{}/iceberg", b.http),
-            &"first",
-        ],
-        Duration::from_secs(240),
-    );
+    external_phase(&python, &a, &b, "first");
     let sql = "SELECT count(*) AS n, sum(id) AS s FROM ext.clicks";
     assert_eq!(inlet_query(&b, "csv", sql), "n,s\n20,190");
 

@@ -33,7 +33,9 @@
 //! due on a fixed schedule). Each round starts a fresh node (so that what earlier rounds left,
 //! ~1.5 GiB a phase, tilts nothing) and runs two phases, A then B in even rounds and B then A
 //! in odd ones (so that neither always follows the other's uploads), each after the node has
-//! uploaded what was appended, the compactor has been idle for three backoffs and `sync(2)`:
+//! uploaded what was appended, the compactor has been idle for three backoffs, the node has
+//! been idle (below 5% of a core over a second: its own maintenance of the last phase's
+//! uploads done) and `sync(2)`:
 //! - **A (baseline)**: the paced load to `plain`, so the compactor has nothing to do;
 //! - **B**: the same load to `compacted`, so the compactor runs meanwhile.
 //!
@@ -390,6 +392,22 @@ fn settle(node: &Node, log: &mut CompactionLog, backoff_ms: u64) {
         if now != passes {
             passes = now;
             since = Instant::now();
+        }
+    }
+    // Then until the node itself is idle (below 5% of a core over a second): the storage's
+    // own maintenance of what the last phase wrote (merging its uploads into stream objects)
+    // would otherwise run in the next phase, whichever it is.
+    let pid = node.pid().to_string();
+    let deadline = Instant::now() + Duration::from_secs(120);
+    loop {
+        let before = cpu_ms(&pid);
+        std::thread::sleep(Duration::from_secs(1));
+        if cpu_ms(&pid) - before < 50.0 {
+            break;
+        }
+        if Instant::now() > deadline {
+            eprintln!("note: the node was still busy after 120 s");
+            break;
         }
     }
     log.drain(node);

@@ -476,6 +476,16 @@ pub(crate) fn message(body: &[u8]) -> String {
 mod tests {
     use super::*;
 
+    /// Serves `app` on a free local port: its base URI, and the server's task.
+    async fn serve(app: axum::Router) -> (String, tokio::task::JoinHandle<std::io::Result<()>>) {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let uri = format!("http://{}", listener.local_addr().unwrap());
+        (
+            uri,
+            tokio::spawn(async move { axum::serve(listener, app).await }),
+        )
+    }
+
     #[test]
     fn statuses_mean_what_the_spec_says() {
         let body = br#"{"error":{"message":"branch main has changed","type":"CommitFailedException","code":409}}"#;
@@ -563,9 +573,7 @@ mod tests {
             ;
         let seen = Seen::default();
         let app = app.with_state(seen.clone());
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let uri = format!("http://{}", listener.local_addr().unwrap());
-        let server = tokio::spawn(async move { axum::serve(listener, app).await });
+        let (uri, server) = serve(app).await;
 
         let config = CatalogConfig {
             kind: crate::config::CatalogKind::Rest,
@@ -633,9 +641,8 @@ mod tests {
                 }),
             )
             .with_state(seen.clone());
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let uri = format!("http://{}/iceberg", listener.local_addr().unwrap());
-        let server = tokio::spawn(async move { axum::serve(listener, app).await });
+        let (base, server) = serve(app).await;
+        let uri = format!("{base}/iceberg");
 
         let config = CatalogConfig {
             kind: crate::config::CatalogKind::Rest,

@@ -28,7 +28,7 @@ use iceberg::{Error, ErrorKind, Result};
 use parking_lot::Mutex;
 use serde::{Deserialize, Serialize};
 
-use super::{ObjectStoreStorage, ObjectStoreStorageFactory, WriteConfig};
+use super::{ObjectStoreStorage, ObjectStoreStorageFactory};
 
 /// The suffix of the buckets S3 Tables keeps table files in.
 pub const TABLE_BUCKET_SUFFIX: &str = "--table-s3";
@@ -159,16 +159,6 @@ impl TableBucketsStorage {
         }
         opened.push_back((bucket.to_string(), storage.clone()));
         Ok(storage)
-    }
-
-    /// The node's own storage.
-    pub fn default_storage(&self) -> &ObjectStoreStorage {
-        &self.default
-    }
-
-    /// How objects are uploaded, in every bucket.
-    pub fn write_config(&self) -> WriteConfig {
-        self.default.write
     }
 }
 

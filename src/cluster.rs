@@ -434,9 +434,10 @@ async fn poll_topics(
                 },
                 Err(e) => Err(e),
             }?;
-            // Dynamic broker configs and ACLs changed through other nodes.
+            // Dynamic broker configs, ACLs and client quotas changed through other nodes.
             broker.reload_configs().await?;
-            broker.reload_acls().await
+            broker.reload_acls().await?;
+            broker.reload_quotas().await
         };
         let refreshed = match bounded_step(refresh, &mut lapsed).await {
             Some(r) => r.map_err(|e| e.to_string()),

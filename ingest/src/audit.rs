@@ -78,6 +78,7 @@ impl Pending {
             RequestKind::AlterConfigs(_) => ("AlterConfigs", Vec::new()),
             RequestKind::IncrementalAlterConfigs(_) => ("IncrementalAlterConfigs", Vec::new()),
             RequestKind::AlterUserScramCredentials(_) => ("AlterUserScramCredentials", Vec::new()),
+            RequestKind::AlterClientQuotas(_) => ("AlterClientQuotas", Vec::new()),
             RequestKind::DeleteGroups(_) => ("DeleteGroups", Vec::new()),
             RequestKind::DeleteRecords(_) => ("DeleteRecords", Vec::new()),
             RequestKind::OffsetDelete(r) => (
@@ -225,6 +226,25 @@ fn outcomes(answer: &ResponseKind, named: &[String]) -> Vec<(String, i16, Option
                     format!("USER:{}", u.user.as_str()),
                     u.error_code,
                     msg(&u.error_message),
+                )
+            })
+            .collect(),
+        ResponseKind::AlterClientQuotas(r) => r
+            .entries
+            .iter()
+            .map(|e| {
+                let entity: Vec<String> = e
+                    .entity
+                    .iter()
+                    .map(|p| {
+                        let name = p.entity_name.as_deref().unwrap_or("<default>");
+                        format!("{}={name}", p.entity_type.as_str())
+                    })
+                    .collect();
+                (
+                    format!("QUOTA:{}", entity.join(",")),
+                    e.error_code,
+                    msg(&e.error_message),
                 )
             })
             .collect(),

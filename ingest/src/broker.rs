@@ -110,6 +110,8 @@ pub struct Broker {
     pub(crate) token_key: tokio::sync::OnceCell<Vec<u8>>,
     /// The fetch sessions (KIP-227) of clients fetching from this node.
     pub(crate) fetch_sessions: crate::fetch_sessions::FetchSessions,
+    /// The client quotas and the rates they are measured by (`quota`).
+    pub(crate) quotas: crate::quota::Quotas,
 }
 
 impl std::fmt::Debug for Broker {
@@ -146,6 +148,8 @@ impl Broker {
         )
         .await?;
         meta.migrate("ingest.compaction", crate::compaction::MIGRATIONS)
+            .await?;
+        meta.migrate("ingest.client_quotas", crate::quota::store::MIGRATIONS)
             .await?;
         let cluster_id = Self::load_cluster_id(&meta).await?;
         let topics = Topics::open(store.clone(), config.clone(), clock.clone()).await?;
@@ -186,6 +190,7 @@ impl Broker {
                 usize::try_from(static_config.fetch_session_max_bytes).unwrap_or(usize::MAX),
             ),
             auth_failures: Default::default(),
+            quotas: Default::default(),
             oauth: crate::sasl::oauthbearer::Validator::new(
                 crate::sasl::oauthbearer::Settings::from_configs(
                     &static_config.oauthbearer_configs,
@@ -203,6 +208,7 @@ impl Broker {
         // The dynamic configs and ACLs stored by earlier runs and by other nodes.
         broker.reload_configs().await?;
         broker.reload_acls().await?;
+        broker.reload_quotas().await?;
         Ok(broker)
     }
 
@@ -595,6 +601,12 @@ impl Broker {
             }
             RequestKind::DeleteAcls(r) => {
                 ResponseKind::DeleteAcls(self.delete_acls(r, version).await)
+            }
+            RequestKind::DescribeClientQuotas(r) => {
+                ResponseKind::DescribeClientQuotas(self.describe_client_quotas(r, version).await)
+            }
+            RequestKind::AlterClientQuotas(r) => {
+                ResponseKind::AlterClientQuotas(self.alter_client_quotas(r, version).await)
             }
             RequestKind::DescribeUserScramCredentials(r) => {
                 ResponseKind::DescribeUserScramCredentials(

@@ -61,6 +61,9 @@ pub const SUPPORTED: &[(ApiKey, i16, i16)] = &[
     // support SASL handshakes only when ApiVersions offers version 0, and then uses version 1
     // with SaslAuthenticate; a version 0 handshake itself, whose tokens are not framed, is
     // answered UNSUPPORTED_VERSION (`server::authenticate`).
+    // Client quotas (KIP-546).
+    (ApiKey::DescribeClientQuotas, 0, 1),
+    (ApiKey::AlterClientQuotas, 0, 1),
     (ApiKey::DescribeUserScramCredentials, 0, 0),
     (ApiKey::AlterUserScramCredentials, 0, 0),
     (ApiKey::SaslHandshake, 0, 1),

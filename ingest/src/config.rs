@@ -296,6 +296,12 @@ broker_settings! {
     transaction_abort_interval_ms: u64 = 10_000, "transaction.abort.timed.out.transaction.cleanup.interval.ms", SettingKind::Int { min: 1, max: INT_MAX };
     /// A transactional id whose producer sent no transactional request for this long is forgotten (its next InitProducerId starts it afresh).
     transactional_id_expiration_ms: u64 = 604_800_000, "transactional.id.expiration.ms", SettingKind::Int { min: 1, max: INT_MAX };
+    /// The samples a client quota's rate is measured over (KIP-13).
+    quota_window_num: u32 = 11, "quota.window.num", SettingKind::Int { min: 1, max: 3600 };
+    /// How long each sample of a client quota's rate lasts, in seconds.
+    quota_window_size_seconds: u32 = 1, "quota.window.size.seconds", SettingKind::Int { min: 1, max: 3600 };
+    /// (Inlet's own) Memory for the rates client quotas are measured by (about 300 bytes per user and client id with a quota, plus their names); beyond it the ones idle longest are dropped first.
+    quota_sensors_max_bytes: u64 = 16 * 1024 * 1024, "inlet.quota.sensors.max.bytes", SettingKind::Int { min: 1024, max: i64::MAX };
     /// The most a Fetch response carries, whatever the request asks (the first batch of a response still goes whole, KIP-74).
     fetch_max_bytes: u32 = 57_671_680, "fetch.max.bytes", SettingKind::Int { min: 1024, max: INT_MAX };
     /// Fetch sessions (KIP-227) a node keeps at once; 0 opens none (every fetch is a full fetch).

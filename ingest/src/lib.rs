@@ -43,6 +43,7 @@ mod handlers;
 pub(crate) mod metrics;
 pub mod producer_image;
 pub(crate) mod producers;
+pub(crate) mod quota;
 pub mod sasl;
 pub mod server;
 pub mod tls;

@@ -33,6 +33,8 @@ pub struct Metrics {
     pub bad_frames: AtomicU64,
     /// Connections closed at accept for max.connections or max.connections.per.ip.
     pub refused_connections: AtomicU64,
+    /// Requests answered with a throttle time: their client went over a quota.
+    pub throttled_requests: AtomicU64,
     /// Connections closed because a request body did not arrive in time.
     pub slow_requests: AtomicU64,
     /// SASL authentications that succeeded (first ones and re-authentications).
@@ -109,6 +111,7 @@ impl Default for Metrics {
             compaction_records_removed: AtomicU64::new(0),
             compaction_bytes_read: AtomicU64::new(0),
             refused_connections: AtomicU64::new(0),
+            throttled_requests: AtomicU64::new(0),
             slow_requests: AtomicU64::new(0),
             sasl_authentications: AtomicU64::new(0),
             sasl_reauthentications: AtomicU64::new(0),
@@ -226,6 +229,12 @@ impl Metrics {
                 "Connections closed as they were accepted, over max.connections or max.connections.per.ip.",
                 "counter",
                 get(&self.refused_connections),
+            ),
+            (
+                "inlet_kafka_throttled_requests_total",
+                "Requests answered with a throttle time because their user or client id went over a client quota.",
+                "counter",
+                get(&self.throttled_requests),
             ),
             (
                 "inlet_kafka_sasl_authentications_total",

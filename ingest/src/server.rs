@@ -14,6 +14,10 @@
 //! - at most `max.connections` connections, and `max.connections.per.ip` from one address
 //!   (more are closed as they are accepted), and [`MAX_INFLIGHT`] requests per connection.
 //!
+//! A client under a quota (`quota`) has its requests handled one at a time; one that goes
+//! over it is answered with its throttle time, and its connection handles no further request
+//! until that time has passed (KIP-219).
+//!
 //! While the node stands down (`Broker::stand_down`: a cluster node that cannot renew its
 //! lease), every connection is closed and new ones are closed as they are accepted.
 
@@ -296,9 +300,22 @@ async fn connection<S>(
     // The previous Produce request's "submitted" signal: Produce requests in flight on one
     // connection submit their batches in the order they arrived (Broker::produce).
     let mut last_produce: Option<tokio::sync::oneshot::Receiver<()>> = None;
+    // Until when the connection reads no request: its client went over a quota.
+    let muted: Arc<parking_lot::Mutex<Option<Instant>>> = Default::default();
+    // Whether the last request's client is under a quota: then requests are handled one at a
+    // time, so that a throttle holds back the ones after it (Kafka's broker never pipelines).
+    let mut one_at_a_time = false;
     loop {
+        let unmute = *muted.lock();
         tokio::select! {
-            item = rx.recv(), if reading && inflight.len() < MAX_INFLIGHT => match item {
+            _ = tokio::time::sleep_until(unmute.unwrap_or_else(Instant::now)), if unmute.is_some() => {
+                let mut m = muted.lock();
+                if m.is_some_and(|t| t <= Instant::now()) {
+                    *m = None;
+                }
+            }
+            item = rx.recv(), if reading && inflight.len() < MAX_INFLIGHT && unmute.is_none()
+                && (!one_at_a_time || inflight.is_empty()) => match item {
                 Some(Item::Request(request, permit, _arrived))
                     if sasl.as_ref().is_some_and(|auth| {
                         !auth.serves(broker.clock().now_ms())
@@ -348,13 +365,30 @@ async fn connection<S>(
                     } else {
                         crate::broker::ProduceTurn::default()
                     };
+                    let muted = muted.clone();
+                    let client = request.header.client_id.as_deref().unwrap_or_default().to_string();
+                    one_at_a_time = broker.quota_applies(&session, &client);
                     inflight.push_back(Box::pin(async move {
                         let api = request.api_key;
                         let version = request.version();
                         let correlation = request.header.correlation_id;
+                        let request_bytes = permit.num_permits() as u64;
                         tracing::debug!(%peer, ?api, version, correlation, "request");
-                        let answer = broker.handle_in_turn(*request, &session, turn).await;
+                        let handled = broker.handle_in_turn(*request, &session, turn);
+                        let (mut answer, thread_nanos) = if broker.measures_request_time() {
+                            crate::quota::enforce::ThreadTimed::new(handled).await
+                        } else {
+                            (handled.await, 0)
+                        };
                         drop(permit);
+                        // Client quotas: over one, the answer says how long to wait, and this
+                        // connection reads nothing more for that long (KIP-219).
+                        let throttle = broker.throttle(&session, &client, api, request_bytes, thread_nanos, answer.as_mut());
+                        if throttle > 0 {
+                            let until = Instant::now() + Duration::from_millis(throttle);
+                            let mut m = muted.lock();
+                            *m = Some(m.map_or(until, |t| t.max(until)));
+                        }
                         let frame = match answer {
                             Some(body) => match codec::encode_response(api, version, correlation, &body) {
                                 Ok(frame) => Some(Ok(frame)),

@@ -793,6 +793,39 @@ impl Broker {
                 )))
             }
             RequestKind::CreateAcls(_) | RequestKind::DeleteAcls(_) | RequestKind::DescribeAcls(_) => Check::Pass,
+            RequestKind::DescribeClientQuotas(_) if !self.may(s, DescribeConfigs, Cluster, CLUSTER) => {
+                Check::Refuse(Box::new(ResponseKind::DescribeClientQuotas(
+                    DescribeClientQuotasResponse::default()
+                        .with_error_code(CLUSTER_DENIED)
+                        .with_error_message(message(CLUSTER_DENIED))
+                        .with_entries(None),
+                )))
+            }
+            RequestKind::AlterClientQuotas(r) if !self.may(s, AlterConfigs, Cluster, CLUSTER) => {
+                Check::Refuse(Box::new(ResponseKind::AlterClientQuotas(
+                    AlterClientQuotasResponse::default().with_entries(
+                        r.entries
+                            .iter()
+                            .map(|e| {
+                                alter_client_quotas_response::EntryData::default()
+                                    .with_error_code(CLUSTER_DENIED)
+                                    .with_error_message(message(CLUSTER_DENIED))
+                                    .with_entity(
+                                        e.entity
+                                            .iter()
+                                            .map(|p| {
+                                                alter_client_quotas_response::EntityData::default()
+                                                    .with_entity_type(p.entity_type.clone())
+                                                    .with_entity_name(p.entity_name.clone())
+                                            })
+                                            .collect(),
+                                    )
+                            })
+                            .collect(),
+                    ),
+                )))
+            }
+            RequestKind::DescribeClientQuotas(_) | RequestKind::AlterClientQuotas(_) => Check::Pass,
             RequestKind::DescribeUserScramCredentials(_) if !self.may(s, Describe, Cluster, CLUSTER) => {
                 Check::Refuse(Box::new(ResponseKind::DescribeUserScramCredentials(
                     DescribeUserScramCredentialsResponse::default()

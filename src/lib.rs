@@ -508,6 +508,15 @@ impl NodeBuilder {
                 .await
                 .context("opening the metadata store")?,
         };
+        // A cluster node must be able to call the others (a transaction's markers): checked
+        // before it joins, so a misconfigured node never holds a node id's lease.
+        if config.wal_kind() == inlet_storage::WalKind::Object {
+            if let Err(problem) =
+                inlet_ingest::inter_broker::InterBroker::from_config(&broker_config)
+            {
+                anyhow::bail!("this node cannot call the cluster's other nodes: {problem}");
+            }
+        }
         let membership = members::Membership::join(
             meta.clone(),
             &config.data_dir,

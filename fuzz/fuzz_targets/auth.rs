@@ -1,11 +1,13 @@
 //! What a client sends to authenticate, before anything is trusted: SASL/PLAIN messages, the
 //! SCRAM exchange's client-first and client-final (against a fixed credential), OAUTHBEARER's
 //! client-first message and a token against a key set (both from the input), and the DER of
-//! a client certificate whose subject names an mTLS principal. Each must answer an error, never
-//! panic. (The TLS handshake is the `tls_handshake` target.)
+//! a client certificate whose subject names an mTLS principal; and, the other way, what
+//! another node answers this node's SCRAM exchange with (`inter_broker`: server-first and
+//! server-final). Each must answer an error, never panic. (The TLS handshake is the
+//! `tls_handshake` target.)
 #![no_main]
 
-use inlet_ingest::sasl::scram::{Credential, Mechanism, ServerExchange};
+use inlet_ingest::sasl::scram::{ClientExchange, Credential, Mechanism, ServerExchange};
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
@@ -28,6 +30,15 @@ fuzz_target!(|data: &[u8]| {
         let mut exchange = ServerExchange::new(m);
         if exchange.first(first, Some(credential)).is_ok() {
             let _ = exchange.last(last);
+        }
+        // A node's client side, against a peer's answers (its nonce extended by the input, so
+        // the rest is read too).
+        let (mut client, client_first) = ClientExchange::start(m, "node", "secret");
+        let text = String::from_utf8_lossy(&client_first).into_owned();
+        let nonce = text.rsplit_once("r=").map_or("", |(_, n)| n);
+        let server_first = format!("r={nonce}{}", String::from_utf8_lossy(first));
+        if client.last(server_first.as_bytes()).is_ok() {
+            let _ = client.verify(last);
         }
     }
 });

@@ -110,6 +110,10 @@ pub struct Broker {
     pub(crate) token_key: tokio::sync::OnceCell<Vec<u8>>,
     /// The fetch sessions (KIP-227) of clients fetching from this node.
     pub(crate) fetch_sessions: crate::fetch_sessions::FetchSessions,
+    /// How this node calls the others (`inter_broker`), or why it cannot: refused at start
+    /// when `inter.broker.listener.name` is given, and by a cluster node's start otherwise
+    /// (`inlet::serve`, before it joins); a single node never calls another.
+    pub(crate) inter_broker: std::result::Result<crate::inter_broker::InterBroker, String>,
     /// The client quotas and the rates they are measured by (`quota`).
     pub(crate) quotas: crate::quota::Quotas,
 }
@@ -191,6 +195,12 @@ impl Broker {
             ),
             auth_failures: Default::default(),
             quotas: Default::default(),
+            inter_broker: match crate::inter_broker::InterBroker::from_config(&static_config) {
+                Err(e) if !static_config.inter_broker_listener_name.is_empty() => {
+                    return Err(crate::error::KafkaError::invalid_config(e))
+                }
+                r => r,
+            },
             oauth: crate::sasl::oauthbearer::Validator::new(
                 crate::sasl::oauthbearer::Settings::from_configs(
                     &static_config.oauthbearer_configs,

@@ -185,6 +185,16 @@ macro_rules! broker_settings {
             /// The OAUTHBEARER configs (`sasl.oauthbearer.*` of
             /// [`crate::sasl::oauthbearer::CONFIGS`]), as given.
             pub oauthbearer_configs: BTreeMap<String, String>,
+            /// `inter.broker.listener.name` (or `security.inter.broker.protocol`): the listener
+            /// nodes call each other on; empty: the first (`inter_broker`).
+            pub inter_broker_listener_name: String,
+            /// `sasl.mechanism.inter.broker.protocol`: the mechanism a node authenticates to
+            /// another with, on a SASL inter-broker listener; empty: the listener's first of
+            /// SCRAM-SHA-512, SCRAM-SHA-256, PLAIN.
+            pub sasl_mechanism_inter_broker_protocol: String,
+            /// `sasl.jaas.config` and `listener.name.<listener>.<mechanism>.sasl.jaas.config`:
+            /// the node's own credentials for calling other nodes, as given (secret).
+            pub sasl_jaas_configs: BTreeMap<String, String>,
             /// Every broker config as given, for DescribeConfigs' sources.
             pub given: BTreeMap<String, String>,
         }
@@ -205,6 +215,9 @@ macro_rules! broker_settings {
                     listener_protocols: BTreeMap::new(),
                     ssl_configs: BTreeMap::new(),
                     oauthbearer_configs: BTreeMap::new(),
+                    inter_broker_listener_name: String::new(),
+                    sasl_mechanism_inter_broker_protocol: String::new(),
+                    sasl_jaas_configs: BTreeMap::new(),
                     given: BTreeMap::new(),
                 }
             }
@@ -558,6 +571,22 @@ impl BrokerConfig {
                     map.insert(name.trim().to_ascii_uppercase(), protocol);
                 }
                 self.listener_protocols = map;
+            } else if key == "inter.broker.listener.name" || key == "security.inter.broker.protocol"
+            {
+                self.inter_broker_listener_name = value.trim().to_ascii_uppercase();
+            } else if key == "sasl.mechanism.inter.broker.protocol" {
+                let m = value.trim().to_ascii_uppercase();
+                if !["", "PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"].contains(&m.as_str()) {
+                    return Err(bad(
+                        "a node authenticates to another with PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512",
+                    ));
+                }
+                self.sasl_mechanism_inter_broker_protocol = m;
+            } else if key == "sasl.jaas.config"
+                || (key.starts_with("listener.name.") && key.ends_with(".sasl.jaas.config"))
+            {
+                self.sasl_jaas_configs
+                    .insert(key.clone(), value.trim().to_string());
             } else if is_ssl_config(key) {
                 self.ssl_configs
                     .insert(key.clone(), value.trim().to_string());
@@ -681,6 +710,19 @@ impl BrokerConfig {
         }
         for (name, value) in &self.oauthbearer_configs {
             out.push((name.clone(), value.clone(), false));
+        }
+        out.push((
+            "inter.broker.listener.name".into(),
+            self.inter_broker_listener_name.clone(),
+            false,
+        ));
+        out.push((
+            "sasl.mechanism.inter.broker.protocol".into(),
+            self.sasl_mechanism_inter_broker_protocol.clone(),
+            false,
+        ));
+        for name in self.sasl_jaas_configs.keys() {
+            out.push((name.clone(), "[hidden]".into(), false));
         }
         out.push((
             "listener.security.protocol.map".into(),

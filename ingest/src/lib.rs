@@ -40,6 +40,7 @@ pub(crate) mod fetch_sessions;
 pub(crate) mod frame;
 pub(crate) mod groups;
 mod handlers;
+pub mod inter_broker;
 pub(crate) mod metrics;
 pub mod producer_image;
 pub(crate) mod producers;

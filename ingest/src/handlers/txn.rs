@@ -55,6 +55,16 @@ impl Broker {
     }
 
     /// `NOT_COORDINATOR` unless this node coordinates `id`.
+    /// How this node calls the others, or why it cannot (a cluster node does not start then).
+    fn inter_broker(&self) -> Result<&crate::inter_broker::InterBroker> {
+        self.inter_broker.as_ref().map_err(|e| {
+            KafkaError::new(
+                ResponseError::CoordinatorNotAvailable,
+                format!("this node cannot call the others: {e}"),
+            )
+        })
+    }
+
     fn check_txn_coordinator(&self, id: &str) -> Result<()> {
         self.check_standing().map_err(|_| {
             KafkaError::new(
@@ -466,7 +476,12 @@ impl Broker {
             .find(|b| b.node_id == node)
             .ok_or(ResponseError::CoordinatorNotAvailable)?;
         // The producer's epoch does not matter to a group's pending offsets.
+        let link = self.inter_broker().map_err(|e| {
+            tracing::warn!(group, error = %e, "the group's coordinator cannot be asked to end the transaction's offsets");
+            e.code
+        })?;
         crate::txn::forward::write_marker(
+            link,
             &to,
             (producer_id, 0),
             commit,
@@ -551,8 +566,15 @@ impl Broker {
             .into_iter()
             .find(|b| b.node_id == node)
             .ok_or_else(not_led)?;
-        crate::txn::forward::write_marker(&to, producer, marker == Marker::Commit, topic, index)
-            .await
+        crate::txn::forward::write_marker(
+            self.inter_broker()?,
+            &to,
+            producer,
+            marker == Marker::Commit,
+            topic,
+            index,
+        )
+        .await
     }
 
     /// Writes one transaction marker to a partition this node leads, and waits until it is

@@ -2,7 +2,8 @@
 //! credential a server keeps (salt, iterations, StoredKey, ServerKey; never the password or
 //! the salted password), and the server's side of one authentication exchange, an I/O-free
 //! state machine ([`ServerExchange`]): client-first in, server-first out, client-final in,
-//! server-final out.
+//! server-final out; and the client's side ([`ClientExchange`]), with which a node
+//! authenticates to another (`inter_broker`).
 
 use base64::Engine as _;
 use hmac::{Hmac, Mac};
@@ -299,6 +300,101 @@ impl ServerExchange {
     }
 }
 
+/// The client's side of one SCRAM exchange: client-first out, server-first in, client-final
+/// out, server-final checked (the server proves it knows the credential too).
+#[derive(Debug)]
+pub struct ClientExchange {
+    mechanism: Mechanism,
+    password: String,
+    client_first_bare: String,
+    client_nonce: String,
+    /// The server signature server-final must carry, once client-final is sent.
+    expected: Option<Vec<u8>>,
+}
+
+/// The most iterations a client computes for a server (four times Kafka's own bound): more
+/// is refused, not spent on.
+const CLIENT_MAX_ITERATIONS: i32 = 4 * MAX_ITERATIONS;
+
+impl ClientExchange {
+    /// Starts an exchange for `user`; returns it and client-first.
+    pub fn start(mechanism: Mechanism, user: &str, password: &str) -> (ClientExchange, Vec<u8>) {
+        let nonce: [u8; 18] = rand::random();
+        let client_nonce = b64(&nonce);
+        let name = user.replace('=', "=3D").replace(',', "=2C");
+        let client_first_bare = format!("n={name},r={client_nonce}");
+        let first = format!("n,,{client_first_bare}").into_bytes();
+        (
+            ClientExchange {
+                mechanism,
+                password: password.to_string(),
+                client_first_bare,
+                client_nonce,
+                expected: None,
+            },
+            first,
+        )
+    }
+
+    /// Answers server-first with client-final.
+    pub fn last(&mut self, server_first: &[u8]) -> Result<Vec<u8>, String> {
+        let text = std::str::from_utf8(server_first)
+            .map_err(|_| "server-first is not UTF-8".to_string())?;
+        let (mut nonce, mut salt, mut iterations) = (None, None, None);
+        for attr in text.split(',') {
+            if let Some(r) = attr.strip_prefix("r=") {
+                nonce = Some(r);
+            } else if let Some(s) = attr.strip_prefix("s=") {
+                salt = Some(unb64(s)?);
+            } else if let Some(i) = attr.strip_prefix("i=") {
+                iterations = i.parse::<i32>().ok();
+            } else if attr.starts_with("e=") {
+                return Err(format!("the server refused: {attr}"));
+            }
+        }
+        let nonce = nonce
+            .filter(|n| {
+                n.starts_with(self.client_nonce.as_str()) && n.len() > self.client_nonce.len()
+            })
+            .ok_or("server-first's nonce does not extend ours")?;
+        let salt = salt.ok_or("server-first has no salt")?;
+        let iterations = iterations
+            .filter(|i| (1..=CLIENT_MAX_ITERATIONS).contains(i))
+            .ok_or("server-first's iteration count is missing or out of bounds")?;
+        let m = self.mechanism;
+        let salted = m.salted_password(self.password.as_bytes(), &salt, iterations);
+        let client_key = m.hmac(&salted, b"Client Key");
+        let without_proof = format!("c=biws,r={nonce}");
+        let auth = format!("{},{text},{without_proof}", self.client_first_bare);
+        let signature = m.hmac(&m.hash(&client_key), auth.as_bytes());
+        let proof: Vec<u8> = client_key
+            .iter()
+            .zip(&signature)
+            .map(|(a, b)| a ^ b)
+            .collect();
+        let server_key = m.hmac(&salted, b"Server Key");
+        self.expected = Some(m.hmac(&server_key, auth.as_bytes()));
+        Ok(format!("{without_proof},p={}", b64(&proof)).into_bytes())
+    }
+
+    /// Checks server-final: the server's signature, or its error.
+    pub fn verify(&self, server_final: &[u8]) -> Result<(), String> {
+        let text = std::str::from_utf8(server_final)
+            .map_err(|_| "server-final is not UTF-8".to_string())?;
+        if let Some(e) = text.strip_prefix("e=") {
+            return Err(format!("the server refused: {e}"));
+        }
+        let given = unb64(
+            text.strip_prefix("v=")
+                .ok_or("server-final has no signature")?,
+        )?;
+        match &self.expected {
+            Some(expected) if constant_time_eq(expected, &given) => Ok(()),
+            _ => Err("the server's signature is wrong: it does not hold the credential".into()),
+        }
+    }
+}
+
 /// Splits a client-first message into its GS2 header and the bare part.
 fn gs2_split(text: &str) -> Result<(&str, &str), String> {
     let mut parts = text.splitn(3, ',');
@@ -410,6 +506,49 @@ mod tests {
         let (last, _) = client_final_with(m, "s3cret", "n=admin,r=X4=^Y", &server_first, "X4=^Y");
         assert!(last.starts_with("c=biws,r=X4=^YX4=^Y"), "{last}");
         assert_eq!(ex.last(last.as_bytes()).map(|(u, _)| u), Ok("admin".into()));
+    }
+
+    #[test]
+    fn the_client_side_authenticates_to_the_server_side_and_checks_it() {
+        for m in [Mechanism::Sha256, Mechanism::Sha512] {
+            let credential = Credential::from_password(m, "s3cret", 4096);
+            for (password, ok) in [("s3cret", true), ("guess", false)] {
+                let (mut client, first) = ClientExchange::start(m, "node,=1", password);
+                assert_eq!(ServerExchange::user_of(&first).unwrap(), "node,=1");
+                let mut server = ServerExchange::new(m);
+                let server_first = server.first(&first, Some(credential.clone())).unwrap();
+                let last = client.last(&server_first).unwrap();
+                match server.last(&last) {
+                    Ok((user, server_final)) => {
+                        assert!(ok, "{m:?}: a wrong password was accepted");
+                        assert_eq!(user, "node,=1");
+                        assert_eq!(client.verify(&server_final), Ok(()));
+                        // A server that does not hold the credential cannot sign.
+                        assert!(client.verify(b"v=AAAA").is_err());
+                    }
+                    Err(e) => assert!(!ok, "{m:?}: {e}"),
+                }
+            }
+        }
+        // A server-first that does not extend the client's nonce, or asks absurd work.
+        let (mut client, _) = ClientExchange::start(Mechanism::Sha256, "u", "p");
+        assert!(client.last(b"r=other,s=QUJD,i=4096").is_err());
+        let (mut client, first) = ClientExchange::start(Mechanism::Sha256, "u", "p");
+        let nonce = std::str::from_utf8(&first)
+            .unwrap()
+            .rsplit_once("r=")
+            .unwrap()
+            .1
+            .to_string();
+        let huge = format!("r={nonce}x,s=QUJD,i=2000000000");
+        assert!(client
+            .last(huge.as_bytes())
+            .unwrap_err()
+            .contains("iteration"));
+        assert!(client
+            .verify(b"e=invalid-proof")
+            .unwrap_err()
+            .contains("invalid-proof"));
     }
 
     #[test]

@@ -1,36 +1,34 @@
 //! Asking another node of the cluster to write a transaction's markers: the coordinator of a
 //! transaction sends WriteTxnMarkers to the node that leads a partition the transaction wrote
 //! to (or coordinates a group whose offsets it committed), over the Kafka protocol, as
-//! Kafka's coordinators do. One connection per call, bounded by [`CALL_TIMEOUT`]: a marker
-//! that cannot be written now is written by the coordinator's next sweep.
+//! Kafka's coordinators do, on the inter-broker listener with its TLS and SASL
+//! (`inter_broker`). One connection per call, bounded by [`CALL_TIMEOUT`]: a marker that
+//! cannot be written now is written by the coordinator's next sweep.
 
 use std::time::Duration;
 
-use bytes::{Bytes, BytesMut};
 use kafka_protocol::messages::write_txn_markers_request::{
     WritableTxnMarker, WritableTxnMarkerTopic,
 };
 use kafka_protocol::messages::{
-    ApiKey, ProducerId, RequestHeader, RequestKind, ResponseHeader, TopicName,
-    WriteTxnMarkersRequest, WriteTxnMarkersResponse,
+    ApiKey, ProducerId, RequestKind, TopicName, WriteTxnMarkersRequest, WriteTxnMarkersResponse,
 };
-use kafka_protocol::protocol::{Decodable, StrBytes};
+use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::ResponseError;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use crate::broker::BrokerAddr;
 use crate::error::{KafkaError, Result};
+use crate::inter_broker::InterBroker;
 
 /// The longest one forwarded call may take.
 const CALL_TIMEOUT: Duration = Duration::from_secs(15);
-/// The largest answer read back.
-const MAX_RESPONSE: usize = 1 << 20;
 /// The topic name that stands for a group's pending offsets in a forwarded marker, as
 /// Kafka's markers go to the `__consumer_offsets` partition of the group.
 pub(crate) const GROUP_OFFSETS: &str = "__consumer_offsets";
 
 /// Asks `to` to write `producer`'s `commit` (or abort) marker to `topic`'s `partition`.
 pub(crate) async fn write_marker(
+    link: &InterBroker,
     to: &BrokerAddr,
     (producer_id, epoch): (i64, i16),
     commit: bool,
@@ -55,7 +53,17 @@ pub(crate) async fn write_marker(
             ),
         )
     };
-    let response = tokio::time::timeout(CALL_TIMEOUT, call(to, request))
+    let call = async {
+        let mut s = link.connect(to).await?;
+        crate::inter_broker::call::<WriteTxnMarkersResponse>(
+            &mut s,
+            ApiKey::WriteTxnMarkers,
+            1,
+            RequestKind::WriteTxnMarkers(request),
+        )
+        .await
+    };
+    let response = tokio::time::timeout(CALL_TIMEOUT, call)
         .await
         .map_err(|_| unavailable(format!("no answer within {CALL_TIMEOUT:?}")))?
         .map_err(|e| unavailable(e.to_string()))?;
@@ -76,34 +84,4 @@ pub(crate) async fn write_marker(
             ),
         )),
     }
-}
-
-async fn call(
-    to: &BrokerAddr,
-    request: WriteTxnMarkersRequest,
-) -> anyhow::Result<WriteTxnMarkersResponse> {
-    let version = 1;
-    let header = RequestHeader::default()
-        .with_request_api_key(ApiKey::WriteTxnMarkers as i16)
-        .with_request_api_version(version)
-        .with_correlation_id(1)
-        .with_client_id(Some(StrBytes::from_static_str(
-            "inlet-transaction-coordinator",
-        )));
-    let frame = crate::codec::encode_request(&header, &RequestKind::WriteTxnMarkers(request))?;
-    let mut s = tokio::net::TcpStream::connect((to.host.as_str(), to.port)).await?;
-    s.write_all(&frame).await?;
-    let mut len = [0u8; 4];
-    s.read_exact(&mut len).await?;
-    let len = usize::try_from(i32::from_be_bytes(len))?;
-    anyhow::ensure!(len <= MAX_RESPONSE, "an answer of {len} bytes");
-    let mut buf = BytesMut::zeroed(len);
-    s.read_exact(&mut buf).await?;
-    let mut buf: Bytes = buf.freeze();
-    let h = ResponseHeader::decode(
-        &mut buf,
-        ApiKey::WriteTxnMarkers.response_header_version(version),
-    )?;
-    anyhow::ensure!(h.correlation_id == 1, "an answer to another request");
-    WriteTxnMarkersResponse::decode(&mut buf, version)
 }

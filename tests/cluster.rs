@@ -3184,7 +3184,9 @@ fn transactional_batches_are_checked_where_another_node_coordinates() {
 /// ACLs are the cluster's: one created through node 1 is enforced by node 2 within about a
 /// second (each node polls the ACLs' version with its topics, every 250 ms). A DENY of
 /// DESCRIBE on a topic for `User:ANONYMOUS` makes node 2's Metadata answer
-/// TOPIC_AUTHORIZATION_FAILED for it; deleting it through node 2 opens it on node 1.
+/// TOPIC_AUTHORIZATION_FAILED for it; deleting it through node 2 opens it on node 1. Client
+/// quotas travel the same way: a request quota set through node 1 throttles the same client
+/// on node 2 within about a second.
 #[test]
 fn an_acl_changed_through_one_node_holds_on_the_others_within_a_second() {
     use kafka_protocol::messages::create_acls_request::AclCreation;
@@ -3276,6 +3278,43 @@ fn an_acl_changed_through_one_node_holds_on_the_others_within_a_second() {
     assert!(
         took < Duration::from_secs(3),
         "the delete took {took:?} to reach node 1"
+    );
+
+    // A request quota no request fits in, for the test connection's client id, through node 1.
+    use kafka_protocol::messages::alter_client_quotas_request::{EntityData, EntryData, OpData};
+    use kafka_protocol::messages::{AlterClientQuotasRequest, AlterClientQuotasResponse};
+    let throttle_on = |n: u64| -> i32 {
+        let r: MetadataResponse = Conn::open(&nodes[&n]).call(
+            ApiKey::Metadata,
+            12,
+            RequestKind::Metadata(MetadataRequest::default().with_topics(Some(vec![]))),
+        );
+        r.throttle_time_ms
+    };
+    assert_eq!(throttle_on(2), 0, "no quota yet");
+    let altered: AlterClientQuotasResponse = Conn::open(&nodes[&1]).call(
+        ApiKey::AlterClientQuotas,
+        1,
+        RequestKind::AlterClientQuotas(AlterClientQuotasRequest::default().with_entries(vec![
+            EntryData::default()
+                .with_entity(vec![EntityData::default()
+                    .with_entity_type(s("client-id"))
+                    .with_entity_name(Some(s("idempotence-test")))])
+                .with_ops(vec![OpData::default()
+                    .with_key(s("request_percentage"))
+                    .with_value(1e-9)]),
+        ])),
+    );
+    assert_eq!(altered.entries[0].error_code, 0, "{altered:?}");
+    let at = Instant::now();
+    poll_until(30, "node 2 to throttle under node 1's quota", || {
+        (throttle_on(2) > 0).then_some(())
+    });
+    let took = at.elapsed();
+    eprintln!("node 2 enforced the quota {took:?} after node 1 stored it");
+    assert!(
+        took < Duration::from_secs(3),
+        "the quota took {took:?} to reach node 2"
     );
 }
 

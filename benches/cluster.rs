@@ -1074,7 +1074,7 @@ struct TableRun {
 /// Waits, under load, until the tables' partitions have published weights (every one heavier
 /// than an idle partition, when `heavy`: a partition's load must reach about 1.4 partitions'
 /// worth to weigh 2) and then have not moved for 15 s: the assignment takes weights in once
-/// they settle (10 s without a change, `src/cluster.rs`), and the partitions it moves then
+/// they settle (10 s without a change, `cluster/src/placement.rs`), and the partitions it moves then
 /// start their conversion over. One node waits the same, though nothing moves there.
 fn settle(node: &Node, tables: &[&str], heavy: bool) {
     let started = Instant::now();

@@ -52,7 +52,7 @@ pub struct NodeConfig {
     pub audit: crate::audit::AuditSettings,
 }
 
-/// `[cluster]`: membership (`src/members.rs`) and the assignment of streams (`src/cluster.rs`).
+/// `[cluster]`: membership (`cluster/src/members.rs`) and the assignment of streams (`cluster/src/placement.rs`, `cluster/src/node.rs`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct ClusterSettings {

@@ -10,12 +10,12 @@
 //! ([`config_dump`]) prints the configuration a node would run with.
 
 pub mod audit;
-pub mod cluster;
+pub use inlet_cluster as cluster;
 pub mod config;
 pub mod config_dump;
 mod http;
 mod https;
-pub mod members;
+pub use inlet_cluster::members;
 pub mod sql;
 mod tables;
 pub mod users;

@@ -1,5 +1,5 @@
 //! A cluster of `inlet serve` processes on one S3 store (moto) and one PostgreSQL, driven by
-//! librdkafka (the `rdkafka` crate) with acks=all and idempotence (`src/cluster.rs`):
+//! librdkafka (the `rdkafka` crate) with acks=all and idempotence (`cluster/src/node.rs`):
 //! - partitions spread over three nodes;
 //! - kill -9 of a node under load: its partitions and its consumer group move, every record
 //!   acknowledged is read back exactly once at the offset it was acknowledged with, and the

@@ -1,4 +1,4 @@
-//! Membership (`src/members.rs`): a second node on one metadata store and one object store is
+//! Membership (`cluster/src/members.rs`): a second node on one metadata store and one object store is
 //! refused with the reason (its id is live elsewhere, or its WAL is on local disk, which a
 //! cluster cannot share); the
 //! same node restarting on its own data directory after a kill -9 starts at once; a crashed

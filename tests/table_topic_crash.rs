@@ -1,5 +1,5 @@
 //! The crash matrix (docs/architecture.md, "Recovery"): a node is aborted at each step of a commit
-//! round in turn, by a fail point (`INLET_FAILPOINT`, see `catalog/src/failpoint.rs`),
+//! round in turn, by a fail point (`INLET_FAILPOINT`, see `common/src/failpoint.rs`),
 //! on the same data directory, with records produced before every crash and after every
 //! restart, to an append table topic (whose records gain a column part way, so rounds around
 //! it evolve the schema) and a partitioned upsert one (40 keys in `bucket(key, 2)`, updated

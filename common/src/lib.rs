@@ -9,6 +9,8 @@
 //! - [`ErrorKind`]: what a caller may do about an error (retry it, report it as the client's
 //!   fault, stop), which every crate's error type answers with `kind()`.
 //! - [`failpoint`]: test hooks that abort the process at a named step (crash tests).
+//! - [`random`]: the one place production code draws random bytes and numbers from
+//!   (`clippy.toml` refuses `rand` elsewhere).
 //! - [`civil`] and [`text`]: date arithmetic and percent-decoding, written once.
 //! - [`access`]: the questions the HTTP APIs ask of whoever authenticates and authorizes
 //!   their requests.
@@ -18,6 +20,7 @@ pub mod civil;
 pub mod clock;
 mod error;
 pub mod failpoint;
+pub mod random;
 pub mod retry;
 pub mod text;
 

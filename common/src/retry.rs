@@ -67,7 +67,7 @@ impl RetryPolicy {
         if spread == 0 {
             return ceiling;
         }
-        half + Duration::from_nanos(rand::random_range(0..=spread))
+        half + Duration::from_nanos(crate::random::in_range(0..=spread))
     }
 }
 

@@ -3,7 +3,7 @@
 //! (resource name `""`, Kafka's cluster-wide default) or for one node (its node id). They live
 //! in the metadata store (`inlet_broker_configs`), so they survive restarts and reach every
 //! node: a node reads them when it opens, after each change it makes, and, in a cluster, on
-//! every topics poll (`src/cluster.rs`), so a change made through any node holds on every
+//! every topics poll (`cluster/src/node.rs`), so a change made through any node holds on every
 //! node within about a second.
 //!
 //! What may change ([`check_dynamic`]): the settings of [`DYNAMIC_SETTINGS`] (each read where

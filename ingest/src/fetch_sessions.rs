@@ -283,7 +283,7 @@ impl FetchSessions {
         // previous life must not find another client's session under it.
         let mut id = 0;
         while id == 0 || inner.sessions.contains_key(&id) {
-            id = rand::random::<i32>() & i32::MAX;
+            id = (inlet_common::random::u32() & 0x7fff_ffff) as i32;
         }
         inner.bytes += session.bytes;
         inner.sessions.insert(id, session);

@@ -267,27 +267,20 @@ impl Codec {
 /// topic whose `compression.type` names a codec: the records' bytes, the header's fields
 /// (producer id, epoch and sequence, timestamps, record count) and so every offset stay; the
 /// codec bits, the batch length and the CRC change. A batch already in `codec` comes back
-/// as it is. The records decompress within
-/// [`kafka_protocol::compression::max_decompressed_bytes`], which the caller has checked with
-/// [`crate::records::walk`]; the work is CPU-bound, so async callers run it on a blocking
-/// thread.
-pub fn recompress(batch: &Batch, codec: Codec) -> Result<Batch, BatchError> {
-    use kafka_protocol::compression::{self as c, Compressor, Decompressor};
+/// as it is. The records decompress within `limits` (this crate's own decoders, not the
+/// vendored crate's); the work is CPU-bound, so async callers run it on a blocking thread.
+pub fn recompress(
+    batch: &Batch,
+    codec: Codec,
+    limits: crate::records::Limits,
+) -> Result<Batch, BatchError> {
+    use kafka_protocol::compression::{self as c, Compressor};
     let from = Codec::of_attributes(batch.header.attributes)?;
     if from == codec {
         return Ok(batch.clone());
     }
     let fail = |what: &str, e: anyhow::Error| BatchError::Invalid(format!("{what}: {e}"));
-    let mut payload = batch.bytes.slice(HEADER_LEN.min(batch.bytes.len())..);
-    let take = |b: &mut Bytes| -> anyhow::Result<Bytes> { Ok(b.split_off(0)) };
-    let plain = match from {
-        Codec::None => Ok(payload),
-        Codec::Gzip => c::Gzip::decompress(&mut payload, take),
-        Codec::Snappy => c::Snappy::decompress(&mut payload, take),
-        Codec::Lz4 => c::Lz4::decompress(&mut payload, take),
-        Codec::Zstd => c::Zstd::decompress(&mut payload, take),
-    }
-    .map_err(|e| fail("the records do not decompress", e))?;
+    let plain = crate::records::decompressed(batch, limits)?;
     let mut out = BytesMut::with_capacity(HEADER_LEN + plain.len() / 2);
     out.extend_from_slice(&batch.bytes[..HEADER_LEN]);
     let put = |b: &mut BytesMut| -> anyhow::Result<()> {
@@ -404,7 +397,8 @@ pub(crate) mod tests {
             let original = split(&encode(40, from, 7, 10)).expect("parses").remove(0);
             let want = RecordBatchDecoder::decode(&mut original.bytes.clone()).expect("decodes");
             for (_, to) in codecs {
-                let b = recompress(&original, to).expect("recompresses");
+                let b = recompress(&original, to, crate::records::Limits::default())
+                    .expect("recompresses");
                 let again = split(&b.bytes).expect("the result parses").remove(0);
                 assert_eq!(again.header, b.header, "{from:?} -> {to:?}");
                 assert_eq!(again.header.attributes & 0x7, to as i16);
@@ -477,6 +471,9 @@ pub(crate) mod tests {
     }
 
     #[test]
+    /// The vendored `kafka-protocol` patch (`vendor/kafka-protocol/INLET-PATCH.md`) bounds
+    /// its own decoders' output: this test is what fails when the `[patch]` is dropped for an
+    /// upstream release without such a bound. Nothing of Inlet's reads the patch's bound.
     fn decompression_is_bounded() {
         use kafka_protocol::compression::MAX_DECOMPRESSED_BYTES;
         use kafka_protocol::records::RecordBatchDecoder;
@@ -698,7 +695,7 @@ pub fn retain(
     if codec == Codec::None || kept == 0 {
         return Ok(Some(plain.bytes));
     }
-    Ok(Some(recompress(&plain, codec)?.bytes))
+    Ok(Some(recompress(&plain, codec, limits)?.bytes))
 }
 
 /// Kafka's zigzag varint.

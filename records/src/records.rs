@@ -18,6 +18,11 @@ use std::io::{self, BufRead, BufReader, Read};
 
 use crate::batch::{Batch, BatchError, HEADER_LEN};
 
+/// The default bound on what one batch may decompress to (`inlet.batch.max.decompressed.bytes`
+/// sets the node's). Ours, passed in: the vendored `kafka-protocol` patch has a bound of its
+/// own for its decoders, which this crate does not read.
+pub const DEFAULT_MAX_DECOMPRESSED_BYTES: usize = 64 << 20;
+
 /// What a walk may consume.
 #[derive(Debug, Clone, Copy)]
 pub struct Limits {
@@ -32,10 +37,50 @@ pub struct Limits {
 impl Default for Limits {
     fn default() -> Self {
         Limits {
-            max_decompressed_bytes: kafka_protocol::compression::max_decompressed_bytes(),
+            max_decompressed_bytes: DEFAULT_MAX_DECOMPRESSED_BYTES,
             compacted: false,
         }
     }
+}
+
+/// A reader of `payload`'s records decompressed with the codec of `codec` (1 to 4).
+fn decoder<'a>(
+    codec: i16,
+    payload: &'a [u8],
+    limits: Limits,
+) -> Result<Box<dyn Read + 'a>, BatchError> {
+    Ok(match codec {
+        1 => Box::new(flate2::read::GzDecoder::new(payload)),
+        2 => Box::new(Snappy::new(payload, limits.max_decompressed_bytes)),
+        3 => Box::new(
+            lz4::Decoder::new(payload)
+                .map_err(|e| invalid(format!("the lz4 payload does not decompress: {e}")))?,
+        ),
+        4 => Box::new(
+            zstd::stream::read::Decoder::with_buffer(payload)
+                .map_err(|e| invalid(format!("the zstd payload does not decompress: {e}")))?,
+        ),
+        other => return Err(invalid(format!("unknown compression codec {other}"))),
+    })
+}
+
+/// The batch's records section, decompressed, within `limits.max_decompressed_bytes`.
+pub fn decompressed(batch: &Batch, limits: Limits) -> Result<bytes::Bytes, BatchError> {
+    let payload = batch.bytes.slice(HEADER_LEN.min(batch.bytes.len())..);
+    let codec = batch.header.attributes & 0x7;
+    if codec == 0 {
+        return Ok(payload);
+    }
+    let limit = limits.max_decompressed_bytes;
+    let mut out = Vec::new();
+    decoder(codec, &payload, limits)?
+        .take(limit as u64 + 1)
+        .read_to_end(&mut out)
+        .map_err(|e| stream_error(e, limit))?;
+    if out.len() > limit {
+        return Err(over_limit(limit));
+    }
+    Ok(out.into())
 }
 
 /// One record, borrowed from the batch or the walk's buffer.
@@ -71,19 +116,7 @@ pub fn walk(
     if codec == 0 {
         return walk_slice(payload, count, &mut deltas, &mut visit);
     }
-    let reader: Box<dyn Read + '_> = match codec {
-        1 => Box::new(flate2::read::GzDecoder::new(payload)),
-        2 => Box::new(Snappy::new(payload, limits.max_decompressed_bytes)),
-        3 => Box::new(
-            lz4::Decoder::new(payload)
-                .map_err(|e| invalid(format!("the lz4 payload does not decompress: {e}")))?,
-        ),
-        4 => Box::new(
-            zstd::stream::read::Decoder::with_buffer(payload)
-                .map_err(|e| invalid(format!("the zstd payload does not decompress: {e}")))?,
-        ),
-        other => return Err(invalid(format!("unknown compression codec {other}"))),
-    };
+    let reader = decoder(codec, payload, limits)?;
     let limit = limits.max_decompressed_bytes;
     let mut input = BufReader::with_capacity(16 << 10, reader.take(limit as u64 + 1));
     let mut scratch = Vec::new();

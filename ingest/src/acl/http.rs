@@ -148,7 +148,7 @@ pub(crate) async fn token_key(broker: &Broker) -> Result<&[u8], String> {
     broker
         .token_key
         .get_or_try_init(|| async {
-            let fresh: [u8; 32] = rand::random();
+            let fresh: [u8; 32] = inlet_common::random::bytes();
             let read = async {
                 sqlx::query(
                     "INSERT INTO inlet_cluster (name, value) VALUES ('token_signing_key', $1)

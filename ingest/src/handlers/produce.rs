@@ -307,7 +307,7 @@ impl Broker {
             .get("compression.type")
             .and_then(batch::Codec::of_topic_config)
         {
-            batch = recompressed(batch, codec).await?;
+            batch = recompressed(batch, codec, self.record_limits()).await?;
         }
         let append = self
             .submit_batch(
@@ -582,11 +582,11 @@ impl Broker {
 
 /// `b` in `codec`, as a topic with that `compression.type` stores its batches (Kafka's
 /// broker recompresses the same way); on a blocking thread when there is work to do.
-async fn recompressed(b: Batch, codec: batch::Codec) -> Result<Batch> {
+async fn recompressed(b: Batch, codec: batch::Codec, limits: Limits) -> Result<Batch> {
     if b.header.attributes & 0x7 == codec as i16 {
         return Ok(b);
     }
-    tokio::task::spawn_blocking(move || batch::recompress(&b, codec))
+    tokio::task::spawn_blocking(move || batch::recompress(&b, codec, limits))
         .await
         .map_err(|e| {
             KafkaError::new(

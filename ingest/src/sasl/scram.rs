@@ -117,7 +117,7 @@ impl Credential {
 
     /// The credential of a password with a fresh random salt.
     pub fn from_password(mechanism: Mechanism, password: &str, iterations: i32) -> Self {
-        let salt: [u8; 16] = rand::random();
+        let salt: [u8; 16] = inlet_common::random::bytes();
         let salted = mechanism.salted_password(password.as_bytes(), &salt, iterations);
         Credential::from_salted(mechanism, &salt, iterations, &salted)
     }
@@ -233,7 +233,7 @@ impl ServerExchange {
         if credential.mechanism != mechanism {
             return Err(format!("authentication failed for user {user:?}"));
         }
-        let server_nonce: [u8; 18] = rand::random();
+        let server_nonce: [u8; 18] = inlet_common::random::bytes();
         let nonce = format!("{client_nonce}{}", b64(&server_nonce));
         let server_first = format!(
             "r={nonce},s={},i={}",
@@ -319,7 +319,7 @@ const CLIENT_MAX_ITERATIONS: i32 = 4 * MAX_ITERATIONS;
 impl ClientExchange {
     /// Starts an exchange for `user`; returns it and client-first.
     pub fn start(mechanism: Mechanism, user: &str, password: &str) -> (ClientExchange, Vec<u8>) {
-        let nonce: [u8; 18] = rand::random();
+        let nonce: [u8; 18] = inlet_common::random::bytes();
         let client_nonce = b64(&nonce);
         let name = user.replace('=', "=3D").replace(',', "=2C");
         let client_first_bare = format!("n={name},r={client_nonce}");

@@ -4,7 +4,7 @@
 //!
 //! Nodes whose WAL is in the object store (`[storage] wal = "object"`, the default with a
 //! PostgreSQL metadata store) form a cluster: they share the streams, each owning some
-//! (`crate::cluster`). A node refuses to start, with a message that says why, while another
+//! (`crate::node`). A node refuses to start, with a message that says why, while another
 //! node's lease is live on its metadata store and:
 //! - it has the same `--node-id` from another data directory: "node id N is live";
 //! - either of the two keeps its WAL on local disk: what such a node acknowledged lives on its

@@ -18,7 +18,7 @@
 //!    `log.cleaner.dedupe.buffer.size`; a partition with more keys is compacted a part at a
 //!    time (the range stops where the map filled).
 //! 4. **The rewrite**: each batch keeps only its records that are their key's latest, minus
-//!    tombstones past `delete.retention.ms` (`inlet_records::batch::retain`): offsets never
+//!    tombstones past `delete.retention.ms` (`inlet_records::rewrite::retain`): offsets never
 //!    change, a batch left empty still spans its offsets, so Fetch skips the removed offsets
 //!    as Kafka's does. The storage swaps the ranges for one new object per
 //!    `inlet.log.cleaner.rewrite.max.bytes`, atomically and fenced by this node's ownership
@@ -524,7 +524,7 @@ fn rewrite_payload(
         let base = b.base_offset().max(0) as u64;
         let dropped = is_aborted(aborted, b);
         let mut gone = 0u64;
-        let kept = batch::retain(b, limits, |r| {
+        let kept = inlet_records::rewrite::retain(b, limits, |r| {
             let k = !dropped && keep(base + r.index as u64, r.key, r.value);
             if !k {
                 gone += 1;

@@ -3,7 +3,9 @@
 //! - [`batch`]: splitting a record set into batches and checking each header and CRC without
 //!   decoding records; rewriting the base offset and `LogAppendTime`.
 //! - [`records`]: the records inside a batch, walked one at a time as Kafka's `LogValidator`
-//!   reads them, decompressing as a stream within a byte bound.
+//!   reads them, decompressing as a stream within a byte bound; a control batch's marker.
+//! - [`rewrite`]: batches rewritten record by record: recompressed for a topic's codec,
+//!   compacted by the log cleaner.
 //!
 //! Both the Kafka endpoint (`inlet-ingest`: produce-time validation, ListOffsets by time) and
 //! the table workers (`inlet-table-worker`: reading stored batches into conversion jobs) read
@@ -13,3 +15,4 @@
 
 pub mod batch;
 pub mod records;
+pub mod rewrite;

@@ -16,7 +16,9 @@
 
 use std::io::{self, BufRead, BufReader, Read};
 
-use crate::batch::{Batch, BatchError, HEADER_LEN};
+use bytes::Bytes;
+
+use crate::batch::{stored_header, Batch, BatchError, Marker, HEADER_LEN};
 
 /// The default bound on what one batch may decompress to (`inlet.batch.max.decompressed.bytes`
 /// sets the node's). Ours, passed in: the vendored `kafka-protocol` patch has a bound of its
@@ -81,6 +83,38 @@ pub fn decompressed(batch: &Batch, limits: Limits) -> Result<bytes::Bytes, Batch
         return Err(over_limit(limit));
     }
     Ok(out.into())
+}
+
+/// The marker a control batch carries (its first record's key), or `None` for a batch that
+/// is not a control batch or whose key is not a transaction marker's.
+pub fn marker(batch: &Batch) -> Option<Marker> {
+    if !batch.header.is_control() {
+        return None;
+    }
+    let mut key = None;
+    walk(batch, Limits::default(), |r| {
+        if key.is_none() {
+            key = r.key.map(<[u8]>::to_vec);
+        }
+    })
+    .ok()?;
+    match key?.as_slice() {
+        [_, _, 0, 0] => Some(Marker::Abort),
+        [_, _, 0, 1] => Some(Marker::Commit),
+        _ => None,
+    }
+}
+
+/// [`marker`] of a stored batch's bytes.
+pub fn stored_marker(b: &Bytes) -> Option<Marker> {
+    let header = stored_header(b)?;
+    if !header.is_control() {
+        return None;
+    }
+    marker(&Batch {
+        header,
+        bytes: b.clone(),
+    })
 }
 
 /// One record, borrowed from the batch or the walk's buffer.

@@ -586,7 +586,7 @@ async fn recompressed(b: Batch, codec: batch::Codec, limits: Limits) -> Result<B
     if b.header.attributes & 0x7 == codec as i16 {
         return Ok(b);
     }
-    tokio::task::spawn_blocking(move || batch::recompress(&b, codec, limits))
+    tokio::task::spawn_blocking(move || inlet_records::rewrite::recompress(&b, codec, limits))
         .await
         .map_err(|e| {
             KafkaError::new(

@@ -153,7 +153,7 @@ impl LogTxns {
             self.open.entry(h.producer_id).or_insert(base_offset);
             return;
         }
-        let marker = inlet_records::batch::stored_marker(payload);
+        let marker = inlet_records::records::stored_marker(payload);
         if let Some(first) = self.open.remove(&h.producer_id) {
             if marker == Some(inlet_records::batch::Marker::Abort) {
                 self.aborted.push(Aborted {

@@ -341,8 +341,9 @@ pub(crate) mod tests {
             let original = split(&encode(40, from, 7, 10)).expect("parses").remove(0);
             let want = RecordBatchDecoder::decode(&mut original.bytes.clone()).expect("decodes");
             for (_, to) in codecs {
-                let b = crate::rewrite::recompress(&original, to, crate::records::Limits::default())
-                    .expect("recompresses");
+                let b =
+                    crate::rewrite::recompress(&original, to, crate::records::Limits::default())
+                        .expect("recompresses");
                 let again = split(&b.bytes).expect("the result parses").remove(0);
                 assert_eq!(again.header, b.header, "{from:?} -> {to:?}");
                 assert_eq!(again.header.attributes & 0x7, to as i16);
@@ -552,4 +553,3 @@ mod marker_tests {
         }
     }
 }
-

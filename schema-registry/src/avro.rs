@@ -20,6 +20,7 @@ use std::collections::{HashMap, HashSet};
 
 use apache_avro::schema::{FixedSchema, Name, RecordSchema, Schema};
 
+use crate::avro_spec::{kind, Kind};
 use crate::error::{Error, Result};
 
 /// A parsed Avro schema with its normalized text and the schemas it references.
@@ -402,55 +403,6 @@ fn names<'a>(schema: &'a Schema, refs: &'a [Schema]) -> HashMap<String, &'a Sche
     }
     walk(schema, &mut out);
     out
-}
-
-/// The kind a schema is resolved as: logical types count as their underlying type.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Kind {
-    Null,
-    Boolean,
-    Int,
-    Long,
-    Float,
-    Double,
-    Bytes,
-    String,
-    Array,
-    Map,
-    Union,
-    Record,
-    Enum,
-    Fixed,
-}
-
-/// The kind a schema is read as: logical types count as their underlying type; `None` for a
-/// reference (resolve it first).
-pub(crate) fn kind(s: &Schema) -> Option<Kind> {
-    Some(match s {
-        Schema::Null => Kind::Null,
-        Schema::Boolean => Kind::Boolean,
-        Schema::Int | Schema::Date | Schema::TimeMillis => Kind::Int,
-        Schema::Long
-        | Schema::TimeMicros
-        | Schema::TimestampMillis
-        | Schema::TimestampMicros
-        | Schema::TimestampNanos
-        | Schema::LocalTimestampMillis
-        | Schema::LocalTimestampMicros
-        | Schema::LocalTimestampNanos => Kind::Long,
-        Schema::Float => Kind::Float,
-        Schema::Double => Kind::Double,
-        Schema::Bytes | Schema::BigDecimal => Kind::Bytes,
-        Schema::String | Schema::Uuid => Kind::String,
-        Schema::Array(_) => Kind::Array,
-        Schema::Map(_) => Kind::Map,
-        Schema::Union(_) => Kind::Union,
-        Schema::Record(_) => Kind::Record,
-        Schema::Enum(_) => Kind::Enum,
-        Schema::Fixed(_) | Schema::Duration => Kind::Fixed,
-        Schema::Decimal(d) => return kind(&d.inner),
-        Schema::Ref { .. } => return None,
-    })
 }
 
 struct Checker<'a> {

@@ -23,7 +23,6 @@ use std::collections::HashMap;
 use apache_avro::schema::{Schema, UnionSchema};
 use serde_json::Value;
 
-use crate::avro::{kind, Kind};
 use crate::error::{Error, Result};
 
 /// The field attribute that carries a default through apache-avro's parser unchecked.
@@ -239,7 +238,7 @@ fn valid_default(
             }
             _ => Err(format!("unknown type {}", name.fullname(None))),
         },
-        // The rest by the kind it is read as (`avro::kind`: logical types as their underlying
+        // The rest by the kind it is read as (`kind`: logical types as their underlying
         // type). As Java's parser: any string for the kinds whose JSON form is a string (the
         // specification's code points 0-255 and fixed sizes are not checked by it).
         _ => match kind(schema) {
@@ -258,6 +257,55 @@ fn valid_default(
             _ => Ok(()),
         },
     }
+}
+
+/// The kind a schema is resolved as: logical types count as their underlying type.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Kind {
+    Null,
+    Boolean,
+    Int,
+    Long,
+    Float,
+    Double,
+    Bytes,
+    String,
+    Array,
+    Map,
+    Union,
+    Record,
+    Enum,
+    Fixed,
+}
+
+/// The kind a schema is read as: logical types count as their underlying type; `None` for a
+/// reference (resolve it first).
+pub(crate) fn kind(s: &Schema) -> Option<Kind> {
+    Some(match s {
+        Schema::Null => Kind::Null,
+        Schema::Boolean => Kind::Boolean,
+        Schema::Int | Schema::Date | Schema::TimeMillis => Kind::Int,
+        Schema::Long
+        | Schema::TimeMicros
+        | Schema::TimestampMillis
+        | Schema::TimestampMicros
+        | Schema::TimestampNanos
+        | Schema::LocalTimestampMillis
+        | Schema::LocalTimestampMicros
+        | Schema::LocalTimestampNanos => Kind::Long,
+        Schema::Float => Kind::Float,
+        Schema::Double => Kind::Double,
+        Schema::Bytes | Schema::BigDecimal => Kind::Bytes,
+        Schema::String | Schema::Uuid => Kind::String,
+        Schema::Array(_) => Kind::Array,
+        Schema::Map(_) => Kind::Map,
+        Schema::Union(_) => Kind::Union,
+        Schema::Record(_) => Kind::Record,
+        Schema::Enum(_) => Kind::Enum,
+        Schema::Fixed(_) | Schema::Duration => Kind::Fixed,
+        Schema::Decimal(d) => return kind(&d.inner),
+        Schema::Ref { .. } => return None,
+    })
 }
 
 #[cfg(test)]

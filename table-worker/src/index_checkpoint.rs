@@ -34,8 +34,8 @@ use iceberg::io::{FileIO, FileRead};
 use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
+use crate::live_files::{index_files, read_deleted, read_position_deletes, LiveFiles};
 use crate::pk_index::{KeyIndex, Location};
-use crate::upsert::{index_files, read_deleted, read_position_deletes, LiveFiles};
 
 const MAGIC: &[u8; 8] = b"INLETKI1";
 const END: &[u8; 8] = b"INLETKIE";

@@ -455,7 +455,7 @@ pub(crate) fn tombstone_keys(
             )))
         }
     };
-    let encoded = crate::upsert::encode_keys(&columns, keys.len())?;
+    let encoded = crate::live_files::encode_keys(&columns, keys.len())?;
     Ok(encoded
         .into_iter()
         .enumerate()

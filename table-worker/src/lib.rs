@@ -38,6 +38,7 @@ pub(crate) mod index_checkpoint;
 pub(crate) mod job;
 pub(crate) mod json;
 pub(crate) mod key;
+pub(crate) mod live_files;
 pub(crate) mod memory;
 pub(crate) mod pk_index;
 pub(crate) mod protobuf;

@@ -37,14 +37,14 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use iceberg::spec::{
-    DataContentType, DataFile, FormatVersion, ListType, ManifestFile, ManifestList,
-    ManifestListWriter, ManifestWriterBuilder, MapType, NestedFieldRef, NullOrder, Operation,
-    Schema, Snapshot, SnapshotRef, SnapshotReference, SnapshotRetention, SortDirection, SortField,
-    SortOrder, StructType, Summary, TableMetadata, Transform, Type,
+    DataContentType, FormatVersion, ListType, ManifestFile, ManifestList, ManifestListWriter,
+    ManifestWriterBuilder, MapType, NestedFieldRef, NullOrder, Operation, Schema, Snapshot,
+    SnapshotRef, SnapshotReference, SnapshotRetention, SortDirection, SortField, SortOrder,
+    StructType, Summary, TableMetadata, Transform, Type,
 };
 use iceberg::table::Table;
 use iceberg::{Catalog, NamespaceIdent, TableCreation, TableIdent, TableRequirement, TableUpdate};
-use inlet_catalog::rest::{MetadataPointerStore, RestError, DELETE_AFTER_COMMIT};
+use inlet_catalog::rest::{MetadataPointerStore, DELETE_AFTER_COMMIT};
 use inlet_catalog::CommitTarget;
 use inlet_common::{ErrorKind, RetryPolicy};
 use inlet_table_worker::FileRef;
@@ -76,6 +76,9 @@ pub const PROGRESS_SNAPSHOT_ID: &str = "snapshot-id";
 /// In [`PROGRESS`]: that snapshot's sequence number.
 pub const PROGRESS_SEQUENCE_NUMBER: &str = "sequence-number";
 
+pub use crate::commit_error::CommitError;
+pub use crate::round::{Round, RoundBase};
+
 pub(crate) const MAIN: &str = "main";
 /// Attempts at a round that keeps losing races, each on the table reloaded, with a short
 /// jittered wait between them so two committers that collided do not collide again.
@@ -91,172 +94,6 @@ pub(crate) fn lost_race(e: &CommitError) -> ErrorKind {
         ErrorKind::Conflict => ErrorKind::Conflict,
         _ => ErrorKind::Permanent,
     }
-}
-
-/// Why a commit failed.
-#[derive(Debug, thiserror::Error)]
-pub enum CommitError {
-    #[error("iceberg: {0}")]
-    Iceberg(#[from] iceberg::Error),
-    #[error("catalog: {0}")]
-    Rest(#[source] RestError),
-    /// A step of the commit that could not be done: the message says which.
-    #[error("catalog: {0}")]
-    Catalog(String),
-    /// The table worker failed at a step of compaction: its memory, or writing or reading a
-    /// data or delete file.
-    #[error("{what}: {source}")]
-    Worker {
-        what: String,
-        #[source]
-        source: Box<inlet_table_worker::Error>,
-    },
-    /// Parquet failed while compaction read or wrote files.
-    #[error("{what}: parquet: {source}")]
-    Parquet {
-        what: String,
-        #[source]
-        source: parquet::errors::ParquetError,
-    },
-    /// Arrow failed while compaction filtered deleted rows out.
-    #[error("compaction: arrow: {0}")]
-    Arrow(#[source] arrow::error::ArrowError),
-    /// A coordinator of a newer epoch has committed to the table: this one is stale and
-    /// must stop ([`crate::lease`]).
-    #[error("the table's last round is epoch {theirs}'s, and this coordinator's epoch is {ours}: a newer coordinator took over")]
-    Fenced { ours: i64, theirs: i64 },
-    /// A requirement failed or another commit won: nothing changed; retry on the new base.
-    #[error("commit conflict: {0}")]
-    Conflict(String),
-    #[error("the table kept changing under the commit ({0} attempts)")]
-    Contended(u32),
-    #[error(transparent)]
-    Control(#[from] crate::control::ControlError),
-    /// The round's files do not fit the table's current schema (another engine changed it
-    /// in a way the round's field ids cannot follow, `crate::rebase`): the round must be
-    /// converted again from the table as it is.
-    #[error("the round does not fit the table's schema: {0}")]
-    SchemaConflict(String),
-    /// The table's progress is not where the round starts: another writer committed the
-    /// same records (the table is ahead), or the table was rolled back below Inlet's last
-    /// round (behind). The round must be converted again from the table's progress. (`start`
-    /// is 0 for a partition an [`Round::exact_start`] round does not name.)
-    #[error("the round starts partition {partition} at offset {start}, but the table's progress there is {table}")]
-    NotContinuous {
-        partition: i32,
-        start: u64,
-        table: u64,
-    },
-    /// The table the round was built for is no longer under its name (renamed or dropped;
-    /// another table, or none, has the name now). The round must be converted again from the
-    /// progress of the table that has the name.
-    #[error("the table the round was built for ({expected}) is gone from its name (now {found:?}): renamed or dropped")]
-    TableReplaced {
-        expected: uuid::Uuid,
-        found: Option<uuid::Uuid>,
-    },
-    /// An upsert round's base snapshot is no longer `main`'s: the round must be rebuilt.
-    #[error("the table moved from snapshot {expected:?} to {found:?} under an upsert round; the round must be rebuilt on the new base")]
-    BaseChanged {
-        expected: Option<i64>,
-        found: Option<i64>,
-    },
-}
-
-impl CommitError {
-    /// What the caller may do: retry (`Retryable`, and `Conflict` on the reloaded table),
-    /// stop (`Shutdown`: a newer coordinator took over), or convert the round again from the
-    /// table as it is (`Permanent`: the round itself can never land).
-    pub fn kind(&self) -> ErrorKind {
-        match self {
-            CommitError::Iceberg(e) if e.retryable() => ErrorKind::Retryable,
-            CommitError::Iceberg(_) => ErrorKind::Permanent,
-            CommitError::Rest(e) => e.kind(),
-            CommitError::Catalog(_) | CommitError::Contended(_) => ErrorKind::Retryable,
-            CommitError::Worker { source, .. } => source.kind(),
-            // As every compaction failure: the next run tries again from the table as it is.
-            CommitError::Parquet { .. } | CommitError::Arrow(_) => ErrorKind::Retryable,
-            CommitError::Control(e) => e.kind(),
-            CommitError::Conflict(_) => ErrorKind::Conflict,
-            CommitError::Fenced { .. } => ErrorKind::Shutdown,
-            CommitError::SchemaConflict(_)
-            | CommitError::NotContinuous { .. }
-            | CommitError::TableReplaced { .. }
-            | CommitError::BaseChanged { .. } => ErrorKind::Permanent,
-        }
-    }
-}
-
-/// Which snapshot a round may be committed on.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum RoundBase {
-    /// Whatever `main` is (append-only rounds: appending is right on any base).
-    #[default]
-    Latest,
-    /// Only this snapshot of `main` (None: the table has no snapshot yet).
-    Snapshot(Option<i64>),
-}
-
-impl From<RestError> for CommitError {
-    fn from(e: RestError) -> Self {
-        match e {
-            RestError::CommitFailed(m) => CommitError::Conflict(m),
-            e => CommitError::Rest(e),
-        }
-    }
-}
-
-/// One round to commit.
-#[derive(Debug, Clone)]
-pub struct Round {
-    pub commit_id: String,
-    /// The schema the files were written with (the table's, possibly evolved).
-    pub schema: Schema,
-    pub files: Vec<DataFile>,
-    /// Position delete files (upsert tables): committed with `files` as one row delta.
-    pub delete_files: Vec<DataFile>,
-    /// Which snapshot the round may be committed on.
-    pub base: RoundBase,
-    /// `table.topic.id.columns`: a table created by this round gets them as its sort order,
-    /// and as identifier fields when they are all required columns.
-    pub id_columns: Vec<String>,
-    /// Next offset per partition after this round (all partitions, not only those with files).
-    pub offsets: BTreeMap<i32, u64>,
-    /// The table's watermark after this round (epoch ms), if any partition has one.
-    pub watermark_ms: Option<i64>,
-    /// Each partition's watermark after this round (epoch ms).
-    pub partition_watermarks: BTreeMap<i32, i64>,
-    /// Commit time (epoch ms), from the caller's clock.
-    pub timestamp_ms: i64,
-    /// The partition spec a table created by this round gets (the one its files were written
-    /// with); ignored for an existing table.
-    pub partition_spec: Option<iceberg::spec::UnboundPartitionSpec>,
-    /// The Kafka topic id whose offsets `offsets` are ([`TOPIC_ID`]); None: not recorded.
-    pub topic_id: Option<String>,
-    /// The table's `last-column-id` when the worker that converted the round was registered:
-    /// field ids above it in `schema` are the worker's own ([`crate::rebase`]).
-    pub base_column_id: i32,
-    /// The epoch of the coordinator that built the round ([`EPOCH`]); None: not fenced.
-    pub epoch: Option<i64>,
-    /// Where the round's records start per partition: the progress of the snapshot it was
-    /// built on. The commit is refused unless the table's progress is exactly there
-    /// ([`CommitError::NotContinuous`]); partitions the table has no progress for are not
-    /// checked, nor, unless [`Round::exact_start`], partitions the map does not name (an empty
-    /// map checks nothing).
-    pub start_offsets: BTreeMap<i32, u64>,
-    /// `start_offsets` is the whole progress the round was built on: a partition it does not
-    /// name starts at 0, so the table's progress there must be 0 (or absent) too, and an empty
-    /// map requires a table without progress. Dead-letter rounds set it: their table's
-    /// progress is often empty when they are built, and two rounds built on the same empty
-    /// progress (a deposed coordinator's and its successor's) must not both land. False for
-    /// rounds read back from a `PRE_COMMIT` written before rounds carried it.
-    pub exact_start: bool,
-    /// The table the round was built for: its uuid when the coordinator read its progress.
-    /// The commit is refused ([`CommitError::TableReplaced`]) when the name now holds another
-    /// table or none (the table was renamed or dropped): the round's offsets continue that
-    /// table's progress, not the new one's. None: whatever table has the name (created by
-    /// this round if missing).
-    pub table_uuid: Option<uuid::Uuid>,
 }
 
 /// What a table's current snapshot says about conversion progress.

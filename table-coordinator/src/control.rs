@@ -34,7 +34,7 @@ use iceberg::spec::{
 use inlet_storage::{AppendOptions, StreamId, StreamStore};
 use serde::{Deserialize, Serialize};
 
-use crate::commit::{Round, RoundBase};
+use crate::round::{Round, RoundBase};
 
 /// Control streams are named this, then the topic's name.
 pub(crate) const STREAM_PREFIX: &str = "table-control/";

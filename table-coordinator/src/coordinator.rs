@@ -53,7 +53,7 @@ use std::time::Duration;
 
 use iceberg::TableIdent;
 use inlet_common::Clock;
-use inlet_storage::{StreamId, StreamStore};
+use inlet_storage::StreamStore;
 use inlet_table_worker::TableContext;
 use inlet_table_worker::{PartitionSource, Worker};
 use tokio_util::sync::CancellationToken;
@@ -61,49 +61,10 @@ use tokio_util::sync::CancellationToken;
 use crate::commit::{CommitError, Committed, Committer};
 use crate::control::{ControlStream, PendingRound};
 use crate::lease::{Lease, Leases};
+pub use crate::machine::Expiry;
 use crate::machine::{Action, Machine, Outcome};
 use crate::status::Statuses;
-
-/// A table topic as the coordinator needs it.
-#[derive(Debug, Clone)]
-pub struct TableTopic {
-    /// The key the worker knows the table by (the topic's name).
-    pub name: String,
-    /// The Kafka topic id: rounds record it, and progress another topic id recorded (a
-    /// deleted topic of the same name) is not resumed from.
-    pub topic_id: String,
-    pub ident: TableIdent,
-    /// (partition, stream) of every partition.
-    pub partitions: Vec<(i32, StreamId)>,
-    /// In a cluster, an append-only table's partitions are converted on their owners
-    /// ([`crate::convert`]) and handed over as chunks ([`crate::chunks`]); the coordinator
-    /// converts nothing itself and commits the chunks that continue the table's progress.
-    /// Then this is the chunk table; None: the node's worker converts every partition.
-    pub chunks: Option<crate::chunks::Chunks>,
-    /// How records convert; its `schema` is replaced by the table's.
-    pub ctx: TableContext,
-    pub commit_interval: Duration,
-    /// `table.topic.watermark.idle.ms`: a partition without new records this long stops
-    /// holding the table watermark back. None: off.
-    pub watermark_idle: Option<Duration>,
-    /// Snapshot expiry (`table.topic.expire.snapshot.*`): see [`Expiry`]. None: off.
-    pub expire: Option<Expiry>,
-    /// `table.topic.compaction.interval.ms`: the least time between two compaction runs;
-    /// None: never. See [`crate::compact::default_interval`].
-    pub compaction_interval: Option<Duration>,
-    /// `[tables] compaction_*`: how often and how much compaction works.
-    pub compaction: crate::compact::CompactionTuning,
-    /// `[tables] expire_every_commits`: commits between two expiry runs (when `expire` is on).
-    pub expire_every: u64,
-    /// `[tables] dead_letter_pending_files`: while the dead-letter table refuses commits, its
-    /// files are carried from round to round (in memory and in every `PRE_COMMIT`); at this
-    /// many the table's rounds wait until it takes them. Nothing is lost meanwhile: the records
-    /// stay in the stream.
-    pub dead_letter_pending_files: usize,
-    /// `[tables] orphan_files_*`: how the coordinator sweeps the table's orphan files
-    /// ([`crate::orphans`]); None, or a committer without file listing: never.
-    pub orphans: Option<crate::orphans::OrphanSweep>,
-}
+pub use crate::topic::TableTopic;
 
 /// Tells each partition's stream what the table holds of it: retention may then expire the
 /// stream below `committed` (and nothing above it; see `StreamStore::hold_for_table`). Only
@@ -135,17 +96,6 @@ async fn raise_floors(
 
 /// The default `[tables] dead_letter_pending_files`.
 pub const DEFAULT_DEAD_LETTER_PENDING_FILES: usize = 256;
-
-/// Which snapshots expiry removes, every [`TableTopic::expire_every`] commits.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Expiry {
-    /// `older.than.hours`: snapshots older than this, beyond the newest `retain_last`.
-    pub older_than: Duration,
-    /// `retain.last`: kept whatever their age.
-    pub retain_last: usize,
-    /// `max.count`: at most this many snapshots are kept, whatever their age.
-    pub max_snapshots: usize,
-}
 
 /// `table.topic.expire.snapshot.max.count` when unset: a day of snapshots at the default
 /// 60 s interval, so the 24 h age rule is what applies there; at a 1 s interval, 24 minutes.

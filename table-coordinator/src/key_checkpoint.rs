@@ -36,8 +36,8 @@ use inlet_table_worker::{
 };
 
 use crate::chunks::CheckpointPointer;
-use crate::commit::CommitError;
-use crate::coordinator::TableTopic;
+use crate::commit_error::CommitError;
+use crate::topic::TableTopic;
 
 /// The folder under the table's location that holds its checkpoints.
 const FOLDER: &str = "inlet-key-index";

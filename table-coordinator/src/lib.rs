@@ -32,6 +32,7 @@
 
 pub mod chunks;
 pub mod commit;
+pub(crate) mod commit_error;
 pub mod compact;
 pub mod concat;
 pub(crate) mod control;
@@ -43,9 +44,11 @@ pub mod machine;
 pub(crate) mod manifest_merge;
 pub mod orphans;
 pub(crate) mod rebase;
+pub(crate) mod round;
 /// Fail points live in the catalog crate, whose commit path holds two of them.
 pub use inlet_common::failpoint;
 pub(crate) mod status;
+pub(crate) mod topic;
 pub(crate) mod watermark;
 
 pub use lease::{Lease, Leases, Liveness, DEFAULT_TTL as DEFAULT_LEASE_TTL};

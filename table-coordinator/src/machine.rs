@@ -39,9 +39,9 @@ use std::time::Duration;
 use iceberg::spec::PartitionSpec;
 use inlet_table_worker::JobOutput;
 
-use crate::commit::{CommitError, Round, RoundBase};
+use crate::commit_error::CommitError;
 use crate::control::FileSpec;
-use crate::coordinator::Expiry;
+use crate::round::{Round, RoundBase};
 use crate::watermark::Watermarks;
 
 /// What the machine knows about the table topic, fixed for its life.
@@ -841,6 +841,17 @@ impl Machine {
         self.report_dead_letters();
         self.drop_pending()
     }
+}
+
+/// Which snapshots expiry removes, every `TableTopic::expire_every` commits.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Expiry {
+    /// `older.than.hours`: snapshots older than this, beyond the newest `retain_last`.
+    pub older_than: Duration,
+    /// `retain.last`: kept whatever their age.
+    pub retain_last: usize,
+    /// `max.count`: at most this many snapshots are kept, whatever their age.
+    pub max_snapshots: usize,
 }
 
 #[cfg(test)]

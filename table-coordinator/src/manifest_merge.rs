@@ -27,7 +27,7 @@ use iceberg::spec::{
     ManifestWriterBuilder, SchemaRef, TableMetadata,
 };
 
-use crate::commit::CommitError;
+use crate::commit_error::CommitError;
 
 /// Small manifests of one kind and spec merged once this many exist (Iceberg's default for
 /// `commit.manifest.min-count-to-merge`).

@@ -633,7 +633,7 @@ impl NodeBuilder {
             broker.clone(),
             stop.clone(),
         ));
-        tasks.spawn(inlet_ingest::producer_image::run(
+        tasks.spawn(inlet_ingest::run_producer_snapshots(
             broker.clone(),
             Duration::from_millis(broker.config().producer_snapshot_interval_ms),
             stop.clone(),

@@ -752,6 +752,37 @@ impl BrokerConfig {
     }
 }
 
+/// DescribeConfigs of a topic: here rather than in `topic_config`, since it reads the broker's
+/// defaults (so `topic_config` needs nothing of this module).
+impl TopicConfigs {
+    /// Every known config with its effective value and whether it is a default, for
+    /// DescribeConfigs. `broker_defaults` supplies values that come from the broker.
+    pub fn describe(&self, broker: &BrokerConfig) -> Vec<topic_config::DescribedConfig> {
+        topic_config::DEFS.iter()
+            .map(|d| {
+                let (value, source) = if let Some(v) = self.set.get(d.name) {
+                    (v.clone(), topic_config::ConfigSource::Topic)
+                } else if let Some(v) = broker.topic_defaults.get(d.name) {
+                    (v.to_string(), topic_config::ConfigSource::Broker)
+                } else {
+                    let v = match d.name {
+                        "retention.ms" => broker.log_retention_ms.to_string(),
+                        "retention.bytes" => broker.log_retention_bytes.to_string(),
+                        "max.message.bytes" => broker.message_max_bytes.to_string(),
+                        _ => d.default.to_string(),
+                    };
+                    (v, topic_config::ConfigSource::Default)
+                };
+                topic_config::DescribedConfig {
+                    name: d.name,
+                    value,
+                    source,
+                }
+            })
+            .collect()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

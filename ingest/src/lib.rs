@@ -54,6 +54,7 @@ pub(crate) mod txn;
 pub(crate) mod validate;
 
 pub use topic_config::{Compaction, TableTopicConfig};
+pub use producers::run_snapshots as run_producer_snapshots;
 pub use topics::Topic;
 pub use validate::{PayloadCheck, RegistryDecoder, Side};
 

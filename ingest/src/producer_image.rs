@@ -18,14 +18,10 @@
 //! is still on its way, and store that retry twice.
 
 use std::collections::{HashMap, VecDeque};
-use std::sync::atomic::Ordering;
-use std::sync::Arc;
-use std::time::Duration;
 
 use base64::Engine;
 use inlet_storage::{MetaStore, ReadBatch, StreamId, StreamStore};
 use sqlx::Row;
-use tokio_util::sync::CancellationToken;
 
 use crate::batch::{self, BatchHeader};
 use crate::error::Result;
@@ -43,7 +39,7 @@ const READ_BYTES: usize = 4 << 20;
 /// The encoding's version byte (1: without transactions; still read).
 const VERSION: u8 = 2;
 /// How often the snapshot task drops the rows of deleted streams, in task rounds.
-const SWEEP_ROUNDS: u64 = 600;
+pub(crate) const SWEEP_ROUNDS: u64 = 600;
 
 /// One producer's remembered batches: (first sequence, last sequence, base offset).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -397,7 +393,7 @@ impl Snapshots {
     }
 
     /// Drops the snapshots of deleted streams.
-    async fn sweep(&self) -> Result<u64> {
+    pub(crate) async fn sweep(&self) -> Result<u64> {
         let done = sqlx::query(
             "DELETE FROM inlet_producer_snapshots WHERE stream_id NOT IN
              (SELECT stream_id FROM inlet_streams WHERE deleted_ms IS NULL)",
@@ -411,7 +407,10 @@ impl Snapshots {
 
 /// Catches up and saves, in one transaction, the images of the partitions `wanted` picks that
 /// this node owns and has produced to.
-async fn save_images(broker: &Broker, wanted: impl Fn(StreamId) -> bool) -> Result<usize> {
+pub(crate) async fn save_images(
+    broker: &Broker,
+    wanted: impl Fn(StreamId) -> bool,
+) -> Result<usize> {
     let expiration = broker.config().producer_id_expiration_ms;
     let now = broker.clock.now_ms();
     let mut guards = Vec::new();
@@ -452,39 +451,6 @@ pub async fn save_now(broker: &Broker, streams: &[StreamId]) {
     let streams: std::collections::HashSet<StreamId> = streams.iter().copied().collect();
     if let Err(e) = save_images(broker, |s| streams.contains(&s)).await {
         tracing::warn!(error = %e, "could not save the producer snapshots before handing over");
-    }
-}
-
-/// Saves snapshots every `every` until `stop`.
-pub async fn run(broker: Arc<Broker>, every: Duration, stop: CancellationToken) {
-    let mut rounds: u64 = 0;
-    loop {
-        tokio::select! {
-            _ = stop.cancelled() => return,
-            _ = tokio::time::sleep(every) => {}
-        }
-        if let Err(e) = save_images(&broker, |_| true).await {
-            tracing::warn!(error = %e, "could not save producer snapshots; trying again");
-        }
-        let (held, forgotten) = crate::producers::enforce_budget(&broker).await;
-        let metrics = broker.metrics();
-        metrics.producer_states.store(held, Ordering::Relaxed);
-        if forgotten > 0 {
-            metrics
-                .producer_states_forgotten
-                .fetch_add(forgotten, Ordering::Relaxed);
-            tracing::info!(
-                forgotten,
-                held,
-                "forgot the longest idle producers' state to stay within inlet.producer.state.max.bytes"
-            );
-        }
-        rounds += 1;
-        if rounds.is_multiple_of(SWEEP_ROUNDS) {
-            if let Err(e) = broker.snapshots.sweep().await {
-                tracing::debug!(error = %e, "could not drop deleted streams' producer snapshots");
-            }
-        }
     }
 }
 

@@ -465,6 +465,46 @@ pub(crate) async fn enforce_budget(broker: &Broker) -> (u64, u64) {
     (held - forgotten, forgotten)
 }
 
+/// Saves the producers' snapshots every `every` until `stop` (`producer_image`), and keeps
+/// their state within `inlet.producer.state.max.bytes` ([`enforce_budget`]).
+pub async fn run_snapshots(
+    broker: Arc<Broker>,
+    every: std::time::Duration,
+    stop: tokio_util::sync::CancellationToken,
+) {
+    let mut rounds: u64 = 0;
+    loop {
+        tokio::select! {
+            _ = stop.cancelled() => return,
+            _ = tokio::time::sleep(every) => {}
+        }
+        if let Err(e) = crate::producer_image::save_images(&broker, |_| true).await {
+            tracing::warn!(error = %e, "could not save producer snapshots; trying again");
+        }
+        let (held, forgotten) = enforce_budget(&broker).await;
+        let metrics = broker.metrics();
+        metrics
+            .producer_states
+            .store(held, std::sync::atomic::Ordering::Relaxed);
+        if forgotten > 0 {
+            metrics
+                .producer_states_forgotten
+                .fetch_add(forgotten, std::sync::atomic::Ordering::Relaxed);
+            tracing::info!(
+                forgotten,
+                held,
+                "forgot the longest idle producers' state to stay within inlet.producer.state.max.bytes"
+            );
+        }
+        rounds += 1;
+        if rounds.is_multiple_of(crate::producer_image::SWEEP_ROUNDS) {
+            if let Err(e) = broker.snapshots.sweep().await {
+                tracing::debug!(error = %e, "could not drop deleted streams' producer snapshots");
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -34,9 +34,9 @@ enum Kind {
 }
 
 /// One known topic config.
-struct Def {
-    name: &'static str,
-    default: &'static str,
+pub(crate) struct Def {
+    pub(crate) name: &'static str,
+    pub(crate) default: &'static str,
     kind: Kind,
     /// Documents what Inlet does with it; every config here is honoured or explicitly a no-op.
     #[allow(dead_code)]
@@ -47,7 +47,7 @@ const LONG: Kind = Kind::Int(-1, i64::MAX);
 const NONNEG: Kind = Kind::Int(0, i64::MAX);
 
 /// Every topic config Inlet knows, in DescribeConfigs order.
-const DEFS: &[Def] = &[
+pub(crate) const DEFS: &[Def] = &[
     Def {
         name: "cleanup.policy",
         default: "delete",
@@ -561,7 +561,7 @@ pub(crate) const DEAD_LETTER_SUFFIX: &str = "_dlq";
 /// A topic's explicitly set configs (canonical names, validated values).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct TopicConfigs {
-    set: BTreeMap<String, String>,
+    pub(crate) set: BTreeMap<String, String>,
 }
 
 impl TopicConfigs {
@@ -675,33 +675,6 @@ impl TopicConfigs {
             .and_then(|v| v.trim().parse().ok())
             .or_else(|| def(name).and_then(|d| d.default.parse().ok()))?;
         u64::try_from(bound).ok()
-    }
-
-    /// Every known config with its effective value and whether it is a default, for
-    /// DescribeConfigs. `broker_defaults` supplies values that come from the broker.
-    pub fn describe(&self, broker: &crate::config::BrokerConfig) -> Vec<DescribedConfig> {
-        DEFS.iter()
-            .map(|d| {
-                let (value, source) = if let Some(v) = self.set.get(d.name) {
-                    (v.clone(), ConfigSource::Topic)
-                } else if let Some(v) = broker.topic_defaults.get(d.name) {
-                    (v.to_string(), ConfigSource::Broker)
-                } else {
-                    let v = match d.name {
-                        "retention.ms" => broker.log_retention_ms.to_string(),
-                        "retention.bytes" => broker.log_retention_bytes.to_string(),
-                        "max.message.bytes" => broker.message_max_bytes.to_string(),
-                        _ => d.default.to_string(),
-                    };
-                    (v, ConfigSource::Default)
-                };
-                DescribedConfig {
-                    name: d.name,
-                    value,
-                    source,
-                }
-            })
-            .collect()
     }
 }
 

@@ -23,6 +23,7 @@
 mod cache;
 pub(crate) mod config;
 pub(crate) mod error;
+mod inner;
 pub(crate) mod maintenance;
 pub(crate) mod meta;
 pub mod objects;

@@ -29,9 +29,9 @@ use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 
 use crate::error::{Error, Result};
+use crate::inner::Inner;
 use crate::meta::{NewObject, ObjectKind, ObjectState, RangeRow};
 use crate::objects::format::{self, ObjectBuilder, ObjectEntry};
-use crate::store::Inner;
 use crate::stream::{RangeRef, StreamShared};
 
 /// About how much a rewrite reads at a time (whole blocks; a block larger than this is read

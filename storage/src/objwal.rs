@@ -40,9 +40,9 @@ use tokio_util::sync::CancellationToken;
 
 use crate::cache::CleanUnit;
 use crate::error::{Error, Result};
+use crate::inner::{AppendRequest, Inner};
 use crate::meta::{NewObject, ObjectKind, ObjectState};
 use crate::objects::format::{BuiltObject, ObjectBuilder, ObjectEntry};
-use crate::store::{AppendRequest, Inner};
 use crate::stream::{CachedEntry, RangeRef};
 
 /// One append placed in a group: its offsets are fixed, its entry is what the object holds.
@@ -264,7 +264,7 @@ fn place(requests: Vec<AppendRequest>) -> Option<Group> {
         group.epochs.entry(stream_id).or_insert(epoch);
         let payload = if request.write_base_offset {
             let mut copy = BytesMut::from(&request.payload[..]);
-            crate::store::stamp(&mut copy, base, request.write_epoch.then_some(epoch));
+            crate::inner::stamp(&mut copy, base, request.write_epoch.then_some(epoch));
             copy.freeze()
         } else {
             request.payload.clone()

@@ -11,8 +11,9 @@ use bytes::Bytes;
 
 use crate::cache::Cached;
 use crate::error::{Error, Result};
+use crate::inner::Inner;
 use crate::objects::format::{self, BlockIndex};
-use crate::store::{Inner, ReadBatch};
+use crate::store::ReadBatch;
 use crate::stream::RangeRef;
 
 const INDEX_POSITION: u64 = u64::MAX;

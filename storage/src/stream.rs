@@ -22,6 +22,9 @@ use tokio::sync::watch;
 
 use crate::meta::{ObjectKind, RangeRow};
 
+/// A stream's id in the metadata store.
+pub type StreamId = u64;
+
 /// An appended batch, as the log cache holds it.
 #[derive(Debug, Clone)]
 pub(crate) struct CachedEntry {

@@ -17,9 +17,9 @@ use tokio_util::sync::CancellationToken;
 
 use crate::cache::CleanUnit;
 use crate::error::{Error, Result};
+use crate::inner::Inner;
 use crate::meta::{NewObject, ObjectKind, RangeRow};
 use crate::objects::format::{ObjectBuilder, ObjectEntry};
-use crate::store::Inner;
 use crate::stream::{RangeRef, StreamShared};
 
 /// What one upload round did.
@@ -271,7 +271,7 @@ pub(crate) async fn run_uploader(inner: Arc<Inner>, cancel: CancellationToken) {
                     let since_ms = streak
                         .as_ref()
                         .map_or_else(|| inner.clock.now_ms(), |f| f.since_ms);
-                    *streak = Some(crate::store::UploadFailure {
+                    *streak = Some(crate::inner::UploadFailure {
                         since_ms,
                         error: e.to_string(),
                         retryable: e.is_retryable(),

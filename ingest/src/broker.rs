@@ -11,8 +11,7 @@ use kafka_protocol::protocol::StrBytes;
 use sqlx::Row;
 use tokio_util::sync::CancellationToken;
 
-use crate::acl::enforce::Check;
-use crate::acl::Session;
+use crate::acl::{Check, Session};
 use crate::codec::Request;
 use crate::config::BrokerConfig;
 use crate::error::{KafkaError, Result};
@@ -27,27 +26,7 @@ use crate::validate::PayloadCheck;
 const MIGRATIONS: &[&str] =
     &["CREATE TABLE inlet_cluster (name VARCHAR(64) PRIMARY KEY, value TEXT NOT NULL)"];
 
-/// A node of the cluster as Kafka clients are told of it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct BrokerAddr {
-    pub node_id: i32,
-    /// The address of its first listener (the one nodes call each other on).
-    pub host: String,
-    pub port: u16,
-    /// The address of each of its listeners, by name; empty when it has one.
-    pub listeners: Vec<crate::config::ListenerSpec>,
-}
-
-impl BrokerAddr {
-    /// Its address on listener `name`: that listener's, or the first's when it has no such.
-    pub fn on(&self, name: &str) -> (&str, u16) {
-        self.listeners
-            .iter()
-            .find(|l| l.name == name)
-            .map(|l| (l.host.as_str(), l.port))
-            .unwrap_or((self.host.as_str(), self.port))
-    }
-}
+pub use crate::config::BrokerAddr;
 
 /// Who does what in a cluster, as the node that runs the broker sees it: the live nodes,
 /// which node leads each partition's stream, and which coordinates each group. A single node

@@ -209,7 +209,7 @@ macro_rules! broker_settings {
                     topic_defaults: TopicConfigs::default(),
                     authorizer_class_name: String::new(),
                     super_users: Vec::new(),
-                    sasl_enabled_mechanisms: crate::sasl::DEFAULT_MECHANISMS.iter().map(|m| m.to_string()).collect(),
+                    sasl_enabled_mechanisms: DEFAULT_MECHANISMS.iter().map(|m| m.to_string()).collect(),
                     listeners: Vec::new(),
                     advertised_listeners: Vec::new(),
                     listener_protocols: BTreeMap::new(),
@@ -330,6 +330,35 @@ pub struct ListenerSpec {
     /// Empty: every interface (when binding).
     pub host: String,
     pub port: u16,
+}
+
+/// The mechanisms Inlet offers, in `sasl.enabled.mechanisms`' spelling.
+pub const MECHANISMS: &[&str] = &["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER"];
+
+/// The mechanisms SASL listeners offer unless `sasl.enabled.mechanisms` says otherwise
+/// (OAUTHBEARER is turned on by naming it, with its `sasl.oauthbearer.*` configs).
+pub const DEFAULT_MECHANISMS: &[&str] = &["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"];
+
+/// A node of the cluster as Kafka clients are told of it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BrokerAddr {
+    pub node_id: i32,
+    /// The address of its first listener (the one nodes call each other on).
+    pub host: String,
+    pub port: u16,
+    /// The address of each of its listeners, by name; empty when it has one.
+    pub listeners: Vec<ListenerSpec>,
+}
+
+impl BrokerAddr {
+    /// Its address on listener `name`: that listener's, or the first's when it has no such.
+    pub fn on(&self, name: &str) -> (&str, u16) {
+        self.listeners
+            .iter()
+            .find(|l| l.name == name)
+            .map(|l| (l.host.as_str(), l.port))
+            .unwrap_or((self.host.as_str(), self.port))
+    }
 }
 
 /// Kafka's TLS configs that Inlet reads (`crate::tls::TlsSettings`).
@@ -543,11 +572,11 @@ impl BrokerConfig {
                     .collect();
                 if let Some(m) = mechanisms
                     .iter()
-                    .find(|m| !crate::sasl::MECHANISMS.contains(&m.as_str()))
+                    .find(|m| !MECHANISMS.contains(&m.as_str()))
                 {
                     return Err(bad(&format!(
                         "{m} is not offered; Inlet offers {}",
-                        crate::sasl::MECHANISMS.join(", ")
+                        MECHANISMS.join(", ")
                     )));
                 }
                 self.sasl_enabled_mechanisms = mechanisms;
@@ -758,7 +787,8 @@ impl TopicConfigs {
     /// Every known config with its effective value and whether it is a default, for
     /// DescribeConfigs. `broker_defaults` supplies values that come from the broker.
     pub fn describe(&self, broker: &BrokerConfig) -> Vec<topic_config::DescribedConfig> {
-        topic_config::DEFS.iter()
+        topic_config::DEFS
+            .iter()
             .map(|d| {
                 let (value, source) = if let Some(v) = self.set.get(d.name) {
                     (v.clone(), topic_config::ConfigSource::Topic)

@@ -30,8 +30,7 @@ use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 
-use crate::broker::BrokerAddr;
-use crate::config::BrokerConfig;
+use crate::config::{BrokerAddr, BrokerConfig};
 use crate::sasl::scram::{ClientExchange, Mechanism};
 use crate::tls::TlsSettings;
 

@@ -43,6 +43,7 @@ mod handlers;
 pub mod inter_broker;
 pub(crate) mod metrics;
 pub mod producer_image;
+pub(crate) mod producer_tasks;
 pub(crate) mod producers;
 pub(crate) mod quota;
 pub mod sasl;
@@ -53,8 +54,8 @@ pub(crate) mod topics;
 pub(crate) mod txn;
 pub(crate) mod validate;
 
+pub use producer_tasks::run_snapshots as run_producer_snapshots;
 pub use topic_config::{Compaction, TableTopicConfig};
-pub use producers::run_snapshots as run_producer_snapshots;
 pub use topics::Topic;
 pub use validate::{PayloadCheck, RegistryDecoder, Side};
 

@@ -16,11 +16,8 @@
 
 use kafka_protocol::messages::*;
 
-use super::{Operation, ResourceType, Session};
+use super::{Check, Operation, ResourceType, Session, CLUSTER};
 use crate::broker::{str, Broker};
-
-/// The cluster resource's name in ACLs.
-pub(crate) const CLUSTER: &str = "kafka-cluster";
 
 // Kafka's error codes of the answers here.
 /// TOPIC_AUTHORIZATION_FAILED.
@@ -35,16 +32,6 @@ const TXN_DENIED: i16 = 53;
 const NOT_ATTEMPTED: i16 = 55;
 /// UNKNOWN_TOPIC_OR_PARTITION.
 const UNKNOWN_TOPIC: i16 = 3;
-
-/// What becomes of a request after its check.
-pub(crate) enum Check<'a> {
-    /// Answer this; the request is not handled.
-    Refuse(Box<ResponseKind>),
-    /// Handle the (possibly narrowed) request, then pass its response through this.
-    Then(Box<dyn FnOnce(&mut ResponseKind) + Send + 'a>),
-    /// Handle the request as it is.
-    Pass,
-}
 
 fn then<'a>(patch: impl FnOnce(&mut ResponseKind) + Send + 'a) -> Check<'a> {
     Check::Then(Box::new(patch))

@@ -332,7 +332,7 @@ impl HttpAccess for NodeAccess {
                     &session,
                     Operation::Create,
                     ResourceType::Cluster,
-                    super::enforce::CLUSTER,
+                    super::CLUSTER,
                 ) || on_topic(Operation::Create)
             }
         }
@@ -343,7 +343,7 @@ impl HttpAccess for NodeAccess {
             &Self::session(principal, peer),
             Operation::Alter,
             ResourceType::Cluster,
-            super::enforce::CLUSTER,
+            super::CLUSTER,
         )
     }
 }

@@ -31,7 +31,21 @@ pub(crate) mod store;
 use std::collections::HashMap;
 use std::sync::Arc;
 
+use kafka_protocol::messages::ResponseKind;
 use parking_lot::RwLock;
+
+/// The cluster resource's name in ACLs.
+pub(crate) const CLUSTER: &str = "kafka-cluster";
+
+/// What becomes of a request after its check.
+pub(crate) enum Check<'a> {
+    /// Answer this; the request is not handled.
+    Refuse(Box<ResponseKind>),
+    /// Handle the (possibly narrowed) request, then pass its response through this.
+    Then(Box<dyn FnOnce(&mut ResponseKind) + Send + 'a>),
+    /// Handle the request as it is.
+    Pass,
+}
 
 /// Kafka's `ResourceType` codes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]

@@ -103,7 +103,7 @@ impl Access for RegistryAccess {
         let name = match (resource, subject) {
             (ResourceType::Topic, Some(s)) => subject_topic(s),
             (ResourceType::Topic, None) => return false,
-            _ => super::enforce::CLUSTER,
+            _ => super::CLUSTER,
         };
         let session = Session {
             principal: principal.to_owned(),

@@ -2,10 +2,12 @@
 
 mod admin;
 mod cluster;
+mod configs;
 mod describe;
 mod fetch;
 mod groups;
 mod produce;
+mod scram;
 mod txn;
 
 pub(crate) use fetch::MaxSeen;

@@ -24,12 +24,7 @@ use kafka_protocol::ResponseError;
 use crate::broker::{str, Broker};
 use scram::{Mechanism, ServerExchange};
 
-/// The mechanisms Inlet offers, in `sasl.enabled.mechanisms`' spelling.
-pub const MECHANISMS: &[&str] = &["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER"];
-
-/// The mechanisms SASL listeners offer unless `sasl.enabled.mechanisms` says otherwise
-/// (OAUTHBEARER is turned on by naming it, with its `sasl.oauthbearer.*` configs).
-pub const DEFAULT_MECHANISMS: &[&str] = &["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"];
+pub use crate::config::{DEFAULT_MECHANISMS, MECHANISMS};
 
 /// Where a connection's authentication stands.
 #[derive(Debug)]

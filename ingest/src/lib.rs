@@ -53,6 +53,7 @@ pub(crate) mod topic_config;
 pub(crate) mod topics;
 pub(crate) mod txn;
 pub(crate) mod validate;
+pub(crate) mod versioned;
 
 pub use producer_tasks::run_snapshots as run_producer_snapshots;
 pub use topic_config::{Compaction, TableTopicConfig};

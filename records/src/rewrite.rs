@@ -46,20 +46,13 @@ pub fn recompress(
             c::Zstd::compress(&mut out, put).map_err(|e| fail("zstd compression failed", e))?
         }
     }
-    let length = i32::try_from(out.len() - LOG_OVERHEAD).map_err(|_| {
-        BatchError::Invalid("the recompressed batch is larger than a batch may be".into())
-    })?;
-    out[8..12].copy_from_slice(&length.to_be_bytes());
     let attributes = (batch.header.attributes & !0x7) | codec as i16;
-    out[21..23].copy_from_slice(&attributes.to_be_bytes());
-    let crc = crc32c::crc32c(&out[CRC_START..]);
-    out[17..21].copy_from_slice(&crc.to_be_bytes());
     Ok(Batch {
         header: BatchHeader {
             attributes,
             ..batch.header
         },
-        bytes: out.freeze(),
+        bytes: reframe(out, attributes, None)?,
     })
 }
 
@@ -98,26 +91,39 @@ pub fn retain(
     let mut out = BytesMut::with_capacity(HEADER_LEN + records.len());
     out.extend_from_slice(&batch.bytes[..HEADER_LEN]);
     out.extend_from_slice(&records);
-    let length = i32::try_from(out.len() - LOG_OVERHEAD)
-        .map_err(|_| BatchError::Invalid("a batch larger than a batch may be".into()))?;
-    out[8..12].copy_from_slice(&length.to_be_bytes());
     let attributes = batch.header.attributes & !0x7;
-    out[21..23].copy_from_slice(&attributes.to_be_bytes());
-    out[57..61].copy_from_slice(&kept.to_be_bytes());
-    let crc = crc32c::crc32c(&out[CRC_START..]);
-    out[17..21].copy_from_slice(&crc.to_be_bytes());
     let plain = Batch {
         header: BatchHeader {
             attributes,
             record_count: kept,
             ..batch.header
         },
-        bytes: out.freeze(),
+        bytes: reframe(out, attributes, Some(kept))?,
     };
     if codec == Codec::None || kept == 0 {
         return Ok(Some(plain.bytes));
     }
     Ok(Some(recompress(&plain, codec, limits)?.bytes))
+}
+
+/// A rewritten batch's header made true to its new records section: the length, the
+/// attributes (its codec), the record count when it changed, and the CRC over it all.
+fn reframe(
+    mut out: BytesMut,
+    attributes: i16,
+    record_count: Option<i32>,
+) -> Result<Bytes, BatchError> {
+    let length = i32::try_from(out.len() - LOG_OVERHEAD).map_err(|_| {
+        BatchError::Invalid("the rewritten batch is larger than a batch may be".into())
+    })?;
+    out[8..12].copy_from_slice(&length.to_be_bytes());
+    out[21..23].copy_from_slice(&attributes.to_be_bytes());
+    if let Some(count) = record_count {
+        out[57..61].copy_from_slice(&count.to_be_bytes());
+    }
+    let crc = crc32c::crc32c(&out[CRC_START..]);
+    out[17..21].copy_from_slice(&crc.to_be_bytes());
+    Ok(out.freeze())
 }
 
 /// Kafka's zigzag varint.

@@ -797,16 +797,7 @@ impl Broker {
                                 alter_client_quotas_response::EntryData::default()
                                     .with_error_code(CLUSTER_DENIED)
                                     .with_error_message(message(CLUSTER_DENIED))
-                                    .with_entity(
-                                        e.entity
-                                            .iter()
-                                            .map(|p| {
-                                                alter_client_quotas_response::EntityData::default()
-                                                    .with_entity_type(p.entity_type.clone())
-                                                    .with_entity_name(p.entity_name.clone())
-                                            })
-                                            .collect(),
-                                    )
+                                    .with_entity(crate::quota::admin::echo(&e.entity))
                             })
                             .collect(),
                     ),

@@ -26,27 +26,18 @@ fn err(e: sqlx::Error) -> crate::error::KafkaError {
     inlet_storage::Error::from(e).into()
 }
 
+/// The table of the bindings' version.
+const VERSION: &str = "inlet_acl_version";
+
 /// The version of the stored bindings.
 pub(crate) async fn version(meta: &MetaStore) -> Result<i64> {
-    inlet_storage::bounded(async {
-        let row = sqlx::query("SELECT version FROM inlet_acl_version WHERE id = 1")
-            .fetch_one(meta.pool())
-            .await?;
-        Ok(row.try_get::<i64, _>(0)?)
-    })
-    .await
-    .map_err(Into::into)
+    crate::versioned::version(meta, VERSION).await
 }
 
 /// Every stored binding, with the version they are at.
 pub(crate) async fn load(meta: &MetaStore) -> Result<Bindings> {
     let mut tx = meta.pool().begin().await.map_err(err)?;
-    let version: i64 = sqlx::query("SELECT version FROM inlet_acl_version WHERE id = 1")
-        .fetch_one(&mut *tx)
-        .await
-        .map_err(err)?
-        .try_get(0)
-        .map_err(err)?;
+    let version = crate::versioned::version_in(&mut tx, VERSION).await?;
     let rows = sqlx::query(
         "SELECT resource_type, resource_name, pattern_type, principal, host, operation, permission
          FROM inlet_acls",
@@ -160,9 +151,5 @@ fn bind<'q>(
 }
 
 async fn bump(tx: &mut sqlx::Transaction<'_, sqlx::Any>) -> Result<()> {
-    sqlx::query("UPDATE inlet_acl_version SET version = version + 1 WHERE id = 1")
-        .execute(&mut **tx)
-        .await
-        .map_err(err)?;
-    Ok(())
+    crate::versioned::bump(tx, VERSION).await
 }

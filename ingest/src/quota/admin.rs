@@ -108,6 +108,20 @@ fn passes(part: &Part, c: &describe_client_quotas_request::ComponentData) -> boo
     }
 }
 
+/// An AlterClientQuotas entry's entity, as its answer names it.
+pub(crate) fn echo(
+    entity: &[alter_client_quotas_request::EntityData],
+) -> Vec<alter_client_quotas_response::EntityData> {
+    entity
+        .iter()
+        .map(|p| {
+            alter_client_quotas_response::EntityData::default()
+                .with_entity_type(p.entity_type.clone())
+                .with_entity_name(p.entity_name.clone())
+        })
+        .collect()
+}
+
 impl Broker {
     /// Reads the quotas again if their version in the metadata store moved.
     pub async fn reload_quotas(&self) -> crate::error::Result<()> {
@@ -252,16 +266,7 @@ impl Broker {
                 alter_client_quotas_response::EntryData::default()
                     .with_error_code(code)
                     .with_error_message(message.map(str))
-                    .with_entity(
-                        e.entity
-                            .iter()
-                            .map(|p| {
-                                alter_client_quotas_response::EntityData::default()
-                                    .with_entity_type(p.entity_type.clone())
-                                    .with_entity_name(p.entity_name.clone())
-                            })
-                            .collect(),
-                    )
+                    .with_entity(echo(&e.entity))
             })
             .collect();
         AlterClientQuotasResponse::default().with_entries(entries)

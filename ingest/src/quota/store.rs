@@ -41,27 +41,18 @@ fn decode(s: &str) -> Option<Part> {
     }
 }
 
+/// The table of the quotas' version.
+const VERSION: &str = "inlet_client_quota_version";
+
 /// The version of the stored quotas.
 pub(crate) async fn version(meta: &MetaStore) -> Result<i64> {
-    inlet_storage::bounded(async {
-        let row = sqlx::query("SELECT version FROM inlet_client_quota_version WHERE id = 1")
-            .fetch_one(meta.pool())
-            .await?;
-        Ok(row.try_get::<i64, _>(0)?)
-    })
-    .await
-    .map_err(Into::into)
+    crate::versioned::version(meta, VERSION).await
 }
 
 /// Every stored quota, with the version they are at.
 pub(crate) async fn load(meta: &MetaStore) -> Result<Configured> {
     let mut tx = meta.pool().begin().await.map_err(err)?;
-    let version: i64 = sqlx::query("SELECT version FROM inlet_client_quota_version WHERE id = 1")
-        .fetch_one(&mut *tx)
-        .await
-        .map_err(err)?
-        .try_get(0)
-        .map_err(err)?;
+    let version = crate::versioned::version_in(&mut tx, VERSION).await?;
     let rows = sqlx::query(
         "SELECT user_part, client_part, quota_key, quota_value FROM inlet_client_quotas",
     )
@@ -130,10 +121,7 @@ pub(crate) async fn apply(meta: &MetaStore, changes: &[Change]) -> Result<()> {
             .map_err(err)?;
         }
     }
-    sqlx::query("UPDATE inlet_client_quota_version SET version = version + 1 WHERE id = 1")
-        .execute(&mut *tx)
-        .await
-        .map_err(err)?;
+    crate::versioned::bump(&mut tx, VERSION).await?;
     tx.commit().await.map_err(err)?;
     Ok(())
 }

@@ -20,7 +20,7 @@ use std::collections::{HashMap, HashSet};
 
 use apache_avro::schema::{FixedSchema, Name, RecordSchema, Schema};
 
-use crate::avro_spec::{kind, Kind};
+pub use crate::avro_spec::{kind, Kind};
 use crate::error::{Error, Result};
 
 /// A parsed Avro schema with its normalized text and the schemas it references.

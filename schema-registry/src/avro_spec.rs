@@ -261,7 +261,7 @@ fn valid_default(
 
 /// The kind a schema is resolved as: logical types count as their underlying type.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Kind {
+pub enum Kind {
     Null,
     Boolean,
     Int,
@@ -278,9 +278,31 @@ pub(crate) enum Kind {
     Fixed,
 }
 
+impl Kind {
+    /// The Avro spec's name of the kind (`int`, `record`, ...).
+    pub fn name(self) -> &'static str {
+        match self {
+            Kind::Null => "null",
+            Kind::Boolean => "boolean",
+            Kind::Int => "int",
+            Kind::Long => "long",
+            Kind::Float => "float",
+            Kind::Double => "double",
+            Kind::Bytes => "bytes",
+            Kind::String => "string",
+            Kind::Array => "array",
+            Kind::Map => "map",
+            Kind::Union => "union",
+            Kind::Record => "record",
+            Kind::Enum => "enum",
+            Kind::Fixed => "fixed",
+        }
+    }
+}
+
 /// The kind a schema is read as: logical types count as their underlying type; `None` for a
 /// reference (resolve it first).
-pub(crate) fn kind(s: &Schema) -> Option<Kind> {
+pub fn kind(s: &Schema) -> Option<Kind> {
     Some(match s {
         Schema::Null => Kind::Null,
         Schema::Boolean => Kind::Boolean,

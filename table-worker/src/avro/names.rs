@@ -14,6 +14,8 @@ use std::collections::HashMap;
 
 use apache_avro::schema::{Name, Namespace, Schema, UnionSchema};
 
+use inlet_schema_registry::avro::{kind, Kind};
+
 use crate::error::Error;
 
 /// Deepest nesting of records, arrays, maps and unions accepted. Decoding recurses once per
@@ -166,37 +168,20 @@ impl Expansion {
 /// `long` and `uuid` is `string`), the short name of a record, enum or fixed (`Ref`s resolved
 /// first), `array`, `map`, `duration` (apache-avro keeps no name for a duration's fixed), `null`.
 fn branch_name(schema: &Schema) -> String {
-    let name = match schema {
-        Schema::Null => "null",
-        Schema::Boolean => "boolean",
-        Schema::Int | Schema::Date | Schema::TimeMillis => "int",
-        Schema::Long
-        | Schema::TimeMicros
-        | Schema::TimestampMillis
-        | Schema::TimestampMicros
-        | Schema::TimestampNanos
-        | Schema::LocalTimestampMillis
-        | Schema::LocalTimestampMicros
-        | Schema::LocalTimestampNanos => "long",
-        Schema::Float => "float",
-        Schema::Double => "double",
-        Schema::Bytes | Schema::BigDecimal => "bytes",
-        Schema::String | Schema::Uuid => "string",
-        Schema::Array(_) => "array",
-        Schema::Map(_) => "map",
-        Schema::Union(_) => "union",
-        Schema::Duration => "duration",
-        Schema::Record(r) => return r.name.name.clone(),
-        Schema::Enum(e) => return e.name.name.clone(),
-        Schema::Fixed(f) => return f.name.name.clone(),
+    match schema {
+        Schema::Duration => "duration".into(),
+        Schema::Record(r) => r.name.name.clone(),
+        Schema::Enum(e) => e.name.name.clone(),
+        Schema::Fixed(f) => f.name.name.clone(),
         Schema::Decimal(d) => match &*d.inner {
-            Schema::Fixed(f) => return f.name.name.clone(),
-            Schema::Ref { name } => return name.name.clone(),
-            _ => "bytes",
+            Schema::Fixed(f) => f.name.name.clone(),
+            Schema::Ref { name } => name.name.clone(),
+            _ => "bytes".into(),
         },
-        Schema::Ref { name } => return name.name.clone(),
-    };
-    name.to_string()
+        Schema::Ref { name } => name.name.clone(),
+        // The rest by the kind it is read as: a logical type as the type it annotates.
+        other => kind(other).map_or("null", Kind::name).to_string(),
+    }
 }
 
 /// The field names for a union's branches, in branch order (the null branch included, named

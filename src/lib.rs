@@ -468,28 +468,18 @@ impl NodeBuilder {
         let registry_listener = bind("Schema Registry", &config.registry_listen).await?;
         let registry_addr = registry_listener.local_addr()?;
         // HTTPS where a keystore is named: read now, so a bad file stops the start.
-        let http_tls = match &config.http.tls_keystore {
-            Some(k) => Some(
-                https::load(
-                    k,
-                    config.http.tls_truststore.as_deref(),
-                    &config.http.tls_client_auth,
-                )
-                .context("[http] tls_keystore")?,
-            ),
-            None => None,
-        };
-        let registry_tls = match &config.registry.tls_keystore {
-            Some(k) => Some(
-                https::load(
-                    k,
-                    config.registry.tls_truststore.as_deref(),
-                    &config.registry.tls_client_auth,
-                )
-                .context("[registry] tls_keystore")?,
-            ),
-            None => None,
-        };
+        let http_tls = https_of(
+            config.http.tls_keystore.as_deref(),
+            config.http.tls_truststore.as_deref(),
+            &config.http.tls_client_auth,
+            "[http] tls_keystore",
+        )?;
+        let registry_tls = https_of(
+            config.registry.tls_keystore.as_deref(),
+            config.registry.tls_truststore.as_deref(),
+            &config.registry.tls_client_auth,
+            "[registry] tls_keystore",
+        )?;
         let kafka_addr = kafka_listeners[0].tcp.local_addr()?;
         let http_addr = http_listener.local_addr()?;
         let mut broker_config = broker_config(&config, kafka_addr)?;
@@ -517,29 +507,7 @@ impl NodeBuilder {
                 anyhow::bail!("this node cannot call the cluster's other nodes: {problem}");
             }
         }
-        let membership = members::Membership::join(
-            meta.clone(),
-            &config.data_dir,
-            config.node_id,
-            (
-                format!(
-                    "{}:{}",
-                    broker_config.advertised_host, broker_config.advertised_port
-                ),
-                http_addr.to_string(),
-                broker_config
-                    .advertised_listeners
-                    .iter()
-                    .map(|l| format!("{}://{}:{}", l.name, l.host, l.port))
-                    .collect::<Vec<_>>()
-                    .join(","),
-            ),
-            config.wal_kind(),
-            Duration::from_millis(config.cluster.lease_ms),
-            clock.clone(),
-        )
-        .await
-        .context("joining the metadata store's nodes")?;
+        let membership = join(&config, &broker_config, &meta, http_addr, &clock).await?;
         let leave = CancellationToken::new();
         let renewals = tokio::spawn(membership.clone().run(leave.clone()));
         let objects = match objects {
@@ -587,23 +555,7 @@ impl NodeBuilder {
 
         // In a cluster, take this node's share of the streams before serving.
         let cluster = if config.wal_kind() == inlet_storage::WalKind::Object {
-            cluster::ClusterState::migrate(store.meta())
-                .await
-                .context("creating the cluster's load table")?;
-            let state = cluster::ClusterState::new(config.node_id, config.cluster.load_unit_bytes);
-            broker.set_cluster(state.clone());
-            if let Err(e) = cluster::pass(&broker, &state).await {
-                tracing::warn!(error = %format!("{e:#}"), "the first cluster pass failed; the assigner tries again");
-            }
-            let assigner_stop = CancellationToken::new();
-            let assigner = tokio::spawn(cluster::run(
-                broker.clone(),
-                state.clone(),
-                Duration::from_millis(config.cluster.rebalance_ms),
-                membership.lapsed(),
-                assigner_stop.clone(),
-            ));
-            Some((state, assigner_stop, assigner))
+            Some(start_assigner(&config, &broker, &membership).await?)
         } else {
             None
         };
@@ -664,70 +616,25 @@ impl NodeBuilder {
             registry.clone(),
             catalog.clone(),
             statuses,
-            tables::TableSettings {
-                dir: config.data_dir.join("table-index"),
-                budget: config.tables.upsert_index_memory_bytes,
-                conversion_bytes: config.tables.memory_bytes,
-                dead_letter_pending_files: config.tables.dead_letter_pending_files,
-                compaction: config.tables.compaction_tuning(),
-                expire_every: config.tables.expire_every_commits,
-                lease_ttl: Duration::from_millis(config.tables.coordinator_lease_ms),
-                orphans: config.tables.orphan_sweep(),
-            },
+            table_settings(&config),
             table_schemas,
             stop.clone(),
         ));
-        {
-            let (registry, stop) = (registry.clone(), stop.clone());
-            // `[registry] authentication = "basic"`: Kafka users, Kafka ACLs.
-            let access: Option<Arc<dyn inlet_schema_registry::Access>> =
-                config.registry.authenticates().then(|| {
-                    Arc::new(inlet_ingest::acl::registry::RegistryAccess::new(
-                        broker.clone(),
-                        config.http.token_ttl_s,
-                    )) as Arc<dyn inlet_schema_registry::Access>
-                });
-            let app = match access {
-                Some(access) => inlet_schema_registry::guarded_router(registry, access),
-                None => inlet_schema_registry::router(registry),
-            }
-            .layer(axum::middleware::from_fn(
-                |req: axum::extract::Request, next: axum::middleware::Next| {
-                    audit::http("registry", req, next)
-                },
-            ));
-            let tls = registry_tls.clone();
-            tasks.spawn(async move {
-                if let Err(e) =
-                    https::serve(registry_listener, tls, app, "Schema Registry", stop).await
-                {
-                    tracing::error!(error = %e, "the Schema Registry listener failed");
-                }
-            });
-        }
-        tracing::info!(
-            kafka = %kafka_addr,
-            advertised = %format!("{}:{}", broker.config().advertised_host, broker.config().advertised_port),
-            http = %http_addr,
-            registry = %registry_addr,
-            data_dir = %config.data_dir.display(),
-            object_store = %config.object_store_url(),
-            iceberg = %format!(
-                "{}://{http_addr}/iceberg",
-                if http_tls.is_some() { "https" } else { "http" }
-            ),
-            warehouse = %catalog.warehouse(),
-            catalog = %match config.catalog.kind {
-                inlet_catalog::CatalogKind::Embedded => "embedded".to_string(),
-                inlet_catalog::CatalogKind::Rest => config.catalog.uri.clone().unwrap_or_default(),
-                inlet_catalog::CatalogKind::Glue => format!(
-                    "glue ({})",
-                    config.catalog.endpoint.as_deref().or(config.catalog.region.as_deref()).unwrap_or("region from AWS_REGION")
-                ),
-            },
-            topics = broker.topics().list().len(),
-            security = %security,
-            "Inlet node is up"
+        tasks.spawn(serve_registry(
+            &config,
+            &broker,
+            registry.clone(),
+            registry_listener,
+            registry_tls.clone(),
+            stop.clone(),
+        ));
+        log_up(
+            &config,
+            &broker,
+            &catalog,
+            [kafka_addr, http_addr, registry_addr],
+            http_tls.is_some(),
+            &security,
         );
         for warning in exposed {
             tracing::warn!("{warning}");
@@ -748,6 +655,168 @@ impl NodeBuilder {
             cluster,
         })
     }
+}
+
+/// A listener's HTTPS config where `keystore` names one (read now, so a bad file stops the
+/// start); `what` names the setting in the error.
+fn https_of(
+    keystore: Option<&std::path::Path>,
+    truststore: Option<&std::path::Path>,
+    client_auth: &str,
+    what: &'static str,
+) -> anyhow::Result<Option<Arc<inlet_ingest::tls::Tls>>> {
+    keystore
+        .map(|k| https::load(k, truststore, client_auth).context(what))
+        .transpose()
+}
+
+/// Joins the metadata store's nodes under `config.node_id`, with the addresses other nodes and
+/// clients are told of.
+async fn join(
+    config: &NodeConfig,
+    broker_config: &BrokerConfig,
+    meta: &inlet_storage::MetaStore,
+    http_addr: SocketAddr,
+    clock: &Arc<dyn Clock>,
+) -> anyhow::Result<members::Membership> {
+    members::Membership::join(
+        meta.clone(),
+        &config.data_dir,
+        config.node_id,
+        (
+            format!(
+                "{}:{}",
+                broker_config.advertised_host, broker_config.advertised_port
+            ),
+            http_addr.to_string(),
+            broker_config
+                .advertised_listeners
+                .iter()
+                .map(|l| format!("{}://{}:{}", l.name, l.host, l.port))
+                .collect::<Vec<_>>()
+                .join(","),
+        ),
+        config.wal_kind(),
+        Duration::from_millis(config.cluster.lease_ms),
+        clock.clone(),
+    )
+    .await
+    .context("joining the metadata store's nodes")
+}
+
+/// In a cluster: takes this node's share of the streams (a first pass, before serving) and
+/// starts the assigner (`inlet_cluster::run`); returns its view, its stop and its task.
+async fn start_assigner(
+    config: &NodeConfig,
+    broker: &Arc<Broker>,
+    membership: &members::Membership,
+) -> anyhow::Result<(
+    Arc<cluster::ClusterState>,
+    CancellationToken,
+    tokio::task::JoinHandle<()>,
+)> {
+    cluster::ClusterState::migrate(broker.store().meta())
+        .await
+        .context("creating the cluster's load table")?;
+    let state = cluster::ClusterState::new(config.node_id, config.cluster.load_unit_bytes);
+    broker.set_cluster(state.clone());
+    if let Err(e) = cluster::pass(broker, &state).await {
+        tracing::warn!(error = %format!("{e:#}"), "the first cluster pass failed; the assigner tries again");
+    }
+    let assigner_stop = CancellationToken::new();
+    let assigner = tokio::spawn(cluster::run(
+        broker.clone(),
+        state.clone(),
+        Duration::from_millis(config.cluster.rebalance_ms),
+        membership.lapsed(),
+        assigner_stop.clone(),
+    ));
+    Ok((state, assigner_stop, assigner))
+}
+
+/// The Schema Registry's listener: its API (behind `[registry] authentication`'s guard when
+/// set), the audit of its changes, TLS when configured, until `stop`.
+fn serve_registry(
+    config: &NodeConfig,
+    broker: &Arc<Broker>,
+    registry: Arc<inlet_schema_registry::Registry>,
+    listener: TcpListener,
+    tls: Option<Arc<inlet_ingest::tls::Tls>>,
+    stop: CancellationToken,
+) -> impl std::future::Future<Output = ()> + Send + 'static {
+    // `[registry] authentication = "basic"`: Kafka users, Kafka ACLs.
+    let access: Option<Arc<dyn inlet_schema_registry::Access>> =
+        config.registry.authenticates().then(|| {
+            Arc::new(inlet_ingest::acl::registry::RegistryAccess::new(
+                broker.clone(),
+                config.http.token_ttl_s,
+            )) as Arc<dyn inlet_schema_registry::Access>
+        });
+    let app = match access {
+        Some(access) => inlet_schema_registry::guarded_router(registry, access),
+        None => inlet_schema_registry::router(registry),
+    }
+    .layer(axum::middleware::from_fn(
+        |req: axum::extract::Request, next: axum::middleware::Next| {
+            audit::http("registry", req, next)
+        },
+    ));
+    async move {
+        if let Err(e) = https::serve(listener, tls, app, "Schema Registry", stop).await {
+            tracing::error!(error = %e, "the Schema Registry listener failed");
+        }
+    }
+}
+
+/// The table topics' service settings from `[tables]`.
+fn table_settings(config: &NodeConfig) -> tables::TableSettings {
+    tables::TableSettings {
+        dir: config.data_dir.join("table-index"),
+        budget: config.tables.upsert_index_memory_bytes,
+        conversion_bytes: config.tables.memory_bytes,
+        dead_letter_pending_files: config.tables.dead_letter_pending_files,
+        compaction: config.tables.compaction_tuning(),
+        expire_every: config.tables.expire_every_commits,
+        lease_ttl: Duration::from_millis(config.tables.coordinator_lease_ms),
+        orphans: config.tables.orphan_sweep(),
+    }
+}
+
+/// The startup line: where the node listens (`addrs`: Kafka, HTTP, registry), what it
+/// stores where, and how open it is (`security`).
+fn log_up(
+    config: &NodeConfig,
+    broker: &Broker,
+    catalog: &inlet_catalog::NodeCatalog,
+    addrs: [SocketAddr; 3],
+    https: bool,
+    security: &str,
+) {
+    tracing::info!(
+        kafka = %addrs[0],
+        advertised = %format!("{}:{}", broker.config().advertised_host, broker.config().advertised_port),
+        http = %addrs[1],
+        registry = %addrs[2],
+        data_dir = %config.data_dir.display(),
+        object_store = %config.object_store_url(),
+        iceberg = %format!(
+            "{}://{}/iceberg",
+            if https { "https" } else { "http" },
+            addrs[1]
+        ),
+        warehouse = %catalog.warehouse(),
+        catalog = %match config.catalog.kind {
+            inlet_catalog::CatalogKind::Embedded => "embedded".to_string(),
+            inlet_catalog::CatalogKind::Rest => config.catalog.uri.clone().unwrap_or_default(),
+            inlet_catalog::CatalogKind::Glue => format!(
+                "glue ({})",
+                config.catalog.endpoint.as_deref().or(config.catalog.region.as_deref()).unwrap_or("region from AWS_REGION")
+            ),
+        },
+        topics = broker.topics().list().len(),
+        security = %security,
+        "Inlet node is up"
+    );
 }
 
 /// Resolves on SIGTERM or Ctrl-C; the handlers are installed when this is called.

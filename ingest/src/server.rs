@@ -366,8 +366,11 @@ async fn connection<S>(
                         crate::broker::ProduceTurn::default()
                     };
                     let muted = muted.clone();
-                    let client = request.header.client_id.as_deref().unwrap_or_default().to_string();
-                    one_at_a_time = broker.quota_applies(&session, &client);
+                    // The header's own bytes (a reference count), not a copy: most connections
+                    // are under no quota.
+                    let client = request.header.client_id.clone();
+                    let client_id = || client.as_deref().unwrap_or_default();
+                    one_at_a_time = broker.quota_applies(&session, client_id());
                     inflight.push_back(Box::pin(async move {
                         let api = request.api_key;
                         let version = request.version();
@@ -383,7 +386,8 @@ async fn connection<S>(
                         drop(permit);
                         // Client quotas: over one, the answer says how long to wait, and this
                         // connection reads nothing more for that long (KIP-219).
-                        let throttle = broker.throttle(&session, &client, api, request_bytes, thread_nanos, answer.as_mut());
+                        let client_id = client.as_deref().unwrap_or_default();
+                        let throttle = broker.throttle(&session, client_id, api, request_bytes, thread_nanos, answer.as_mut());
                         if throttle > 0 {
                             let until = Instant::now() + Duration::from_millis(throttle);
                             let mut m = muted.lock();

@@ -227,6 +227,9 @@ impl Rate {
 #[derive(Debug)]
 pub(crate) struct Quotas {
     configured: RwLock<Arc<Configured>>,
+    /// The kinds some stored quota has (bit `1 << kind as u8`), taken when the quotas are
+    /// installed: every request asks, so it is not worked out from `configured` each time.
+    kinds: std::sync::atomic::AtomicU8,
     sensors: Mutex<Sensors>,
 }
 
@@ -251,6 +254,7 @@ impl Default for Quotas {
     fn default() -> Self {
         Quotas {
             configured: RwLock::new(Arc::new(Configured::default())),
+            kinds: std::sync::atomic::AtomicU8::new(0),
             sensors: Mutex::new(Sensors::default()),
         }
     }
@@ -262,12 +266,18 @@ impl Quotas {
     }
 
     pub(crate) fn install(&self, configured: Configured) {
+        let kinds = Kind::ALL
+            .into_iter()
+            .filter(|k| configured.any(*k))
+            .fold(0u8, |bits, k| bits | 1 << k as u8);
         *self.configured.write() = Arc::new(configured);
+        self.kinds
+            .store(kinds, std::sync::atomic::Ordering::Relaxed);
     }
 
     /// Whether any quota of `kind` is stored (else nothing of it is measured).
     pub(crate) fn enforces(&self, kind: Kind) -> bool {
-        self.configured.read().any(kind)
+        self.kinds.load(std::sync::atomic::Ordering::Relaxed) & (1 << kind as u8) != 0
     }
 
     /// Whether any quota applies to `user` with client id `client`: its connection then

@@ -4,7 +4,8 @@
 //! protocol, that an answer over the quota carries its throttle time and that the connection
 //! reads nothing more until the throttle has passed (KIP-219), and that quotas survive a
 //! restart; and librdkafka (confluent-kafka, `tests/clients/quotas.py`) held to its quotas,
-//! reporting the throttle times through `throttle_cb`.
+//! reporting the throttle times through `throttle_cb`; and kafka-python (its own protocol
+//! code) held to a produce quota (`tests/clients/quotas_kafka_python.py`).
 #![allow(clippy::unwrap_used, clippy::panic, clippy::disallowed_methods)] // a test: a failed step fails it, and its deadlines are real time
 
 mod common;
@@ -201,5 +202,35 @@ fn a_throttled_answer_mutes_its_connection_and_librdkafka_is_held_to_its_quotas(
     assert_eq!(describe_all(&mut conn, 1), described);
     let answer = produce(&mut conn, "raw-quota", 400 * 1024);
     assert!(answer.throttle_time_ms > 0, "throttled after the restart");
+    node.stop();
+}
+
+/// kafka-python (its own protocol code, not librdkafka's or Java's) under a produce quota:
+/// held to it, while a client id without one is not (`tests/clients/quotas_kafka_python.py`).
+#[test]
+fn kafka_python_is_held_to_its_produce_quota() {
+    let Some(python) = require_python("import kafka", "kafka-python") else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let node = Node::start(dir.path(), WINDOWS);
+    let mut conn = Conn::open(&node);
+    const QUOTA: f64 = 256.0 * 1024.0;
+    let (code, why) = set_client_quotas(&mut conn, "kpy-slow", &[("producer_byte_rate", QUOTA)]);
+    assert_eq!(code, 0, "{why}");
+    let (status, output) = run(
+        &python,
+        &[
+            script("quotas_kafka_python.py").into(),
+            node.kafka.clone().into(),
+            (QUOTA as u64).to_string().into(),
+            "3".into(),
+        ],
+        Duration::from_secs(300),
+    );
+    assert!(
+        status.is_some_and(|s| s.success()) && output.lines().any(|l| l == "OK"),
+        "quotas_kafka_python.py failed ({status:?}):\n{output}"
+    );
     node.stop();
 }

@@ -5,8 +5,9 @@
 //! compactor's rewrite, which must read back as a stored batch.
 #![no_main]
 
-use inlet_ingest::batch::{retain, split_stored};
-use inlet_ingest::records::{walk, Limits};
+use inlet_records::batch::split_stored;
+use inlet_records::rewrite::retain;
+use inlet_records::records::{walk, Limits};
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {

@@ -33,7 +33,11 @@ pub(crate) struct Fixture {
 pub(crate) use inlet_test_support::service_env;
 
 fn unique(prefix: &str) -> String {
-    format!("{prefix}_{}_{}", std::process::id(), rand::random::<u32>())
+    format!(
+        "{prefix}_{}_{}",
+        std::process::id(),
+        inlet_common::random::u32()
+    )
 }
 
 /// A small configuration that exercises blocks, read-ahead and uploads with little data.

@@ -38,6 +38,14 @@ enum Command {
     /// SCRAM-SHA-256/512 authenticate against). Takes the node's own flags or config file.
     #[command(subcommand)]
     Users(UsersCommand),
+    /// Create, list, describe, alter and delete topics (Kafka's admin API).
+    #[command(subcommand)]
+    Topic(inlet_cli::topic::TopicCommand),
+    /// Produce JSON lines from standard input as records framed with their schema (Avro,
+    /// Protobuf or JSON Schema), as kafka-avro-console-producer does.
+    Produce(inlet_cli::produce::ProduceArgs),
+    /// Print a topic's records, decoding framed keys and values to JSON.
+    Consume(inlet_cli::consume::ConsumeArgs),
     /// Run a read-only SQL query on a node's tables (`namespace.table`). With `INLET_TOKEN`
     /// set, it is sent as a bearer token (a node with `[http] authentication = "token"`).
     Query {
@@ -348,6 +356,9 @@ fn main() -> anyhow::Result<()> {
             Ok(())
         }
         Command::Users(command) => runtime.block_on(users(command)),
+        Command::Topic(command) => client(runtime.block_on(inlet_cli::topic::run(command))),
+        Command::Produce(args) => client(runtime.block_on(inlet_cli::produce::run(args))),
+        Command::Consume(args) => client(runtime.block_on(inlet_cli::consume::run(args))),
         Command::Config(ConfigCommand::Dump(args)) => {
             let sub = matches
                 .subcommand_matches("config")
@@ -407,6 +418,18 @@ fn main() -> anyhow::Result<()> {
                     std::process::exit(1);
                 }
             }
+        }
+    }
+}
+
+/// Ends a client command (`inlet topic|produce|consume`): its message on standard error and
+/// its exit code (`inlet_cli::Exit`).
+fn client(result: inlet_cli::Result<()>) -> anyhow::Result<()> {
+    match result {
+        Ok(()) => Ok(()),
+        Err(f) => {
+            eprintln!("error: {}", f.message);
+            std::process::exit(f.exit as i32);
         }
     }
 }

@@ -11,7 +11,8 @@
 //! - [`failpoint`]: test hooks that abort the process at a named step (crash tests).
 //! - [`random`]: the one place production code draws random bytes and numbers from
 //!   (`clippy.toml` refuses `rand` elsewhere).
-//! - [`civil`] and [`text`]: date arithmetic and percent-decoding, written once.
+//! - [`civil`] and [`text`]: date arithmetic and percent-decoding, written once; [`jaas`]: the
+//!   user name and password of a Java JAAS config line.
 //! - [`access`]: the questions the HTTP APIs ask of whoever authenticates and authorizes
 //!   their requests.
 
@@ -20,6 +21,7 @@ pub mod civil;
 pub mod clock;
 mod error;
 pub mod failpoint;
+pub mod jaas;
 pub mod random;
 pub mod retry;
 pub mod text;

@@ -51,46 +51,6 @@ pub struct InterBroker {
     sasl: Option<(String, String, String)>,
 }
 
-/// The `username` and `password` of a JAAS config line
-/// (`…LoginModule required username="u" password="p";`).
-fn jaas_credentials(jaas: &str) -> Result<(String, String), String> {
-    let value = |key: &str| -> Option<String> {
-        let at = jaas.find(&format!("{key}="))?;
-        // Only a whole option: preceded by whitespace.
-        if at > 0 && !jaas[..at].ends_with(char::is_whitespace) {
-            return None;
-        }
-        let rest = &jaas[at + key.len() + 1..];
-        match rest.strip_prefix('"') {
-            // A quoted value ends at the first unescaped quote; `\` escapes the next character.
-            Some(quoted) => {
-                let mut out = String::new();
-                let mut chars = quoted.chars();
-                loop {
-                    match chars.next()? {
-                        '"' => break Some(out),
-                        '\\' => out.push(chars.next()?),
-                        c => out.push(c),
-                    }
-                }
-            }
-            None => Some(
-                rest.split(|c: char| c.is_whitespace() || c == ';')
-                    .next()
-                    .unwrap_or_default()
-                    .to_string(),
-            ),
-        }
-    };
-    match (value("username"), value("password")) {
-        (Some(u), Some(p)) if !u.is_empty() => Ok((u, p)),
-        _ => Err(
-            "its sasl.jaas.config has no username and password (username=\"…\" password=\"…\")"
-                .into(),
-        ),
-    }
-}
-
 impl InterBroker {
     /// How this node calls the others, from its broker configs; refuses a configuration that
     /// cannot work, with the reason.
@@ -161,7 +121,8 @@ impl InterBroker {
                     if mechanism == "PLAIN" { "plain" } else { "scram" },
                     if mechanism == "PLAIN" { "PlainLoginModule" } else { "ScramLoginModule" },
                 ))?;
-            let (user, password) = jaas_credentials(jaas).map_err(|e| format!("{key}: {e}"))?;
+            let (user, password) =
+                inlet_common::jaas::credentials(jaas).map_err(|e| format!("{key}: {e}"))?;
             Some((mechanism, user, password))
         } else {
             None
@@ -328,18 +289,6 @@ mod tests {
             .collect();
         c.apply_kafka_configs(&map)?;
         InterBroker::from_config(&c)
-    }
-
-    #[test]
-    fn jaas_lines_give_their_username_and_password() {
-        let line = r#"org.apache.kafka.common.security.scram.ScramLoginModule required username="broker" password="p w;\"x";"#;
-        assert_eq!(
-            jaas_credentials(line).unwrap(),
-            ("broker".into(), "p w;\"x".into())
-        );
-        let bare = "org.apache.kafka.common.security.plain.PlainLoginModule required username=n1 password=s;";
-        assert_eq!(jaas_credentials(bare).unwrap(), ("n1".into(), "s".into()));
-        assert!(jaas_credentials("x required user_admin=\"a\";").is_err());
     }
 
     #[test]

@@ -12,11 +12,13 @@
 //!    reader/writer rule into the compatibility levels.
 //! 4. `store`: durable state in the metadata store; `cache`: parsed schemas by id.
 //! 5. [`framing`]: decoding a framed record (magic 0, schema id, then the payload of the
-//!    schema's type) to a typed value.
+//!    schema's type) to a typed value; [`avro_json`]: Avro's JSON encoding both ways, for the
+//!    command line's producer and consumer.
 
 pub mod access;
 pub(crate) mod api;
 pub mod avro;
+pub mod avro_json;
 mod avro_spec;
 mod cache;
 pub(crate) mod compat;

@@ -1,0 +1,555 @@
+//! The client commands against a real node (docs/cli.md): `inlet topic create|list|describe|
+//! alter|delete`, `inlet produce` and `inlet consume`, with good input and bad. Each bad case
+//! gets a clear message and its exit code (1 failed, 2 usage, 3 not found), and the good
+//! lines before a bad one stay acknowledged. What `inlet produce` writes is read back by
+//! `inlet consume`, by confluent-kafka's AvroDeserializer and by pyiceberg from the table
+//! topic's table (`tests/clients/cli_produce.py`; it needs confluent-kafka and pyiceberg, which
+//! scripts/test-env.sh installs, so CI runs it).
+#![allow(clippy::unwrap_used, clippy::panic, clippy::disallowed_methods)] // a test: a failed step fails it, and its deadlines are real time
+
+mod common;
+
+use std::path::Path;
+use std::process::Command;
+use std::time::Duration;
+
+use common::{avro_python, registry_url, temp_node, INLET};
+use inlet_test_support::process::{run_captured, Captured};
+use serde_json::{json, Value};
+
+/// `inlet ARGS` with `stdin`, against `node`'s Kafka listener and registry.
+fn inlet(node: &common::Node, args: &[&str], stdin: Option<&str>) -> Captured {
+    run_captured(
+        Command::new(INLET)
+            .args(args)
+            .env("INLET_BOOTSTRAP_SERVER", &node.kafka)
+            .env("INLET_REGISTRY", registry_url(node)),
+        stdin.map(str::as_bytes),
+        Duration::from_secs(120),
+        Duration::from_millis(50),
+    )
+}
+
+fn code(c: &Captured) -> Option<i32> {
+    c.status.and_then(|s| s.code())
+}
+
+fn ok(node: &common::Node, args: &[&str], stdin: Option<&str>) -> String {
+    let c = inlet(node, args, stdin);
+    assert!(c.success(), "inlet {args:?}:\n{}", c.output());
+    c.stdout
+}
+
+fn json_of(node: &common::Node, args: &[&str]) -> Value {
+    serde_json::from_str(&ok(node, args, None)).expect("JSON output")
+}
+
+#[test]
+fn topic_commands_create_list_describe_alter_and_delete() {
+    let (_dir, node) = temp_node(&[]);
+    let created = ok(
+        &node,
+        &[
+            "topic",
+            "create",
+            "orders",
+            "--partitions",
+            "3",
+            "--table",
+            "-c",
+            "retention.ms=3600000",
+        ],
+        None,
+    );
+    assert!(created.contains("created topic orders"), "{created}");
+    ok(
+        &node,
+        &["topic", "create", "plain", "audit", "-p", "1"],
+        None,
+    );
+    ok(
+        &node,
+        &["topic", "create", "named", "--table=sales.named_orders"],
+        None,
+    );
+
+    let again = inlet(&node, &["topic", "create", "orders"], None);
+    assert_eq!(code(&again), Some(1), "{}", again.output());
+    assert!(
+        again.stderr.contains("orders") && again.stderr.to_lowercase().contains("already exists"),
+        "{}",
+        again.output()
+    );
+    ok(
+        &node,
+        &["topic", "create", "orders", "--if-not-exists"],
+        None,
+    );
+
+    let listed = json_of(&node, &["topic", "list", "--format", "json"]);
+    let row = |name: &str| {
+        listed
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["name"] == name)
+            .cloned()
+            .unwrap_or_else(|| panic!("{name} listed in {listed}"))
+    };
+    assert_eq!(
+        row("orders"),
+        json!({"name": "orders", "partitions": 3, "table": "default.orders"})
+    );
+    assert_eq!(
+        row("audit"),
+        json!({"name": "audit", "partitions": 1, "table": null})
+    );
+    assert_eq!(row("named")["table"], "sales.named_orders");
+    let table = ok(&node, &["topic", "list"], None);
+    assert!(table.lines().next().unwrap().starts_with("NAME"), "{table}");
+    assert!(
+        table
+            .lines()
+            .any(|l| l.split_whitespace().collect::<Vec<_>>() == ["orders", "3", "default.orders"]),
+        "{table}"
+    );
+
+    let described = json_of(&node, &["topic", "describe", "orders", "--format", "json"]);
+    assert_eq!(described["configs"]["retention.ms"], "3600000");
+    assert_eq!(described["configs"]["table.topic.enable"], "true");
+    assert_eq!(described["partitions"].as_array().unwrap().len(), 3);
+    assert_eq!(described["partitions"][0]["latest"], 0);
+
+    // alter changes what it names and keeps the rest.
+    ok(
+        &node,
+        &["topic", "alter", "orders", "-c", "retention.ms=7200000"],
+        None,
+    );
+    let described = json_of(&node, &["topic", "describe", "orders", "--format", "json"]);
+    assert_eq!(described["configs"]["retention.ms"], "7200000");
+    assert_eq!(
+        described["configs"]["table.topic.enable"], "true",
+        "{described}"
+    );
+    ok(
+        &node,
+        &[
+            "topic",
+            "alter",
+            "orders",
+            "--delete-config",
+            "retention.ms",
+            "--partitions",
+            "4",
+        ],
+        None,
+    );
+    let described = json_of(&node, &["topic", "describe", "orders", "--format", "json"]);
+    assert!(
+        described["configs"].get("retention.ms").is_none(),
+        "{described}"
+    );
+    assert_eq!(described["partitions"].as_array().unwrap().len(), 4);
+
+    let bad_value = inlet(
+        &node,
+        &["topic", "alter", "orders", "-c", "cleanup.policy=sometimes"],
+        None,
+    );
+    assert_eq!(code(&bad_value), Some(1), "{}", bad_value.output());
+    let usage = inlet(&node, &["topic", "create", "x", "-c", "no-equals"], None);
+    assert_eq!(code(&usage), Some(2), "{}", usage.output());
+    assert!(
+        usage.stderr.contains("expected KEY=VALUE"),
+        "{}",
+        usage.output()
+    );
+    let nothing = inlet(&node, &["topic", "alter", "orders"], None);
+    assert_eq!(code(&nothing), Some(2), "{}", nothing.output());
+
+    ok(&node, &["topic", "delete", "orders"], None);
+    for args in [
+        &["topic", "describe", "orders"][..],
+        &["topic", "delete", "orders"],
+        &["topic", "alter", "orders", "-c", "retention.ms=1"],
+    ] {
+        let missing = inlet(&node, args, None);
+        assert_eq!(code(&missing), Some(3), "{args:?}: {}", missing.output());
+        assert!(
+            missing.stderr.contains("topic orders does not exist"),
+            "{}",
+            missing.output()
+        );
+    }
+    ok(&node, &["topic", "delete", "orders", "--if-exists"], None);
+    node.stop();
+}
+
+const PERSON: &str = r#"{"type": "record", "name": "Person", "namespace": "cli",
+  "fields": [{"name": "id", "type": "long"}, {"name": "name", "type": "string"},
+             {"name": "email", "type": ["null", "string"], "default": null}]}"#;
+
+fn write(dir: &Path, name: &str, text: &str) -> String {
+    let path = dir.join(name);
+    std::fs::write(&path, text).unwrap();
+    path.to_string_lossy().into_owned()
+}
+
+#[test]
+fn produce_stops_at_a_bad_line_keeps_the_lines_before_and_its_records_read_back_everywhere() {
+    let (dir, node) = temp_node(&[]);
+    let schema = write(dir.path(), "person.avsc", PERSON);
+    ok(
+        &node,
+        &[
+            "topic",
+            "create",
+            "people",
+            "-p",
+            "1",
+            "--table",
+            "-c",
+            "table.topic.commit.interval.ms=1000",
+        ],
+        None,
+    );
+
+    // Three good lines (the union wrapped, plain, and left to its default), a bad one, and one
+    // after it that must not be sent.
+    let lines = [
+        r#"{"id": 1, "name": "ann", "email": {"string": "ann@example.com"}}"#,
+        r#"{"id": 2, "name": "bob", "email": "bob@example.com"}"#,
+        r#"{"id": 3, "name": "cy"}"#,
+        r#"{"id": "four", "name": "dee"}"#,
+        r#"{"id": 5, "name": "eve"}"#,
+    ];
+    let input = lines.join("\n") + "\n";
+    let stopped = inlet(
+        &node,
+        &["produce", "--topic", "people", "--value-schema", &schema],
+        Some(&input),
+    );
+    assert_eq!(code(&stopped), Some(1), "{}", stopped.output());
+    assert!(
+        stopped
+            .stderr
+            .contains(r#"line 4: .id: expected a long (64-bit), got "four""#)
+            && stopped
+                .stderr
+                .contains("the 3 records before it are acknowledged"),
+        "{}",
+        stopped.output()
+    );
+
+    let consumed = ok(
+        &node,
+        &[
+            "consume",
+            "--topic",
+            "people",
+            "--from-beginning",
+            "--timeout-ms",
+            "3000",
+            "--property",
+            "print.offset=true",
+        ],
+        None,
+    );
+    let printed: Vec<&str> = consumed.lines().collect();
+    assert_eq!(
+        printed,
+        [
+            r#"Offset:0	{"id":1,"name":"ann","email":{"string":"ann@example.com"}}"#,
+            r#"Offset:1	{"id":2,"name":"bob","email":{"string":"bob@example.com"}}"#,
+            r#"Offset:2	{"id":3,"name":"cy","email":null}"#,
+        ],
+        "{consumed}"
+    );
+
+    // A group commits what it printed: the next run of it goes on from there.
+    let first = ok(
+        &node,
+        &[
+            "consume",
+            "--topic",
+            "people",
+            "--group",
+            "g",
+            "--from-beginning",
+            "--max-messages",
+            "2",
+        ],
+        None,
+    );
+    assert_eq!(first.lines().count(), 2, "{first}");
+    let rest = ok(
+        &node,
+        &[
+            "consume",
+            "--topic",
+            "people",
+            "--group",
+            "g",
+            "--from-beginning",
+            "--timeout-ms",
+            "3000",
+        ],
+        None,
+    );
+    assert_eq!(rest.trim(), r#"{"id":3,"name":"cy","email":null}"#);
+
+    // --skip-bad-lines: reported and passed over.
+    let skipped = inlet(
+        &node,
+        &["produce", "--topic", "people", "--value-schema", &schema, "--skip-bad-lines"],
+        Some("{\"id\": 6, \"name\": \"fay\", \"colour\": \"red\"}\nnot json\n{\"id\": 7, \"name\": \"gus\"}\n"),
+    );
+    assert!(skipped.success(), "{}", skipped.output());
+    assert!(
+        skipped
+            .stderr
+            .contains("line 1: the record cli.Person has no field \"colour\"")
+            && skipped.stderr.contains("line 2: not JSON")
+            && skipped
+                .stderr
+                .contains("1 records acknowledged on people, 2 bad lines skipped"),
+        "{}",
+        skipped.output()
+    );
+
+    if let Some(python) = avro_python() {
+        let expected = json!([
+            {"id": 1, "name": "ann", "email": "ann@example.com"},
+            {"id": 2, "name": "bob", "email": "bob@example.com"},
+            {"id": 3, "name": "cy", "email": null},
+            {"id": 7, "name": "gus", "email": null},
+        ]);
+        inlet_test_support::python::run_client(
+            &python,
+            "cli_produce.py",
+            &[
+                &node.kafka,
+                &registry_url(&node),
+                &common::iceberg_uri(&node),
+                &"people",
+                &expected.to_string(),
+            ],
+            Duration::from_secs(180),
+        );
+    }
+    node.stop();
+}
+
+#[test]
+fn produce_refuses_an_unknown_topic_an_invalid_schema_and_bad_flags_clearly() {
+    let (dir, node) = temp_node(&["--kafka-config", "auto.create.topics.enable=true"]);
+    let schema = write(dir.path(), "person.avsc", PERSON);
+    let unknown = inlet(
+        &node,
+        &["produce", "--topic", "nowhere", "--value-schema", &schema],
+        Some("{}\n"),
+    );
+    assert_eq!(code(&unknown), Some(3), "{}", unknown.output());
+    assert!(
+        unknown.stderr.contains("topic nowhere does not exist"),
+        "{}",
+        unknown.output()
+    );
+    // Not created by asking.
+    let described = inlet(&node, &["topic", "describe", "nowhere"], None);
+    assert_eq!(code(&described), Some(3), "{}", described.output());
+
+    ok(&node, &["topic", "create", "t", "-p", "1"], None);
+    let invalid = write(
+        dir.path(),
+        "bad.avsc",
+        r#"{"type": "record", "name": "X", "fields": [{"name": "a", "type": "nope"}]}"#,
+    );
+    let refused = inlet(
+        &node,
+        &["produce", "--topic", "t", "--value-schema", &invalid],
+        Some("{}\n"),
+    );
+    assert_eq!(code(&refused), Some(2), "{}", refused.output());
+    assert!(
+        refused.stderr.contains("not a valid AVRO schema"),
+        "{}",
+        refused.output()
+    );
+
+    let missing_file = inlet(
+        &node,
+        &[
+            "produce",
+            "--topic",
+            "t",
+            "--value-schema",
+            "/nonexistent.avsc",
+        ],
+        Some("{}\n"),
+    );
+    assert_eq!(code(&missing_file), Some(2), "{}", missing_file.output());
+    let property = inlet(
+        &node,
+        &["produce", "--topic", "t", "--property", "value.shcema=x"],
+        Some("{}\n"),
+    );
+    assert_eq!(code(&property), Some(2), "{}", property.output());
+    assert!(
+        property.stderr.contains("value.shcema"),
+        "{}",
+        property.output()
+    );
+
+    // auto.register=false with a schema the subject does not have: not found, nothing sent.
+    let lookup = inlet(
+        &node,
+        &[
+            "produce",
+            "--topic",
+            "t",
+            "--value-schema",
+            &schema,
+            "--property",
+            "auto.register=false",
+        ],
+        Some("{\"id\": 1, \"name\": \"a\"}\n"),
+    );
+    assert_eq!(code(&lookup), Some(3), "{}", lookup.output());
+    node.stop();
+}
+
+#[test]
+fn the_console_producers_own_spellings_keys_protobuf_and_json_schema_round_trip() {
+    let (dir, node) = temp_node(&[]);
+    for t in ["keyed", "proto", "jsonschema"] {
+        ok(&node, &["topic", "create", t, "-p", "1"], None);
+    }
+    // kafka-avro-console-producer's command, with inlet produce in its place.
+    let registry = registry_url(&node);
+    let registry_property = format!("schema.registry.url={registry}");
+    let value_schema = format!("value.schema={PERSON}");
+    let key_schema = r#"key.schema={"type": "record", "name": "Key", "fields": [{"name": "id", "type": "long"}]}"#;
+    let c = run_captured(
+        Command::new(INLET).args([
+            "produce", "--broker-list", &node.kafka, "--topic", "keyed",
+            "--property", &registry_property, "--property", &value_schema,
+            "--property", key_schema, "--property", "parse.key=true", "--property", "key.separator=|",
+        ]),
+        Some(b"{\"id\": 1}|{\"id\": 1, \"name\": \"a\"}\n{\"id\": 2}|{\"id\": 2, \"name\": \"b\", \"email\": null}\n"),
+        Duration::from_secs(60),
+        Duration::from_millis(50),
+    );
+    assert!(c.success(), "{}", c.output());
+    let printed = ok(
+        &node,
+        &[
+            "consume",
+            "--topic",
+            "keyed",
+            "--from-beginning",
+            "--max-messages",
+            "2",
+            "--property",
+            "print.key=true",
+            "--property",
+            "key.separator= => ",
+        ],
+        None,
+    );
+    assert_eq!(
+        printed.lines().collect::<Vec<_>>(),
+        [
+            r#"{"id":1} => {"id":1,"name":"a","email":null}"#,
+            r#"{"id":2} => {"id":2,"name":"b","email":null}"#,
+        ]
+    );
+    // The schemas are registered under TopicNameStrategy's subjects.
+    let (status, subjects) = node.registry_get("/subjects");
+    assert_eq!(status, 200);
+    let subjects: Value = serde_json::from_str(&subjects).unwrap();
+    for s in ["keyed-key", "keyed-value"] {
+        assert!(
+            subjects.as_array().unwrap().iter().any(|v| v == s),
+            "{s} in {subjects}"
+        );
+    }
+
+    let proto = write(
+        dir.path(),
+        "reading.proto",
+        "syntax = \"proto3\";\npackage cli;\nmessage Reading { string sensor = 1; double value = 2; repeated int64 at = 3; }\n",
+    );
+    ok(
+        &node,
+        &["produce", "--topic", "proto", "--value-schema", &proto],
+        Some("{\"sensor\": \"s1\", \"value\": 1.5, \"at\": [\"1\", 2]}\n"),
+    );
+    let bad = inlet(
+        &node,
+        &["produce", "--topic", "proto", "--value-schema", &proto],
+        Some("{\"sensor\": 3}\n"),
+    );
+    assert_eq!(code(&bad), Some(1), "{}", bad.output());
+    assert!(
+        bad.stderr.contains("line 1: not a cli.Reading"),
+        "{}",
+        bad.output()
+    );
+    let printed = ok(
+        &node,
+        &[
+            "consume",
+            "--topic",
+            "proto",
+            "--from-beginning",
+            "--max-messages",
+            "1",
+        ],
+        None,
+    );
+    let reading: Value = serde_json::from_str(printed.trim()).unwrap();
+    assert_eq!(
+        reading,
+        json!({"sensor": "s1", "value": 1.5, "at": ["1", "2"]})
+    );
+
+    let json_schema = write(
+        dir.path(),
+        "event.json",
+        r#"{"$schema": "http://json-schema.org/draft-07/schema#", "type": "object",
+            "properties": {"kind": {"type": "string"}, "n": {"type": "integer"}}, "required": ["kind"]}"#,
+    );
+    let jc = inlet(
+        &node,
+        &[
+            "produce",
+            "--topic",
+            "jsonschema",
+            "--value-schema",
+            &json_schema,
+        ],
+        Some("{\"kind\": \"click\", \"n\": 3}\n{\"n\": 4}\n"),
+    );
+    assert_eq!(code(&jc), Some(1), "{}", jc.output());
+    assert!(
+        jc.stderr.contains("line 2:") && jc.stderr.contains("kind"),
+        "{}",
+        jc.output()
+    );
+    let printed = ok(
+        &node,
+        &[
+            "consume",
+            "--topic",
+            "jsonschema",
+            "--from-beginning",
+            "--max-messages",
+            "1",
+        ],
+        None,
+    );
+    assert_eq!(printed.trim(), r#"{"kind": "click", "n": 3}"#, "as written");
+    node.stop();
+}

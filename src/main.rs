@@ -46,6 +46,15 @@ enum Command {
     Produce(inlet_cli::produce::ProduceArgs),
     /// Print a topic's records, decoding framed keys and values to JSON.
     Consume(inlet_cli::consume::ConsumeArgs),
+    /// A node's Iceberg tables: their snapshots, files, columns and commit lag.
+    #[command(subcommand)]
+    Table(inlet_cli::table::TableCommand),
+    /// Consumer groups: their members, committed offsets and lag.
+    #[command(subcommand)]
+    Group(inlet_cli::group::GroupCommand),
+    /// The Schema Registry's subjects, a version's schema, and what changed between two.
+    #[command(subcommand)]
+    Schema(inlet_cli::schema::SchemaCommand),
     /// Run a read-only SQL query on a node's tables (`namespace.table`). With `INLET_TOKEN`
     /// set, it is sent as a bearer token (a node with `[http] authentication = "token"`).
     Query {
@@ -359,6 +368,9 @@ fn main() -> anyhow::Result<()> {
         Command::Topic(command) => client(runtime.block_on(inlet_cli::topic::run(command))),
         Command::Produce(args) => client(runtime.block_on(inlet_cli::produce::run(args))),
         Command::Consume(args) => client(runtime.block_on(inlet_cli::consume::run(args))),
+        Command::Table(command) => client(runtime.block_on(inlet_cli::table::run(command))),
+        Command::Group(command) => client(runtime.block_on(inlet_cli::group::run(command))),
+        Command::Schema(command) => client(runtime.block_on(inlet_cli::schema::run(command))),
         Command::Config(ConfigCommand::Dump(args)) => {
             let sub = matches
                 .subcommand_matches("config")

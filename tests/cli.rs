@@ -553,3 +553,209 @@ fn the_console_producers_own_spellings_keys_protobuf_and_json_schema_round_trip(
     assert_eq!(printed.trim(), r#"{"kind": "click", "n": 3}"#, "as written");
     node.stop();
 }
+
+#[test]
+fn schema_group_and_table_commands_show_what_the_node_holds() {
+    let (dir, node) = temp_node(&[]);
+    ok(
+        &node,
+        &[
+            "topic",
+            "create",
+            "orders",
+            "-p",
+            "1",
+            "--table",
+            "-c",
+            "table.topic.commit.interval.ms=1000",
+        ],
+        None,
+    );
+    let v1 = write(
+        dir.path(),
+        "v1.avsc",
+        r#"{"type": "record", "name": "Order", "fields": [
+        {"name": "id", "type": "long"}, {"name": "name", "type": "string"}]}"#,
+    );
+    let v2 = write(
+        dir.path(),
+        "v2.avsc",
+        r#"{"type": "record", "name": "Order", "fields": [
+        {"name": "id", "type": "long"}, {"name": "name", "type": "string"},
+        {"name": "email", "type": ["null", "string"], "default": null}]}"#,
+    );
+    ok(
+        &node,
+        &["produce", "--topic", "orders", "--value-schema", &v1],
+        Some("{\"id\": 1, \"name\": \"a\"}\n{\"id\": 2, \"name\": \"b\"}\n"),
+    );
+    ok(
+        &node,
+        &["produce", "--topic", "orders", "--value-schema", &v2],
+        Some("{\"id\": 3, \"name\": \"c\", \"email\": \"c@x\"}\n"),
+    );
+
+    // Schemas.
+    let subjects = json_of(&node, &["schema", "list", "--format", "json"]);
+    assert_eq!(
+        subjects,
+        json!([{"subject": "orders-value", "version": 2, "id": subjects[0]["id"], "type": "AVRO", "compatibility": "BACKWARD"}])
+    );
+    let first = json_of(
+        &node,
+        &[
+            "schema",
+            "get",
+            "orders-value",
+            "--version",
+            "1",
+            "--format",
+            "json",
+        ],
+    );
+    assert_eq!(first["version"], 1);
+    let text = ok(&node, &["schema", "get", "orders-value"], None);
+    assert!(text.contains("\"email\""), "{text}");
+    let diff = ok(&node, &["schema", "diff", "orders-value"], None);
+    assert!(
+        diff.contains("version 1")
+            && diff.contains("→ version 2")
+            && diff.contains("compatibility BACKWARD")
+            && diff
+                .lines()
+                .any(|l| l == "+ email: [null, string] (default null)")
+            && diff.lines().count() == 2,
+        "{diff}"
+    );
+    let missing = inlet(&node, &["schema", "get", "nothing-value"], None);
+    assert_eq!(code(&missing), Some(3), "{}", missing.output());
+
+    // Groups: two of the three records consumed and committed.
+    ok(
+        &node,
+        &[
+            "consume",
+            "--topic",
+            "orders",
+            "--group",
+            "billing",
+            "--from-beginning",
+            "--max-messages",
+            "2",
+        ],
+        None,
+    );
+    let groups = json_of(&node, &["group", "list", "--format", "json"]);
+    assert!(
+        groups
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|g| g["group"] == "billing"),
+        "{groups}"
+    );
+    let described = json_of(&node, &["group", "describe", "billing", "--format", "json"]);
+    assert_eq!(
+        described["partitions"],
+        json!([{"topic": "orders", "partition": 0, "committed": 2, "latest": 3, "lag": 1, "member": null}]),
+        "{described}"
+    );
+    let human = ok(&node, &["group", "describe", "billing"], None);
+    assert!(
+        human
+            .lines()
+            .any(|l| l.split_whitespace().collect::<Vec<_>>() == ["lag", "1"]),
+        "{human}"
+    );
+    let unknown = inlet(&node, &["group", "describe", "nobody"], None);
+    assert_eq!(code(&unknown), Some(3), "{}", unknown.output());
+
+    // Tables: once the three records are committed.
+    let server = common::http_url(&node);
+    let listed = common::poll_until(60, "the table holds the three records", || {
+        let v = json_of(
+            &node,
+            &["table", "list", "--server", &server, "--format", "json"],
+        );
+        (v[0]["records"] == 3).then_some(v)
+    });
+    assert_eq!(listed[0]["table"], "default.orders");
+    assert_eq!(listed[0]["table_topic"], true);
+    let table = json_of(
+        &node,
+        &[
+            "table",
+            "describe",
+            "default.orders",
+            "--server",
+            &server,
+            "--format",
+            "json",
+        ],
+    );
+    let columns: Vec<&str> = table["schema"]["fields"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|f| f["name"].as_str())
+        .collect();
+    // The evolved column comes after the table's own `_kafka` column.
+    assert_eq!(columns, ["id", "name", "_kafka", "email"]);
+    assert!(
+        table["table_topic"]["committed_offsets"].is_object(),
+        "{table}"
+    );
+    let snapshots = json_of(
+        &node,
+        &[
+            "table",
+            "snapshots",
+            "default.orders",
+            "--server",
+            &server,
+            "--format",
+            "json",
+        ],
+    );
+    let last = snapshots.as_array().unwrap().last().cloned().unwrap();
+    assert_eq!(last["total_records"], "3", "{snapshots}");
+    let files = json_of(
+        &node,
+        &[
+            "table",
+            "files",
+            "default.orders",
+            "--server",
+            &server,
+            "--format",
+            "json",
+        ],
+    );
+    let records: i64 = files
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|f| f["record_count"].as_i64())
+        .sum();
+    assert_eq!(records, 3, "{files}");
+    let human = ok(
+        &node,
+        &["table", "files", "default.orders", "--server", &server],
+        None,
+    );
+    assert!(human.starts_with("content"), "{human}");
+    for args in [
+        &["table", "describe", "default.nope", "--server", &server][..],
+        &["table", "files", "default.nope", "--server", &server],
+    ] {
+        let missing = inlet(&node, args, None);
+        assert_eq!(code(&missing), Some(3), "{args:?}: {}", missing.output());
+    }
+    let bad = inlet(
+        &node,
+        &["table", "describe", "nodot", "--server", &server],
+        None,
+    );
+    assert_eq!(code(&bad), Some(2), "{}", bad.output());
+    node.stop();
+}

@@ -7,6 +7,11 @@
 //! - [`produce`]: `inlet produce`, JSON lines to schema-framed records (as
 //!   `kafka-avro-console-producer`, with its `--property` spellings);
 //! - [`consume`]: `inlet consume`, framed records back to JSON lines;
+//! - [`group`]: `inlet group list|describe`, consumer groups with their lag;
+//! - [`table`]: `inlet table list|describe|snapshots|files`, through the node's catalog and
+//!   SQL;
+//! - [`schema`]: `inlet schema list|get|diff`, the registry's subjects and a field-level diff
+//!   of two versions;
 //! - [`alter`]: IncrementalAlterConfigs through librdkafka's C API (the `rdkafka` crate
 //!   offers only AlterConfigs);
 //! - [`kafka`]: the client settings every Kafka command shares (bootstrap servers, security,
@@ -18,9 +23,12 @@
 
 pub mod alter;
 pub mod consume;
+pub mod group;
 pub mod kafka;
 pub mod produce;
 pub mod registry;
+pub mod schema;
+pub mod table;
 pub mod topic;
 
 /// Why a command failed, with the exit code it ends with.

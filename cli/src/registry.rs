@@ -118,6 +118,65 @@ impl Registry {
         id_of(&v)
     }
 
+    /// Every subject.
+    pub async fn subjects(&self) -> Result<Vec<String>> {
+        let v = self.call(reqwest::Method::GET, "/subjects", None).await?;
+        Ok(v.as_array()
+            .map(|a| {
+                a.iter()
+                    .filter_map(|s| s.as_str().map(str::to_string))
+                    .collect()
+            })
+            .unwrap_or_default())
+    }
+
+    /// `subject`'s version `version` (a number or `latest`), as the registry answers it
+    /// (`subject`, `version`, `id`, `schemaType`, `schema`).
+    pub async fn version(&self, subject: &str, version: &str) -> Result<Value> {
+        self.call(
+            reqwest::Method::GET,
+            &format!("/subjects/{}/versions/{}", encode(subject), encode(version)),
+            None,
+        )
+        .await
+    }
+
+    /// `subject`'s versions, oldest first.
+    pub async fn versions(&self, subject: &str) -> Result<Vec<i64>> {
+        let v = self
+            .call(
+                reqwest::Method::GET,
+                &format!("/subjects/{}/versions", encode(subject)),
+                None,
+            )
+            .await?;
+        Ok(v.as_array()
+            .map(|a| a.iter().filter_map(Value::as_i64).collect())
+            .unwrap_or_default())
+    }
+
+    /// `subject`'s compatibility level (its own, or the global one).
+    pub async fn compatibility(&self, subject: &str) -> Result<String> {
+        let v = self
+            .call(
+                reqwest::Method::GET,
+                &format!("/config/{}?defaultToGlobal=true", encode(subject)),
+                None,
+            )
+            .await?;
+        Ok(v["compatibilityLevel"].as_str().unwrap_or("?").to_string())
+    }
+
+    /// Parses a schema the registry sent (`schemaType`, `schema`, `references`).
+    pub async fn parse(&self, v: &Value) -> Result<ParsedSchema> {
+        let kind = schema_type(v)?;
+        let text = v["schema"].as_str().unwrap_or_default();
+        let mut refs = Vec::new();
+        self.references(&v["references"], &mut refs, 0).await?;
+        ParsedSchema::parse(kind, text, &refs)
+            .map_err(|e| Failure::failed(format!("the registry's schema does not parse here: {e}")))
+    }
+
     /// The latest version of `subject`.
     pub async fn latest(&self, subject: &str) -> Result<Schema> {
         let v = self

@@ -3,7 +3,9 @@
 //! - `as_of('ns.table', '2026-11-29T10:00:00Z')` reads it as it was at that time: the last
 //!   snapshot of its `main` history committed at or before it;
 //! - `snapshots('ns.table')` lists the table's snapshots (time, id, parent, operation,
-//!   summary), to find the ids and times to travel to.
+//!   summary), to find the ids and times to travel to;
+//! - `files('ns.table')` lists the live files of its current snapshot (content, path, format,
+//!   partition, records, bytes): what a scan of it reads.
 //!
 //! DataFusion calls table functions synchronously while planning, but loading a table is
 //! asynchronous, so [`resolve`] walks the parsed statement first, loads every table these
@@ -34,6 +36,7 @@ use crate::QueryError;
 
 const AS_OF: &str = "as_of";
 const SNAPSHOTS: &str = "snapshots";
+const FILES: &str = "files";
 
 /// A literal argument, as text: the same key whether it came from the SQL text or from
 /// DataFusion's planned expression.
@@ -107,6 +110,7 @@ impl Visitor for Calls {
             let function = match function.as_str() {
                 AS_OF => AS_OF,
                 SNAPSHOTS => SNAPSHOTS,
+                FILES => FILES,
                 _ => return ControlFlow::Continue(()),
             };
             // Calls with non-literal arguments are left for the function to refuse.
@@ -208,17 +212,114 @@ async fn provide(catalog: &dyn Catalog, call: &Call) -> Result<Arc<dyn TableProv
             let table = MemTable::try_new(schema, vec![vec![batch]]).map_err(QueryError::failed)?;
             Ok(Arc::new(table))
         }
+        (FILES, [Arg::Text(name)]) => {
+            let table = load(catalog, name).await?;
+            Ok(Arc::new(live_files(&table).await?))
+        }
         _ => Err(QueryError::Invalid(usage(call.function).to_string())),
     }
 }
 
 fn usage(function: &str) -> &'static str {
-    if function == AS_OF {
-        "as_of takes a table name and a snapshot id or a time: as_of('ns.table', 1234) or \
-         as_of('ns.table', '2026-11-29T10:00:00Z')"
-    } else {
-        "snapshots takes a table name: snapshots('ns.table')"
+    match function {
+        AS_OF => {
+            "as_of takes a table name and a snapshot id or a time: as_of('ns.table', 1234) or \
+             as_of('ns.table', '2026-11-29T10:00:00Z')"
+        }
+        FILES => "files takes a table name: files('ns.table')",
+        _ => "snapshots takes a table name: snapshots('ns.table')",
     }
+}
+
+/// The live data and delete files of `table`'s current snapshot, one row each.
+async fn live_files(table: &iceberg::table::Table) -> Result<MemTable, QueryError> {
+    use datafusion::arrow::array::{ArrayRef, Int32Array, Int64Array, StringArray};
+    use datafusion::arrow::datatypes::{DataType, Field, Schema};
+    use datafusion::arrow::record_batch::RecordBatch;
+
+    /// content, path, format, spec id, partition, records, bytes.
+    type Row = (String, String, String, i32, String, i64, i64);
+    let failed = |e: iceberg::Error| QueryError::failed(e);
+    let mut rows: Vec<Row> = Vec::new();
+    if let Some(snapshot) = table.metadata().current_snapshot() {
+        let bytes = table
+            .file_io()
+            .new_input(snapshot.manifest_list())
+            .map_err(failed)?
+            .read()
+            .await
+            .map_err(failed)?;
+        let list = iceberg::spec::ManifestList::parse_with_version(
+            &bytes,
+            table.metadata().format_version(),
+        )
+        .map_err(failed)?;
+        for m in list.entries() {
+            let manifest = m.load_manifest(table.file_io()).await.map_err(failed)?;
+            for entry in manifest.entries().iter().filter(|e| e.is_alive()) {
+                let f = entry.data_file();
+                rows.push((
+                    format!("{:?}", f.content_type()).to_lowercase(),
+                    f.file_path().to_string(),
+                    format!("{:?}", f.file_format()).to_lowercase(),
+                    m.partition_spec_id,
+                    partition_text(f.partition()),
+                    f.record_count() as i64,
+                    f.file_size_in_bytes() as i64,
+                ));
+            }
+        }
+    }
+    rows.sort_by(|a, b| a.1.cmp(&b.1));
+    let schema = Arc::new(Schema::new(vec![
+        Field::new("content", DataType::Utf8, false),
+        Field::new("file_path", DataType::Utf8, false),
+        Field::new("file_format", DataType::Utf8, false),
+        Field::new("spec_id", DataType::Int32, false),
+        Field::new("partition", DataType::Utf8, false),
+        Field::new("record_count", DataType::Int64, false),
+        Field::new("file_size_in_bytes", DataType::Int64, false),
+    ]));
+    let text = |f: fn(&Row) -> &str| -> ArrayRef {
+        Arc::new(StringArray::from_iter_values(rows.iter().map(f)))
+    };
+    let columns: Vec<ArrayRef> = vec![
+        text(|r| &r.0),
+        text(|r| &r.1),
+        text(|r| &r.2),
+        Arc::new(Int32Array::from_iter_values(rows.iter().map(|r| r.3))),
+        text(|r| &r.4),
+        Arc::new(Int64Array::from_iter_values(rows.iter().map(|r| r.5))),
+        Arc::new(Int64Array::from_iter_values(rows.iter().map(|r| r.6))),
+    ];
+    let batch = RecordBatch::try_new(schema.clone(), columns).map_err(QueryError::failed)?;
+    MemTable::try_new(schema, vec![vec![batch]]).map_err(QueryError::failed)
+}
+
+/// A file's partition tuple as text: `[19700, 3]`, `null` for a null value, `[]` unpartitioned.
+fn partition_text(partition: &iceberg::spec::Struct) -> String {
+    let values: Vec<String> = partition
+        .iter()
+        .map(|v| match v {
+            Some(iceberg::spec::Literal::Primitive(p)) => {
+                use iceberg::spec::PrimitiveLiteral as P;
+                match p {
+                    P::Boolean(b) => b.to_string(),
+                    P::Int(n) => n.to_string(),
+                    P::Long(n) => n.to_string(),
+                    P::Float(f) => f.to_string(),
+                    P::Double(f) => f.to_string(),
+                    P::String(s) => format!("{s:?}"),
+                    P::Int128(n) => n.to_string(),
+                    P::UInt128(n) => n.to_string(),
+                    other => format!("{other:?}"),
+                }
+            }
+            Some(other) => format!("{other:?}"),
+            None => "null".to_string(),
+        })
+        .collect();
+    format!("[{}]", values.join(", "))
 }
 
 /// Loads what the time-travel functions in `sql` read and registers the functions in `ctx`.
@@ -242,7 +343,7 @@ pub(crate) async fn resolve(
         }
     }
     let resolved = Arc::new(resolved);
-    for function in [AS_OF, SNAPSHOTS] {
+    for function in [AS_OF, SNAPSHOTS, FILES] {
         ctx.register_udtf(
             function,
             Arc::new(Resolved {

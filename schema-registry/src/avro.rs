@@ -372,7 +372,7 @@ fn with_sources(e: &dyn std::error::Error) -> String {
 }
 
 /// Named types of a schema and its references by full name, to resolve `Schema::Ref`.
-pub(crate) fn names<'a>(schema: &'a Schema, refs: &'a [Schema]) -> HashMap<String, &'a Schema> {
+pub fn names<'a>(schema: &'a Schema, refs: &'a [Schema]) -> HashMap<String, &'a Schema> {
     fn walk<'a>(s: &'a Schema, out: &mut HashMap<String, &'a Schema>) {
         match s {
             Schema::Record(r) => {

@@ -293,6 +293,16 @@ async fn metrics(State(Node { broker, tables }): State<Node>) -> impl IntoRespon
         if healthy { 1.0 } else { 0.0 },
     );
     gauge(
+        "inlet_wal_failed",
+        "1 once the WAL failed (a write or fdatasync error): it refuses appends until a restart.",
+        "gauge",
+        if broker.store().health().wal_failed.is_some() {
+            1.0
+        } else {
+            0.0
+        },
+    );
+    gauge(
         "inlet_upload_failing_seconds",
         "How long uploads to the object store have been failing (0 when the last one worked).",
         "gauge",
@@ -407,7 +417,33 @@ async fn metrics(State(Node { broker, tables }): State<Node>) -> impl IntoRespon
     );
     render_tables(&mut out, &tables, broker.clock_ms() as i64);
     render_table_lags(&mut out, &broker);
+    render_group_lags(&mut out, &broker);
     ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], out)
+}
+
+/// A Prometheus label value: backslash, double quote and newline escaped.
+fn label(value: &str) -> String {
+    value
+        .replace('\\', "\\\\")
+        .replace('"', "\\\"")
+        .replace('\n', "\\n")
+}
+
+/// Each consumer group this node coordinates: its lag per topic.
+fn render_group_lags(out: &mut String, broker: &inlet_ingest::Broker) {
+    let name = "inlet_kafka_group_lag";
+    let _ = writeln!(
+        out,
+        "# HELP {name} Records between a consumer group's committed offsets and the ends of a topic's partitions, for the groups this node coordinates.\n# TYPE {name} gauge"
+    );
+    for (group, topic, lag) in broker.group_lags() {
+        let _ = writeln!(
+            out,
+            "{name}{{group=\"{}\",topic=\"{}\"}} {lag}",
+            label(&group),
+            label(&topic)
+        );
+    }
 }
 
 /// One table's progress as JSON (`/v1/tables`).

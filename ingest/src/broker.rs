@@ -344,6 +344,36 @@ impl Broker {
         &self.metrics
     }
 
+    /// Each consumer group this node coordinates, per topic it committed offsets for: the
+    /// records between its committed offsets and the partitions' ends (partitions of streams
+    /// this node does not hold count nothing), as (group, topic, lag). For `/metrics`
+    /// (`inlet_kafka_group_lag`): one series per group and topic, so its size grows with
+    /// the groups this node coordinates, not with partitions.
+    pub fn group_lags(&self) -> Vec<(String, String, u64)> {
+        let mut out = Vec::new();
+        for (group, offsets) in self.groups.claimed_offsets() {
+            let mut by_topic: std::collections::BTreeMap<&str, u64> = Default::default();
+            for ((topic, partition), committed) in &offsets {
+                let Some(end) = self
+                    .topics
+                    .get(topic)
+                    .and_then(|t| t.partition(*partition).map(|p| p.stream))
+                    .and_then(|stream| self.store.end_offset(stream).ok())
+                else {
+                    continue;
+                };
+                let lag = end.saturating_sub(committed.offset.max(0) as u64);
+                *by_topic.entry(topic.as_str()).or_default() += lag;
+            }
+            out.extend(
+                by_topic
+                    .into_iter()
+                    .map(|(topic, lag)| (group.clone(), topic.to_string(), lag)),
+            );
+        }
+        out
+    }
+
     /// For how much longer authentications from `ip` are refused (`sasl::failures`); None:
     /// it may try.
     pub(crate) fn authentication_refused_for(&self, ip: std::net::IpAddr) -> Option<u64> {

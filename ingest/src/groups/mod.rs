@@ -253,6 +253,19 @@ impl GroupCoordinator {
         ids
     }
 
+    /// Every committed offset of each group this node holds a claim for: (group, offsets).
+    pub(crate) fn claimed_offsets(&self) -> Vec<(String, offsets::GroupOffsets)> {
+        let mut claimed = self.inner.offsets.claimed();
+        claimed.sort();
+        claimed
+            .into_iter()
+            .map(|g| {
+                let all = self.inner.offsets.all(&g);
+                (g, all)
+            })
+            .collect()
+    }
+
     /// The groups this node holds membership state or a claim for, sorted.
     pub(crate) fn held_groups(&self) -> Vec<String> {
         let mut ids = self.group_ids();

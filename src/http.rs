@@ -1,7 +1,7 @@
 //! The node's HTTP listener (docs/architecture.md, "HTTP endpoints"): `/healthz`, Prometheus `/metrics`, each table
 //! topic's commit lag at `/v1/tables[/{namespace}/{table}]`, watermarks at
-//! `/v1/watermarks/{namespace}/{table}`, read-only SQL at `POST /v1/query`, and the Iceberg REST
-//! catalog under `/iceberg`.
+//! `/v1/watermarks/{namespace}/{table}`, read-only SQL at `POST /v1/query`, the Iceberg REST
+//! catalog under `/iceberg`, and the web console at `/ui` with its listings (`console`).
 //!
 //! With `[http] authentication = "token"` (an `HttpAccess`), every endpoint but `/healthz`
 //! and the catalog's token endpoint authenticates its requests; the catalog authorizes each
@@ -43,6 +43,7 @@ struct Node {
 pub(crate) async fn serve(
     listener: TcpListener,
     broker: Arc<Broker>,
+    registry: Arc<inlet_schema_registry::Registry>,
     tables: Statuses,
     catalog: Arc<dyn iceberg::Catalog>,
     query: inlet_query::QueryConfig,
@@ -60,10 +61,12 @@ pub(crate) async fn serve(
     let sql = Router::new()
         .route("/v1/query", axum::routing::post(crate::sql::post))
         .with_state((catalog, query));
+    let (pages, listings) = crate::console::routers(broker.clone(), registry);
     let node = Node { broker, tables };
     let open = Router::new()
         .route("/healthz", get(healthz))
-        .with_state(node.clone());
+        .with_state(node.clone())
+        .merge(pages);
     let mut guarded = Router::new()
         .route("/metrics", get(metrics))
         .route("/v1/tables", get(tables_status))
@@ -71,7 +74,8 @@ pub(crate) async fn serve(
         .route("/v1/cluster", get(cluster))
         .with_state(node)
         .merge(watermarks)
-        .merge(sql);
+        .merge(sql)
+        .merge(listings);
     let mut iceberg = iceberg;
     if let Some(access) = access {
         guarded = guarded.route_layer(axum::middleware::from_fn_with_state(

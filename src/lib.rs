@@ -13,6 +13,7 @@ pub mod audit;
 pub use inlet_cluster as cluster;
 pub mod config;
 pub mod config_dump;
+mod console;
 mod http;
 mod https;
 pub use inlet_cluster::members;
@@ -597,6 +598,7 @@ impl NodeBuilder {
         tasks.spawn(http::serve(
             http_listener,
             broker.clone(),
+            registry.clone(),
             statuses.clone(),
             catalog.catalog(),
             config.query.to_config(),

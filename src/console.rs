@@ -1,0 +1,227 @@
+//! The web console (docs/console.md): pages built into the binary and served at `/ui` on the
+//! HTTP listener, with no install and no Node.js at run time (plain HTML, CSS and JavaScript in
+//! `src/console/`, no build step), and the JSON listings they read that the node's other
+//! endpoints do not give: `/v1/topics`, `/v1/groups`, `/v1/schemas` and a schema diff. The
+//! pages read the rest from the endpoints every client has: `/v1/tables`, `/v1/cluster`,
+//! `/metrics`, `/v1/query`.
+//!
+//! With `[http] authentication = "token"` the pages log in like any client (a bearer token from
+//! `/iceberg/v1/oauth/tokens`), and these listings, which name every topic, group and subject,
+//! answer only a principal with ALTER on the cluster (an operator); the others get 403.
+
+use std::sync::Arc;
+
+use axum::extract::{Path, Query, State};
+use axum::http::{header, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use axum::{Extension, Json, Router};
+use inlet_common::access::Viewer;
+use inlet_ingest::Broker;
+use inlet_schema_registry::{Deleted, Registry, VersionSpec};
+use serde_json::{json, Value};
+
+const INDEX: &str = include_str!("console/index.html");
+const SCRIPT: &str = include_str!("console/app.js");
+const STYLE: &str = include_str!("console/app.css");
+
+#[derive(Clone)]
+struct Console {
+    broker: Arc<Broker>,
+    registry: Arc<Registry>,
+}
+
+/// The pages (open: they hold no data) and the listings (behind the listener's guard).
+pub(crate) fn routers(broker: Arc<Broker>, registry: Arc<Registry>) -> (Router, Router) {
+    let page = |body: &'static str, kind: &'static str| {
+        get(move || async move { ([(header::CONTENT_TYPE, kind)], body) })
+    };
+    let pages = Router::new()
+        .route("/ui", page(INDEX, "text/html; charset=utf-8"))
+        .route("/ui/", page(INDEX, "text/html; charset=utf-8"))
+        .route("/ui/app.js", page(SCRIPT, "text/javascript; charset=utf-8"))
+        .route("/ui/app.css", page(STYLE, "text/css; charset=utf-8"));
+    let listings = Router::new()
+        .route("/v1/topics", get(topics))
+        .route("/v1/groups", get(groups))
+        .route("/v1/schemas", get(schemas))
+        .route("/v1/schemas/{subject}/versions/{version}", get(version))
+        .route("/v1/schemas/{subject}/diff", get(diff))
+        .with_state(Console { broker, registry });
+    (pages, listings)
+}
+
+/// 403 unless the viewer (when the listener authenticates) is an operator.
+fn operator_only(viewer: &Option<Extension<Viewer>>) -> Option<Response> {
+    let Some(Extension(v)) = viewer else {
+        return None;
+    };
+    if v.access.allows_namespaces(&v.principal, v.peer) {
+        return None;
+    }
+    Some(
+        (
+            StatusCode::FORBIDDEN,
+            Json(json!({"error": format!(
+                "{} may not list the node's topics, groups and schemas (that needs ALTER on the cluster)",
+                v.principal
+            )})),
+        )
+            .into_response(),
+    )
+}
+
+fn failed(status: StatusCode, e: impl std::fmt::Display) -> Response {
+    (status, Json(json!({"error": e.to_string()}))).into_response()
+}
+
+/// `GET /v1/topics`: every topic with its partitions' start and end offsets and, for a table
+/// topic, its table.
+async fn topics(State(c): State<Console>, viewer: Option<Extension<Viewer>>) -> Response {
+    if let Some(refused) = operator_only(&viewer) {
+        return refused;
+    }
+    let defaults = &c.broker.config().topic_defaults;
+    let mut out: Vec<Value> = c
+        .broker
+        .topics()
+        .list()
+        .iter()
+        .map(|t| {
+            let table = t
+                .configs
+                .table_topic(&t.name, defaults)
+                .map(|tt| format!("{}.{}", tt.namespace, tt.table));
+            let partitions: Vec<Value> = t
+                .partitions
+                .iter()
+                .map(|p| {
+                    let store = c.broker.store();
+                    json!({"partition": p.index,
+                           "start": store.start_offset(p.stream).ok(),
+                           "end": store.end_offset(p.stream).ok()})
+                })
+                .collect();
+            json!({"name": t.name, "table": table, "partitions": partitions})
+        })
+        .collect();
+    out.sort_by(|a, b| a["name"].as_str().cmp(&b["name"].as_str()));
+    Json(Value::Array(out)).into_response()
+}
+
+/// `GET /v1/groups`: the consumer groups this node coordinates, with their lag per topic.
+async fn groups(State(c): State<Console>, viewer: Option<Extension<Viewer>>) -> Response {
+    if let Some(refused) = operator_only(&viewer) {
+        return refused;
+    }
+    let mut by_group: std::collections::BTreeMap<String, Vec<Value>> = Default::default();
+    for (group, topic, lag) in c.broker.group_lags() {
+        by_group
+            .entry(group)
+            .or_default()
+            .push(json!({"topic": topic, "lag": lag}));
+    }
+    let out: Vec<Value> = by_group
+        .into_iter()
+        .map(|(group, topics)| {
+            let lag: u64 = topics.iter().filter_map(|t| t["lag"].as_u64()).sum();
+            json!({"group": group, "lag": lag, "topics": topics})
+        })
+        .collect();
+    Json(Value::Array(out)).into_response()
+}
+
+/// `GET /v1/schemas`: every subject with its versions, latest schema id and type, and
+/// compatibility level.
+async fn schemas(State(c): State<Console>, viewer: Option<Extension<Viewer>>) -> Response {
+    if let Some(refused) = operator_only(&viewer) {
+        return refused;
+    }
+    let subjects = match c.registry.subjects("", Deleted::Exclude).await {
+        Ok(s) => s,
+        Err(e) => return failed(StatusCode::SERVICE_UNAVAILABLE, e),
+    };
+    let mut out = Vec::new();
+    for subject in subjects {
+        let (Ok(versions), Ok(latest), Ok(level)) = (
+            c.registry.versions(&subject, Deleted::Exclude).await,
+            c.registry
+                .version(&subject, VersionSpec::Latest, false)
+                .await,
+            c.registry.compatibility(Some(&subject), true).await,
+        ) else {
+            // Deleted while listed.
+            continue;
+        };
+        out.push(json!({
+            "subject": subject, "versions": versions, "id": latest.schema.id,
+            "type": latest.schema.schema_type().as_str(), "compatibility": level.to_string(),
+        }));
+    }
+    Json(Value::Array(out)).into_response()
+}
+
+fn spec(v: &str) -> Option<VersionSpec> {
+    match v {
+        "latest" => Some(VersionSpec::Latest),
+        n => n.parse().ok().map(VersionSpec::Number),
+    }
+}
+
+/// `GET /v1/schemas/{subject}/versions/{version}`: one version's id, type and text.
+async fn version(
+    State(c): State<Console>,
+    viewer: Option<Extension<Viewer>>,
+    Path((subject, v)): Path<(String, String)>,
+) -> Response {
+    if let Some(refused) = operator_only(&viewer) {
+        return refused;
+    }
+    let Some(spec) = spec(&v) else {
+        return failed(StatusCode::BAD_REQUEST, format!("{v:?} is not a version"));
+    };
+    match c.registry.version(&subject, spec, false).await {
+        Ok(sv) => Json(json!({
+            "subject": sv.subject, "version": sv.version, "id": sv.schema.id,
+            "type": sv.schema.schema_type().as_str(), "schema": sv.schema.text,
+        }))
+        .into_response(),
+        Err(e) => failed(StatusCode::NOT_FOUND, e),
+    }
+}
+
+#[derive(serde::Deserialize)]
+struct DiffQuery {
+    from: String,
+    to: Option<String>,
+}
+
+/// `GET /v1/schemas/{subject}/diff?from=V&to=W`: the field-level changes from one version to
+/// another (`inlet schema diff`'s lines).
+async fn diff(
+    State(c): State<Console>,
+    viewer: Option<Extension<Viewer>>,
+    Path(subject): Path<String>,
+    Query(q): Query<DiffQuery>,
+) -> Response {
+    if let Some(refused) = operator_only(&viewer) {
+        return refused;
+    }
+    let to = q.to.unwrap_or_else(|| "latest".into());
+    let (Some(from), Some(to_spec)) = (spec(&q.from), spec(&to)) else {
+        return failed(StatusCode::BAD_REQUEST, "from and to are versions");
+    };
+    let (old, new) = match (
+        c.registry.version(&subject, from, false).await,
+        c.registry.version(&subject, to_spec, false).await,
+    ) {
+        (Ok(o), Ok(n)) => (o, n),
+        (Err(e), _) | (_, Err(e)) => return failed(StatusCode::NOT_FOUND, e),
+    };
+    let lines = inlet_cli::schema::changes(
+        &inlet_cli::schema::fields(&old.schema.parsed),
+        &inlet_cli::schema::fields(&new.schema.parsed),
+    );
+    Json(json!({"subject": subject, "from": old.version, "to": new.version, "lines": lines}))
+        .into_response()
+}

@@ -1,0 +1,122 @@
+"""The web console in a real browser: headless Chromium (the system's, Debian's `chromium`)
+driven by Playwright. Every page loads without a console error, the values it shows match the
+node's own API, the SQL box runs a query, the schema page shows the field diff, and each page
+is saved as a screenshot.
+
+Usage: console.py HTTP_URL SCREENSHOT_DIR
+
+The node holds (tests/console.rs): topic `people` (a table topic, 1 partition) with three
+records, committed to `default.people`; subject `people-value` with two versions (the second
+adds `email`); group `billing`, which read two of the three records.
+"""
+
+import json
+import os
+import shutil
+import sys
+import urllib.request
+
+from inlet_clients import check
+from playwright.sync_api import sync_playwright
+
+url, shots = sys.argv[1:3]
+os.makedirs(shots, exist_ok=True)
+
+
+def get(path):
+    with urllib.request.urlopen(url + path) as r:
+        return r.read().decode()
+
+
+def query(sql):
+    req = urllib.request.Request(url + "/v1/query", data=json.dumps({"sql": sql}).encode(),
+                                 headers={"Content-Type": "application/json", "Accept": "application/json"})
+    with urllib.request.urlopen(req) as r:
+        return json.loads(r.read())
+
+
+topics = json.loads(get("/v1/topics"))
+tables = json.loads(get("/v1/tables"))
+status = tables["default.people"]
+produced = sum(float(line.rsplit(" ", 1)[1]) for line in get("/metrics").splitlines()
+               if line.startswith("inlet_kafka_produced_records_total"))
+rows = int(query("SELECT summary['total-records'] AS n FROM snapshots('default.people') ORDER BY committed_at DESC LIMIT 1")[0]["n"])
+files = len(query("SELECT file_path FROM files('default.people')"))
+
+errors = []
+with sync_playwright() as p:
+    browser = p.chromium.launch(executable_path=shutil.which("chromium"), args=["--no-sandbox"])
+    page = browser.new_page(viewport={"width": 1280, "height": 900})
+    page.on("console", lambda m: errors.append(f"console {m.type}: {m.text}") if m.type == "error" else None)
+    page.on("pageerror", lambda e: errors.append(f"page error: {e}"))
+
+    def visit(route, loaded, name):
+        page.goto(f"{url}/ui#/{route}")
+        page.wait_for_selector(f'#page[data-loaded="{loaded}"]', timeout=15000)
+        check(page.get_attribute("#page", "data-loaded") != "error", f"{name} loads: {page.inner_text('#page')[:300]}")
+        return page
+
+    def shot(name):
+        page.screenshot(path=os.path.join(shots, f"{name}.png"), full_page=True)
+
+    def cells(selector):
+        return [[c.inner_text() for c in r.query_selector_all("td")] for r in page.query_selector_all(f"{selector} tbody tr")]
+
+    visit("", "overview", "the overview")
+    check(page.inner_text("#topic-count") == str(len(topics)), "overview: topics as /v1/topics counts them")
+    check(page.inner_text("#table-count") == str(len(tables)), "overview: table topics as /v1/tables counts them")
+    page.wait_for_function(f"document.getElementById('records-produced').textContent === '{int(produced):,}'", timeout=10000)
+    page.wait_for_selector("#throughput-chart polyline", state="attached", timeout=10000)
+    check(True, f"overview: {int(produced)} records produced, as /metrics says, and a throughput chart")
+    shot("overview")
+
+    visit("topics", "topics", "the topics page")
+    check(["people", "1", "3", "default.people"] in cells("#topics"), f"topics: people's row {cells('#topics')}")
+    shot("topics")
+
+    visit("tables", "tables", "the tables page")
+    row = [r for r in cells("#tables") if r[0] == "default.people"]
+    check(row and row[0][1] == f"{status['records_behind']:,}", f"tables: records behind as /v1/tables says ({row})")
+    shot("tables")
+
+    visit("tables/default.people", "tables/default.people", "a table's page")
+    check(page.inner_text("#table-rows") == f"{rows:,}", f"table: {rows} rows, as its snapshot says")
+    check(page.inner_text("#table-files") == f"{files:,}", f"table: {files} files, as files() lists them")
+    check(cells("#partitions")[0][:3] == ["0", "3", "3"], f"table: partition 0 committed to 3 of 3 ({cells('#partitions')})")
+    snapshot_ids = [str(r["id"]) for r in query("SELECT CAST(snapshot_id AS VARCHAR) AS id FROM snapshots('default.people')")]
+    check([r[1] for r in cells("#snapshots")] == snapshot_ids[::-1][:10], f"table: its last commits, ids exact ({cells('#snapshots')})")
+    check(len(cells("#file-sizes")) == 5 and page.inner_text("#page").rstrip().endswith("0") , "table: its file sizes, nothing after them")
+    page.wait_for_selector("#watermark", timeout=10000)
+    shot("table")
+
+    visit("schemas", "schemas", "the schemas page")
+    check(["people-value", "1, 2"] == cells("#schemas")[0][:2], f"schemas: {cells('#schemas')}")
+    shot("schemas")
+
+    visit("schemas/people-value", "schemas/people-value", "a subject's page")
+    page.wait_for_selector("#diff div", timeout=10000)
+    diff = page.inner_text("#diff")
+    check("+ email: [null, string] (default null)" in diff, f"schema diff: {diff}")
+    check('"email"' in page.inner_text("#schema-text"), "subject: the latest schema's text")
+    shot("schema")
+
+    visit("groups", "groups", "the groups page")
+    check(["billing", "people", "1"] in cells("#groups"), f"groups: billing is 1 behind on people ({cells('#groups')})")
+    shot("groups")
+
+    visit("sql", "sql", "the SQL page")
+    page.fill("#sql-text", "SELECT count(*) AS n, max(id) AS last FROM default.people")
+    page.click("#sql-run")
+    page.wait_for_selector("#sql-result table", timeout=15000)
+    check(cells("#sql-result") == [["3", "3"]], f"SQL box: {cells('#sql-result')}")
+    shot("sql")
+
+    visit("cluster", "cluster", "the cluster page")
+    nodes = cells("#nodes")
+    check(len(nodes) == 1 and nodes[0][3] == "yes", f"cluster: one live node ({nodes})")
+    check(["people", "0"] == cells("#owners")[0][:2], "cluster: the partition's owner")
+    shot("cluster")
+    browser.close()
+
+check(not errors, f"no console errors: {errors}")
+print("OK")

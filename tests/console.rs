@@ -1,0 +1,120 @@
+//! The web console (docs/console.md) in a real browser: headless Chromium (Debian's
+//! `chromium`) driven by Playwright (`tests/clients/console.py`) against a node with a live
+//! table topic, a schema with two versions and a consumer group. Every page loads without
+//! console errors, shows what the API says (counts, lag, rows, files, the schema diff), and the
+//! SQL box runs a query. Screenshots of every page are kept in `INLET_TEST_ARTIFACTS/console`
+//! (default `test-artifacts/console` in the clone). Chromium and Playwright come from
+//! scripts/test; without them the test is skipped locally and fails in CI.
+#![allow(clippy::unwrap_used, clippy::panic, clippy::disallowed_methods)] // a test: a failed step fails it, and its deadlines are real time
+
+mod common;
+
+use std::process::Command;
+use std::time::Duration;
+
+use common::{committed_records, http_url, poll_until, registry_url, temp_node, tool_runs, INLET};
+use inlet_test_support::process::run_captured;
+
+fn inlet(node: &common::Node, args: &[&str], stdin: Option<&str>) {
+    let c = run_captured(
+        Command::new(INLET)
+            .args(args)
+            .env("INLET_BOOTSTRAP_SERVER", &node.kafka)
+            .env("INLET_REGISTRY", registry_url(node)),
+        stdin.map(str::as_bytes),
+        Duration::from_secs(120),
+        Duration::from_millis(50),
+    );
+    assert!(c.success(), "inlet {args:?}:\n{}", c.output());
+}
+
+#[test]
+fn every_console_page_loads_in_chromium_and_shows_what_the_api_says() {
+    let chromium = common::require(
+        "chromium (Debian's package, from scripts/test)",
+        tool_runs("chromium", "--version"),
+    );
+    let Some(python) = inlet_test_support::python::require_python(
+        "import playwright.sync_api",
+        "Playwright (scripts/requirements-test.txt)",
+    ) else {
+        return;
+    };
+    if !chromium {
+        return;
+    }
+    let (dir, node) = temp_node(&[]);
+    inlet(
+        &node,
+        &[
+            "topic",
+            "create",
+            "people",
+            "-p",
+            "1",
+            "--table",
+            "-c",
+            "table.topic.commit.interval.ms=1000",
+        ],
+        None,
+    );
+    let v1 = dir.path().join("v1.avsc");
+    std::fs::write(&v1, r#"{"type": "record", "name": "Person", "fields": [{"name": "id", "type": "long"}, {"name": "name", "type": "string"}]}"#).unwrap();
+    let v2 = dir.path().join("v2.avsc");
+    std::fs::write(&v2, r#"{"type": "record", "name": "Person", "fields": [{"name": "id", "type": "long"}, {"name": "name", "type": "string"}, {"name": "email", "type": ["null", "string"], "default": null}]}"#).unwrap();
+    inlet(
+        &node,
+        &[
+            "produce",
+            "--topic",
+            "people",
+            "--value-schema",
+            &v1.to_string_lossy(),
+        ],
+        Some("{\"id\": 1, \"name\": \"ann\"}\n{\"id\": 2, \"name\": \"bob\"}\n"),
+    );
+    inlet(
+        &node,
+        &[
+            "produce",
+            "--topic",
+            "people",
+            "--value-schema",
+            &v2.to_string_lossy(),
+        ],
+        Some("{\"id\": 3, \"name\": \"cy\", \"email\": \"cy@example.com\"}\n"),
+    );
+    inlet(
+        &node,
+        &[
+            "consume",
+            "--topic",
+            "people",
+            "--group",
+            "billing",
+            "--from-beginning",
+            "--max-messages",
+            "2",
+        ],
+        None,
+    );
+    poll_until(60, "the table commits the three records", || {
+        (committed_records(&node, "default", "people") == 3).then_some(())
+    });
+    let shots = std::env::var_os("INLET_TEST_ARTIFACTS")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("test-artifacts"))
+        .join("console");
+    inlet_test_support::python::run_client(
+        &python,
+        "console.py",
+        &[&http_url(&node), &shots],
+        Duration::from_secs(180),
+    );
+    assert!(
+        shots.join("table.png").is_file(),
+        "screenshots in {}",
+        shots.display()
+    );
+    node.stop();
+}

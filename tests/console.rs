@@ -118,3 +118,35 @@ fn every_console_page_loads_in_chromium_and_shows_what_the_api_says() {
     );
     node.stop();
 }
+
+/// On a node whose HTTP listener authenticates, the pages load without a login (they hold no
+/// data), the listings want one (401), and name topics, groups and subjects only to an
+/// operator: `super.users` here (403 for another user).
+#[test]
+fn the_console_listings_answer_only_operators_when_the_node_authenticates() {
+    let dir = tempfile::tempdir().unwrap();
+    let (node, _sasl) = common::secured_node(dir.path(), "[http]\nauthentication = \"token\"\n");
+    let base = http_url(&node);
+    let rt = common::current_thread_runtime();
+    let status = |path: &str, user: Option<&str>| -> u16 {
+        rt.block_on(async {
+            let mut request = reqwest::Client::new().get(format!("{base}{path}"));
+            if let Some(u) = user {
+                request = request.basic_auth(u, Some(format!("{u}-secret")));
+            }
+            request.send().await.unwrap().status().as_u16()
+        })
+    };
+    assert_eq!(status("/ui", None), 200);
+    assert_eq!(status("/ui/app.js", None), 200);
+    for path in ["/v1/topics", "/v1/groups", "/v1/schemas"] {
+        assert_eq!(status(path, None), 401, "{path} without a login");
+        assert_eq!(status(path, Some("alice")), 403, "{path} for alice");
+        assert_eq!(
+            status(path, Some("admin")),
+            200,
+            "{path} for the super user"
+        );
+    }
+    node.stop();
+}

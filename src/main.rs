@@ -326,10 +326,26 @@ fn main() -> anyhow::Result<()> {
         // The audit trail's entries also go to `[audit] file` when `serve` opens one.
         let audit = tracing_subscriber::filter::Targets::new()
             .with_target(inlet::audit::TARGET, tracing::Level::INFO);
+        // A node logs to standard output; the client commands keep it for their data, so
+        // their log lines (none at the default level) go to standard error.
+        let serving = std::env::args().nth(1).as_deref() == Some("serve");
+        let writer = tracing_subscriber::fmt::writer::BoxMakeWriter::new(move || {
+            if serving {
+                Box::new(std::io::stdout()) as Box<dyn std::io::Write>
+            } else {
+                Box::new(std::io::stderr())
+            }
+        });
+        let terminal = if serving {
+            std::io::IsTerminal::is_terminal(&std::io::stdout())
+        } else {
+            std::io::IsTerminal::is_terminal(&std::io::stderr())
+        };
         tracing_subscriber::registry()
             .with(
                 tracing_subscriber::fmt::layer()
-                    .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stdout()))
+                    .with_ansi(terminal)
+                    .with_writer(writer)
                     .with_filter(log),
             )
             .with(inlet::audit::AuditLayer.with_filter(audit))

@@ -224,10 +224,13 @@ pub async fn wait(
     timeout: Duration,
 ) -> anyhow::Result<Watermark> {
     let deadline = tokio::time::Instant::now() + timeout;
+    // On a terminal, a progress line after each long poll: where the watermark is.
+    let progress = std::io::IsTerminal::is_terminal(&std::io::stderr());
     loop {
         let left = deadline.saturating_duration_since(tokio::time::Instant::now());
-        // Long polls of at most a minute, so a node restart only costs one retry.
-        let chunk = left.min(Duration::from_secs(60));
+        // Long polls of at most a minute (10 s with a progress line), so a node restart only
+        // costs one retry.
+        let chunk = left.min(Duration::from_secs(if progress { 10 } else { 60 }));
         let w = match fetch(server, table, Some((until_ms, chunk))).await {
             Ok(w) => Some(w),
             Err(e) if e.to_string().starts_with("404") => None,
@@ -235,10 +238,29 @@ pub async fn wait(
         };
         if let Some(w) = &w {
             if w.watermark_ms.is_some_and(|m| m >= until_ms) {
+                if progress {
+                    eprint!("\r\x1b[K");
+                }
                 return Ok(w.clone());
             }
         }
+        if progress {
+            let now = w
+                .as_ref()
+                .and_then(|w| w.watermark.clone())
+                .unwrap_or_else(|| "none yet".into());
+            eprint!(
+                "\r\x1b[K{table}: watermark {now}, waiting for {} ({} s left)",
+                rfc3339(until_ms),
+                deadline
+                    .saturating_duration_since(tokio::time::Instant::now())
+                    .as_secs()
+            );
+        }
         if tokio::time::Instant::now() >= deadline {
+            if progress {
+                eprintln!();
+            }
             let now = w
                 .and_then(|w| w.watermark)
                 .unwrap_or_else(|| "none yet".into());

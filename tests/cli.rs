@@ -759,3 +759,126 @@ fn schema_group_and_table_commands_show_what_the_node_holds() {
     assert_eq!(code(&bad), Some(2), "{}", bad.output());
     node.stop();
 }
+
+/// The client commands authenticate like any client: SASL/SCRAM on the Kafka listener from a
+/// Java-style properties file (`--command-config` with `sasl.jaas.config`), and the registry's
+/// basic authentication (`basic.auth.user.info`); wrong credentials fail with exit 1 and the
+/// reason.
+#[test]
+fn the_commands_authenticate_with_scram_and_the_registrys_basic_auth() {
+    let dir = tempfile::tempdir().unwrap();
+    let (node, sasl) = common::secured_node(dir.path(), "[registry]\nauthentication = \"basic\"\n");
+    let properties = |password: &str| {
+        write(
+            dir.path(),
+            &format!("client-{password}.properties"),
+            &format!(
+                "security.protocol=SASL_PLAINTEXT\nsasl.mechanism=SCRAM-SHA-256\n\
+                 sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required username=\"admin\" password=\"{password}\";\n"
+            ),
+        )
+    };
+    let good = properties("admin-secret");
+    let schema = write(dir.path(), "person.avsc", PERSON);
+    let kafka = [
+        "--bootstrap-server",
+        sasl.as_str(),
+        "--command-config",
+        good.as_str(),
+    ];
+    let with = |args: &[&str]| -> Vec<String> {
+        args.iter()
+            .chain(kafka.iter())
+            .map(|s| s.to_string())
+            .collect()
+    };
+    let run = |args: Vec<String>, stdin: Option<&str>| {
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        inlet(&node, &args, stdin)
+    };
+    let created = run(with(&["topic", "create", "secure", "-p", "1"]), None);
+    assert!(created.success(), "{}", created.output());
+    let produced = run(
+        with(&[
+            "produce",
+            "--topic",
+            "secure",
+            "--value-schema",
+            &schema,
+            "--property",
+            "basic.auth.user.info=admin:admin-secret",
+        ]),
+        Some("{\"id\": 1, \"name\": \"a\"}\n"),
+    );
+    assert!(produced.success(), "{}", produced.output());
+    let consumed = run(
+        with(&[
+            "consume",
+            "--topic",
+            "secure",
+            "--from-beginning",
+            "--max-messages",
+            "1",
+            "--property",
+            "basic.auth.user.info=admin:admin-secret",
+        ]),
+        None,
+    );
+    assert!(consumed.success(), "{}", consumed.output());
+    assert_eq!(
+        consumed.stdout.trim(),
+        r#"{"id":1,"name":"a","email":null}"#
+    );
+    let subjects = run(
+        vec![
+            "schema".into(),
+            "list".into(),
+            "--basic-auth".into(),
+            "admin:admin-secret".into(),
+            "--format".into(),
+            "json".into(),
+        ],
+        None,
+    );
+    assert!(
+        subjects.success() && subjects.stdout.contains("secure-value"),
+        "{}",
+        subjects.output()
+    );
+
+    // Wrong credentials: a clear failure, exit 1.
+    let bad = properties("wrong");
+    let refused = run(
+        vec![
+            "topic".into(),
+            "list".into(),
+            "--bootstrap-server".into(),
+            sasl.clone(),
+            "--command-config".into(),
+            bad,
+        ],
+        None,
+    );
+    assert_eq!(code(&refused), Some(1), "{}", refused.output());
+    assert!(
+        refused.stderr.to_lowercase().contains("authentication"),
+        "{}",
+        refused.output()
+    );
+    let no_registry_login = run(
+        with(&["produce", "--topic", "secure", "--value-schema", &schema]),
+        Some("{\"id\": 2, \"name\": \"b\"}\n"),
+    );
+    assert_eq!(
+        code(&no_registry_login),
+        Some(1),
+        "{}",
+        no_registry_login.output()
+    );
+    assert!(
+        no_registry_login.stderr.contains("schema registry"),
+        "{}",
+        no_registry_login.output()
+    );
+    node.stop();
+}

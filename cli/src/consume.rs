@@ -16,11 +16,11 @@ use std::time::{Duration, Instant};
 
 use inlet_schema_registry::framing::{self, Value as Decoded};
 use inlet_schema_registry::{avro_json, ParsedSchema, StoredSchema};
-use rdkafka::consumer::{BaseConsumer, Consumer};
+use rdkafka::consumer::Consumer;
 use rdkafka::message::Message;
 use rdkafka::{Offset, TopicPartitionList};
 
-use crate::kafka::{KafkaArgs, TIMEOUT};
+use crate::kafka::{KafkaArgs, KafkaConsumer, Reporter};
 use crate::registry::Registry;
 use crate::topic::key_values;
 use crate::{Exit, Failure, Result};
@@ -107,7 +107,7 @@ pub async fn run(args: ConsumeArgs) -> Result<()> {
         .map_err(|e| Failure::failed(format!("the consumer stopped: {e}")))?
 }
 
-fn subscribe(args: &ConsumeArgs) -> Result<BaseConsumer> {
+fn subscribe(args: &ConsumeArgs) -> Result<KafkaConsumer> {
     let mut config = args.kafka.client_config()?;
     config
         .set("allow.auto.create.topics", "false")
@@ -122,11 +122,11 @@ fn subscribe(args: &ConsumeArgs) -> Result<BaseConsumer> {
         );
     match &args.group {
         Some(group) => {
-            let consumer: BaseConsumer = config
+            let consumer: KafkaConsumer = config
                 .set("group.id", group)
                 .set("enable.auto.commit", "true")
                 .set("enable.auto.offset.store", "false")
-                .create()?;
+                .create_with_context(Reporter)?;
             check_topic(&consumer, &args.topic)?;
             consumer.subscribe(&[&args.topic])?;
             Ok(consumer)
@@ -134,10 +134,10 @@ fn subscribe(args: &ConsumeArgs) -> Result<BaseConsumer> {
         None => {
             // librdkafka's consumer poll wants a group id even when it only assigns; this one
             // never joins or commits, so no group appears on the node.
-            let consumer: BaseConsumer = config
+            let consumer: KafkaConsumer = config
                 .set("group.id", "inlet-consume")
                 .set("enable.auto.commit", "false")
-                .create()?;
+                .create_with_context(Reporter)?;
             let partitions = check_topic(&consumer, &args.topic)?;
             let mut assignment = TopicPartitionList::new();
             let start = if args.from_beginning {
@@ -155,8 +155,8 @@ fn subscribe(args: &ConsumeArgs) -> Result<BaseConsumer> {
 }
 
 /// The topic's partitions; exit 3 when it does not exist.
-fn check_topic(consumer: &BaseConsumer, topic: &str) -> Result<Vec<i32>> {
-    let metadata = consumer.fetch_metadata(Some(topic), TIMEOUT)?;
+fn check_topic(consumer: &KafkaConsumer, topic: &str) -> Result<Vec<i32>> {
+    let metadata = crate::kafka::metadata(consumer, Some(topic))?;
     let Some(t) = metadata.topics().first() else {
         return Err(Failure::not_found(format!("topic {topic} does not exist")));
     };
@@ -177,7 +177,7 @@ fn check_topic(consumer: &BaseConsumer, topic: &str) -> Result<Vec<i32>> {
 
 #[allow(clippy::disallowed_methods)] // Instant: only how long nothing arrived is measured
 fn print_records(
-    consumer: &BaseConsumer,
+    consumer: &KafkaConsumer,
     registry: &Registry,
     handle: &tokio::runtime::Handle,
     args: &ConsumeArgs,

@@ -8,11 +8,11 @@
 
 use std::collections::BTreeMap;
 
-use rdkafka::consumer::{BaseConsumer, Consumer};
+use rdkafka::consumer::Consumer;
 use rdkafka::{Offset, TopicPartitionList};
 use serde_json::{json, Value};
 
-use crate::kafka::{KafkaArgs, TIMEOUT};
+use crate::kafka::{KafkaArgs, KafkaConsumer, Reporter, TIMEOUT};
 use crate::topic::print_table;
 use crate::{Failure, Result};
 
@@ -66,7 +66,7 @@ fn check_format(format: &str) -> Result<()> {
 
 fn list(kafka: &KafkaArgs, format: &str) -> Result<()> {
     check_format(format)?;
-    let consumer: BaseConsumer = kafka.client_config()?.create()?;
+    let consumer: KafkaConsumer = kafka.client_config()?.create_with_context(Reporter)?;
     let groups = consumer.fetch_group_list(None, TIMEOUT)?;
     let mut rows: Vec<Value> = groups
         .groups()
@@ -134,7 +134,7 @@ pub fn assigned_partitions(bytes: &[u8]) -> Vec<(String, i32)> {
 
 fn describe(kafka: &KafkaArgs, group: &str, format: &str) -> Result<()> {
     check_format(format)?;
-    let probe: BaseConsumer = kafka.client_config()?.create()?;
+    let probe: KafkaConsumer = kafka.client_config()?.create_with_context(Reporter)?;
     let groups = probe.fetch_group_list(Some(group), TIMEOUT)?;
     let info = groups.groups().iter().find(|g| g.name() == group);
     // Partition → the member it is assigned to.
@@ -151,18 +151,18 @@ fn describe(kafka: &KafkaArgs, group: &str, format: &str) -> Result<()> {
         }
     }
     // The group's committed offsets, over every partition of every topic.
-    let metadata = probe.fetch_metadata(None, TIMEOUT)?;
+    let metadata = crate::kafka::metadata(&probe, None)?;
     let mut all = TopicPartitionList::new();
     for t in metadata.topics() {
         for p in t.partitions() {
             all.add_partition(t.name(), p.id());
         }
     }
-    let reader: BaseConsumer = kafka
+    let reader: KafkaConsumer = kafka
         .client_config()?
         .set("group.id", group)
         .set("enable.auto.commit", "false")
-        .create()?;
+        .create_with_context(Reporter)?;
     let committed = if all.count() == 0 {
         TopicPartitionList::new()
     } else {

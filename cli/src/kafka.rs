@@ -11,9 +11,103 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
+use rdkafka::client::ClientContext;
+use rdkafka::consumer::{BaseConsumer, Consumer as _, ConsumerContext};
+use rdkafka::error::KafkaError;
 use rdkafka::ClientConfig;
 
 use crate::{Failure, Result};
+
+/// The client context of every command's clients: it keeps the last error librdkafka reports
+/// on its own (a failed SASL authentication, a TLS handshake), which a call's own error only
+/// calls a "transport failure"; [`crate::Failure`] adds it to the message.
+#[derive(Clone, Copy, Default)]
+pub struct Reporter;
+
+/// A consumer (or metadata and offsets client) with the [`Reporter`].
+pub type KafkaConsumer = BaseConsumer<Reporter>;
+
+static LAST_CLIENT_ERROR: std::sync::Mutex<Option<String>> = std::sync::Mutex::new(None);
+
+/// Records an error librdkafka reported on its own; the first one stays (the cause, where the
+/// later ones are what it led to, "all brokers are down").
+pub fn report(error: &KafkaError, reason: &str) {
+    let mut first = LAST_CLIENT_ERROR.lock().unwrap_or_else(|p| p.into_inner());
+    first.get_or_insert_with(|| format!("{error}: {reason}"));
+}
+
+/// The first error librdkafka reported on its own, if any.
+pub fn last_client_error() -> Option<String> {
+    LAST_CLIENT_ERROR
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .clone()
+}
+
+/// The cluster's metadata (of `topic`, or every topic), asked in short attempts within
+/// [`TIMEOUT`]: a client whose authentication or TLS handshake failed stops at once with the
+/// reason instead of retrying until the timeout.
+#[allow(clippy::disallowed_methods)] // Instant: only the deadline of the attempts is measured
+pub fn metadata(
+    client: &KafkaConsumer,
+    topic: Option<&str>,
+) -> crate::Result<rdkafka::metadata::Metadata> {
+    let deadline = std::time::Instant::now() + TIMEOUT;
+    loop {
+        let attempt = deadline
+            .saturating_duration_since(std::time::Instant::now())
+            .min(std::time::Duration::from_secs(2));
+        match client.fetch_metadata(topic, attempt) {
+            Ok(m) => return Ok(m),
+            Err(e) => {
+                drain(client);
+                if std::time::Instant::now() >= deadline || refused_for_good() {
+                    return Err(crate::Failure::from(e));
+                }
+            }
+        }
+    }
+}
+
+/// Delivers `client`'s queued events (errors, and librdkafka's log lines, which it queues) to
+/// its [`Reporter`].
+fn drain(client: &KafkaConsumer) {
+    for _ in 0..10 {
+        if client.poll(std::time::Duration::from_millis(10)).is_none() {
+            break;
+        }
+    }
+}
+
+/// Whether librdkafka reported a failure that retrying does not mend: authentication, or a
+/// TLS handshake.
+fn refused_for_good() -> bool {
+    LAST_CLIENT_ERROR
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .as_deref()
+        .is_some_and(|e| e.contains("authentication error") || e.contains("SSL handshake failed"))
+}
+
+impl ClientContext for Reporter {
+    /// librdkafka's own log lines are for debugging (`INLET_LOG=debug`); an error among them
+    /// (a failed SASL authentication is logged from its broker thread, before any call
+    /// returns) is kept for the command's failure message.
+    fn log(&self, level: rdkafka::config::RDKafkaLogLevel, fac: &str, message: &str) {
+        use rdkafka::config::RDKafkaLogLevel as L;
+        if matches!(level, L::Emerg | L::Alert | L::Critical | L::Error) {
+            let mut first = LAST_CLIENT_ERROR.lock().unwrap_or_else(|p| p.into_inner());
+            first.get_or_insert_with(|| message.to_string());
+        }
+        tracing::debug!(target: "librdkafka", ?level, fac, message);
+    }
+
+    fn error(&self, error: KafkaError, reason: &str) {
+        report(&error, reason);
+    }
+}
+
+impl ConsumerContext for Reporter {}
 
 /// How long a command waits for a node's answer.
 pub const TIMEOUT: Duration = Duration::from_secs(30);

@@ -81,7 +81,11 @@ impl std::fmt::Display for Failure {
 
 impl From<rdkafka::error::KafkaError> for Failure {
     fn from(e: rdkafka::error::KafkaError) -> Failure {
-        Failure::failed(e.to_string())
+        match kafka::last_client_error() {
+            // What librdkafka said on its own, e.g. why SASL authentication failed.
+            Some(said) => Failure::failed(format!("{e} (the client reported: {said})")),
+            None => Failure::failed(e.to_string()),
+        }
     }
 }
 

@@ -31,13 +31,12 @@ use inlet_schema_registry::json_schema::{self, JsonSchema};
 use inlet_schema_registry::{ParsedSchema, SchemaType};
 use prost_reflect::prost::Message as _;
 use prost_reflect::{DynamicMessage, MessageDescriptor};
-use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::message::DeliveryResult;
 use rdkafka::producer::{BaseRecord, Producer, ProducerContext, ThreadedProducer};
 use rdkafka::types::RDKafkaErrorCode;
 use rdkafka::ClientContext;
 
-use crate::kafka::{KafkaArgs, TIMEOUT};
+use crate::kafka::{KafkaArgs, KafkaConsumer, Reporter};
 use crate::registry::Registry;
 use crate::topic::key_values;
 use crate::{Failure, Result};
@@ -175,11 +174,11 @@ struct Mode {
 /// Fails with exit 3 when `topic` does not exist (without creating it, whatever the node's
 /// auto.create.topics.enable).
 fn check_topic(kafka: &KafkaArgs, topic: &str) -> Result<()> {
-    let consumer: BaseConsumer = kafka
+    let consumer: KafkaConsumer = kafka
         .client_config()?
         .set("allow.auto.create.topics", "false")
-        .create()?;
-    let metadata = consumer.fetch_metadata(Some(topic), TIMEOUT)?;
+        .create_with_context(Reporter)?;
+    let metadata = crate::kafka::metadata(&consumer, Some(topic))?;
     match metadata.topics().first().and_then(|t| t.error()) {
         None => Ok(()),
         Some(e) if RDKafkaErrorCode::from(e) == RDKafkaErrorCode::UnknownTopicOrPartition => {
@@ -344,7 +343,15 @@ impl Deliveries {
 #[derive(Clone)]
 struct Context(Arc<Deliveries>);
 
-impl ClientContext for Context {}
+impl ClientContext for Context {
+    fn log(&self, level: rdkafka::config::RDKafkaLogLevel, fac: &str, message: &str) {
+        crate::kafka::Reporter.log(level, fac, message);
+    }
+
+    fn error(&self, error: rdkafka::error::KafkaError, reason: &str) {
+        crate::kafka::report(&error, reason);
+    }
+}
 
 impl ProducerContext for Context {
     /// The line's number.

@@ -12,13 +12,12 @@ use rdkafka::admin::{
     AdminClient, AdminOptions, ConfigSource, NewPartitions, NewTopic, ResourceSpecifier,
     TopicReplication,
 };
-use rdkafka::client::DefaultClientContext;
-use rdkafka::consumer::{BaseConsumer, Consumer};
+use rdkafka::consumer::Consumer;
 use rdkafka::types::RDKafkaErrorCode;
 use serde_json::{json, Value};
 
 use crate::alter::Change;
-use crate::kafka::{KafkaArgs, TIMEOUT};
+use crate::kafka::{KafkaArgs, KafkaConsumer, Reporter, TIMEOUT};
 use crate::{Failure, Result};
 
 #[derive(clap::Subcommand, Debug)]
@@ -223,8 +222,8 @@ pub async fn run(command: TopicCommand) -> Result<()> {
     }
 }
 
-fn admin(kafka: &KafkaArgs) -> Result<AdminClient<DefaultClientContext>> {
-    Ok(kafka.client_config()?.create()?)
+fn admin(kafka: &KafkaArgs) -> Result<AdminClient<Reporter>> {
+    Ok(kafka.client_config()?.create_with_context(Reporter)?)
 }
 
 fn options() -> AdminOptions {
@@ -252,11 +251,11 @@ type Partitions = Vec<(i32, i32)>;
 
 /// The topics' names and partitions, by name.
 fn topics(kafka: &KafkaArgs, only: Option<&str>) -> Result<Vec<(String, Partitions)>> {
-    let consumer: BaseConsumer = kafka
+    let consumer: KafkaConsumer = kafka
         .client_config()?
         .set("allow.auto.create.topics", "false")
-        .create()?;
-    let metadata = consumer.fetch_metadata(only, TIMEOUT)?;
+        .create_with_context(Reporter)?;
+    let metadata = crate::kafka::metadata(&consumer, only)?;
     let mut out = Vec::new();
     for t in metadata.topics() {
         if let Some(e) = t.error() {
@@ -372,7 +371,7 @@ async fn describe(kafka: &KafkaArgs, name: &str, format: &str) -> Result<()> {
         .await?
         .remove(name)
         .unwrap_or_default();
-    let consumer: BaseConsumer = kafka.client_config()?.create()?;
+    let consumer: KafkaConsumer = kafka.client_config()?.create_with_context(Reporter)?;
     let mut rows = Vec::new();
     for (p, leader) in &partitions {
         let (low, high) = consumer.fetch_watermarks(name, *p, TIMEOUT)?;

@@ -192,14 +192,33 @@ fn list_free(dir: &Path) -> Result<Vec<PathBuf>> {
 
 /// Replays every segment in `dir` in order, calling `apply` for each valid entry, and returns
 /// the WAL position after the last valid entry. Truncates a torn tail of the last segment.
+/// A replay of more than one segment logs its progress (at most every 5 s) and its end.
+#[allow(clippy::disallowed_methods)] // Instant: only the progress lines' spacing is measured
 pub(crate) fn replay(dir: &Path, mut apply: impl FnMut(Replayed) -> Result<()>) -> Result<u64> {
     std::fs::create_dir_all(dir).map_err(|e| Error::wal_io(dir, e))?;
     let segments: Vec<(u64, PathBuf)> = list_segments(dir)?.into_iter().collect();
+    let started = std::time::Instant::now();
+    let mut last_progress = started;
+    let mut replayed_bytes = 0u64;
+    let progress = segments.len() > 1;
+    if progress {
+        tracing::info!(segments = segments.len(), "replaying the WAL");
+    }
     let mut end = 0;
     for (i, (start, path)) in segments.iter().enumerate() {
+        if progress && last_progress.elapsed() >= std::time::Duration::from_secs(5) {
+            last_progress = std::time::Instant::now();
+            tracing::info!(
+                segment = i + 1,
+                of = segments.len(),
+                mib = replayed_bytes >> 20,
+                "replaying the WAL"
+            );
+        }
         let start = *start;
         let next_start = segments.get(i + 1).map(|(s, _)| *s);
         let data = Bytes::from(std::fs::read(path).map_err(|e| Error::wal_io(path, e))?);
+        replayed_bytes += data.len() as u64;
         let location = || path.display().to_string();
         let problem = match format::decode_segment_header(&data) {
             Ok(s) if s == start => None,
@@ -274,6 +293,14 @@ pub(crate) fn replay(dir: &Path, mut apply: impl FnMut(Replayed) -> Result<()>) 
                 ));
             }
         }
+    }
+    if progress {
+        tracing::info!(
+            segments = segments.len(),
+            mib = replayed_bytes >> 20,
+            seconds = started.elapsed().as_secs_f64(),
+            "WAL replayed"
+        );
     }
     Ok(end)
 }

@@ -549,10 +549,10 @@ fn render_tables(out: &mut String, tables: &Statuses, now_ms: i64) {
             &|t| Some(t.records_behind() as f64),
         ),
         (
-            "inlet_table_watermark_ms",
-            "The table's watermark, epoch milliseconds.",
+            "inlet_table_watermark_seconds",
+            "The table's watermark: how far its event time is complete, as a Unix time in seconds.",
             "gauge",
-            &|t| t.watermark_ms.map(|w| w as f64),
+            &|t| t.watermark_ms.map(|w| w as f64 / 1e3),
         ),
         (
             "inlet_table_commits_total",

@@ -43,7 +43,10 @@ fn produced_records_become_rows_of_the_table() {
                 "{metrics}"
             );
             assert_eq!(value("inlet_table_records_behind"), Some(0.0), "{metrics}");
-            assert!(value("inlet_table_watermark_ms").is_some(), "{metrics}");
+            assert!(
+                value("inlet_table_watermark_seconds").is_some(),
+                "{metrics}"
+            );
             // The same, as JSON.
             let (code, body) = node.http_get("/v1/tables/default/orders");
             assert_eq!(code, 200, "{body}");

@@ -18,27 +18,13 @@ use inlet_test_support::process::{run_captured, Captured};
 use serde_json::{json, Value};
 
 /// `inlet ARGS` with `stdin`, against `node`'s Kafka listener and registry.
-fn inlet(node: &common::Node, args: &[&str], stdin: Option<&str>) -> Captured {
-    run_captured(
-        Command::new(INLET)
-            .args(args)
-            .env("INLET_BOOTSTRAP_SERVER", &node.kafka)
-            .env("INLET_REGISTRY", registry_url(node)),
-        stdin.map(str::as_bytes),
-        Duration::from_secs(120),
-        Duration::from_millis(50),
-    )
-}
+use common::inlet_client as inlet;
 
 fn code(c: &Captured) -> Option<i32> {
     c.status.and_then(|s| s.code())
 }
 
-fn ok(node: &common::Node, args: &[&str], stdin: Option<&str>) -> String {
-    let c = inlet(node, args, stdin);
-    assert!(c.success(), "inlet {args:?}:\n{}", c.output());
-    c.stdout
-}
+use common::inlet_client_ok as ok;
 
 fn json_of(node: &common::Node, args: &[&str]) -> Value {
     serde_json::from_str(&ok(node, args, None)).expect("JSON output")

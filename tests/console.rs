@@ -9,23 +9,12 @@
 
 mod common;
 
-use std::process::Command;
 use std::time::Duration;
 
-use common::{committed_records, http_url, poll_until, registry_url, temp_node, tool_runs, INLET};
-use inlet_test_support::process::run_captured;
+use common::{committed_records, http_url, poll_until, temp_node, tool_runs};
 
 fn inlet(node: &common::Node, args: &[&str], stdin: Option<&str>) {
-    let c = run_captured(
-        Command::new(INLET)
-            .args(args)
-            .env("INLET_BOOTSTRAP_SERVER", &node.kafka)
-            .env("INLET_REGISTRY", registry_url(node)),
-        stdin.map(str::as_bytes),
-        Duration::from_secs(120),
-        Duration::from_millis(50),
-    );
-    assert!(c.success(), "inlet {args:?}:\n{}", c.output());
+    common::inlet_client_ok(node, args, stdin);
 }
 
 #[test]

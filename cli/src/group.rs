@@ -55,17 +55,8 @@ pub async fn run(command: GroupCommand) -> Result<()> {
     .map_err(|e| Failure::failed(format!("the command stopped: {e}")))?
 }
 
-fn check_format(format: &str) -> Result<()> {
-    match format {
-        "table" | "json" => Ok(()),
-        other => Err(Failure::usage(format!(
-            "--format {other:?}: expected table or json"
-        ))),
-    }
-}
-
 fn list(kafka: &KafkaArgs, format: &str) -> Result<()> {
-    check_format(format)?;
+    crate::check_format(format)?;
     let consumer: KafkaConsumer = kafka.client_config()?.create_with_context(Reporter)?;
     let groups = consumer.fetch_group_list(None, TIMEOUT)?;
     let mut rows: Vec<Value> = groups
@@ -133,7 +124,7 @@ pub fn assigned_partitions(bytes: &[u8]) -> Vec<(String, i32)> {
 }
 
 fn describe(kafka: &KafkaArgs, group: &str, format: &str) -> Result<()> {
-    check_format(format)?;
+    crate::check_format(format)?;
     let probe: KafkaConsumer = kafka.client_config()?.create_with_context(Reporter)?;
     let groups = probe.fetch_group_list(Some(group), TIMEOUT)?;
     let info = groups.groups().iter().find(|g| g.name() == group);

@@ -90,3 +90,27 @@ impl From<rdkafka::error::KafkaError> for Failure {
 }
 
 pub type Result<T> = std::result::Result<T, Failure>;
+
+/// A `--format` of the listing commands: `table` (for people) or `json` (for scripts).
+pub(crate) fn check_format(format: &str) -> Result<()> {
+    match format {
+        "table" | "json" => Ok(()),
+        other => Err(Failure::usage(format!(
+            "--format {other:?}: expected table or json"
+        ))),
+    }
+}
+
+/// `s` as one segment of a URL path: unreserved characters kept, every other byte
+/// percent-encoded.
+pub(crate) fn path_segment(s: &str) -> String {
+    let mut out = String::new();
+    for b in s.bytes() {
+        if b.is_ascii_alphanumeric() || b"-._~".contains(&b) {
+            out.push(char::from(b));
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
+}

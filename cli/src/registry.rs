@@ -99,7 +99,7 @@ impl Registry {
         let v = self
             .call(
                 reqwest::Method::POST,
-                &format!("/subjects/{}/versions", encode(subject)),
+                &format!("/subjects/{}/versions", crate::path_segment(subject)),
                 Some(request_body(kind, text)),
             )
             .await?;
@@ -111,7 +111,7 @@ impl Registry {
         let v = self
             .call(
                 reqwest::Method::POST,
-                &format!("/subjects/{}", encode(subject)),
+                &format!("/subjects/{}", crate::path_segment(subject)),
                 Some(request_body(kind, text)),
             )
             .await?;
@@ -135,7 +135,11 @@ impl Registry {
     pub async fn version(&self, subject: &str, version: &str) -> Result<Value> {
         self.call(
             reqwest::Method::GET,
-            &format!("/subjects/{}/versions/{}", encode(subject), encode(version)),
+            &format!(
+                "/subjects/{}/versions/{}",
+                crate::path_segment(subject),
+                crate::path_segment(version)
+            ),
             None,
         )
         .await
@@ -146,7 +150,7 @@ impl Registry {
         let v = self
             .call(
                 reqwest::Method::GET,
-                &format!("/subjects/{}/versions", encode(subject)),
+                &format!("/subjects/{}/versions", crate::path_segment(subject)),
                 None,
             )
             .await?;
@@ -160,7 +164,10 @@ impl Registry {
         let v = self
             .call(
                 reqwest::Method::GET,
-                &format!("/config/{}?defaultToGlobal=true", encode(subject)),
+                &format!(
+                    "/config/{}?defaultToGlobal=true",
+                    crate::path_segment(subject)
+                ),
                 None,
             )
             .await?;
@@ -182,7 +189,7 @@ impl Registry {
         let v = self
             .call(
                 reqwest::Method::GET,
-                &format!("/subjects/{}/versions/latest", encode(subject)),
+                &format!("/subjects/{}/versions/latest", crate::path_segment(subject)),
                 None,
             )
             .await?;
@@ -239,7 +246,10 @@ impl Registry {
             let v = self
                 .call(
                     reqwest::Method::GET,
-                    &format!("/subjects/{}/versions/{version}", encode(subject)),
+                    &format!(
+                        "/subjects/{}/versions/{version}",
+                        crate::path_segment(subject)
+                    ),
                     None,
                 )
                 .await?;
@@ -267,17 +277,4 @@ fn id_of(v: &Value) -> Result<u32> {
 
 fn schema_type(v: &Value) -> Result<SchemaType> {
     SchemaType::parse(v["schemaType"].as_str()).map_err(|e| Failure::failed(e.to_string()))
-}
-
-/// A subject as one path segment.
-fn encode(subject: &str) -> String {
-    let mut out = String::new();
-    for b in subject.bytes() {
-        if b.is_ascii_alphanumeric() || b"-._~".contains(&b) {
-            out.push(char::from(b));
-        } else {
-            out.push_str(&format!("%{b:02X}"));
-        }
-    }
-    out
 }

@@ -94,15 +94,6 @@ pub async fn run(command: TableCommand) -> Result<()> {
     }
 }
 
-fn check_format(format: &str) -> Result<()> {
-    match format {
-        "table" | "json" => Ok(()),
-        other => Err(Failure::usage(format!(
-            "--format {other:?}: expected table or json"
-        ))),
-    }
-}
-
 /// `NAMESPACE.TABLE` as (namespace, table).
 fn split(name: &str) -> Result<(&str, &str)> {
     name.rsplit_once('.')
@@ -143,26 +134,13 @@ async fn get(server: &ServerArgs, path: &str) -> Result<Value> {
     })
 }
 
-/// A catalog path segment.
-fn encode(s: &str) -> String {
-    let mut out = String::new();
-    for b in s.bytes() {
-        if b.is_ascii_alphanumeric() || b"-._~".contains(&b) {
-            out.push(char::from(b));
-        } else {
-            out.push_str(&format!("%{b:02X}"));
-        }
-    }
-    out
-}
-
 /// The table's metadata, as the catalog's LoadTable answers it.
 async fn load(server: &ServerArgs, name: &str) -> Result<Value> {
     let (ns, table) = split(name)?;
     let path = format!(
         "/iceberg/v1/namespaces/{}/tables/{}",
-        encode(&ns.replace('.', "\u{1f}")),
-        encode(table)
+        crate::path_segment(&ns.replace('.', "\u{1f}")),
+        crate::path_segment(table)
     );
     match get(server, &path).await {
         Err(f) if f.exit == crate::Exit::NotFound => {
@@ -204,7 +182,7 @@ fn utc(ms: Option<i64>) -> String {
 }
 
 async fn list(server: &ServerArgs) -> Result<()> {
-    check_format(&server.format)?;
+    crate::check_format(&server.format)?;
     let statuses = get(server, "/v1/tables").await.unwrap_or(Value::Null);
     let namespaces = get(server, "/iceberg/v1/namespaces").await?;
     let mut rows = Vec::new();
@@ -220,7 +198,7 @@ async fn list(server: &ServerArgs) -> Result<()> {
             server,
             &format!(
                 "/iceberg/v1/namespaces/{}/tables",
-                encode(&parts.join("\u{1f}"))
+                crate::path_segment(&parts.join("\u{1f}"))
             ),
         )
         .await?;
@@ -283,12 +261,16 @@ async fn list(server: &ServerArgs) -> Result<()> {
 }
 
 async fn describe(server: &ServerArgs, name: &str) -> Result<()> {
-    check_format(&server.format)?;
+    crate::check_format(&server.format)?;
     let metadata = load(server, name).await?;
     let (ns, table) = split(name)?;
     let status = get(
         server,
-        &format!("/v1/tables/{}/{}", encode(ns), encode(table)),
+        &format!(
+            "/v1/tables/{}/{}",
+            crate::path_segment(ns),
+            crate::path_segment(table)
+        ),
     )
     .await
     .ok();
@@ -404,7 +386,7 @@ async fn describe(server: &ServerArgs, name: &str) -> Result<()> {
 
 /// Runs read-only `sql` on the node and prints its rows (a table, or JSON).
 async fn sql_rows(server: &ServerArgs, sql: &str) -> Result<()> {
-    check_format(&server.format)?;
+    crate::check_format(&server.format)?;
     let url = format!("{}/v1/query", server.server.trim_end_matches('/'));
     let response = request(reqwest::Method::POST, &url)
         .header("Accept", "application/json")

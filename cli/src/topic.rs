@@ -327,7 +327,7 @@ fn table_of(name: &str, configs: &Configs) -> Option<String> {
 }
 
 async fn list(kafka: &KafkaArgs, format: &str) -> Result<()> {
-    check_format(format)?;
+    crate::check_format(format)?;
     let topics = topics(kafka, None)?;
     let names: Vec<&str> = topics.iter().map(|(n, _)| n.as_str()).collect();
     let configs = if names.is_empty() {
@@ -362,7 +362,7 @@ async fn list(kafka: &KafkaArgs, format: &str) -> Result<()> {
 }
 
 async fn describe(kafka: &KafkaArgs, name: &str, format: &str) -> Result<()> {
-    check_format(format)?;
+    crate::check_format(format)?;
     let topics = topics(kafka, Some(name))?;
     let Some((_, partitions)) = topics.into_iter().find(|(n, _)| n == name) else {
         return Err(Failure::not_found(format!("topic {name} does not exist")));
@@ -452,15 +452,6 @@ async fn alter(
         println!("topic {name} has {n} partitions");
     }
     Ok(())
-}
-
-fn check_format(format: &str) -> Result<()> {
-    match format {
-        "table" | "json" => Ok(()),
-        other => Err(Failure::usage(format!(
-            "--format {other:?}: expected table or json"
-        ))),
-    }
 }
 
 /// Prints rows under a header, each column as wide as its widest cell.

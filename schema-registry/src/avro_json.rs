@@ -27,6 +27,7 @@ use apache_avro::types::Value as Avro;
 use serde_json::Value;
 
 use crate::avro::AvroSchema;
+use crate::avro_spec::Kind;
 
 /// Why a JSON value does not fit a schema: where (a path of field names, map keys and array
 /// indexes) and why.
@@ -108,26 +109,6 @@ impl<'a> Encoder<'a> {
             Schema::Boolean => {
                 let b = v.as_bool().ok_or_else(|| wrong("a boolean", v))?;
                 out.push(u8::from(b));
-                Ok(())
-            }
-            Schema::Int | Schema::Date | Schema::TimeMillis => {
-                let n = v
-                    .as_i64()
-                    .and_then(|n| i32::try_from(n).ok())
-                    .ok_or_else(|| wrong("an int (32-bit)", v))?;
-                long(i64::from(n), out);
-                Ok(())
-            }
-            Schema::Long
-            | Schema::TimeMicros
-            | Schema::TimestampMillis
-            | Schema::TimestampMicros
-            | Schema::TimestampNanos
-            | Schema::LocalTimestampMillis
-            | Schema::LocalTimestampMicros
-            | Schema::LocalTimestampNanos => {
-                let n = v.as_i64().ok_or_else(|| wrong("a long (64-bit)", v))?;
-                long(n, out);
                 Ok(())
             }
             Schema::Float => {
@@ -257,6 +238,24 @@ impl<'a> Encoder<'a> {
                 "big-decimal values cannot be written from JSON",
             )),
             Schema::Ref { .. } => Err(Mismatch::new("a reference to a reference")),
+            // The ints and longs, logical types among them (a date is an int of days), by the
+            // kind they are written as.
+            s => match crate::avro_spec::kind(s) {
+                Some(Kind::Int) => {
+                    let n = v
+                        .as_i64()
+                        .and_then(|n| i32::try_from(n).ok())
+                        .ok_or_else(|| wrong("an int (32-bit)", v))?;
+                    long(i64::from(n), out);
+                    Ok(())
+                }
+                Some(Kind::Long) => {
+                    let n = v.as_i64().ok_or_else(|| wrong("a long (64-bit)", v))?;
+                    long(n, out);
+                    Ok(())
+                }
+                _ => Err(Mismatch::new(format!("{s:?} cannot be written from JSON"))),
+            },
         }
     }
 

@@ -314,6 +314,31 @@ pub(crate) fn iceberg_uri(node: &Node) -> String {
     format!("http://{}/iceberg", node.http)
 }
 
+/// A client command (`inlet topic|produce|consume|…`) run against `node`'s Kafka listener and
+/// registry (`INLET_BOOTSTRAP_SERVER`, `INLET_REGISTRY`), with `stdin`; its exit and output.
+pub(crate) fn inlet_client(
+    node: &Node,
+    args: &[&str],
+    stdin: Option<&str>,
+) -> inlet_test_support::process::Captured {
+    inlet_test_support::process::run_captured(
+        Command::new(INLET)
+            .args(args)
+            .env("INLET_BOOTSTRAP_SERVER", &node.kafka)
+            .env("INLET_REGISTRY", registry_url(node)),
+        stdin.map(str::as_bytes),
+        Duration::from_secs(120),
+        Duration::from_millis(50),
+    )
+}
+
+/// [`inlet_client`], which must exit 0 (else the test fails with its output).
+pub(crate) fn inlet_client_ok(node: &Node, args: &[&str], stdin: Option<&str>) -> String {
+    let c = inlet_client(node, args, stdin);
+    assert!(c.success(), "inlet {args:?}:\n{}", c.output());
+    c.stdout
+}
+
 /// `inlet ARGS`: it must exit 0 (else the test fails with its stderr); returns its stdout.
 pub(crate) fn inlet_ok(args: &[&str]) -> Vec<u8> {
     let out = Command::new(INLET).args(args).output().expect("inlet runs");

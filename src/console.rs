@@ -76,7 +76,7 @@ fn failed(status: StatusCode, e: impl std::fmt::Display) -> Response {
 }
 
 /// `GET /v1/topics`: every topic with its partitions' start and end offsets and, for a table
-/// topic, its table.
+/// topic, its table and its dead-letter table when it keeps one.
 async fn topics(State(c): State<Console>, viewer: Option<Extension<Viewer>>) -> Response {
     if let Some(refused) = operator_only(&viewer) {
         return refused;
@@ -88,10 +88,15 @@ async fn topics(State(c): State<Console>, viewer: Option<Extension<Viewer>>) -> 
         .list()
         .iter()
         .map(|t| {
-            let table = t
-                .configs
-                .table_topic(&t.name, defaults)
+            let config = t.configs.table_topic(&t.name, defaults);
+            let table = config
+                .as_ref()
                 .map(|tt| format!("{}.{}", tt.namespace, tt.table));
+            // Where `table.topic.errors.tolerance=all` sends the records the table refuses.
+            let dead_letters = config
+                .as_ref()
+                .filter(|tt| tt.tolerate_errors)
+                .map(|tt| format!("{}.{}_dlq", tt.namespace, tt.table));
             let partitions: Vec<Value> = t
                 .partitions
                 .iter()
@@ -102,30 +107,64 @@ async fn topics(State(c): State<Console>, viewer: Option<Extension<Viewer>>) -> 
                            "end": store.end_offset(p.stream).ok()})
                 })
                 .collect();
-            json!({"name": t.name, "table": table, "partitions": partitions})
+            json!({"name": t.name, "table": table, "dead_letter_table": dead_letters,
+                   "partitions": partitions})
         })
         .collect();
     out.sort_by(|a, b| a["name"].as_str().cmp(&b["name"].as_str()));
     Json(Value::Array(out)).into_response()
 }
 
-/// `GET /v1/groups`: the consumer groups this node coordinates, with their lag per topic.
+/// `GET /v1/groups`: the consumer groups this node coordinates: state, members, and per
+/// partition the committed offset, the end, the lag and the member it is assigned to.
 async fn groups(State(c): State<Console>, viewer: Option<Extension<Viewer>>) -> Response {
     if let Some(refused) = operator_only(&viewer) {
         return refused;
     }
-    let mut by_group: std::collections::BTreeMap<String, Vec<Value>> = Default::default();
-    for (group, topic, lag) in c.broker.group_lags() {
-        by_group
-            .entry(group)
-            .or_default()
-            .push(json!({"topic": topic, "lag": lag}));
-    }
-    let out: Vec<Value> = by_group
+    let out: Vec<Value> = c
+        .broker
+        .group_views()
         .into_iter()
-        .map(|(group, topics)| {
-            let lag: u64 = topics.iter().filter_map(|t| t["lag"].as_u64()).sum();
-            json!({"group": group, "lag": lag, "topics": topics})
+        .map(|g| {
+            let mut owner = std::collections::BTreeMap::new();
+            for m in &g.members {
+                for p in &m.partitions {
+                    owner.insert(p.clone(), m.member_id.clone());
+                }
+            }
+            let mut partitions: std::collections::BTreeMap<(String, i32), Option<i64>> = g
+                .offsets
+                .iter()
+                .map(|(t, p, o)| ((t.clone(), *p), Some(*o)))
+                .collect();
+            for key in owner.keys() {
+                partitions.entry(key.clone()).or_insert(None);
+            }
+            let mut lag = 0u64;
+            let rows: Vec<Value> = partitions
+                .into_iter()
+                .map(|((topic, partition), committed)| {
+                    let end = c.broker.partition_end(&topic, partition);
+                    let behind = match (committed, end) {
+                        (Some(o), Some(e)) => Some(e.saturating_sub(o.max(0) as u64)),
+                        _ => None,
+                    };
+                    lag += behind.unwrap_or(0);
+                    json!({"topic": topic, "partition": partition, "committed": committed,
+                           "end": end, "lag": behind,
+                           "member": owner.get(&(topic.clone(), partition))})
+                })
+                .collect();
+            let members: Vec<Value> = g
+                .members
+                .iter()
+                .map(|m| {
+                    json!({"member": m.member_id, "client_id": m.client_id,
+                                "host": m.host, "partitions": m.partitions.len()})
+                })
+                .collect();
+            json!({"group": g.group, "state": g.state, "lag": lag, "members": members,
+                   "partitions": rows})
         })
         .collect();
     Json(Value::Array(out)).into_response()

@@ -1,8 +1,8 @@
 //! The web console (docs/console.md) in a real browser: headless Chromium (Debian's
 //! `chromium`) driven by Playwright (`tests/clients/console.py`) against a node with a live
 //! table topic, a schema with two versions and a consumer group. Every page loads without
-//! console errors, shows what the API says (counts, lag, rows, files, the schema diff), and the
-//! SQL box runs a query. Screenshots of every page are kept in `INLET_TEST_ARTIFACTS/console`
+//! console errors, shows what the API says (counts, lag, rows, files, the schema diff, the
+//! watermark per partition, a dead letter's error), and the SQL box runs a query. Screenshots of every page are kept in `INLET_TEST_ARTIFACTS/console`
 //! (default `test-artifacts/console` in the clone). Chromium and Playwright come from
 //! scripts/test; without them the test is skipped locally and fails in CI.
 #![allow(clippy::unwrap_used, clippy::panic, clippy::disallowed_methods)] // a test: a failed step fails it, and its deadlines are real time
@@ -44,6 +44,8 @@ fn every_console_page_loads_in_chromium_and_shows_what_the_api_says() {
             "--table",
             "-c",
             "table.topic.commit.interval.ms=1000",
+            "-c",
+            "table.topic.errors.tolerance=all",
         ],
         None,
     );
@@ -87,9 +89,17 @@ fn every_console_page_loads_in_chromium_and_shows_what_the_api_says() {
         ],
         None,
     );
-    poll_until(60, "the table commits the three records", || {
-        (committed_records(&node, "default", "people") == 3).then_some(())
-    });
+    // A record the table cannot take (not framed): its dead-letter table keeps it.
+    inlet(
+        &node,
+        &["produce", "--topic", "people"],
+        Some("not a framed record\n"),
+    );
+    poll_until(
+        60,
+        "the table commits the four records (one as a dead letter)",
+        || (committed_records(&node, "default", "people") == 4).then_some(()),
+    );
     let shots = std::env::var_os("INLET_TEST_ARTIFACTS")
         .map(std::path::PathBuf::from)
         .unwrap_or_else(|| std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("test-artifacts"))

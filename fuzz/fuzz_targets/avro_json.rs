@@ -37,6 +37,9 @@ fuzz_target!(|data: &[u8]| {
     let Ok(value) = serde_json::from_slice::<serde_json::Value>(text) else {
         return;
     };
+    // Inlet's bound on apache-avro's allocations (process-wide, set by the first call), as
+    // every decode in the node has it.
+    apache_avro::util::max_allocation_bytes(inlet_schema_registry::framing::AVRO_MAX_ALLOCATION_BYTES);
     let schema = &schemas()[usize::from(which) % SCHEMAS.len()];
     let mut out = Vec::new();
     if Encoder::new(schema).encode(&value, &mut out).is_ok() {

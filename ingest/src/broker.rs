@@ -344,6 +344,17 @@ impl Broker {
         &self.metrics
     }
 
+    /// The consumer groups this node coordinates: state, members and committed offsets.
+    pub fn group_views(&self) -> Vec<crate::GroupView> {
+        self.groups.views()
+    }
+
+    /// The end offset of `topic`'s partition `partition` where this node holds its stream.
+    pub fn partition_end(&self, topic: &str, partition: i32) -> Option<u64> {
+        let stream = self.topics.get(topic)?.partition(partition)?.stream;
+        self.store.end_offset(stream).ok()
+    }
+
     /// Each consumer group this node coordinates, per topic it committed offsets for: the
     /// records between its committed offsets and the partitions' ends (partitions of streams
     /// this node does not hold count nothing), as (group, topic, lag). For `/metrics`

@@ -63,3 +63,4 @@ pub use validate::{PayloadCheck, RegistryDecoder, Side};
 pub use broker::{Broker, BrokerAddr, ClusterView};
 pub use config::{BrokerConfig, BrokerSetting, SettingKind};
 pub use error::KafkaError;
+pub use groups::{GroupMember, GroupView};

@@ -210,17 +210,34 @@ function sizeBuckets(files) {
   return bounds.map(([, label], i) => [label, counts[i]]);
 }
 
+const COLORS = ["#0b6bcb", "#1a7f37", "#9a6700", "#b42318", "#6f42c1", "#0e7490", "#a16207", "#be185d"];
+
 async function tablePage(name) {
   const dot = name.lastIndexOf(".");
   const [ns, table] = [name.slice(0, dot), name.slice(dot + 1)];
   const quoted = name.replace(/'/g, "''");
-  const [status, snapshots, files] = await Promise.all([
-    api(`/v1/tables/${encodeURIComponent(ns)}/${encodeURIComponent(table)}`),
+  const statusPath = `/v1/tables/${encodeURIComponent(ns)}/${encodeURIComponent(table)}`;
+  const watermarkPath = `/v1/watermarks/${encodeURIComponent(ns)}/${encodeURIComponent(table)}`;
+  const [status, snapshots, files, topics] = await Promise.all([
+    api(statusPath),
     sql(`SELECT committed_at, CAST(snapshot_id AS VARCHAR) AS snapshot_id, operation, summary['added-records'] AS added_records, summary['total-records'] AS total_records, summary['added-data-files'] AS added_files FROM snapshots('${quoted}') ORDER BY committed_at DESC LIMIT 10`),
     sql(`SELECT content, file_path, record_count, file_size_in_bytes FROM files('${quoted}')`),
+    api("/v1/topics"),
   ]);
+  const topic = topics.find((t) => t.table === name);
+  const deadLetters = topic && topic.dead_letter_table;
+  let lastErrors = [];
+  if (deadLetters) {
+    // The dead-letter table exists once it took its first file.
+    const dlq = deadLetters.replace(/'/g, "''");
+    const exists = await sql(`SELECT count(*) AS n FROM information_schema.tables WHERE table_schema || '.' || table_name = '${dlq}'`);
+    if (exists.length && Number(exists[0].n) > 0) {
+      lastErrors = await sql(`SELECT "partition", "offset", error FROM ${deadLetters} ORDER BY "offset" DESC LIMIT 5`);
+    }
+  }
   const partitions = Object.keys(status.end_offsets || {}).sort((a, b) => a - b);
   const watermark = h("div", {});
+  const lag = h("div", {});
   page.replaceChildren(
     h("h1", {}, name),
     h("div", { class: "cards" },
@@ -234,20 +251,44 @@ async function tablePage(name) {
       const c = (status.committed_offsets || {})[p] || 0; const e = status.end_offsets[p];
       return [p, fmtNumber(c), fmtNumber(e), fmtNumber(e - c), fmtBytes((status.lag_bytes || {})[p])];
     }), { numeric: ["partition", "committed", "end", "behind", "unconverted bytes"], id: "partitions" }),
-    h("h2", {}, "Watermark"), watermark,
+    h("h2", {}, "Watermark per partition"), watermark,
+    h("h2", {}, "Commit lag and freshness"), lag,
     h("h2", {}, "Last commits"),
     tableOf(["committed at", "snapshot", "operation", "records added", "files added", "rows after"],
       snapshots.map((s) => [s.committed_at, s.snapshot_id, s.operation, fmtNumber(s.added_records), fmtNumber(s.added_files), fmtNumber(s.total_records)]),
       { numeric: ["records added", "files added", "rows after"], id: "snapshots" }),
     h("h2", {}, "File sizes"),
     tableOf(["size", "files"], sizeBuckets(files), { numeric: ["files"], id: "file-sizes" }),
+    h("h2", {}, "Dead letters"),
+    !deadLetters ? h("p", { class: "muted", id: "dead-letter-errors" }, "This table topic keeps no dead-letter table (table.topic.errors.tolerance=none).")
+      : lastErrors.length === 0 ? h("p", { class: "muted", id: "dead-letter-errors" }, `No record in ${deadLetters}.`)
+        : tableOf(["partition", "offset", "error"], lastErrors.map((r) => [r.partition, r.offset, r.error]), { id: "dead-letter-errors" }),
     ...(status.held_by_dead_letters ? [h("p", { class: "error" }, "Commits are held: the dead-letter table refuses its files.")] : []));
-  const points = [];
+  const byPartition = {};
+  const behind = [];
+  const age = [];
   every(2000, async () => {
-    const s = await api(`/v1/tables/${encodeURIComponent(ns)}/${encodeURIComponent(table)}`);
-    if (s.watermark_ms !== null) points.push([Date.now(), s.watermark_ms]);
-    if (points.length > 90) points.shift();
-    watermark.replaceChildren(h("p", { id: "watermark" }, fmtTime(s.watermark_ms)), chart([{ color: "#1a7f37", points }], { height: 100 }));
+    const [s, w] = await Promise.all([api(statusPath), api(watermarkPath)]);
+    const now = Date.now();
+    for (const [p, ms] of Object.entries(w.partitions || {})) {
+      (byPartition[p] = byPartition[p] || []).push([now, ms]);
+      if (byPartition[p].length > 90) byPartition[p].shift();
+    }
+    behind.push([now, s.records_behind || 0]);
+    age.push([now, s.seconds_since_commit || 0]);
+    if (behind.length > 90) { behind.shift(); age.shift(); }
+    const parts = Object.keys(byPartition).sort((a, b) => a - b);
+    watermark.replaceChildren(
+      h("p", { id: "watermark" }, `table: ${fmtTime(w.watermark_ms)}`),
+      h("p", { class: "legend", id: "partition-watermarks" }, parts.map((p, i) =>
+        h("span", { style: `color:${COLORS[i % COLORS.length]}` }, `partition ${p}: ${fmtTime(w.partitions[p])}`))),
+      chart(parts.map((p, i) => ({ color: COLORS[i % COLORS.length], points: byPartition[p] })), { height: 120 }));
+    lag.replaceChildren(
+      h("p", { class: "legend" },
+        h("span", { style: "color:#b42318" }, `records behind ${fmtNumber(s.records_behind)}`),
+        h("span", { style: "color:#6f42c1" }, `seconds since the last commit ${s.seconds_since_commit === null ? "–" : s.seconds_since_commit.toFixed(1)}`)),
+      chart([{ color: "#b42318", points: behind }], { height: 80 }),
+      chart([{ color: "#6f42c1", points: age }], { height: 80 }));
   });
 }
 
@@ -287,11 +328,23 @@ async function schemaPage(subject) {
 
 async function groupsPage() {
   const groups = await api("/v1/groups");
+  if (groups.length === 0) {
+    page.replaceChildren(h("h1", {}, "Consumer groups"), h("p", { class: "muted" }, "No consumer group on this node."));
+    return;
+  }
+  const cell = (v) => (v === null || v === undefined ? "–" : typeof v === "number" ? fmtNumber(v) : v);
   page.replaceChildren(h("h1", {}, "Consumer groups"),
-    groups.length === 0 ? h("p", { class: "muted" }, "No consumer group has committed offsets on this node.") : tableOf(
-      ["group", "topic", "lag"],
-      groups.flatMap((g) => g.topics.map((t) => [g.group, t.topic, fmtNumber(t.lag)])),
-      { numeric: ["lag"], id: "groups" }));
+    tableOf(["group", "state", "members", "lag"], groups.map((g) => [g.group, g.state, g.members.length, fmtNumber(g.lag)]),
+      { numeric: ["members", "lag"], id: "groups" }),
+    ...groups.flatMap((g) => [
+      h("h2", {}, g.group),
+      g.members.length === 0 ? h("p", { class: "muted" }, "No members.")
+        : tableOf(["member", "client id", "host", "partitions"], g.members.map((m) => [m.member, m.client_id, m.host, m.partitions]),
+          { numeric: ["partitions"] }),
+      tableOf(["topic", "partition", "committed", "end", "lag", "member"],
+        g.partitions.map((p) => [p.topic, p.partition, cell(p.committed), cell(p.end), cell(p.lag), p.member || "–"]),
+        { numeric: ["partition", "committed", "end", "lag"], id: `group-${g.group}` }),
+    ]));
 }
 
 function sqlPage() {

@@ -266,6 +266,40 @@ impl GroupCoordinator {
             .collect()
     }
 
+    /// Every group this node holds membership state or a claim for, as an operator sees it.
+    pub(crate) fn views(&self) -> Vec<GroupView> {
+        let ids = self.held_groups();
+        let groups = self.inner.groups.lock();
+        ids.into_iter()
+            .map(|group| {
+                let summary = self.summary(&groups, &group);
+                let members = summary
+                    .members
+                    .into_iter()
+                    .map(|m| GroupMember {
+                        partitions: consumer_assignment(&m.assignment),
+                        member_id: m.member_id,
+                        client_id: m.client_id,
+                        host: m.client_host,
+                    })
+                    .collect();
+                let offsets = self
+                    .inner
+                    .offsets
+                    .all(&group)
+                    .into_iter()
+                    .map(|((topic, partition), c)| (topic, partition, c.offset))
+                    .collect();
+                GroupView {
+                    state: summary.state.as_str(),
+                    group,
+                    members,
+                    offsets,
+                }
+            })
+            .collect()
+    }
+
     /// The groups this node holds membership state or a claim for, sorted.
     pub(crate) fn held_groups(&self) -> Vec<String> {
         let mut ids = self.group_ids();
@@ -790,5 +824,81 @@ async fn run_timer(inner: Arc<Inner>) {
             _ = inner.wake.notified() => {}
             _ = tokio::time::sleep(Duration::from_millis(wait_ms)) => {}
         }
+    }
+}
+
+/// A consumer group this node coordinates, as an operator sees it (the console's
+/// `/v1/groups`): its state, its members with the partitions assigned to them, and its
+/// committed offsets.
+#[derive(Debug, Clone)]
+pub struct GroupView {
+    pub group: String,
+    /// Kafka's name of the state (`Stable`, `Empty`, ...).
+    pub state: &'static str,
+    pub members: Vec<GroupMember>,
+    /// (topic, partition, committed offset).
+    pub offsets: Vec<(String, i32, i64)>,
+}
+
+/// A member of a [`GroupView`].
+#[derive(Debug, Clone)]
+pub struct GroupMember {
+    pub member_id: String,
+    pub client_id: String,
+    pub host: String,
+    /// Its assignment, read as the consumer protocol's; empty for a member of another
+    /// protocol (Connect's workers) or before its first assignment.
+    pub partitions: Vec<(String, i32)>,
+}
+
+/// The partitions of a consumer protocol assignment (a version, then the message); none when
+/// the bytes are not one.
+fn consumer_assignment(bytes: &bytes::Bytes) -> Vec<(String, i32)> {
+    use bytes::Buf as _;
+    use kafka_protocol::messages::ConsumerProtocolAssignment;
+    use kafka_protocol::protocol::Decodable as _;
+    let mut buf = bytes.clone();
+    if buf.len() < 2 {
+        return Vec::new();
+    }
+    let version = buf.get_i16();
+    match ConsumerProtocolAssignment::decode(&mut buf, version.clamp(0, 3)) {
+        Ok(a) => a
+            .assigned_partitions
+            .into_iter()
+            .flat_map(|tp| {
+                let topic = tp.topic.as_str().to_string();
+                tp.partitions.into_iter().map(move |p| (topic.clone(), p))
+            })
+            .collect(),
+        Err(_) => Vec::new(),
+    }
+}
+
+#[cfg(test)]
+mod assignment_tests {
+    use super::consumer_assignment;
+    use bytes::{BufMut, BytesMut};
+    use kafka_protocol::messages::consumer_protocol_assignment::{
+        ConsumerProtocolAssignment, TopicPartition,
+    };
+    use kafka_protocol::messages::TopicName;
+    use kafka_protocol::protocol::{Encodable, StrBytes};
+
+    #[test]
+    fn a_consumer_protocol_assignment_reads_as_its_partitions() {
+        let assignment = ConsumerProtocolAssignment::default().with_assigned_partitions(vec![
+            TopicPartition::default()
+                .with_topic(TopicName(StrBytes::from_static_str("orders")))
+                .with_partitions(vec![0, 2]),
+        ]);
+        let mut buf = BytesMut::new();
+        buf.put_i16(1);
+        assignment.encode(&mut buf, 1).expect("encodes");
+        assert_eq!(
+            consumer_assignment(&buf.freeze()),
+            [("orders".to_string(), 0), ("orders".to_string(), 2)]
+        );
+        assert!(consumer_assignment(&bytes::Bytes::from_static(&[0, 1, 0])).is_empty());
     }
 }

@@ -127,7 +127,7 @@ fn subscribe(args: &ConsumeArgs) -> Result<KafkaConsumer> {
                 .set("enable.auto.commit", "true")
                 .set("enable.auto.offset.store", "false")
                 .create_with_context(Reporter)?;
-            check_topic(&consumer, &args.topic)?;
+            crate::kafka::partitions(&consumer, &args.topic)?;
             consumer.subscribe(&[&args.topic])?;
             Ok(consumer)
         }
@@ -138,7 +138,7 @@ fn subscribe(args: &ConsumeArgs) -> Result<KafkaConsumer> {
                 .set("group.id", "inlet-consume")
                 .set("enable.auto.commit", "false")
                 .create_with_context(Reporter)?;
-            let partitions = check_topic(&consumer, &args.topic)?;
+            let partitions = crate::kafka::partitions(&consumer, &args.topic)?;
             let mut assignment = TopicPartitionList::new();
             let start = if args.from_beginning {
                 Offset::Beginning
@@ -150,27 +150,6 @@ fn subscribe(args: &ConsumeArgs) -> Result<KafkaConsumer> {
             }
             consumer.assign(&assignment)?;
             Ok(consumer)
-        }
-    }
-}
-
-/// The topic's partitions; exit 3 when it does not exist.
-fn check_topic(consumer: &KafkaConsumer, topic: &str) -> Result<Vec<i32>> {
-    let metadata = crate::kafka::metadata(consumer, Some(topic))?;
-    let Some(t) = metadata.topics().first() else {
-        return Err(Failure::not_found(format!("topic {topic} does not exist")));
-    };
-    match t.error() {
-        None => Ok(t.partitions().iter().map(|p| p.id()).collect()),
-        Some(e) => {
-            let code = rdkafka::types::RDKafkaErrorCode::from(e);
-            Err(
-                if code == rdkafka::types::RDKafkaErrorCode::UnknownTopicOrPartition {
-                    Failure::not_found(format!("topic {topic} does not exist"))
-                } else {
-                    Failure::failed(format!("topic {topic}: {code}"))
-                },
-            )
         }
     }
 }

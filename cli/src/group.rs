@@ -88,39 +88,28 @@ fn list(kafka: &KafkaArgs, format: &str) -> Result<()> {
     Ok(())
 }
 
-/// A consumer protocol assignment (version, then topics with their partitions): its
-/// partitions, or none when the bytes are not one.
+/// A consumer protocol assignment (a version, then the message; kafka-protocol's decoder, as
+/// the node reads it): its partitions, or none when the bytes are not one.
 pub fn assigned_partitions(bytes: &[u8]) -> Vec<(String, i32)> {
-    fn take<'a>(b: &mut &'a [u8], n: usize) -> Option<&'a [u8]> {
-        if b.len() < n {
-            return None;
-        }
-        let (head, rest) = b.split_at(n);
-        *b = rest;
-        Some(head)
-    }
-    fn i16_(b: &mut &[u8]) -> Option<i16> {
-        take(b, 2).map(|h| i16::from_be_bytes([h[0], h[1]]))
-    }
-    fn i32_(b: &mut &[u8]) -> Option<i32> {
-        take(b, 4).map(|h| i32::from_be_bytes([h[0], h[1], h[2], h[3]]))
-    }
-    let parse = |mut b: &[u8]| -> Option<Vec<(String, i32)>> {
-        i16_(&mut b)?; // version
-        let topics = i32_(&mut b)?;
-        let mut out = Vec::new();
-        for _ in 0..topics.max(0) {
-            let len = i16_(&mut b)?;
-            let name =
-                String::from_utf8_lossy(take(&mut b, usize::try_from(len).ok()?)?).into_owned();
-            let n = i32_(&mut b)?;
-            for _ in 0..n.max(0) {
-                out.push((name.clone(), i32_(&mut b)?));
-            }
-        }
-        Some(out)
+    use kafka_protocol::messages::ConsumerProtocolAssignment;
+    use kafka_protocol::protocol::Decodable as _;
+    let Some((version, mut rest)) = bytes
+        .split_first_chunk::<2>()
+        .map(|(v, rest)| (i16::from_be_bytes(*v), bytes::Bytes::copy_from_slice(rest)))
+    else {
+        return Vec::new();
     };
-    parse(bytes).unwrap_or_default()
+    match ConsumerProtocolAssignment::decode(&mut rest, version.clamp(0, 3)) {
+        Ok(a) => a
+            .assigned_partitions
+            .into_iter()
+            .flat_map(|tp| {
+                let topic = tp.topic.as_str().to_string();
+                tp.partitions.into_iter().map(move |p| (topic.clone(), p))
+            })
+            .collect(),
+        Err(_) => Vec::new(),
+    }
 }
 
 fn describe(kafka: &KafkaArgs, group: &str, format: &str) -> Result<()> {

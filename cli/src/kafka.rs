@@ -69,6 +69,33 @@ pub fn metadata(
     }
 }
 
+/// A topic's error in a metadata answer as the command's failure: exit 3 for an unknown topic.
+pub fn topic_failure(topic: &str, error: rdkafka::types::RDKafkaRespErr) -> crate::Failure {
+    use rdkafka::types::RDKafkaErrorCode;
+    match RDKafkaErrorCode::from(error) {
+        RDKafkaErrorCode::UnknownTopicOrPartition => {
+            crate::Failure::not_found(format!("topic {topic} does not exist"))
+        }
+        code => crate::Failure::failed(format!("topic {topic}: {code}")),
+    }
+}
+
+/// The partitions of `topic`, asked through `client` (one made with
+/// `allow.auto.create.topics=false`, so asking never creates it); exit 3 when it does not
+/// exist.
+pub fn partitions(client: &KafkaConsumer, topic: &str) -> crate::Result<Vec<i32>> {
+    let metadata = metadata(client, Some(topic))?;
+    let Some(t) = metadata.topics().first() else {
+        return Err(crate::Failure::not_found(format!(
+            "topic {topic} does not exist"
+        )));
+    };
+    match t.error() {
+        Some(e) => Err(topic_failure(topic, e)),
+        None => Ok(t.partitions().iter().map(|p| p.id()).collect()),
+    }
+}
+
 /// Delivers `client`'s queued events (errors, and librdkafka's log lines, which it queues) to
 /// its [`Reporter`].
 fn drain(client: &KafkaConsumer) {

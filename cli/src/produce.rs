@@ -178,18 +178,12 @@ fn check_topic(kafka: &KafkaArgs, topic: &str) -> Result<()> {
         .client_config()?
         .set("allow.auto.create.topics", "false")
         .create_with_context(Reporter)?;
-    let metadata = crate::kafka::metadata(&consumer, Some(topic))?;
-    match metadata.topics().first().and_then(|t| t.error()) {
-        None => Ok(()),
-        Some(e) if RDKafkaErrorCode::from(e) == RDKafkaErrorCode::UnknownTopicOrPartition => {
-            Err(Failure::not_found(format!(
-                "topic {topic} does not exist (create it with: inlet topic create {topic})"
-            )))
+    match crate::kafka::partitions(&consumer, topic) {
+        Err(mut f) if f.exit == crate::Exit::NotFound => {
+            f.message = format!("{} (create it with: inlet topic create {topic})", f.message);
+            Err(f)
         }
-        Some(e) => Err(Failure::failed(format!(
-            "topic {topic}: {}",
-            RDKafkaErrorCode::from(e)
-        ))),
+        other => other.map(|_| ()),
     }
 }
 

@@ -167,10 +167,10 @@ pub async fn run(command: TopicCommand) -> Result<()> {
                         println!("topic {name} exists already")
                     }
                     Err((name, code)) => {
-                        eprintln!("topic {name}: {}", describe_code(code));
+                        eprintln!("topic {name}: {}", code);
                         failed.get_or_insert(Failure::failed(format!(
                             "topic {name} was not created: {}",
-                            describe_code(code)
+                            code
                         )));
                     }
                 }
@@ -212,7 +212,7 @@ pub async fn run(command: TopicCommand) -> Result<()> {
                     Err((name, code)) => {
                         failed.get_or_insert(Failure::failed(format!(
                             "topic {name} was not deleted: {}",
-                            describe_code(code)
+                            code
                         )));
                     }
                 }
@@ -241,11 +241,6 @@ pub fn key_values(args: &[String]) -> Result<BTreeMap<String, String>> {
         .collect()
 }
 
-/// librdkafka's name of an error code, with Kafka's.
-fn describe_code(code: RDKafkaErrorCode) -> String {
-    format!("{code}")
-}
-
 /// A topic's partitions: (id, leader).
 type Partitions = Vec<(i32, i32)>;
 
@@ -259,12 +254,7 @@ fn topics(kafka: &KafkaArgs, only: Option<&str>) -> Result<Vec<(String, Partitio
     let mut out = Vec::new();
     for t in metadata.topics() {
         if let Some(e) = t.error() {
-            let code = RDKafkaErrorCode::from(e);
-            return Err(if code == RDKafkaErrorCode::UnknownTopicOrPartition {
-                Failure::not_found(format!("topic {} does not exist", t.name()))
-            } else {
-                Failure::failed(format!("topic {}: {code}", t.name()))
-            });
+            return Err(crate::kafka::topic_failure(t.name(), e));
         }
         let partitions = t
             .partitions()

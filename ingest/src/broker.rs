@@ -362,24 +362,18 @@ impl Broker {
     /// the groups this node coordinates, not with partitions.
     pub fn group_lags(&self) -> Vec<(String, String, u64)> {
         let mut out = Vec::new();
-        for (group, offsets) in self.groups.claimed_offsets() {
-            let mut by_topic: std::collections::BTreeMap<&str, u64> = Default::default();
-            for ((topic, partition), committed) in &offsets {
-                let Some(end) = self
-                    .topics
-                    .get(topic)
-                    .and_then(|t| t.partition(*partition).map(|p| p.stream))
-                    .and_then(|stream| self.store.end_offset(stream).ok())
-                else {
+        for view in self.group_views() {
+            let mut by_topic: std::collections::BTreeMap<String, u64> = Default::default();
+            for (topic, partition, committed) in view.offsets {
+                let Some(end) = self.partition_end(&topic, partition) else {
                     continue;
                 };
-                let lag = end.saturating_sub(committed.offset.max(0) as u64);
-                *by_topic.entry(topic.as_str()).or_default() += lag;
+                *by_topic.entry(topic).or_default() += end.saturating_sub(committed.max(0) as u64);
             }
             out.extend(
                 by_topic
                     .into_iter()
-                    .map(|(topic, lag)| (group.clone(), topic.to_string(), lag)),
+                    .map(|(topic, lag)| (view.group.clone(), topic, lag)),
             );
         }
         out

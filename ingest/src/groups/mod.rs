@@ -253,19 +253,6 @@ impl GroupCoordinator {
         ids
     }
 
-    /// Every committed offset of each group this node holds a claim for: (group, offsets).
-    pub(crate) fn claimed_offsets(&self) -> Vec<(String, offsets::GroupOffsets)> {
-        let mut claimed = self.inner.offsets.claimed();
-        claimed.sort();
-        claimed
-            .into_iter()
-            .map(|g| {
-                let all = self.inner.offsets.all(&g);
-                (g, all)
-            })
-            .collect()
-    }
-
     /// Every group this node holds membership state or a claim for, as an operator sees it.
     pub(crate) fn views(&self) -> Vec<GroupView> {
         let ids = self.held_groups();

@@ -102,7 +102,8 @@ pub(crate) async fn serve(
 /// the cluster balances it by: 1 plus its bytes in over `[cluster] load_unit_bytes`, rounded to a
 /// power of two), and what this
 /// node runs: its table topics, and the groups it coordinates (in a cluster, a group's node is
-/// the rendezvous of its id over the live nodes; see `crate::cluster`).
+/// the rendezvous of its id over the live nodes; see `crate::cluster`), and the moves of the
+/// last hour (`inlet_storage::Move`), newest first: partitions and groups taken or given up.
 async fn cluster(State(Node { broker, tables }): State<Node>) -> axum::response::Response {
     let me = broker.config().node_id;
     let (members, now_ms) = match crate::members::Membership::members(broker.store().meta()).await {
@@ -177,10 +178,51 @@ async fn cluster(State(Node { broker, tables }): State<Node>) -> axum::response:
         })
         .collect();
     let table_names: Vec<String> = tables.snapshot().keys().cloned().collect();
+    let since_ms = broker
+        .clock_ms()
+        .saturating_sub(inlet_storage::MOVES_KEPT_MS);
+    let moves = match broker.store().meta().moves(since_ms).await {
+        Ok(moves) => moves,
+        Err(e) => {
+            return (
+                StatusCode::SERVICE_UNAVAILABLE,
+                axum::Json(serde_json::json!({ "error": e.to_string() })),
+            )
+                .into_response()
+        }
+    };
+    let streams: std::collections::HashMap<u64, (String, i32)> = broker
+        .topics()
+        .list()
+        .iter()
+        .flat_map(|t| t.partitions.iter().map(|p| (p.stream, (t.name.clone(), p.index))))
+        .collect();
+    // Newest first; a partition by its topic and index (its stream's name once deleted).
+    let moves: Vec<serde_json::Value> = moves
+        .iter()
+        .rev()
+        .map(|m| {
+            let (topic, partition) = match m.stream_id.and_then(|id| streams.get(&id)) {
+                Some((topic, index)) => (Some(topic.as_str()), Some(*index)),
+                None => (None, None),
+            };
+            serde_json::json!({
+                "at_ms": m.at_ms,
+                "kind": m.kind,
+                "name": m.name,
+                "topic": topic,
+                "partition": partition,
+                "from": m.from_node,
+                "to": m.to_node,
+                "epoch": m.epoch,
+            })
+        })
+        .collect();
     axum::Json(serde_json::json!({
         "node_id": me,
         "nodes": nodes,
         "partitions": partitions,
+        "moves": moves,
         "owned_by_this_node": {
             "partitions": mine,
             "groups": broker.coordinated_groups(),

@@ -719,6 +719,32 @@ fn three_nodes_survive_kill_pause_join_and_drain() {
         }
     }
 
+    // `/v1/cluster` shows the moves of the last hour: every partition of the victim taken
+    // from it by a live node, and the group taken from it by its next coordinator.
+    {
+        let moves = view(&nodes[&live[0]])["moves"].clone();
+        let moves = moves.as_array().expect("moves");
+        for vp in &victim_partitions {
+            assert!(
+                moves.iter().any(|m| m["kind"] == "partition"
+                    && m["topic"] == TOPIC
+                    && m["partition"] == *vp
+                    && m["from"] == victim
+                    && m["to"].as_u64().is_some_and(|to| live.contains(&to))),
+                "partition {vp} taken from node {victim}: {moves:#?}"
+            );
+        }
+        assert!(
+            moves.iter().any(|m| m["kind"] == "group"
+                && m["name"] == group.as_str()
+                && m["from"] == victim
+                && m["to"].as_u64().is_some_and(|to| live.contains(&to))),
+            "group {group} taken from node {victim}: {moves:#?}"
+        );
+        let at: Vec<u64> = moves.iter().filter_map(|m| m["at_ms"].as_u64()).collect();
+        assert!(at.windows(2).all(|w| w[0] >= w[1]), "newest first: {at:?}");
+    }
+
     // The moved partitions' producer state came from the dead node's producer snapshots, not
     // from reading their history again.
     // (Waited for: each node's log lines reach the test through a reader thread, which a

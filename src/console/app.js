@@ -373,7 +373,13 @@ async function clusterPage() {
     h("h2", {}, "Partition owners"),
     tableOf(["topic", "partition", "owner", "epoch", "weight"], partitions, { numeric: ["partition", "epoch", "weight"], id: "owners" }),
     h("h2", {}, "This node runs"),
-    h("p", {}, `groups: ${(owned.groups || []).join(", ") || "none"}; tables: ${(owned.tables || []).join(", ") || "none"}`));
+    h("p", {}, `groups: ${(owned.groups || []).join(", ") || "none"}; tables: ${(owned.tables || []).join(", ") || "none"}`),
+    h("h2", {}, "Moves in the last hour"),
+    (c.moves || []).length === 0 ? h("p", { class: "muted", id: "moves" }, "No partition or group changed node in the last hour.")
+      : tableOf(["at", "kind", "what", "from", "to", "epoch"], c.moves.map((m) => [fmtTime(m.at_ms), m.kind,
+        m.topic !== null && m.topic !== undefined ? `${m.topic}/${m.partition}` : m.name,
+        m.from === null ? "–" : `node ${m.from}`, m.to === null ? "given up" : `node ${m.to}`, m.epoch]),
+      { numeric: ["epoch"], id: "moves" }));
 }
 
 // --- routing ----------------------------------------------------------------------------------

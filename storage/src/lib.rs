@@ -38,7 +38,9 @@ pub mod wal;
 pub use config::{RetryConfig, StorageConfig, WalKind};
 pub use error::{meta_error_kind, Error, ErrorKind, Result};
 pub use maintenance::MaintenanceReport;
-pub use meta::{bounded, postgres_pool_options, Backend, MetaStore, CALL_WAIT};
+pub use meta::{
+    bounded, postgres_pool_options, record_move, Backend, MetaStore, Move, CALL_WAIT, MOVES_KEPT_MS,
+};
 pub use objects::faulty::{Fault, FaultyStore, Op};
 pub use objects::synced::{Fsync, SyncedLocalStore, Syncer};
 pub use objects::{open_object_store, ObjectClient};

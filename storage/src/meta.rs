@@ -276,7 +276,62 @@ const STORAGE_MIGRATIONS: &[&str] = &[
     // Table hold (issue 40): a table topic's stream keeps every range that ends above this
     // offset (the table's committed progress), whatever its retention says. NULL: no hold.
     "ALTER TABLE inlet_streams ADD COLUMN table_floor BIGINT",
+    // Moves (issue 44): who took or gave up a partition's stream or a group, and when, for
+    // the console's cluster page; rows older than [`MOVES_KEPT_MS`] are deleted as new ones
+    // come.
+    "CREATE TABLE IF NOT EXISTS inlet_moves (
+        at_ms BIGINT NOT NULL,
+        kind VARCHAR(16) NOT NULL,
+        name VARCHAR(1024) NOT NULL,
+        stream_id BIGINT,
+        from_node BIGINT,
+        to_node BIGINT,
+        epoch BIGINT NOT NULL)",
+    "CREATE INDEX IF NOT EXISTS inlet_moves_at ON inlet_moves (at_ms)",
 ];
+
+/// How long the metadata store keeps a move ([`MetaStore::moves`]).
+pub const MOVES_KEPT_MS: u64 = 60 * 60 * 1000;
+
+/// A change of owner: a partition's stream or a consumer group taken by a node, or given up.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Move {
+    pub at_ms: u64,
+    /// `"partition"` or `"group"`.
+    pub kind: String,
+    /// The stream's name, or the group's id.
+    pub name: String,
+    /// The partition's stream.
+    pub stream_id: Option<u64>,
+    /// The owner before: `None` when it had none (new, or given up).
+    pub from_node: Option<u64>,
+    /// The owner after: `None` when the owner gave it up for another node to take.
+    pub to_node: Option<u64>,
+    /// The ownership epoch after the move (for a release, the epoch given up).
+    pub epoch: u64,
+}
+
+/// Records `m` inside `tx`, and forgets the moves older than [`MOVES_KEPT_MS`] before it.
+pub async fn record_move(tx: &mut sqlx::Transaction<'_, sqlx::Any>, m: &Move) -> Result<()> {
+    sqlx::query("DELETE FROM inlet_moves WHERE at_ms < $1")
+        .bind(i(m.at_ms.saturating_sub(MOVES_KEPT_MS)))
+        .execute(&mut **tx)
+        .await?;
+    sqlx::query(
+        "INSERT INTO inlet_moves (at_ms, kind, name, stream_id, from_node, to_node, epoch)
+         VALUES ($1, $2, $3, $4, $5, $6, $7)",
+    )
+    .bind(i(m.at_ms))
+    .bind(&m.kind)
+    .bind(&m.name)
+    .bind(m.stream_id.map(i))
+    .bind(m.from_node.map(i))
+    .bind(m.to_node.map(i))
+    .bind(i(m.epoch))
+    .execute(&mut **tx)
+    .await?;
+    Ok(())
+}
 
 /// Whether a stream's row still carries the epoch a commit was made under.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -598,12 +653,14 @@ impl MetaStore {
 
     /// Takes `stream_id` for `node_id` under a new epoch, if it has no owner, is already this
     /// node's, or its owner is not in `live_nodes` (its lease ended). Returns the row as taken,
-    /// or `None` when a live node holds it or the stream is gone.
+    /// or `None` when a live node holds it or the stream is gone. A take from another owner,
+    /// or of a free stream, is recorded as a [`Move`] at `now_ms`.
     pub(crate) async fn acquire_stream(
         &self,
         stream_id: u64,
         node_id: u64,
         live_nodes: &[u64],
+        now_ms: u64,
     ) -> Result<Option<StreamRow>> {
         // Node ids are integers: the list is formatted, not bound (the Any driver has no arrays).
         let others: Vec<String> = live_nodes
@@ -616,38 +673,113 @@ impl MetaStore {
         } else {
             format!("owner_node NOT IN ({})", others.join(", "))
         };
+        let lock = if self.backend == Backend::Postgres {
+            " FOR UPDATE"
+        } else {
+            ""
+        };
+        let mut tx = self.pool.begin().await?;
+        let before = sqlx::query(&format!(
+            "SELECT owner_node FROM inlet_streams WHERE stream_id = $1{lock}"
+        ))
+        .bind(i(stream_id))
+        .fetch_optional(&mut *tx)
+        .await?
+        .map(|row| row.try_get::<Option<i64>, _>("owner_node"))
+        .transpose()?
+        .flatten()
+        .map(|n| n as u64);
         let sql = format!(
             "UPDATE inlet_streams SET owner_node = $2, epoch = epoch + 1
              WHERE stream_id = $1 AND deleted_ms IS NULL
              AND (owner_node IS NULL OR owner_node = $2 OR {dead_owner})
              RETURNING *"
         );
-        sqlx::query(&sql)
+        let taken = sqlx::query(&sql)
             .bind(i(stream_id))
             .bind(i(node_id))
-            .fetch_optional(&self.pool)
+            .fetch_optional(&mut *tx)
             .await?
             .map(|row| Self::stream_row(&row))
-            .transpose()
+            .transpose()?;
+        if let Some(row) = taken.as_ref().filter(|_| before != Some(node_id)) {
+            let taken = Move {
+                at_ms: now_ms,
+                kind: "partition".into(),
+                name: row.name.clone(),
+                stream_id: Some(stream_id),
+                from_node: before,
+                to_node: Some(node_id),
+                epoch: row.epoch,
+            };
+            record_move(&mut tx, &taken).await?;
+        }
+        tx.commit().await?;
+        Ok(taken)
     }
 
-    /// Gives `stream_id` up, if `node_id` still owns it under `epoch`.
+    /// Gives `stream_id` up, if `node_id` still owns it under `epoch`, recorded as a [`Move`]
+    /// at `now_ms`.
     pub(crate) async fn release_stream(
         &self,
         stream_id: u64,
         node_id: u64,
         epoch: u64,
+        now_ms: u64,
     ) -> Result<bool> {
-        let done = sqlx::query(
+        let mut tx = self.pool.begin().await?;
+        let released = sqlx::query(
             "UPDATE inlet_streams SET owner_node = NULL
-             WHERE stream_id = $1 AND owner_node = $2 AND epoch = $3",
+             WHERE stream_id = $1 AND owner_node = $2 AND epoch = $3
+             RETURNING name",
         )
         .bind(i(stream_id))
         .bind(i(node_id))
         .bind(i(epoch))
-        .execute(&self.pool)
+        .fetch_optional(&mut *tx)
         .await?;
-        Ok(done.rows_affected() == 1)
+        let Some(row) = released else {
+            return Ok(false);
+        };
+        let given_up = Move {
+            at_ms: now_ms,
+            kind: "partition".into(),
+            name: row.try_get::<String, _>("name")?,
+            stream_id: Some(stream_id),
+            from_node: Some(node_id),
+            to_node: None,
+            epoch,
+        };
+        record_move(&mut tx, &given_up).await?;
+        tx.commit().await?;
+        Ok(true)
+    }
+
+    /// The moves since `since_ms`, oldest first (kept for [`MOVES_KEPT_MS`]).
+    pub async fn moves(&self, since_ms: u64) -> Result<Vec<Move>> {
+        let rows = sqlx::query(
+            "SELECT at_ms, kind, name, stream_id, from_node, to_node, epoch FROM inlet_moves
+             WHERE at_ms >= $1 ORDER BY at_ms, epoch",
+        )
+        .bind(i(since_ms))
+        .fetch_all(&self.pool)
+        .await?;
+        let node = |row: &AnyRow, col: &str| -> Result<Option<u64>> {
+            Ok(row.try_get::<Option<i64>, _>(col)?.map(|v| v as u64))
+        };
+        rows.iter()
+            .map(|row| {
+                Ok(Move {
+                    at_ms: u(row, "at_ms")?,
+                    kind: row.try_get("kind")?,
+                    name: row.try_get("name")?,
+                    stream_id: node(row, "stream_id")?,
+                    from_node: node(row, "from_node")?,
+                    to_node: node(row, "to_node")?,
+                    epoch: u(row, "epoch")?,
+                })
+            })
+            .collect()
     }
 
     /// Creates a stream; owned by `owner` under epoch 1 when given, unowned otherwise.
@@ -1254,7 +1386,7 @@ mod tests {
         let meta = sqlite(&dir).await;
         let s = meta.create_stream("s", 0, None).await.expect("stream");
         let a = meta
-            .acquire_stream(s.id, 1, &[1])
+            .acquire_stream(s.id, 1, &[1], 10)
             .await
             .expect("acquire")
             .expect("free");
@@ -1267,14 +1399,14 @@ mod tests {
             .await
             .expect("the owner commits");
         assert!(
-            meta.acquire_stream(s.id, 2, &[1, 2])
+            meta.acquire_stream(s.id, 2, &[1, 2], 20)
                 .await
                 .expect("acquire")
                 .is_none(),
             "a live owner keeps its stream"
         );
         let b = meta
-            .acquire_stream(s.id, 2, &[2])
+            .acquire_stream(s.id, 2, &[2], 30)
             .await
             .expect("acquire")
             .expect("owner 1 is dead");
@@ -1317,15 +1449,15 @@ mod tests {
             .await
             .expect("the new owner commits");
         assert!(!meta
-            .release_stream(s.id, 1, a.epoch)
+            .release_stream(s.id, 1, a.epoch, 40)
             .await
             .expect("release"));
         assert!(meta
-            .release_stream(s.id, 2, b.epoch)
+            .release_stream(s.id, 2, b.epoch, 50)
             .await
             .expect("release"));
         let c = meta
-            .acquire_stream(s.id, 1, &[1, 2])
+            .acquire_stream(s.id, 1, &[1, 2], 60)
             .await
             .expect("acquire");
         assert_eq!(
@@ -1333,6 +1465,25 @@ mod tests {
             Some(9),
             "a released stream is free"
         );
+        // Each take and each give-up is a move, with the owner before and after; the refused
+        // take and the stale release are not.
+        let moves: Vec<(u64, Option<u64>, Option<u64>)> = meta
+            .moves(0)
+            .await
+            .expect("moves")
+            .iter()
+            .map(|m| (m.at_ms, m.from_node, m.to_node))
+            .collect();
+        assert_eq!(
+            moves,
+            vec![
+                (10, None, Some(1)),
+                (30, Some(1), Some(2)),
+                (50, Some(2), None),
+                (60, None, Some(1)),
+            ]
+        );
+        assert_eq!(meta.moves(50).await.expect("moves").len(), 2);
     }
 
     #[tokio::test]

@@ -196,7 +196,7 @@ impl OffsetStore {
     /// and fences every later write under an older one, then reads its offsets afresh
     /// ([`Claim::Taken`]). Who should coordinate is the caller's decision (FindCoordinator's
     /// answer); this only keeps two coordinators from both writing.
-    pub(super) async fn claim(&self, group: &str) -> Result<Claim> {
+    pub(super) async fn claim(&self, group: &str, now_ms: u64) -> Result<Claim> {
         let lock = self.write_lock(group);
         let _guard = lock.lock().await;
         let held = self.claims.lock().get(group).copied();
@@ -205,13 +205,17 @@ impl OffsetStore {
                 .bind(group)
                 .fetch_optional(self.meta.pool())
                 .await?;
+        let before = row
+            .as_ref()
+            .map(|row| row.try_get::<i64, _>("owner_node").map(|n| n as u64))
+            .transpose()?;
         if let (Some(row), Some(epoch)) = (&row, held) {
-            let owner = row.try_get::<i64, _>("owner_node")? as u64;
             let current = row.try_get::<i64, _>("epoch")? as u64;
-            if owner == self.node_id && current == epoch {
+            if before == Some(self.node_id) && current == epoch {
                 return Ok(Claim::Held);
             }
         }
+        let mut tx = self.meta.pool().begin().await?;
         let row = sqlx::query(
             "INSERT INTO inlet_group_owners (group_id, owner_node, epoch) VALUES ($1, $2, 1)
              ON CONFLICT (group_id) DO UPDATE SET
@@ -220,9 +224,24 @@ impl OffsetStore {
         )
         .bind(group)
         .bind(self.node_id as i64)
-        .fetch_one(self.meta.pool())
+        .fetch_one(&mut *tx)
         .await?;
         let epoch = row.try_get::<i64, _>("epoch")? as u64;
+        // A group another node coordinated is a move (its first claim, or this node's own
+        // again after a restart, is not).
+        if let Some(from) = before.filter(|&n| n != self.node_id) {
+            let moved = inlet_storage::Move {
+                at_ms: now_ms,
+                kind: "group".into(),
+                name: group.to_string(),
+                stream_id: None,
+                from_node: Some(from),
+                to_node: Some(self.node_id),
+                epoch,
+            };
+            inlet_storage::record_move(&mut tx, &moved).await?;
+        }
+        tx.commit().await?;
         // After the epoch rose: every write under an older one landed before, or never will.
         let offsets = self.read_group(group).await?;
         self.cache.write().insert(group.to_string(), offsets);
@@ -484,9 +503,9 @@ mod tests {
             let store = OffsetStore::open(MetaStore::connect(&url).await.expect("connect"), 1)
                 .await
                 .expect("open");
-            assert_eq!(store.claim("g").await.expect("claim"), Claim::Taken);
-            assert_eq!(store.claim("g").await.expect("claim"), Claim::Held);
-            assert_eq!(store.claim("h").await.expect("claim"), Claim::Taken);
+            assert_eq!(store.claim("g", 0).await.expect("claim"), Claim::Taken);
+            assert_eq!(store.claim("g", 0).await.expect("claim"), Claim::Held);
+            assert_eq!(store.claim("h", 0).await.expect("claim"), Claim::Taken);
             store
                 .commit(
                     "g",
@@ -514,7 +533,7 @@ mod tests {
             .await
             .expect("reopen");
         // A reopened node (a restart) claims again: the epoch rises.
-        assert_eq!(store.claim("g").await.expect("claim"), Claim::Taken);
+        assert_eq!(store.claim("g", 0).await.expect("claim"), Claim::Taken);
         assert_eq!(store.get("g", "t", 0), Some(offset(11, "b")));
         assert_eq!(store.get("g", "t", 1), Some(offset(20, "")));
         assert_eq!(store.get("g", "u", 0), None);
@@ -558,13 +577,13 @@ mod tests {
     async fn two_coordinators(url: &str) {
         let meta = MetaStore::connect(url).await.expect("connect");
         let a = OffsetStore::open(meta.clone(), 1).await.expect("open a");
-        let b = OffsetStore::open(meta, 2).await.expect("open b");
+        let b = OffsetStore::open(meta.clone(), 2).await.expect("open b");
         let key = || ("t".to_string(), 0);
-        assert_eq!(a.claim("g").await.expect("claim"), Claim::Taken);
+        assert_eq!(a.claim("g", 1).await.expect("claim"), Claim::Taken);
         a.commit("g", vec![(key(), offset(10, ""))])
             .await
             .expect("a commits");
-        assert_eq!(b.claim("g").await.expect("claim"), Claim::Taken);
+        assert_eq!(b.claim("g", 2).await.expect("claim"), Claim::Taken);
         assert_eq!(
             b.get("g", "t", 0).map(|o| o.offset),
             Some(10),
@@ -579,7 +598,7 @@ mod tests {
         }
         assert_eq!(b.get("g", "t", 0).map(|o| o.offset), Some(20));
         // The group comes back to a: a takes it again and reads what b committed.
-        assert_eq!(a.claim("g").await.expect("claim"), Claim::Taken);
+        assert_eq!(a.claim("g", 3).await.expect("claim"), Claim::Taken);
         assert_eq!(a.get("g", "t", 0).map(|o| o.offset), Some(20));
         // b, still thinking it coordinates, is fenced on every write, and re-reads on a claim.
         assert!(matches!(
@@ -592,10 +611,28 @@ mod tests {
         ));
         assert_eq!(a.get("g", "t", 0).map(|o| o.offset), Some(20));
         // A deletion through b (which takes the group back) is seen by a on its next claim.
-        assert_eq!(b.claim("g").await.expect("claim"), Claim::Taken);
+        assert_eq!(b.claim("g", 4).await.expect("claim"), Claim::Taken);
         b.delete_group("g").await.expect("b deletes");
-        assert_eq!(a.claim("g").await.expect("claim"), Claim::Taken);
+        assert_eq!(a.claim("g", 5).await.expect("claim"), Claim::Taken);
         assert_eq!(a.get("g", "t", 0), None);
         assert!(!a.has_group("g"));
+        // Every take from the other coordinator is a move; the first claim is not.
+        let moves: Vec<(u64, Option<u64>, Option<u64>)> = meta
+            .moves(0)
+            .await
+            .expect("moves")
+            .iter()
+            .filter(|m| m.kind == "group" && m.name == "g")
+            .map(|m| (m.at_ms, m.from_node, m.to_node))
+            .collect();
+        assert_eq!(
+            moves,
+            vec![
+                (2, Some(1), Some(2)),
+                (3, Some(2), Some(1)),
+                (4, Some(1), Some(2)),
+                (5, Some(2), Some(1)),
+            ]
+        );
     }
 }

@@ -102,6 +102,11 @@ pub struct HttpSettings {
     /// client may present a certificate) or `required`. A verified certificate authenticates
     /// a request that has no `Authorization` header, as `User:<its subject's DN>`.
     pub tls_client_auth: String,
+    /// The byte budget of the hour of the node's own figures the console's charts start from
+    /// (`/v1/history`); the oldest samples go first when it is full.
+    pub history_bytes: u64,
+    /// How often those figures are sampled, in milliseconds.
+    pub history_interval_ms: u64,
 }
 
 impl Default for HttpSettings {
@@ -112,6 +117,8 @@ impl Default for HttpSettings {
             tls_keystore: None,
             tls_truststore: None,
             tls_client_auth: "none".into(),
+            history_bytes: 8 << 20,
+            history_interval_ms: 10_000,
         }
     }
 }
@@ -325,6 +332,9 @@ impl NodeConfig {
                 "[http] authentication {:?} is not one of none, token",
                 self.http.authentication
             );
+        }
+        if self.http.history_interval_ms == 0 {
+            bail!("[http] history_interval_ms must be positive");
         }
         if self.http.token_ttl_s == 0 {
             bail!("[http] token_ttl_s must be positive");

@@ -5,9 +5,14 @@
 //! pages read the rest from the endpoints every client has: `/v1/tables`, `/v1/cluster`,
 //! `/metrics`, `/v1/query`.
 //!
+//! It also keeps an hour of the node's own figures (`history`: throughput, each table's commit
+//! lag, freshness and watermark, each group's lag) in `[http] history_bytes`, served at
+//! `/v1/history`, so the charts start with the last hour rather than when the page opened.
+//!
 //! With `[http] authentication = "token"` the pages log in like any client (a bearer token from
-//! `/iceberg/v1/oauth/tokens`), and these listings, which name every topic, group and subject,
-//! answer only a principal with ALTER on the cluster (an operator); the others get 403.
+//! `/iceberg/v1/oauth/tokens`). An operator (ALTER on the cluster) sees every topic, group and
+//! subject; any other principal sees those its ACLs let it DESCRIBE (a subject by its topic, as
+//! the registry decides), and a group's partitions only of topics it may describe.
 
 use std::sync::Arc;
 
@@ -16,7 +21,8 @@ use axum::http::{header, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::{Extension, Json, Router};
-use inlet_common::access::Viewer;
+use inlet_common::access::{Named, TableOp, Viewer};
+use inlet_common::history::History;
 use inlet_ingest::Broker;
 use inlet_schema_registry::{Deleted, Registry, VersionSpec};
 use serde_json::{json, Value};
@@ -25,14 +31,21 @@ const INDEX: &str = include_str!("console/index.html");
 const SCRIPT: &str = include_str!("console/app.js");
 const STYLE: &str = include_str!("console/app.css");
 
+pub(crate) mod history;
+
 #[derive(Clone)]
 struct Console {
     broker: Arc<Broker>,
     registry: Arc<Registry>,
+    history: Arc<History>,
 }
 
 /// The pages (open: they hold no data) and the listings (behind the listener's guard).
-pub(crate) fn routers(broker: Arc<Broker>, registry: Arc<Registry>) -> (Router, Router) {
+pub(crate) fn routers(
+    broker: Arc<Broker>,
+    registry: Arc<Registry>,
+    history: Arc<History>,
+) -> (Router, Router) {
     let page = |body: &'static str, kind: &'static str| {
         get(move || async move { ([(header::CONTENT_TYPE, kind)], body) })
     };
@@ -47,28 +60,32 @@ pub(crate) fn routers(broker: Arc<Broker>, registry: Arc<Registry>) -> (Router, 
         .route("/v1/schemas", get(schemas))
         .route("/v1/schemas/{subject}/versions/{version}", get(version))
         .route("/v1/schemas/{subject}/diff", get(diff))
-        .with_state(Console { broker, registry });
+        .route("/v1/history", get(history_of))
+        .with_state(Console {
+            broker,
+            registry,
+            history,
+        });
     (pages, listings)
 }
 
-/// 403 unless the viewer (when the listener authenticates) is an operator.
-fn operator_only(viewer: &Option<Extension<Viewer>>) -> Option<Response> {
-    let Some(Extension(v)) = viewer else {
-        return None;
-    };
-    if v.access.allows_namespaces(&v.principal, v.peer) {
+/// Whether the viewer (when the listener authenticates) may know of `named`.
+fn sees(viewer: &Option<Extension<Viewer>>, named: Named<'_>) -> bool {
+    viewer.as_ref().is_none_or(|Extension(v)| v.sees(named))
+}
+
+/// 403 unless the viewer may know of `subject`.
+fn subject_refused(viewer: &Option<Extension<Viewer>>, subject: &str) -> Option<Response> {
+    if sees(viewer, Named::Subject(subject)) {
         return None;
     }
-    Some(
-        (
-            StatusCode::FORBIDDEN,
-            Json(json!({"error": format!(
-                "{} may not list the node's topics, groups and schemas (that needs ALTER on the cluster)",
-                v.principal
-            )})),
-        )
-            .into_response(),
-    )
+    let principal = viewer
+        .as_ref()
+        .map_or("", |Extension(v)| v.principal.as_str());
+    Some(failed(
+        StatusCode::FORBIDDEN,
+        format!("{principal} may not read subject {subject:?} (that needs DESCRIBE on its topic)"),
+    ))
 }
 
 fn failed(status: StatusCode, e: impl std::fmt::Display) -> Response {
@@ -78,15 +95,13 @@ fn failed(status: StatusCode, e: impl std::fmt::Display) -> Response {
 /// `GET /v1/topics`: every topic with its partitions' start and end offsets and, for a table
 /// topic, its table and its dead-letter table when it keeps one.
 async fn topics(State(c): State<Console>, viewer: Option<Extension<Viewer>>) -> Response {
-    if let Some(refused) = operator_only(&viewer) {
-        return refused;
-    }
     let defaults = &c.broker.config().topic_defaults;
     let mut out: Vec<Value> = c
         .broker
         .topics()
         .list()
         .iter()
+        .filter(|t| sees(&viewer, Named::Topic(&t.name)))
         .map(|t| {
             let config = t.configs.table_topic(&t.name, defaults);
             let table = config
@@ -118,13 +133,11 @@ async fn topics(State(c): State<Console>, viewer: Option<Extension<Viewer>>) -> 
 /// `GET /v1/groups`: the consumer groups this node coordinates: state, members, and per
 /// partition the committed offset, the end, the lag and the member it is assigned to.
 async fn groups(State(c): State<Console>, viewer: Option<Extension<Viewer>>) -> Response {
-    if let Some(refused) = operator_only(&viewer) {
-        return refused;
-    }
     let out: Vec<Value> = c
         .broker
         .group_views()
         .into_iter()
+        .filter(|g| sees(&viewer, Named::Group(&g.group)))
         .map(|g| {
             let mut owner = std::collections::BTreeMap::new();
             for m in &g.members {
@@ -140,6 +153,8 @@ async fn groups(State(c): State<Console>, viewer: Option<Extension<Viewer>>) -> 
             for key in owner.keys() {
                 partitions.entry(key.clone()).or_insert(None);
             }
+            // As OffsetFetch does: only the topics the viewer may describe.
+            partitions.retain(|(topic, _), _| sees(&viewer, Named::Topic(topic)));
             let mut lag = 0u64;
             let rows: Vec<Value> = partitions
                 .into_iter()
@@ -173,15 +188,15 @@ async fn groups(State(c): State<Console>, viewer: Option<Extension<Viewer>>) -> 
 /// `GET /v1/schemas`: every subject with its versions, latest schema id and type, and
 /// compatibility level.
 async fn schemas(State(c): State<Console>, viewer: Option<Extension<Viewer>>) -> Response {
-    if let Some(refused) = operator_only(&viewer) {
-        return refused;
-    }
     let subjects = match c.registry.subjects("", Deleted::Exclude).await {
         Ok(s) => s,
         Err(e) => return failed(StatusCode::SERVICE_UNAVAILABLE, e),
     };
     let mut out = Vec::new();
     for subject in subjects {
+        if !sees(&viewer, Named::Subject(&subject)) {
+            continue;
+        }
         let (Ok(versions), Ok(latest), Ok(level)) = (
             c.registry.versions(&subject, Deleted::Exclude).await,
             c.registry
@@ -213,7 +228,7 @@ async fn version(
     viewer: Option<Extension<Viewer>>,
     Path((subject, v)): Path<(String, String)>,
 ) -> Response {
-    if let Some(refused) = operator_only(&viewer) {
+    if let Some(refused) = subject_refused(&viewer, &subject) {
         return refused;
     }
     let Some(spec) = spec(&v) else {
@@ -243,7 +258,7 @@ async fn diff(
     Path(subject): Path<String>,
     Query(q): Query<DiffQuery>,
 ) -> Response {
-    if let Some(refused) = operator_only(&viewer) {
+    if let Some(refused) = subject_refused(&viewer, &subject) {
         return refused;
     }
     let to = q.to.unwrap_or_else(|| "latest".into());
@@ -263,4 +278,36 @@ async fn diff(
     );
     Json(json!({"subject": subject, "from": old.version, "to": new.version, "lines": lines}))
         .into_response()
+}
+
+#[derive(serde::Deserialize)]
+struct HistoryQuery {
+    #[serde(default)]
+    prefix: String,
+}
+
+/// `GET /v1/history?prefix=P`: the last hour of the node's own figures whose series name starts
+/// with `P` (`history` names them), each as `[[unix_ms, value], ...]`, oldest first. A table's
+/// series need DESCRIBE on the table, a group's DESCRIBE on the group.
+async fn history_of(
+    State(c): State<Console>,
+    viewer: Option<Extension<Viewer>>,
+    Query(q): Query<HistoryQuery>,
+) -> Response {
+    let keep = |name: &str| match history::Series::parse(name) {
+        Some(history::Series::Table(table)) => viewer.as_ref().is_none_or(|Extension(v)| {
+            let (namespace, table) = table.rsplit_once('.').unwrap_or(("", table));
+            let levels: Vec<String> = namespace.split('.').map(str::to_string).collect();
+            v.may(TableOp::Describe, &levels, table)
+        }),
+        Some(history::Series::Group(group)) => sees(&viewer, Named::Group(group)),
+        Some(history::Series::Node) => true,
+        None => false,
+    };
+    let series = c.history.series(&q.prefix, keep);
+    Json(json!({
+        "window_ms": history::WINDOW_MS,
+        "series": series,
+    }))
+    .into_response()
 }

@@ -45,6 +45,7 @@ pub(crate) async fn serve(
     broker: Arc<Broker>,
     registry: Arc<inlet_schema_registry::Registry>,
     tables: Statuses,
+    history: Arc<inlet_common::history::History>,
     catalog: Arc<dyn iceberg::Catalog>,
     query: inlet_query::QueryConfig,
     iceberg: Router,
@@ -61,7 +62,7 @@ pub(crate) async fn serve(
     let sql = Router::new()
         .route("/v1/query", axum::routing::post(crate::sql::post))
         .with_state((catalog, query));
-    let (pages, listings) = crate::console::routers(broker.clone(), registry);
+    let (pages, listings) = crate::console::routers(broker.clone(), registry, history);
     let node = Node { broker, tables };
     let open = Router::new()
         .route("/healthz", get(healthz))
@@ -195,7 +196,11 @@ async fn cluster(State(Node { broker, tables }): State<Node>) -> axum::response:
         .topics()
         .list()
         .iter()
-        .flat_map(|t| t.partitions.iter().map(|p| (p.stream, (t.name.clone(), p.index))))
+        .flat_map(|t| {
+            t.partitions
+                .iter()
+                .map(|p| (p.stream, (t.name.clone(), p.index)))
+        })
         .collect();
     // Newest first; a partition by its topic and index (its stream's name once deleted).
     let moves: Vec<serde_json::Value> = moves

@@ -595,11 +595,23 @@ impl NodeBuilder {
         tasks.spawn(broker.clone().run_transactions(stop.clone()));
         tasks.spawn(broker.clone().run_compaction(stop.clone()));
         let statuses = inlet_table_coordinator::Statuses::default();
+        let history = Arc::new(inlet_common::history::History::new(
+            config.http.history_bytes,
+            console::history::WINDOW_MS,
+        ));
+        tasks.spawn(console::history::run(
+            history.clone(),
+            Duration::from_millis(config.http.history_interval_ms),
+            broker.clone(),
+            statuses.clone(),
+            stop.clone(),
+        ));
         tasks.spawn(http::serve(
             http_listener,
             broker.clone(),
             registry.clone(),
             statuses.clone(),
+            history,
             catalog.catalog(),
             config.query.to_config(),
             catalog.router(rest_config(&config.object_store_url())),

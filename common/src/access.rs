@@ -37,6 +37,16 @@ impl TableOp {
     }
 }
 
+/// A topic, group or subject a listing names (the console's `/v1/topics`, `/v1/groups`,
+/// `/v1/schemas`), for [`HttpAccess::allows_describe`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Named<'a> {
+    Topic(&'a str),
+    Group(&'a str),
+    /// A Schema Registry subject: decided as the registry decides reading it.
+    Subject(&'a str),
+}
+
 /// Why a request was refused: unauthenticated (401) or unauthorized (403), with the reason.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Refused {
@@ -87,6 +97,9 @@ pub trait HttpAccess: Send + Sync + 'static {
 
     /// Whether `principal` may create, drop or change namespaces.
     fn allows_namespaces(&self, principal: &str, peer: Option<IpAddr>) -> bool;
+
+    /// Whether `principal` may know of `named` and describe it (Kafka's DESCRIBE).
+    fn allows_describe(&self, principal: &str, peer: Option<IpAddr>, named: Named<'_>) -> bool;
 }
 
 /// The principal a client certificate names (mTLS: `User:` and the subject's distinguished
@@ -114,5 +127,19 @@ impl Viewer {
     pub fn may(&self, op: TableOp, namespace: &[String], table: &str) -> bool {
         self.access
             .allows_table(&self.principal, self.peer, op, namespace, table)
+    }
+
+    /// Whether the viewer may see everything the node lists: an operator (who may change
+    /// namespaces: ALTER on the cluster).
+    pub fn operates(&self) -> bool {
+        self.access.allows_namespaces(&self.principal, self.peer)
+    }
+
+    /// Whether the viewer may know of `named` (an operator knows of everything).
+    pub fn sees(&self, named: Named<'_>) -> bool {
+        self.operates()
+            || self
+                .access
+                .allows_describe(&self.principal, self.peer, named)
     }
 }

@@ -13,6 +13,7 @@
 //!   (`clippy.toml` refuses `rand` elsewhere).
 //! - [`civil`] and [`text`]: date arithmetic and percent-decoding, written once; [`jaas`]: the
 //!   user name and password of a Java JAAS config line.
+//! - [`history`]: a recent history of named series in a byte budget (the console's charts).
 //! - [`access`]: the questions the HTTP APIs ask of whoever authenticates and authorizes
 //!   their requests.
 
@@ -21,6 +22,7 @@ pub mod civil;
 pub mod clock;
 mod error;
 pub mod failpoint;
+pub mod history;
 pub mod jaas;
 pub mod random;
 pub mod retry;

@@ -1,6 +1,6 @@
 // The Inlet console: one page, hash routes, plain JavaScript (no build step). It reads the
-// node's own endpoints: /v1/cluster, /v1/topics, /v1/tables, /v1/groups, /v1/schemas, /metrics
-// and POST /v1/query. With authentication on, it logs in for a bearer token
+// node's own endpoints: /v1/cluster, /v1/topics, /v1/tables, /v1/groups, /v1/schemas, /metrics,
+// /v1/history (the last hour the charts start from) and POST /v1/query. With authentication on, it logs in for a bearer token
 // (/iceberg/v1/oauth/tokens) and keeps it for the browser tab.
 "use strict";
 
@@ -104,8 +104,9 @@ function card(label, value, id) {
   return h("div", { class: "card" }, h("div", { class: "value", id }, value), h("div", { class: "label" }, label));
 }
 
-// A line chart of series [{name, color, points: [[t, v]]}] as SVG.
-function chart(series, { width = 560, height = 160, id } = {}) {
+// A line chart of series [{name, color, points: [[t, v]]}] as SVG; its value axis starts at 0,
+// or (zero: false, for times such as watermarks) at the smallest value.
+function chart(series, { width = 560, height = 160, id, zero = true } = {}) {
   const svg = document.createElementNS("http://www.w3.org/2000/svg", "svg");
   svg.setAttribute("class", "chart");
   svg.setAttribute("width", width);
@@ -114,12 +115,13 @@ function chart(series, { width = 560, height = 160, id } = {}) {
   const all = series.flatMap((s) => s.points);
   if (all.length > 1) {
     const t0 = Math.min(...all.map((p) => p[0])); const t1 = Math.max(...all.map((p) => p[0]));
-    const vmax = Math.max(1, ...all.map((p) => p[1]));
+    const vmin = zero ? 0 : Math.min(...all.map((p) => p[1]));
+    const span = Math.max(1, Math.max(...all.map((p) => p[1])) - vmin);
     for (const s of series) {
       const line = document.createElementNS("http://www.w3.org/2000/svg", "polyline");
       line.setAttribute("stroke", s.color);
       line.setAttribute("points", s.points.map(([t, v]) =>
-        `${((t - t0) / Math.max(1, t1 - t0)) * (width - 10) + 5},${height - 5 - (v / vmax) * (height - 10)}`).join(" "));
+        `${((t - t0) / Math.max(1, t1 - t0)) * (width - 10) + 5},${height - 5 - ((v - vmin) / span) * (height - 10)}`).join(" "));
       svg.append(line);
     }
   }
@@ -144,6 +146,20 @@ async function metricsText() {
   return r.text();
 }
 
+// The node's last hour of series under `prefix` (`/v1/history`); empty when the node keeps none
+// or the viewer may not read them, so a chart then starts when the page opened.
+async function history(prefix) {
+  try {
+    const r = await api(`/v1/history?prefix=${encodeURIComponent(prefix)}`);
+    return r.series || {};
+  } catch (_) { return {}; }
+}
+
+// Keeps a chart's live points within the last hour.
+function trim(points, now) {
+  while (points.length && points[0][0] < now - 3600000) points.shift();
+}
+
 function failure(e) { return h("p", { class: "error" }, String(e.message || e)); }
 
 // --- pages ------------------------------------------------------------------------------------
@@ -160,7 +176,8 @@ async function overview() {
       card("table topics", Object.keys(tables).length, "table-count"),
       card("records produced", "–", "records-produced")),
     h("h2", {}, "Throughput"), throughput);
-  const points = { in: [], out: [] };
+  const past = await history("node:");
+  const points = { in: (past["node:produced_bytes_per_s"] || []).slice(), out: (past["node:fetched_bytes_per_s"] || []).slice() };
   let last = null;
   every(2000, async () => {
     const m = counters(await metricsText(), ["inlet_kafka_produced_bytes_total", "inlet_kafka_fetched_bytes_total", "inlet_kafka_produced_records_total"]);
@@ -170,7 +187,7 @@ async function overview() {
       const dt = (now - last.t) / 1000;
       points.in.push([now, (m.inlet_kafka_produced_bytes_total - last.m.inlet_kafka_produced_bytes_total) / dt]);
       points.out.push([now, (m.inlet_kafka_fetched_bytes_total - last.m.inlet_kafka_fetched_bytes_total) / dt]);
-      if (points.in.length > 90) { points.in.shift(); points.out.shift(); }
+      trim(points.in, now); trim(points.out, now);
     }
     last = { t: now, m };
     const rate = (p) => (p.length ? fmtBytes(p[p.length - 1][1]) + "/s" : "–");
@@ -264,31 +281,38 @@ async function tablePage(name) {
       : lastErrors.length === 0 ? h("p", { class: "muted", id: "dead-letter-errors" }, `No record in ${deadLetters}.`)
         : tableOf(["partition", "offset", "error"], lastErrors.map((r) => [r.partition, r.offset, r.error]), { id: "dead-letter-errors" }),
     ...(status.held_by_dead_letters ? [h("p", { class: "error" }, "Commits are held: the dead-letter table refuses its files.")] : []));
+  // The last hour from the node's history, then a point every 2 s while the page is open.
+  const past = await history(`table:${name}:`);
   const byPartition = {};
-  const behind = [];
-  const age = [];
+  const tableWatermark = (past[`table:${name}:watermark_ms`] || []).slice();
+  const behind = (past[`table:${name}:records_behind`] || []).slice();
+  const age = (past[`table:${name}:seconds_since_commit`] || []).slice();
   every(2000, async () => {
     const [s, w] = await Promise.all([api(statusPath), api(watermarkPath)]);
     const now = Date.now();
     for (const [p, ms] of Object.entries(w.partitions || {})) {
       (byPartition[p] = byPartition[p] || []).push([now, ms]);
-      if (byPartition[p].length > 90) byPartition[p].shift();
+      trim(byPartition[p], now);
     }
+    if (w.watermark_ms !== null && w.watermark_ms !== undefined) tableWatermark.push([now, w.watermark_ms]);
     behind.push([now, s.records_behind || 0]);
     age.push([now, s.seconds_since_commit || 0]);
-    if (behind.length > 90) { behind.shift(); age.shift(); }
+    trim(tableWatermark, now); trim(behind, now); trim(age, now);
     const parts = Object.keys(byPartition).sort((a, b) => a - b);
     watermark.replaceChildren(
       h("p", { id: "watermark" }, `table: ${fmtTime(w.watermark_ms)}`),
-      h("p", { class: "legend", id: "partition-watermarks" }, parts.map((p, i) =>
-        h("span", { style: `color:${COLORS[i % COLORS.length]}` }, `partition ${p}: ${fmtTime(w.partitions[p])}`))),
-      chart(parts.map((p, i) => ({ color: COLORS[i % COLORS.length], points: byPartition[p] })), { height: 120 }));
+      h("p", { class: "legend", id: "partition-watermarks" },
+        h("span", { style: "color:#555" }, "table (last hour)"),
+        parts.map((p, i) =>
+          h("span", { style: `color:${COLORS[i % COLORS.length]}` }, `partition ${p}: ${fmtTime(w.partitions[p])}`))),
+      chart([{ color: "#555", points: tableWatermark }, ...parts.map((p, i) => ({ color: COLORS[i % COLORS.length], points: byPartition[p] }))],
+        { height: 120, id: "watermark-chart", zero: false }));
     lag.replaceChildren(
       h("p", { class: "legend" },
         h("span", { style: "color:#b42318" }, `records behind ${fmtNumber(s.records_behind)}`),
         h("span", { style: "color:#6f42c1" }, `seconds since the last commit ${s.seconds_since_commit === null ? "–" : s.seconds_since_commit.toFixed(1)}`)),
-      chart([{ color: "#b42318", points: behind }], { height: 80 }),
-      chart([{ color: "#6f42c1", points: age }], { height: 80 }));
+      chart([{ color: "#b42318", points: behind }], { height: 80, id: "behind-chart" }),
+      chart([{ color: "#6f42c1", points: age }], { height: 80, id: "freshness-chart" }));
   });
 }
 
@@ -333,11 +357,18 @@ async function groupsPage() {
     return;
   }
   const cell = (v) => (v === null || v === undefined ? "–" : typeof v === "number" ? fmtNumber(v) : v);
+  const past = await history("group:");
+  const lagChart = (g) => {
+    const points = (past[`group:${g.group}:lag`] || []).concat([[Date.now(), g.lag]]);
+    return h("div", {}, h("p", { class: "legend" }, h("span", { style: "color:#b42318" }, `lag over the last hour, now ${fmtNumber(g.lag)}`)),
+      chart([{ color: "#b42318", points }], { height: 80, id: `group-lag-${g.group}` }));
+  };
   page.replaceChildren(h("h1", {}, "Consumer groups"),
     tableOf(["group", "state", "members", "lag"], groups.map((g) => [g.group, g.state, g.members.length, fmtNumber(g.lag)]),
       { numeric: ["members", "lag"], id: "groups" }),
     ...groups.flatMap((g) => [
       h("h2", {}, g.group),
+      lagChart(g),
       g.members.length === 0 ? h("p", { class: "muted" }, "No members.")
         : tableOf(["member", "client id", "host", "partitions"], g.members.map((m) => [m.member, m.client_id, m.host, m.partitions]),
           { numeric: ["partitions"] }),

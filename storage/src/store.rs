@@ -662,7 +662,12 @@ impl StreamStore {
             ));
         }
         let node = self.inner.config.node_id;
-        let Some(row) = self.inner.meta.acquire_stream(id, node, live_nodes, self.inner.clock.now_ms()).await? else {
+        let Some(row) = self
+            .inner
+            .meta
+            .acquire_stream(id, node, live_nodes, self.inner.clock.now_ms())
+            .await?
+        else {
             return Ok(false);
         };
         let Some((committed_end, ranges)) = self.inner.meta.stream_index(id).await? else {
@@ -742,7 +747,10 @@ impl StreamStore {
             let _ = tokio::time::timeout(std::time::Duration::from_millis(20), end.changed()).await;
         }
         let node = self.inner.config.node_id;
-        self.inner.meta.release_stream(id, node, epoch, self.inner.clock.now_ms()).await?;
+        self.inner
+            .meta
+            .release_stream(id, node, epoch, self.inner.clock.now_ms())
+            .await?;
         unreleased.armed = false;
         tracing::info!(stream = id, name = %shared.name, epoch, "stream released");
         Ok(())

@@ -95,13 +95,24 @@ impl Node {
     /// `INLET_BENCH_NODE_LOG` (default `info`) as its log filter. Its warnings and errors go
     /// to stderr; other log lines are dropped once the node is up.
     pub fn start_bench(default_bin: &Path, data_dir: &Path) -> Node {
+        Node::start_bench_with(default_bin, data_dir, &[])
+    }
+
+    /// [`Node::start_bench`] with the bench's own `serve` arguments before
+    /// `INLET_BENCH_NODE_ARGS`.
+    pub fn start_bench_with(default_bin: &Path, data_dir: &Path, args: &[&str]) -> Node {
         let bin = std::env::var_os("INLET_BENCH_BIN")
             .map(PathBuf::from)
             .unwrap_or_else(|| default_bin.to_path_buf());
-        let extra = std::env::var("INLET_BENCH_NODE_ARGS")
-            .unwrap_or_default()
-            .split_whitespace()
-            .map(str::to_string)
+        let extra = args
+            .iter()
+            .map(|a| a.to_string())
+            .chain(
+                std::env::var("INLET_BENCH_NODE_ARGS")
+                    .unwrap_or_default()
+                    .split_whitespace()
+                    .map(str::to_string),
+            )
             .collect();
         let log = std::env::var("INLET_BENCH_NODE_LOG").unwrap_or_else(|_| "info".into());
         let mut node = Node::spawn(&bin, data_dir, extra, &log, &[], false);

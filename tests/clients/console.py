@@ -1,7 +1,8 @@
 """The web console in a real browser: headless Chromium (the system's, Debian's `chromium`)
 driven by Playwright. Every page loads without a console error, the values it shows match the
 node's own API, the SQL box runs a query, the schema page shows the field diff, and each page
-is saved as a screenshot.
+is saved as a screenshot. The charts start from the node's history (`/v1/history`), which the
+node samples every 200 ms here.
 
 Usage: console.py HTTP_URL SCREENSHOT_DIR
 
@@ -60,6 +61,9 @@ with sync_playwright() as p:
     def shot(name):
         page.screenshot(path=os.path.join(shots, f"{name}.png"), full_page=True)
 
+    def points(selector):
+        return page.evaluate(f"Math.max(0, ...Array.from(document.querySelectorAll('{selector}')).map((l) => l.points.numberOfItems))")
+
     def cells(selector):
         return [[c.inner_text() for c in r.query_selector_all("td")] for r in page.query_selector_all(f"{selector} tbody tr")]
 
@@ -68,7 +72,12 @@ with sync_playwright() as p:
     check(page.inner_text("#table-count") == str(len(tables)), "overview: table topics as /v1/tables counts them")
     page.wait_for_function(f"document.getElementById('records-produced').textContent === '{int(produced):,}'", timeout=10000)
     page.wait_for_selector("#throughput-chart polyline", state="attached", timeout=10000)
-    check(True, f"overview: {int(produced)} records produced, as /metrics says, and a throughput chart")
+    # The chart starts from the node's history (sampled every 200 ms here), not from the page's
+    # own samples, of which there are at most two by now.
+    history = json.loads(get("/v1/history?prefix=node:"))["series"]
+    check(len(history.get("node:produced_bytes_per_s", [])) >= 5, f"history: the node's throughput ({history})")
+    check(max(v for _, v in history["node:produced_bytes_per_s"]) > 0, "history: a produce shows as a rate")
+    check(points("#throughput-chart polyline") >= 5, "overview: the throughput chart starts from the last hour")
     shot("overview")
 
     visit("topics", "topics", "the topics page")
@@ -95,6 +104,12 @@ with sync_playwright() as p:
     check("null" not in page.inner_text("#page").split("\n"), "table: no stray null in the page")
     page.wait_for_selector("#partition-watermarks span", timeout=10000)
     check("partition 0: 20" in page.inner_text("#partition-watermarks"), "table: partition 0's watermark")
+    table_history = json.loads(get("/v1/history?prefix=table:default.people:"))["series"]
+    behind = table_history.get("table:default.people:records_behind", [])
+    check(len(behind) >= 5 and behind[-1][1] == status["records_behind"], f"history: the table's records behind ({behind[-5:]})")
+    check(points("#behind-chart polyline") >= 5 and points("#freshness-chart polyline") >= 5,
+          "table: its lag and freshness charts start from the last hour")
+    check(points("#watermark-chart polyline") >= 5, "table: its watermark chart starts from the last hour")
     dead = cells("#dead-letter-errors")
     check(len(dead) == 1 and dead[0][1] == "3" and dead[0][2], f"table: the dead letter at offset 3 with its error ({dead})")
     shot("table")
@@ -113,6 +128,7 @@ with sync_playwright() as p:
     visit("groups", "groups", "the groups page")
     check(["billing", "Empty", "0", "2"] in cells("#groups"), f"groups: billing, empty, 2 behind ({cells('#groups')})")
     check(cells("#group-billing") == [["people", "0", "2", "4", "2", "–"]], f"groups: billing's partition ({cells('#group-billing')})")
+    check(points("#group-lag-billing polyline") >= 5, "groups: billing's lag chart starts from the last hour")
     shot("groups")
 
     visit("sql", "sql", "the SQL page")
@@ -126,6 +142,7 @@ with sync_playwright() as p:
     nodes = cells("#nodes")
     check(len(nodes) == 1 and nodes[0][3] == "yes", f"cluster: one live node ({nodes})")
     check(["people", "0"] == cells("#owners")[0][:2], "cluster: the partition's owner")
+    check("No partition or group changed node" in page.inner_text("#moves"), "cluster: no moves on one node")
     shot("cluster")
     browser.close()
 

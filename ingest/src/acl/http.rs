@@ -26,7 +26,7 @@ use std::sync::Arc;
 
 use base64::Engine as _;
 use hmac::{Hmac, Mac};
-use inlet_common::access::{BoxFuture, HttpAccess, Refused, TableOp, Token};
+use inlet_common::access::{BoxFuture, HttpAccess, Named, Refused, TableOp, Token};
 use serde::{Deserialize, Serialize};
 use sha2::Sha256;
 use sqlx::Row;
@@ -344,6 +344,22 @@ impl HttpAccess for NodeAccess {
             Operation::Alter,
             ResourceType::Cluster,
             super::CLUSTER,
+        )
+    }
+
+    fn allows_describe(&self, principal: &str, peer: Option<IpAddr>, named: Named<'_>) -> bool {
+        let (resource_type, name) = match named {
+            Named::Topic(topic) => (ResourceType::Topic, topic),
+            Named::Group(group) => (ResourceType::Group, group),
+            Named::Subject(subject) => {
+                (ResourceType::Topic, super::registry::subject_topic(subject))
+            }
+        };
+        self.broker.authorizer.allows(
+            &Self::session(principal, peer),
+            Operation::Describe,
+            resource_type,
+            name,
         )
     }
 }

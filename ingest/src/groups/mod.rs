@@ -304,7 +304,12 @@ impl GroupCoordinator {
         if group_id.is_empty() {
             return Ok(());
         }
-        match self.inner.offsets.claim(group_id, self.inner.clock.now_ms()).await {
+        match self
+            .inner
+            .offsets
+            .claim(group_id, self.inner.clock.now_ms())
+            .await
+        {
             Ok(offsets::Claim::Held) => Ok(()),
             Ok(offsets::Claim::Taken) => {
                 self.drop_membership(group_id);

@@ -1,0 +1,152 @@
+//! The node's own figures over the last hour, sampled every `[http] history_interval_ms` (10 s)
+//! into a [`History`] of `[http] history_bytes`, which the console's charts start from.
+//!
+//! The series, by name:
+//! - `node:produced_bytes_per_s`, `node:fetched_bytes_per_s`, `node:produced_records_per_s`:
+//!   Kafka throughput in and out, the rates of `inlet_kafka_*_total` between samples;
+//! - `table:{namespace.table}:records_behind`, `…:seconds_since_commit`, `…:watermark_ms`: each
+//!   table topic this node runs (`/v1/tables`' figures);
+//! - `group:{group}:lag`: each consumer group this node coordinates, summed over its partitions.
+//!
+//! Nothing here is durable: a restarted node starts a new history (Prometheus keeps longer ones).
+
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Duration;
+
+use inlet_common::history::History;
+use inlet_ingest::Broker;
+use inlet_table_coordinator::Statuses;
+use tokio_util::sync::CancellationToken;
+
+/// How long samples are kept (within the byte budget).
+pub(crate) const WINDOW_MS: u64 = 60 * 60 * 1000;
+
+/// What a series is about, for deciding who may read it.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum Series<'a> {
+    Node,
+    /// A table topic's table, `namespace.table`.
+    Table(&'a str),
+    Group(&'a str),
+}
+
+impl<'a> Series<'a> {
+    pub(crate) fn parse(name: &'a str) -> Option<Self> {
+        if name.starts_with("node:") {
+            return Some(Series::Node);
+        }
+        if let Some(rest) = name.strip_prefix("table:") {
+            return rest.rsplit_once(':').map(|(table, _)| Series::Table(table));
+        }
+        name.strip_prefix("group:")
+            .and_then(|rest| rest.rsplit_once(':'))
+            .map(|(group, _)| Series::Group(group))
+    }
+}
+
+/// The counters the throughput series are rates of.
+fn counters(broker: &Broker) -> [u64; 3] {
+    let m = broker.metrics();
+    [
+        m.produced_bytes.load(Ordering::Relaxed),
+        m.fetched_bytes.load(Ordering::Relaxed),
+        m.produced_records.load(Ordering::Relaxed),
+    ]
+}
+
+const RATES: [&str; 3] = [
+    "node:produced_bytes_per_s",
+    "node:fetched_bytes_per_s",
+    "node:produced_records_per_s",
+];
+
+/// One sample: the rates since `last` (none on the first), and every table's and group's
+/// figures now; with the counters the rates were taken at.
+fn sample(
+    broker: &Broker,
+    tables: &Statuses,
+    now_ms: u64,
+    last: Option<(u64, [u64; 3])>,
+) -> (Vec<(Arc<str>, f64)>, [u64; 3]) {
+    let mut values: Vec<(Arc<str>, f64)> = Vec::new();
+    let now = counters(broker);
+    if let Some((then_ms, before)) = last.filter(|(t, _)| *t < now_ms) {
+        let seconds = (now_ms - then_ms) as f64 / 1e3;
+        for ((name, now), before) in RATES.iter().zip(now).zip(before) {
+            values.push((
+                Arc::from(*name),
+                now.saturating_sub(before) as f64 / seconds,
+            ));
+        }
+    }
+    for (table, status) in tables.snapshot() {
+        values.push((
+            Arc::from(format!("table:{table}:records_behind")),
+            status.records_behind() as f64,
+        ));
+        if let Some(c) = status.last_commit_ms {
+            values.push((
+                Arc::from(format!("table:{table}:seconds_since_commit")),
+                (now_ms as i64 - c).max(0) as f64 / 1e3,
+            ));
+        }
+        if let Some(w) = status.watermark_ms {
+            values.push((Arc::from(format!("table:{table}:watermark_ms")), w as f64));
+        }
+    }
+    let mut lags: std::collections::BTreeMap<String, u64> = Default::default();
+    for (group, _topic, lag) in broker.group_lags() {
+        *lags.entry(group).or_default() += lag;
+    }
+    for (group, lag) in lags {
+        values.push((Arc::from(format!("group:{group}:lag")), lag as f64));
+    }
+    (values, now)
+}
+
+/// Samples every `interval` until `stop`.
+pub(crate) async fn run(
+    history: Arc<History>,
+    interval: Duration,
+    broker: Arc<Broker>,
+    tables: Statuses,
+    stop: CancellationToken,
+) {
+    let mut last: Option<(u64, [u64; 3])> = None;
+    let mut tick = tokio::time::interval(interval);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            _ = stop.cancelled() => return,
+            _ = tick.tick() => {}
+        }
+        let now_ms = broker.clock_ms();
+        let (values, counted) = sample(&broker, &tables, now_ms, last);
+        last = Some((now_ms, counted));
+        history.record(now_ms, values);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn series_names_say_what_they_are_about() {
+        assert_eq!(
+            Series::parse("node:fetched_bytes_per_s"),
+            Some(Series::Node)
+        );
+        assert_eq!(
+            Series::parse("table:db.orders:records_behind"),
+            Some(Series::Table("db.orders"))
+        );
+        assert_eq!(
+            Series::parse("group:billing:v2:lag"),
+            Some(Series::Group("billing:v2"))
+        );
+        assert_eq!(Series::parse("other"), None);
+        assert_eq!(Series::parse("table:nometric"), None);
+    }
+}

@@ -351,9 +351,7 @@ impl HttpAccess for NodeAccess {
         let (resource_type, name) = match named {
             Named::Topic(topic) => (ResourceType::Topic, topic),
             Named::Group(group) => (ResourceType::Group, group),
-            Named::Subject(subject) => {
-                (ResourceType::Topic, super::registry::subject_topic(subject))
-            }
+            Named::Subject(subject) => (ResourceType::Topic, super::subject_topic(subject)),
         };
         self.broker.authorizer.allows(
             &Self::session(principal, peer),

@@ -34,6 +34,16 @@ use std::sync::Arc;
 use kafka_protocol::messages::ResponseKind;
 use parking_lot::RwLock;
 
+/// The topic whose ACLs decide for a Schema Registry `subject`: `T` for TopicNameStrategy's
+/// `T-key` and `T-value`, the subject itself otherwise (`registry`'s module doc).
+pub fn subject_topic(subject: &str) -> &str {
+    subject
+        .strip_suffix("-value")
+        .or_else(|| subject.strip_suffix("-key"))
+        .filter(|t| !t.is_empty())
+        .unwrap_or(subject)
+}
+
 /// The cluster resource's name in ACLs.
 pub(crate) const CLUSTER: &str = "kafka-cluster";
 

@@ -26,6 +26,7 @@ use std::sync::Arc;
 
 use inlet_schema_registry::{access::BoxFuture, Access, Operation as RegistryOp, Unauthenticated};
 
+pub use super::subject_topic;
 use super::{Operation, ResourceType, Session};
 use crate::Broker;
 
@@ -46,15 +47,6 @@ impl RegistryAccess {
             broker,
         }
     }
-}
-
-/// The topic whose ACLs decide for `subject` (see the module doc).
-pub fn subject_topic(subject: &str) -> &str {
-    subject
-        .strip_suffix("-value")
-        .or_else(|| subject.strip_suffix("-key"))
-        .filter(|t| !t.is_empty())
-        .unwrap_or(subject)
 }
 
 /// The Kafka operation and resource type that decide for `op`.

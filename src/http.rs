@@ -509,6 +509,11 @@ fn status_json(status: &TableStatus, now_ms: i64) -> serde_json::Value {
         "seconds_since_commit": status.last_commit_ms.map(|c| (now_ms - c).max(0) as f64 / 1e3),
         "records_behind": status.records_behind(),
         "watermark_ms": status.watermark_ms,
+        "partition_watermarks": status
+            .partition_watermarks
+            .iter()
+            .map(|(p, w)| (p.to_string(), serde_json::json!(w)))
+            .collect::<serde_json::Map<_, _>>(),
         "committed_offsets": by_partition(&status.committed),
         "end_offsets": by_partition(&status.ends),
         "commits": status.commits,

@@ -284,6 +284,10 @@ async function tablePage(name) {
   // The last hour from the node's history, then a point every 2 s while the page is open.
   const past = await history(`table:${name}:`);
   const byPartition = {};
+  const partitionPrefix = `table:${name}:partition_watermark_ms:`;
+  for (const [series, points] of Object.entries(past)) {
+    if (series.startsWith(partitionPrefix)) byPartition[series.slice(partitionPrefix.length)] = points.slice();
+  }
   const tableWatermark = (past[`table:${name}:watermark_ms`] || []).slice();
   const behind = (past[`table:${name}:records_behind`] || []).slice();
   const age = (past[`table:${name}:seconds_since_commit`] || []).slice();
@@ -302,7 +306,7 @@ async function tablePage(name) {
     watermark.replaceChildren(
       h("p", { id: "watermark" }, `table: ${fmtTime(w.watermark_ms)}`),
       h("p", { class: "legend", id: "partition-watermarks" },
-        h("span", { style: "color:#555" }, "table (last hour)"),
+        h("span", { style: "color:#555" }, "table"),
         parts.map((p, i) =>
           h("span", { style: `color:${COLORS[i % COLORS.length]}` }, `partition ${p}: ${fmtTime(w.partitions[p])}`))),
       chart([{ color: "#555", points: tableWatermark }, ...parts.map((p, i) => ({ color: COLORS[i % COLORS.length], points: byPartition[p] }))],

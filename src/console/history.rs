@@ -4,8 +4,9 @@
 //! The series, by name:
 //! - `node:produced_bytes_per_s`, `node:fetched_bytes_per_s`, `node:produced_records_per_s`:
 //!   Kafka throughput in and out, the rates of `inlet_kafka_*_total` between samples;
-//! - `table:{namespace.table}:records_behind`, `…:seconds_since_commit`, `…:watermark_ms`: each
-//!   table topic this node runs (`/v1/tables`' figures);
+//! - `table:{namespace.table}:records_behind`, `…:seconds_since_commit`, `…:watermark_ms` and
+//!   `…:partition_watermark_ms:{partition}`: each table topic this node runs (`/v1/tables`'
+//!   figures, and the watermarks its last commit recorded);
 //! - `group:{group}:lag`: each consumer group this node coordinates, summed over its partitions.
 //!
 //! Nothing here is durable: a restarted node starts a new history (Prometheus keeps longer ones).
@@ -37,7 +38,15 @@ impl<'a> Series<'a> {
             return Some(Series::Node);
         }
         if let Some(rest) = name.strip_prefix("table:") {
-            return rest.rsplit_once(':').map(|(table, _)| Series::Table(table));
+            // `{table}:{figure}`, or `{table}:partition_watermark_ms:{partition}`.
+            let (head, last) = rest.rsplit_once(':')?;
+            if last.parse::<i32>().is_err() {
+                return Some(Series::Table(head));
+            }
+            return match head.rsplit_once(':') {
+                Some((table, "partition_watermark_ms")) => Some(Series::Table(table)),
+                _ => None,
+            };
         }
         name.strip_prefix("group:")
             .and_then(|rest| rest.rsplit_once(':'))
@@ -94,6 +103,12 @@ fn sample(
         if let Some(w) = status.watermark_ms {
             values.push((Arc::from(format!("table:{table}:watermark_ms")), w as f64));
         }
+        for (partition, w) in &status.partition_watermarks {
+            values.push((
+                Arc::from(format!("table:{table}:partition_watermark_ms:{partition}")),
+                *w as f64,
+            ));
+        }
     }
     let mut lags: std::collections::BTreeMap<String, u64> = Default::default();
     for (group, _topic, lag) in broker.group_lags() {
@@ -146,6 +161,11 @@ mod tests {
             Series::parse("group:billing:v2:lag"),
             Some(Series::Group("billing:v2"))
         );
+        assert_eq!(
+            Series::parse("table:db.orders:partition_watermark_ms:3"),
+            Some(Series::Table("db.orders"))
+        );
+        assert_eq!(Series::parse("table:db.orders:3"), None);
         assert_eq!(Series::parse("other"), None);
         assert_eq!(Series::parse("table:nometric"), None);
     }

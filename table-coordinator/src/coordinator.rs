@@ -162,6 +162,7 @@ pub async fn run(
         statuses.update(&status_key, |s| {
             s.committed = r.committed;
             s.watermark_ms = r.watermark_ms.or(s.watermark_ms);
+            s.partition_watermarks = r.partition_watermarks;
             s.last_commit_ms = r.last_commit_ms.or(s.last_commit_ms);
             s.commits = r.commits;
             s.failed_commits = r.failed_commits;

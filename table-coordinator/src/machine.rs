@@ -154,6 +154,8 @@ pub enum Outcome {
 pub struct Report {
     pub committed: BTreeMap<i32, u64>,
     pub watermark_ms: Option<i64>,
+    /// Each partition's watermark as the table records it.
+    pub partition_watermarks: BTreeMap<i32, i64>,
     pub last_commit_ms: Option<i64>,
     pub commits: u64,
     pub failed_commits: u64,
@@ -312,6 +314,7 @@ impl Machine {
         self.pre_committed = false;
         self.report.committed = self.offsets.clone();
         self.report.watermark_ms = reg.watermark_ms;
+        self.report.partition_watermarks = self.watermarks.partitions.clone();
         if let (true, Some((mut main, dead_letters))) = (first, reg.recovered) {
             // This coordinator commits it now, under its own epoch. Until it lands, the
             // table's progress is where the round starts.
@@ -731,6 +734,9 @@ impl Machine {
         }
         self.report.committed = round.offsets.clone();
         self.report.watermark_ms = round.watermark_ms.or(self.report.watermark_ms);
+        self.report
+            .partition_watermarks
+            .extend(round.partition_watermarks.iter().map(|(p, w)| (*p, *w)));
         self.report.last_commit_ms = Some(self.now_ms);
         self.report.commits += 1;
         if self.pending_dead_letters.is_some() {

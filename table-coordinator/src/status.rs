@@ -16,6 +16,8 @@ pub struct TableStatus {
     /// End offset per partition when the last round started.
     pub ends: BTreeMap<i32, u64>,
     pub watermark_ms: Option<i64>,
+    /// Each partition's watermark as the table records it (epoch ms).
+    pub partition_watermarks: BTreeMap<i32, i64>,
     pub commits: u64,
     pub failed_commits: u64,
     /// Dead-letter files waiting for the dead-letter table to take them (it refused them).

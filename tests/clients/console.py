@@ -110,6 +110,12 @@ with sync_playwright() as p:
     check(points("#behind-chart polyline") >= 5 and points("#freshness-chart polyline") >= 5,
           "table: its lag and freshness charts start from the last hour")
     check(points("#watermark-chart polyline") >= 5, "table: its watermark chart starts from the last hour")
+    watermarks = json.loads(get("/v1/watermarks/default/people"))
+    partition_history = table_history.get("table:default.people:partition_watermark_ms:0", [])
+    check(partition_history and partition_history[-1][1] == watermarks["partitions"]["0"],
+          f"history: partition 0's watermark as /v1/watermarks says ({partition_history[-3:]}, {watermarks})")
+    check(json.loads(get("/v1/tables"))["default.people"]["partition_watermarks"] == watermarks["partitions"],
+          "/v1/tables: the partitions' watermarks as /v1/watermarks says")
     dead = cells("#dead-letter-errors")
     check(len(dead) == 1 and dead[0][1] == "3" and dead[0][2], f"table: the dead letter at offset 3 with its error ({dead})")
     shot("table")

@@ -117,7 +117,7 @@ impl Default for HttpSettings {
             tls_keystore: None,
             tls_truststore: None,
             tls_client_auth: "none".into(),
-            history_bytes: 8 << 20,
+            history_bytes: 16 << 20,
             history_interval_ms: 10_000,
         }
     }

@@ -9,8 +9,12 @@
 //!   figures, and the watermarks its last commit recorded);
 //! - `group:{group}:lag`: each consumer group this node coordinates, summed over its partitions.
 //!
+//! Each name is allocated once and shared by the samples that hold it; the history charges
+//! every point its name's length all the same, so its budget bounds the memory from above.
+//!
 //! Nothing here is durable: a restarted node starts a new history (Prometheus keeps longer ones).
 
+use std::collections::HashMap;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
@@ -70,6 +74,33 @@ const RATES: [&str; 3] = [
     "node:produced_records_per_s",
 ];
 
+/// The series' names, each allocated once and shared by every sample that has it: a sample's
+/// names are looked up in the previous sample's, so names no longer sampled are dropped.
+#[derive(Default)]
+struct Names {
+    previous: HashMap<String, Arc<str>>,
+    current: HashMap<String, Arc<str>>,
+}
+
+impl Names {
+    fn get(&mut self, name: String) -> Arc<str> {
+        if let Some(shared) = self.current.get(&name) {
+            return shared.clone();
+        }
+        let shared = self
+            .previous
+            .remove(&name)
+            .unwrap_or_else(|| Arc::from(name.as_str()));
+        self.current.insert(name, shared.clone());
+        shared
+    }
+
+    /// Ends a sample: its names are the ones the next looks up.
+    fn next(&mut self) {
+        self.previous = std::mem::take(&mut self.current);
+    }
+}
+
 /// One sample: the rates since `last` (none on the first), and every table's and group's
 /// figures now; with the counters the rates were taken at.
 fn sample(
@@ -77,6 +108,7 @@ fn sample(
     tables: &Statuses,
     now_ms: u64,
     last: Option<(u64, [u64; 3])>,
+    names: &mut Names,
 ) -> (Vec<(Arc<str>, f64)>, [u64; 3]) {
     let mut values: Vec<(Arc<str>, f64)> = Vec::new();
     let now = counters(broker);
@@ -84,28 +116,28 @@ fn sample(
         let seconds = (now_ms - then_ms) as f64 / 1e3;
         for ((name, now), before) in RATES.iter().zip(now).zip(before) {
             values.push((
-                Arc::from(*name),
+                names.get(name.to_string()),
                 now.saturating_sub(before) as f64 / seconds,
             ));
         }
     }
     for (table, status) in tables.snapshot() {
         values.push((
-            Arc::from(format!("table:{table}:records_behind")),
+            names.get(format!("table:{table}:records_behind")),
             status.records_behind() as f64,
         ));
         if let Some(c) = status.last_commit_ms {
             values.push((
-                Arc::from(format!("table:{table}:seconds_since_commit")),
+                names.get(format!("table:{table}:seconds_since_commit")),
                 (now_ms as i64 - c).max(0) as f64 / 1e3,
             ));
         }
         if let Some(w) = status.watermark_ms {
-            values.push((Arc::from(format!("table:{table}:watermark_ms")), w as f64));
+            values.push((names.get(format!("table:{table}:watermark_ms")), w as f64));
         }
         for (partition, w) in &status.partition_watermarks {
             values.push((
-                Arc::from(format!("table:{table}:partition_watermark_ms:{partition}")),
+                names.get(format!("table:{table}:partition_watermark_ms:{partition}")),
                 *w as f64,
             ));
         }
@@ -115,8 +147,9 @@ fn sample(
         *lags.entry(group).or_default() += lag;
     }
     for (group, lag) in lags {
-        values.push((Arc::from(format!("group:{group}:lag")), lag as f64));
+        values.push((names.get(format!("group:{group}:lag")), lag as f64));
     }
+    names.next();
     (values, now)
 }
 
@@ -129,6 +162,7 @@ pub(crate) async fn run(
     stop: CancellationToken,
 ) {
     let mut last: Option<(u64, [u64; 3])> = None;
+    let mut names = Names::default();
     let mut tick = tokio::time::interval(interval);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
@@ -137,7 +171,7 @@ pub(crate) async fn run(
             _ = tick.tick() => {}
         }
         let now_ms = broker.clock_ms();
-        let (values, counted) = sample(&broker, &tables, now_ms, last);
+        let (values, counted) = sample(&broker, &tables, now_ms, last, &mut names);
         last = Some((now_ms, counted));
         history.record(now_ms, values);
     }
@@ -146,6 +180,23 @@ pub(crate) async fn run(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_name_is_shared_between_samples_until_it_is_no_longer_sampled() {
+        let mut names = Names::default();
+        let a = names.get("table:t:records_behind".into());
+        assert!(Arc::ptr_eq(&a, &names.get("table:t:records_behind".into())));
+        names.next();
+        let again = names.get("table:t:records_behind".into());
+        assert!(Arc::ptr_eq(&a, &again), "the next sample shares it");
+        names.next();
+        names.next();
+        assert_eq!(names.previous.len(), 0, "not sampled: dropped");
+        assert!(!Arc::ptr_eq(
+            &a,
+            &names.get("table:t:records_behind".into())
+        ));
+    }
 
     #[test]
     fn series_names_say_what_they_are_about() {

@@ -103,9 +103,21 @@ pub(crate) async fn serve(
 /// the cluster balances it by: 1 plus its bytes in over `[cluster] load_unit_bytes`, rounded to a
 /// power of two), and what this
 /// node runs: its table topics, and the groups it coordinates (in a cluster, a group's node is
-/// the rendezvous of its id over the live nodes; see `crate::cluster`), and the moves of the
+/// the rendezvous of its id over the live nodes; see `crate::cluster`), every group's owner
+/// and epoch (`inlet_group_owners`: the node that last claimed it), and the moves of the
 /// last hour (`inlet_storage::Move`), newest first: partitions and groups taken or given up.
-async fn cluster(State(Node { broker, tables }): State<Node>) -> axum::response::Response {
+async fn cluster(
+    State(Node { broker, tables }): State<Node>,
+    viewer: Option<axum::Extension<inlet_common::access::Viewer>>,
+) -> axum::response::Response {
+    use inlet_common::access::Named;
+    // With authentication, a principal that is not an operator sees the topics and groups its
+    // ACLs let it describe (as the console's listings).
+    let sees = |named: Named<'_>| {
+        viewer
+            .as_ref()
+            .is_none_or(|axum::Extension(v)| v.sees(named))
+    };
     let me = broker.config().node_id;
     let (members, now_ms) = match crate::members::Membership::members(broker.store().meta()).await {
         Ok(m) => m,
@@ -156,6 +168,7 @@ async fn cluster(State(Node { broker, tables }): State<Node>) -> axum::response:
         .topics()
         .list()
         .iter()
+        .filter(|t| sees(Named::Topic(&t.name)))
         .map(|t| {
             let parts: Vec<serde_json::Value> = t
                 .partitions
@@ -192,6 +205,24 @@ async fn cluster(State(Node { broker, tables }): State<Node>) -> axum::response:
                 .into_response()
         }
     };
+    // Every group's owner: the node that last claimed it (a group moves to the rendezvous of
+    // its id over the live nodes at its next call there).
+    let group_owners: Vec<serde_json::Value> = match broker.group_owners().await {
+        Ok(rows) => rows
+            .into_iter()
+            .filter(|(group, _, _)| sees(Named::Group(group)))
+            .map(|(group, owner, epoch)| {
+                serde_json::json!({ "group": group, "owner": owner, "epoch": epoch })
+            })
+            .collect(),
+        Err(e) => {
+            return (
+                StatusCode::SERVICE_UNAVAILABLE,
+                axum::Json(serde_json::json!({ "error": e.to_string() })),
+            )
+                .into_response()
+        }
+    };
     let streams: std::collections::HashMap<u64, (String, i32)> = broker
         .topics()
         .list()
@@ -206,12 +237,23 @@ async fn cluster(State(Node { broker, tables }): State<Node>) -> axum::response:
     let moves: Vec<serde_json::Value> = moves
         .iter()
         .rev()
-        .map(|m| {
+        .filter_map(|m| {
             let (topic, partition) = match m.stream_id.and_then(|id| streams.get(&id)) {
                 Some((topic, index)) => (Some(topic.as_str()), Some(*index)),
                 None => (None, None),
             };
-            serde_json::json!({
+            let seen = match (m.kind.as_str(), topic) {
+                ("group", _) => sees(Named::Group(&m.name)),
+                (_, Some(topic)) => sees(Named::Topic(topic)),
+                // A deleted topic's partition: named by its stream, for operators only.
+                (_, None) => viewer
+                    .as_ref()
+                    .is_none_or(|axum::Extension(v)| v.operates()),
+            };
+            if !seen {
+                return None;
+            }
+            Some(serde_json::json!({
                 "at_ms": m.at_ms,
                 "kind": m.kind,
                 "name": m.name,
@@ -220,13 +262,14 @@ async fn cluster(State(Node { broker, tables }): State<Node>) -> axum::response:
                 "from": m.from_node,
                 "to": m.to_node,
                 "epoch": m.epoch,
-            })
+            }))
         })
         .collect();
     axum::Json(serde_json::json!({
         "node_id": me,
         "nodes": nodes,
         "partitions": partitions,
+        "groups": group_owners,
         "moves": moves,
         "owned_by_this_node": {
             "partitions": mine,

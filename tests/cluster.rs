@@ -741,6 +741,17 @@ fn three_nodes_survive_kill_pause_join_and_drain() {
                 && m["to"].as_u64().is_some_and(|to| live.contains(&to))),
             "group {group} taken from node {victim}: {moves:#?}"
         );
+        // The group's owner row names the node that took it.
+        let owners = view(&nodes[&live[0]])["groups"].clone();
+        assert!(
+            owners
+                .as_array()
+                .expect("groups")
+                .iter()
+                .any(|g| g["group"] == group.as_str()
+                    && g["owner"].as_u64().is_some_and(|o| live.contains(&o))),
+            "group {group} owned by a live node: {owners:#?}"
+        );
         let at: Vec<u64> = moves.iter().filter_map(|m| m["at_ms"].as_u64()).collect();
         assert!(at.windows(2).all(|w| w[0] >= w[1]), "newest first: {at:?}");
     }

@@ -239,6 +239,12 @@ impl Broker {
         gone
     }
 
+    /// Every consumer group's owner (the node that last claimed it, whichever node asks) and
+    /// ownership epoch, by group id.
+    pub async fn group_owners(&self) -> inlet_storage::Result<Vec<(String, u64, u64)>> {
+        self.groups.owners().await
+    }
+
     /// The groups this node coordinates now and holds membership state for.
     pub fn coordinated_groups(&self) -> Vec<String> {
         let mut ids = self.groups.group_ids();

@@ -407,6 +407,9 @@ async function clusterPage() {
       (c.nodes || []).map((n) => [n.node_id, n.kafka, n.http, n.live ? "yes" : "no", fmtTime(n.lease_expires_ms), n.this_node ? "yes" : ""]), { id: "nodes" }),
     h("h2", {}, "Partition owners"),
     tableOf(["topic", "partition", "owner", "epoch", "weight"], partitions, { numeric: ["partition", "epoch", "weight"], id: "owners" }),
+    h("h2", {}, "Group owners"),
+    (c.groups || []).length === 0 ? h("p", { class: "muted", id: "group-owners" }, "No consumer group has been coordinated yet.")
+      : tableOf(["group", "owner", "epoch"], c.groups.map((g) => [g.group, `node ${g.owner}`, g.epoch]), { numeric: ["epoch"], id: "group-owners" }),
     h("h2", {}, "This node runs"),
     h("p", {}, `groups: ${(owned.groups || []).join(", ") || "none"}; tables: ${(owned.tables || []).join(", ") || "none"}`),
     h("h2", {}, "Moves in the last hour"),

@@ -149,6 +149,7 @@ with sync_playwright() as p:
     check(len(nodes) == 1 and nodes[0][3] == "yes", f"cluster: one live node ({nodes})")
     check(["people", "0"] == cells("#owners")[0][:2], "cluster: the partition's owner")
     check("No partition or group changed node" in page.inner_text("#moves"), "cluster: no moves on one node")
+    check(cells("#group-owners") == [["billing", f"node {nodes[0][0]}", "1"]], f"cluster: billing's owner, this node ({cells('#group-owners')})")
     shot("cluster")
     browser.close()
 

@@ -8,8 +8,8 @@ The node authenticates HTTP with tokens and has the ACL authorizer on with `supe
 creates the topics `alice-orders` and `secret`, gives alice DESCRIBE and READ on `alice-orders`
 and READ on the group `alice-g`, registers a schema for each topic, and commits offsets for the
 groups `alice-g` (as alice, on `alice-orders`) and `admin-g` (as admin, on both topics). Then it
-checks what `/v1/topics`, `/v1/groups`, `/v1/schemas`, a subject's version and diff, and
-`/v1/history` answer alice and admin.
+checks what `/v1/topics`, `/v1/groups`, `/v1/schemas`, a subject's version and diff,
+`/v1/cluster` and `/v1/history` answer alice and admin.
 
 Prints OK at the end; exits non-zero on a mismatch.
 """
@@ -123,6 +123,14 @@ for path in ("/v1/schemas/secret-value/versions/latest", "/v1/schemas/secret-val
     check(status == 403 and "DESCRIBE" in body["error"], f"{path} for alice: {status} {body}")
     status, _ = get(path, "admin")
     check(status == 200, f"{path} for admin: {status}")
+
+# The cluster view: only what alice may describe; everything for the operator.
+status, view = get("/v1/cluster", "alice")
+check(status == 200 and list(view["partitions"]) == ["alice-orders"], f"alice's partitions: {status} {view.get('partitions')}")
+check([g["group"] for g in view["groups"]] == ["alice-g"], f"alice's group owners: {view['groups']}")
+status, view = get("/v1/cluster", "admin")
+check({"alice-orders", "secret"} <= set(view["partitions"]), f"admin's partitions: {view['partitions']}")
+check({"alice-g", "admin-g"} <= {g["group"] for g in view["groups"]}, f"admin's group owners: {view['groups']}")
 
 # History: a group's series only to who may describe the group (sampled every 200 ms here).
 deadline = time.time() + 60

@@ -247,6 +247,11 @@ impl GroupCoordinator {
     }
 
     /// The groups this node holds membership state for, sorted.
+    /// Every group's owner (the node that last claimed it) and epoch, from the metadata store.
+    pub(crate) async fn owners(&self) -> inlet_storage::Result<Vec<(String, u64, u64)>> {
+        self.inner.offsets.owners().await
+    }
+
     pub(crate) fn group_ids(&self) -> Vec<String> {
         let mut ids: Vec<String> = self.inner.groups.lock().keys().cloned().collect();
         ids.sort();

@@ -252,6 +252,24 @@ impl OffsetStore {
         Ok(Claim::Taken)
     }
 
+    /// Every group's owner and epoch, as the metadata store has them, by group id.
+    pub(super) async fn owners(&self) -> Result<Vec<(String, u64, u64)>> {
+        let rows = sqlx::query(
+            "SELECT group_id, owner_node, epoch FROM inlet_group_owners ORDER BY group_id",
+        )
+        .fetch_all(self.meta.pool())
+        .await?;
+        rows.iter()
+            .map(|row| {
+                Ok((
+                    row.try_get::<String, _>("group_id")?,
+                    row.try_get::<i64, _>("owner_node")? as u64,
+                    row.try_get::<i64, _>("epoch")? as u64,
+                ))
+            })
+            .collect()
+    }
+
     /// The groups this node holds a claim on.
     pub(super) fn claimed(&self) -> Vec<String> {
         self.claims.lock().keys().cloned().collect()

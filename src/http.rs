@@ -98,6 +98,15 @@ pub(crate) async fn serve(
     }
 }
 
+/// 503 with `{"error": …}`: what `/v1/cluster` reads from the metadata store did not answer.
+fn unavailable(e: impl std::fmt::Display) -> axum::response::Response {
+    (
+        StatusCode::SERVICE_UNAVAILABLE,
+        axum::Json(serde_json::json!({ "error": e.to_string() })),
+    )
+        .into_response()
+}
+
 /// `GET /v1/cluster`: the nodes on this node's metadata store with their leases and WALs, which
 /// node owns each partition (from the metadata store, with the ownership epoch, and the weight
 /// the cluster balances it by: 1 plus its bytes in over `[cluster] load_unit_bytes`, rounded to a
@@ -150,13 +159,7 @@ async fn cluster(
                 .into_iter()
                 .map(|(info, owner, epoch)| (info.id, (owner, epoch)))
                 .collect(),
-            Err(e) => {
-                return (
-                    StatusCode::SERVICE_UNAVAILABLE,
-                    axum::Json(serde_json::json!({ "error": e.to_string() })),
-                )
-                    .into_response()
-            }
+            Err(e) => return unavailable(e),
         };
     // In a cluster, the published weights, which the assignment balances once they settle
     // (`cluster::Settled`); absent on a single node: all 1.
@@ -197,13 +200,7 @@ async fn cluster(
         .saturating_sub(inlet_storage::MOVES_KEPT_MS);
     let moves = match broker.store().meta().moves(since_ms).await {
         Ok(moves) => moves,
-        Err(e) => {
-            return (
-                StatusCode::SERVICE_UNAVAILABLE,
-                axum::Json(serde_json::json!({ "error": e.to_string() })),
-            )
-                .into_response()
-        }
+        Err(e) => return unavailable(e),
     };
     // Every group's owner: the node that last claimed it (a group moves to the rendezvous of
     // its id over the live nodes at its next call there).
@@ -216,11 +213,7 @@ async fn cluster(
             })
             .collect(),
         Err(e) => {
-            return (
-                StatusCode::SERVICE_UNAVAILABLE,
-                axum::Json(serde_json::json!({ "error": e.to_string() })),
-            )
-                .into_response()
+            return unavailable(e)
         }
     };
     let streams: std::collections::HashMap<u64, (String, i32)> = broker

@@ -376,23 +376,24 @@ fn settled(node: &Node, nodes: &[u64]) -> Vec<u64> {
     })
 }
 
-fn producer(bootstrap: &str) -> FutureProducer {
-    ClientConfig::new()
+fn producer(bootstrap: &str) -> FutureProducer<StderrLog> {
+    let mut config = ClientConfig::new();
+    config
         .set("bootstrap.servers", bootstrap)
         .set("enable.idempotence", "true")
         .set("acks", "all")
         .set("linger.ms", "5")
         .set("message.timeout.ms", "120000")
-        .set("topic.metadata.refresh.interval.ms", "1000")
-        .create()
-        .expect("producer")
+        .set("topic.metadata.refresh.interval.ms", "1000");
+    debug_from_env(&mut config);
+    config.create_with_context(StderrLog).expect("producer")
 }
 
 /// Sends `keys` (value = key) round robin over the partitions, at most 64 in flight, and
 /// returns each key's (partition, offset) and when it was acknowledged. Every send must be
 /// acknowledged.
 async fn produce(
-    producer: &FutureProducer,
+    producer: &FutureProducer<StderrLog>,
     keys: std::ops::Range<u64>,
     between: impl FnMut(u64),
 ) -> Vec<(u64, i32, i64, Instant)> {
@@ -400,7 +401,7 @@ async fn produce(
 }
 
 async fn produce_to(
-    producer: &FutureProducer,
+    producer: &FutureProducer<StderrLog>,
     topic: &'static str,
     partitions: i32,
     keys: std::ops::Range<u64>,
@@ -501,10 +502,12 @@ fn read_topic(bootstrap: &str, topic: &str, partitions: i32) -> BTreeMap<u64, (i
             .parse()
             .expect("a key");
         assert_eq!(m.payload(), m.key(), "value of k{key}");
-        assert!(
-            got.insert(key, (m.partition(), m.offset())).is_none(),
-            "k{key} is in the topic twice"
-        );
+        if let Some(before) = got.insert(key, (m.partition(), m.offset())) {
+            panic!(
+                "k{key} is in the topic twice: at {before:?} and at {:?}",
+                (m.partition(), m.offset())
+            );
+        }
         at.insert(m.partition(), m.offset() + 1);
     }
     got

@@ -99,6 +99,10 @@ struct ProducerEntry {
     /// The sequence expected next when `batches` was emptied by a failure
     /// ([`PartitionProducers::fail_from`]).
     resume_at: Option<i32>,
+    /// The first sequence of the batch whose append failed last, until a batch is taken
+    /// again: a later batch of the producer is then one it had in flight behind the failed
+    /// one ([`PartitionProducers::check`]).
+    failed_at: Option<i32>,
 }
 
 /// One producer as DescribeProducers reports it.
@@ -184,6 +188,7 @@ impl PartitionProducers {
                     batches,
                     last_ms: p.last_ms,
                     resume_at: None,
+                    failed_at: None,
                 };
                 (id, entry)
             })
@@ -272,6 +277,22 @@ impl PartitionProducers {
         };
         if h.base_sequence == expected {
             Ok(SeqCheck::Append)
+        } else if entry.failed_at == Some(expected) && ahead_of(h.base_sequence, expected) {
+            // A batch the producer had in flight behind the one that failed. Kafka answers
+            // OUT_OF_ORDER_SEQUENCE_NUMBER, and librdkafka then bumps the producer's epoch and
+            // renumbers every partition's unacknowledged records, so a record whose
+            // acknowledgement was lost on another partition (a closed connection) is written
+            // again under the new epoch (librdkafka issue 4953). A retriable error keeps the
+            // epoch: the client sends the failed batch again, then this one, as it does after
+            // any failed request.
+            Err(KafkaError::new(
+                ResponseError::RequestTimedOut,
+                format!(
+                    "producer {}'s batch at sequence {expected} failed; its batch at sequence {} \
+                     is taken once that one is sent again",
+                    h.producer_id, h.base_sequence
+                ),
+            ))
         } else {
             Err(KafkaError::new(
                 ResponseError::OutOfOrderSequenceNumber,
@@ -296,8 +317,10 @@ impl PartitionProducers {
                 batches: VecDeque::new(),
                 last_ms: now_ms,
                 resume_at: None,
+                failed_at: None,
             });
         entry.resume_at = None;
+        entry.failed_at = None;
         entry.last_ms = entry.last_ms.max(now_ms);
         if h.producer_epoch != entry.epoch {
             entry.epoch = h.producer_epoch;
@@ -326,12 +349,14 @@ impl PartitionProducers {
                 batches: VecDeque::new(),
                 last_ms: now_ms,
                 resume_at: None,
+                failed_at: None,
             });
         entry.last_ms = entry.last_ms.max(now_ms);
         if epoch > entry.epoch {
             entry.epoch = epoch;
             entry.batches.clear();
             entry.resume_at = None;
+            entry.failed_at = None;
         }
     }
 
@@ -382,19 +407,28 @@ impl PartitionProducers {
     /// After a failed append of the batch starting at `first_sequence`: forgets that batch and
     /// every later one of the producer (they were queued behind it and fail with it), so the
     /// partition expects `first_sequence` again. The client's retry of it is then stored, and a
-    /// later batch that arrives first is refused as out of order, as Kafka refuses it: were it
-    /// accepted, the client would conclude the failed batch had been stored (librdkafka
-    /// reports such a batch delivered, at offset -1001).
+    /// later batch that arrives first is refused, with a retriable error rather than Kafka's
+    /// out-of-order one ([`PartitionProducers::check`]): were it accepted, the client would
+    /// conclude the failed batch had been stored (librdkafka reports such a batch delivered,
+    /// at offset -1001).
     pub fn fail_from(&mut self, producer_id: i64, first_sequence: i32) {
         if let Some(entry) = self.producers.get_mut(&producer_id) {
             if let Some(at) = entry.batches.iter().position(|b| b.first == first_sequence) {
                 entry.batches.truncate(at);
+                entry.failed_at = Some(first_sequence);
                 if entry.batches.is_empty() {
                     entry.resume_at = Some(first_sequence);
                 }
             }
         }
     }
+}
+
+/// Whether sequence `seq` comes after `expected` (within half the sequence space: sequences
+/// wrap from `i32::MAX` to 0).
+fn ahead_of(seq: i32, expected: i32) -> bool {
+    let distance = (i64::from(seq) - i64::from(expected)).rem_euclid(1 << 31);
+    distance > 0 && distance < 1 << 30
 }
 
 /// What one producer remembered by one partition is charged against
@@ -517,7 +551,8 @@ mod tests {
     }
 
     /// A failed batch and the ones queued behind it are forgotten; the partition expects the
-    /// failed batch again, and refuses the one after it until then.
+    /// failed batch again, and refuses the one after it until then with a retriable error,
+    /// not OUT_OF_ORDER_SEQUENCE_NUMBER (which makes librdkafka bump the producer's epoch).
     #[test]
     fn a_failed_batch_is_expected_again() {
         let mut s = PartitionProducers::default();
@@ -529,9 +564,20 @@ mod tests {
         s.fail_from(1, 2);
         assert_eq!(
             s.check(&behind).expect_err("after a gap").code,
+            ResponseError::RequestTimedOut
+        );
+        // A batch that is neither the failed one nor behind it is still out of order.
+        assert_eq!(
+            s.check(&header(1, 0, 1, 1)).expect_err("before").code,
             ResponseError::OutOfOrderSequenceNumber
         );
         assert!(matches!(s.check(&failed), Ok(SeqCheck::Append)));
+        // Once the failed batch is taken again, a gap is out of order as ever.
+        stored(&mut s, &failed, 2);
+        assert_eq!(
+            s.check(&header(1, 0, 9, 1)).expect_err("a gap").code,
+            ResponseError::OutOfOrderSequenceNumber
+        );
         // Also when the failed batch was the first this partition saw of the producer.
         let mut s = PartitionProducers::default();
         stored(&mut s, &failed, 0);
@@ -539,9 +585,19 @@ mod tests {
         s.fail_from(1, 2);
         assert_eq!(
             s.check(&behind).expect_err("after a gap").code,
-            ResponseError::OutOfOrderSequenceNumber
+            ResponseError::RequestTimedOut
         );
         assert!(matches!(s.check(&failed), Ok(SeqCheck::Append)));
+    }
+
+    #[test]
+    fn ahead_of_follows_the_wrap() {
+        assert!(ahead_of(5, 4));
+        assert!(!ahead_of(4, 4));
+        assert!(!ahead_of(3, 4));
+        assert!(ahead_of(0, i32::MAX));
+        assert!(ahead_of(2, i32::MAX - 1));
+        assert!(!ahead_of(i32::MAX, 0));
     }
 
     #[test]

@@ -515,6 +515,17 @@ struct Replace {
     carried: parking_lot::Mutex<Vec<Vec<String>>>,
 }
 
+/// What [`Replace::find`] found of a replace's files in the current snapshot's manifests.
+struct Found {
+    /// The manifests, loaded, in the manifest list's order.
+    loaded: Vec<iceberg::spec::Manifest>,
+    /// The manifests that hold a file the replace removes: written again without it.
+    touched: HashSet<usize>,
+    /// Rows that deletes newer than the read remove from the chosen files, at their new
+    /// positions in the new file.
+    carried: Vec<(String, u64)>,
+}
+
 impl Replace {
     /// The requirements and updates of the replace snapshot on `table`'s current snapshot;
     /// None when it no longer holds there: a file it removes is gone (another compaction, an
@@ -530,26 +541,73 @@ impl Replace {
         let Some(parent) = meta.current_snapshot().cloned() else {
             return Ok(None);
         };
-        let spec = meta.default_partition_spec().clone();
-        if spec.spec_id() != self.spec_id {
+        if meta.default_partition_spec().spec_id() != self.spec_id {
             return Ok(None);
         }
-        let schema = meta.current_schema().clone();
-        let location = meta.location().trim_end_matches('/').to_string();
         let bytes = file_io.new_input(parent.manifest_list())?.read().await?;
         let manifests: Vec<ManifestFile> =
             iceberg::spec::ManifestList::parse_with_version(&bytes, meta.format_version())?
                 .consume_entries()
                 .into_iter()
                 .collect();
+        let Some(mut found) = self.find(file_io, &manifests).await? else {
+            return Ok(None);
+        };
+        // The replace snapshot: the new files added, the old ones deleted from their
+        // manifests (the rest of those manifests kept), every other manifest as it was.
+        let snapshot_id = crate::commit::snapshot_id_for(&self.prefix, meta);
+        let sequence_number = meta.next_sequence_number();
+        let carried_rows = found.carried.len() as u64;
+        let carried = std::mem::take(&mut found.carried);
+        let carried_files = self.write_carried(snapshot_id, carried).await?;
+        let out = self
+            .manifests(table, snapshot_id, manifests, &found, &carried_files)
+            .await?;
+        let location = meta.location().trim_end_matches('/');
+        let list_path = format!(
+            "{location}/metadata/snap-{snapshot_id}-1-{}.avro",
+            self.prefix
+        );
+        let mut list = ManifestListWriter::v2(
+            file_io.new_output(&list_path)?.writer().await?,
+            snapshot_id,
+            Some(parent.snapshot_id()),
+            sequence_number,
+        );
+        list.add_manifests(out.into_iter())?;
+        list.close().await?;
+        let props = self.summary(&parent, &carried_files, carried_rows);
+        let snapshot = Snapshot::builder()
+            .with_snapshot_id(snapshot_id)
+            .with_parent_snapshot_id(Some(parent.snapshot_id()))
+            .with_sequence_number(sequence_number)
+            .with_timestamp_ms(now_ms.max(meta.last_updated_ms() + 1))
+            .with_manifest_list(list_path)
+            .with_summary(Summary {
+                operation: Operation::Replace,
+                additional_properties: props,
+            })
+            .with_schema_id(meta.current_schema().schema_id())
+            .build();
+        let requirements = crate::commit::main_requirements(meta, Some(parent.snapshot_id()));
+        let updates = crate::commit::main_updates(snapshot).to_vec();
+        Ok(Some((requirements, updates)))
+    }
+
+    /// Finds the replace's files among the live entries of `manifests`, and the rows that
+    /// newer position deletes remove from them; None when one is gone or an equality delete
+    /// is there.
+    async fn find(
+        &self,
+        file_io: &iceberg::io::FileIO,
+        manifests: &[ManifestFile],
+    ) -> Result<Option<Found>, CommitError> {
         let removed: HashSet<&str> = self.removed.iter().map(|f| f.file_path()).collect();
         let removed_deletes: HashSet<&str> =
             self.removed_deletes.iter().map(|f| f.file_path()).collect();
         let (mut found, mut found_deletes) = (0usize, 0usize);
         let mut loaded = Vec::with_capacity(manifests.len());
         let mut touched = HashSet::new();
-        // Rows that deletes newer than the read remove from the chosen files, at their new
-        // positions in the new file.
         let mut carried: Vec<(String, u64)> = Vec::new();
         for (i, m) in manifests.iter().enumerate() {
             let manifest = m.load_manifest(file_io).await?;
@@ -595,13 +653,21 @@ impl Replace {
         if found != removed.len() || found_deletes != removed_deletes.len() {
             return Ok(None);
         }
+        Ok(Some(Found {
+            loaded,
+            touched,
+            carried,
+        }))
+    }
 
-        // The replace snapshot: the new files added, the old ones deleted from their
-        // manifests (the rest of those manifests kept), every other manifest as it was.
-        let snapshot_id = crate::commit::snapshot_id_for(&self.prefix, meta);
-        let sequence_number = meta.next_sequence_number();
-        let carried_rows = carried.len() as u64;
-        let carried_files = if carried.is_empty() {
+    /// Writes the `carried` deletes as position-delete files of the new file (none when
+    /// there are none), remembered for [`Replace::delete_carried`].
+    async fn write_carried(
+        &self,
+        snapshot_id: i64,
+        carried: Vec<(String, u64)>,
+    ) -> Result<Vec<DataFile>, CommitError> {
+        let files = if carried.is_empty() {
             Vec::new()
         } else {
             inlet_table_worker::position_delete::write(
@@ -617,41 +683,58 @@ impl Replace {
                 source: Box::new(e),
             })?
         };
-        self.carried.lock().push(
-            carried_files
-                .iter()
-                .map(|f| f.file_path().to_string())
-                .collect(),
-        );
+        self.carried
+            .lock()
+            .push(files.iter().map(|f| f.file_path().to_string()).collect());
+        Ok(files)
+    }
+
+    /// The replace snapshot's manifests: one of the new file, one of the carried deletes, the
+    /// touched manifests written again without the removed files, and the others as they were.
+    async fn manifests(
+        &self,
+        table: &iceberg::table::Table,
+        snapshot_id: i64,
+        manifests: Vec<ManifestFile>,
+        found: &Found,
+        carried_files: &[DataFile],
+    ) -> Result<Vec<ManifestFile>, CommitError> {
+        let meta = table.metadata();
+        let file_io = table.file_io();
+        let spec = meta.default_partition_spec().clone();
+        let schema = meta.current_schema().clone();
+        let location = meta.location().trim_end_matches('/');
+        let removed: HashSet<&str> = self.removed.iter().map(|f| f.file_path()).collect();
+        let removed_deletes: HashSet<&str> =
+            self.removed_deletes.iter().map(|f| f.file_path()).collect();
         let mut out: Vec<ManifestFile> = Vec::new();
-        if !self.written.is_empty() {
-            let mut writer = ManifestWriterBuilder::new(
-                file_io.new_output(format!("{location}/metadata/{snapshot_id:016x}-c0.avro"))?,
-                Some(snapshot_id),
-                schema.clone(),
-                spec.as_ref().clone(),
-            )
-            .build_v2_data();
-            for f in &self.written {
-                writer.add_file(f.clone(), -1)?;
+        for (files, name, deletes) in [
+            (&self.written[..], "c0", false),
+            (carried_files, "d0", true),
+        ] {
+            if files.is_empty() {
+                continue;
             }
-            out.push(writer.write_manifest_file().await?);
-        }
-        if !carried_files.is_empty() {
-            let mut writer = ManifestWriterBuilder::new(
-                file_io.new_output(format!("{location}/metadata/{snapshot_id:016x}-d0.avro"))?,
+            let builder = ManifestWriterBuilder::new(
+                file_io.new_output(format!(
+                    "{location}/metadata/{snapshot_id:016x}-{name}.avro"
+                ))?,
                 Some(snapshot_id),
                 schema.clone(),
                 spec.as_ref().clone(),
-            )
-            .build_v2_deletes();
-            for f in &carried_files {
+            );
+            let mut writer = if deletes {
+                builder.build_v2_deletes()
+            } else {
+                builder.build_v2_data()
+            };
+            for f in files {
                 writer.add_file(f.clone(), -1)?;
             }
             out.push(writer.write_manifest_file().await?);
         }
         for (i, m) in manifests.into_iter().enumerate() {
-            if !touched.contains(&i) {
+            if !found.touched.contains(&i) {
                 out.push(m);
                 continue;
             }
@@ -674,26 +757,23 @@ impl Replace {
             };
             crate::manifest_merge::carry_entries(
                 &mut writer,
-                &loaded[i],
+                &found.loaded[i],
                 &m.manifest_path,
                 |path| removed.contains(path) || removed_deletes.contains(path),
             )?;
             out.push(writer.write_manifest_file().await?);
         }
-        let list_path = format!(
-            "{location}/metadata/snap-{snapshot_id}-1-{}.avro",
-            self.prefix
-        );
-        let mut list = ManifestListWriter::v2(
-            file_io.new_output(&list_path)?.writer().await?,
-            snapshot_id,
-            Some(parent.snapshot_id()),
-            sequence_number,
-        );
-        list.add_manifests(out.into_iter())?;
-        list.close().await?;
+        Ok(out)
+    }
 
-        // The summary: the parent's (Inlet's progress included), with the counts moved.
+    /// The replace snapshot's summary: the parent's (Inlet's progress included), with the
+    /// counts moved by the files removed and written.
+    fn summary(
+        &self,
+        parent: &Snapshot,
+        carried_files: &[DataFile],
+        carried_rows: u64,
+    ) -> HashMap<String, String> {
         let mut props = parent.summary().additional_properties.clone();
         for key in [
             "added-data-files",
@@ -705,47 +785,35 @@ impl Replace {
             "deleted-data-files",
             "deleted-records",
             "removed-files-size",
+            "removed-delete-files",
+            "removed-position-deletes",
         ] {
             props.remove(key);
         }
         let size = |files: &[DataFile]| files.iter().map(|f| f.file_size_in_bytes()).sum::<u64>();
         let removed_size = size(&self.removed) + size(&self.removed_deletes);
-        let added_size = size(&self.written) + size(&carried_files);
+        let added_size = size(&self.written) + size(carried_files);
         let removed_position_deletes: u64 =
             self.removed_deletes.iter().map(|f| f.record_count()).sum();
-        let shift = |props: &mut HashMap<String, String>, key: &str, delta: i64| {
+        let mut shift = |key: &str, delta: i64| {
             if let Some(v) = props.get(key).and_then(|v| v.parse::<i64>().ok()) {
                 props.insert(key.to_string(), (v + delta).max(0).to_string());
             }
         };
         shift(
-            &mut props,
             "total-data-files",
             self.written.len() as i64 - self.removed.len() as i64,
         );
+        shift("total-files-size", added_size as i64 - removed_size as i64);
+        shift("total-records", self.rows as i64 - self.removed_rows as i64);
         shift(
-            &mut props,
-            "total-files-size",
-            added_size as i64 - removed_size as i64,
-        );
-        shift(
-            &mut props,
-            "total-records",
-            self.rows as i64 - self.removed_rows as i64,
-        );
-        shift(
-            &mut props,
             "total-delete-files",
             carried_files.len() as i64 - self.removed_deletes.len() as i64,
         );
         shift(
-            &mut props,
             "total-position-deletes",
             carried_rows as i64 - removed_position_deletes as i64,
         );
-        for key in ["removed-delete-files", "removed-position-deletes"] {
-            props.remove(key);
-        }
         if !carried_files.is_empty() {
             props.insert("added-delete-files".into(), carried_files.len().to_string());
             props.insert(
@@ -771,21 +839,7 @@ impl Replace {
         props.insert("added-files-size".into(), added_size.to_string());
         props.insert("removed-files-size".into(), removed_size.to_string());
         props.insert(COMMIT_ID.into(), self.prefix.clone());
-        let snapshot = Snapshot::builder()
-            .with_snapshot_id(snapshot_id)
-            .with_parent_snapshot_id(Some(parent.snapshot_id()))
-            .with_sequence_number(sequence_number)
-            .with_timestamp_ms(now_ms.max(meta.last_updated_ms() + 1))
-            .with_manifest_list(list_path)
-            .with_summary(Summary {
-                operation: Operation::Replace,
-                additional_properties: props,
-            })
-            .with_schema_id(schema.schema_id())
-            .build();
-        let requirements = crate::commit::main_requirements(meta, Some(parent.snapshot_id()));
-        let updates = crate::commit::main_updates(snapshot).to_vec();
-        Ok(Some((requirements, updates)))
+        props
     }
 }
 

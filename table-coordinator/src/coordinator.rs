@@ -106,7 +106,7 @@ pub const DEFAULT_EXPIRE_EVERY: u64 = 20;
 
 /// Runs the coordinator of `topic` until `stop`: takes the table's lease, registers the
 /// table, then carries out what its [`Machine`] decides, tick after tick (see
-/// [`crate::machine`]).
+/// [`crate::machine`]): each action by its own handler ([`Driver::carry_out`]).
 #[allow(clippy::too_many_arguments)]
 pub async fn run(
     topic: TableTopic,
@@ -118,7 +118,6 @@ pub async fn run(
     statuses: Statuses,
     stop: CancellationToken,
 ) {
-    let status_key = topic.ident.to_string();
     // The table's lease first: nothing is converted or committed without it.
     let Some(lease) = take_lease(&topic, &committer, &leases, &stop).await else {
         return;
@@ -134,7 +133,67 @@ pub async fn run(
         tracing::info!(table = %topic.ident, commit_id = %p.main.commit_id, files = p.main.files.len(), "recommitting a round from the control stream");
     }
     tracing::info!(table = %topic.ident, epoch = lease.epoch, offsets = ?reg.offsets, dead_letter_floor = ?reg.dead_letter_floor, registration_seconds = registering.elapsed().as_secs_f64(), "table coordinator started");
-    let settings = crate::machine::Settings {
+    let mut machine = Machine::new(
+        machine_settings(&topic, lease.epoch),
+        reg.machine(),
+        clock.now_ms() as i64,
+    );
+    let mut ticks = tokio::time::interval_at(
+        tokio::time::Instant::now() + topic.commit_interval,
+        topic.commit_interval,
+    );
+    // A round slower than the interval delays the next one; ticks are not bunched up after.
+    ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    // The lease is renewed a few times per ttl, and before every commit.
+    let mut renewals = tokio::time::interval(leases.ttl() / 3);
+    renewals.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut driver = Driver {
+        status_key: topic.ident.to_string(),
+        control: reg.control.clone(),
+        index: reg.index.take(),
+        checkpoints: crate::key_checkpoint::Checkpoints::new(),
+        compaction: None,
+        was_held: false,
+        pre_committing: false,
+        floors: BTreeMap::new(),
+        next_sweep_ms: topic
+            .orphans
+            .map(|o| clock.now_ms() as i64 + o.every.as_millis() as i64),
+        topic,
+        worker,
+        committer,
+        store,
+        clock,
+        leases,
+        statuses,
+        stop,
+        lease,
+    };
+    driver.report(&machine);
+    driver.raise_floors(&machine).await;
+    let fenced = loop {
+        let first = tokio::select! {
+            _ = driver.stop.cancelled() => break false,
+            _ = renewals.tick() => machine.renewal(),
+            _ = ticks.tick() => {
+                if driver.compaction.as_ref().is_some_and(|c| c.is_finished()) {
+                    driver.compaction = None;
+                    machine.compaction_finished();
+                }
+                machine.tick(driver.clock.now_ms() as i64)
+            }
+        };
+        if let Some(fenced) = driver.chain(&mut machine, first).await {
+            break fenced;
+        }
+        driver.between_ticks(&machine).await;
+    };
+    driver.finish(fenced).await;
+}
+
+/// The [`crate::machine::Settings`] of `topic`'s machine under lease `epoch`.
+fn machine_settings(topic: &TableTopic, epoch: i64) -> crate::machine::Settings {
+    crate::machine::Settings {
         name: topic.name.clone(),
         topic_id: topic.topic_id.clone(),
         upsert: topic.ctx.upsert.is_some(),
@@ -150,16 +209,322 @@ pub async fn run(
         expire: topic.expire,
         expire_every: topic.expire_every,
         dead_letter_pending_files: topic.dead_letter_pending_files,
-        epoch: lease.epoch,
-    };
-    let mut control = reg.control.clone();
-    // A distributed keyed table's primary-key index: its rounds' deletes are made here.
-    let mut index = reg.index.take();
-    let mut checkpoints = crate::key_checkpoint::Checkpoints::new();
-    let mut machine = Machine::new(settings, reg.machine(), clock.now_ms() as i64);
-    let report = |m: &Machine| {
-        let r = m.report().clone();
-        statuses.update(&status_key, |s| {
+        epoch,
+    }
+}
+
+/// What [`run`] carries the machine's actions out with: the table's parts, and what the
+/// coordinator keeps between actions besides the machine's own state.
+struct Driver {
+    topic: TableTopic,
+    worker: Arc<Worker>,
+    committer: Committer,
+    store: Arc<StreamStore>,
+    clock: Arc<dyn Clock>,
+    leases: Leases,
+    statuses: Statuses,
+    stop: CancellationToken,
+    lease: Lease,
+    status_key: String,
+    control: ControlStream,
+    /// A distributed keyed table's primary-key index: its rounds' deletes are made here.
+    index: Option<inlet_table_worker::TableIndex>,
+    checkpoints: crate::key_checkpoint::Checkpoints,
+    /// The running compaction, off the commit path: rounds go on while it reads and writes.
+    compaction: Option<tokio::task::JoinHandle<()>>,
+    /// Whether the dead-letter table held the rounds back at the last renewal (logged once).
+    was_held: bool,
+    /// Whether the current chain wrote the round's `PRE_COMMIT` (for the `round-built` point).
+    pre_committing: bool,
+    /// The offsets each partition's stream was last told the table holds (its table floor).
+    floors: BTreeMap<i32, u64>,
+    /// When the table's orphan files are next looked for ([`crate::orphans`]).
+    next_sweep_ms: Option<i64>,
+}
+
+impl Driver {
+    /// Carries out `action` and the ones the machine gives after it, until the tick is over
+    /// ([`Action::Idle`], or a handler with nothing to do); `Some(fenced)` when the machine
+    /// stops.
+    async fn chain(&mut self, machine: &mut Machine, mut action: Action) -> Option<bool> {
+        self.pre_committing = false;
+        loop {
+            let outcome = match action {
+                Action::Idle => return None,
+                Action::Stop { fenced } => {
+                    tracing::warn!(table = %self.topic.ident, epoch = self.lease.epoch, "a newer coordinator took the table over; this one stops without committing");
+                    self.report(machine);
+                    return Some(fenced);
+                }
+                action => match self.carry_out(action, machine).await {
+                    Some(outcome) => outcome,
+                    None => return None,
+                },
+            };
+            action = machine.on(outcome);
+        }
+    }
+
+    /// Carries out one action; None when there is nothing to do (the tick ends).
+    async fn carry_out(&mut self, action: Action, machine: &Machine) -> Option<Outcome> {
+        Some(match action {
+            Action::Register => self.register().await,
+            Action::Drain if self.topic.chunks.is_some() => self.drain_chunks(machine).await,
+            Action::Drain => self.drain().await,
+            Action::CheckDeadLetters { commit_id } => self.check_dead_letters(&commit_id).await,
+            Action::PreCommit => self.pre_commit(machine).await?,
+            Action::Renew => self.renew(machine, false).await,
+            Action::RenewForCommit => self.renew(machine, true).await,
+            Action::CommitDeadLetters => self.commit_dead_letters(machine).await?,
+            Action::Commit => self.commit(machine).await?,
+            Action::Close {
+                commit_id,
+                snapshot,
+            } => self.close(&commit_id, snapshot).await,
+            Action::LearnTableUuid => self.learn_table_uuid().await,
+            Action::StartCompaction => self.start_compaction(),
+            Action::Expire => self.expire().await,
+            Action::Idle | Action::Stop { .. } => return None,
+        })
+    }
+
+    /// [`Action::Register`]: reloads the table; the primary-key index is built again.
+    async fn register(&mut self) -> Outcome {
+        let t = &self.topic;
+        match register(t, &self.worker, &self.committer, &self.store).await {
+            Ok(mut r) => {
+                tracing::info!(table = %t.ident, offsets = ?r.offsets, "re-registered: the primary-key index is built again, from its checkpoint or the table");
+                self.control = r.control.clone();
+                self.index = r.index.take();
+                self.checkpoints = crate::key_checkpoint::Checkpoints::new();
+                // An upsert table's recovered round is never kept (see `register`).
+                Outcome::Registered(Box::new(r.machine()))
+            }
+            Err(e) => {
+                tracing::warn!(table = %t.ident, error = %e, "cannot reload the table; retrying");
+                Outcome::Failed(e.to_string())
+            }
+        }
+    }
+
+    /// The partitions' ends as this node last read them, recorded in the table's status.
+    fn ends(&self) -> BTreeMap<i32, u64> {
+        let ends: BTreeMap<i32, u64> = self
+            .topic
+            .partitions
+            .iter()
+            .filter_map(|(p, s)| Some((*p, self.store.end_offset(*s).ok()?)))
+            .collect();
+        self.statuses
+            .update(&self.status_key, |s| s.ends = ends.clone());
+        ends
+    }
+
+    /// [`Action::Drain`] of a distributed table: collects the partitions' chunks.
+    async fn drain_chunks(&mut self, machine: &Machine) -> Outcome {
+        // Other nodes own most partitions: the ends are what this node last read.
+        self.ends();
+        let keyed = Keyed {
+            index: self.index.as_mut(),
+            epoch: self.lease.epoch,
+            pool: self.worker.pool(),
+            checkpoints: &mut self.checkpoints,
+        };
+        match collect_chunks(&self.topic, &self.committer, machine.offsets(), keyed).await {
+            Ok(o) => Outcome::Drained(o),
+            Err(e) => {
+                tracing::warn!(table = %self.topic.ident, error = %e, "cannot collect the partitions' chunks; retrying at the next commit");
+                Outcome::Failed(e.to_string())
+            }
+        }
+    }
+
+    /// [`Action::Drain`]: collects the worker's outputs up to the partitions' ends.
+    async fn drain(&mut self) -> Outcome {
+        let until = self.ends();
+        match self.worker.drain(&self.topic.name, &until).await {
+            Ok(o) => Outcome::Drained(o),
+            Err(e) => {
+                tracing::warn!(table = %self.topic.ident, error = %e, "conversion failed; retrying at the next commit");
+                Outcome::Failed(e.to_string())
+            }
+        }
+    }
+
+    /// [`Action::CheckDeadLetters`]: whether the dead-letter round `commit_id` landed.
+    async fn check_dead_letters(&self, commit_id: &str) -> Outcome {
+        match self
+            .committer
+            .load(&dead_letter_table(&self.topic.ident))
+            .await
+        {
+            Ok(t) => Outcome::Landed(
+                t.is_some_and(|t| crate::commit::already_committed(t.metadata(), commit_id)),
+            ),
+            Err(e) => {
+                tracing::warn!(table = %self.topic.ident, error = %e, "cannot load the dead-letter table; retrying");
+                Outcome::Failed(e.to_string())
+            }
+        }
+    }
+
+    /// [`Action::PreCommit`]: the pending round's `PRE_COMMIT`; None without a round.
+    async fn pre_commit(&mut self, machine: &Machine) -> Option<Outcome> {
+        inlet_common::failpoint::hit("round-built");
+        self.pre_committing = true;
+        let (round, spec) = (machine.pending()?, machine.file_spec()?);
+        let written = self
+            .control
+            .pre_commit(round, spec, machine.pending_dead_letters())
+            .await;
+        Some(match written {
+            Ok(()) => {
+                inlet_common::failpoint::hit("pre-committed");
+                Outcome::Done
+            }
+            Err(e) => {
+                tracing::warn!(table = %self.topic.ident, error = %e, "PRE_COMMIT failed; retrying at the next tick");
+                Outcome::Failed(e.to_string())
+            }
+        })
+    }
+
+    /// [`Action::Renew`] and, `for_commit`, [`Action::RenewForCommit`].
+    async fn renew(&mut self, machine: &Machine, for_commit: bool) -> Outcome {
+        if for_commit && machine.pending().is_some() && !self.pre_committing {
+            inlet_common::failpoint::hit("round-built");
+        }
+        if machine.held_by_dead_letters() && !self.was_held {
+            tracing::warn!(table = %self.topic.ident, files = self.topic.dead_letter_pending_files, "the dead-letter table has refused this many files; the table's rounds wait until it takes them (the records stay in the stream)");
+        }
+        self.was_held = machine.held_by_dead_letters();
+        match self.leases.renew(&self.lease).await {
+            Ok(renewed) => Outcome::Renewed(renewed),
+            Err(e) => {
+                tracing::warn!(table = %self.topic.ident, error = %e, "cannot renew the coordinator's lease; a round commits at a later tick");
+                Outcome::Failed(e.to_string())
+            }
+        }
+    }
+
+    /// [`Action::CommitDeadLetters`]; None without a dead-letter round.
+    async fn commit_dead_letters(&mut self, machine: &Machine) -> Option<Outcome> {
+        let round = machine.pending_dead_letters()?;
+        let ident = &self.topic.ident;
+        Some(
+            match self
+                .committer
+                .commit(&dead_letter_table(ident), round)
+                .await
+            {
+                Ok(s) => {
+                    inlet_common::failpoint::hit("dlq-committed");
+                    if self.was_held {
+                        tracing::info!(table = %ident, "the dead-letter table took its files; the table's rounds go on");
+                        self.was_held = false;
+                    }
+                    Outcome::Committed(s)
+                }
+                Err(e @ CommitError::NotContinuous { .. }) => {
+                    tracing::warn!(table = %ident, error = %e, "another coordinator committed dead letters first; the round is dropped and converted again from the tables as they are");
+                    Outcome::CommitFailed(e)
+                }
+                // Otherwise the main table does not wait for its dead letters.
+                Err(e) => {
+                    tracing::warn!(table = %ident, error = %e, "dead-letter commit failed; the round commits, and the dead letters are retried at the next tick");
+                    Outcome::CommitFailed(e)
+                }
+            },
+        )
+    }
+
+    /// [`Action::Commit`] of the pending round; None without one.
+    async fn commit(&mut self, machine: &Machine) -> Option<Outcome> {
+        let round = machine.pending()?;
+        let ident = &self.topic.ident;
+        Some(match self.committer.commit(ident, round).await {
+            Ok(snapshot) => {
+                // The index holds the jobs of this round and nothing since.
+                if let Some(index) = self.index.as_mut() {
+                    index.landed(snapshot);
+                }
+                tracing::info!(
+                    table = %ident,
+                    ?snapshot,
+                    files = round.files.len(),
+                    delete_files = round.delete_files.len(),
+                    offsets = ?round.offsets,
+                    "committed"
+                );
+                Outcome::Committed(snapshot)
+            }
+            Err(e) => {
+                let what = match &e {
+                    CommitError::Fenced { .. } => "this coordinator is fenced; it stops",
+                    CommitError::BaseChanged { .. } => {
+                        "upsert round dropped; converting again on the new base"
+                    }
+                    CommitError::SchemaConflict(_)
+                    | CommitError::NotContinuous { .. }
+                    | CommitError::TableReplaced { .. } => {
+                        "round dropped; converting again from the table as it is"
+                    }
+                    _ => "commit failed; retrying at the next tick",
+                };
+                tracing::warn!(table = %ident, error = %e, "{what}");
+                Outcome::CommitFailed(e)
+            }
+        })
+    }
+
+    /// [`Action::Close`]: records `COMMITTED` for `commit_id`.
+    async fn close(&mut self, commit_id: &str, snapshot: Option<i64>) -> Outcome {
+        if let Err(e) = self.control.committed(commit_id, snapshot).await {
+            // A landed round's snapshot summary already says so; a dropped one's PRE_COMMIT
+            // would be committed again after a restart, and refused.
+            tracing::warn!(table = %self.topic.ident, error = %e, commit_id, "COMMITTED not recorded");
+        }
+        Outcome::Done
+    }
+
+    /// [`Action::LearnTableUuid`]: the uuid of the table the last round created.
+    async fn learn_table_uuid(&self) -> Outcome {
+        match self.committer.load(&self.topic.ident).await {
+            Ok(t) => Outcome::TableUuid(t.map(|t| t.metadata().uuid())),
+            Err(e) => {
+                tracing::warn!(table = %self.topic.ident, error = %e, "cannot read the new table's uuid; the next round is not pinned to it");
+                Outcome::Failed(e.to_string())
+            }
+        }
+    }
+
+    /// [`Action::StartCompaction`]: a compaction run in the background.
+    fn start_compaction(&mut self) -> Outcome {
+        self.compaction = Some(tokio::spawn(compact_in_background(
+            self.committer.clone(),
+            self.topic.ident.clone(),
+            self.topic.ctx.settings.clone(),
+            self.worker.clone(),
+            self.clock.clone(),
+            self.topic.compaction,
+            self.stop.clone(),
+        )));
+        Outcome::Done
+    }
+
+    /// [`Action::Expire`]: the table's and its dead-letter table's old snapshots.
+    async fn expire(&self) -> Outcome {
+        if let Some(expiry) = self.topic.expire {
+            let now_ms = self.clock.now_ms() as i64;
+            expire(&self.committer, &self.topic.ident, expiry, now_ms).await;
+        }
+        Outcome::Done
+    }
+
+    /// Publishes what the machine reports in the table's status (`/v1/tables`, metrics).
+    fn report(&self, machine: &Machine) {
+        let r = machine.report().clone();
+        self.statuses.update(&self.status_key, |s| {
             s.committed = r.committed;
             s.watermark_ms = r.watermark_ms.or(s.watermark_ms);
             s.partition_watermarks = r.partition_watermarks;
@@ -169,294 +534,64 @@ pub async fn run(
             s.pending_dead_letter_files = r.pending_dead_letter_files;
             s.held_by_dead_letters = r.held_by_dead_letters;
         });
-    };
-    report(&machine);
-    // The offsets each partition's stream was last told the table holds (its table floor).
-    let mut floors = BTreeMap::new();
-    raise_floors(&topic, &store, &machine.report().committed, &mut floors).await;
-    // The running compaction, off the commit path: rounds go on while it reads and writes.
-    let mut compaction: Option<tokio::task::JoinHandle<()>> = None;
-    let mut ticks = tokio::time::interval_at(
-        tokio::time::Instant::now() + topic.commit_interval,
-        topic.commit_interval,
-    );
-    // A round slower than the interval delays the next one; ticks are not bunched up after.
-    ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    // The lease is renewed a few times per ttl, and before every commit.
-    let mut renewals = tokio::time::interval(leases.ttl() / 3);
-    renewals.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    let mut was_held = false;
-    // When the table's orphan files are next looked for ([`crate::orphans`]).
-    let mut next_sweep_ms = topic
-        .orphans
-        .map(|o| clock.now_ms() as i64 + o.every.as_millis() as i64);
-    let fenced = 'ticks: loop {
-        let mut action = tokio::select! {
-            _ = stop.cancelled() => break false,
-            _ = renewals.tick() => machine.renewal(),
-            _ = ticks.tick() => {
-                if compaction.as_ref().is_some_and(|c| c.is_finished()) {
-                    compaction = None;
-                    machine.compaction_finished();
-                }
-                machine.tick(clock.now_ms() as i64)
-            }
-        };
-        // Whether this chain wrote the round's PRE_COMMIT (for the `round-built` point).
-        let mut pre_committing = false;
-        loop {
-            let outcome = match action {
-                Action::Idle => break,
-                Action::Stop { fenced } => {
-                    tracing::warn!(table = %topic.ident, epoch = lease.epoch, "a newer coordinator took the table over; this one stops without committing");
-                    report(&machine);
-                    break 'ticks fenced;
-                }
-                Action::Register => match register(&topic, &worker, &committer, &store).await {
-                    Ok(mut r) => {
-                        tracing::info!(table = %topic.ident, offsets = ?r.offsets, "re-registered: the primary-key index is built again, from its checkpoint or the table");
-                        control = r.control.clone();
-                        index = r.index.take();
-                        checkpoints = crate::key_checkpoint::Checkpoints::new();
-                        // An upsert table's recovered round is never kept (see `register`).
-                        Outcome::Registered(Box::new(r.machine()))
-                    }
-                    Err(e) => {
-                        tracing::warn!(table = %topic.ident, error = %e, "cannot reload the table; retrying");
-                        Outcome::Failed(e.to_string())
-                    }
-                },
-                Action::Drain if topic.chunks.is_some() => {
-                    // The ends as this node last read them (other nodes own most partitions).
-                    let ends: BTreeMap<i32, u64> = topic
-                        .partitions
-                        .iter()
-                        .filter_map(|(p, s)| Some((*p, store.end_offset(*s).ok()?)))
-                        .collect();
-                    statuses.update(&status_key, |s| s.ends = ends);
-                    let keyed = Keyed {
-                        index: index.as_mut(),
-                        epoch: lease.epoch,
-                        pool: worker.pool(),
-                        checkpoints: &mut checkpoints,
-                    };
-                    match collect_chunks(&topic, &committer, machine.offsets(), keyed).await {
-                        Ok(o) => Outcome::Drained(o),
-                        Err(e) => {
-                            tracing::warn!(table = %topic.ident, error = %e, "cannot collect the partitions' chunks; retrying at the next commit");
-                            Outcome::Failed(e.to_string())
-                        }
-                    }
-                }
-                Action::Drain => {
-                    let until: BTreeMap<i32, u64> = topic
-                        .partitions
-                        .iter()
-                        .filter_map(|(p, s)| Some((*p, store.end_offset(*s).ok()?)))
-                        .collect();
-                    statuses.update(&status_key, |s| s.ends = until.clone());
-                    match worker.drain(&topic.name, &until).await {
-                        Ok(o) => Outcome::Drained(o),
-                        Err(e) => {
-                            tracing::warn!(table = %topic.ident, error = %e, "conversion failed; retrying at the next commit");
-                            Outcome::Failed(e.to_string())
-                        }
-                    }
-                }
-                Action::CheckDeadLetters { commit_id } => {
-                    match committer.load(&dead_letter_table(&topic.ident)).await {
-                        Ok(t) => Outcome::Landed(t.is_some_and(|t| {
-                            crate::commit::already_committed(t.metadata(), &commit_id)
-                        })),
-                        Err(e) => {
-                            tracing::warn!(table = %topic.ident, error = %e, "cannot load the dead-letter table; retrying");
-                            Outcome::Failed(e.to_string())
-                        }
-                    }
-                }
-                Action::PreCommit => {
-                    inlet_common::failpoint::hit("round-built");
-                    pre_committing = true;
-                    let (Some(round), Some(spec)) = (machine.pending(), machine.file_spec()) else {
-                        break;
-                    };
-                    match control
-                        .pre_commit(round, spec, machine.pending_dead_letters())
-                        .await
-                    {
-                        Ok(()) => {
-                            inlet_common::failpoint::hit("pre-committed");
-                            Outcome::Done
-                        }
-                        Err(e) => {
-                            tracing::warn!(table = %topic.ident, error = %e, "PRE_COMMIT failed; retrying at the next tick");
-                            Outcome::Failed(e.to_string())
-                        }
-                    }
-                }
-                Action::Renew | Action::RenewForCommit => {
-                    if action == Action::RenewForCommit
-                        && machine.pending().is_some()
-                        && !pre_committing
-                    {
-                        inlet_common::failpoint::hit("round-built");
-                    }
-                    if machine.held_by_dead_letters() && !was_held {
-                        tracing::warn!(table = %topic.ident, files = topic.dead_letter_pending_files, "the dead-letter table has refused this many files; the table's rounds wait until it takes them (the records stay in the stream)");
-                    }
-                    was_held = machine.held_by_dead_letters();
-                    match leases.renew(&lease).await {
-                        Ok(renewed) => Outcome::Renewed(renewed),
-                        Err(e) => {
-                            tracing::warn!(table = %topic.ident, error = %e, "cannot renew the coordinator's lease; a round commits at a later tick");
-                            Outcome::Failed(e.to_string())
-                        }
-                    }
-                }
-                Action::CommitDeadLetters => {
-                    let Some(round) = machine.pending_dead_letters() else {
-                        break;
-                    };
-                    match committer
-                        .commit(&dead_letter_table(&topic.ident), round)
-                        .await
-                    {
-                        Ok(s) => {
-                            inlet_common::failpoint::hit("dlq-committed");
-                            if was_held {
-                                tracing::info!(table = %topic.ident, "the dead-letter table took its files; the table's rounds go on");
-                                was_held = false;
-                            }
-                            Outcome::Committed(s)
-                        }
-                        Err(e @ CommitError::NotContinuous { .. }) => {
-                            tracing::warn!(table = %topic.ident, error = %e, "another coordinator committed dead letters first; the round is dropped and converted again from the tables as they are");
-                            Outcome::CommitFailed(e)
-                        }
-                        // Otherwise the main table does not wait for its dead letters.
-                        Err(e) => {
-                            tracing::warn!(table = %topic.ident, error = %e, "dead-letter commit failed; the round commits, and the dead letters are retried at the next tick");
-                            Outcome::CommitFailed(e)
-                        }
-                    }
-                }
-                Action::Commit => {
-                    let Some(round) = machine.pending() else {
-                        break;
-                    };
-                    match committer.commit(&topic.ident, round).await {
-                        Ok(snapshot) => {
-                            // The index holds the jobs of this round and nothing since.
-                            if let Some(index) = index.as_mut() {
-                                index.landed(snapshot);
-                            }
-                            tracing::info!(
-                                table = %topic.ident,
-                                ?snapshot,
-                                files = round.files.len(),
-                                delete_files = round.delete_files.len(),
-                                offsets = ?round.offsets,
-                                "committed"
-                            );
-                            Outcome::Committed(snapshot)
-                        }
-                        Err(e) => {
-                            let what = match &e {
-                                CommitError::Fenced { .. } => {
-                                    "this coordinator is fenced; it stops"
-                                }
-                                CommitError::BaseChanged { .. } => {
-                                    "upsert round dropped; converting again on the new base"
-                                }
-                                CommitError::SchemaConflict(_)
-                                | CommitError::NotContinuous { .. }
-                                | CommitError::TableReplaced { .. } => {
-                                    "round dropped; converting again from the table as it is"
-                                }
-                                _ => "commit failed; retrying at the next tick",
-                            };
-                            tracing::warn!(table = %topic.ident, error = %e, "{what}");
-                            Outcome::CommitFailed(e)
-                        }
-                    }
-                }
-                Action::Close {
-                    commit_id,
-                    snapshot,
-                } => {
-                    if let Err(e) = control.committed(&commit_id, snapshot).await {
-                        // A landed round's snapshot summary already says so; a dropped one's
-                        // PRE_COMMIT would be committed again after a restart, and refused.
-                        tracing::warn!(table = %topic.ident, error = %e, commit_id, "COMMITTED not recorded");
-                    }
-                    Outcome::Done
-                }
-                Action::LearnTableUuid => match committer.load(&topic.ident).await {
-                    Ok(t) => Outcome::TableUuid(t.map(|t| t.metadata().uuid())),
-                    Err(e) => {
-                        tracing::warn!(table = %topic.ident, error = %e, "cannot read the new table's uuid; the next round is not pinned to it");
-                        Outcome::Failed(e.to_string())
-                    }
-                },
-                Action::StartCompaction => {
-                    compaction = Some(tokio::spawn(compact_in_background(
-                        committer.clone(),
-                        topic.ident.clone(),
-                        topic.ctx.settings.clone(),
-                        worker.clone(),
-                        clock.clone(),
-                        topic.compaction,
-                        stop.clone(),
-                    )));
-                    Outcome::Done
-                }
-                Action::Expire => {
-                    if let Some(expiry) = topic.expire {
-                        expire(&committer, &topic.ident, expiry, clock.now_ms() as i64).await;
-                    }
-                    Outcome::Done
-                }
-            };
-            action = machine.on(outcome);
-        }
-        report(&machine);
-        raise_floors(&topic, &store, &machine.report().committed, &mut floors).await;
-        let lag_bytes = topic
+    }
+
+    /// Tells the partitions' streams what the table now holds ([`raise_floors`]).
+    async fn raise_floors(&mut self, machine: &Machine) {
+        let committed = &machine.report().committed;
+        raise_floors(&self.topic, &self.store, committed, &mut self.floors).await;
+    }
+
+    /// After a tick's chain: the status, the streams' floors, the partitions' lag, and the
+    /// orphan-file sweep when it is due.
+    async fn between_ticks(&mut self, machine: &Machine) {
+        self.report(machine);
+        self.raise_floors(machine).await;
+        let lag_bytes = self
+            .topic
             .partitions
             .iter()
-            .filter_map(|(p, s)| Some((*p, store.table_lag_bytes(*s)?.lag_bytes)))
+            .filter_map(|(p, s)| Some((*p, self.store.table_lag_bytes(*s)?.lag_bytes)))
             .collect();
-        statuses.update(&status_key, |s| s.lag_bytes = lag_bytes);
-        if let (Some(sweep), Some(due)) = (topic.orphans, next_sweep_ms) {
-            let now_ms = clock.now_ms() as i64;
-            // Not while this coordinator compacts: its outputs are on their way in, and the
-            // sweep takes compactions' files too.
-            let compacting = compaction.as_ref().is_some_and(|c| !c.is_finished());
-            if now_ms >= due && !compacting {
-                sweep_orphans(&topic, &committer, &worker, &machine, sweep, now_ms).await;
-                next_sweep_ms = Some(now_ms + sweep.every.as_millis() as i64);
+        self.statuses
+            .update(&self.status_key, |s| s.lag_bytes = lag_bytes);
+        let (Some(sweep), Some(due)) = (self.topic.orphans, self.next_sweep_ms) else {
+            return;
+        };
+        let now_ms = self.clock.now_ms() as i64;
+        // Not while this coordinator compacts: its outputs are on their way in, and the sweep
+        // takes compactions' files too.
+        let compacting = self.compaction.as_ref().is_some_and(|c| !c.is_finished());
+        if now_ms >= due && !compacting {
+            let t = &self.topic;
+            sweep_orphans(t, &self.committer, &self.worker, machine, sweep, now_ms).await;
+            self.next_sweep_ms = Some(now_ms + sweep.every.as_millis() as i64);
+        }
+    }
+
+    /// Stops: waits for the compaction (aborted when `fenced`), gives the lease back unless
+    /// fenced, and unregisters the table.
+    async fn finish(mut self, fenced: bool) {
+        // It stops between partitions once `stop` is cancelled; its files come from the pool.
+        if let Some(c) = self.compaction.take() {
+            if fenced {
+                c.abort();
+            }
+            let _ = c.await;
+        }
+        if !fenced {
+            // The next coordinator (here or on another node) may take the table at once.
+            if let Err(e) = self.leases.release(&self.lease).await {
+                tracing::warn!(table = %self.topic.ident, error = %e, "cannot release the coordinator's lease; it expires");
             }
         }
-    };
-    // It stops between partitions once `stop` is cancelled; its files come from the pool.
-    if let Some(c) = compaction.take() {
-        if fenced {
-            c.abort();
+        if self.topic.chunks.is_none() {
+            // A distributed table's registration is its converter's, not this coordinator's.
+            self.worker.remove_table(&self.topic.name);
         }
-        let _ = c.await;
+        self.statuses.remove(&self.status_key);
+        tracing::info!(table = %self.topic.ident, "table coordinator stopped");
     }
-    if !fenced {
-        // The next coordinator (here or on another node) may take the table at once.
-        if let Err(e) = leases.release(&lease).await {
-            tracing::warn!(table = %topic.ident, error = %e, "cannot release the coordinator's lease; it expires");
-        }
-    }
-    if topic.chunks.is_none() {
-        // A distributed table's registration is its converter's, not this coordinator's.
-        worker.remove_table(&topic.name);
-    }
-    statuses.remove(&status_key);
-    tracing::info!(table = %topic.ident, "table coordinator stopped");
 }
 
 /// A distributed keyed table's share of [`collect_chunks`]: the coordinator's primary-key

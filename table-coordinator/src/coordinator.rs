@@ -1244,7 +1244,7 @@ async fn register(
     } else {
         let offsets = sources.iter().map(|s| (s.partition, s.start)).collect();
         let live = match (&table, &topic.ctx.upsert) {
-            (Some(t), Some(_)) => crate::commit::live_files(t).await?,
+            (Some(t), Some(_)) => crate::reading::live_files(t).await?,
             _ => Default::default(),
         };
         worker.add_table_with_base(&topic.name, ctx, &sources, live);

@@ -226,7 +226,7 @@ pub(crate) async fn build(
     // most manifests).
     let mut snapshots = vec![now.clone()];
     snapshots.extend(checkpoint.as_ref().map(|(_, then, _)| then.clone()));
-    let mut lives = crate::commit::live_files_of(t, &snapshots)
+    let mut lives = crate::reading::live_files_of(t, &snapshots)
         .await?
         .into_iter();
     let live = lives.next().unwrap_or_default();

@@ -14,6 +14,8 @@
 //! - [`compact`]: rewrites a table's small files into target-size ones (position deletes
 //!   applied), beside the rounds; files without deletes are merged by copying their Parquet
 //!   column chunks ([`concat`]), not decoded;
+//! - `expiry`: snapshot expiry, with the manifests and files only expired snapshots held;
+//!   [`reading`]: the table-reading side of commits (a snapshot's manifests and live files);
 //! - [`manifest_merge`]: merges small manifests, so the manifest list stays short however
 //!   often a table commits;
 //! - [`machine`]: the coordinator's decisions as a state machine without I/O (events in,
@@ -38,11 +40,13 @@ pub mod concat;
 pub(crate) mod control;
 pub mod convert;
 pub mod coordinator;
+pub(crate) mod expiry;
 pub(crate) mod key_checkpoint;
 pub(crate) mod lease;
 pub mod machine;
 pub(crate) mod manifest_merge;
 pub mod orphans;
+pub mod reading;
 pub(crate) mod rebase;
 pub(crate) mod round;
 /// Fail points live in the catalog crate, whose commit path holds two of them.

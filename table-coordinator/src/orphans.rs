@@ -149,7 +149,7 @@ async fn take_named(
     let mut manifests = HashSet::new();
     let mut tags = HashSet::new();
     for snapshot in meta.snapshots() {
-        for m in crate::commit::manifests(table, snapshot).await? {
+        for m in crate::reading::manifests(table, snapshot).await? {
             if !manifests.insert(m.manifest_path.clone()) {
                 continue;
             }

@@ -416,7 +416,7 @@ async fn upsert_rounds_are_row_deltas_on_their_base_only() {
         BTreeMap::from([(1, "a".to_string()), (2, "b2".to_string())])
     );
     // The live files, as an index rebuild reads them.
-    let live = inlet_table_coordinator::commit::live_files(&table)
+    let live = inlet_table_coordinator::reading::live_files(&table)
         .await
         .expect("live");
     assert_eq!(live.data.len(), 2);
@@ -1621,7 +1621,7 @@ async fn compaction_applies_position_deletes_and_carries_over_new_ones() {
         expected,
         "every live row once, no deleted one"
     );
-    let live = inlet_table_coordinator::commit::live_files(&table)
+    let live = inlet_table_coordinator::reading::live_files(&table)
         .await
         .expect("live");
     let compacted: Vec<&str> = live

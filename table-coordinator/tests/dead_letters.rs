@@ -18,10 +18,9 @@ use iceberg::spec::{
     Struct, Type,
 };
 use iceberg::{NamespaceIdent, TableIdent};
-use inlet_table_coordinator::commit::{
-    already_committed, live_files, CommitError, Committer, Round,
-};
+use inlet_table_coordinator::commit::{already_committed, CommitError, Committer, Round};
 use inlet_table_coordinator::machine::{Action, Machine, Outcome, Registration, Settings};
+use inlet_table_coordinator::reading::live_files;
 use inlet_table_worker::JobOutput;
 
 const TOPIC_ID: &str = "0123456789abcdef";

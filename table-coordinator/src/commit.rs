@@ -358,201 +358,19 @@ impl Committer {
 
     async fn try_commit(&self, table: &Table, round: &Round) -> Result<i64, CommitError> {
         let meta = table.metadata();
-        let file_io = table.file_io();
         let parent = meta.current_snapshot().cloned();
         let sequence_number = meta.next_sequence_number();
         let snapshot_id = snapshot_id_for(&round.commit_id, meta);
-        let location = meta.location().trim_end_matches('/').to_string();
-
-        // Schema: the table's current one, plus what the round changed (`crate::rebase`), so
-        // another engine's schema change since the round was converted is never reverted.
-        let current = meta.current_schema();
-        let rebased = crate::rebase::rebase(
-            current,
-            &round.schema,
-            meta.last_column_id(),
-            round.base_column_id,
-        )
-        .map_err(CommitError::SchemaConflict)?;
-        let evolve = rebased.is_some();
-        let (schema_for_files, schema_id) = if let Some(fields) = rebased {
-            let id = meta
-                .schemas_iter()
-                .map(|s| s.schema_id())
-                .max()
-                .unwrap_or(0)
-                + 1;
-            // The table's identifier fields stay (the worker's schemas do not carry them),
-            // but for a column that became optional (its source dropped a NOT NULL): Iceberg
-            // requires identifier fields to be required.
-            let identifiers: Vec<i32> = current
-                .identifier_field_ids()
-                .filter(|id| fields.field_by_id(*id).is_some_and(|f| f.required))
-                .collect();
-            if identifiers.len() < current.identifier_field_ids().count() {
-                tracing::warn!(
-                    table = %table.identifier(),
-                    "an identifier column became optional: the table's schema no longer names identifier fields there (upserts still apply)"
-                );
-            }
-            let s = Schema::builder()
-                .with_schema_id(id)
-                .with_fields(fields.fields().to_vec())
-                .with_identifier_field_ids(identifiers)
-                .build()?;
-            (Arc::new(s), id)
-        } else {
-            (current.clone(), current.schema_id())
-        };
-        let spec = meta.default_partition_spec().clone();
-
-        // The round's manifest (files inherit the snapshot's sequence number).
-        let mut manifests: Vec<ManifestFile> = Vec::new();
-        if !round.files.is_empty() {
-            let manifest_path = format!("{location}/metadata/{snapshot_id:016x}-m0.avro");
-            let mut writer = ManifestWriterBuilder::new(
-                file_io.new_output(&manifest_path)?,
-                Some(snapshot_id),
-                schema_for_files.clone(),
-                spec.as_ref().clone(),
-            )
-            .build_v2_data();
-            for f in &round.files {
-                writer.add_file(f.clone(), -1)?;
-            }
-            manifests.push(writer.write_manifest_file().await?);
-        }
-        if !round.delete_files.is_empty() {
-            let manifest_path = format!("{location}/metadata/{snapshot_id:016x}-m1.avro");
-            let mut writer = ManifestWriterBuilder::new(
-                file_io.new_output(&manifest_path)?,
-                Some(snapshot_id),
-                schema_for_files.clone(),
-                spec.as_ref().clone(),
-            )
-            .build_v2_deletes();
-            for f in &round.delete_files {
-                writer.add_file(f.clone(), -1)?;
-            }
-            manifests.push(writer.write_manifest_file().await?);
-        }
-        if let Some(parent) = &parent {
-            let bytes = file_io.new_input(parent.manifest_list())?.read().await?;
-            let list = ManifestList::parse_with_version(&bytes, FormatVersion::V2)?;
-            let (existing, merged) = crate::manifest_merge::merge(
-                list.consume_entries().into_iter().collect(),
-                meta,
-                &schema_for_files,
-                file_io,
-                &location,
-                snapshot_id,
-            )
-            .await?;
-            if merged > 0 {
-                tracing::debug!(table = %table.identifier(), manifests = merged, "merged small manifests");
-            }
-            manifests.extend(existing);
-        }
-        let list_path = format!(
-            "{location}/metadata/snap-{snapshot_id}-1-{}.avro",
-            round.commit_id
-        );
-        let mut list_writer = ManifestListWriter::v2(
-            file_io.new_output(&list_path)?.writer().await?,
+        let (schema, evolve) = evolved_schema(table, round)?;
+        let list_path = write_manifests(
+            table,
+            round,
+            parent.as_deref(),
+            &schema,
             snapshot_id,
-            parent.as_ref().map(|p| p.snapshot_id()),
             sequence_number,
-        );
-        list_writer.add_manifests(manifests.into_iter())?;
-        list_writer.close().await?;
-
-        // The summary: Iceberg's counts and Inlet's progress.
-        let mut props: HashMap<String, String> = HashMap::new();
-        let added_records: u64 = round.files.iter().map(|f| f.record_count()).sum();
-        let added_size: u64 = round.files.iter().map(|f| f.file_size_in_bytes()).sum();
-        let previous = parent.as_ref().map(|p| &p.summary().additional_properties);
-        let total = |key: &str, added: u64| -> String {
-            let before: u64 = previous
-                .and_then(|p| p.get(key))
-                .and_then(|v| v.parse().ok())
-                .unwrap_or(0);
-            (before + added).to_string()
-        };
-        props.insert("added-data-files".into(), round.files.len().to_string());
-        props.insert("added-records".into(), added_records.to_string());
-        props.insert("added-files-size".into(), added_size.to_string());
-        props.insert(
-            "total-data-files".into(),
-            total("total-data-files", round.files.len() as u64),
-        );
-        props.insert(
-            "total-records".into(),
-            total("total-records", added_records),
-        );
-        props.insert(
-            "total-files-size".into(),
-            total("total-files-size", added_size),
-        );
-        let added_deletes: u64 = round.delete_files.iter().map(|f| f.record_count()).sum();
-        let added_delete_size: u64 = round
-            .delete_files
-            .iter()
-            .map(|f| f.file_size_in_bytes())
-            .sum();
-        if !round.delete_files.is_empty() {
-            props.insert(
-                "added-delete-files".into(),
-                round.delete_files.len().to_string(),
-            );
-            props.insert(
-                "added-position-delete-files".into(),
-                round.delete_files.len().to_string(),
-            );
-            props.insert("added-position-deletes".into(), added_deletes.to_string());
-            props.insert(
-                "total-files-size".into(),
-                total("total-files-size", added_size + added_delete_size),
-            );
-        }
-        props.insert(
-            "total-delete-files".into(),
-            total("total-delete-files", round.delete_files.len() as u64),
-        );
-        props.insert(
-            "total-position-deletes".into(),
-            total("total-position-deletes", added_deletes),
-        );
-        props.insert("total-equality-deletes".into(), "0".into());
-        props.insert(COMMIT_ID.into(), round.commit_id.clone());
-        let offsets: BTreeMap<String, u64> = round
-            .offsets
-            .iter()
-            .map(|(p, o)| (p.to_string(), *o))
-            .collect();
-        props.insert(
-            OFFSETS.into(),
-            serde_json::to_string(&offsets).unwrap_or_default(),
-        );
-        if let Some(w) = round.watermark_ms {
-            props.insert(WATERMARK.into(), w.to_string());
-        }
-        if let Some(id) = &round.topic_id {
-            props.insert(TOPIC_ID.into(), id.clone());
-        }
-        if let Some(epoch) = round.epoch {
-            props.insert(EPOCH.into(), epoch.to_string());
-        }
-        if !round.partition_watermarks.is_empty() {
-            let per: BTreeMap<String, i64> = round
-                .partition_watermarks
-                .iter()
-                .map(|(p, w)| (p.to_string(), *w))
-                .collect();
-            props.insert(
-                PARTITION_WATERMARKS.into(),
-                serde_json::to_string(&per).unwrap_or_default(),
-            );
-        }
+        )
+        .await?;
         let snapshot = Snapshot::builder()
             .with_snapshot_id(snapshot_id)
             .with_parent_snapshot_id(parent.as_ref().map(|p| p.snapshot_id()))
@@ -567,9 +385,9 @@ impl Committer {
                 } else {
                     Operation::Overwrite
                 },
-                additional_properties: props,
+                additional_properties: round_summary(round, parent.as_deref()),
             })
-            .with_schema_id(schema_id)
+            .with_schema_id(schema.schema_id())
             .build();
 
         let mut requirements = main_requirements(meta, parent.as_ref().map(|p| p.snapshot_id()));
@@ -579,31 +397,250 @@ impl Committer {
                 current_schema_id: meta.current_schema_id(),
             });
             updates.push(TableUpdate::AddSchema {
-                schema: schema_for_files.as_ref().clone(),
+                schema: schema.as_ref().clone(),
             });
             updates.push(TableUpdate::SetCurrentSchema { schema_id: -1 });
         }
-        // The same keys as a table property, which outlives the snapshot (see [`PROGRESS`]).
-        let mut progress: HashMap<String, String> = snapshot
-            .summary()
-            .additional_properties
-            .iter()
-            .filter(|(k, _)| k.starts_with("inlet."))
-            .map(|(k, v)| (k.clone(), v.clone()))
-            .collect();
-        progress.insert(PROGRESS_SNAPSHOT_ID.into(), snapshot_id.to_string());
-        progress.insert(PROGRESS_SEQUENCE_NUMBER.into(), sequence_number.to_string());
-        updates.push(TableUpdate::SetProperties {
-            updates: HashMap::from([(
-                PROGRESS.to_string(),
-                serde_json::to_string(&progress).unwrap_or_default(),
-            )]),
-        });
+        updates.push(progress_property(&snapshot));
         updates.extend(main_updates(snapshot));
         match self.target.commit(table, requirements, updates).await? {
             Some(_) => Ok(snapshot_id),
             None => Err(CommitError::Catalog("nothing to commit".into())),
         }
+    }
+}
+
+/// The schema a round's files are written with: the table's current one, plus what the round
+/// changed (`crate::rebase`), so another engine's schema change since the round was converted
+/// is never reverted. Returns it, and whether it is a new schema the commit adds.
+fn evolved_schema(table: &Table, round: &Round) -> Result<(Arc<Schema>, bool), CommitError> {
+    let meta = table.metadata();
+    let current = meta.current_schema();
+    let rebased = crate::rebase::rebase(
+        current,
+        &round.schema,
+        meta.last_column_id(),
+        round.base_column_id,
+    )
+    .map_err(CommitError::SchemaConflict)?;
+    let Some(fields) = rebased else {
+        return Ok((current.clone(), false));
+    };
+    let id = meta
+        .schemas_iter()
+        .map(|s| s.schema_id())
+        .max()
+        .unwrap_or(0)
+        + 1;
+    // The table's identifier fields stay (the worker's schemas do not carry them), but for a
+    // column that became optional (its source dropped a NOT NULL): Iceberg requires
+    // identifier fields to be required.
+    let identifiers: Vec<i32> = current
+        .identifier_field_ids()
+        .filter(|id| fields.field_by_id(*id).is_some_and(|f| f.required))
+        .collect();
+    if identifiers.len() < current.identifier_field_ids().count() {
+        tracing::warn!(
+            table = %table.identifier(),
+            "an identifier column became optional: the table's schema no longer names identifier fields there (upserts still apply)"
+        );
+    }
+    let s = Schema::builder()
+        .with_schema_id(id)
+        .with_fields(fields.fields().to_vec())
+        .with_identifier_field_ids(identifiers)
+        .build()?;
+    Ok((Arc::new(s), true))
+}
+
+/// Writes the round's manifests (its data files, its position deletes; files inherit the
+/// snapshot's sequence number), merges the parent's small ones, and writes the manifest list;
+/// returns the list's path.
+async fn write_manifests(
+    table: &Table,
+    round: &Round,
+    parent: Option<&Snapshot>,
+    schema: &Arc<Schema>,
+    snapshot_id: i64,
+    sequence_number: i64,
+) -> Result<String, CommitError> {
+    let meta = table.metadata();
+    let file_io = table.file_io();
+    let location = meta.location().trim_end_matches('/').to_string();
+    let spec = meta.default_partition_spec().clone();
+    let mut manifests: Vec<ManifestFile> = Vec::new();
+    for (files, name, deletes) in [
+        (&round.files, "m0", false),
+        (&round.delete_files, "m1", true),
+    ] {
+        if files.is_empty() {
+            continue;
+        }
+        let builder = ManifestWriterBuilder::new(
+            file_io.new_output(format!(
+                "{location}/metadata/{snapshot_id:016x}-{name}.avro"
+            ))?,
+            Some(snapshot_id),
+            schema.clone(),
+            spec.as_ref().clone(),
+        );
+        let mut writer = if deletes {
+            builder.build_v2_deletes()
+        } else {
+            builder.build_v2_data()
+        };
+        for f in files {
+            writer.add_file(f.clone(), -1)?;
+        }
+        manifests.push(writer.write_manifest_file().await?);
+    }
+    if let Some(parent) = parent {
+        let bytes = file_io.new_input(parent.manifest_list())?.read().await?;
+        let list = ManifestList::parse_with_version(&bytes, FormatVersion::V2)?;
+        let (existing, merged) = crate::manifest_merge::merge(
+            list.consume_entries().into_iter().collect(),
+            meta,
+            schema,
+            file_io,
+            &location,
+            snapshot_id,
+        )
+        .await?;
+        if merged > 0 {
+            tracing::debug!(table = %table.identifier(), manifests = merged, "merged small manifests");
+        }
+        manifests.extend(existing);
+    }
+    let list_path = format!(
+        "{location}/metadata/snap-{snapshot_id}-1-{}.avro",
+        round.commit_id
+    );
+    let mut list_writer = ManifestListWriter::v2(
+        file_io.new_output(&list_path)?.writer().await?,
+        snapshot_id,
+        parent.map(|p| p.snapshot_id()),
+        sequence_number,
+    );
+    list_writer.add_manifests(manifests.into_iter())?;
+    list_writer.close().await?;
+    Ok(list_path)
+}
+
+/// A round's snapshot summary: Iceberg's counts (totals carried from `parent`) and Inlet's
+/// progress keys.
+fn round_summary(round: &Round, parent: Option<&Snapshot>) -> HashMap<String, String> {
+    let mut props: HashMap<String, String> = HashMap::new();
+    let added_records: u64 = round.files.iter().map(|f| f.record_count()).sum();
+    let added_size: u64 = round.files.iter().map(|f| f.file_size_in_bytes()).sum();
+    let previous = parent.map(|p| &p.summary().additional_properties);
+    let total = |key: &str, added: u64| -> String {
+        let before: u64 = previous
+            .and_then(|p| p.get(key))
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(0);
+        (before + added).to_string()
+    };
+    props.insert("added-data-files".into(), round.files.len().to_string());
+    props.insert("added-records".into(), added_records.to_string());
+    props.insert("added-files-size".into(), added_size.to_string());
+    props.insert(
+        "total-data-files".into(),
+        total("total-data-files", round.files.len() as u64),
+    );
+    props.insert(
+        "total-records".into(),
+        total("total-records", added_records),
+    );
+    props.insert(
+        "total-files-size".into(),
+        total("total-files-size", added_size),
+    );
+    let added_deletes: u64 = round.delete_files.iter().map(|f| f.record_count()).sum();
+    let added_delete_size: u64 = round
+        .delete_files
+        .iter()
+        .map(|f| f.file_size_in_bytes())
+        .sum();
+    if !round.delete_files.is_empty() {
+        props.insert(
+            "added-delete-files".into(),
+            round.delete_files.len().to_string(),
+        );
+        props.insert(
+            "added-position-delete-files".into(),
+            round.delete_files.len().to_string(),
+        );
+        props.insert("added-position-deletes".into(), added_deletes.to_string());
+        props.insert(
+            "total-files-size".into(),
+            total("total-files-size", added_size + added_delete_size),
+        );
+    }
+    props.insert(
+        "total-delete-files".into(),
+        total("total-delete-files", round.delete_files.len() as u64),
+    );
+    props.insert(
+        "total-position-deletes".into(),
+        total("total-position-deletes", added_deletes),
+    );
+    props.insert("total-equality-deletes".into(), "0".into());
+    props.insert(COMMIT_ID.into(), round.commit_id.clone());
+    let offsets: BTreeMap<String, u64> = round
+        .offsets
+        .iter()
+        .map(|(p, o)| (p.to_string(), *o))
+        .collect();
+    props.insert(
+        OFFSETS.into(),
+        serde_json::to_string(&offsets).unwrap_or_default(),
+    );
+    if let Some(w) = round.watermark_ms {
+        props.insert(WATERMARK.into(), w.to_string());
+    }
+    if let Some(id) = &round.topic_id {
+        props.insert(TOPIC_ID.into(), id.clone());
+    }
+    if let Some(epoch) = round.epoch {
+        props.insert(EPOCH.into(), epoch.to_string());
+    }
+    if !round.partition_watermarks.is_empty() {
+        let per: BTreeMap<String, i64> = round
+            .partition_watermarks
+            .iter()
+            .map(|(p, w)| (p.to_string(), *w))
+            .collect();
+        props.insert(
+            PARTITION_WATERMARKS.into(),
+            serde_json::to_string(&per).unwrap_or_default(),
+        );
+    }
+    props
+}
+
+/// The [`PROGRESS`] table property of `snapshot`: its `inlet.*` keys, which outlive the
+/// snapshot, with its id and sequence number.
+fn progress_property(snapshot: &Snapshot) -> TableUpdate {
+    let mut progress: HashMap<String, String> = snapshot
+        .summary()
+        .additional_properties
+        .iter()
+        .filter(|(k, _)| k.starts_with("inlet."))
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect();
+    progress.insert(
+        PROGRESS_SNAPSHOT_ID.into(),
+        snapshot.snapshot_id().to_string(),
+    );
+    progress.insert(
+        PROGRESS_SEQUENCE_NUMBER.into(),
+        snapshot.sequence_number().to_string(),
+    );
+    TableUpdate::SetProperties {
+        updates: HashMap::from([(
+            PROGRESS.to_string(),
+            serde_json::to_string(&progress).unwrap_or_default(),
+        )]),
     }
 }
 

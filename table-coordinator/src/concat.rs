@@ -64,34 +64,9 @@ pub async fn concat(
         return Ok(None);
     };
     let expected = expected_parquet_schema(out.schema)?;
-    let mut read: Vec<(Bytes, ParquetMetaData)> = Vec::with_capacity(inputs.len());
-    for f in inputs {
-        if f.content_type() != DataContentType::Data || f.file_format() != DataFileFormat::Parquet {
-            return Ok(None);
-        }
-        let bytes = out.file_io.new_input(f.file_path())?.read().await?;
-        let meta = ParquetMetaDataReader::new()
-            .with_page_index_policy(PageIndexPolicy::Optional)
-            .parse_and_finish(&bytes)
-            .map_err(|e| parquet_error(f.file_path(), e))?;
-        if meta.file_metadata().schema() != expected.as_ref()
-            || meta
-                .row_groups()
-                .iter()
-                .any(|g| g.compressed_size() < min_row_group_bytes)
-        {
-            return Ok(None);
-        }
-        let rows = meta.file_metadata().num_rows();
-        if u64::try_from(rows).ok() != Some(f.record_count()) {
-            return Err(CommitError::Catalog(format!(
-                "compaction: {} holds {rows} rows by its footer and {} by the table",
-                f.file_path(),
-                f.record_count()
-            )));
-        }
-        read.push((bytes, meta));
-    }
+    let Some(read) = read_inputs(inputs, out, &expected, min_row_group_bytes).await? else {
+        return Ok(None);
+    };
 
     // The first input's footer key-values (the Arrow schema the writer stored) go on, so an
     // Arrow reader sees the same types it saw in the inputs.
@@ -147,7 +122,19 @@ pub async fn concat(
     };
     let size = body.len() as u64;
     out.file_io.new_output(&path)?.write(body.into()).await?;
+    entry(inputs, first, out, path, size, &written).map(Some)
+}
 
+/// The table's entry of the merged file at `path` (`size` bytes, its footer `written`): its
+/// counts and bounds are the inputs' combined.
+fn entry(
+    inputs: &[DataFile],
+    first: &DataFile,
+    out: &Output<'_>,
+    path: String,
+    size: u64,
+    written: &parquet::file::metadata::ParquetMetaData,
+) -> Result<DataFile, CommitError> {
     let mut builder = DataFileBuilder::default();
     builder
         .content(DataContentType::Data)
@@ -181,10 +168,48 @@ pub async fn concat(
     if let Some(order) = first.sort_order_id() {
         builder.sort_order_id(order);
     }
-    let file = builder
+    builder
         .build()
-        .map_err(|e| CommitError::Catalog(format!("compaction: the merged file's entry: {e}")))?;
-    Ok(Some(file))
+        .map_err(|e| CommitError::Catalog(format!("compaction: the merged file's entry: {e}")))
+}
+
+/// Reads every input whole, with its footer; None when one cannot be copied: not Parquet
+/// data, a schema other than `expected`, or a row group under `min_row_group_bytes`.
+async fn read_inputs(
+    inputs: &[DataFile],
+    out: &Output<'_>,
+    expected: &parquet::schema::types::TypePtr,
+    min_row_group_bytes: i64,
+) -> Result<Option<Vec<(Bytes, ParquetMetaData)>>, CommitError> {
+    let mut read: Vec<(Bytes, ParquetMetaData)> = Vec::with_capacity(inputs.len());
+    for f in inputs {
+        if f.content_type() != DataContentType::Data || f.file_format() != DataFileFormat::Parquet {
+            return Ok(None);
+        }
+        let bytes = out.file_io.new_input(f.file_path())?.read().await?;
+        let meta = ParquetMetaDataReader::new()
+            .with_page_index_policy(PageIndexPolicy::Optional)
+            .parse_and_finish(&bytes)
+            .map_err(|e| parquet_error(f.file_path(), e))?;
+        if meta.file_metadata().schema() != expected.as_ref()
+            || meta
+                .row_groups()
+                .iter()
+                .any(|g| g.compressed_size() < min_row_group_bytes)
+        {
+            return Ok(None);
+        }
+        let rows = meta.file_metadata().num_rows();
+        if u64::try_from(rows).ok() != Some(f.record_count()) {
+            return Err(CommitError::Catalog(format!(
+                "compaction: {} holds {rows} rows by its footer and {} by the table",
+                f.file_path(),
+                f.record_count()
+            )));
+        }
+        read.push((bytes, meta));
+    }
+    Ok(Some(read))
 }
 
 /// The Parquet schema iceberg-rust's writer gives a file of `schema`: Arrow's conversion of

@@ -455,7 +455,9 @@ impl NodeBuilder {
         self
     }
 
-    /// Binds the listeners, opens every part and starts serving.
+    /// Binds the listeners, opens every part and starts serving: the listeners, the metadata
+    /// store and this node's lease, the stream store, the catalog, the Schema Registry, the
+    /// Kafka endpoint, the cluster's assigner, then the services.
     pub async fn start(self) -> anyhow::Result<Node> {
         let NodeBuilder {
             config,
@@ -464,51 +466,16 @@ impl NodeBuilder {
             meta,
             catalog,
         } = self;
-        let kafka_listeners = bind_kafka_listeners(&config).await?;
-        let http_listener = bind("HTTP", &config.http_listen).await?;
-        let registry_listener = bind("Schema Registry", &config.registry_listen).await?;
-        let registry_addr = registry_listener.local_addr()?;
-        // HTTPS where a keystore is named: read now, so a bad file stops the start.
-        let http_tls = https_of(
-            config.http.tls_keystore.as_deref(),
-            config.http.tls_truststore.as_deref(),
-            &config.http.tls_client_auth,
-            "[http] tls_keystore",
-        )?;
-        let registry_tls = https_of(
-            config.registry.tls_keystore.as_deref(),
-            config.registry.tls_truststore.as_deref(),
-            &config.registry.tls_client_auth,
-            "[registry] tls_keystore",
-        )?;
-        let kafka_addr = kafka_listeners[0].tcp.local_addr()?;
-        let http_addr = http_listener.local_addr()?;
-        let mut broker_config = broker_config(&config, kafka_addr)?;
-        advertise_listeners(&mut broker_config, &config, &kafka_listeners)?;
-
+        let listeners = Listeners::bind(&config).await?;
+        let mut broker_config = broker_config(&config, listeners.kafka_addr)?;
+        advertise_listeners(&mut broker_config, &config, &listeners.kafka)?;
         // One clock for the whole node, and one object-store client for the stream store and
         // the Iceberg tables.
         let clock = clock.unwrap_or_else(|| Arc::new(SystemClock));
         // Membership first: nothing of the store (its WAL replay, its uploads) runs while
         // another node is live on this metadata store.
-        std::fs::create_dir_all(&config.data_dir)
-            .with_context(|| format!("creating data dir {}", config.data_dir.display()))?;
-        let meta = match meta {
-            Some(meta) => meta,
-            None => inlet_storage::MetaStore::connect(&config.meta_url())
-                .await
-                .context("opening the metadata store")?,
-        };
-        // A cluster node must be able to call the others (a transaction's markers): checked
-        // before it joins, so a misconfigured node never holds a node id's lease.
-        if config.wal_kind() == inlet_storage::WalKind::Object {
-            if let Err(problem) =
-                inlet_ingest::inter_broker::InterBroker::from_config(&broker_config)
-            {
-                anyhow::bail!("this node cannot call the cluster's other nodes: {problem}");
-            }
-        }
-        let membership = join(&config, &broker_config, &meta, http_addr, &clock).await?;
+        let meta = open_meta(&config, &broker_config, meta).await?;
+        let membership = join(&config, &broker_config, &meta, listeners.http_addr, &clock).await?;
         let leave = CancellationToken::new();
         let renewals = tokio::spawn(membership.clone().run(leave.clone()));
         let objects = match objects {
@@ -537,7 +504,6 @@ impl NodeBuilder {
                 .await
                 .context("opening the Schema Registry")?,
         );
-
         // The table worker's view of its tables' schemas, which Produce checks writer schemas
         // against.
         let table_schemas = Arc::new(inlet_table_worker::TableSchemas::default());
@@ -553,36 +519,155 @@ impl NodeBuilder {
         )
         .await
         .context("opening the Kafka endpoint")?;
-
         // In a cluster, take this node's share of the streams before serving.
         let cluster = if config.wal_kind() == inlet_storage::WalKind::Object {
             Some(start_assigner(&config, &broker, &membership).await?)
         } else {
             None
         };
-
+        let (kafka_addr, http_addr, registry_addr) = (
+            listeners.kafka_addr,
+            listeners.http_addr,
+            listeners.registry_addr,
+        );
         let stop = CancellationToken::new();
-        let mut tasks = tokio::task::JoinSet::new();
+        let parts = Parts {
+            config: &config,
+            broker: &broker,
+            registry: &registry,
+            catalog: &catalog,
+            table_schemas,
+            stop: &stop,
+        };
+        let tasks = parts.serve(listeners);
+        Ok(Node {
+            kafka_addr,
+            http_addr,
+            registry_addr,
+            broker,
+            registry,
+            store,
+            stop,
+            tasks,
+            membership,
+            leave,
+            renewals,
+            cluster,
+        })
+    }
+}
+
+/// The node's listeners, bound before anything is opened (a port in use stops the start at
+/// once), with the HTTPS configs of the HTTP and registry listeners.
+struct Listeners {
+    kafka: Vec<inlet_ingest::server::Listener>,
+    http: TcpListener,
+    registry: TcpListener,
+    http_tls: Option<Arc<inlet_ingest::tls::Tls>>,
+    registry_tls: Option<Arc<inlet_ingest::tls::Tls>>,
+    kafka_addr: SocketAddr,
+    http_addr: SocketAddr,
+    registry_addr: SocketAddr,
+}
+
+impl Listeners {
+    async fn bind(config: &NodeConfig) -> anyhow::Result<Listeners> {
+        let kafka = bind_kafka_listeners(config).await?;
+        let http = bind("HTTP", &config.http_listen).await?;
+        let registry = bind("Schema Registry", &config.registry_listen).await?;
+        // HTTPS where a keystore is named: read now, so a bad file stops the start.
+        let http_tls = https_of(
+            config.http.tls_keystore.as_deref(),
+            config.http.tls_truststore.as_deref(),
+            &config.http.tls_client_auth,
+            "[http] tls_keystore",
+        )?;
+        let registry_tls = https_of(
+            config.registry.tls_keystore.as_deref(),
+            config.registry.tls_truststore.as_deref(),
+            &config.registry.tls_client_auth,
+            "[registry] tls_keystore",
+        )?;
+        Ok(Listeners {
+            kafka_addr: kafka[0].tcp.local_addr()?,
+            http_addr: http.local_addr()?,
+            registry_addr: registry.local_addr()?,
+            kafka,
+            http,
+            registry,
+            http_tls,
+            registry_tls,
+        })
+    }
+}
+
+/// The metadata store (`given`, else the configuration's), once a cluster node has shown it
+/// can call the others (a transaction's markers): checked before it joins, so a
+/// misconfigured node never holds a node id's lease.
+async fn open_meta(
+    config: &NodeConfig,
+    broker_config: &BrokerConfig,
+    given: Option<inlet_storage::MetaStore>,
+) -> anyhow::Result<inlet_storage::MetaStore> {
+    std::fs::create_dir_all(&config.data_dir)
+        .with_context(|| format!("creating data dir {}", config.data_dir.display()))?;
+    let meta = match given {
+        Some(meta) => meta,
+        None => inlet_storage::MetaStore::connect(&config.meta_url())
+            .await
+            .context("opening the metadata store")?,
+    };
+    if config.wal_kind() == inlet_storage::WalKind::Object {
+        if let Err(problem) = inlet_ingest::inter_broker::InterBroker::from_config(broker_config) {
+            anyhow::bail!("this node cannot call the cluster's other nodes: {problem}");
+        }
+    }
+    Ok(meta)
+}
+
+/// What the node's services are started with.
+struct Parts<'a> {
+    config: &'a NodeConfig,
+    broker: &'a Arc<Broker>,
+    registry: &'a Arc<inlet_schema_registry::Registry>,
+    catalog: &'a inlet_catalog::NodeCatalog,
+    table_schemas: Arc<inlet_table_worker::TableSchemas>,
+    stop: &'a CancellationToken,
+}
+
+impl Parts<'_> {
+    /// Starts every service on `listeners` (Kafka, HTTP, the registry) and the node's
+    /// background tasks, logs the node up, and returns the tasks.
+    fn serve(self, listeners: Listeners) -> tokio::task::JoinSet<()> {
+        let Parts {
+            config,
+            broker,
+            registry,
+            catalog,
+            table_schemas,
+            stop,
+        } = self;
         let (security, exposed) = describe_security(
-            &kafka_listeners,
+            &listeners.kafka,
             &[
                 (
                     "HTTP",
-                    http_addr,
+                    listeners.http_addr,
                     config.http.authenticates(),
-                    http_tls.is_some(),
+                    listeners.http_tls.is_some(),
                 ),
                 (
                     "Schema Registry",
-                    registry_addr,
+                    listeners.registry_addr,
                     config.registry.authenticates(),
-                    registry_tls.is_some(),
+                    listeners.registry_tls.is_some(),
                 ),
             ],
             !broker.config().authorizer_class_name.is_empty(),
         );
+        let mut tasks = tokio::task::JoinSet::new();
         tasks.spawn(inlet_ingest::server::serve_listeners(
-            kafka_listeners,
+            listeners.kafka,
             broker.clone(),
             stop.clone(),
         ));
@@ -607,7 +692,7 @@ impl NodeBuilder {
             stop.clone(),
         ));
         tasks.spawn(http::serve(
-            http_listener,
+            listeners.http,
             broker.clone(),
             registry.clone(),
             statuses.clone(),
@@ -622,7 +707,7 @@ impl NodeBuilder {
                     config.http.token_ttl_s,
                 )) as Arc<dyn inlet_common::access::HttpAccess>
             }),
-            http_tls.clone(),
+            listeners.http_tls.clone(),
             stop.clone(),
         ));
         tasks.spawn(tables::run(
@@ -630,44 +715,34 @@ impl NodeBuilder {
             registry.clone(),
             catalog.clone(),
             statuses,
-            table_settings(&config),
+            table_settings(config),
             table_schemas,
             stop.clone(),
         ));
         tasks.spawn(serve_registry(
-            &config,
-            &broker,
+            config,
+            broker,
             registry.clone(),
-            registry_listener,
-            registry_tls.clone(),
+            listeners.registry,
+            listeners.registry_tls.clone(),
             stop.clone(),
         ));
         log_up(
-            &config,
-            &broker,
-            &catalog,
-            [kafka_addr, http_addr, registry_addr],
-            http_tls.is_some(),
+            config,
+            broker,
+            catalog,
+            [
+                listeners.kafka_addr,
+                listeners.http_addr,
+                listeners.registry_addr,
+            ],
+            listeners.http_tls.is_some(),
             &security,
         );
         for warning in exposed {
             tracing::warn!("{warning}");
         }
-
-        Ok(Node {
-            kafka_addr,
-            http_addr,
-            registry_addr,
-            broker,
-            registry,
-            store,
-            stop,
-            tasks,
-            membership,
-            leave,
-            renewals,
-            cluster,
-        })
+        tasks
     }
 }
 

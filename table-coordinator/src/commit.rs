@@ -473,26 +473,16 @@ async fn write_manifests(
         (&round.files, "m0", false),
         (&round.delete_files, "m1", true),
     ] {
-        if files.is_empty() {
-            continue;
+        if !files.is_empty() {
+            let path = format!("{location}/metadata/{snapshot_id:016x}-{name}.avro");
+            let new = NewManifest {
+                snapshot_id,
+                schema,
+                spec: &spec,
+                deletes,
+            };
+            manifests.push(new.write(file_io, path, files).await?);
         }
-        let builder = ManifestWriterBuilder::new(
-            file_io.new_output(format!(
-                "{location}/metadata/{snapshot_id:016x}-{name}.avro"
-            ))?,
-            Some(snapshot_id),
-            schema.clone(),
-            spec.as_ref().clone(),
-        );
-        let mut writer = if deletes {
-            builder.build_v2_deletes()
-        } else {
-            builder.build_v2_data()
-        };
-        for f in files {
-            writer.add_file(f.clone(), -1)?;
-        }
-        manifests.push(writer.write_manifest_file().await?);
     }
     if let Some(parent) = parent {
         let bytes = file_io.new_input(parent.manifest_list())?.read().await?;
@@ -524,6 +514,40 @@ async fn write_manifests(
     list_writer.add_manifests(manifests.into_iter())?;
     list_writer.close().await?;
     Ok(list_path)
+}
+
+/// A manifest a new snapshot adds: of data files, or of position deletes (`deletes`).
+pub(crate) struct NewManifest<'a> {
+    pub snapshot_id: i64,
+    pub schema: &'a Arc<Schema>,
+    pub spec: &'a iceberg::spec::PartitionSpecRef,
+    pub deletes: bool,
+}
+
+impl NewManifest<'_> {
+    /// Writes the manifest of `files` at `path` (they inherit the snapshot's sequence number).
+    pub(crate) async fn write(
+        &self,
+        file_io: &iceberg::io::FileIO,
+        path: String,
+        files: &[iceberg::spec::DataFile],
+    ) -> Result<ManifestFile, CommitError> {
+        let builder = ManifestWriterBuilder::new(
+            file_io.new_output(path)?,
+            Some(self.snapshot_id),
+            self.schema.clone(),
+            self.spec.as_ref().clone(),
+        );
+        let mut writer = if self.deletes {
+            builder.build_v2_deletes()
+        } else {
+            builder.build_v2_data()
+        };
+        for f in files {
+            writer.add_file(f.clone(), -1)?;
+        }
+        Ok(writer.write_manifest_file().await?)
+    }
 }
 
 /// A round's snapshot summary: Iceberg's counts (totals carried from `parent`) and Inlet's

@@ -359,12 +359,7 @@ async fn small_files(
     let meta = table.metadata();
     let file_io = table.file_io();
     let spec_id = meta.default_partition_spec().spec_id();
-    let bytes = file_io.new_input(parent.manifest_list())?.read().await?;
-    let manifests: Vec<ManifestFile> =
-        iceberg::spec::ManifestList::parse_with_version(&bytes, meta.format_version())?
-            .consume_entries()
-            .into_iter()
-            .collect();
+    let manifests = crate::reading::manifests(table, parent).await?;
     let small_below = target * SMALL_NUMERATOR / SMALL_DENOMINATOR;
     let mut groups: HashMap<iceberg::spec::Struct, Vec<Live>> = HashMap::new();
     let mut deletes: Vec<LiveDeletes> = Vec::new();
@@ -645,12 +640,7 @@ impl Replace {
         if meta.default_partition_spec().spec_id() != self.spec_id {
             return Ok(None);
         }
-        let bytes = file_io.new_input(parent.manifest_list())?.read().await?;
-        let manifests: Vec<ManifestFile> =
-            iceberg::spec::ManifestList::parse_with_version(&bytes, meta.format_version())?
-                .consume_entries()
-                .into_iter()
-                .collect();
+        let manifests = crate::reading::manifests(table, &parent).await?;
         let Some(mut found) = self.find(file_io, &manifests).await? else {
             return Ok(None);
         };
@@ -813,26 +803,16 @@ impl Replace {
             (&self.written[..], "c0", false),
             (carried_files, "d0", true),
         ] {
-            if files.is_empty() {
-                continue;
+            if !files.is_empty() {
+                let path = format!("{location}/metadata/{snapshot_id:016x}-{name}.avro");
+                let new = crate::commit::NewManifest {
+                    snapshot_id,
+                    schema: &schema,
+                    spec: &spec,
+                    deletes,
+                };
+                out.push(new.write(file_io, path, files).await?);
             }
-            let builder = ManifestWriterBuilder::new(
-                file_io.new_output(format!(
-                    "{location}/metadata/{snapshot_id:016x}-{name}.avro"
-                ))?,
-                Some(snapshot_id),
-                schema.clone(),
-                spec.as_ref().clone(),
-            );
-            let mut writer = if deletes {
-                builder.build_v2_deletes()
-            } else {
-                builder.build_v2_data()
-            };
-            for f in files {
-                writer.add_file(f.clone(), -1)?;
-            }
-            out.push(writer.write_manifest_file().await?);
         }
         for (i, m) in manifests.into_iter().enumerate() {
             if !found.touched.contains(&i) {

@@ -96,12 +96,10 @@ struct ProducerEntry {
     batches: VecDeque<SeqBatch>,
     /// When the producer last sent a batch here (the broker's clock, epoch ms).
     last_ms: u64,
-    /// The sequence expected next when `batches` was emptied by a failure
-    /// ([`PartitionProducers::fail_from`]).
-    resume_at: Option<i32>,
     /// The first sequence of the batch whose append failed last, until a batch is taken
-    /// again: a later batch of the producer is then one it had in flight behind the failed
-    /// one ([`PartitionProducers::check`]).
+    /// again ([`PartitionProducers::fail_from`]): the sequence expected next when the failure
+    /// emptied `batches`, and a later batch of the producer is one it had in flight behind the
+    /// failed one ([`PartitionProducers::check`]).
     failed_at: Option<i32>,
 }
 
@@ -187,7 +185,6 @@ impl PartitionProducers {
                     epoch: p.epoch,
                     batches,
                     last_ms: p.last_ms,
-                    resume_at: None,
                     failed_at: None,
                 };
                 (id, entry)
@@ -222,7 +219,7 @@ impl PartitionProducers {
                     .batches
                     .back()
                     .map(|b| b.last)
-                    .or(p.resume_at.map(|s| s.wrapping_sub(1)))
+                    .or(p.failed_at.map(|s| s.wrapping_sub(1)))
                     .unwrap_or(-1),
                 last_ms: p.last_ms,
             })
@@ -269,7 +266,7 @@ impl PartitionProducers {
         {
             return Ok(SeqCheck::Duplicate(dup.outcome.clone()));
         }
-        let expected = match (entry.batches.back(), entry.resume_at) {
+        let expected = match (entry.batches.back(), entry.failed_at) {
             (Some(b), _) if b.last == i32::MAX => 0,
             (Some(b), _) => b.last + 1,
             (None, Some(resume)) => resume,
@@ -316,10 +313,8 @@ impl PartitionProducers {
                 epoch: h.producer_epoch,
                 batches: VecDeque::new(),
                 last_ms: now_ms,
-                resume_at: None,
                 failed_at: None,
             });
-        entry.resume_at = None;
         entry.failed_at = None;
         entry.last_ms = entry.last_ms.max(now_ms);
         if h.producer_epoch != entry.epoch {
@@ -348,14 +343,12 @@ impl PartitionProducers {
                 epoch,
                 batches: VecDeque::new(),
                 last_ms: now_ms,
-                resume_at: None,
                 failed_at: None,
             });
         entry.last_ms = entry.last_ms.max(now_ms);
         if epoch > entry.epoch {
             entry.epoch = epoch;
             entry.batches.clear();
-            entry.resume_at = None;
             entry.failed_at = None;
         }
     }
@@ -416,9 +409,6 @@ impl PartitionProducers {
             if let Some(at) = entry.batches.iter().position(|b| b.first == first_sequence) {
                 entry.batches.truncate(at);
                 entry.failed_at = Some(first_sequence);
-                if entry.batches.is_empty() {
-                    entry.resume_at = Some(first_sequence);
-                }
             }
         }
     }
